@@ -1,0 +1,74 @@
+# brrr: two commands do all set-up on a fresh machine.
+#   make book   create .venv, install, execute every notebook, build the HTML book in _build/html
+#   make test   the same set-up, then the whole test suite
+# GPU nodes without internet: `make wheelhouse` where there is internet, carry the
+# folder across, then `make gpu-check` on the node (see README).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+INSTALLED := $(VENV)/.installed
+
+# Keep every cache inside the checkout; notebooks and the book inherit these.
+export BRRR_CACHE_DIR := $(CURDIR)/.cache/brrr
+export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor
+export MPLBACKEND := Agg
+export PYTHONUNBUFFERED := 1
+# glibc hands large buffers back to the OS on free; every new tensor then pays page
+# faults. These keep freed memory in the process, as a caching allocator does on GPU.
+export MALLOC_MMAP_MAX_ := 0
+export MALLOC_TRIM_THRESHOLD_ := 100000000000
+
+BOOK_FLAGS := -W -n --keep-going
+
+.PHONY: book test labs gpu-check wheelhouse clean install
+
+install: $(INSTALLED)
+
+$(INSTALLED): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+book: $(INSTALLED)
+	rm -rf _build
+	$(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
+	@echo "Book built: open _build/html/index.html"
+
+test: $(INSTALLED)
+	$(PY) -m pytest
+
+labs: $(INSTALLED)
+	$(PY) -m brrr.labs
+
+# ---------------------------------------------------------------- GPU nodes without internet
+# The node has python3 with torch and triton; the wheelhouse carries everything else.
+WHEEL_PYTHON ?= 3.12
+WHEEL_PLATFORMS := manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64
+GPU_VENV := .venv-gpu
+GPU_CHECK_TIMEOUT ?= 540
+
+wheelhouse: $(INSTALLED)
+	rm -rf wheelhouse && mkdir -p wheelhouse
+	grep -vE '^(torch|triton)([=<> ]|$$)' requirements.txt > wheelhouse/requirements-node.txt
+	echo "setuptools" >> wheelhouse/requirements-node.txt
+	$(PY) -m pip download --quiet --dest wheelhouse --only-binary=:all: \
+		--python-version $(WHEEL_PYTHON) --implementation cp \
+		$(addprefix --platform ,$(WHEEL_PLATFORMS)) \
+		-r wheelhouse/requirements-node.txt
+	@echo "wheelhouse/ holds $$(ls wheelhouse/*.whl | wc -l) wheels for Python $(WHEEL_PYTHON); copy it to the GPU node."
+
+gpu-check:
+	@test -f wheelhouse/requirements-node.txt || { echo "gpu-check: no wheelhouse/ here. Run 'make wheelhouse' on a machine with internet and copy the folder over."; exit 2; }
+	python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu-check: torch sees no CUDA device on this node')"
+	python3 -m venv --system-site-packages $(GPU_VENV)
+	$(GPU_VENV)/bin/python -m pip install --quiet --no-index --find-links wheelhouse -r wheelhouse/requirements-node.txt
+	$(GPU_VENV)/bin/python -m pip install --quiet --no-index --find-links wheelhouse --no-build-isolation --no-deps -e .
+	BRRR_RECORD_REFERENCE=$(CURDIR)/data/reference $(GPU_VENV)/bin/python -m brrr.ceilings --refresh
+	BRRR_RECORD_REFERENCE=$(CURDIR)/data/reference timeout $(GPU_CHECK_TIMEOUT) $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider
+	@echo "gpu-check passed; reference results are in data/reference/ (commit them)."
+
+clean:
+	rm -rf _build .cache .pytest_cache $(GPU_VENV)

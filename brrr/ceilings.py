@@ -1,0 +1,247 @@
+"""This machine's ceilings, measured: the roofs of its roofline.
+
+Four numbers, each measured on the machine the code runs on, never looked up:
+
+copy bandwidth
+    Bytes per second that ``dst.copy_(src)`` moves (read + write) on a buffer far
+    larger than the last-level cache. The memory roof.
+matmul peak, per dtype
+    FLOP/s of a large square matmul (2·n³ FLOPs). fp32 and, where the GPU has
+    them, tf32, bf16 and fp16. On a CPU: fp32 and bf16. The compute roof for
+    contractions (tensor cores on a GPU).
+vector peak
+    FLOP/s of non-matmul fp32 arithmetic: a compiled chain of multiply-adds on a
+    tensor that stays in cache. The compute roof for everything else.
+dispatch overhead
+    Seconds of host time per eager op on a one-element tensor. The overhead floor.
+
+``measure()`` caches the result per user (see :mod:`brrr.cache`), keyed by device,
+torch version and thread count, and stamps it with device, versions and date::
+
+    python -m brrr.ceilings            # print, measuring only if not cached
+    python -m brrr.ceilings --refresh  # measure again
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from dataclasses import dataclass, field
+
+import torch
+
+from brrr import cache, reference, units
+from brrr.device import DEVICE, ON_GPU, device_name, far_above_cache, per_device, synchronize
+from brrr.stamp import environment, format_stamp
+from brrr.timing import bench, torch_threads
+
+FORMAT_VERSION = 1
+
+_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One roofline: a compute roof, a memory roof and an overhead floor."""
+
+    peak_flops: float  # FLOP/s
+    bandwidth: float  # B/s
+    overhead_s: float = 0.0  # s per op
+    label: str = ""
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte at which compute time equals memory time."""
+        return self.peak_flops / self.bandwidth
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    copy_bandwidth: float  # B/s
+    matmul_peak: dict[str, float]  # dtype name -> FLOP/s
+    vector_peak: float  # FLOP/s, fp32, no tensor cores
+    dispatch_overhead: float  # s per eager op
+    threads: int | None  # torch threads during measurement (None: default)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def stamp(self) -> str:
+        return format_stamp(self.env)
+
+    def matmul(self, dtype: str | torch.dtype = "float32") -> float:
+        name = dtype_name(dtype)
+        if name not in self.matmul_peak:
+            raise KeyError(f"no matmul peak measured for {name} on {self.env.get('device')}; have {sorted(self.matmul_peak)}")
+        return self.matmul_peak[name]
+
+    def roof(self, kind: str = "matmul", dtype: str | torch.dtype = "float32") -> Roof:
+        """The roofline for matmuls of ``dtype`` (``kind='matmul'``) or for other arithmetic (``'vector'``)."""
+        if kind == "matmul":
+            return Roof(self.matmul(dtype), self.copy_bandwidth, self.dispatch_overhead, f"{dtype_name(dtype)} matmul")
+        if kind == "vector":
+            return Roof(self.vector_peak, self.copy_bandwidth, self.dispatch_overhead, "fp32 non-matmul")
+        raise ValueError(f"kind must be 'matmul' or 'vector', not {kind!r}")
+
+    def summary(self) -> str:
+        lines = [f"Ceilings of {self.env.get('device', '?')}:"]
+        lines.append(f"  copy bandwidth      {units.bandwidth(self.copy_bandwidth)}")
+        for name, peak in self.matmul_peak.items():
+            lines.append(f"  matmul peak {name:<8} {units.flops(peak)}")
+        lines.append(f"  non-matmul peak     {units.flops(self.vector_peak)} (fp32)")
+        lines.append(f"  dispatch overhead   {units.seconds(self.dispatch_overhead)} per eager op")
+        lines.append(f"  {self.stamp}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"format": FORMAT_VERSION, **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Ceilings":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+def dtype_name(dtype: str | torch.dtype) -> str:
+    if isinstance(dtype, torch.dtype):
+        return str(dtype).removeprefix("torch.")
+    return dtype
+
+
+# ---------------------------------------------------------------- the four measurements
+
+
+def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None) -> float:
+    """B/s of ``dst.copy_(src)`` on ``n`` fp32 elements: reads 4n bytes, writes 4n bytes."""
+    n = n or far_above_cache(4)
+    src = torch.randn(n, device=DEVICE)
+    dst = torch.empty_like(src)
+    timing = bench(lambda: dst.copy_(src), threads=threads, budget_s=per_device(cpu=0.5, gpu=0.2))
+    return timing.rate(2 * n * src.element_size())
+
+
+def matmul_dtypes() -> list[str]:
+    """The dtypes this device has a matmul peak for."""
+    if not ON_GPU:
+        return ["float32", "bfloat16"]
+    names = ["float32"]
+    major, _ = torch.cuda.get_device_capability(DEVICE)
+    if major >= 8:
+        names += ["tf32", "bfloat16"]
+    return names + ["float16"]
+
+
+def measure_matmul_peak(dtype: str, n: int | None = None, *, threads: int | None = None) -> float:
+    """FLOP/s of an n×n by n×n matmul: 2·n³ FLOPs. ``dtype='tf32'`` allows TF32 tensor cores."""
+    n = n or per_device(cpu=1536, gpu=8192)
+    a = torch.randn(n, n, device=DEVICE, dtype=_DTYPES[dtype])
+    b = torch.randn(n, n, device=DEVICE, dtype=_DTYPES[dtype])
+    out = torch.empty(n, n, device=DEVICE, dtype=_DTYPES[dtype])
+    allow_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    try:
+        timing = bench(lambda: torch.mm(a, b, out=out), threads=threads, warmup=2, budget_s=per_device(cpu=1.0, gpu=0.3))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
+    return timing.rate(2 * n**3)
+
+
+def _multiply_add_chain(x: torch.Tensor, steps: int) -> torch.Tensor:
+    for _ in range(steps):
+        x = x * 0.999 + 0.001  # 2 FLOPs per element per step; floats are not re-associated
+    return x
+
+
+def measure_vector_peak(n: int | None = None, steps: int = 256, *, threads: int | None = None) -> float:
+    """FLOP/s of ``steps`` fused multiply-adds per element, compiled into one kernel.
+
+    The tensor is small enough to stay in cache and each element does 2·steps
+    FLOPs per 8 bytes moved, so the kernel is bound by arithmetic, not memory.
+    """
+    n = n or per_device(cpu=2**18, gpu=2**24)
+    x = torch.rand(n, device=DEVICE)
+    compiled = torch.compile(_multiply_add_chain, dynamic=False)
+    with torch_threads(threads):
+        compiled(x, steps)  # compile outside the timed region
+    timing = bench(lambda: compiled(x, steps), threads=threads, budget_s=per_device(cpu=0.5, gpu=0.2))
+    return timing.rate(2 * steps * n)
+
+
+def measure_dispatch_overhead(ops: int = 2000, *, threads: int | None = None) -> float:
+    """Host seconds per eager ``a + b`` on one-element tensors: the per-op floor."""
+    a = torch.ones(1, device=DEVICE)
+    b = torch.ones(1, device=DEVICE)
+
+    def many_adds():
+        for _ in range(ops):
+            a + b
+        synchronize()
+
+    return bench(many_adds, threads=threads, budget_s=0.3).median_s / ops
+
+
+def measure_all(*, threads: int | None = None) -> Ceilings:
+    with torch_threads(threads):
+        env = environment()
+    return Ceilings(
+        copy_bandwidth=measure_copy_bandwidth(threads=threads),
+        matmul_peak={name: measure_matmul_peak(name, threads=threads) for name in matmul_dtypes()},
+        vector_peak=measure_vector_peak(threads=threads),
+        dispatch_overhead=measure_dispatch_overhead(threads=threads),
+        threads=threads,
+        env=env,
+    )
+
+
+# ---------------------------------------------------------------- caching
+
+
+def cache_path(threads: int | None = None):
+    threads_part = "default-threads" if threads is None else f"{threads}-threads"
+    return cache.cache_dir() / f"ceilings-{cache.slug(device_name())}-{DEVICE.type}-{threads_part}.json"
+
+
+def measure(*, refresh: bool = False, threads: int | None = None) -> Ceilings:
+    """This machine's ceilings: from the per-user cache, or measured now (``refresh=True`` forces it).
+
+    A cached result is used only if it was measured on the same device with the
+    same torch and triton versions and format.
+    """
+    path = cache_path(threads)
+    if not refresh:
+        cached = cache.read_json(path)
+        if cached and _still_valid(cached):
+            return Ceilings.from_json(cached)
+    result = measure_all(threads=threads)
+    cache.write_json(path, result.to_json())
+    reference.record_ceilings(result.to_json())
+    return result
+
+
+def _still_valid(cached: dict) -> bool:
+    now = environment()
+    env = cached.get("env", {})
+    return cached.get("format") == FORMAT_VERSION and all(
+        env.get(key) == now[key] for key in ("device", "device_type", "torch", "triton")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m brrr.ceilings", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads to measure with")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a summary")
+    args = parser.parse_args(argv)
+    result = measure(refresh=args.refresh, threads=args.threads)
+    if args.json:
+        import json
+
+        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+    else:
+        print(result.summary())
+        print(f"  cached in {cache_path(args.threads)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

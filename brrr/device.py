@@ -1,0 +1,120 @@
+"""Which device this process runs on, and problem sizes that suit it.
+
+Importing this module decides the device once. On a machine without CUDA it sets
+``TRITON_INTERPRET=1`` so that every ``@triton.jit`` kernel defined afterwards runs
+in Triton's interpreter on the CPU. Import it before ``triton``::
+
+    from brrr.device import DEVICE, ON_GPU, per_device
+    import triton
+
+``BRRR_DEVICE=cpu`` forces the CPU path on a GPU machine (useful to see what a
+reader without a GPU sees).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import torch
+
+
+def _choose_device() -> torch.device:
+    forced = os.environ.get("BRRR_DEVICE", "").strip().lower()
+    if forced and forced not in ("cpu", "cuda"):
+        raise ValueError(f"BRRR_DEVICE must be 'cpu' or 'cuda', not {forced!r}")
+    if forced == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("BRRR_DEVICE=cuda, but torch sees no CUDA device on this machine")
+    if forced == "cpu" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda")
+
+
+DEVICE: torch.device = _choose_device()
+ON_GPU: bool = DEVICE.type == "cuda"
+TRITON_INTERPRETED: bool = not ON_GPU
+
+if TRITON_INTERPRETED:
+    # Must happen before any @triton.jit runs: the decorator reads it.
+    os.environ["TRITON_INTERPRET"] = "1"
+
+
+def per_device(*, cpu, gpu):
+    """Return ``gpu`` on a GPU and ``cpu`` otherwise.
+
+    Sizes are chosen per device so that a CPU run (and the Triton interpreter)
+    stays fast while a GPU run fills the chip::
+
+        n = per_device(cpu=2**24, gpu=2**28)
+    """
+    return gpu if ON_GPU else cpu
+
+
+def device_name() -> str:
+    """A human name for the device: the GPU's product name, or the CPU model."""
+    if ON_GPU:
+        return torch.cuda.get_device_name(DEVICE)
+    return cpu_model()
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return re.sub(r"\s+", " ", line.split(":", 1)[1]).strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def last_level_cache_bytes() -> int:
+    """Size of the last cache level between the compute units and DRAM/HBM.
+
+    GPU: the L2 cache. CPU: the largest cache Linux reports (usually L3). Falls back
+    to 32 MiB when the size cannot be read, which errs on the large side.
+    """
+    if ON_GPU:
+        return int(torch.cuda.get_device_properties(DEVICE).L2_cache_size)
+    largest = 0
+    for size_file in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        largest = max(largest, _parse_cache_size(size_file.read_text()))
+    return largest or 32 * 2**20
+
+
+def _parse_cache_size(text: str) -> int:
+    match = re.fullmatch(r"\s*(\d+)\s*([KMG]?)\s*", text)
+    if not match:
+        return 0
+    scale = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
+    return int(match.group(1)) * scale
+
+
+CPU_WORKING_SET_BYTES = 256 * 2**20
+
+
+def far_above_cache(element_size: int = 4, *, factor: int = 8) -> int:
+    """A number of elements that cannot hide in the last-level cache.
+
+    GPU: ``factor`` times the L2 cache, and at least 1 GiB, so that timing measures
+    HBM bandwidth, not L2 bandwidth.
+
+    CPU: 256 MiB. Linux often reports the L3 of the whole host socket (hundreds of
+    MiB on a server), of which a small VM gets only a slice. On our 2-core CI
+    machine ``copy_`` bandwidth is flat from 64 MiB upwards (13 GB/s on one thread,
+    25 GB/s on two), so 256 MiB measures DRAM with room to spare and keeps a CPU
+    run quick. ``notebooks/00-your-machine`` shows the sweep that justifies it.
+    """
+    if ON_GPU:
+        target = max(factor * last_level_cache_bytes(), 2**30)
+    else:
+        target = CPU_WORKING_SET_BYTES
+    return target // element_size
+
+
+def synchronize() -> None:
+    """Wait for queued device work. A no-op on CPU, where ops run synchronously."""
+    if ON_GPU:
+        torch.cuda.synchronize(DEVICE)

@@ -1,0 +1,90 @@
+"""Charts: the roofline with this machine's measured roofs, and log-log sweeps.
+
+Both return the matplotlib ``Axes`` so a notebook can add to them, and both put
+the stamp under the chart, so a saved figure still says where it was measured.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from brrr import units
+from brrr.ceilings import Roof
+from brrr.roofline import attainable_flops
+
+
+def roofline(
+    roofs: Sequence[Roof],
+    points: Iterable[tuple[str, float, float]] = (),
+    *,
+    stamp: str = "",
+    ax=None,
+    intensity_range: tuple[float, float] | None = None,
+    title: str = "Roofline",
+):
+    """Draw each roof (FLOP/s against FLOPs/byte, log-log) and named points.
+
+    ``points`` are ``(label, intensity, achieved FLOP/s)``; an achieved rate of
+    ``None`` plots the point on the roof of the first roof (a prediction).
+    """
+    points = list(points)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    ridges = [roof.ridge_point for roof in roofs]
+    low, high = intensity_range or (
+        min([min(ridges) / 100] + [p[1] / 2 for p in points]),
+        max([max(ridges) * 100] + [p[1] * 2 for p in points]),
+    )
+    x = np.logspace(np.log10(low), np.log10(high), 400)
+    for roof in roofs:
+        y = [attainable_flops(i, roof) for i in x]
+        line, = ax.loglog(x, y, label=f"{roof.label}: {units.flops(roof.peak_flops)}, {units.bandwidth(roof.bandwidth)}")
+        ax.axvline(roof.ridge_point, color=line.get_color(), linestyle=":", linewidth=1)
+    for label, op_intensity, achieved in points:
+        y = attainable_flops(op_intensity, roofs[0]) if achieved is None else achieved
+        ax.scatter([op_intensity], [y], zorder=3)
+        ax.annotate(label, (op_intensity, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
+    ax.set_ylabel("attainable FLOP/s")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    _add_stamp(ax, stamp)
+    return ax
+
+
+def loglog_sweep(
+    x: Sequence[float],
+    series: dict[str, Sequence[float]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str = "",
+    stamp: str = "",
+    ax=None,
+    marks: dict[str, float] | None = None,
+):
+    """One log-log line per series over a shared ``x``; ``marks`` draws labelled vertical lines."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    for name, values in series.items():
+        ax.loglog(x, values, marker="o", markersize=3, label=name)
+    for label, position in (marks or {}).items():
+        ax.axvline(position, linestyle="--", linewidth=1, color="gray")
+        ax.annotate(label, (position, ax.get_ylim()[1]), rotation=90, va="top", ha="right", fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if len(series) > 1:
+        ax.legend(fontsize=8)
+    _add_stamp(ax, stamp)
+    return ax
+
+
+def _add_stamp(ax, stamp: str) -> None:
+    if stamp:
+        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
+        ax.figure.subplots_adjust(bottom=0.16)

@@ -1,0 +1,71 @@
+"""Roofline math: arithmetic intensity, ridge point, predicted time and regime.
+
+An op that does ``flops`` FLOPs and moves ``bytes`` bytes on a machine with
+compute roof ``P`` (FLOP/s), memory roof ``B`` (B/s) and per-op overhead ``o``
+(s) takes at least::
+
+    t ≥ max(o, flops / P, bytes / B)
+
+Its arithmetic intensity is ``I = flops / bytes`` and the ridge point is
+``P / B``: below the ridge an op is memory-bound, above it compute-bound. If
+neither term beats the per-op overhead, it is overhead-bound, the essay's third
+regime: the device finishes before the host can hand it the next op.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from brrr.ceilings import Roof
+
+
+class Regime(str, enum.Enum):
+    COMPUTE = "compute-bound"
+    MEMORY = "memory-bound"
+    OVERHEAD = "overhead-bound"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def intensity(flops: float, bytes_moved: float) -> float:
+    """FLOPs per byte moved to or from main memory."""
+    if bytes_moved <= 0:
+        raise ValueError(f"bytes_moved must be positive, got {bytes_moved}")
+    return flops / bytes_moved
+
+
+def ridge_point(peak_flops: float, bandwidth: float) -> float:
+    """The intensity (FLOPs/byte) at which compute time equals memory time."""
+    return peak_flops / bandwidth
+
+
+def attainable_flops(op_intensity: float, roof: Roof) -> float:
+    """The roofline itself: min(peak, intensity × bandwidth), in FLOP/s."""
+    return min(roof.peak_flops, op_intensity * roof.bandwidth)
+
+
+def compute_time(flops: float, roof: Roof) -> float:
+    return flops / roof.peak_flops
+
+
+def memory_time(bytes_moved: float, roof: Roof) -> float:
+    return bytes_moved / roof.bandwidth
+
+
+def predicted_time(flops: float, bytes_moved: float, roof: Roof) -> float:
+    """Lower bound on the op's time: the largest of overhead, compute and memory time."""
+    return max(roof.overhead_s, compute_time(flops, roof), memory_time(bytes_moved, roof))
+
+
+def regime(flops: float, bytes_moved: float, roof: Roof) -> Regime:
+    """Which of the three limits sets the op's predicted time."""
+    compute, memory = compute_time(flops, roof), memory_time(bytes_moved, roof)
+    if roof.overhead_s >= max(compute, memory):
+        return Regime.OVERHEAD
+    return Regime.COMPUTE if compute >= memory else Regime.MEMORY
+
+
+def fraction_of_roof(flops: float, bytes_moved: float, measured_s: float, roof: Roof) -> float:
+    """Measured speed as a fraction of what the roofline allows (1.0 = on the roof)."""
+    return predicted_time(flops, bytes_moved, roof) / measured_s

@@ -1,0 +1,152 @@
+"""``bench()``: timings that mean what they say, on a GPU and on a CPU.
+
+GPU
+    Each run is bracketed by CUDA events on the current stream. Before each run
+    the L2 cache is flushed by writing a buffer twice its size, so a kernel cannot
+    read its inputs from L2 left warm by the previous run. Event times are read
+    after one synchronize at the end, so the host never stalls the queue.
+
+CPU
+    Ops run synchronously, so ``time.perf_counter`` around the call is exact. The
+    function is warmed up first (allocations, compilation, page faults), then run
+    until a time budget is spent. ``threads=1`` pins torch to one thread: with two
+    threads on a two-core machine, runs stall for milliseconds at random.
+
+Either way the result is the median of many runs, with its spread and run count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+
+from brrr import units
+from brrr.device import DEVICE, ON_GPU, last_level_cache_bytes
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: median, 20th and 80th percentiles, over ``runs`` calls."""
+
+    median_s: float
+    p20_s: float
+    p80_s: float
+    runs: int
+    device: str
+
+    def rate(self, amount: float) -> float:
+        """``amount`` per second at the median time, e.g. ``t.rate(bytes_moved)`` in B/s."""
+        return amount / self.median_s
+
+    @property
+    def spread(self) -> float:
+        """(p80 - p20) / median: how noisy the runs were."""
+        return (self.p80_s - self.p20_s) / self.median_s
+
+    def __str__(self) -> str:
+        return (
+            f"{units.seconds(self.median_s)} median of {self.runs} runs "
+            f"(p20 {units.seconds(self.p20_s)}, p80 {units.seconds(self.p80_s)}) on {self.device}"
+        )
+
+
+@contextlib.contextmanager
+def torch_threads(count: int | None) -> Iterator[None]:
+    """Run the block with ``torch.set_num_threads(count)``; ``None`` leaves it alone."""
+    if count is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def bench(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 3,
+    min_runs: int = 5,
+    max_runs: int = 1000,
+    budget_s: float = 0.5,
+    threads: int | None = None,
+    flush_l2: bool = True,
+) -> Timing:
+    """Time ``fn()`` and return the median of many runs.
+
+    ``fn`` takes no arguments: close over the inputs (rotate them yourself if a
+    repeat must not see the same data). Runs continue until ``budget_s`` seconds
+    of measured time are spent, at least ``min_runs`` and at most ``max_runs``.
+    """
+    if min_runs < 1 or max_runs < min_runs:
+        raise ValueError(f"need 1 <= min_runs <= max_runs, got {min_runs} and {max_runs}")
+    with torch_threads(threads):
+        if ON_GPU:
+            times = _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2)
+        else:
+            times = _cpu_times(fn, warmup, min_runs, max_runs, budget_s)
+    return summarize(times, str(DEVICE))
+
+
+def summarize(times: list[float], device: str) -> Timing:
+    ordered = sorted(times)
+    if len(ordered) == 1:
+        only = ordered[0]
+        return Timing(only, only, only, 1, device)
+    deciles = statistics.quantiles(ordered, n=10, method="inclusive")
+    return Timing(statistics.median(ordered), deciles[1], deciles[7], len(ordered), device)
+
+
+def _cpu_times(fn, warmup, min_runs, max_runs, budget_s) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < max_runs and (len(times) < min_runs or spent < budget_s):
+        start = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - start
+        times.append(elapsed)
+        spent += elapsed
+    return times
+
+
+_flush_buffer: torch.Tensor | None = None
+
+
+def _flush_l2() -> None:
+    global _flush_buffer
+    if _flush_buffer is None:
+        _flush_buffer = torch.empty(2 * last_level_cache_bytes(), dtype=torch.int8, device=DEVICE)
+    _flush_buffer.zero_()
+
+
+def _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    # Estimate one run to size the batch of timed runs to the budget.
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    estimate_s = max(start.elapsed_time(end) / 1e3, 1e-7)
+    runs = int(min(max(budget_s / estimate_s, min_runs), max_runs))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
+    for begin, finish in zip(starts, ends):
+        if flush_l2:
+            _flush_l2()
+        begin.record()
+        fn()
+        finish.record()
+    torch.cuda.synchronize()
+    return [begin.elapsed_time(finish) / 1e3 for begin, finish in zip(starts, ends)]

@@ -1,0 +1,68 @@
+"""Numbers with their units.
+
+Every number the book prints carries a unit, and a rate carries the ceiling it is
+measured against::
+
+    >>> fraction_of(1.41e12, 3.0e12, "B/s", "measured copy bandwidth")
+    '1.41 TB/s = 47% of 3.00 TB/s measured copy bandwidth'
+
+Rates use decimal prefixes (1 GB/s = 1e9 bytes per second), as datasheets do.
+Sizes of buffers use binary prefixes (1 MiB = 2**20 bytes).
+"""
+
+from __future__ import annotations
+
+_DECIMAL = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
+
+
+def si(value: float, unit: str, digits: int = 3) -> str:
+    """``si(2.5e12, 'FLOP/s') == '2.50 TFLOP/s'``: three significant digits by default."""
+    if value != value:  # NaN
+        return f"nan {unit}"
+    magnitude = abs(value)
+    for scale, prefix in _DECIMAL:
+        if magnitude >= scale:
+            return f"{_sig(value / scale, digits)} {prefix}{unit}"
+    return f"{_sig(value, digits)} {unit}"
+
+
+def _sig(x: float, digits: int) -> str:
+    if x == 0:
+        return "0"
+    whole = len(str(int(abs(x)))) if abs(x) >= 1 else 1
+    decimals = max(digits - whole, 0)
+    return f"{x:.{decimals}f}"
+
+
+def seconds(value: float) -> str:
+    """A duration with a fitting unit: '812 ns', '3.40 us', '12.1 ms', '2.05 s'."""
+    magnitude = abs(value)
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
+        if magnitude >= scale:
+            return f"{_sig(value / scale, 3)} {unit}"
+    return f"{_sig(value / 1e-9, 3)} ns"
+
+
+def binary_bytes(value: float) -> str:
+    """A buffer size: '256 MiB', '1.50 GiB', '48.0 KiB'."""
+    for scale, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if abs(value) >= scale:
+            return f"{_sig(value / scale, 3)} {unit}"
+    return f"{int(value)} B"
+
+
+def bandwidth(bytes_per_s: float) -> str:
+    return si(bytes_per_s, "B/s")
+
+
+def flops(flop_per_s: float) -> str:
+    return si(flop_per_s, "FLOP/s")
+
+
+def percent(fraction: float) -> str:
+    return f"{fraction * 100:.0f}%"
+
+
+def fraction_of(value: float, ceiling: float, unit: str, ceiling_name: str) -> str:
+    """'<value> = <pct> of <ceiling> <ceiling_name>', both in ``unit`` with SI prefixes."""
+    return f"{si(value, unit)} = {percent(value / ceiling)} of {si(ceiling, unit)} {ceiling_name}"
