@@ -12,7 +12,6 @@ INSTALLED := $(VENV)/.installed
 # Keep every cache inside the checkout; notebooks and the book inherit these.
 export BRRR_CACHE_DIR := $(CURDIR)/.cache/brrr
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor
-export MPLBACKEND := Agg
 export PYTHONUNBUFFERED := 1
 # glibc hands large buffers back to the OS on free; every new tensor then pays page
 # faults. These keep freed memory in the process, as a caching allocator does on GPU.

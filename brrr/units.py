@@ -12,6 +12,8 @@ Sizes of buffers use binary prefixes (1 MiB = 2**20 bytes).
 
 from __future__ import annotations
 
+import math
+
 _DECIMAL = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 
 
@@ -29,8 +31,10 @@ def si(value: float, unit: str, digits: int = 3) -> str:
 def _sig(x: float, digits: int) -> str:
     if x == 0:
         return "0"
-    whole = len(str(int(abs(x)))) if abs(x) >= 1 else 1
-    decimals = max(digits - whole, 0)
+    if abs(x) >= 1:
+        decimals = max(digits - len(str(int(abs(x)))), 0)
+    else:
+        decimals = digits - 1 - math.floor(math.log10(abs(x)))
     return f"{x:.{decimals}f}"
 
 

@@ -1,0 +1,61 @@
+"""The book builds cleanly with every notebook executed, and a broken reference fails the build.
+
+DESIGN.md: build with ``-W -n --keep-going`` on a clean output folder; an
+incremental ``-W`` build can hide a failure it already saw.
+"""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from conftest import ROOT
+
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+FLAGS = ["-W", "-n", "--keep-going"]
+
+
+def _build(source: Path, config: Path, output: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(JUPYTER_BOOK), "build", str(source), *FLAGS, "--config", str(config), "--path-output", str(output)],
+        capture_output=True, text=True, timeout=1800,
+    )
+
+
+def _pages_in_toc(toc: dict) -> list[str]:
+    pages = [toc["root"]]
+    for part in toc.get("parts", []):
+        for chapter in part.get("chapters") or []:
+            pages.append(chapter["file"])
+            pages.extend(section["file"] for section in chapter.get("sections", []))
+    return pages
+
+
+def test_book_builds_with_every_notebook_executed(tmp_path):
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["execute"]["execute_notebooks"] = "force"  # the tests never trust the cache
+    config["execute"].pop("cache", None)
+    config_path = tmp_path / "_config.yml"
+    config_path.write_text(yaml.safe_dump(config))
+    result = _build(ROOT, config_path, tmp_path / "out")
+    assert result.returncode == 0, f"book build failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    html = tmp_path / "out" / "_build" / "html"
+    for page in _pages_in_toc(yaml.safe_load((ROOT / "_toc.yml").read_text())):
+        page_html = html / f"{Path(page).with_suffix('')}.html"
+        assert page_html.exists(), f"{page} did not render"
+        assert "Traceback" not in page_html.read_text(), f"{page} shows a traceback"
+
+
+def test_a_broken_cross_reference_fails_the_build(tmp_path):
+    book = tmp_path / "book"
+    book.mkdir()
+    (book / "_toc.yml").write_text("format: jb-book\nroot: index\n")
+    (book / "index.md").write_text("# Index\n\nSee {doc}`no-such-page` and {ref}`no-such-label`.\n")
+    shutil.copy(ROOT / "references.bib", book / "references.bib")
+    config = {"title": "broken", "execute": {"execute_notebooks": "off"}, "bibtex_bibfiles": ["references.bib"]}
+    (book / "_config.yml").write_text(yaml.safe_dump(config))
+    result = _build(book, book / "_config.yml", tmp_path / "out")
+    assert result.returncode != 0
+    assert "no-such-page" in result.stdout + result.stderr

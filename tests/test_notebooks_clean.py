@@ -1,0 +1,20 @@
+"""Committed notebooks carry no outputs: Colab and nbval run them as they are (DESIGN.md)."""
+
+import json
+
+import pytest
+
+from conftest import ROOT
+
+NOTEBOOKS = sorted(p for folder in ("notebooks", "labs", "solutions") for p in (ROOT / folder).glob("*.ipynb"))
+
+
+def test_there_are_notebooks_to_check():
+    assert NOTEBOOKS, "no notebooks found: the glob is wrong"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_notebook_has_no_outputs(path):
+    notebook = json.loads(path.read_text())
+    dirty = [i for i, cell in enumerate(notebook["cells"]) if cell["cell_type"] == "code" and (cell.get("outputs") or cell.get("execution_count"))]
+    assert not dirty, f"{path.name}: cells {dirty} carry outputs; strip them (e.g. `jupyter nbconvert --clear-output`)"

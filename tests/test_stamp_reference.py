@@ -1,0 +1,31 @@
+import json
+import re
+
+from brrr import reference
+from brrr.stamp import environment, stamp, stamped
+
+
+def test_stamp_names_device_versions_and_date():
+    env = environment()
+    text = stamp()
+    for key in ("device", "torch", "triton", "date"):
+        assert env[key] in text
+    assert re.search(r"\d{4}-\d{2}-\d{2}", text)
+    assert stamped("42 GB/s").startswith("42 GB/s\n  [measured on ")
+
+
+def test_record_writes_nothing_unless_recording(tmp_path, monkeypatch):
+    monkeypatch.delenv(reference.ENV_VAR, raising=False)
+    assert reference.record("fusion", {"speedup": 2.0}) is None
+    assert not list(tmp_path.iterdir())
+
+
+def test_record_merges_sections_with_their_stamp(tmp_path, monkeypatch):
+    monkeypatch.setenv(reference.ENV_VAR, str(tmp_path))
+    reference.record("fusion", {"speedup": 2.0})
+    path = reference.record("overhead", {"ops_per_s": 1e5})
+    data = json.loads(path.read_text())
+    assert set(data["figures"]) == {"fusion", "overhead"}
+    assert data["figures"]["fusion"]["values"] == {"speedup": 2.0}
+    assert data["figures"]["fusion"]["env"]["device"] == environment()["device"]
+    assert reference.load_all(tmp_path)[path.stem] == data

@@ -1,0 +1,48 @@
+import time
+
+import pytest
+
+from brrr.timing import Timing, bench, summarize, torch_threads
+
+
+def test_summarize_reports_median_and_deciles_exactly():
+    result = summarize([0.5, 0.1, 0.4, 0.2, 0.3], "cpu")
+    assert result.median_s == 0.3
+    assert result.runs == 5
+    assert result.p20_s == pytest.approx(0.18)
+    assert result.p80_s == pytest.approx(0.42)
+    assert result.device == "cpu"
+
+
+def test_rate_and_str_carry_units():
+    timing = Timing(median_s=0.01, p20_s=0.009, p80_s=0.012, runs=7, device="cpu")
+    assert timing.rate(1e9) == pytest.approx(1e11)
+    assert str(timing).startswith("10.0 ms median of 7 runs")
+
+
+def test_bench_warms_up_then_runs_at_least_min_runs():
+    calls = []
+    result = bench(lambda: calls.append(1), warmup=3, min_runs=5, max_runs=5, budget_s=0)
+    assert result.runs == 5
+    assert len(calls) == 3 + 5
+
+
+def test_bench_ranks_work_by_its_cost():
+    # A ratio measured in one run, with a wide margin: twice the sleep must time longer.
+    short = bench(lambda: time.sleep(0.002), min_runs=5, max_runs=5)
+    long = bench(lambda: time.sleep(0.006), min_runs=5, max_runs=5)
+    assert long.median_s > 1.5 * short.median_s
+
+
+def test_bench_rejects_impossible_run_counts():
+    with pytest.raises(ValueError):
+        bench(lambda: None, min_runs=3, max_runs=2)
+
+
+def test_torch_threads_restores_the_setting():
+    import torch
+
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
