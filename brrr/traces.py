@@ -1,0 +1,387 @@
+"""Profiler traces: read one, find when the device sat idle, and draw the timeline.
+
+``torch.profiler`` exports a trace in the Chrome trace-event format (the JSON
+that Perfetto and ``chrome://tracing`` open). Its complete events (``"ph": "X"``)
+each carry a category, a start ``ts`` and a duration ``dur``, both in
+microseconds. We sort them into rows by category:
+
+=============  ==============================================  ==========================
+row            categories (Kineto names; older names too)      what it is
+=============  ==============================================  ==========================
+CPU ops        ``cpu_op`` (``operator``)                       an ATen op on a host thread
+launches       ``cuda_runtime``, ``cuda_driver`` (``runtime``)  ``cudaLaunchKernel`` and co.
+device         ``kernel``, ``gpu_memcpy``, ``gpu_memset``       work running on the GPU
+               (``memcpy``, ``memset``)
+annotations    ``user_annotation``                             ``record_function`` ranges
+=============  ==============================================  ==========================
+
+Everything else is ignored: metadata (``"M"``), flow arrows (``"s"``/``"f"``),
+instant events, ``python_function`` frames, the whole-trace ``Trace`` span and
+``gpu_user_annotation`` ranges (they sit on the GPU rows but span many kernels and
+idle time, so counting them as busy would hide the gaps we are looking for).
+
+Times in a :class:`Trace` are microseconds from the first kept event. The
+*device-idle fraction* is the share of the trace's window (first to last event of
+the three work rows) during which no device event was running. One minus it is
+roughly what ``nvidia-smi``'s GPU-Util samples, here measured from every event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+CPU_OP_CATEGORIES = frozenset({"cpu_op", "operator"})
+LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "runtime", "driver"})
+DEVICE_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"})
+ANNOTATION_CATEGORIES = frozenset({"user_annotation"})
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One event on one lane: ``[start_us, end_us)`` in microseconds from the trace origin.
+
+    ``lane`` is the thread id for host events and the stream id for device events.
+    """
+
+    name: str
+    start_us: float
+    end_us: float
+    lane: str = ""
+    category: str = ""
+
+    @property
+    def duration_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+Span = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The events of one profile, sorted into rows, each row ordered by start time."""
+
+    cpu_ops: tuple[Interval, ...]
+    launches: tuple[Interval, ...]
+    device: tuple[Interval, ...]
+    annotations: tuple[Interval, ...]
+    origin_us: float  # absolute timestamp of time zero, as it appears in the file
+
+    @property
+    def has_device(self) -> bool:
+        return bool(self.device)
+
+    @property
+    def window(self) -> Span:
+        """First start to last end over the work rows (CPU ops, launches, device)."""
+        work = self.cpu_ops + self.launches + self.device
+        if not work:
+            raise ValueError("the trace holds no CPU ops, launches or device events")
+        return min(e.start_us for e in work), max(e.end_us for e in work)
+
+    def top_level_cpu_ops(self) -> tuple[Interval, ...]:
+        """CPU ops not nested inside another op on the same thread (``aten::linear``, not its ``aten::addmm``)."""
+        return top_level(self.cpu_ops)
+
+    def annotation_spans(self, name: str) -> list[Span]:
+        """Each annotation called ``name`` as a ``(start, end)`` span, in order: one per profiled step."""
+        return [(a.start_us, a.end_us) for a in self.annotations if a.name == name]
+
+    def annotation_span(self, name: str) -> Span:
+        """First start to last end of the annotations called ``name`` (e.g. each ``record_function`` step)."""
+        spans = [a for a in self.annotations if a.name == name]
+        if not spans:
+            raise KeyError(f"no annotation named {name!r}; have {sorted({a.name for a in self.annotations})}")
+        return min(a.start_us for a in spans), max(a.end_us for a in spans)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def load(source: str | os.PathLike | dict | list) -> Trace:
+    """Read a Chrome trace: a path (``.json`` or ``.json.gz``), the parsed JSON object, or its event list."""
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as stream:
+            source = json.load(stream)
+    events = source.get("traceEvents", []) if isinstance(source, dict) else source
+    return parse(events)
+
+
+def parse(events: Iterable[dict]) -> Trace:
+    """Sort complete events into rows and shift times so the earliest kept event starts at 0."""
+    rows: dict[str, list[tuple[float, float, dict]]] = {"cpu": [], "launch": [], "device": [], "annotation": []}
+    for event in events:
+        if event.get("ph") != "X":
+            continue
+        row = _row_of(str(event.get("cat", "")))
+        if row is None:
+            continue
+        start = float(event["ts"])
+        rows[row].append((start, start + float(event.get("dur", 0.0)), event))
+    kept = [start for row in rows.values() for start, _, _ in row]
+    origin = min(kept) if kept else 0.0
+
+    def intervals(row: str) -> tuple[Interval, ...]:
+        made = [
+            Interval(
+                name=str(event.get("name", "")),
+                start_us=start - origin,
+                end_us=end - origin,
+                lane=_lane_of(event),
+                category=str(event.get("cat", "")),
+            )
+            for start, end, event in rows[row]
+        ]
+        return tuple(sorted(made, key=lambda e: (e.start_us, -e.end_us)))
+
+    return Trace(intervals("cpu"), intervals("launch"), intervals("device"), intervals("annotation"), origin)
+
+
+def _row_of(category: str) -> str | None:
+    category = category.lower()
+    if category in CPU_OP_CATEGORIES:
+        return "cpu"
+    if category in LAUNCH_CATEGORIES:
+        return "launch"
+    if category in DEVICE_CATEGORIES:
+        return "device"
+    if category in ANNOTATION_CATEGORIES:
+        return "annotation"
+    return None
+
+
+def _lane_of(event: dict) -> str:
+    args = event.get("args") or {}
+    if "stream" in args:
+        return f"stream {args['stream']}"
+    return f"thread {event.get('tid', '')}"
+
+
+# ---------------------------------------------------------------- interval arithmetic
+
+
+def top_level(events: Sequence[Interval]) -> tuple[Interval, ...]:
+    """Events not contained in an earlier-starting event on the same lane."""
+    result: list[Interval] = []
+    open_until: dict[str, float] = {}
+    for event in sorted(events, key=lambda e: (e.start_us, -e.end_us)):
+        if event.start_us >= open_until.get(event.lane, float("-inf")):
+            result.append(event)
+            open_until[event.lane] = event.end_us
+        else:
+            open_until[event.lane] = max(open_until[event.lane], event.end_us)
+    return tuple(result)
+
+
+def merge(events: Iterable[Interval | Span]) -> list[Span]:
+    """The union of the intervals, as disjoint ``(start, end)`` spans in order. Touching spans join."""
+    spans = sorted(_span(e) for e in events)
+    merged: list[list[float]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, end) for start, end in merged]
+
+
+def busy_us(events: Iterable[Interval | Span], window: Span) -> float:
+    """Microseconds of ``window`` covered by at least one of the intervals."""
+    low, high = window
+    return sum(max(0.0, min(end, high) - max(start, low)) for start, end in merge(events))
+
+
+def idle_gaps(events: Iterable[Interval | Span], window: Span, min_gap_us: float = 0.0) -> list[Span]:
+    """The parts of ``window`` covered by none of the intervals, at least ``min_gap_us`` long."""
+    low, high = window
+    gaps: list[Span] = []
+    cursor = low
+    for start, end in merge(events):
+        if end <= low or start >= high:
+            continue
+        if start > cursor:
+            gaps.append((cursor, start))
+        cursor = max(cursor, end)
+    if cursor < high:
+        gaps.append((cursor, high))
+    return [(start, end) for start, end in gaps if end - start >= min_gap_us and end > start]
+
+
+def idle_fraction(events: Iterable[Interval | Span], window: Span) -> float:
+    """Share of ``window`` during which none of the intervals was running (0 = always busy)."""
+    low, high = window
+    if high <= low:
+        raise ValueError(f"empty window {window}")
+    length = high - low
+    return (length - busy_us(events, window)) / length
+
+
+def device_idle_fraction(trace: Trace, window: Span | None = None) -> float:
+    """Share of the trace's window (or ``window``) with no kernel, memcpy or memset on the device.
+
+    Overlapping kernels on different streams count once. A CPU-only trace has no
+    device row: that raises, rather than report a device that was never there.
+    """
+    if not trace.has_device:
+        raise ValueError(
+            "this trace has no device events (kernels, memcpys, memsets): it was recorded without a GPU, "
+            "or without ProfilerActivity.CUDA. Use idle_fraction(trace.cpu_ops, trace.window) for the host row."
+        )
+    return idle_fraction(trace.device, window or trace.window)
+
+
+def _span(event: Interval | Span) -> Span:
+    if isinstance(event, Interval):
+        return event.start_us, event.end_us
+    return float(event[0]), float(event[1])
+
+
+# ---------------------------------------------------------------- recording
+
+
+@contextlib.contextmanager
+def quiet_native_stderr() -> Iterator[None]:
+    """Send writes to file descriptor 2 to /dev/null for the block.
+
+    Kineto (the profiler's C++ side) logs ``profiler_start`` / ``profiler_stop``
+    lines straight to fd 2, bypassing Python. In a notebook they become stderr
+    output, which the book build treats as a warning. Python's own ``sys.stderr``
+    is flushed first, and restored untouched.
+    """
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 (some embedded interpreters): nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def record(
+    step: Callable[[], object],
+    steps: int,
+    path: str | os.PathLike,
+    *,
+    on_gpu: bool | None = None,
+    label: str = "step",
+) -> Trace:
+    """Profile ``steps`` calls of ``step``, write the Chrome trace to ``path``, and read it back.
+
+    Each call is wrapped in ``record_function(label)``, so the trace shows where
+    each step begins and ends. On a GPU the device activity is recorded too and
+    the device is synchronized before the profiler stops, so every kernel lands in
+    the trace. Warm ``step`` up before calling this: the first call of a step pays
+    for allocation and (with ``torch.compile``) compilation.
+    """
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from brrr.device import ON_GPU, synchronize
+
+    on_gpu = ON_GPU if on_gpu is None else on_gpu
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    synchronize()
+    profiler = profile(activities=activities)
+    with quiet_native_stderr():
+        profiler.__enter__()
+    try:
+        for _ in range(steps):
+            with record_function(label):
+                step()
+        synchronize()
+    finally:
+        with quiet_native_stderr():
+            profiler.__exit__(None, None, None)
+    with quiet_native_stderr():
+        profiler.export_chrome_trace(str(path))
+    return load(path)
+
+
+# ---------------------------------------------------------------- drawing
+
+GAP_LABELS = {True: "device idle", False: "between CPU ops (Python)"}
+
+
+def render_timeline(
+    trace: Trace,
+    *,
+    window: Span | None = None,
+    min_gap_us: float = 0.0,
+    title: str = "",
+    stamp: str = "",
+    ax=None,
+):
+    """Draw the trace as two rows: CPU ops above, device kernels below, idle gaps shaded red.
+
+    The shaded gaps are those of the device row. A CPU-only trace has no device
+    row: then the gaps between CPU ops (time spent in Python, outside any op) are
+    shaded on the CPU row instead, and the device row says what a GPU trace would
+    show there. Returns the matplotlib ``Axes``; :func:`drawn_gaps` reads the
+    shaded gaps back.
+    """
+    import matplotlib.pyplot as plt
+
+    from brrr.plots import _add_stamp
+
+    window = window or trace.window
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 2.6))
+    cpu_row, device_row, height = 1.0, 0.0, 0.7
+    ops = [op for op in trace.top_level_cpu_ops() if op.end_us > window[0] and op.start_us < window[1]]
+    # alternate two shades so that back-to-back ops stay distinguishable
+    ax.broken_barh([(op.start_us, op.duration_us) for op in ops], (cpu_row - height / 2, height),
+                   facecolors=_alternating("tab:blue", "#7fb2e5", len(ops)), label="CPU op")
+    if trace.has_device:
+        kernels = [k for k in trace.device if k.end_us > window[0] and k.start_us < window[1]]
+        ax.broken_barh([(k.start_us, k.duration_us) for k in kernels], (device_row - height / 2, height),
+                       facecolors=_alternating("tab:green", "#8fd18f", len(kernels)), label="device kernel")
+        gaps, gap_row = idle_gaps(trace.device, window, min_gap_us), device_row
+    else:
+        ax.text((window[0] + window[1]) / 2, device_row,
+                "no device in this trace: on a GPU, its kernels would run here, behind the CPU row",
+                ha="center", va="center", fontsize=8, color="gray")
+        gaps, gap_row = idle_gaps(ops, window, min_gap_us), cpu_row
+    ax.broken_barh([(start, end - start) for start, end in gaps], (gap_row - 0.45, 0.9),
+                   facecolors="tab:red", alpha=0.3, linewidths=0, label=GAP_LABELS[trace.has_device])
+    ax.legend(fontsize=7, loc="upper right", ncols=3)
+    ax.set_yticks([device_row, cpu_row], ["device kernels" if trace.has_device else "device", "CPU ops"])
+    ax.set_ylim(-0.6, 1.9)
+    ax.set_xlim(*window)
+    ax.set_xlabel("time (µs from the first event)")
+    if title:
+        ax.set_title(title)
+    _add_stamp(ax, stamp)
+    if stamp:  # a short figure needs more than _add_stamp's margin to keep the stamp clear of the axis label
+        ax.figure.subplots_adjust(bottom=min(0.4, 0.6 / ax.figure.get_figheight()))
+    return ax
+
+
+def _alternating(first: str, second: str, count: int) -> list[str]:
+    return [first if index % 2 == 0 else second for index in range(count)]
+
+
+def drawn_gaps(ax) -> list[Span]:
+    """The idle gaps that :func:`render_timeline` shaded on ``ax``, as sorted ``(start, end)`` spans."""
+    spans: list[Span] = []
+    for collection in ax.collections:
+        if collection.get_label() in GAP_LABELS.values():
+            for path in collection.get_paths():
+                xs = path.vertices[:, 0]
+                spans.append((float(xs.min()), float(xs.max())))
+    return sorted(spans)

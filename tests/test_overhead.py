@@ -1,0 +1,126 @@
+"""brrr.benchmarks.overhead: the counts and helpers exactly, and this device's performance target as a ratio."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from brrr import traces
+from brrr.benchmarks import overhead
+from brrr.device import DEVICE, ON_GPU
+
+TINY_SHAPE = overhead.MlpShape(width=4, depth=3)
+
+
+def test_tiny_ops_dispatches_fifty_ops(tmp_path):
+    x = torch.randn(overhead.TINY_ELEMENTS, device=DEVICE)
+    trace = traces.record(lambda: overhead.tiny_ops(x), steps=1, path=tmp_path / "tiny.json")
+    names = [op.name for op in trace.top_level_cpu_ops()]
+    assert len(names) == overhead.TINY_OPS == 50
+    assert names.count("aten::mul") == names.count("aten::add") == 25
+    expected = x.clone()
+    for _ in range(25):
+        expected = expected * 0.99 + 0.01
+    torch.testing.assert_close(overhead.tiny_ops(x), expected)
+
+
+def test_step_flops_by_hand_and_by_flop_counter():
+    # (3·depth - 1) matmuls of (b×w)@(w×w): 8 · 2·2·4·4 = 512
+    assert overhead.step_flops(2, TINY_SHAPE) == 512
+    from torch.utils.flop_counter import FlopCounterMode
+
+    step = overhead.TrainStep(overhead.small_mlp(TINY_SHAPE))
+    x, y = overhead.batch(2, TINY_SHAPE)
+    with FlopCounterMode(display=False) as counter:
+        step(x, y)
+    assert counter.get_total_flops() == overhead.step_flops(2, TINY_SHAPE)
+
+
+def test_train_step_is_one_plain_sgd_update():
+    step = overhead.TrainStep(overhead.small_mlp(TINY_SHAPE), lr=0.5)
+    reference = overhead.small_mlp(TINY_SHAPE)
+    x, y = overhead.batch(3, TINY_SHAPE)
+    torch.nn.functional.mse_loss(reference(x), y).backward()
+    expected = [p.detach() - 0.5 * p.grad for p in reference.parameters()]
+    loss = step(x, y)
+    torch.testing.assert_close(loss, torch.nn.functional.mse_loss(overhead.small_mlp(TINY_SHAPE)(x), y))
+    for updated, wanted in zip(step.model.parameters(), expected):
+        torch.testing.assert_close(updated.detach(), wanted)
+
+
+def test_small_mlp_is_reproducible_and_leaves_the_global_rng_alone():
+    torch.manual_seed(123)
+    before = torch.rand(1)
+    torch.manual_seed(123)
+    first, second = overhead.small_mlp(TINY_SHAPE), overhead.small_mlp(TINY_SHAPE)
+    assert torch.rand(1) == before
+    for a, b in zip(first.parameters(), second.parameters()):
+        assert torch.equal(a, b)
+    assert len(first) == 2 * TINY_SHAPE.depth - 1
+
+
+def test_batch_doubling_helpers():
+    times = [1.0, 1.1, 2.2, 4.4]
+    assert overhead.doubling_ratios(times) == pytest.approx([1.1, 2.0, 2.0], rel=1e-12)
+    assert overhead.overhead_floor([3.0, 2.0, 2.5, 9.0]) == 2.0
+    assert overhead.regime_change([1, 2, 4, 8], [10.0, 10.5, 20.0, 40.0]) == 4
+    assert overhead.regime_change([1, 2, 4, 8], [10.0, 10.5, 19.0, 40.0]) == 8
+    assert overhead.regime_change([1, 2], [10.0, 11.0]) is None
+    # floor · peak / F(1) with F(1) = (3·3 - 1)·2·4·4 = 256 FLOPs
+    assert overhead.predicted_regime_change(1e-3, 1e9, TINY_SHAPE) == 1e-3 * 1e9 / 256
+    assert [overhead.doubling_verdict(r) for r in (1.0, 1.24, 1.25, 1.75, 1.76, 2.0)] == [
+        "overhead-bound", "overhead-bound", "in between", "in between", "scaling with the work", "scaling with the work",
+    ]
+
+
+def test_counts_used_by_the_python_vs_pytorch_notebook():
+    assert overhead.python_adds(1000) == 1000.0
+    assert overhead.add_bytes(10) == 120  # read 2 × 40 bytes, write 40
+
+
+def test_record_train_step_trace_marks_each_step(tmp_path):
+    trace = overhead.record_train_step_trace(2, tmp_path / "step.json", steps=2, shape=TINY_SHAPE)
+    assert len(trace.annotation_spans("step")) == 2
+    names = {op.name for op in trace.top_level_cpu_ops()}
+    assert "aten::linear" in names and "aten::mse_loss" in names
+    assert trace.has_device == ON_GPU
+
+
+def test_this_devices_performance_target(capsys):
+    """GPU: graph replay >= 3x eager (batch-1 step). CPU: compiled >= 3x eager (50 tiny ops). One run, as ratios."""
+    code = overhead.main([])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert printed.startswith("PASS"), printed
+
+
+@pytest.mark.skipif(ON_GPU, reason="checks the CPU refusal of GPU-only helpers")
+def test_gpu_only_helpers_refuse_clearly_on_cpu():
+    step = overhead.TrainStep(overhead.small_mlp(TINY_SHAPE))
+    x, y = overhead.batch(1, TINY_SHAPE)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        overhead.capture_train_step(step, x, y)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        overhead.graph_vs_eager(1)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a CUDA GPU")
+def test_graph_replay_matches_eager_steps():
+    graphed_step = overhead.TrainStep(overhead.small_mlp())
+    static_x, static_y = overhead.batch(4)
+    graphed = overhead.capture_train_step(graphed_step, static_x, static_y)
+    eager_step = overhead.TrainStep(overhead.small_mlp())
+    eager_step.model.load_state_dict(graphed_step.model.state_dict())
+    for _ in range(3):
+        x, y = overhead.batch(4)
+        graphed_loss = graphed(x, y)
+        eager_loss = eager_step(x, y)
+        torch.testing.assert_close(graphed_loss, eager_loss, rtol=1e-4, atol=1e-6)
+    for a, b in zip(graphed_step.model.parameters(), eager_step.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.skipif(not ON_GPU, reason="mode='reduce-overhead' records CUDA graphs")
+def test_reduce_overhead_beats_eager_at_batch_one():
+    comparison = overhead.reduce_overhead_vs_eager(1)
+    assert comparison.speedup > 1.0, str(comparison)

@@ -1,0 +1,150 @@
+"""brrr.traces on a hand-written Chrome trace whose every expected value is known.
+
+The fixture ``tests/fixtures/traces/two-row-step.json`` (see the README beside it)
+is one 100 µs step in Kineto's format, offset to a realistic absolute timestamp:
+
+    time (µs)     0    10   20   30   40   50   60   70   80   90   100
+    CPU ops       [linear------)    [relu)         [sum)  [bwd-----)        thread 4991 / 5002
+    device                  [gemm-----)     [relu+fill)   [ms]   [memcpy]  streams 7 and 8
+
+Device busy: [20,35) [50,60) [80,82) [90,100) = 37 µs of 100, so idle 63%.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from brrr import traces
+
+FIXTURE = Path(__file__).parent / "fixtures" / "traces" / "two-row-step.json"
+ORIGIN = 4459508754497.5
+
+
+@pytest.fixture(scope="module")
+def trace() -> traces.Trace:
+    return traces.load(FIXTURE)
+
+
+def test_rows_hold_the_right_events(trace):
+    assert [op.name for op in trace.cpu_ops] == [
+        "aten::linear", "aten::addmm", "aten::relu", "aten::clamp_min", "aten::sum",
+        "autograd::engine::evaluate_function: AddmmBackward0", "aten::mm",
+    ]
+    assert [e.name for e in trace.launches] == [
+        "cudaLaunchKernel", "cudaLaunchKernel", "cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync",
+    ]
+    # gpu_user_annotation spans 20-100 on stream 7 but is not device work: it must not appear
+    assert [(e.start_us, e.end_us) for e in trace.device] == [(20, 35), (50, 55), (52, 60), (80, 82), (90, 100)]
+    assert [e.category for e in trace.device] == ["kernel", "kernel", "kernel", "gpu_memset", "gpu_memcpy"]
+    assert [e.lane for e in trace.device] == ["stream 7", "stream 7", "stream 8", "stream 7", "stream 7"]
+    assert [(a.name, a.start_us, a.end_us) for a in trace.annotations] == [("step", 0, 100)]
+
+
+def test_times_are_microseconds_from_the_first_kept_event(trace):
+    # the 'Trace' span starts 5 µs earlier but is not a kept category
+    assert trace.origin_us == ORIGIN
+    assert trace.cpu_ops[0].start_us == 0
+    assert trace.cpu_ops[1].start_us == 5 and trace.cpu_ops[1].duration_us == 23
+    assert trace.window == (0, 100)
+    assert trace.annotation_span("step") == (0, 100)
+    with pytest.raises(KeyError, match="no annotation named 'nope'"):
+        trace.annotation_span("nope")
+
+
+def test_top_level_cpu_ops_drop_nested_ones_per_thread(trace):
+    top = trace.top_level_cpu_ops()
+    assert [(op.name, op.start_us, op.end_us) for op in top] == [
+        ("aten::linear", 0, 30),
+        ("aten::relu", 40, 50),
+        ("aten::sum", 70, 80),
+        ("autograd::engine::evaluate_function: AddmmBackward0", 82, 95),
+    ]
+    assert top[-1].lane == "thread 5002"
+
+
+def test_device_busy_time_gaps_and_idle_fraction(trace):
+    assert traces.merge(trace.device) == [(20, 35), (50, 60), (80, 82), (90, 100)]
+    assert traces.busy_us(trace.device, trace.window) == 37
+    assert traces.idle_gaps(trace.device, trace.window) == [(0, 20), (35, 50), (60, 80), (82, 90)]
+    assert traces.idle_gaps(trace.device, trace.window, min_gap_us=10) == [(0, 20), (35, 50), (60, 80)]
+    assert traces.device_idle_fraction(trace) == 0.63
+    # over a chosen window: [20, 60) holds 15 + 10 busy µs of 40
+    assert traces.device_idle_fraction(trace, (20, 60)) == 0.375
+    assert traces.idle_gaps(trace.device, (20, 60)) == [(35, 50)]
+
+
+def test_cpu_row_gaps_and_idle_fraction(trace):
+    ops = trace.top_level_cpu_ops()
+    assert traces.idle_gaps(ops, trace.window) == [(30, 40), (50, 70), (80, 82), (95, 100)]
+    assert traces.idle_fraction(ops, trace.window) == 0.37
+    # nested ops change nothing: the union of all ops is the union of the top-level ones
+    assert traces.idle_fraction(trace.cpu_ops, trace.window) == 0.37
+
+
+def test_interval_arithmetic_edge_cases():
+    assert traces.merge([(5, 6), (0, 2), (2, 3), (1, 2.5)]) == [(0, 3), (5, 6)]
+    assert traces.merge([]) == []
+    assert traces.idle_gaps([], (0, 4)) == [(0, 4)]
+    assert traces.idle_fraction([], (0, 4)) == 1.0
+    assert traces.idle_fraction([(-1, 9)], (0, 4)) == 0.0  # clipped to the window
+    assert traces.busy_us([(-1, 1), (3, 9)], (0, 4)) == 2
+    with pytest.raises(ValueError, match="empty window"):
+        traces.idle_fraction([], (3, 3))
+
+
+def test_gzipped_trace_and_event_list_read_the_same(tmp_path, trace):
+    packed = tmp_path / "trace.json.gz"
+    with gzip.open(packed, "wt") as stream:
+        stream.write(FIXTURE.read_text())
+    assert traces.load(packed) == trace
+    document = json.loads(FIXTURE.read_text())
+    assert traces.load(document["traceEvents"]) == trace
+    assert traces.load(document) == trace
+
+
+def test_older_category_names_are_understood():
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "aten::add", "ts": 10, "dur": 4, "tid": 1},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "ts": 11, "dur": 1, "tid": 1},
+        {"ph": "X", "cat": "Kernel", "name": "add_kernel", "ts": 16, "dur": 2, "args": {"stream": 7}},
+        {"ph": "X", "cat": "Memcpy", "name": "Memcpy DtoH", "ts": 19, "dur": 1, "args": {"stream": 7}},
+    ]
+    trace = traces.parse(events)
+    assert [len(trace.cpu_ops), len(trace.launches), len(trace.device)] == [1, 1, 2]
+    assert trace.window == (0, 10)
+    assert traces.device_idle_fraction(trace) == 0.7
+
+
+def test_a_cpu_only_trace_has_no_device_idle_fraction():
+    trace = traces.parse([{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 0, "dur": 1}])
+    assert not trace.has_device
+    with pytest.raises(ValueError, match="no device events"):
+        traces.device_idle_fraction(trace)
+    with pytest.raises(ValueError, match="no CPU ops"):
+        traces.parse([]).window
+
+
+def test_timeline_shades_exactly_the_device_gaps(trace):
+    import matplotlib.pyplot as plt
+
+    ax = traces.render_timeline(trace, title="fixture")
+    assert traces.drawn_gaps(ax) == [(0, 20), (35, 50), (60, 80), (82, 90)]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["device kernels", "CPU ops"]
+    plt.close(ax.figure)
+
+
+def test_timeline_of_a_cpu_only_trace_shades_the_gaps_between_ops():
+    import matplotlib.pyplot as plt
+
+    trace = traces.parse([
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 0, "dur": 3, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "ts": 5, "dur": 2, "tid": 1},
+    ])
+    ax = traces.render_timeline(trace)
+    assert traces.drawn_gaps(ax) == [(3, 5)]
+    assert any("no device in this trace" in t.get_text() for t in ax.texts)
+    plt.close(ax.figure)
