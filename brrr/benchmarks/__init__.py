@@ -1,0 +1,1 @@
+"""Benchmark scripts shared by the notebooks and the command line: ``python -m brrr.benchmarks.<name>``."""
