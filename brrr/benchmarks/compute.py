@@ -14,6 +14,11 @@ CPU
     share of the runtime.
 
 The exit status is 0 when every target is met, 1 otherwise.
+
+On a CPU every measurement here runs on one thread (:data:`THREADS`) and is
+compared with ceilings measured on one thread: with two threads on a shared
+two-core machine, runs stall for milliseconds at random and small matmuls read
+as a hundred times slower than they are.
 """
 
 from __future__ import annotations
@@ -26,16 +31,36 @@ from typing import Iterator
 
 import torch
 
+from brrr import ceilings as ceilings_module
 from brrr import opclasses, units
 from brrr.ceilings import Ceilings, matmul_dtypes
 from brrr.device import DEVICE, ON_GPU, far_above_cache, per_device
-from brrr.timing import bench
+from brrr.timing import bench, torch_threads
 
 # ceilings names -> torch dtypes; "tf32" is float32 storage with TF32 tensor cores allowed
 TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+THREADS: int | None = per_device(cpu=1, gpu=None)  # torch threads for every CPU measurement here
+
 MATMUL_TARGET_FRACTION = 0.80  # of the measured bf16 matmul peak (GPU)
 CONTRACTION_FLOP_SHARE_TARGET = 0.99
+
+
+# ---------------------------------------------------------------- threads and ceilings
+
+
+def pin_threads() -> str:
+    """Run this process's torch ops on :data:`THREADS` threads (CPU only); returns a sentence saying so."""
+    if THREADS is None:
+        return f"torch uses its default threads on {DEVICE}"
+    torch.set_num_threads(THREADS)
+    return (f"CPU: torch pinned to {THREADS} thread, and the ceilings compared with are measured on "
+            f"{THREADS} thread too (two threads on a shared two-core machine stall at random)")
+
+
+def measured_ceilings(*, refresh: bool = False) -> Ceilings:
+    """This machine's ceilings, measured with the same thread count as the benchmarks here."""
+    return ceilings_module.measure(threads=THREADS, refresh=refresh)
 
 
 # ---------------------------------------------------------------- matmul throughput
@@ -96,7 +121,7 @@ def time_matmul(m: int, n: int, k: int, dtype: str = "float32", *, budget_s: flo
     b = torch.randn(k, n, device=DEVICE, dtype=torch_dtype)
     out = torch.empty(m, n, device=DEVICE, dtype=torch_dtype)
     with tf32(dtype == "tf32"):
-        timing = bench(lambda: torch.mm(a, b, out=out), warmup=2,
+        timing = bench(lambda: torch.mm(a, b, out=out), warmup=2, threads=THREADS,
                        budget_s=budget_s if budget_s is not None else per_device(cpu=0.15, gpu=0.1))
     return MatmulPoint(m, n, k, dtype, timing.median_s, 2 * m * n * k)
 
@@ -142,11 +167,74 @@ def tensor_core_dtype() -> str:
 
 
 def elementwise_rate(n: int | None = None) -> tuple[float, float]:
-    """(FLOP/s, B/s) of an eager ``x.mul_(c)`` on ``n`` fp32 elements far above the cache: 1 FLOP, 8 bytes each."""
+    """(FLOP/s, B/s) of an eager ``torch.mul(x, c, out=y)`` on ``n`` fp32 elements far above the cache.
+
+    1 FLOP and 8 bytes (read x, write y) per element: the same traffic pattern as
+    the ``copy_`` that measures copy bandwidth, so the two compare like with like.
+    """
     n = n or far_above_cache(4)
     x = torch.rand(n, device=DEVICE)
-    timing = bench(lambda: x.mul_(1.0000001), budget_s=per_device(cpu=0.3, gpu=0.1))
+    y = torch.empty_like(x)
+    timing = bench(lambda: torch.mul(x, 1.0000001, out=y), threads=THREADS, budget_s=per_device(cpu=0.3, gpu=0.1))
     return timing.rate(n), timing.rate(8 * n)
+
+
+# ---------------------------------------------------------------- single layers, for the roofline
+
+
+def _copies_above_cache(tensor_bytes: int) -> int:
+    """How many distinct copies of a tensor make a working set far above the last-level cache."""
+    return max(1, -(-far_above_cache(1) // tensor_bytes))
+
+
+def time_linear(batch: int, in_features: int, out_features: int, dtype: str = "float32") -> float:
+    """Median seconds of ``F.linear(x, W, b)``, rotating over enough weights that W never sits in cache.
+
+    A linear layer on a small batch is bound by reading its weight from memory;
+    timing one weight over and over would read it from cache instead.
+    """
+    torch_dtype = TORCH_DTYPES[dtype]
+    weight_bytes = in_features * out_features * torch.empty((), dtype=torch_dtype).element_size()
+    weights = [torch.randn(out_features, in_features, device=DEVICE, dtype=torch_dtype)
+               for _ in range(_copies_above_cache(weight_bytes))]
+    bias = torch.randn(out_features, device=DEVICE, dtype=torch_dtype)
+    x = torch.randn(batch, in_features, device=DEVICE, dtype=torch_dtype)
+    turn = iter(range(10**9))
+
+    def call():
+        return torch.nn.functional.linear(x, weights[next(turn) % len(weights)], bias)
+
+    with tf32(False):
+        return bench(call, threads=THREADS, budget_s=per_device(cpu=0.15, gpu=0.1)).median_s
+
+
+def time_rowwise(op: str, rows: int, cols: int, dtype: str = "float32") -> float:
+    """Median seconds of ``'layer_norm'`` (with weight and bias) or ``'softmax'`` over the last dim of rows×cols."""
+    torch_dtype = TORCH_DTYPES[dtype]
+    x = torch.randn(rows, cols, device=DEVICE, dtype=torch_dtype)
+    if op == "layer_norm":
+        weight, bias = torch.ones(cols, device=DEVICE, dtype=torch_dtype), torch.zeros(cols, device=DEVICE, dtype=torch_dtype)
+
+        def call():
+            return torch.nn.functional.layer_norm(x, (cols,), weight, bias)
+    elif op == "softmax":
+        def call():
+            return torch.softmax(x, dim=-1)
+    else:
+        raise ValueError(f"op must be 'layer_norm' or 'softmax', not {op!r}")
+    return bench(call, threads=THREADS, budget_s=per_device(cpu=0.3, gpu=0.1)).median_s
+
+
+def time_attention(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "float32") -> float:
+    """Median seconds of ``F.scaled_dot_product_attention`` (inference, no mask): a fused kernel where one exists."""
+    torch_dtype = TORCH_DTYPES[dtype]
+    q, k, v = (torch.randn(batch, heads, seq, head_dim, device=DEVICE, dtype=torch_dtype) for _ in range(3))
+
+    def call():
+        with torch.no_grad():
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+    return bench(call, threads=THREADS, budget_s=per_device(cpu=0.2, gpu=0.1)).median_s
 
 
 # ---------------------------------------------------------------- where the FLOPs and the time go
@@ -211,7 +299,7 @@ def attention_backend(kind: str) -> Iterator[None]:
 def bert_table(config: EncoderConfig | None = None, *, attention: str = "math", steps: int = 3) -> opclasses.ClassTable:
     """The essay's table for one training step of the layer: FLOPs and runtime per operator class."""
     step = encoder_training_step(config or EncoderConfig.for_device())
-    with attention_backend(attention):
+    with attention_backend(attention), torch_threads(THREADS):
         return opclasses.measure(step, steps=steps)
 
 
@@ -261,14 +349,14 @@ def run(ceilings: Ceilings) -> tuple[list[MatmulPoint], opclasses.ClassTable, li
 
 
 def main(argv: list[str] | None = None) -> int:
-    from brrr import ceilings as ceilings_module
     from brrr.stamp import stamp
 
     parser = argparse.ArgumentParser(prog="python -m brrr.benchmarks.compute", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="also print the measurements as JSON")
     args = parser.parse_args(argv)
 
-    ceilings = ceilings_module.measure()
+    print(pin_threads())
+    ceilings = measured_ceilings()
     points, table, checks = run(ceilings)
     print(f"Square matmuls on {DEVICE}:")
     for point in points:
