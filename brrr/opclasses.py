@@ -371,7 +371,6 @@ def profile_ops(fn: Callable[[], object], *, steps: int = 3, warmup: int = 2) ->
     is reported as ``<unattributed kernels>``, which counts under ``other``.
     On a CPU it is each op's self CPU time.
     """
-    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(warmup):
@@ -382,22 +381,35 @@ def profile_ops(fn: Callable[[], object], *, steps: int = 3, warmup: int = 2) ->
         for _ in range(steps):
             fn()
         synchronize()
+    return aggregate_self_times(prof.key_averages(), steps=steps, device_clock=ON_GPU)
+
+
+def aggregate_self_times(events, *, steps: int, device_clock: bool) -> OpTimes:
+    """Sum profiler events (``key_averages()`` rows) into self seconds per op name.
+
+    ``device_clock=True`` (GPU): each CPU-side op carries the device time of the
+    kernels it launched as its self device time; rows for the kernels themselves
+    (device type CUDA) are only used to find kernel time no op claimed, which is
+    reported as ``<unattributed kernels>``. ``device_clock=False`` (CPU): self CPU time.
+    """
+    from torch.autograd import DeviceType
+
     seconds: dict[str, float] = defaultdict(float)
-    if ON_GPU:
+    if device_clock:
         kernel_us = 0.0
-        for event in prof.key_averages():
+        for event in events:
             if getattr(event, "device_type", DeviceType.CPU) == DeviceType.CPU:
                 seconds[event.key] += _self_device_us(event) / 1e6
             else:
                 kernel_us += _self_device_us(event)
         attributed = sum(seconds.values())
+        if kernel_us == 0 and attributed == 0:
+            raise RuntimeError("the profiler recorded no CUDA kernel time; is the model on the GPU?")
         if kernel_us / 1e6 > attributed * 1.001:
             seconds["<unattributed kernels>"] += kernel_us / 1e6 - attributed
-        if kernel_us == 0:
-            raise RuntimeError("the profiler recorded no CUDA kernel time; is the model on the GPU?")
         clock = "device (CUDA kernels)"
     else:
-        for event in prof.key_averages():
+        for event in events:
             seconds[event.key] += event.self_cpu_time_total / 1e6
         clock = "CPU"
     return OpTimes(seconds={k: v for k, v in seconds.items() if v > 0}, steps=steps, clock=clock)
@@ -443,7 +455,7 @@ class ClassTable:
                 "essay_time_pct": quoted.get("runtime"),
                 "flops": self.flops[cls],
                 "seconds": self.seconds[cls],
-                "rate": self.rate(cls),
+                "rate": self.rate(cls) if self.seconds[cls] > 0 else None,  # FLOP/s; None: no time measured
             })
         return out
 
@@ -453,7 +465,7 @@ class ClassTable:
         for row in self.rows():
             quoted = ("" if row["essay_flop_pct"] is None
                       else f"{row['essay_flop_pct']:6.2f} / {row['essay_time_pct']:4.1f}")
-            rate = units.flops(row["rate"]) if row["rate"] == row["rate"] else "-"
+            rate = units.flops(row["rate"]) if row["rate"] is not None else "-"
             lines.append(f"{row['class']:<27} {row['flop_pct']:9.2f} {row['time_pct']:10.1f}   {quoted:>19}   {rate:>14}")
         lines.append(f"per step: {units.si(sum(self.flops.values()), 'FLOP')} in {units.seconds(self.step_seconds)} "
                      f"of {self.clock} time")

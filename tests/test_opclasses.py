@@ -101,3 +101,38 @@ def test_table_rows_carry_the_essay_figures():
         clock="CPU",
     )
     assert [check.passed for check in table_checks(failing)] == [False, False]
+
+
+class _FakeEvent:
+    """A key_averages() row: name, device type and self times in microseconds."""
+
+    def __init__(self, key, device_type, self_device_us=0.0, self_cpu_us=0.0):
+        self.key, self.device_type = key, device_type
+        self.self_device_time_total, self.self_cpu_time_total = self_device_us, self_cpu_us
+
+
+def test_gpu_accounting_counts_each_kernel_once():
+    from torch.autograd import DeviceType
+
+    events = [
+        _FakeEvent("aten::mm", DeviceType.CPU, self_device_us=600.0, self_cpu_us=20.0),
+        _FakeEvent("aten::native_layer_norm", DeviceType.CPU, self_device_us=250.0, self_cpu_us=15.0),
+        _FakeEvent("aten::add", DeviceType.CPU, self_device_us=100.0, self_cpu_us=10.0),
+        _FakeEvent("aten::linear", DeviceType.CPU, self_device_us=0.0, self_cpu_us=5.0),
+        _FakeEvent("cudaLaunchKernel", DeviceType.CPU, self_device_us=0.0, self_cpu_us=30.0),
+        # the kernels themselves: the same 950 us, plus 50 us no op claimed
+        _FakeEvent("sm90_xmma_gemm_bf16", DeviceType.CUDA, self_device_us=600.0),
+        _FakeEvent("layer_norm_kernel", DeviceType.CUDA, self_device_us=250.0),
+        _FakeEvent("vectorized_elementwise_kernel", DeviceType.CUDA, self_device_us=150.0),
+    ]
+    times = opclasses.aggregate_self_times(events, steps=2, device_clock=True)
+    per_class = times.per_class()
+    assert per_class[OpClass.CONTRACTION] == pytest.approx(300e-6)  # per step
+    assert per_class[OpClass.NORMALIZATION] == pytest.approx(125e-6)
+    assert per_class[OpClass.ELEMENTWISE] == pytest.approx(50e-6)
+    assert per_class[OpClass.OTHER] == pytest.approx(25e-6)  # the unattributed kernel time
+    cpu = opclasses.aggregate_self_times(events, steps=1, device_clock=False)
+    assert cpu.per_class()[OpClass.CONTRACTION] == pytest.approx(20e-6)
+    assert cpu.per_class()[OpClass.OTHER] == pytest.approx(35e-6)  # wrapper + runtime call
+    with pytest.raises(RuntimeError, match="no CUDA kernel time"):
+        opclasses.aggregate_self_times([_FakeEvent("aten::mm", DeviceType.CPU)], steps=1, device_clock=True)
