@@ -156,7 +156,8 @@ LAYOUT = {
     "view", "_unsafe_view", "_reshape_alias", "reshape", "as_strided", "t", "transpose", "permute", "expand",
     "select", "slice", "squeeze", "unsqueeze", "split", "split_with_sizes", "chunk", "unbind", "narrow",
     "detach", "alias", "lift_fresh", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "resize_", "set_", "resolve_conj", "resolve_neg", "to", "flatten", "unflatten", "view_as", "_local_scalar_dense", "item", "is_same_size", "result_type", "_has_compatible_shallow_copy_type",
+    "resize_", "set_", "resolve_conj", "resolve_neg", "to", "flatten", "unflatten", "view_as",
+    "_local_scalar_dense", "item", "is_same_size", "result_type", "_has_compatible_shallow_copy_type",
 }
 
 

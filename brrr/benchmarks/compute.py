@@ -158,12 +158,20 @@ def unaligned_sweep(dtype: str) -> list[MatmulPoint]:
     return [time_matmul(n, n, n, dtype) for n in unaligned_sizes()]
 
 
-def tensor_core_dtype() -> str:
-    """The dtype that shows this machine's best matmul: bf16 on a GPU that has it, else the fastest measured."""
+def tensor_core_dtype(ceilings: Ceilings | None = None) -> str:
+    """The dtype in which this machine's matmuls are fastest, for the sweeps that use one dtype.
+
+    GPU: bfloat16 where the GPU has it (Ampere on), else float16 (tensor cores
+    since Volta). CPU: the dtype with the highest measured matmul peak in
+    ``ceilings`` (float32 unless the CPU has matrix units for bf16), float32
+    when no ceilings are given.
+    """
     names = sweep_dtypes()
-    if ON_GPU and "bfloat16" in names:
-        return "bfloat16"
-    return names[0]
+    if ON_GPU:
+        return next(name for name in ("bfloat16", "float16", "float32") if name in names)
+    if ceilings is not None:
+        return max((name for name in names if name in ceilings.matmul_peak), key=ceilings.matmul_peak.get)
+    return "float32"
 
 
 def elementwise_rate(n: int | None = None) -> tuple[float, float]:
