@@ -48,10 +48,16 @@ def matmul(m: int, n: int, k: int, dtype: torch.dtype = torch.float32, *, name: 
     return OpCount(name or f"matmul {m}x{k} @ {k}x{n}", 2 * m * n * k, (m * k + k * n + m * n) * size)
 
 
+# FLOPs per element of the fused normalizations below; brrr.opclasses uses the same constants.
+SOFTMAX_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, sum, divide
+LAYER_NORM_FLOPS_PER_ELEMENT = 5  # mean, subtract, square + sum (2), multiply by 1/std
+AFFINE_FLOPS_PER_ELEMENT = 2  # scale and shift
+
+
 def softmax(rows: int, cols: int, dtype: torch.dtype = torch.float32) -> OpCount:
     """Row softmax, fused: read and write rows·cols elements; max, subtract, exp, sum, divide ≈ 5 FLOPs each."""
     size = element_size(dtype)
-    return OpCount("softmax", 5 * rows * cols, 2 * rows * cols * size)
+    return OpCount("softmax", SOFTMAX_FLOPS_PER_ELEMENT * rows * cols, 2 * rows * cols * size)
 
 
 def layer_norm(rows: int, cols: int, dtype: torch.dtype = torch.float32, *, affine: bool = True) -> OpCount:
@@ -61,6 +67,52 @@ def layer_norm(rows: int, cols: int, dtype: torch.dtype = torch.float32, *, affi
     multiply by 1/std (1), and with ``affine`` scale and shift (2).
     """
     size = element_size(dtype)
-    flops = (7 if affine else 5) * rows * cols
+    flops = (LAYER_NORM_FLOPS_PER_ELEMENT + (AFFINE_FLOPS_PER_ELEMENT if affine else 0)) * rows * cols
     params = 2 * cols if affine else 0
     return OpCount("layer norm", flops, (2 * rows * cols + params) * size)
+
+
+def linear(batch: int, in_features: int, out_features: int, dtype: torch.dtype = torch.float32, *,
+           bias: bool = True) -> OpCount:
+    """``y = x @ W.T + b`` for ``batch`` rows: a (batch×in) @ (in×out) matmul plus a bias add.
+
+    FLOPs: 2·batch·in·out for the matmul, batch·out more for the bias.
+    Bytes: read x (batch·in), W (in·out) and b (out); write y (batch·out).
+
+    The weight is read once whatever the batch, so for batch ≪ in, out the
+    intensity grows about linearly with the batch, then levels off near
+    2·in·out / ((in + out)·element size) once the activations dominate the traffic.
+    """
+    size = element_size(dtype)
+    flops = 2 * batch * in_features * out_features + (batch * out_features if bias else 0)
+    elements = batch * in_features + in_features * out_features + batch * out_features + (out_features if bias else 0)
+    return OpCount(f"linear {in_features}->{out_features}, batch {batch}", flops, elements * size)
+
+
+def linear_over_batches(batches, in_features: int, out_features: int, dtype: torch.dtype = torch.float32, *,
+                        bias: bool = True) -> list[OpCount]:
+    """:func:`linear` for each batch size in ``batches``, in order."""
+    return [linear(batch, in_features, out_features, dtype, bias=bias) for batch in batches]
+
+
+def attention(batch: int, heads: int, seq: int, head_dim: int, dtype: torch.dtype = torch.float32, *,
+              fused: bool = True) -> OpCount:
+    """Self-attention ``softmax(Q Kᵀ / √d) V`` on (batch, heads, seq, head_dim) tensors, no masking.
+
+    FLOPs: 2·s·s·d per head for Q Kᵀ, as many for P V, and a softmax over the s×s
+    scores (:data:`SOFTMAX_FLOPS_PER_ELEMENT` each); the 1/√d scale is folded
+    into the softmax count.
+
+    Bytes, ``fused=True`` (FlashAttention): read Q, K, V and write O, 4·s·d
+    elements per head; the s×s scores never leave the chip. ``fused=False``
+    (three separate ops): also write the scores, read them for the softmax, write
+    the probabilities and read them again for P V, 4·s·s more elements per head.
+    """
+    size = element_size(dtype)
+    heads_total = batch * heads
+    flops = heads_total * (4 * seq * seq * head_dim + SOFTMAX_FLOPS_PER_ELEMENT * seq * seq)
+    elements = heads_total * 4 * seq * head_dim
+    if not fused:
+        elements += heads_total * 4 * seq * seq
+    kind = "fused" if fused else "unfused"
+    return OpCount(f"attention ({kind}), {batch}x{heads} heads, seq {seq}, d {head_dim}", flops, elements * size)

@@ -1,0 +1,499 @@
+"""Where the FLOPs go and where the time goes, per operator class.
+
+The essay's table (from Ivanov et al., "Data Movement Is All You Need", 2021)
+sorts every operator of a BERT training step into three classes:
+
+tensor contraction
+    matmuls and batched matmuls (and fused attention, whose work is two matmuls).
+statistical normalization
+    softmax and layer norm: a reduction over a row, then a map that uses it.
+element-wise
+    everything else that touches the elements: bias adds, dropout, activations,
+    residual adds, their gradients (a bias gradient is a sum over the batch),
+    and plain copies.
+
+We add a fourth, ``other``: views and allocation (no arithmetic, no memory
+traffic) and, on a CPU, the framework's own bookkeeping (autograd nodes, the
+``aten::linear`` wrapper around ``aten::addmm``). The essay's table has no such
+row; we show it rather than hide it.
+
+Both sides are counted per aten operator, after autograd, at the level where
+a kernel runs:
+
+FLOPs
+    :class:`torch.utils.flop_counter.FlopCounterMode`, which knows the
+    contractions (mm, addmm, bmm, attention kernels...). It counts nothing for
+    any other op, so we pass it explicit formulas for those
+    (``custom_mapping``): FLOPs per element of the op's textbook formula,
+    counting a comparison or a transcendental function as one FLOP. The
+    constants are in :data:`ELEMENTWISE_FLOPS` and :data:`NORMALIZATION_FLOPS`.
+runtime
+    :mod:`torch.profiler`, each op's *self* time: on a GPU the device time of
+    the kernels the op launched, on a CPU the time spent in the op itself, not
+    in the ops it called.
+
+One trap: ``nn.TransformerEncoderLayer`` in eval mode under ``no_grad`` takes
+a fused "fast path" (one ``aten::_transformer_encoder_layer_fwd`` call), which
+FlopCounterMode counts as zero FLOPs. :func:`count_flops` reports any op it
+cannot classify in :attr:`FlopCount.unclassified`, and :func:`class_table`
+refuses a measurement in which no contraction FLOPs were seen. Measure a
+training step (train mode, dropout on), as the essay's table does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+import os
+import re
+import sys
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
+
+from brrr import counting, essay, units
+from brrr.device import ON_GPU, synchronize
+
+
+class OpClass(str, enum.Enum):
+    CONTRACTION = "tensor contraction"
+    NORMALIZATION = "statistical normalization"
+    ELEMENTWISE = "element-wise"
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# The essay's three classes, in the essay's order.
+ESSAY_CLASSES = (OpClass.CONTRACTION, OpClass.NORMALIZATION, OpClass.ELEMENTWISE)
+ALL_CLASSES = ESSAY_CLASSES + (OpClass.OTHER,)
+
+# Essay table keys (brrr.essay.BERT_TABLE) for each class.
+ESSAY_KEYS = {
+    OpClass.CONTRACTION: "tensor contraction",
+    OpClass.NORMALIZATION: "statistical normalization",
+    OpClass.ELEMENTWISE: "element-wise",
+}
+
+# ---------------------------------------------------------------- the classification
+
+CONTRACTIONS = {
+    "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "_scaled_mm",
+    "convolution", "_convolution", "convolution_backward", "cudnn_convolution", "convolution_overrideable",
+    "_slow_conv2d_forward", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_cudnn_attention_backward", "_flash_attention_forward", "_flash_attention_backward",
+    "_efficient_attention_forward", "_efficient_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
+}
+
+# Element-wise ops: FLOPs per output element (reductions: per input element, see
+# _REDUCTIONS). 0 for ops that only move data (copies, fills).
+ELEMENTWISE_FLOPS = {
+    # arithmetic
+    "add": 1, "add_": 1, "sub": 1, "sub_": 1, "rsub": 1, "mul": 1, "mul_": 1, "div": 1, "div_": 1,
+    "neg": 1, "reciprocal": 1, "pow": 1, "sqrt": 1, "rsqrt": 1, "exp": 1, "log": 1, "abs": 1,
+    "addcmul": 2, "addcmul_": 2, "addcdiv": 2, "addcdiv_": 2, "lerp_": 2,
+    # activations and their gradients
+    "relu": 1, "relu_": 1, "threshold_backward": 1, "sigmoid": 1, "sigmoid_backward": 2,
+    "tanh": 1, "tanh_backward": 2, "silu": 3, "silu_backward": 6,
+    "gelu": 5,  # 0.5·x·(1 + erf(x/√2)): scale, erf, add, two multiplies
+    "gelu_backward": 11,  # dy·(Φ(x) + x·φ(x)): erf term (4), gaussian term (5), add, multiply by dy
+    # dropout: a random draw compared with p, then a scale
+    "bernoulli_": 1, "native_dropout": 2, "native_dropout_backward": 2,
+    # comparisons and selections
+    "where": 1, "isneginf": 1, "masked_fill": 1, "masked_fill_": 1, "eq": 1, "ne": 1, "lt": 1, "gt": 1,
+    "le": 1, "ge": 1, "logical_not": 1, "clamp": 1, "clamp_min": 1, "clamp_max": 1,
+    # data movement only
+    "copy_": 0, "clone": 0, "_to_copy": 0, "fill_": 0, "zero_": 0, "zeros_like": 0,
+    "ones_like": 0, "full_like": 0, "cat": 0, "stack": 0, "index_select": 0, "select_backward": 0,
+    "slice_backward": 0, "embedding": 0, "embedding_dense_backward": 0, "zeros": 0, "ones": 0, "full": 0,
+    "scalar_tensor": 0,
+}
+
+# Reductions counted as element-wise (the bias gradient of a linear layer is a
+# sum over the batch): FLOPs per *input* element.
+_REDUCTIONS = {"sum": 1, "mean": 1, "all": 1, "any": 1, "amax": 1, "amin": 1, "max": 1, "min": 1}
+ELEMENTWISE_FLOPS.update(_REDUCTIONS)
+
+# Normalizations: FLOPs per element of the normalized tensor.
+NORMALIZATION_FLOPS = {
+    "_softmax": counting.SOFTMAX_FLOPS_PER_ELEMENT,
+    # softmax that returns 0 for fully masked rows; FlopCounterMode does not decompose it,
+    # and its extra mask check (isneginf, all, where) is not counted
+    "_safe_softmax": counting.SOFTMAX_FLOPS_PER_ELEMENT,
+    "_log_softmax": counting.SOFTMAX_FLOPS_PER_ELEMENT + 1,  # plus a log
+    # dx = y·(dy - sum(dy·y)): multiply, row sum, subtract, multiply
+    "_softmax_backward_data": 4,
+    "_log_softmax_backward_data": 4,
+    # forward: see brrr.counting.layer_norm (5, plus 2 for the affine scale and shift)
+    "native_layer_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    # backward: recompute x̂ (2), g = dy·γ (1), two row sums (3), dx = (g - mean g - x̂·mean(g·x̂))/σ (4),
+    # dγ = Σ dy·x̂ (2), dβ = Σ dy (1)
+    "native_layer_norm_backward": 13,
+    "native_batch_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "_native_batch_norm_legit": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "_native_batch_norm_legit_no_training": 4,  # precomputed statistics: subtract, scale, affine
+    "native_batch_norm_backward": 13,
+    "native_group_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "native_group_norm_backward": 13,
+    "_fused_rms_norm": 4 + counting.AFFINE_FLOPS_PER_ELEMENT // 2,  # square, sum, rsqrt-scale, multiply; weight
+}
+# Composite normalizations: they appear in profiler traces as wrappers around
+# the ops above and are decomposed before FLOPs are counted.
+_NORMALIZATION_WRAPPERS = {"softmax", "log_softmax", "layer_norm", "batch_norm", "group_norm", "rms_norm"}
+
+# Views, metadata and allocation: no arithmetic and no memory traffic.
+LAYOUT = {
+    "view", "_unsafe_view", "_reshape_alias", "reshape", "as_strided", "t", "transpose", "permute", "expand",
+    "select", "slice", "squeeze", "unsqueeze", "split", "split_with_sizes", "chunk", "unbind", "narrow",
+    "detach", "alias", "lift_fresh", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+    "resize_", "set_", "resolve_conj", "resolve_neg", "to", "flatten", "unflatten", "view_as",
+    "_local_scalar_dense", "item", "is_same_size", "result_type", "_has_compatible_shallow_copy_type",
+}
+
+
+def op_name(op) -> str:
+    """The bare aten name of an op: ``'aten::addmm'``, ``aten.addmm.default`` and ``aten.addmm`` give ``'addmm'``."""
+    text = str(getattr(op, "_overloadpacket", op))
+    if text.startswith("aten::"):
+        return text[len("aten::"):]
+    if text.startswith("aten."):
+        return text.split(".")[1]
+    return text
+
+
+def classify(op) -> OpClass | None:
+    """The class of an aten op, or ``None`` for an aten op this module does not know.
+
+    Anything that is not an aten op (autograd nodes, profiler markers) is
+    framework bookkeeping: :attr:`OpClass.OTHER`.
+    """
+    text = str(getattr(op, "_overloadpacket", op))
+    if not (text.startswith("aten::") or text.startswith("aten.")):
+        return OpClass.OTHER
+    name = op_name(text)
+    if name in CONTRACTIONS:
+        return OpClass.CONTRACTION
+    if name in NORMALIZATION_FLOPS or name in _NORMALIZATION_WRAPPERS:
+        return OpClass.NORMALIZATION
+    if name in ELEMENTWISE_FLOPS:
+        return OpClass.ELEMENTWISE
+    if name in LAYOUT or name in ("linear", "matmul", "einsum", "dropout", "scaled_dot_product_attention",
+                                  "_scaled_dot_product_attention_math", "contiguous"):
+        # views, or wrappers whose own (self) time is only dispatch
+        return OpClass.OTHER
+    return None
+
+
+# ---------------------------------------------------------------- explicit FLOP formulas
+
+
+def _numel(shape) -> int:
+    return math.prod(shape) if shape is not None else 0
+
+
+def _first_shape(value):
+    """The first tensor shape in an op's output (a shape, or a tuple/list holding shapes)."""
+    if isinstance(value, torch.Size):
+        return value
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            shape = _first_shape(item)
+            if shape is not None:
+                return shape
+    return None
+
+
+def _per_output_element(flops: int):
+    def formula(*args, out_shape=None, **kwargs):
+        return flops * _numel(_first_shape(out_shape))
+    return formula
+
+
+def _per_input_element(flops: int):
+    def formula(*args, out_shape=None, **kwargs):
+        return flops * _numel(_first_shape(args[0] if args else out_shape))
+    return formula
+
+
+def _cpu_flash_attention(query, key, value, *args, out_shape=None, **kwargs) -> int:
+    """(batch, heads, s_q, d) attention: Q Kᵀ and P V, 2·s_q·s_k·d FLOPs each per head."""
+    batch, heads, s_q, d = query
+    s_k = key[2]
+    return 4 * batch * heads * s_q * s_k * d
+
+
+def _cpu_flash_attention_backward(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
+    """Gradients of both matmuls of the forward, two matmuls each (as FlopCounterMode counts the GPU kernels)."""
+    batch, heads, s_q, d = query
+    s_k = key[2]
+    return 8 * batch * heads * s_q * s_k * d
+
+
+def _explicit_formulas() -> dict:
+    """custom_mapping for FlopCounterMode: every op we classify that it does not count."""
+    formulas = {}
+    for name, flops in ELEMENTWISE_FLOPS.items():
+        formulas[name] = _per_input_element(flops) if name in _REDUCTIONS else _per_output_element(flops)
+    for name, flops in NORMALIZATION_FLOPS.items():
+        formulas[name] = _per_input_element(flops)
+    formulas["_scaled_dot_product_flash_attention_for_cpu"] = _cpu_flash_attention
+    formulas["_scaled_dot_product_flash_attention_for_cpu_backward"] = _cpu_flash_attention_backward
+    mapping = {}
+    for name, formula in formulas.items():
+        packet = getattr(torch.ops.aten, name, None)
+        if packet is not None and packet not in flop_registry:
+            mapping[packet] = formula
+    return mapping
+
+
+# ---------------------------------------------------------------- counting FLOPs
+
+
+class _OpLog(TorchDispatchMode):
+    """Counts every aten op that runs (after FlopCounterMode's decompositions)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls[op_name(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@dataclass
+class FlopCount:
+    """FLOPs of one run, per aten op, with the ops nobody could classify."""
+
+    flops: dict[str, int]  # op name -> FLOPs
+    calls: dict[str, int]  # op name -> calls
+    unclassified: dict[str, int] = field(default_factory=dict)  # op name -> calls, no class and no formula
+
+    def per_class(self) -> dict[OpClass, int]:
+        totals = {cls: 0 for cls in ALL_CLASSES}
+        for name, flops in self.flops.items():
+            totals[classify("aten::" + name) or OpClass.OTHER] += flops
+        return totals
+
+    @property
+    def total(self) -> int:
+        return sum(self.flops.values())
+
+
+def count_flops(fn: Callable[[], object]) -> FlopCount:
+    """Run ``fn()`` once under FlopCounterMode (with our explicit formulas) and count FLOPs per op."""
+    log = _OpLog()
+    counter = FlopCounterMode(display=False, custom_mapping=_explicit_formulas())
+    # The log is entered first so that it sits *below* the counter and sees the
+    # ops the counter actually runs, after it decomposes composite ones.
+    with log, counter:
+        fn()
+    flops = {op_name(packet): int(value) for packet, value in counter.get_flop_counts().get("Global", {}).items()}
+    unclassified = {name: calls for name, calls in log.calls.items() if classify("aten::" + name) is None}
+    return FlopCount(flops=flops, calls=dict(log.calls), unclassified=unclassified)
+
+
+# ---------------------------------------------------------------- profiling runtime
+
+
+@dataclass
+class OpTimes:
+    """Self time per op name over ``steps`` profiled steps, in seconds (device time on a GPU)."""
+
+    seconds: dict[str, float]  # profiler event name -> seconds (all steps)
+    steps: int
+    clock: str  # "device (CUDA kernels)" or "CPU"
+
+    def per_class(self) -> dict[OpClass, float]:
+        totals = {cls: 0.0 for cls in ALL_CLASSES}
+        for name, seconds in self.seconds.items():
+            totals[classify(name) or OpClass.OTHER] += seconds / self.steps
+        return totals
+
+    def unclassified(self) -> dict[str, float]:
+        """Profiled aten ops that this module does not classify (counted under ``other``), seconds per step."""
+        return {name: s / self.steps for name, s in self.seconds.items() if classify(name) is None and s > 0}
+
+
+def _self_device_us(event) -> float:
+    for attribute in ("self_device_time_total", "self_cuda_time_total"):
+        if hasattr(event, attribute):
+            return float(getattr(event, attribute))
+    return 0.0
+
+
+_KINETO_MARKER = re.compile(r"^(USDT|STAGE):.*Profiler")
+
+
+@contextlib.contextmanager
+def _without_kineto_markers() -> Iterator[None]:
+    """Drop the 'USDT: ... profiler_start/stop' lines the profiler's C++ side prints to fd 2.
+
+    They would land in a notebook's stderr (and fail a ``-W`` book build); any
+    other line written to fd 2 meanwhile is passed on to ``sys.stderr``.
+    """
+    try:
+        saved = os.dup(2)
+    except OSError:  # no usable fd 2: nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        sys.stderr.flush()
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [line for line in captured.read().decode(errors="replace").splitlines(keepends=True)
+                    if not _KINETO_MARKER.match(line)]
+            if kept:
+                sys.stderr.write("".join(kept))
+
+
+def profile_ops(fn: Callable[[], object], *, steps: int = 3, warmup: int = 2) -> OpTimes:
+    """Run ``fn()`` ``warmup`` times, then profile ``steps`` runs and sum each op's self time.
+
+    On a GPU the time is the device time of the kernels each op launched
+    (events on the CPU side carry it; kernel events themselves are skipped so
+    nothing is counted twice). Kernel time the profiler could not tie to an op
+    is reported as ``<unattributed kernels>``, which counts under ``other``.
+    On a CPU it is each op's self CPU time.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(warmup):
+        fn()
+    synchronize()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ON_GPU else [])
+    with _without_kineto_markers(), profile(activities=activities) as prof:
+        for _ in range(steps):
+            fn()
+        synchronize()
+    return aggregate_self_times(prof.key_averages(), steps=steps, device_clock=ON_GPU)
+
+
+def aggregate_self_times(events, *, steps: int, device_clock: bool) -> OpTimes:
+    """Sum profiler events (``key_averages()`` rows) into self seconds per op name.
+
+    ``device_clock=True`` (GPU): each CPU-side op carries the device time of the
+    kernels it launched as its self device time; rows for the kernels themselves
+    (device type CUDA) are only used to find kernel time no op claimed, which is
+    reported as ``<unattributed kernels>``. ``device_clock=False`` (CPU): self CPU time.
+    """
+    from torch.autograd import DeviceType
+
+    seconds: dict[str, float] = defaultdict(float)
+    if device_clock:
+        kernel_us = 0.0
+        for event in events:
+            if getattr(event, "device_type", DeviceType.CPU) == DeviceType.CPU:
+                seconds[event.key] += _self_device_us(event) / 1e6
+            else:
+                kernel_us += _self_device_us(event)
+        attributed = sum(seconds.values())
+        if kernel_us == 0 and attributed == 0:
+            raise RuntimeError("the profiler recorded no CUDA kernel time; is the model on the GPU?")
+        if kernel_us / 1e6 > attributed * 1.001:
+            seconds["<unattributed kernels>"] += kernel_us / 1e6 - attributed
+        clock = "device (CUDA kernels)"
+    else:
+        for event in events:
+            seconds[event.key] += event.self_cpu_time_total / 1e6
+        clock = "CPU"
+    return OpTimes(seconds={k: v for k, v in seconds.items() if v > 0}, steps=steps, clock=clock)
+
+
+# ---------------------------------------------------------------- the table
+
+
+@dataclass
+class ClassTable:
+    """FLOPs and runtime per operator class for one step, as in the essay's table."""
+
+    flops: dict[OpClass, float]  # per step
+    seconds: dict[OpClass, float]  # per step
+    clock: str
+    unclassified_flops_ops: dict[str, int] = field(default_factory=dict)
+    unclassified_time_ops: dict[str, float] = field(default_factory=dict)
+
+    def flop_share(self, cls: OpClass) -> float:
+        return self.flops[cls] / sum(self.flops.values())
+
+    def time_share(self, cls: OpClass) -> float:
+        return self.seconds[cls] / sum(self.seconds.values())
+
+    def rate(self, cls: OpClass) -> float:
+        """Achieved FLOP/s of the class: its FLOPs over its runtime (nan if it took no time)."""
+        return self.flops[cls] / self.seconds[cls] if self.seconds[cls] > 0 else float("nan")
+
+    @property
+    def step_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+    def rows(self) -> list[dict]:
+        """One dict per class: our shares beside the essay's, and the achieved rate."""
+        out = []
+        for cls in ALL_CLASSES:
+            quoted = essay.BERT_TABLE.get(ESSAY_KEYS.get(cls, ""), {})
+            out.append({
+                "class": cls.value,
+                "flop_pct": 100 * self.flop_share(cls),
+                "time_pct": 100 * self.time_share(cls),
+                "essay_flop_pct": quoted.get("flops"),
+                "essay_time_pct": quoted.get("runtime"),
+                "flops": self.flops[cls],
+                "seconds": self.seconds[cls],
+                "rate": self.rate(cls) if self.seconds[cls] > 0 else None,  # FLOP/s; None: no time measured
+            })
+        return out
+
+    def format(self) -> str:
+        header = f"{'operator class':<27} {'% FLOPs':>9} {'% runtime':>10}   {'essay (A100, BERT)':>19}   {'achieved':>14}"
+        lines = [header, "-" * len(header)]
+        for row in self.rows():
+            quoted = ("" if row["essay_flop_pct"] is None
+                      else f"{row['essay_flop_pct']:6.2f} / {row['essay_time_pct']:4.1f}")
+            rate = units.flops(row["rate"]) if row["rate"] is not None else "-"
+            lines.append(f"{row['class']:<27} {row['flop_pct']:9.2f} {row['time_pct']:10.1f}   {quoted:>19}   {rate:>14}")
+        lines.append(f"per step: {units.si(sum(self.flops.values()), 'FLOP')} in {units.seconds(self.step_seconds)} "
+                     f"of {self.clock} time")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"clock": self.clock, "rows": self.rows()}
+
+
+def class_table(flop_count: FlopCount, times: OpTimes) -> ClassTable:
+    """Combine a FLOP count of one step with profiled times into the essay's table."""
+    flops = flop_count.per_class()
+    if flops[OpClass.CONTRACTION] == 0:
+        raise ValueError(
+            "no contraction FLOPs were counted. A fused fast path (for example nn.TransformerEncoderLayer "
+            "in eval mode under no_grad) runs as one op FlopCounterMode cannot see into; measure a training "
+            f"step instead. Ops with no class: {sorted(flop_count.unclassified) or 'none'}"
+        )
+    return ClassTable(
+        flops={cls: float(value) for cls, value in flops.items()},
+        seconds=times.per_class(),
+        clock=times.clock,
+        unclassified_flops_ops=dict(flop_count.unclassified),
+        unclassified_time_ops=times.unclassified(),
+    )
+
+
+def measure(fn: Callable[[], object], *, steps: int = 3, warmup: int = 2) -> ClassTable:
+    """Count FLOPs of one ``fn()`` call, profile ``steps`` more, and build the table."""
+    return class_table(count_flops(fn), profile_ops(fn, steps=steps, warmup=warmup))
