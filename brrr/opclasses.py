@@ -42,16 +42,11 @@ training step (train mode, dropout on), as the essay's table does.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import math
-import os
-import re
-import sys
-import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -59,6 +54,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 from brrr import counting, essay, units
 from brrr.device import ON_GPU, synchronize
+from brrr.traces import quiet_native_stderr
 
 
 class OpClass(str, enum.Enum):
@@ -332,37 +328,6 @@ def _self_device_us(event) -> float:
     return 0.0
 
 
-_KINETO_MARKER = re.compile(r"^(USDT|STAGE):.*Profiler")
-
-
-@contextlib.contextmanager
-def _without_kineto_markers() -> Iterator[None]:
-    """Drop the 'USDT: ... profiler_start/stop' lines the profiler's C++ side prints to fd 2.
-
-    They would land in a notebook's stderr (and fail a ``-W`` book build); any
-    other line written to fd 2 meanwhile is passed on to ``sys.stderr``.
-    """
-    try:
-        saved = os.dup(2)
-    except OSError:  # no usable fd 2: nothing to filter
-        yield
-        return
-    with tempfile.TemporaryFile(mode="w+b") as captured:
-        sys.stderr.flush()
-        os.dup2(captured.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.seek(0)
-            kept = [line for line in captured.read().decode(errors="replace").splitlines(keepends=True)
-                    if not _KINETO_MARKER.match(line)]
-            if kept:
-                sys.stderr.write("".join(kept))
-
-
 def profile_ops(fn: Callable[[], object], *, steps: int = 3, warmup: int = 2) -> OpTimes:
     """Run ``fn()`` ``warmup`` times, then profile ``steps`` runs and sum each op's self time.
 
@@ -378,7 +343,7 @@ def profile_ops(fn: Callable[[], object], *, steps: int = 3, warmup: int = 2) ->
         fn()
     synchronize()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ON_GPU else [])
-    with _without_kineto_markers(), profile(activities=activities) as prof:
+    with quiet_native_stderr(), profile(activities=activities) as prof:
         for _ in range(steps):
             fn()
         synchronize()

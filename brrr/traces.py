@@ -32,7 +32,9 @@ import contextlib
 import gzip
 import json
 import os
+import re
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
@@ -248,28 +250,37 @@ def _span(event: Interval | Span) -> Span:
 # ---------------------------------------------------------------- recording
 
 
+_PROFILER_MARKER = re.compile(r"^(USDT|STAGE):.*Profiler")
+
+
 @contextlib.contextmanager
 def quiet_native_stderr() -> Iterator[None]:
-    """Send writes to file descriptor 2 to /dev/null for the block.
+    """Drop the profiler's own start/stop lines from file descriptor 2 for the block.
 
-    Kineto (the profiler's C++ side) logs ``profiler_start`` / ``profiler_stop``
-    lines straight to fd 2, bypassing Python. In a notebook they become stderr
-    output, which the book build treats as a warning. Python's own ``sys.stderr``
-    is flushed first, and restored untouched.
+    Kineto (the profiler's C++ side) logs ``USDT: ... profiler_start/stop`` lines
+    straight to fd 2, bypassing Python. In a notebook they become stderr output,
+    which the book build treats as a warning. Everything else written to fd 2
+    meanwhile, a real error included, is passed on to ``sys.stderr``.
     """
-    sys.stderr.flush()
     try:
         saved = os.dup(2)
-    except OSError:  # no fd 2 (some embedded interpreters): nothing to silence
+    except OSError:  # no usable fd 2 (some embedded interpreters): nothing to filter
         yield
         return
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        sys.stderr.flush()
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [line for line in captured.read().decode(errors="replace").splitlines(keepends=True)
+                    if not _PROFILER_MARKER.match(line)]
+            if kept:
+                sys.stderr.write("".join(kept))
 
 
 def record(
