@@ -25,9 +25,11 @@ torch version and thread count, and stamps it with device, versions and date::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import torch
 
@@ -137,13 +139,24 @@ def measure_matmul_peak(dtype: str, n: int | None = None, *, threads: int | None
     a = torch.randn(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     b = torch.randn(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     out = torch.empty(n, n, device=DEVICE, dtype=_DTYPES[dtype])
-    allow_tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-    try:
+    with tf32(dtype == "tf32"):
         timing = bench(lambda: torch.mm(a, b, out=out), threads=threads, warmup=2, budget_s=per_device(cpu=1.0, gpu=0.3))
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = allow_tf32
     return timing.rate(2 * n**3)
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool) -> Iterator[None]:
+    """Allow (or forbid) TF32 tensor cores for float32 matmuls inside the block.
+
+    Only NVIDIA GPUs from Ampere (compute capability 8.0) on have TF32; elsewhere
+    the flag changes nothing.
+    """
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def _multiply_add_chain(x: torch.Tensor, steps: int) -> torch.Tensor:

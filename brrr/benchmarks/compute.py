@@ -33,7 +33,7 @@ import torch
 
 from brrr import ceilings as ceilings_module
 from brrr import opclasses, units
-from brrr.ceilings import Ceilings, matmul_dtypes
+from brrr.ceilings import Ceilings, matmul_dtypes, tf32
 from brrr.device import DEVICE, ON_GPU, far_above_cache, per_device
 from brrr.timing import bench, torch_threads
 
@@ -66,23 +66,8 @@ def measured_ceilings(*, refresh: bool = False) -> Ceilings:
 # ---------------------------------------------------------------- matmul throughput
 
 
-@contextlib.contextmanager
-def tf32(enabled: bool) -> Iterator[None]:
-    """Allow (or forbid) TF32 tensor cores for float32 matmuls inside the block.
-
-    Only NVIDIA GPUs from Ampere (compute capability 8.0) on have TF32; elsewhere
-    the flag changes nothing.
-    """
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
-
-
 def has_tf32() -> bool:
-    return ON_GPU and torch.cuda.get_device_capability(DEVICE)[0] >= 8
+    return "tf32" in matmul_dtypes()
 
 
 def sweep_dtypes() -> list[str]:
