@@ -20,8 +20,8 @@ Anti-gaming
     Outputs must change when the inputs change in place (a cached result fails);
     the student's code must not call the reference (watched with a profile hook,
     so an alias or a wrapper is caught too) and must not modify its inputs;
-    performance checks rotate several input sets and verify every output after
-    timing.
+    performance checks rotate several input sets, and afterwards check that the
+    code still computes the right result on new values.
 
 Crashes
     Student code runs under :func:`brrr.isolation.run`: a crash, a hang or an
@@ -319,6 +319,9 @@ def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: f
     """
     if got.shape != expected.shape:
         return f"{name} has shape {tuple(got.shape)}, but the reference has shape {tuple(expected.shape)}{context}."
+    if unwritten is None and bool(torch.isclose(got.detach().to(expected.dtype), expected.detach(), rtol=rtol,
+                                                atol=atol, equal_nan=True).all()):
+        return None  # the common case, decided on the device without copying anything
     got_flat = got.detach().reshape(-1).to("cpu", torch.float64)
     exp_flat = expected.detach().reshape(-1).to("cpu", torch.float64)
     shown_inputs = {k: v.detach().reshape(-1).to("cpu", torch.float64) for k, v in (inputs or {}).items()

@@ -93,6 +93,10 @@ def can_fork() -> tuple[bool, str]:
         return False, "this platform has no fork()"
     if cuda_initialized():
         return False, "CUDA is initialised in this process, and fork() after CUDA initialisation is not allowed"
+    from brrr.device import ON_GPU
+
+    if ON_GPU:
+        return False, "this process grades on the GPU: a forked child could not use CUDA beside its parent"
     return True, ""
 
 

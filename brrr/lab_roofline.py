@@ -141,8 +141,9 @@ def _grade_ceiling(check: str, fn, args: tuple, small_args: tuple, reference, wo
     threads = "single-threaded" if not ON_GPU else "on the GPU"
     if not best.passed:
         tried = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
+        call = f"{name}({', '.join(ceilings.dtype_name(a) if isinstance(a, torch.dtype) else repr(a) for a in args)})"
         raise grading.fail(
-            f"{name}{args!r} is not within {threshold.describe()} of {what} as brrr.ceilings measures it in the "
+            f"{call} is not {threshold.describe()} of {what} as brrr.ceilings measures it in the "
             f"same run ({threads}):\n{tried}\n({threshold.why}.) Check your byte or FLOP count, the warm-up, "
             "the synchronize before reading the clock on a GPU, and that you take the median.")
     return f"{best.detail} ({threshold.describe()}, {threads}, attempt {len(history)})"

@@ -29,6 +29,8 @@ class Threshold:
     - ``"relative"``: a measured value must lie within ±value (a fraction) of the reference.
     - ``"at_least"``: a measured ratio or fraction must be at least value.
     - ``"exact"``: counts must match exactly (value is unused, 0).
+    - ``"dtype"``: outputs must match within the tolerance of their dtype
+      (``brrr.grading.TOLERANCES``; value is unused, 0).
     """
 
     value: float
@@ -37,9 +39,11 @@ class Threshold:
 
     def describe(self) -> str:
         if self.kind == "relative":
-            return f"within ±{self.value * 100:.0f}%"
+            return f"within ±{self.value:.0%}" if self.value >= 0.01 else f"within a relative {self.value:g}"
         if self.kind == "at_least":
             return f"at least {self.value:g}"
+        if self.kind == "dtype":
+            return "within the tolerance of the dtype"
         return "exactly"
 
 
@@ -75,7 +79,7 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         0.0, "exact", "each op is memory- or compute-bound by the ridge point measured in this run"),
     # ---------------------------------------------------------------- lab 2: fuse it
     ("02-fuse-it", "correct", "any"): Threshold(
-        0.0, "relative", "tolerances fit the dtype: see brrr.grading.TOLERANCES"),
+        0.0, "dtype", "float32 outputs: rtol and atol of a few ulps, see brrr.grading.TOLERANCES"),
     ("02-fuse-it", "traffic", "cpu"): Threshold(
         0.0, "exact",
         "a fused kernel loads each input element once and stores each output element once, so "
