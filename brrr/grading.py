@@ -466,7 +466,7 @@ def _correctness_run(fn, spec: Spec, sizes: Sequence[int], seed: int, count_traf
     from brrr import traffic
 
     # In the interpreter every call counts traffic and checks bounds (cheap); the counts are kept at one size.
-    counting = TRITON_INTERPRETED and (traffic.supported() or count_traffic_at is not None)
+    counting = TRITON_INTERPRETED and traffic.supported()
     generator, _ = fresh_generator(seed)
     name = getattr(fn, "__name__", "your function")
     rtol = atol = None
@@ -552,7 +552,8 @@ def outcome_failure(name: str, outcome: isolation.Outcome) -> AssertionError:
     if outcome.error_type == "AssertionError":
         return AssertionError(outcome.error.removeprefix("AssertionError: "))
     if outcome.error_type == "NotImplementedError" or "NotImplementedError" in outcome.error:
-        return fail(f"{name} is not written yet: it raised {outcome.error.removeprefix('NotImplementedError: ')}")
+        return fail(f"{name} is not written yet: it raised NotImplementedError "
+                    f"({outcome.error.removeprefix('NotImplementedError: ')})")
     return fail(f"{name} could not be checked: {outcome.error}{crash_site(outcome)}")
 
 
@@ -630,11 +631,12 @@ def bounds_in_interpreter(fn: Callable[..., Any], spec: Spec, sizes: Sequence[in
         for n in sizes:
             inputs = spec.make_inputs(n, generator)
             out = _poisoned(spec.reference(*inputs), float("nan"))
+            seen = None
             try:
                 with np.errstate(all="ignore"), traffic.count() as seen:
                     fn(*inputs, out)
             except Exception as error:  # noqa: BLE001
-                if seen.violations:
+                if seen is not None and seen.violations:
                     context = f" for n = {n:,} (run in the Triton interpreter to check bounds, seed {seed})"
                     return _student_error(name, _OutOfBounds(seen.violations[0]), context), ""
                 return None, f"bounds not checked: {name} could not run in the interpreter ({type(error).__name__})"

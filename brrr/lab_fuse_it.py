@@ -154,6 +154,9 @@ def _traffic_failure(name: str, traffic: dict) -> str | None:
 
 @grading.graded(LAB, "traffic")
 def _grade_traffic(fused_chain) -> str:
+    from brrr import traffic as traffic_counter
+
+    traffic_counter.check_supported()  # if not, a grader error: not the student's fault
     name = getattr(fused_chain, "__name__", "your function")
     result = grading.check_correct(fused_chain, SPEC, (TRAFFIC_N,), count_traffic_at=TRAFFIC_N)
     traffic = result["traffic"]

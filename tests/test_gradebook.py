@@ -94,3 +94,15 @@ def test_the_log_keeps_the_last_record_of_each_check(tmp_path):
     log.write_text('{"check": "correct", "passed": false}\nnot json\n{"check": "correct", "passed": true}\n')
     assert gradebook.read_log(log) == {"correct": {"check": "correct", "passed": True}}
     assert gradebook.read_log(tmp_path / "missing.jsonl") == {}
+
+
+def test_the_command_line_grades_a_folder(tmp_path, capsys):
+    submissions = tmp_path / "submissions"
+    (submissions / "carol").mkdir(parents=True)
+    (submissions / "carol" / "02-fuse-it.ipynb").write_text("not a notebook")
+    out = tmp_path / "out"
+    assert gradebook.main([str(submissions), "--out", str(out), "--lab", LAB]) == 0
+    row = read_rows(out)["carol/02-fuse-it"]
+    assert row["status"] == "unreadable" and row["lab"] == LAB and row["total"] == "0"
+    assert (out / "feedback" / "carol__02-fuse-it.md").exists()
+    assert "graded 1 submission(s)" in capsys.readouterr().out

@@ -77,3 +77,15 @@ def test_the_gpu_bounds_pass_lets_a_correct_kernel_through(compiled_kernels):
     module = compiled_kernels("correct")
     failure, note = grading.bounds_in_interpreter(module.fused_chain, lab_fuse_it.SPEC, lab_fuse_it.BOUNDS_SIZES)
     assert failure is None and note.startswith("bounds checked in the interpreter")
+
+
+@pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
+def test_an_unsupported_triton_is_a_grader_error_not_a_failed_submission(monkeypatch, tmp_path):
+    from brrr import traffic
+
+    monkeypatch.setattr(traffic, "triton_version", lambda: (9, 9))
+    monkeypatch.setenv(grading.LOG_ENV, str(tmp_path / "log.jsonl"))
+    with pytest.raises(traffic.TrafficCounterUnavailable):
+        lab_fuse_it.grade_traffic(load_module(LAB, "correct").fused_chain)
+    assert "not your fault" in (tmp_path / "log.jsonl").read_text()
+    lab_fuse_it.grade_correct(load_module(LAB, "correct").fused_chain)  # correctness still grades, unchecked bounds
