@@ -19,7 +19,9 @@ Traffic (float32, n elements)::
 Grading, thresholds from :mod:`brrr.thresholds`:
 
 - ``correct`` (any device): fresh inputs at odd sizes, NaN-filled output, in-place
-  input changes, no calls to :func:`chain`, at least one Triton kernel launched.
+  input changes, no calls to :func:`chain`, at least one Triton kernel launched,
+  every load and store in bounds (in the interpreter: on a CPU at every call, on
+  a GPU in an extra interpreted run at small sizes).
 - ``traffic`` (CPU): counted in the interpreter, exactly 4n bytes loaded from each
   of x and y, 4n bytes stored to out, nothing else.
 - ``bandwidth`` and ``speedup`` (GPU): at least 80% of the copy bandwidth and at
