@@ -14,6 +14,13 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | counting   | FLOP and byte counts of common ops                          |
 | essay      | figures quoted from Horace He's essay, never measured here  |
 | plots      | roofline and log-log sweep charts                           |
+| grading    | the grader: correctness against a spec, speed, anti-gaming  |
+| thresholds | every grading threshold, by lab, check and device class     |
+| traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
+| isolation  | run student code so that a crash is a failed check          |
+| labs       | ``python -m brrr.labs``: write labs/ from solutions/        |
+| gradebook  | ``python -m brrr.gradebook``: grade a folder of notebooks   |
+| lab_*      | each lab's given material and checks (roofline, fuse_it)    |
 
 Import what you use explicitly, e.g. ``from brrr.timing import bench``. Import
 ``brrr.device`` before ``triton`` so that, on a CPU, the Triton interpreter is on

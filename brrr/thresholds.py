@@ -1,0 +1,127 @@
+"""Every grading threshold in one table, keyed by lab, check and device class.
+
+A threshold says how strict one check is on one class of device. Where it can,
+it is relative to something measured on the same machine in the same run (the
+copy bandwidth, the eager baseline, ``brrr.ceilings``), so that one table is
+fair on a laptop CPU, a T4 and an H100 alike (DESIGN.md, "Grading").
+
+Device classes are ``"cpu"`` and ``"gpu"``; an entry keyed ``"any"`` applies to
+both. :data:`GRADED` lists which checks each lab grades on each device class:
+the gradebook writes one CSV column per check, in this order.
+
+To change how strict a check is, change it here and nowhere else; the grader's
+messages quote the value and its reason from this table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from brrr.device import ON_GPU
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """How strict one check is.
+
+    ``kind`` says how ``value`` is read:
+
+    - ``"relative"``: a measured value must lie within ±value (a fraction) of the reference.
+    - ``"at_least"``: a measured ratio or fraction must be at least value.
+    - ``"exact"``: counts must match exactly (value is unused, 0).
+    - ``"dtype"``: outputs must match within the tolerance of their dtype
+      (``brrr.grading.TOLERANCES``; value is unused, 0).
+    """
+
+    value: float
+    kind: str
+    why: str
+
+    def describe(self) -> str:
+        if self.kind == "relative":
+            return f"within ±{self.value:.0%}" if self.value >= 0.01 else f"within a relative {self.value:g}"
+        if self.kind == "at_least":
+            return f"at least {self.value:g}"
+        if self.kind == "dtype":
+            return "within the tolerance of the dtype"
+        return "exactly"
+
+
+def device_class() -> str:
+    """``"gpu"`` or ``"cpu"``: the class of device this process grades on."""
+    return "gpu" if ON_GPU else "cpu"
+
+
+# How many times a performance check measures before it fails.
+ATTEMPTS = {"cpu": 3, "gpu": 3}
+
+TABLE: dict[tuple[str, str, str], Threshold] = {
+    # ---------------------------------------------------------------- lab 1: your machine's roofline
+    ("01-roofline", "copy_bandwidth", "cpu"): Threshold(
+        0.35, "relative",
+        "CPU, one thread, on a machine others may share: DRAM bandwidth moves by tens of percent "
+        "between runs, so the band is wide; the reference is measured right before and right after yours"),
+    ("01-roofline", "copy_bandwidth", "gpu"): Threshold(
+        0.15, "relative",
+        "GPU timings with synchronisation and a median are stable to a few percent; 15% leaves room "
+        "for a different but honest buffer size or timer"),
+    ("01-roofline", "matmul_peak", "cpu"): Threshold(
+        0.35, "relative", "CPU, one thread, shared machine: as for copy bandwidth"),
+    ("01-roofline", "matmul_peak", "gpu"): Threshold(
+        0.15, "relative", "as for copy bandwidth; clocks boost and throttle a little under load"),
+    ("01-roofline", "ridge_point", "any"): Threshold(
+        1e-6, "relative", "the ridge point is a division: only rounding may differ"),
+    ("01-roofline", "intensities", "any"): Threshold(
+        0.02, "relative",
+        "FLOPs and bytes follow the counting rules stated in the lab; 2% forgives a reduction "
+        "counted as cols - 1 adds instead of cols"),
+    ("01-roofline", "classes", "any"): Threshold(
+        0.0, "exact", "each op is memory- or compute-bound by the ridge point measured in this run"),
+    # ---------------------------------------------------------------- lab 2: fuse it
+    ("02-fuse-it", "correct", "any"): Threshold(
+        0.0, "dtype", "float32 outputs: rtol and atol of a few ulps, see brrr.grading.TOLERANCES"),
+    ("02-fuse-it", "traffic", "cpu"): Threshold(
+        0.0, "exact",
+        "a fused kernel loads each input element once and stores each output element once, so "
+        "the bytes counted in the interpreter are exact"),
+    ("02-fuse-it", "bandwidth", "gpu"): Threshold(
+        0.80, "at_least",
+        "a fused pointwise kernel is memory-bound: it should move its bytes at no less than 80% of "
+        "the copy bandwidth measured in the same run"),
+    ("02-fuse-it", "speedup", "gpu"): Threshold(
+        2.0, "at_least",
+        "the eager chain moves 48 bytes per element and the fused kernel 12, so an honest fusion is "
+        "close to 4x faster; 2x leaves a wide margin"),
+}
+
+GRADED: dict[str, dict[str, tuple[str, ...]]] = {
+    "01-roofline": {
+        "cpu": ("copy_bandwidth", "matmul_peak", "ridge_point", "intensities", "classes"),
+        "gpu": ("copy_bandwidth", "matmul_peak", "ridge_point", "intensities", "classes"),
+    },
+    "02-fuse-it": {
+        "cpu": ("correct", "traffic"),
+        "gpu": ("correct", "bandwidth", "speedup"),
+    },
+}
+
+
+def threshold(lab: str, check: str, device: str | None = None) -> Threshold:
+    """The threshold for ``check`` of ``lab`` on ``device`` (default: this process's device class)."""
+    device = device or device_class()
+    for key in ((lab, check, device), (lab, check, "any")):
+        if key in TABLE:
+            return TABLE[key]
+    raise KeyError(f"no threshold for lab {lab!r}, check {check!r} on {device}; see brrr.thresholds.TABLE")
+
+
+def graded_checks(lab: str, device: str | None = None) -> tuple[str, ...]:
+    """The checks ``lab`` grades on ``device``, in gradebook column order."""
+    device = device or device_class()
+    if lab not in GRADED:
+        raise KeyError(f"unknown lab {lab!r}; known labs: {sorted(GRADED)}")
+    return GRADED[lab][device]
+
+
+def attempts(device: str | None = None) -> int:
+    return ATTEMPTS[device or device_class()]

@@ -1,0 +1,60 @@
+"""Build submitted notebooks from the solutions and the fixture sources in tests/fixtures/submissions/.
+
+A fixture is a Python file holding what a student put in a lab's exercise cell.
+Its notebook is the solution with that cell's source replaced, so fixtures never
+drift from the lab. The docstring's ``expect: <text>`` is a phrase the grader's
+message must contain when it rejects the fixture.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "submissions"
+SOLUTIONS = ROOT / "solutions"
+
+# The id of the cell in each lab that a submission's fixture replaces.
+EXERCISE_CELL = {"02-fuse-it": "fused-chain"}
+
+
+def fixture_path(lab: str, name: str) -> Path:
+    return FIXTURES / lab / f"{name}.py"
+
+
+def expected_reason(lab: str, name: str) -> str:
+    docstring = ast.get_docstring(ast.parse(fixture_path(lab, name).read_text())) or ""
+    match = re.search(r"expect:\s*(.+)", docstring)
+    if not match:
+        raise ValueError(f"{fixture_path(lab, name)} has no 'expect:' line in its docstring")
+    return match.group(1).strip()
+
+
+def load_module(lab: str, name: str):
+    """Import a fixture as a module (Triton needs a real source file to read the kernels from)."""
+    path = fixture_path(lab, name)
+    spec = importlib.util.spec_from_file_location(f"fixture_{lab.replace('-', '_')}_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def submission_notebook(lab: str, name: str):
+    """The solution notebook of ``lab`` with its exercise cell replaced by the fixture's source."""
+    notebook = nbformat.read(str(SOLUTIONS / f"{lab}.ipynb"), as_version=4)
+    cell_id = EXERCISE_CELL[lab]
+    cells = [cell for cell in notebook.cells if cell.get("id") == cell_id]
+    assert len(cells) == 1, f"{lab}: no single cell with id {cell_id!r}"
+    cells[0].source = fixture_path(lab, name).read_text()
+    return notebook
+
+
+def write_submission(folder: Path, lab: str, name: str, as_name: str | None = None) -> Path:
+    path = folder / f"{as_name or name}.ipynb"
+    nbformat.write(submission_notebook(lab, name), str(path))
+    return path

@@ -1,0 +1,65 @@
+"""The GPU-only checks of Lab 2, run on a CPU with small sizes so that their code is exercised here.
+
+On a CPU the interpreted kernel is far slower than eager PyTorch, so the timing
+checks must fail, with messages that say what was measured and what was needed.
+On a GPU these tests are skipped: the real checks run in the solutions and fixtures.
+"""
+
+import pytest
+
+import brrr.device  # noqa: F401
+from brrr import ceilings, grading, lab_fuse_it
+from brrr.device import ON_GPU
+
+from lab_fixtures import load_module
+
+pytestmark = pytest.mark.skipif(ON_GPU, reason="on a GPU the real timing checks run instead")
+
+SMALL = 20_011
+
+
+@pytest.fixture
+def small_gpu_sizes(monkeypatch):
+    monkeypatch.setattr(lab_fuse_it, "far_above_cache", lambda element_size=4: SMALL)
+    monkeypatch.setattr(grading.thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
+    monkeypatch.setattr(grading.thresholds, "device_class", lambda: "gpu")
+
+
+def test_the_speedup_check_measures_both_and_fails_an_interpreted_kernel(small_gpu_sizes):
+    fused_chain = load_module("02-fuse-it", "correct").fused_chain
+    with pytest.raises(AssertionError) as failure:
+        lab_fuse_it._grade_speedup(fused_chain)
+    message = str(failure.value)
+    assert f"n = {SMALL:,}" in message and "eager chain" in message and "Needed at least 2x faster" in message
+
+
+def test_the_bandwidth_check_compares_with_the_copy_bandwidth_measured_now(small_gpu_sizes, monkeypatch):
+    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
+    fused_chain = load_module("02-fuse-it", "correct").fused_chain
+    with pytest.raises(AssertionError) as failure:
+        lab_fuse_it._grade_bandwidth(fused_chain)
+    assert "copy bandwidth measured now" in str(failure.value) and "Needed at least 80%" in str(failure.value)
+
+
+def test_the_timing_checks_verify_outputs_after_timing(small_gpu_sizes, monkeypatch):
+    """A kernel that stops computing once it is being timed is caught by the check of every timed output."""
+    module = load_module("02-fuse-it", "correct")
+    calls = {"n": 0}
+
+    def lazy(x, y, out):
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            module.fused_chain(x, y, out)
+
+    monkeypatch.setattr(grading.thresholds, "TABLE", {**grading.thresholds.TABLE,
+                        ("02-fuse-it", "speedup", "gpu"): grading.thresholds.Threshold(0.0, "at_least", "test")})
+    with pytest.raises(AssertionError, match="stopped computing correctly once it had been timed"):
+        lab_fuse_it._measure(lazy, "speedup")
+
+
+def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
+    monkeypatch.setattr(lab_fuse_it, "ON_GPU", True)
+    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
+    result = lab_fuse_it.compare_with_eager(load_module("02-fuse-it", "correct").fused_chain)
+    assert result["device"] == "gpu" and result["n"] == SMALL and result["fused_s"] > 0 and result["eager_s"] > 0
+    lab_fuse_it.plot_comparison(result)

@@ -1,0 +1,98 @@
+"""Lab 1's checks reject wrong answers with the right reason (the solution passing is shown by solutions/)."""
+
+import statistics
+import time
+
+import pytest
+import torch
+
+import brrr.device  # noqa: F401
+from brrr import ceilings, lab_roofline
+from brrr.device import DEVICE, synchronize
+
+
+@pytest.fixture
+def small_copy(monkeypatch):
+    """A smaller copy than the lab's, to keep the test quick; the student and brrr.ceilings both use it."""
+    monkeypatch.setattr(lab_roofline, "COPY_N", 2**22)
+    monkeypatch.setattr(lab_roofline.thresholds, "ATTEMPTS", {"cpu": 2, "gpu": 2})
+
+
+def timed_copies(n, bytes_per_element):
+    src = torch.randn(n, device=DEVICE)
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    times = []
+    for _ in range(20):
+        synchronize()
+        start = time.perf_counter()
+        dst.copy_(src)
+        synchronize()
+        times.append(time.perf_counter() - start)
+    return bytes_per_element * n / statistics.median(times)
+
+
+def test_counting_only_the_reads_is_outside_the_tolerance(small_copy):
+    def copy_bandwidth(n):
+        return timed_copies(n, 4)  # forgets the 4n bytes written
+
+    with pytest.raises(AssertionError) as failure:
+        lab_roofline.grade_copy_bandwidth(copy_bandwidth)
+    message = str(failure.value)
+    assert "is not within ±" in message and "attempt 2:" in message and "brrr.ceilings" in message
+
+
+def test_calling_brrr_ceilings_is_rejected(small_copy):
+    def copy_bandwidth(n):
+        return ceilings.measure_copy_bandwidth(n)
+
+    with pytest.raises(AssertionError, match="called brrr.ceilings.measure_copy_bandwidth"):
+        lab_roofline.grade_copy_bandwidth(copy_bandwidth)
+
+
+def test_a_typed_in_number_is_rejected(small_copy):
+    with pytest.raises(AssertionError, match="cannot have timed it"):
+        lab_roofline.grade_copy_bandwidth(lambda n: 12e9)
+
+
+def test_a_rate_that_is_not_a_positive_number_is_rejected(small_copy):
+    with pytest.raises(AssertionError, match="a rate must be a positive, finite number"):
+        lab_roofline.grade_copy_bandwidth(lambda n: float("nan"))
+
+
+def test_the_ridge_point_is_peak_over_bandwidth():
+    lab_roofline.grade_ridge_point(lambda peak, bandwidth: peak / bandwidth)
+    with pytest.raises(AssertionError, match="the ridge point is peak / bandwidth"):
+        lab_roofline.grade_ridge_point(lambda peak, bandwidth: bandwidth / peak)
+
+
+def correct_count(op):
+    return lab_roofline.reference_count(op).flops, lab_roofline.reference_count(op).bytes
+
+
+def test_a_wrong_count_names_the_op_and_the_numbers():
+    lab_roofline.grade_intensities(correct_count)
+
+    def five_flop_layer_norm(op):
+        flops, moved = correct_count(op)
+        return (flops * 5 / 7, moved) if op.kind == "layer_norm" else (flops, moved)
+
+    with pytest.raises(AssertionError) as failure:
+        lab_roofline.grade_intensities(five_flop_layer_norm)
+    message = str(failure.value)
+    assert "1 of 6 ops are counted wrong" in message and "layer norm" in message and "FLOPs" in message
+
+
+def test_a_count_that_is_not_a_pair_is_rejected():
+    with pytest.raises(AssertionError, match=r"must return \(flops, bytes\)"):
+        lab_roofline.grade_intensities(lambda op: 1.0)
+
+
+def test_classes_follow_the_measured_ridge(monkeypatch):
+    monkeypatch.setattr(lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9})  # ridge 10
+    lab_roofline.grade_classes(lambda intensity, ridge: "compute-bound" if intensity >= ridge else "memory-bound")
+    with pytest.raises(AssertionError, match="classified wrong"):
+        lab_roofline.grade_classes(lambda intensity, ridge: "memory-bound")
+    with pytest.raises(AssertionError, match="not written yet"):
+        lab_roofline.grade_classes(lambda intensity, ridge: (_ for _ in ()).throw(NotImplementedError("stub")))

@@ -1,0 +1,114 @@
+"""Labs come from one source: brrr.labs writes labs/ from solutions/, and an unsolved lab fails its grader."""
+
+import csv
+import json
+
+import nbformat
+import pytest
+
+from brrr import gradebook, labs
+
+
+def test_a_solution_block_becomes_a_stub_at_its_indentation():
+    source = "\n".join([
+        "def ridge_point(peak, bandwidth):",
+        '    """The ridge point."""',
+        "    ### BEGIN SOLUTION",
+        "    return peak / bandwidth",
+        "    ### END SOLUTION",
+        "",
+        "print('given')",
+    ])
+    assert labs.strip_solutions(source).split("\n") == [
+        "def ridge_point(peak, bandwidth):",
+        '    """The ridge point."""',
+        '    raise NotImplementedError("Exercise: write the body of ridge_point()")',
+        "",
+        "print('given')",
+    ]
+
+
+def test_a_block_names_its_innermost_function():
+    source = "def outer():\n    def inner():\n        ### BEGIN SOLUTION\n        pass\n        ### END SOLUTION\n    return inner\n"
+    assert 'write the body of inner()' in labs.strip_solutions(source)
+
+
+def test_a_block_outside_a_function_gets_a_generic_stub():
+    assert labs.strip_solutions("### BEGIN SOLUTION\nx = 1\n### END SOLUTION") == (
+        'raise NotImplementedError("Exercise: write this part")')
+
+
+@pytest.mark.parametrize("source, problem", [
+    ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
+    ("x = 1\n### END SOLUTION\n", "never opened"),
+    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "inside another"),
+])
+def test_malformed_markers_are_refused(source, problem):
+    with pytest.raises(labs.LabError, match=problem):
+        labs.strip_solutions(source, where="test cell")
+
+
+def test_solution_only_cells_and_outputs_are_left_out():
+    solution = nbformat.v4.new_notebook()
+    note = nbformat.v4.new_markdown_cell("the worked solution")
+    note.metadata["tags"] = ["solution-only"]
+    code = nbformat.v4.new_code_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION")
+    code.outputs = [nbformat.v4.new_output("stream", text="1")]
+    code.execution_count = 3
+    solution.cells = [note, code]
+    lab = labs.lab_notebook(solution)
+    assert len(lab.cells) == 1
+    assert lab.cells[0].outputs == [] and lab.cells[0].execution_count is None
+    assert "NotImplementedError" in lab.cells[0].source and "return 1" not in lab.cells[0].source
+
+
+def test_writing_is_idempotent(tmp_path):
+    out = tmp_path / "labs"
+    first = labs.write(labs.SOLUTIONS, out)
+    assert sorted(p.name for p in first) == sorted(p.name for p in labs.SOLUTIONS.glob("*.ipynb"))
+    contents = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert labs.write(labs.SOLUTIONS, out) == []
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == contents
+    assert labs.stale(labs.SOLUTIONS, out) == []
+
+
+def test_the_committed_labs_are_what_the_generator_writes():
+    assert labs.stale() == [], "labs/ is out of date: run `make labs` and commit labs/"
+    assert labs.main(["--check"]) == 0
+
+
+def test_every_lab_has_stubs_and_no_answers():
+    for path in sorted(labs.LABS.glob("*.ipynb")):
+        text = path.read_text()
+        assert "NotImplementedError" in text
+        assert labs.BEGIN not in text and labs.END not in text and "solution-only" not in text
+        notebook = json.loads(text)
+        assert all(not cell.get("outputs") for cell in notebook["cells"] if cell["cell_type"] == "code")
+
+
+def test_solutions_and_labs_are_stored_without_outputs():
+    for folder in (labs.SOLUTIONS, labs.LABS):
+        for path in folder.glob("*.ipynb"):
+            for cell in json.loads(path.read_text())["cells"]:
+                if cell["cell_type"] == "code":
+                    assert cell["outputs"] == [] and cell["execution_count"] is None, path
+
+
+def test_each_unsolved_lab_is_rejected_by_its_grader(tmp_path):
+    """Run the generated labs as submissions: every check must run and fail as 'not written yet'."""
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    for path in labs.LABS.glob("*.ipynb"):
+        (submissions / path.name).write_bytes(path.read_bytes())
+    out = tmp_path / "out"
+    graded = gradebook.grade(submissions, out, cell_timeout_s=300, notebook_timeout_s=600, jobs=2)
+    assert {s.lab for s in graded} == {p.stem for p in labs.LABS.glob("*.ipynb")}
+    for submission in graded:
+        expected = gradebook.thresholds.graded_checks(submission.lab)
+        assert submission.status == "failed"
+        assert sorted(submission.results) == sorted(expected), submission.name
+        for check, record in submission.results.items():
+            assert not record["passed"], (submission.name, check)
+            assert "not written yet" in record["message"], (submission.name, check, record["message"])
+    with (out / "grades.csv").open() as handle:
+        assert all(row["total"] == "0" for row in csv.DictReader(handle))
