@@ -13,7 +13,12 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | roofline   | arithmetic intensity, ridge point, predicted time, regime   |
 | counting   | FLOP and byte counts of common ops                          |
 | essay      | figures quoted from Horace He's essay, never measured here  |
+| reference  | GPU reference figures in data/reference/ (written by gpu-check) |
 | plots      | roofline and log-log sweep charts                           |
+| traces     | profiler traces: parse, idle gaps, timeline figure          |
+| opclasses  | FLOPs and runtime per operator class (the essay's BERT table) |
+| datasheets | vendor datasheet peaks of known GPUs, drawn beside measurements |
+| benchmarks | one script per chapter with its performance targets         |
 | grading    | the grader: correctness against a spec, speed, anti-gaming  |
 | thresholds | every grading threshold, by lab, check and device class     |
 | traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
