@@ -116,11 +116,12 @@ def sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[int] = R
     return points
 
 
-# Sizes for measuring the multiply rate where memory cannot be the limit: on a CPU
-# a tensor that fits in L2 and a chain as long as the sweep's knee region; on a GPU a
-# tensor that fits in L2 and a chain long enough to dwarf the launch.
-MULTIPLY_PEAK_N = per_device(cpu=2**17, gpu=2**22)
-MULTIPLY_PEAK_REPEATS = per_device(cpu=64, gpu=1024)
+# Sizes for measuring the multiply rate where memory cannot be the limit. On a CPU: a
+# tensor that fits in L2 and a chain as long as the sweep's knee region (much longer
+# chains run slower per multiply there). On a GPU: enough multiplies per element that
+# compute takes several times longer than moving the 64 MiB, and the launch is noise.
+MULTIPLY_PEAK_N = per_device(cpu=2**17, gpu=2**24)
+MULTIPLY_PEAK_REPEATS = per_device(cpu=64, gpu=512)
 
 
 def multiply_peak(dtype: torch.dtype = torch.float32, *, threads: int | None = None) -> float:

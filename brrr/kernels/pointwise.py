@@ -27,6 +27,11 @@ import triton.language as tl
 # overhead, so a CPU run uses few, large programs; a GPU wants many small ones.
 BLOCK = per_device(cpu=2**16, gpu=1024)
 NUM_WARPS = 4
+# bias_gelu_scale's 2-D tiles: at most TILE elements, at most TILE_COLS wide. On a GPU
+# a 4 x 1024 tile reuses each bias value for four rows, with 16 elements per thread.
+TILE = per_device(cpu=2**16, gpu=4096)
+TILE_COLS = per_device(cpu=2**16, gpu=1024)
+TILE_WARPS = 8
 
 
 @triton.jit
@@ -79,9 +84,9 @@ def bias_gelu_scale_kernel(x_ptr, bias_ptr, out_ptr, n_rows, n_cols, scale,
 
 
 def tile_for(cols: int) -> tuple[int, int]:
-    """(BLOCK_M, BLOCK_N): a tile of about ``BLOCK`` elements, as wide as the rows allow."""
-    block_n = min(triton.next_power_of_2(max(cols, 1)), BLOCK)
-    return max(1, BLOCK // block_n), block_n
+    """(BLOCK_M, BLOCK_N): as wide as the rows (up to ``TILE_COLS``), then as many rows as fit in ``TILE``."""
+    block_n = min(triton.next_power_of_2(max(cols, 1)), TILE_COLS)
+    return max(1, TILE // block_n), block_n
 
 
 def bias_gelu_scale(x: torch.Tensor, bias: torch.Tensor, scale: float, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -99,7 +104,7 @@ def bias_gelu_scale(x: torch.Tensor, bias: torch.Tensor, scale: float, out: torc
     block_m, block_n = tile_for(cols)
     grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
     bias_gelu_scale_kernel[grid](x, bias, out, rows, cols, float(scale),
-                                 BLOCK_M=block_m, BLOCK_N=block_n, num_warps=NUM_WARPS)
+                                 BLOCK_M=block_m, BLOCK_N=block_n, num_warps=TILE_WARPS)
     return out
 
 
