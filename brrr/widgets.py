@@ -19,7 +19,7 @@ EXPLORER_REPEATS = tuple(2**k for k in range(13))  # 1 … 4096
 
 
 def show_placement(placement: Placement, *, stamp: str = "", ax=None):
-    """Draw ``placement`` on its roofline and print the model's numbers. Returns the Axes."""
+    """Draw ``placement`` on its roofline and print the model's numbers (and ``stamp``). Returns the Axes."""
     label = f"{placement.repeats}x, {placement.dtype}, n=2^{placement.n.bit_length() - 1}"
     ax = plots.roofline(
         [placement.roof],
@@ -30,6 +30,8 @@ def show_placement(placement: Placement, *, stamp: str = "", ax=None):
         title="x = x * 2, repeated: where it sits on this machine's roofline",
     )
     print(placement.describe())
+    if stamp:
+        print(stamp)
     return ax
 
 

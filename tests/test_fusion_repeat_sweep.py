@@ -80,10 +80,13 @@ def test_runtime_is_flat_then_rises():
     x = torch.rand(n, device=DEVICE)
     out = torch.empty_like(x)
     high = per_device(cpu=128, gpu=1024)  # several times the knee on either device
-    times = {}
-    for repeats in (1, 4, high):
-        compiled = repeat_sweep.compile_chain(repeats, x, threads=fusion.THREADS)
-        times[repeats] = bench(lambda: compiled(out, x), threads=fusion.THREADS, warmup=1, min_runs=5,
-                               budget_s=0.3).median_s
-    assert times[4] < 1.5 * times[1], times
-    assert times[high] > 2.0 * times[1], times
+    chains = {repeats: repeat_sweep.compile_chain(repeats, x, threads=fusion.THREADS) for repeats in (1, 4, high)}
+    attempts = []
+    for _ in range(3):  # a stall on a shared machine gets two more chances
+        times = {repeats: bench(lambda: chain(out, x), threads=fusion.THREADS, warmup=1, min_runs=5,
+                                budget_s=0.3).median_s
+                 for repeats, chain in chains.items()}
+        attempts.append(times)
+        if times[4] < 1.5 * times[1] and times[high] > 2.0 * times[1]:
+            return
+    pytest.fail(f"expected flat-then-rising runtimes (4 repeats < 1.5x 1 repeat, {high} repeats > 2x); got {attempts}")
