@@ -127,4 +127,47 @@ def share_bars(
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=len(parts), frameon=False)
     _add_stamp(ax, stamp)
     ax.figure.subplots_adjust(left=0.28, right=0.8, bottom=0.32)
+
+
+def bars(
+    labels: Sequence[str],
+    values: Sequence[float],
+    *,
+    ylabel: str,
+    title: str = "",
+    stamp: str = "",
+    ax=None,
+    annotations: Sequence[str] | None = None,
+    lines: dict[str, float] | None = None,
+):
+    """One bar per label (linear scale); ``annotations`` are printed on the bars, ``lines`` are horizontal lines named in the legend."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    positions = np.arange(len(labels))
+    drawn = ax.bar(positions, values, color=[f"C{i}" for i in range(len(labels))])
+    ax.set_xticks(positions, labels, rotation=15, ha="right", fontsize=8)
+    for bar, text in zip(drawn, annotations or []):
+        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+    for (label, level), style in zip((lines or {}).items(), ["--", ":", "-."] * 4):
+        ax.axhline(level, linestyle=style, linewidth=1, color="gray", label=label)
+    if lines:
+        ax.legend(fontsize=8, loc="upper left")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    _add_stamp(ax, stamp)
+    return ax
+
+
+def vertical_marks(ax, marks: dict[str, float], *, legend: bool = True):
+    """Labelled vertical lines in distinct styles (e.g. a predicted and a measured knee), named in the legend.
+
+    Unlike ``loglog_sweep``'s ``marks``, which share one grey style and write their
+    labels on the chart, these stay readable when two positions nearly coincide.
+    """
+    styles = [("C3", "--"), ("C2", ":"), ("C4", "-."), ("C1", (0, (5, 1)))]
+    for (label, position), (color, style) in zip(marks.items(), styles * (len(marks) // len(styles) + 1)):
+        ax.axvline(position, color=color, linestyle=style, linewidth=1.2, label=label)
+    if legend:
+        ax.legend(fontsize=8)
     return ax

@@ -1,0 +1,81 @@
+"""``torch.compile`` for benchmarks: compile once, outside the timed region, and say how long it took.
+
+Two settings matter when timing compiled code:
+
+* On a CPU, inductor compiles in a pool of worker processes by default. Each
+  worker imports torch, which on a two-core machine steals seconds of CPU from
+  the first timings after a compile. :func:`compile_for_timing` sets
+  ``compile_threads = 1`` there (compiling in-process); a GPU keeps the default.
+* Inductor's CPU code is generated for the thread count in force when it
+  compiles (one thread: no OpenMP region at all), so compile with the thread
+  count you will time with: pass ``threads``.
+* Dynamo keeps at most ``recompile_limit`` (8) compiled versions per Python
+  function and silently falls back to eager after that. A sweep that compiles one
+  function for nine repeat counts needs more, so the limit is raised while
+  compiling.
+
+The compiled inductor kernels are cached on disk (``TORCHINDUCTOR_CACHE_DIR``),
+so a second run of a notebook skips most of the compile time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable, Iterator
+
+import torch
+
+from brrr.device import ON_GPU, synchronize
+from brrr.timing import torch_threads
+
+RECOMPILE_LIMIT = 64
+
+
+@contextlib.contextmanager
+def more_recompiles(limit: int = RECOMPILE_LIMIT) -> Iterator[None]:
+    """Let dynamo keep up to ``limit`` compiled versions of one function inside the block."""
+    import torch._dynamo.config as dynamo_config
+
+    name = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+    before = getattr(dynamo_config, name)
+    setattr(dynamo_config, name, max(before, limit))
+    try:
+        yield
+    finally:
+        setattr(dynamo_config, name, before)
+
+
+class Compiled:
+    """A compiled function that has already run once; ``compile_s`` is what that first call cost."""
+
+    def __init__(self, fn: Callable, compile_s: float, source: Callable):
+        self.fn = fn
+        self.compile_s = compile_s
+        self.source = source
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<compiled {getattr(self.source, '__name__', self.source)!s}, first call took {self.compile_s:.2f} s>"
+
+
+def compile_for_timing(fn: Callable, *example_args, dynamic: bool = False, threads: int | None = None,
+                       **compile_options) -> Compiled:
+    """``torch.compile(fn)``, called once on ``example_args`` so that the compile is paid now.
+
+    ``dynamic=False`` specializes on the example's shapes, as a benchmark of one
+    size wants; pass ``dynamic=True`` for one kernel that serves a sweep of sizes.
+    """
+    if not ON_GPU:
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1
+    compiled = torch.compile(fn, dynamic=dynamic, **compile_options)
+    with more_recompiles(), torch_threads(threads):
+        start = time.perf_counter()
+        compiled(*example_args)
+        synchronize()
+        elapsed = time.perf_counter() - start
+    return Compiled(compiled, elapsed, fn)

@@ -1,0 +1,234 @@
+"""The essay's repeat sweep: ``x = x * 2`` repeated 1…256 times, compiled into one kernel.
+
+The kernel writes into a preallocated output (:func:`times_two_into`), so the
+times are the kernel's and not the allocator's.
+
+Each repeat adds one FLOP per element and no memory traffic, because the compiled
+kernel keeps ``x`` in registers: it reads ``n`` elements once and writes ``n``
+once whatever the count. With ``s`` bytes per element::
+
+    FLOPs = repeats · n        bytes = 2 · n · s        intensity = repeats / (2 s)
+
+The runtime is the larger of memory time ``2 n s / B`` and compute time
+``repeats · n / P``. It stays flat while memory dominates and grows linearly once
+compute does. The two meet at the knee::
+
+    repeats* = 2 s P / B
+
+:func:`predicted_knee` computes it from measured ceilings, :func:`measured_knee`
+finds it in a measured sweep, and :func:`place` puts any (size, dtype, repeats)
+on the roofline without running it, for the explorer in
+``notebooks/11-repeat-sweep``.
+
+After 128 doublings an fp32 value overflows to ``inf``; the hardware multiplies
+``inf`` at full speed, so the timing is unaffected (the essay's sweep did the same).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from brrr import counting, roofline, units
+from brrr.benchmarks.compiling import Compiled, compile_for_timing
+from brrr.ceilings import Roof
+from brrr.device import DEVICE, per_device
+from brrr.timing import Timing, bench
+
+REPEATS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+def times_two(x: torch.Tensor, repeats: int) -> torch.Tensor:
+    """The essay's ``f``: ``repeats`` multiplies per element. Compiled, one read and one write."""
+    for _ in range(repeats):
+        x = x * 2
+    return x
+
+
+def times_two_into(out: torch.Tensor, x: torch.Tensor, repeats: int) -> None:
+    """``times_two`` with its result written into ``out``: compiled, still one kernel, and nothing to allocate.
+
+    A function that returns a fresh 256 MiB tensor makes every call ask the
+    allocator for memory, and on a CPU the operating system then maps it in page
+    by page; that can cost more than the arithmetic. Writing into a preallocated
+    ``out`` keeps the sweep's times about the kernel.
+    """
+    out.copy_(times_two(x, repeats))
+
+
+def compile_chain(repeats: int, example: torch.Tensor, *, threads: int | None = None) -> Compiled:
+    """``times_two_into`` with ``repeats`` fixed, compiled for ``example``'s shape and dtype (loop unrolled).
+
+    Call the result as ``compiled(out, x)``.
+    """
+
+    def chain(out, x):
+        times_two_into(out, x, repeats)
+
+    chain.__name__ = f"times_two_x{repeats}"
+    return compile_for_timing(chain, torch.empty_like(example), example, threads=threads)
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    repeats: int
+    n: int
+    element_size: int
+    timing: Timing
+    compile_s: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return self.timing.median_s
+
+    @property
+    def flops(self) -> int:
+        return self.repeats * self.n  # one multiply per element per repeat
+
+    @property
+    def bytes_moved(self) -> int:
+        return 2 * self.n * self.element_size  # read x once, write the result once
+
+    @property
+    def achieved_flops(self) -> float:
+        return self.timing.rate(self.flops)
+
+    @property
+    def achieved_bandwidth(self) -> float:
+        return self.timing.rate(self.bytes_moved)
+
+
+def sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[int] = REPEATS, *,
+          threads: int | None = None, budget_s: float | None = None) -> list[SweepPoint]:
+    """Compile and time ``times_two`` for each repeat count on one tensor of ``n`` elements."""
+    x = torch.rand(n, device=DEVICE, dtype=dtype)
+    out = torch.empty_like(x)
+    budget = per_device(cpu=0.3, gpu=0.1) if budget_s is None else budget_s
+    points = []
+    for count in repeats:
+        compiled = compile_chain(count, x, threads=threads)
+        timing = bench(lambda: compiled(out, x), threads=threads, warmup=1, min_runs=5, budget_s=budget)
+        points.append(SweepPoint(count, n, x.element_size(), timing, compiled.compile_s))
+    return points
+
+
+# Sizes for measuring the multiply rate where memory cannot be the limit. On a CPU: a
+# tensor that fits in L2 and a chain as long as the sweep's knee region (much longer
+# chains run slower per multiply there). On a GPU: enough multiplies per element that
+# compute takes several times longer than moving the 64 MiB, and the launch is noise.
+MULTIPLY_PEAK_N = per_device(cpu=2**17, gpu=2**24)
+MULTIPLY_PEAK_REPEATS = per_device(cpu=64, gpu=512)
+
+
+def multiply_peak(dtype: torch.dtype = torch.float32, *, threads: int | None = None) -> float:
+    """FLOP/s of the compiled multiply chain on a tensor that stays in cache: this workload's compute roof.
+
+    The non-matmul peak in :mod:`brrr.ceilings` is measured on a multiply-add
+    chain. A GPU fuses each multiply-add into one FMA instruction counted as 2
+    FLOPs, so a chain of plain multiplies reaches only half that rate (the
+    essay's 9.75 vs 19.5 TFLOP/s on an A100). Measuring the multiply chain itself
+    gives the roof this sweep actually meets.
+    """
+    x = torch.rand(MULTIPLY_PEAK_N, device=DEVICE, dtype=dtype)
+    out = torch.empty_like(x)
+    compiled = compile_chain(MULTIPLY_PEAK_REPEATS, x, threads=threads)
+    timing = bench(lambda: compiled(out, x), threads=threads, budget_s=per_device(cpu=0.3, gpu=0.1))
+    return timing.rate(MULTIPLY_PEAK_REPEATS * MULTIPLY_PEAK_N)
+
+
+def predicted_knee(peak_flops: float, bandwidth: float, element_size: int = 4) -> float:
+    """Repeats at which compute time equals memory time: ``2 · s · P / B``."""
+    return 2 * element_size * peak_flops / bandwidth
+
+
+def measured_knee(repeats: Sequence[int], seconds: Sequence[float], *, floor_points: int = 3,
+                  rise: float = 2.0) -> float:
+    """Where the measured curve's flat part and its rising part cross.
+
+    The flat (memory-bound) level is the lowest time among the ``floor_points``
+    smallest repeat counts: on a shared machine a stall only ever adds time, so the
+    lowest is the most trustworthy. The rising part starts at the first point from
+    which every later point is at least ``rise`` times the level; one slow outlier
+    in the flat part therefore cannot pass for the knee. That point is taken as
+    compute-bound, ``t ≈ repeats · c``, which gives the seconds per repeat ``c``,
+    and the knee is ``level / c``: the repeat count at which compute alone would
+    take as long as the flat part. Using the first clearly-risen point, rather than
+    the last, keeps the estimate close to the knee.
+    """
+    if len(repeats) != len(seconds) or len(repeats) <= floor_points:
+        raise ValueError(f"need more than {floor_points} (repeats, seconds) pairs, got {len(repeats)} and {len(seconds)}")
+    order = sorted(range(len(repeats)), key=lambda i: repeats[i])
+    level = min(seconds[i] for i in order[:floor_points])
+    for position, i in enumerate(order):
+        if position >= floor_points and all(seconds[j] >= rise * level for j in order[position:]):
+            return level / (seconds[i] / repeats[i])
+    raise ValueError(f"the runtime never stayed above {rise}x its flat level of {units.seconds(level)}: "
+                     f"the sweep looks memory-bound up to {max(repeats)} repeats; sweep further")
+
+
+# ---------------------------------------------------------------- placing a workload on the roofline
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where ``times_two(x, repeats)`` on ``n`` elements of ``dtype`` sits on ``roof`` (a model, not a run)."""
+
+    n: int
+    dtype: str
+    repeats: int
+    roof: Roof
+
+    @property
+    def element_size(self) -> int:
+        return counting.element_size(DTYPES[self.dtype])
+
+    @property
+    def flops(self) -> int:
+        return self.repeats * self.n
+
+    @property
+    def bytes_moved(self) -> int:
+        return 2 * self.n * self.element_size
+
+    @property
+    def intensity(self) -> float:
+        return roofline.intensity(self.flops, self.bytes_moved)
+
+    @property
+    def predicted_s(self) -> float:
+        return roofline.predicted_time(self.flops, self.bytes_moved, self.roof)
+
+    @property
+    def regime(self) -> roofline.Regime:
+        return roofline.regime(self.flops, self.bytes_moved, self.roof)
+
+    @property
+    def attainable_flops(self) -> float:
+        """FLOP/s the model allows: the roofline, or less where the overhead floor dominates."""
+        return self.flops / self.predicted_s
+
+    def describe(self) -> str:
+        roof = self.roof
+        return "\n".join([
+            f"x = x * 2 repeated {self.repeats}x on n = {self.n:,} {self.dtype} elements",
+            f"  FLOPs {units.si(self.flops, 'FLOP')}, bytes {units.si(self.bytes_moved, 'B')} "
+            f"-> intensity {self.intensity:.3g} FLOP/B (ridge point {roof.ridge_point:.3g} FLOP/B)",
+            f"  compute {units.seconds(roofline.compute_time(self.flops, roof))} at {units.flops(roof.peak_flops)}, "
+            f"memory {units.seconds(roofline.memory_time(self.bytes_moved, roof))} at {units.bandwidth(roof.bandwidth)}, "
+            f"overhead {units.seconds(roof.overhead_s)}",
+            f"  predicted {units.seconds(self.predicted_s)}: {self.regime}; "
+            f"{units.fraction_of(self.attainable_flops, roof.peak_flops, 'FLOP/s', roof.label)}",
+        ])
+
+
+def place(n: int, dtype: str, repeats: int, roof: Roof) -> Placement:
+    """The roofline's prediction for one (size, dtype, repeats) point."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
+    if n < 1 or repeats < 1:
+        raise ValueError(f"need n >= 1 and repeats >= 1, got n={n}, repeats={repeats}")
+    return Placement(n, dtype, repeats, roof)

@@ -1,0 +1,92 @@
+"""The repeat sweep: knee arithmetic on exact synthetic curves, roofline placement, and the essay's shape."""
+
+import math
+
+import pytest
+import torch
+
+from brrr.benchmarks import fusion, repeat_sweep
+from brrr.ceilings import Roof
+from brrr.device import DEVICE, far_above_cache, per_device
+from brrr.roofline import Regime
+from brrr.timing import bench
+
+
+def roofline_times(repeats, floor, per_repeat):
+    return [max(floor, r * per_repeat) for r in repeats]
+
+
+def test_measured_knee_recovers_an_exact_roofline():
+    repeats = list(repeat_sweep.REPEATS)
+    for knee in (3.0, 24.0, 100.0):
+        seconds = roofline_times(repeats, 0.040, 0.040 / knee)
+        assert repeat_sweep.measured_knee(repeats, seconds) == pytest.approx(knee)
+
+
+def test_measured_knee_ignores_one_slow_point_in_the_flat_part():
+    repeats = list(repeat_sweep.REPEATS)
+    seconds = roofline_times(repeats, 0.040, 0.040 / 24)
+    seconds[3] *= 5  # a stall at 8 repeats
+    assert repeat_sweep.measured_knee(repeats, seconds) == pytest.approx(24.0)
+
+
+def test_measured_knee_refuses_a_flat_sweep():
+    with pytest.raises(ValueError, match="memory-bound"):
+        repeat_sweep.measured_knee([1, 2, 4, 8], [1.0, 1.0, 1.1, 1.2])
+
+
+def test_predicted_knee_is_two_s_p_over_b():
+    assert repeat_sweep.predicted_knee(10e12, 1e12, element_size=4) == pytest.approx(80.0)
+    assert repeat_sweep.predicted_knee(10e12, 1e12, element_size=2) == pytest.approx(40.0)
+
+
+ROOF = Roof(peak_flops=1e12, bandwidth=1e11, overhead_s=1e-5, label="test roof")  # ridge 10 FLOP/B
+
+
+def test_placement_finds_all_three_regimes():
+    assert repeat_sweep.place(2**10, "float32", 1, ROOF).regime == Regime.OVERHEAD
+    assert repeat_sweep.place(2**26, "float32", 1, ROOF).regime == Regime.MEMORY
+    assert repeat_sweep.place(2**26, "float32", 1024, ROOF).regime == Regime.COMPUTE
+
+
+def test_placement_counts():
+    point = repeat_sweep.place(1000, "float16", 16, ROOF)
+    assert point.flops == 16_000 and point.bytes_moved == 4000 and point.intensity == pytest.approx(4.0)
+    assert point.predicted_s == pytest.approx(max(1e-5, 16_000 / 1e12, 4000 / 1e11))
+    assert point.attainable_flops <= ROOF.peak_flops
+    assert "memory-bound" in repeat_sweep.place(2**26, "float32", 1, ROOF).describe()
+    with pytest.raises(ValueError):
+        repeat_sweep.place(1000, "int8", 1, ROOF)
+
+
+def test_half_the_bytes_halves_the_knee():
+    n = 2**26
+    fp32_knee = next(r for r in range(1, 10_000) if repeat_sweep.place(n, "float32", r, ROOF).regime == Regime.COMPUTE)
+    fp16_knee = next(r for r in range(1, 10_000) if repeat_sweep.place(n, "float16", r, ROOF).regime == Regime.COMPUTE)
+    assert math.isclose(fp32_knee, 2 * fp16_knee, rel_tol=0.05)
+
+
+def test_the_compiled_chain_is_correct():
+    x = torch.rand(1000, device=DEVICE)
+    out = torch.empty_like(x)
+    compiled = repeat_sweep.compile_chain(5, x, threads=fusion.THREADS)
+    compiled(out, x)
+    torch.testing.assert_close(out, x * 32)
+
+
+def test_runtime_is_flat_then_rises():
+    """The essay's shape, with wide margins: 4 repeats cost about what 1 does; far past the knee costs much more."""
+    n = far_above_cache(4)
+    x = torch.rand(n, device=DEVICE)
+    out = torch.empty_like(x)
+    high = per_device(cpu=128, gpu=1024)  # several times the knee on either device
+    chains = {repeats: repeat_sweep.compile_chain(repeats, x, threads=fusion.THREADS) for repeats in (1, 4, high)}
+    attempts = []
+    for _ in range(3):  # a stall on a shared machine gets two more chances
+        times = {repeats: bench(lambda: chain(out, x), threads=fusion.THREADS, warmup=1, min_runs=5,
+                                budget_s=0.3).median_s
+                 for repeats, chain in chains.items()}
+        attempts.append(times)
+        if times[4] < 1.5 * times[1] and times[high] > 2.0 * times[1]:
+            return
+    pytest.fail(f"expected flat-then-rising runtimes (4 repeats < 1.5x 1 repeat, {high} repeats > 2x); got {attempts}")
