@@ -250,12 +250,14 @@ def _span(event: Interval | Span) -> Span:
 # ---------------------------------------------------------------- recording
 
 
-_PROFILER_MARKER = re.compile(r"^(USDT|STAGE):.*Profiler")
+# The profiler's own chatter: start/stop markers, and the allocator's note that a block
+# allocated before profiling began will have no deallocation event.
+_PROFILER_MARKER = re.compile(r"^(USDT|STAGE):.*Profiler|^\[W.*allocated before the profiling started")
 
 
 @contextlib.contextmanager
 def quiet_native_stderr() -> Iterator[None]:
-    """Drop the profiler's own start/stop lines from file descriptor 2 for the block.
+    """Drop the profiler's own log lines from file descriptor 2 for the block.
 
     Kineto (the profiler's C++ side) logs ``USDT: ... profiler_start/stop`` lines
     straight to fd 2, bypassing Python. In a notebook they become stderr output,

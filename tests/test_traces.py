@@ -148,3 +148,15 @@ def test_timeline_of_a_cpu_only_trace_shades_the_gaps_between_ops():
     assert traces.drawn_gaps(ax) == [(3, 5)]
     assert any("no device in this trace" in t.get_text() for t in ax.texts)
     plt.close(ax.figure)
+
+
+def test_quiet_native_stderr_drops_profiler_chatter_and_keeps_the_rest(capfd):
+    import os
+
+    from brrr.traces import quiet_native_stderr
+
+    with quiet_native_stderr():
+        os.write(2, b"USDT: Profiler start\n")
+        os.write(2, b"[W1122 03:48:39.9 CPUAllocator.cpp:245] Memory block of unknown size was allocated before the profiling started, profiler results will not include the deallocation event\n")
+        os.write(2, b"a real error\n")
+    assert capfd.readouterr().err == "a real error\n"
