@@ -3,8 +3,9 @@
 GPU
     Each run is bracketed by CUDA events on the current stream. Before each run
     the L2 cache is flushed by writing a buffer twice its size, so a kernel cannot
-    read its inputs from L2 left warm by the previous run. Event times are read
-    after one synchronize at the end, so the host never stalls the queue.
+    read its inputs from L2 left warm by the previous run. Runs are queued in two
+    batches (``min_runs``, then as many as the budget has left); event times are
+    read after one synchronize per batch, so the host never stalls a timed run.
 
 CPU
     Ops run synchronously, so ``time.perf_counter`` around the call is exact. The
@@ -129,17 +130,29 @@ def _flush_l2() -> None:
 
 
 def _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2) -> list[float]:
+    """Warm up, time ``min_runs`` runs, then one more batch sized to the budget left.
+
+    Every call after the warm-up is a timed run (no extra call to estimate the
+    time), so ``fn`` runs exactly ``warmup + runs`` times, as on a CPU. The host
+    waits for the device only between batches, never inside a timed run.
+    """
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    # Estimate one run to size the batch of timed runs to the budget.
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    torch.cuda.synchronize()
-    estimate_s = max(start.elapsed_time(end) / 1e3, 1e-7)
-    runs = int(min(max(budget_s / estimate_s, min_runs), max_runs))
+    times: list[float] = []
+    batch = min_runs
+    while batch > 0:
+        times += _timed_batch(fn, batch, flush_l2)
+        spent = sum(times)
+        if spent >= budget_s or len(times) >= max_runs:
+            break
+        per_run = max(spent / len(times), 1e-7)
+        batch = int(min(max_runs - len(times), (budget_s - spent) / per_run))
+    return times
+
+
+def _timed_batch(fn, runs: int, flush_l2: bool) -> list[float]:
+    """Queue ``runs`` runs, each between two CUDA events (after an L2 flush), then read the events once."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
     for begin, finish in zip(starts, ends):

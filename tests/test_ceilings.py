@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from brrr import ceilings
+from brrr import ceilings, reference
 from brrr.ceilings import Ceilings
 
 
@@ -59,6 +59,7 @@ def test_json_round_trip_and_summary_carry_the_stamp():
 
 def test_cache_is_used_then_invalidated_by_a_version_change(tmp_path, monkeypatch):
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(reference.ENV_VAR, raising=False)  # fake ceilings must not reach data/reference
     calls = []
 
     def fake_measure_all(threads=None):
@@ -81,6 +82,7 @@ def test_cache_is_used_then_invalidated_by_a_version_change(tmp_path, monkeypatc
 
 def test_cli_prints_the_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(reference.ENV_VAR, raising=False)  # fake ceilings must not reach data/reference
     monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: _fake(env=ceilings.environment()))
     assert ceilings.main([]) == 0
     assert "copy bandwidth" in capsys.readouterr().out
@@ -91,3 +93,14 @@ def test_cli_prints_the_summary(tmp_path, monkeypatch, capsys):
 def test_dataclass_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         _fake().copy_bandwidth = 1
+
+
+def test_only_default_thread_ceilings_are_recorded_as_the_reference(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv(reference.ENV_VAR, str(tmp_path / "reference"))
+    monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: _fake(threads=threads, env=ceilings.environment()))
+    ceilings.measure(threads=1)  # what the overhead notebooks ask for
+    assert not (tmp_path / "reference").exists()
+    ceilings.measure()  # what `python -m brrr.ceilings --refresh` measures
+    (recorded,) = reference.load_all(tmp_path / "reference").values()
+    assert recorded["ceilings"]["threads"] is None

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from brrr.benchmarks.compiling import compile_for_timing, more_recompiles
+from brrr.device import DEVICE
 from brrr.kernels.pointwise import cos_cos, cos_cos_kernel
 from brrr.memory import peak_memory, peak_of, settle_page_faults
 from brrr.source import SourceBlock, show_source, source_of
@@ -35,14 +36,15 @@ def test_peak_of_a_running_sum():
 def test_peak_memory_sees_live_tensors_not_sequential_ones():
     size = 2**20  # 4 MiB of fp32
 
+    # On the device peak_memory measures: a GPU counts its own allocator, not the CPU's.
     def two_alive():
-        a = torch.empty(size)
-        b = torch.empty(size)
+        a = torch.empty(size, device=DEVICE)
+        b = torch.empty(size, device=DEVICE)
         return a, b
 
     def one_at_a_time():
         for _ in range(2):
-            torch.empty(size)
+            torch.empty(size, device=DEVICE)
 
     assert peak_memory(two_alive) >= 2 * 4 * size
     assert 4 * size <= peak_memory(one_at_a_time) < 2 * 4 * size
@@ -54,7 +56,7 @@ def test_settling_returns_within_bounds():
 
 
 def test_compile_for_timing_pays_the_compile_once():
-    x = torch.randn(1000)
+    x = torch.randn(1000, device=DEVICE)
     compiled = compile_for_timing(lambda t: t.sin() + 1, x, threads=1)
     assert compiled.compile_s > 0
     torch.testing.assert_close(compiled(x), x.sin() + 1)

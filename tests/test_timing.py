@@ -46,3 +46,49 @@ def test_torch_threads_restores_the_setting():
     with torch_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+class HostClockEvent:
+    """A stand-in for torch.cuda.Event that reads the host clock, to run bench's GPU loop here."""
+
+    def __init__(self, enable_timing: bool = False):
+        self.at = None
+
+    def record(self):
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, later) -> float:
+        return (later.at - self.at) * 1e3  # milliseconds, as CUDA events report
+
+
+@pytest.fixture
+def gpu_loop_on_host(monkeypatch):
+    import torch
+
+    from brrr import timing
+
+    monkeypatch.setattr(timing, "ON_GPU", True)
+    monkeypatch.setattr(torch.cuda, "Event", HostClockEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    return timing
+
+
+def test_gpu_loop_times_every_call_after_the_warmup(gpu_loop_on_host):
+    calls = []
+    result = bench(lambda: calls.append(1), warmup=3, min_runs=5, max_runs=5, budget_s=0, flush_l2=False)
+    assert result.runs == 5 and len(calls) == 3 + 5
+
+
+def test_gpu_loop_fills_the_budget_within_max_runs(gpu_loop_on_host):
+    calls = []
+
+    def one_ms():
+        calls.append(1)
+        time.sleep(0.001)
+
+    times = gpu_loop_on_host._gpu_times(one_ms, 2, 3, 1000, 0.05, False)
+    assert len(calls) == 2 + len(times) and len(times) > 3
+    assert sum(times) >= 0.05 - 2 * max(times)  # the batch after the first three filled the 50 ms budget
+    calls.clear()
+    capped = bench(one_ms, warmup=0, min_runs=3, max_runs=7, budget_s=10.0, flush_l2=False)
+    assert capped.runs == 7
