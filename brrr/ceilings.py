@@ -218,8 +218,12 @@ def measure(*, refresh: bool = False, threads: int | None = None) -> Ceilings:
     """This machine's ceilings: from the per-user cache, or measured now (``refresh=True`` forces it).
 
     A cached result is used only if it was measured on the same device with the
-    same torch and triton versions and format.
+    same torch and triton versions and format. ``threads`` pins torch's CPU
+    threads; on a GPU the roofs are the device's, so it is ignored there and the
+    one GPU measurement serves every caller.
     """
+    if ON_GPU:
+        threads = None
     path = cache_path(threads)
     if not refresh:
         cached = cache.read_json(path)
