@@ -40,6 +40,11 @@ if TRITON_INTERPRETED:
     os.environ["TRITON_INTERPRET"] = "1"
 
 
+def device_class() -> str:
+    """``"gpu"`` or ``"cpu"``: the class of device whose thresholds and targets apply here."""
+    return "gpu" if ON_GPU else "cpu"
+
+
 def per_device(*, cpu, gpu):
     """Return ``gpu`` on a GPU and ``cpu`` otherwise.
 

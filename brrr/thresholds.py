@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from brrr.device import ON_GPU
+from brrr.device import device_class  # noqa: F401  (thresholds.device_class() is part of this module's API)
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,6 @@ class Threshold:
         if self.kind == "dtype":
             return "within the tolerance of the dtype"
         return "exactly"
-
-
-def device_class() -> str:
-    """``"gpu"`` or ``"cpu"``: the class of device this process grades on."""
-    return "gpu" if ON_GPU else "cpu"
 
 
 # How many times a performance check measures before it fails.

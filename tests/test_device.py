@@ -44,3 +44,7 @@ def test_far_above_cache_is_not_a_toy_size():
 @pytest.mark.parametrize("text,expected", [("48K", 48 * 2**10), ("2048K", 2 * 2**20), ("32M", 32 * 2**20), ("junk", 0)])
 def test_cache_size_parsing(text, expected):
     assert device._parse_cache_size(text) == expected
+
+
+def test_device_class_names_the_thresholds_row():
+    assert device.device_class() == ("gpu" if device.ON_GPU else "cpu")

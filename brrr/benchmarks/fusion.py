@@ -39,7 +39,7 @@ import torch
 from brrr import counting, reference, units
 from brrr.benchmarks.compiling import compile_for_timing
 from brrr.ceilings import measure_copy_bandwidth
-from brrr.device import DEVICE, ON_GPU, far_above_cache, per_device
+from brrr.device import DEVICE, ON_GPU, device_class, far_above_cache, per_device
 from brrr.kernels import pointwise, softmax
 from brrr.memory import settle_page_faults
 from brrr.stamp import environment, format_stamp
@@ -83,11 +83,6 @@ TARGETS: dict[str, tuple[Target, ...]] = {
         Target("triton_kernels_correct", "cos_cos, bias_gelu_scale and softmax match torch in the interpreter", 1.0, CORRECT),
     ),
 }
-
-
-def device_class() -> str:
-    """'gpu' or 'cpu': which row of :data:`TARGETS` applies here."""
-    return "gpu" if ON_GPU else "cpu"
 
 
 def target(check: str) -> Target:
