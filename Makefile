@@ -68,7 +68,7 @@ gpu-check:
 	$(GPU_VENV)/bin/python -m pip install --quiet --no-index --find-links wheelhouse --no-build-isolation --no-deps -e .
 	BRRR_RECORD_REFERENCE=$(CURDIR)/data/reference $(GPU_VENV)/bin/python -m brrr.ceilings --refresh
 	BRRR_RECORD_REFERENCE=$(CURDIR)/data/reference timeout $(GPU_CHECK_TIMEOUT) $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider \
-		--ignore=tests/test_book_build.py
+		tests notebooks solutions --ignore=tests/test_book_build.py
 	@echo "gpu-check passed; reference results are in data/reference/ (commit them)."
 
 clean:

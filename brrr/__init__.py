@@ -23,13 +23,11 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | memory     | peak memory, and waiting out page faults before timing      |
 | source     | showing a kernel's source in a notebook                     |
 | widgets    | the interactive roofline explorer                           |
-| grading    | the grader: correctness against a spec, speed, anti-gaming  |
-| thresholds | every grading threshold, by lab, check and device class     |
 | traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
-| isolation  | run student code so that a crash is a failed check          |
-| labs       | ``python -m brrr.labs``: write labs/ from solutions/        |
-| gradebook  | ``python -m brrr.gradebook``: grade a folder of notebooks   |
-| lab_*      | each lab's given material and checks (roofline, fuse_it)    |
+| grading/   | the grader, in its own process: ``python -m brrr.grading``  |
+|            | grades a folder of notebooks (see its package docstring)    |
+| labs/      | one module per lab (given material and checks);             |
+|            | ``python -m brrr.labs`` writes labs/ from solutions/        |
 
 Import what you use explicitly, e.g. ``from brrr.timing import bench``. Import
 ``brrr.device`` before ``triton`` so that, on a CPU, the Triton interpreter is on

@@ -36,26 +36,12 @@ import torch
 from brrr import cache, reference, units
 from brrr.device import DEVICE, ON_GPU, device_name, far_above_cache, per_device, synchronize
 from brrr.stamp import environment, format_stamp
+from brrr.roofline import Roof  # noqa: F401  (re-exported: brrr.ceilings.Roof)
 from brrr.timing import bench, torch_threads
 
 FORMAT_VERSION = 1
 
 _DTYPES = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass(frozen=True)
-class Roof:
-    """One roofline: a compute roof, a memory roof and an overhead floor."""
-
-    peak_flops: float  # FLOP/s
-    bandwidth: float  # B/s
-    overhead_s: float = 0.0  # s per op
-    label: str = ""
-
-    @property
-    def ridge_point(self) -> float:
-        """FLOPs per byte at which compute time equals memory time."""
-        return self.peak_flops / self.bandwidth
 
 
 @dataclass(frozen=True)

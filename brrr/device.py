@@ -40,6 +40,39 @@ if TRITON_INTERPRETED:
     os.environ["TRITON_INTERPRET"] = "1"
 
 
+def _explain_compiled_kernels_without_a_gpu() -> None:
+    """A kernel defined before this module was imported is compiled, and fails here with '0 active drivers'.
+
+    Say what to do instead of leaving the reader with Triton's driver error.
+    """
+    try:
+        from triton.runtime.jit import JITFunction
+    except ImportError:
+        return
+    original = JITFunction.run
+    if getattr(original, "_brrr_explained", False):
+        return
+
+    def run(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        except RuntimeError as error:
+            if "active drivers" not in str(error):
+                raise
+            raise RuntimeError(
+                f"{error}. The kernel {getattr(self, '__name__', '')} was defined before TRITON_INTERPRET=1 "
+                "was set, so Triton compiled it for a GPU this machine does not have. Import brrr.device "
+                "before defining kernels (before `import triton`, or at least before any @triton.jit), "
+                "then restart the kernel and run again.") from error
+
+    run._brrr_explained = True  # type: ignore[attr-defined]
+    JITFunction.run = run
+
+
+if TRITON_INTERPRETED:
+    _explain_compiled_kernels_without_a_gpu()
+
+
 def device_class() -> str:
     """``"gpu"`` or ``"cpu"``: the class of device whose thresholds and targets apply here."""
     return "gpu" if ON_GPU else "cpu"

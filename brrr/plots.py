@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from brrr import units
-from brrr.ceilings import Roof
+from brrr.roofline import Roof
 from brrr.roofline import attainable_flops
 
 

@@ -15,8 +15,22 @@ regime: the device finishes before the host can hand it the next op.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
-from brrr.ceilings import Roof
+
+@dataclass(frozen=True)
+class Roof:
+    """One roofline: a compute roof, a memory roof and an overhead floor."""
+
+    peak_flops: float  # FLOP/s
+    bandwidth: float  # B/s
+    overhead_s: float = 0.0  # s per op
+    label: str = ""
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte at which compute time equals memory time."""
+        return self.peak_flops / self.bandwidth
 
 
 class Regime(str, enum.Enum):

@@ -17,6 +17,14 @@ the kernel; a load or store (under its mask) that falls outside all of them is
 refused *before* the interpreter touches memory, and recorded in
 ``seen.violations``. In the interpreter such an access would read or write raw
 process memory: at best garbage, at worst a crash of the whole grading run.
+Atomics (``tl.atomic_add`` and the rest) are counted as one load and one store
+per active lane, and bounds-checked the same way.
+
+Bytes that fall in a tensor the caller did not name (a scratch buffer a wrapper
+allocated itself) are labelled by the kernel argument it was passed as, e.g.
+``tmp_ptr``; only addresses in no tensor at all are ``"other"``. Launching a
+compiled (non-interpreted) kernel inside the block raises
+:class:`TrafficCounterUnavailable`, never a silent zero.
 
 These are Triton internals, not API. The wrapped signatures were checked on
 triton 3.6 and 3.9 (:data:`TESTED_TRITON`). Importing this module never imports
@@ -38,6 +46,8 @@ TESTED_TRITON = ((3, 6), (3, 9))  # inclusive range of (major, minor) versions
 UNTESTED_OK_ENV = "BRRR_TRAFFIC_UNTESTED_OK"
 
 _BUILDER_METHODS = ("create_load", "create_masked_load", "create_store", "create_masked_store")
+# Atomics read and write global memory too: each active lane counts as one load and one store.
+_ATOMIC_METHODS = ("create_atomic_rmw", "create_atomic_cas")
 
 
 class TrafficCounterUnavailable(RuntimeError):
@@ -153,7 +163,7 @@ def check_supported() -> None:
         from triton.runtime import interpreter
     except Exception as error:  # noqa: BLE001 - any import failure means the same thing here
         raise TrafficCounterUnavailable(f"cannot import triton.runtime.interpreter: {error}") from error
-    missing = [f"InterpreterBuilder.{name}" for name in _BUILDER_METHODS + ("set_grid_dim",)
+    missing = [f"InterpreterBuilder.{name}" for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)
                if not hasattr(getattr(interpreter, "InterpreterBuilder", None), name)]
     missing += [f"GridExecutor.{name}" for name in ("_init_args_hst",)
                 if not hasattr(getattr(interpreter, "GridExecutor", None), name)]
@@ -246,6 +256,15 @@ class _Counter:
             hit = (addresses >= region.start) & (addresses < region.end) & ~counted
             table[region.name] = table.get(region.name, 0) + int(hit.sum()) * itemsize
             counted |= hit
+        # Tensors the caller did not name (a scratch buffer the wrapper allocated) are labelled by the
+        # kernel argument they were passed as; anything else is "other".
+        for region in launch.regions:
+            if not (~counted).any():
+                break
+            hit = (addresses >= region.start) & (addresses < region.end) & ~counted
+            if hit.any():
+                table[region.name] = table.get(region.name, 0) + int(hit.sum()) * itemsize
+                counted |= hit
         rest = int((~counted).sum())
         if rest:
             table["other"] = table.get("other", 0) + rest * itemsize
@@ -292,7 +311,17 @@ def count(named: Mapping[str, object] | None = None, *, check_bounds: bool = Tru
 
     counter = _Counter(named or {}, check_bounds)
     builder, executor = interpreter.InterpreterBuilder, interpreter.GridExecutor
-    originals = {name: builder.__dict__[name] for name in _BUILDER_METHODS + ("set_grid_dim",)}
+    originals = {name: builder.__dict__[name] for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)}
+    from triton.runtime.jit import JITFunction
+
+    original_compiled_run = JITFunction.__dict__["run"]
+
+    def compiled_run(self, *args, **kwargs):
+        raise TrafficCounterUnavailable(
+            f"{getattr(self, '__name__', 'this kernel')} is a compiled kernel: traffic is counted only in "
+            "Triton's interpreter. Set TRITON_INTERPRET=1 before the kernel is defined (on a CPU, "
+            "`import brrr.device` before `import triton` does it); a kernel defined earlier stays compiled, "
+            "which on a machine without a GPU fails with '0 active drivers'.")
     original_init_args = executor.__dict__["_init_args_hst"]
 
     def wrap_load(method, masked):
@@ -319,6 +348,14 @@ def count(named: Mapping[str, object] | None = None, *, check_bounds: bool = Tru
                 counter.depth -= 1
         return wrapped
 
+    def wrap_atomic(method, pointer_at, mask_at):
+        def wrapped(self, *args, **kwargs):
+            mask = args[mask_at].data if mask_at is not None else True
+            counter.account("load", args[pointer_at], mask)
+            counter.account("store", args[pointer_at], mask)
+            return method(self, *args, **kwargs)
+        return wrapped
+
     def set_grid_dim(self, *grid):
         counter.set_grid(grid)
         return originals["set_grid_dim"](self, *grid)
@@ -333,6 +370,8 @@ def count(named: Mapping[str, object] | None = None, *, check_bounds: bool = Tru
         "create_masked_load": wrap_load(originals["create_masked_load"], masked=True),
         "create_store": wrap_store(originals["create_store"], masked=False),
         "create_masked_store": wrap_store(originals["create_masked_store"], masked=True),
+        "create_atomic_rmw": wrap_atomic(originals["create_atomic_rmw"], pointer_at=1, mask_at=3),
+        "create_atomic_cas": wrap_atomic(originals["create_atomic_cas"], pointer_at=0, mask_at=None),
         "set_grid_dim": set_grid_dim,
     }
     _active = counter
@@ -340,8 +379,10 @@ def count(named: Mapping[str, object] | None = None, *, check_bounds: bool = Tru
         for name, method in replacements.items():
             setattr(builder, name, method)
         executor._init_args_hst = init_args_hst
+        JITFunction.run = compiled_run
         yield counter.traffic
     finally:
+        JITFunction.run = original_compiled_run
         for name, method in originals.items():
             setattr(builder, name, method)
         executor._init_args_hst = original_init_args

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 
 from brrr import plots
 from brrr.benchmarks.repeat_sweep import DTYPES, Placement, place
-from brrr.ceilings import Roof
+from brrr.roofline import Roof
 
 EXPLORER_REPEATS = tuple(2**k for k in range(13))  # 1 … 4096
 

@@ -1,9 +1,11 @@
 """Build submitted notebooks from the solutions and the fixture sources in tests/fixtures/submissions/.
 
-A fixture is a Python file holding what a student put in a lab's exercise cell.
-Its notebook is the solution with that cell's source replaced, so fixtures never
-drift from the lab. The docstring's ``expect: <text>`` is a phrase the grader's
-message must contain when it rejects the fixture.
+A fixture is a Python file holding what a student put in one of a lab's answer
+cells. Its notebook is the solution with that cell's source replaced, so
+fixtures never drift from the lab. The docstring's ``expect: <text>`` is a
+phrase the grader's message must contain when it rejects the fixture; a
+``cell: <id>`` line names the answer cell it replaces (default: the lab's
+:data:`EXERCISE_CELL`).
 """
 
 from __future__ import annotations
@@ -20,19 +22,24 @@ FIXTURES = ROOT / "tests" / "fixtures" / "submissions"
 SOLUTIONS = ROOT / "solutions"
 
 # The id of the cell in each lab that a submission's fixture replaces.
-EXERCISE_CELL = {"02-fuse-it": "fused-chain"}
+EXERCISE_CELL = {"02-fuse-it": "fused-chain", "01-roofline": "copy-bandwidth"}
 
 
 def fixture_path(lab: str, name: str) -> Path:
     return FIXTURES / lab / f"{name}.py"
 
 
-def expected_reason(lab: str, name: str) -> str:
+def _docstring_field(lab: str, name: str, field: str) -> str | None:
     docstring = ast.get_docstring(ast.parse(fixture_path(lab, name).read_text())) or ""
-    match = re.search(r"expect:\s*(.+)", docstring)
-    if not match:
+    match = re.search(rf"{field}:\s*(.+)", docstring)
+    return match.group(1).strip() if match else None
+
+
+def expected_reason(lab: str, name: str) -> str:
+    reason = _docstring_field(lab, name, "expect")
+    if reason is None:
         raise ValueError(f"{fixture_path(lab, name)} has no 'expect:' line in its docstring")
-    return match.group(1).strip()
+    return reason
 
 
 def load_module(lab: str, name: str):
@@ -47,7 +54,7 @@ def load_module(lab: str, name: str):
 def submission_notebook(lab: str, name: str):
     """The solution notebook of ``lab`` with its exercise cell replaced by the fixture's source."""
     notebook = nbformat.read(str(SOLUTIONS / f"{lab}.ipynb"), as_version=4)
-    cell_id = EXERCISE_CELL[lab]
+    cell_id = _docstring_field(lab, name, "cell") or EXERCISE_CELL[lab]
     cells = [cell for cell in notebook.cells if cell.get("id") == cell_id]
     assert len(cells) == 1, f"{lab}: no single cell with id {cell_id!r}"
     cells[0].source = fixture_path(lab, name).read_text()

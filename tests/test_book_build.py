@@ -1,5 +1,8 @@
 """The book builds cleanly with every notebook executed, and a broken reference fails the build.
 
+This build is where the notebooks and the lab solutions run in the test suite: each executes once,
+and any exception, a failed check in a notebook or a grader cell of a solution, fails the build.
+
 DESIGN.md: build with ``-W -n --keep-going`` on a clean output folder; an
 incremental ``-W`` build can hide a failure it already saw.
 """
@@ -40,7 +43,10 @@ def test_book_builds_with_every_notebook_executed(tmp_path):
     config_path = tmp_path / "_config.yml"
     config_path.write_text(yaml.safe_dump(config))
     result = _build(ROOT, config_path, tmp_path / "out")
-    assert result.returncode == 0, f"book build failed:\n{result.stdout[-6000:]}\n{result.stderr[-6000:]}"
+    reports = sorted((tmp_path / "out" / "_build" / "html" / "reports").rglob("*.log"))
+    failed = "\n\n".join(f"{report.name}:\n{report.read_text()[-3000:]}" for report in reports)
+    assert result.returncode == 0, (f"book build failed.\nNotebooks that raised:\n{failed or 'none'}\n"
+                                    f"{result.stdout[-6000:]}\n{result.stderr[-4000:]}")
     html = tmp_path / "out" / "_build" / "html"
     for page in _pages_in_toc(yaml.safe_load((ROOT / "_toc.yml").read_text())):
         page_html = html / f"{Path(page).with_suffix('')}.html"

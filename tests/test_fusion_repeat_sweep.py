@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from brrr.benchmarks import fusion, repeat_sweep
-from brrr.ceilings import Roof
+from brrr.roofline import Roof
 from brrr.device import DEVICE, far_above_cache, per_device
 from brrr.roofline import Regime
 from brrr.timing import bench

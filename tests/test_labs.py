@@ -6,7 +6,8 @@ import json
 import nbformat
 import pytest
 
-from brrr import gradebook, labs
+from brrr.grading import gradebook
+from brrr.labs import generate as labs
 
 
 def test_a_solution_block_becomes_a_stub_at_its_indentation():
@@ -104,7 +105,7 @@ def test_each_unsolved_lab_is_rejected_by_its_grader(tmp_path):
     graded = gradebook.grade(submissions, out, cell_timeout_s=300, notebook_timeout_s=600, jobs=2)
     assert {s.lab for s in graded} == {p.stem for p in labs.LABS.glob("*.ipynb")}
     for submission in graded:
-        expected = gradebook.thresholds.graded_checks(submission.lab)
+        expected = gradebook.lab_checks(submission.lab)
         assert submission.status == "failed"
         assert sorted(submission.results) == sorted(expected), submission.name
         for check, record in submission.results.items():

@@ -2,7 +2,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from brrr.ceilings import Roof
+from brrr.roofline import Roof
 from brrr.plots import loglog_sweep, roofline
 
 

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from brrr import counting, essay
-from brrr.ceilings import Roof
+from brrr.roofline import Roof
 from brrr.roofline import (
     Regime,
     attainable_flops,

@@ -33,7 +33,7 @@ import torch
 
 from brrr import counting, roofline, units
 from brrr.benchmarks.compiling import Compiled, compile_for_timing
-from brrr.ceilings import Roof
+from brrr.roofline import Roof
 from brrr.device import DEVICE, per_device
 from brrr.timing import Timing, bench
 

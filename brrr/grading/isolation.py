@@ -264,6 +264,11 @@ def _run_forked_into(fn, args, kwargs, timeout_s: float, low_level) -> Outcome:
 # ---------------------------------------------------------------- entry point
 
 
+def run_here(fn: Callable[..., Any], *args, **kwargs) -> Outcome:
+    """Call ``fn`` in this process, turning an exception into an :class:`Outcome` (no fork, no time limit)."""
+    return _run_in_process(fn, args, kwargs)
+
+
 def run(fn: Callable[..., Any], *args, timeout_s: float = DEFAULT_TIMEOUT_S, **kwargs) -> Outcome:
     """Call ``fn(*args, **kwargs)`` so that a crash, an exception or a hang becomes an :class:`Outcome`.
 

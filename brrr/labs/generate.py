@@ -35,7 +35,7 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent
 SOLUTIONS = ROOT / "solutions"
 LABS = ROOT / "labs"
 

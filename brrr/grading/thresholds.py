@@ -6,8 +6,8 @@ copy bandwidth, the eager baseline, ``brrr.ceilings``), so that one table is
 fair on a laptop CPU, a T4 and an H100 alike (DESIGN.md, "Grading").
 
 Device classes are ``"cpu"`` and ``"gpu"``; an entry keyed ``"any"`` applies to
-both. :data:`GRADED` lists which checks each lab grades on each device class:
-the gradebook writes one CSV column per check, in this order.
+both. Which checks a lab grades on each device class is the lab's own list,
+``CHECKS`` in its module under :mod:`brrr.labs`.
 
 To change how strict a check is, change it here and nowhere else; the grader's
 messages quote the value and its reason from this table.
@@ -89,18 +89,6 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         "close to 4x faster; 2x leaves a wide margin"),
 }
 
-GRADED: dict[str, dict[str, tuple[str, ...]]] = {
-    "01-roofline": {
-        "cpu": ("copy_bandwidth", "matmul_peak", "ridge_point", "intensities", "classes"),
-        "gpu": ("copy_bandwidth", "matmul_peak", "ridge_point", "intensities", "classes"),
-    },
-    "02-fuse-it": {
-        "cpu": ("correct", "traffic"),
-        "gpu": ("correct", "bandwidth", "speedup"),
-    },
-}
-
-
 def threshold(lab: str, check: str, device: str | None = None) -> Threshold:
     """The threshold for ``check`` of ``lab`` on ``device`` (default: this process's device class)."""
     device = device or device_class()
@@ -108,14 +96,6 @@ def threshold(lab: str, check: str, device: str | None = None) -> Threshold:
         if key in TABLE:
             return TABLE[key]
     raise KeyError(f"no threshold for lab {lab!r}, check {check!r} on {device}; see brrr.thresholds.TABLE")
-
-
-def graded_checks(lab: str, device: str | None = None) -> tuple[str, ...]:
-    """The checks ``lab`` grades on ``device``, in gradebook column order."""
-    device = device or device_class()
-    if lab not in GRADED:
-        raise KeyError(f"unknown lab {lab!r}; known labs: {sorted(GRADED)}")
-    return GRADED[lab][device]
 
 
 def attempts(device: str | None = None) -> int:

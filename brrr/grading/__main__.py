@@ -1,0 +1,5 @@
+import sys
+
+from brrr.grading.gradebook import main
+
+sys.exit(main())

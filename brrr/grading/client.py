@@ -1,0 +1,242 @@
+"""The grader cells' side: hand the student's function to the grader process and show its verdict.
+
+In a lab notebook::
+
+    from brrr.grading.client import Grader
+    grade = Grader("02-fuse-it")
+    ...
+    grade("correct", fused_chain)
+
+``grade(check, function)`` connects to the grader process, names the check and
+then only *answers*: it calls ``function`` on the arguments the grader sends, or
+records the kernel launches it makes (:mod:`brrr.grading.kernels`), and sends
+back plain data. The grader decides; this side prints ``PASS`` with the
+grader's summary, or raises ``AssertionError`` with its message.
+
+Which grader? Under the gradebook, the one the gradebook started for this
+submission (its socket is in ``$BRRR_GRADER``). Anywhere else (Jupyter, Colab,
+``pytest --nbval-lax``) a *practice* grader is started for this notebook, the
+same program with the same checks; its verdicts are for the student's eyes
+only, and nothing is recorded.
+
+Student code runs under :func:`brrr.grading.isolation.run`: on a CPU in a forked
+child, so a crash or a hang of the student's function is an answer ("it
+crashed"), not a dead notebook.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from brrr.grading import isolation
+from brrr.grading.wire import Channel, WireError, decode, encode
+
+GRADER_ENV = "BRRR_GRADER"
+START_TIMEOUT_S = 180
+
+
+class Printed(str):
+    """Text already printed; Jupyter does not show it a second time as the cell's value."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+class Passed(Printed):
+    """A passed check's summary."""
+
+
+# ---------------------------------------------------------------- answering one request
+
+
+def _error_reply(error_type: str, message: str, *, crashed: bool = False, timed_out: bool = False) -> dict:
+    if timed_out:
+        kind = "timeout"
+    elif crashed:
+        kind = "crashed"
+    elif error_type == "NotImplementedError" or "NotImplementedError" in message:
+        kind = "not-written"
+    else:
+        kind = "raised"
+    return {"op": "error", "kind": kind, "message": message}
+
+
+def _call(fn: Callable[..., Any], args: list, threads: int | None) -> Any:
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return encode(fn(*args))
+    finally:
+        torch.set_num_threads(before)
+
+
+def _record(fn: Callable[..., Any], tensors: Mapping[str, Any], inputs: list[str]) -> dict:
+    import torch
+
+    from brrr.device import DEVICE
+    from brrr.grading import kernels
+    from brrr.grading.wire import _DTYPES
+
+    made = []
+    for name, (shape, dtype) in tensors.items():
+        dtype = _DTYPES[dtype]
+        if name in inputs and dtype.is_floating_point:
+            made.append(torch.randn(shape, dtype=dtype, device=DEVICE))
+        else:
+            made.append(torch.empty(shape, dtype=dtype, device=DEVICE))
+    return encode(kernels.record_launches(fn, made, list(tensors)))
+
+
+def answer(request: Mapping[str, Any], fn: Callable[..., Any], wire_types: Mapping[str, type] | None = None) -> dict:
+    """The reply to one request of the grader: run the student's function as asked, isolated."""
+    op = request.get("op")
+    timeout_s = request.get("timeout_s") or isolation.DEFAULT_TIMEOUT_S
+    try:
+        if op == "call":
+            args = decode(request.get("args", []), dataclasses_by_name=wire_types)
+            if request.get("forked", True):
+                outcome = isolation.run(_call, fn, args, request.get("threads"), timeout_s=timeout_s)
+            else:  # a timed call: in this process, so the grader's clock sees only the call
+                outcome = isolation.run_here(_call, fn, args, request.get("threads"))
+        elif op == "record":
+            outcome = isolation.run(_record, fn, request.get("tensors", {}), list(request.get("inputs", [])),
+                                    timeout_s=timeout_s)
+        else:
+            return {"op": "error", "kind": "raised", "message": f"unknown request {op!r}"}
+    except WireError as error:
+        return {"op": "error", "kind": "raised", "message": f"could not read the grader's request: {error}"}
+    if outcome.ok:
+        return {"op": "result", "value": outcome.value}
+    name = getattr(fn, "__name__", "your function")
+    if outcome.error_type == "timeout":
+        return _error_reply("timeout", f"{name} {outcome.error}", timed_out=True)
+    if outcome.crashed:
+        return _error_reply("crash", f"{name} crashed: {outcome.error}{crash_site(outcome)}", crashed=True)
+    if outcome.error_type in ("WireError",):
+        return _error_reply(outcome.error_type, f"{name} returned {outcome.error.removeprefix('WireError: ')}")
+    return _error_reply(outcome.error_type, f"{name} raised {outcome.error}")
+
+
+def crash_site(outcome: isolation.Outcome) -> str:
+    """The student's frames from a crash's stack, as a readable tail for a message ('' if none)."""
+    if not outcome.crashed or not outcome.traceback:
+        return ""
+    library = (os.sep + "site-packages" + os.sep, os.sep + "brrr" + os.sep, os.sep + "lib" + os.sep + "python")
+    frames = [line.strip() for line in outcome.traceback.splitlines()
+              if line.strip().startswith("File ") and not any(part in line for part in library)]
+    return ("\nWhere it crashed (most recent call first):\n" + "\n".join(f"  {f}" for f in frames[:6])) if frames else ""
+
+
+def local_student(fn: Callable[..., Any], wire_types: Mapping[str, type] | None = None):
+    """The student's side served in this process, for tests of the checks: the same requests, the same plain data.
+
+    It is a :class:`brrr.grading.server.Student` whose requests are answered here
+    by :func:`answer`, through a JSON round trip, instead of across a socket.
+    """
+    import json
+
+    from brrr.grading.server import Student, reply_value
+
+    class LocalStudent(Student):
+        def __init__(self):
+            super().__init__(None, getattr(fn, "__name__", "your function"))
+
+        def _request(self, message: dict, timeout_s: float | None) -> Any:
+            reply = json.loads(json.dumps(answer(json.loads(json.dumps(message)), fn, wire_types)))
+            return reply_value(reply, self.name)
+
+    return LocalStudent()
+
+
+LocalStudent = local_student
+
+
+# ---------------------------------------------------------------- the connection
+
+
+class _PracticeGrader:
+    """A grader process started by this notebook, for feedback outside the gradebook."""
+
+    def __init__(self, lab: str):
+        self.folder = tempfile.TemporaryDirectory(prefix="brrr-grader-")
+        self.path = str(Path(self.folder.name) / "grader.sock")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "brrr.grading.server", "--lab", lab, "--socket", self.path],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True,
+            start_new_session=True)  # out of the notebook's process group: an interrupt is not for it
+        self.process.stdin.write("\n")  # no signing key: a practice grader records nothing
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if line.strip() != "ready":
+            self.process.kill()
+            raise RuntimeError(f"the practice grader for {lab} did not start (it printed {line!r}); see the "
+                               "error above")
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+class Grader:
+    """``grade = Grader(lab)``; then ``grade(check, function)`` in each grader cell."""
+
+    def __init__(self, lab: str):
+        self.lab = lab
+        self._channel: Channel | None = None
+        self._practice: _PracticeGrader | None = None
+
+    def _connect(self) -> Channel:
+        if self._channel is not None:
+            return self._channel
+        path = os.environ.get(GRADER_ENV)
+        if not path:
+            if self._practice is None or self._practice.process.poll() is not None:
+                self._practice = _PracticeGrader(self.lab)
+            path = self._practice.path
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+        self._channel = Channel(sock)
+        return self._channel
+
+    def _drop(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def __call__(self, check: str, function: Callable[..., Any]) -> str:
+        from brrr import labs
+        from brrr.stamp import stamp
+
+        wire_types = getattr(labs.module(self.lab), "WIRE_TYPES", {})
+        name = getattr(function, "__name__", "your function")
+        try:
+            channel = self._connect()
+            channel.send({"op": "check", "lab": self.lab, "check": check, "function": name})
+            while True:
+                request = channel.receive(None)
+                if request.get("op") == "verdict":
+                    break
+                channel.send(answer(request, function, wire_types))
+        except BaseException:
+            self._drop()  # an interrupted exchange leaves the connection out of step: start afresh next time
+            raise
+        message = str(request.get("message", ""))
+        if not request.get("applies", True):
+            print(message)
+            return Printed(message)
+        if request.get("passed"):
+            print(f"PASS {self.lab} / {check}: {message}\n  {stamp()}")
+            return Passed(message)
+        raise AssertionError(message)

@@ -1,0 +1,526 @@
+"""Grade a folder of submitted lab notebooks: one CSV row per submission, one feedback file per student.
+
+    python -m brrr.grading SUBMISSIONS_DIR --out OUT_DIR [--lab 02-fuse-it]
+
+Every ``*.ipynb`` under ``SUBMISSIONS_DIR`` is one submission, named by its path
+relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` ->
+``bob/02-fuse-it``). For each, in turn:
+
+1. **Which lab.** ``--lab`` if given; else the notebook's ``metadata.brrr.lab``,
+   or its file name, when that is one of :data:`brrr.labs.LABS`. Any other name
+   is refused: the row says so and scores 0.
+2. **What runs.** The lab as generated from ``solutions/`` when grading started,
+   with the submission's answer cells spliced in (:mod:`brrr.grading.assemble`).
+   Given cells and grader cells are the instructor's.
+3. **Two processes.** A grader process (:mod:`brrr.grading.server`), started
+   first from a fresh read-only copy of the grader taken at start-up, holds the
+   checks and the record. Then nbval runs the notebook in its own Jupyter
+   kernel, exactly as ``pytest --nbval-lax`` would, with a timeout per cell and
+   one per notebook. The kernel gets a copy of ``brrr`` without the lab's
+   hidden modules, starts without site hooks (so the instructor's editable
+   install does not put them back), and reaches the grader through
+   ``$BRRR_GRADER``.
+4. **Nothing left behind.** When the notebook ends, by itself, by timeout or by
+   a crash, every process it started is killed: its tree, and any orphan that
+   escaped it (the gradebook adopts orphans as a Linux child subreaper).
+5. **The record.** Only then is the grader process told to finish; it prints
+   its results signed with a key only the gradebook and it know. The verdict
+   is that, never a file or output the notebook could write.
+
+A check missing from the record (a deleted grader cell, a crash, an early exit)
+is a failed check worth its points. The columns and the maximum come from the
+lab's own check list for this machine's device class.
+
+Output in ``OUT_DIR`` (relative paths are fine):
+
+``grades.csv``
+    ``submission, lab, status, <one column per check>, total, max``. A check
+    column is 1 (passed) or 0 (failed or not run). ``status`` is ``ok``
+    (every cell ran cleanly), ``failed`` (some cell failed), ``timeout``,
+    ``crashed`` (the kernel died), ``unreadable`` (not a notebook), ``refused``
+    (no known lab) or ``grader-error`` (the grader could not run: not the
+    student's fault, and said so).
+``feedback/<submission>.md``
+    For the student: each check with its message, the other errors in their
+    notebook, and what to do about a timeout or a crash.
+``work/<submission>/``
+    The notebook that ran, the original, nbval's JUnit XML and its output.
+
+Grade timed labs one at a time (the default, ``--jobs 1``): a performance check
+measures the machine, and a second notebook running beside it would slow both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import csv
+import json
+import re
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from brrr import labs
+from brrr.device import device_class
+from brrr.grading import assemble, processes, server
+
+DEFAULT_CELL_TIMEOUT_S = 600
+DEFAULT_NOTEBOOK_TIMEOUT_S = 1800
+GRADER_START_TIMEOUT_S = 180
+GRADER_FINISH_TIMEOUT_S = 60
+KERNEL_NAME = "brrr-student"
+
+
+@dataclass
+class Submission:
+    name: str
+    path: Path
+    lab: str = "unknown"
+    status: str = "not graded"
+    results: dict[str, dict] = field(default_factory=dict)  # check -> verdict from the grader process
+    cell_errors: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    note: str = ""
+
+    @property
+    def slug(self) -> str:
+        return re.sub(r"[^A-Za-z0-9._-]+", "__", self.name)
+
+
+# ---------------------------------------------------------------- finding submissions and their lab
+
+
+def find_submissions(folder: Path) -> list[Submission]:
+    paths = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    return [Submission(str(p.relative_to(folder).with_suffix("")), p) for p in paths]
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode | None:
+    try:
+        notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+    except Exception:  # noqa: BLE001 - anything unreadable is "unreadable"
+        return None
+    return notebook if isinstance(notebook.get("cells"), list) else None
+
+
+def choose_lab(submission: Submission, notebook: nbformat.NotebookNode | None, given: str | None,
+               snapshot: assemble.Snapshot) -> str | None:
+    """The lab to grade ``submission`` as, or None (the note says why).
+
+    ``--lab`` decides when given. Otherwise the notebook's cells do: a notebook
+    made from a lab carries that lab's cell ids, whatever its metadata claims.
+    Failing that, its ``metadata.brrr.lab`` or its file name, if either is a
+    known lab. A name that is no lab is refused, never given columns of its own.
+    """
+    if given:
+        return given
+    if notebook is not None:
+        ids = {cell.get("id") for cell in notebook.get("cells", [])}
+        overlap = {lab: len(ids & {c.get("id") for c in cells.cells}) / max(1, len(cells.cells))
+                   for lab, cells in snapshot.labs.items()}
+        best = max(overlap, key=overlap.get, default=None)
+        if best is not None and overlap[best] >= 0.5:
+            return best
+    claimed = None
+    if notebook is not None:
+        metadata = notebook.get("metadata", {}).get("brrr", {})
+        claimed = metadata.get("lab") if isinstance(metadata, dict) else None
+    for candidate in (claimed, submission.path.stem):
+        if isinstance(candidate, str) and candidate in labs.LABS:
+            return candidate
+    submission.note = (f"This notebook is not one of this course's labs (metadata.brrr.lab = {str(claimed)[:40]!r}, "
+                       f"file {submission.path.name!r}, and its cells match no lab); the labs are "
+                       f"{', '.join(sorted(labs.LABS))}. It was not graded. Instructors: pass --lab to grade a "
+                       "folder of one lab.")
+    return None
+
+
+# ---------------------------------------------------------------- one submission
+
+
+class _InFlight:
+    """Processes the gradebook itself started and still needs; anything else it adopts is killed."""
+
+    def __init__(self):
+        self.pids: set[int] = set()
+        self.lock = threading.Lock()
+
+    def add(self, pid: int) -> None:
+        with self.lock:
+            self.pids.add(pid)
+
+    def remove(self, pid: int) -> None:
+        with self.lock:
+            self.pids.discard(pid)
+
+    def reap(self) -> list[int]:
+        with self.lock:
+            keep = set(self.pids)
+        return processes.kill_orphans(keep)
+
+
+IN_FLIGHT = _InFlight()
+
+
+def _kernelspec(folder: Path, student_path: Path) -> Path:
+    """A Jupyter kernel that starts without site hooks, with the student copy of brrr first on its path."""
+    path = [str(student_path)] + [p for p in sys.path if p and Path(p).resolve() != assemble.PACKAGE_ROOT
+                                   and not (Path(p) / "brrr").exists()]
+    spec_dir = folder / "jupyter" / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-S", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "brrr student", "language": "python",
+        "env": {"PYTHONPATH": ":".join(path), "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"},
+    }))
+    return folder / "jupyter"
+
+
+class _Grader:
+    """The grader process of one submission."""
+
+    def __init__(self, snapshot: assemble.Snapshot, lab: str, folder: Path):
+        self.key = secrets.token_hex(32)
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="brrr-grader-"))
+        self.socket = self.socket_dir / "grader.sock"
+        self.code = snapshot.write_package(folder)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "brrr.grading.server", "--lab", lab, "--socket", str(self.socket)],
+            cwd=self.code, env=_grader_environment(self.code), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        IN_FLIGHT.add(self.process.pid)
+        self.process.stdin.write(self.key + "\n")
+        self.process.stdin.flush()
+        self.ready = _read_line(self.process.stdout, GRADER_START_TIMEOUT_S) == "ready"
+
+    def finish(self) -> dict[str, dict] | None:
+        """Close its input, read back its signed results, and stop it. None if they cannot be trusted."""
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        line = _read_line(self.process.stdout, GRADER_FINISH_TIMEOUT_S)
+        self.stop()
+        try:
+            return server.verify(line or "", self.key.encode())["results"]
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def error_text(self) -> str:
+        self.stop()
+        try:
+            return (self.process.stderr.read() or "")[-2000:]
+        except (OSError, ValueError):
+            return ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        IN_FLIGHT.remove(self.process.pid)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+def _grader_environment(code: Path) -> dict[str, str]:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "BRRR_GRADER"}
+    env["PYTHONPATH"] = str(code)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
+def _read_line(stream, timeout_s: float) -> str | None:
+    box: list[str] = []
+    reader = threading.Thread(target=lambda: box.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout_s)
+    return box[0].strip() if box else None
+
+
+def _student_environment(grader: _Grader, jupyter_path: Path) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env[grader_env()] = str(grader.socket)
+    env["JUPYTER_PATH"] = str(jupyter_path)
+    env.setdefault("MPLBACKEND", "Agg")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def grader_env() -> str:
+    from brrr.grading.client import GRADER_ENV
+
+    return GRADER_ENV
+
+
+def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, cell_timeout_s: float,
+            notebook_timeout_s: float, default_lab: str | None = None) -> Submission:
+    """Grade one submission (see the module docstring) and fill in its row."""
+    folder = work / submission.slug
+    assemble.make_writable(folder)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    shutil.copyfile(submission.path, folder / "original.ipynb")
+    submitted = read_notebook(folder / "original.ipynb")
+    lab = choose_lab(submission, submitted, default_lab, snapshot)
+    if lab is None:
+        submission.lab, submission.status = "unknown", "refused"
+        return submission
+    submission.lab = lab
+    if submitted is None:
+        submission.status = "unreadable"
+        submission.note = "The file is not a readable notebook (invalid JSON). Nothing could be run."
+        return submission
+    spliced = assemble.splice(snapshot.labs[lab], snapshot.answers[lab], submitted)
+    notebook = folder / "submission.ipynb"
+    nbformat.write(spliced.notebook, str(notebook))
+    notes = []
+    if spliced.answers_missing:
+        notes.append(f"Your notebook has no answer cell for {', '.join(spliced.answers_missing)}: the lab's "
+                     "stub ran there.")
+    if spliced.ignored_edits:
+        notes.append(f"{spliced.ignored_edits} cell(s) you changed or added outside the answer cells were not "
+                     "run: only the answer cells come from your notebook. Keep all your code in them.")
+    hidden = tuple(getattr(labs.module(lab), "HIDDEN_MODULES", ()))
+    student_path = snapshot.write_package(folder / "student", hidden=hidden)
+    jupyter_path = _kernelspec(folder, student_path)
+    junit, output = folder / "junit.xml", folder / "output.txt"
+    (folder / "pytest.ini").write_text("[pytest]\n")  # keep the repository's pytest settings out
+    start = time.monotonic()
+    grader = _Grader(snapshot, lab, work / ".grader" / submission.slug)
+    try:
+        if not grader.ready:
+            submission.status = "grader-error"
+            submission.note = ("The grader process did not start, so nothing was graded (not your fault). "
+                               f"Its error: {grader.error_text()}")
+            return submission
+        command = [sys.executable, "-c", processes.REAPER, sys.executable, "-m", "pytest", "-c", str(folder / "pytest.ini"), "--rootdir", str(folder),
+                   "-p", "no:cacheprovider", "-q", "--nbval-lax", f"--nbval-kernel-name={KERNEL_NAME}",
+                   f"--nbval-cell-timeout={cell_timeout_s:g}", f"--junitxml={junit}", str(notebook)]
+        with output.open("w") as sink:
+            process = subprocess.Popen(command, cwd=folder, env=_student_environment(grader, jupyter_path),
+                                       stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+            IN_FLIGHT.add(process.pid)
+            returncode, kernel_died = processes._wait(process, notebook_timeout_s)
+            processes._kill_tree(process)  # whatever the notebook started dies with it
+            IN_FLIGHT.remove(process.pid)
+            IN_FLIGHT.reap()  # and whatever escaped even the reaper
+        results = grader.finish()
+    finally:
+        grader.stop()
+        assemble.make_writable(work / ".grader" / submission.slug)
+        shutil.rmtree(work / ".grader" / submission.slug, ignore_errors=True)
+    submission.seconds = time.monotonic() - start
+    if results is None:
+        submission.status = "grader-error"
+        submission.note = "The grader's record could not be read back, so nothing was graded (not your fault)."
+        return submission
+    submission.results = results
+    submission.cell_errors = read_junit(junit)
+    text = output.read_text(errors="replace")
+    if kernel_died:
+        submission.status = "crashed"
+        notes.append("The notebook's kernel died (a segmentation fault, an abort, or running out of memory), "
+                     "and grading stopped there. Checks after that point did not run.")
+    elif returncode is None:
+        submission.status = "timeout"
+        notes.append(f"The notebook did not finish within {notebook_timeout_s:g} s and was stopped. Checks "
+                     "after that point did not run.")
+    elif "Kernel dead" in text or "Kernel died" in text or "kernel died" in text.lower():
+        submission.status = "crashed"
+        notes.append("The notebook's kernel died (a segmentation fault, an abort, or running out of memory). "
+                     "Checks after that point did not run.")
+    elif returncode == 0:
+        submission.status = "ok"
+    else:
+        submission.status = "failed"
+    if any("Timeout of" in error for error in submission.cell_errors):
+        notes.append(f"A cell ran longer than the {cell_timeout_s:g} s allowed per cell and was interrupted. "
+                     "After a timeout nbval skips the rest of the notebook, so the checks after that cell did "
+                     "not run.")
+    escaped = re.findall(r"brrr-reaper: killed (\d+) process", text)
+    if escaped and int(escaped[-1]):
+        escaped = int(escaped[-1])
+        notes.append(f"Your notebook left {escaped} process(es) running after it ended, outside its own "
+                     "process tree; the gradebook killed them.")
+    submission.note = " ".join(notes)
+    return submission
+
+
+def read_junit(path: Path) -> list[str]:
+    """'Cell 7: NameError: name 'x' is not defined' for each failing cell in nbval's JUnit report.
+
+    Cells that failed a grader check (an AssertionError) are left out: the check's
+    own message reports those.
+    """
+    if not path.exists():
+        return []
+    try:
+        tree = ElementTree.parse(path)
+    except ElementTree.ParseError:
+        return []
+    errors = []
+    for case in tree.iter("testcase"):
+        for problem in list(case.findall("failure")) + list(case.findall("error")):
+            text = _ANSI.sub("", (problem.get("message") or "") + "\n" + (problem.text or ""))
+            if re.search(r"^AssertionError\b", text, flags=re.M):
+                continue
+            name = case.get("name", "?")
+            line = _last_error_line(text)
+            errors.append(line if line.startswith(name) else f"{name}: {line}")
+    return errors
+
+
+# nbval colours its messages; JUnit XML spells the escape character as '#x1B'.
+_ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")
+
+
+def _last_error_line(text: str) -> str:
+    """The most telling line of an nbval failure: a timeout, or the exception at the end of the traceback."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "Timeout of" in line or "Kernel dead" in line:
+            return line[:300]
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b", line):
+            return line[:300]
+    return (lines[-1] if lines else "failed")[:300]
+
+
+# ---------------------------------------------------------------- the report
+
+
+def lab_checks(lab: str) -> list[str]:
+    """The checks ``lab`` grades on this machine's device class: its columns, and its maximum."""
+    if lab not in labs.LABS:
+        return []
+    return list(labs.checks(lab, device_class()))
+
+
+def columns(submissions: list[Submission]) -> list[tuple[str, str]]:
+    """(lab, check) pairs in column order, from each lab's own check list."""
+    return [(lab, check) for lab in sorted({s.lab for s in submissions if s.lab in labs.LABS})
+            for check in lab_checks(lab)]
+
+
+def score(submission: Submission, lab: str, check: str) -> str:
+    if submission.lab != lab:
+        return ""
+    record = submission.results.get(check)
+    return "1" if record is not None and record.get("passed") is True else "0"
+
+
+def write_csv(submissions: list[Submission], path: Path) -> None:
+    cols = columns(submissions)
+    single_lab = len({lab for lab, _ in cols}) <= 1
+    header = ["submission", "lab", "status"] + [c if single_lab else f"{lab}:{c}" for lab, c in cols]
+    header += ["total", "max"]
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        for s in submissions:
+            scores = [score(s, lab, check) for lab, check in cols]
+            writer.writerow([s.name, s.lab, s.status] + scores
+                            + [sum(v == "1" for v in scores), len(lab_checks(s.lab))])
+
+
+def feedback(submission: Submission, checks: list[str]) -> str:
+    passed = sum(1 for c in checks if submission.results.get(c, {}).get("passed"))
+    device = next((r.get("device") for r in submission.results.values() if r.get("device")), None)
+    lines = [f"# Feedback: {submission.name}", "",
+             f"Lab `{submission.lab}`. Score: **{passed} of {len(checks)}** checks passed. "
+             f"Status: `{submission.status}`." + (f" Graded on {device}." if device else ""), ""]
+    if submission.note:
+        lines += [submission.note, ""]
+    if checks:
+        lines += ["| check | result |", "|---|---|"]
+        for check in checks:
+            record = submission.results.get(check)
+            result = "**not run** (0)" if record is None else ("passed" if record.get("passed") else "**failed**")
+            lines.append(f"| {check} | {result} |")
+        lines.append("")
+    for check in checks:
+        record = submission.results.get(check)
+        if record is None:
+            lines += [f"## {check}: not run, scored 0", "",
+                      "The grader never received this check: its grader cell did not run, or the notebook "
+                      "stopped (an error that left a name undefined, a timeout, a crash, an exit) before it. "
+                      "Run the notebook from the top in a fresh kernel to see why.", ""]
+        elif not record.get("passed"):
+            lines += [f"## {check}: failed", "", "```text", record.get("message", "").rstrip(), "```", ""]
+    others = [e for e in submission.cell_errors if "AssertionError" not in e]
+    if others:
+        lines += ["## Other errors in your notebook", ""]
+        lines += [f"- {error}" for error in others]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEOUT_S,
+          notebook_timeout_s: float = DEFAULT_NOTEBOOK_TIMEOUT_S, lab: str | None = None,
+          jobs: int = 1) -> list[Submission]:
+    """Grade every submission in ``folder``; write grades.csv and feedback/ into ``out``."""
+    if lab is not None:
+        labs.module(lab)  # an unknown --lab is refused before anything runs
+    folder, out = Path(folder).resolve(), Path(out).resolve()
+    snapshot = assemble.Snapshot()
+    processes.become_subreaper()
+    submissions = find_submissions(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / "work"
+    work.mkdir(exist_ok=True)
+
+    def one(submission: Submission) -> Submission:
+        graded_one = run_one(submission, work, snapshot, cell_timeout_s=cell_timeout_s,
+                             notebook_timeout_s=notebook_timeout_s, default_lab=lab)
+        passed = sum(1 for r in graded_one.results.values() if r.get("passed") is True)
+        print(f"{graded_one.name}: {graded_one.status}, {passed} of {len(lab_checks(graded_one.lab))} check(s) "
+              f"passed ({graded_one.seconds:.0f} s)", flush=True)
+        return graded_one
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        submissions = list(pool.map(one, submissions))
+    IN_FLIGHT.reap()
+    write_csv(submissions, out / "grades.csv")
+    (out / "feedback").mkdir(exist_ok=True)
+    for submission in submissions:
+        (out / "feedback" / f"{submission.slug}.md").write_text(
+            feedback(submission, lab_checks(submission.lab)), encoding="utf-8")
+    return submissions
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m brrr.grading", description=__doc__.split("\n\n")[0])
+    parser.add_argument("submissions", type=Path, help="folder of submitted .ipynb files (searched recursively)")
+    parser.add_argument("--out", type=Path, required=True, help="folder for grades.csv, feedback/ and work/")
+    parser.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S, help="seconds per cell")
+    parser.add_argument("--notebook-timeout", type=float, default=DEFAULT_NOTEBOOK_TIMEOUT_S,
+                        help="seconds per notebook, kernel start included")
+    parser.add_argument("--lab", help=f"grade every notebook as this lab ({', '.join(sorted(labs.LABS))})")
+    parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (keep 1 for timed labs)")
+    args = parser.parse_args(argv)
+    if not args.submissions.is_dir():
+        parser.error(f"{args.submissions} is not a folder")
+    if args.lab is not None and args.lab not in labs.LABS:
+        parser.error(f"unknown lab {args.lab!r}; the labs are {', '.join(sorted(labs.LABS))}")
+    submissions = grade(args.submissions, args.out, cell_timeout_s=args.cell_timeout,
+                        notebook_timeout_s=args.notebook_timeout, lab=args.lab, jobs=args.jobs)
+    print(f"graded {len(submissions)} submission(s): {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

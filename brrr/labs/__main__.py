@@ -1,0 +1,5 @@
+import sys
+
+from brrr.labs.generate import main
+
+sys.exit(main())
