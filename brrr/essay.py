@@ -22,7 +22,9 @@ OVERHEAD = {
     "pytorch_ops_per_s": 280e3,
 }
 
-# Share of FLOPs and of runtime per operator class in BERT, percent (the essay's table).
+# Share of FLOPs and of runtime per operator class in BERT, percent: the essay's table, which it takes
+# from Ivanov et al., "Data Movement Is All You Need" (MLSys 2021). The essay names no GPU for it: label
+# it as the essay's BERT table, never with quoted(), which stamps the A100.
 BERT_TABLE = {
     "tensor contraction": {"flops": 99.80, "runtime": 61.0},
     "statistical normalization": {"flops": 0.17, "runtime": 25.5},
