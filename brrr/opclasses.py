@@ -426,7 +426,7 @@ class ClassTable:
         return out
 
     def format(self) -> str:
-        header = f"{'operator class':<27} {'% FLOPs':>9} {'% runtime':>10}   {'essay (A100, BERT)':>19}   {'achieved':>14}"
+        header = f"{'operator class':<27} {'% FLOPs':>9} {'% runtime':>10}   {'essay (BERT table)':>19}   {'achieved':>14}"
         lines = [header, "-" * len(header)]
         for row in self.rows():
             quoted = ("" if row["essay_flop_pct"] is None
