@@ -192,7 +192,6 @@ def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tm
     vandal.cells[[c.get("id") for c in vandal.cells].index("fused-chain")].source += VANDAL
     nbformat.write(vandal, str(submissions / "a_vandal.ipynb"))
     (submissions / "b_unsolved.ipynb").write_bytes((ROOT / "labs" / f"{LAB}.ipynb").read_bytes())
-    out = tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(checkout))
     done = subprocess.run([sys.executable, "-m", "brrr.grading", str(submissions), "--out", "out", "--lab", LAB],
                           cwd=checkout, env=env, capture_output=True, text=True, timeout=400)

@@ -20,8 +20,8 @@ WRONG = ["wrong_math", "nan_overflow", "unwritten_tail", "unmasked_load", "calls
          "decoy_eager", "torch_in_kernel", "reads_grader_frames", "dunder_escape"]
 
 
-def student(name):
-    return LocalStudent(load_module(LAB, name).fused_chain)
+def student(name, forked=True):
+    return LocalStudent(load_module(LAB, name).fused_chain, forked=forked)
 
 
 def test_a_correct_submission_passes_correctness_and_traffic():
@@ -33,7 +33,7 @@ def test_a_correct_submission_passes_correctness_and_traffic():
 
 def test_the_solution_passes_correctness_20_times_in_20():
     for _ in range(20):
-        fuse_it.grade("correct", student("correct"))
+        fuse_it.grade("correct", student("correct", forked=False))
 
 
 @pytest.mark.parametrize("name", WRONG)

@@ -114,15 +114,8 @@ def kill_orphans(keep: set[int]) -> list[int]:
 def _descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (Linux /proc), children first found first."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
     found, queue = [], [pid]
     while queue:
         for child in children.get(queue.pop(), []):
