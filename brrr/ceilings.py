@@ -121,9 +121,12 @@ def matmul_dtypes() -> list[str]:
     return names + ["float16"]
 
 
+MATMUL_PEAK_N = per_device(cpu=1536, gpu=8192)  # the size of the square matmul the peak is measured on
+
+
 def measure_matmul_peak(dtype: str, n: int | None = None, *, threads: int | None = None) -> float:
     """FLOP/s of an n×n by n×n matmul: 2·n³ FLOPs. ``dtype='tf32'`` allows TF32 tensor cores."""
-    n = n or per_device(cpu=1536, gpu=8192)
+    n = n or MATMUL_PEAK_N
     a = torch.randn(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     b = torch.randn(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     out = torch.empty(n, n, device=DEVICE, dtype=_DTYPES[dtype])

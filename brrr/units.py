@@ -67,6 +67,11 @@ def percent(fraction: float) -> str:
     return f"{fraction * 100:.0f}%"
 
 
-def fraction_of(value: float, ceiling: float, unit: str, ceiling_name: str) -> str:
-    """'<value> = <pct> of <ceiling> <ceiling_name>', both in ``unit`` with SI prefixes."""
-    return f"{si(value, unit)} = {percent(value / ceiling)} of {si(ceiling, unit)} {ceiling_name}"
+def fraction_of(value: float, ceiling: float, unit: str, ceiling_name: str, *, above: str = "") -> str:
+    """'<value> = <pct> of <ceiling> <ceiling_name>', both in ``unit`` with SI prefixes.
+
+    A roof that a measurement exceeds needs its reason on the same line: ``above``
+    is printed after the numbers when ``value`` is more than ``ceiling``.
+    """
+    text = f"{si(value, unit)} = {percent(value / ceiling)} of {si(ceiling, unit)} {ceiling_name}"
+    return f"{text} (above it: {above})" if above and value > ceiling else text

@@ -101,6 +101,16 @@ def test_table_rows_carry_the_essay_figures():
         clock="CPU",
     )
     assert [check.passed for check in table_checks(failing)] == [False, False]
+    # 99.7% of FLOPs and 83% of runtime in contractions: the rest take 17% / 0.3% = 57x, a pass;
+    # at 98% of runtime (6.7x) the check must fail, though contractions took less time than FLOPs
+    for contraction_seconds, passes in ((0.83, True), (0.98, False)):
+        shares = opclasses.ClassTable(
+            flops={OpClass.CONTRACTION: 99.7, OpClass.NORMALIZATION: 0.2, OpClass.ELEMENTWISE: 0.1, OpClass.OTHER: 0.0},
+            seconds={OpClass.CONTRACTION: contraction_seconds, OpClass.NORMALIZATION: (1 - contraction_seconds) / 2,
+                     OpClass.ELEMENTWISE: (1 - contraction_seconds) / 2, OpClass.OTHER: 0.0},
+            clock="CPU",
+        )
+        assert table_checks(shares)[1].passed is passes
 
 
 class _FakeEvent:

@@ -44,6 +44,9 @@ THREADS: int | None = per_device(cpu=1, gpu=None)  # torch threads for every CPU
 
 MATMUL_TARGET_FRACTION = 0.80  # of the measured bf16 matmul peak (GPU)
 CONTRACTION_FLOP_SHARE_TARGET = 0.99
+# The non-contraction ops' share of runtime over their share of FLOPs: the essay's table gives 195x
+# (39% / 0.20%); our CPU runs measured about 40x. 10x says "far more" on any device, with room for noise.
+OTHER_TIME_OVER_FLOP_SHARE_TARGET = 10.0
 
 
 # ---------------------------------------------------------------- threads and ceilings
@@ -310,14 +313,24 @@ class Check:
 
 
 def table_checks(table: opclasses.ClassTable) -> list[Check]:
-    """The table's shape: contractions hold ≥99% of FLOPs, and less of the runtime than of the FLOPs."""
+    """The table's shape: contractions hold ≥99% of FLOPs, and everything else takes far more of the runtime.
+
+    "Far more" is a factor: the non-contraction share of runtime must be at least
+    :data:`OTHER_TIME_OVER_FLOP_SHARE_TARGET` times its share of FLOPs, on any
+    device. (Contractions merely taking less of the runtime than of the FLOPs
+    would pass with 98% of the runtime in them, which says nothing.)
+    """
     flop_share = table.flop_share(opclasses.OpClass.CONTRACTION)
     time_share = table.time_share(opclasses.OpClass.CONTRACTION)
+    other_flops, other_time = 1 - flop_share, 1 - time_share
+    factor = other_time / other_flops if other_flops > 0 else float("inf")
     return [
         Check("contraction share of FLOPs", flop_share >= CONTRACTION_FLOP_SHARE_TARGET,
               f"{100 * flop_share:.2f}% (target at least {100 * CONTRACTION_FLOP_SHARE_TARGET:.0f}%)"),
-        Check("contraction share of runtime below its share of FLOPs", time_share < flop_share,
-              f"{100 * time_share:.1f}% of runtime vs {100 * flop_share:.2f}% of FLOPs"),
+        Check("non-contraction ops take far more of the runtime than of the FLOPs",
+              factor >= OTHER_TIME_OVER_FLOP_SHARE_TARGET,
+              f"{100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs, {factor:.0f}x "
+              f"(target at least {OTHER_TIME_OVER_FLOP_SHARE_TARGET:.0f}x)"),
     ]
 
 
