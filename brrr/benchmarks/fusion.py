@@ -121,6 +121,16 @@ def bias_gelu_scale_bytes(rows: int, cols: int, dtype: torch.dtype = torch.float
 # ---------------------------------------------------------------- measuring
 
 
+# Why a CPU kernel can stream faster than the copy bandwidth: measured on our 2-core CI machine, one
+# thread, 256 MiB, dst.copy_(src) into an existing buffer ran at 19 GB/s while x.clone(), x * 1.5 and
+# compiled kernels, which write a freshly allocated output, ran at 25-26 GB/s. The copy bandwidth times
+# the former. (On a GPU, with the L2 flushed between runs, no such gap is expected, so no note is given.)
+ABOVE_COPY = per_device(
+    cpu="on this CPU writing a freshly allocated output streams faster than dst.copy_ into an existing "
+        "buffer, which is what the copy bandwidth times",
+    gpu="")
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One timed workload and the bytes it must move."""
@@ -142,7 +152,7 @@ class Measurement:
         """'label  12.3 ms  537 MB moved  11.0 GB/s = 85% of 13.0 GB/s measured copy bandwidth'."""
         return (
             f"{self.label:<30} {units.seconds(self.seconds):>9}  {units.si(self.bytes_moved, 'B'):>8} moved  "
-            f"{units.fraction_of(self.bandwidth, copy_bandwidth, 'B/s', 'measured copy bandwidth')}"
+            f"{units.fraction_of(self.bandwidth, copy_bandwidth, 'B/s', 'measured copy bandwidth', above=ABOVE_COPY)}"
         )
 
 
@@ -169,6 +179,68 @@ def copy_bandwidth(n: int | None = None, *, threads: int | None = THREADS) -> fl
 def speedup(baseline: Measurement, faster: Measurement) -> float:
     """How many times faster ``faster`` ran than ``baseline``."""
     return baseline.seconds / faster.seconds
+
+# ---------------------------------------------------------------- the control: code generation versus fusion
+
+
+def times_one_and_a_half(x: torch.Tensor) -> torch.Tensor:
+    return x * 1.5
+
+
+def plus_one_half(x: torch.Tensor) -> torch.Tensor:
+    return x + 0.5
+
+
+def absolute(x: torch.Tensor) -> torch.Tensor:
+    return x.abs()
+
+
+CHEAP_CHAIN = (times_one_and_a_half, plus_one_half, absolute)
+
+
+def cheap_chain_eager(x: torch.Tensor) -> torch.Tensor:
+    """Three cheap pointwise ops, one FLOP each per element: three eager kernels, three passes over memory."""
+    return (x * 1.5 + 0.5).abs()
+
+
+def chain_bytes(n: int, ops: int, dtype: torch.dtype = torch.float32, *, fused: bool) -> int:
+    """Main-memory bytes of ``ops`` pointwise ops in a row: one pass fused, ``ops`` passes otherwise."""
+    one_pass = counting.pointwise(n, dtype).bytes
+    return int(one_pass if fused else ops * one_pass)
+
+
+@dataclass(frozen=True)
+class Factors:
+    """A compiled chain's speedup over eager, split in two with a control.
+
+    ``separate`` runs the same ops compiled one at a time: the same generated
+    code as ``fused``, but every intermediate goes through memory as in eager.
+    So eager -> separate is what code generation bought, and separate -> fused
+    is what fusion bought.
+    """
+
+    eager: Measurement
+    separate: Measurement
+    fused: Measurement
+    kernels: int
+
+    @property
+    def codegen(self) -> float:
+        return speedup(self.eager, self.separate)
+
+    @property
+    def fusion(self) -> float:
+        return speedup(self.separate, self.fused)
+
+    @property
+    def total(self) -> float:
+        return speedup(self.eager, self.fused)
+
+    def summary(self) -> str:
+        return (f"eager -> compiled and fused: {self.total:.2f}x = code generation {self.codegen:.2f}x "
+                f"(the same {self.kernels} kernels, compiled) x fusion {self.fusion:.2f}x "
+                f"(one kernel instead of {self.kernels})")
+
 
 
 # Sizes for the cos rate, measured where memory cannot be the limit: a tensor that
