@@ -86,11 +86,6 @@ def test_repeat_until_pass_stops_at_the_first_pass_and_reports_the_best_failure(
     assert not best.passed and len(history) == 3
 
 
-def test_rotation_cycles_through_input_sets():
-    rotation = grading.Rotation([("a",), ("b",), ("c",)])
-    assert [rotation.next()[0] for _ in range(5)] == ["a", "b", "c", "a", "b"]
-
-
 def test_every_graded_check_has_a_threshold_on_its_device():
     for lab in labs.LABS:
         for device, checks in labs.module(lab).CHECKS.items():

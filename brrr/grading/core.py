@@ -458,18 +458,3 @@ def repeat_until_pass(measure: Callable[[], Attempt], attempts: int | None = Non
         if attempt.passed:
             return attempt, history
     return max(history, key=lambda a: a.value), history
-
-
-class Rotation:
-    """Cycle through several prepared argument sets, so repeated timed calls never reuse the last one's data."""
-
-    def __init__(self, sets: Sequence[tuple]):
-        if not sets:
-            raise ValueError("need at least one argument set")
-        self.sets = list(sets)
-        self.calls = 0
-
-    def next(self) -> tuple:
-        args = self.sets[self.calls % len(self.sets)]
-        self.calls += 1
-        return args
