@@ -71,6 +71,15 @@ def test_batch_doubling_helpers():
     assert [overhead.doubling_verdict(r) for r in (1.0, 1.24, 1.25, 1.75, 1.76, 2.0)] == [
         "overhead-bound", "overhead-bound", "in between", "in between", "scaling with the work", "scaling with the work",
     ]
+    # the essay's footnote: a flat doubling the roofline also predicts is not proof of overhead
+    assert "not proof of overhead" in overhead.doubling_verdict(1.1, predicted_ratio=1.05)
+    assert overhead.doubling_verdict(1.1, predicted_ratio=2.0) == "overhead-bound"
+    assert overhead.doubling_verdict(1.1, predicted_ratio=1.05, over_roofline=3.0).startswith("overhead-bound")
+    assert "not proof" in overhead.doubling_verdict(1.1, predicted_ratio=1.05, over_roofline=1.2)
+    peak, bandwidth = 1e12, 1e11
+    small = [overhead.step_roofline_seconds(b, peak, bandwidth) for b in (1, 2)]
+    large = [overhead.step_roofline_seconds(b, peak, bandwidth) for b in (2**14, 2**15)]
+    assert small[1] / small[0] < 1.1 and large[1] / large[0] > 1.9  # weights dominate, then the batch does
 
 
 def test_counts_used_by_the_python_vs_pytorch_notebook():

@@ -238,9 +238,35 @@ def doubling_ratios(times: Sequence[float]) -> list[float]:
     return [after / before for before, after in zip(times, times[1:])]
 
 
-def doubling_verdict(ratio: float) -> str:
-    """Read one doubling: under 1.25x the batch rode along nearly free; over 1.75x the step scales with it."""
+def step_roofline_seconds(batch_size: int, peak_flops: float, bandwidth: float, shape: MlpShape = MLP) -> float:
+    """The step's matmuls at the roofline: each takes max(FLOPs / peak, bytes / bandwidth), and they add up.
+
+    The bytes count the weight matrix of every matmul: while the batch is below the
+    width, the weights, not the batch, are most of what a matmul moves.
+    """
+    one = counting.matmul(batch_size, shape.width, shape.width)
+    return (3 * shape.depth - 1) * max(one.flops / peak_flops, one.bytes / bandwidth)
+
+
+def doubling_verdict(ratio: float, predicted_ratio: float | None = None, over_roofline: float | None = None) -> str:
+    """Read one doubling: under 1.25x the batch rode along nearly free; over 1.75x the step scales with it.
+
+    A flat doubling is proof of overhead only if the work itself should have grown.
+    The essay's footnote: while the batch is below the hidden size, doubling it
+    barely adds bytes (the weights dominate them) and raises the matmuls'
+    intensity, so a memory-bound step is flat too. ``predicted_ratio`` is the
+    roofline's ratio for the same doubling (:func:`step_roofline_seconds`). When it
+    is under 1.5x too, the flatness alone proves nothing; the step is still
+    overhead-bound if it takes at least twice its roofline time
+    (``over_roofline``, measured over predicted seconds).
+    """
     if ratio < 1.25:
+        if predicted_ratio is not None and predicted_ratio < 1.5:
+            if over_roofline is not None and over_roofline >= 2:
+                return (f"overhead-bound: {over_roofline:.1f}x its roofline time (the roofline alone would be "
+                        f"flat here too, {predicted_ratio:.2f}x)")
+            return (f"flat, but the roofline predicts {predicted_ratio:.2f}x here (the weights' bytes dominate): "
+                    "not proof of overhead")
         return "overhead-bound"
     if ratio > 1.75:
         return "scaling with the work"
