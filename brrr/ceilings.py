@@ -68,10 +68,17 @@ class Ceilings:
     def roof(self, kind: str = "matmul", dtype: str | torch.dtype = "float32") -> Roof:
         """The roofline for matmuls of ``dtype`` (``kind='matmul'``) or for other arithmetic (``'vector'``)."""
         if kind == "matmul":
-            return Roof(self.matmul(dtype), self.copy_bandwidth, self.dispatch_overhead, f"{dtype_name(dtype)} matmul")
+            return Roof(self.matmul(dtype), self.copy_bandwidth, self.dispatch_overhead, f"{dtype_name(dtype)} matmul",
+                        overhead_adds=self.overhead_adds)
         if kind == "vector":
-            return Roof(self.vector_peak, self.copy_bandwidth, self.dispatch_overhead, "fp32 non-matmul")
+            return Roof(self.vector_peak, self.copy_bandwidth, self.dispatch_overhead, "fp32 non-matmul",
+                        overhead_adds=self.overhead_adds)
         raise ValueError(f"kind must be 'matmul' or 'vector', not {kind!r}")
+
+    @property
+    def overhead_adds(self) -> bool:
+        """On a CPU the dispatch overhead and the kernel run on one thread, one after the other."""
+        return self.env.get("device_type", "cpu") != "cuda"
 
     def summary(self) -> str:
         lines = [f"Ceilings of {self.env.get('device', '?')}:"]

@@ -4,7 +4,13 @@ An op that does ``flops`` FLOPs and moves ``bytes`` bytes on a machine with
 compute roof ``P`` (FLOP/s), memory roof ``B`` (B/s) and per-op overhead ``o``
 (s) takes at least::
 
-    t ≥ max(o, flops / P, bytes / B)
+    t ≥ max(o, flops / P, bytes / B)        on a GPU: the host issues the next op while
+                                            the device runs this one, so they overlap
+    t ≥ o + max(flops / P, bytes / B)       on a CPU: dispatch and kernel run one after
+                                            the other on the same thread, so they add
+
+A :class:`Roof` says which (``overhead_adds``); ``brrr.ceilings`` sets it for the
+device it measured.
 
 Its arithmetic intensity is ``I = flops / bytes`` and the ridge point is
 ``P / B``: below the ridge an op is memory-bound, above it compute-bound. If
@@ -26,6 +32,7 @@ class Roof:
     bandwidth: float  # B/s
     overhead_s: float = 0.0  # s per op
     label: str = ""
+    overhead_adds: bool = False  # True where dispatch and kernel run on one thread (a CPU): the costs add
 
     @property
     def ridge_point(self) -> float:
@@ -68,8 +75,13 @@ def memory_time(bytes_moved: float, roof: Roof) -> float:
 
 
 def predicted_time(flops: float, bytes_moved: float, roof: Roof) -> float:
-    """Lower bound on the op's time: the largest of overhead, compute and memory time."""
-    return max(roof.overhead_s, compute_time(flops, roof), memory_time(bytes_moved, roof))
+    """Lower bound on the op's time: the slower of compute and memory, then the overhead.
+
+    The overhead overlaps the work where the host runs ahead of the device (a GPU),
+    and adds to it where both run on one thread (``roof.overhead_adds``, a CPU).
+    """
+    work = max(compute_time(flops, roof), memory_time(bytes_moved, roof))
+    return roof.overhead_s + work if roof.overhead_adds else max(roof.overhead_s, work)
 
 
 def regime(flops: float, bytes_moved: float, roof: Roof) -> Regime:

@@ -47,6 +47,12 @@ def test_tensor_cores_beat_non_matmul_arithmetic():
     assert matmul > 4 * vector
 
 
+def test_a_cpus_roofs_add_the_overhead_and_a_gpus_overlap_it():
+    assert _fake().roof("vector").overhead_adds and _fake().roof("matmul").overhead_adds
+    gpu = _fake(env={**_fake().env, "device_type": "cuda"})
+    assert not gpu.roof("vector").overhead_adds
+
+
 def test_roofs_use_the_right_peak():
     fake = _fake()
     assert fake.roof("matmul").peak_flops == 200e9

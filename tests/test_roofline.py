@@ -59,6 +59,14 @@ def test_predicted_time_is_the_largest_of_three_limits():
     assert predicted_time(1.0, 1.0, roof) == pytest.approx(1e-5)  # overhead
 
 
+def test_on_a_cpu_the_overhead_adds_to_the_work():
+    """Dispatch and kernel run one after the other on one thread: the overhead chapter's t = sum(h + d)."""
+    roof = Roof(peak_flops=1e12, bandwidth=1e11, overhead_s=1e-5, overhead_adds=True)
+    assert predicted_time(1e12, 1.0, roof) == pytest.approx(1.0 + 1e-5)
+    assert predicted_time(1e6, 1e6, roof) == pytest.approx(1e-5 + 1e-5)  # memory 10 us, plus the overhead
+    assert regime(1e6, 1e6, roof) is Regime.OVERHEAD  # the overhead is at least as large as the work
+
+
 def test_attainable_flops_is_the_roof():
     roof = Roof(peak_flops=100.0, bandwidth=10.0)
     assert attainable_flops(1.0, roof) == 10.0
