@@ -115,3 +115,31 @@ def test_counting_a_compiled_kernel_is_a_clear_error_not_a_silent_zero():
     with pytest.raises(traffic.TrafficCounterUnavailable, match="compiled kernel"):
         with traffic.count():
             compiled[(1,)](torch.zeros(4), torch.zeros(4), torch.zeros(4), 4, BLOCK=4)
+
+
+def test_the_replayed_source_is_the_checked_one_and_lives_on_no_disk():
+    """Triton reads a kernel's source again before it runs it. That read must see
+    the source the grader checked: a file a student's process could rewrite in
+    between (a temporary folder of the same user) would hand it the grader."""
+    import inspect
+    import linecache
+    import os
+    import tempfile
+
+    def temporary_folders():
+        return set(os.listdir(tempfile.gettempdir()))
+
+    recipe = kernels.record_launches(wrapper, [torch.zeros(11), torch.zeros(11)], ["x", "out"])
+    before = temporary_folders()
+    built = kernels.Built(recipe["sources"], recipe["constants"], interpreted=True)
+    function = built.kernels["add_shifted"].fn
+    filename = function.__code__.co_filename
+    assert not os.path.exists(filename)
+    assert temporary_folders() == before  # nothing written to disk
+    assert inspect.getsource(function) == recipe["sources"]["add_shifted"]
+    linecache.checkcache()  # what inspect does before reading: a pinned entry stays
+    assert inspect.getsource(function) == recipe["sources"]["add_shifted"]
+    x, out = torch.arange(11.0), torch.zeros(11)
+    storages = {"x": x, "out": out} | kernels.scratch_tensors(recipe, "cpu")
+    kernels.replay(recipe, built, storages)
+    assert out[:10].isnan().all()  # ran the checked kernel: x + poisoned scratch

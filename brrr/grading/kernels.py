@@ -29,10 +29,10 @@ import ast
 import builtins
 import contextlib
 import inspect
+import itertools
+import linecache
 import re
-import tempfile
 import textwrap
-from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
@@ -345,7 +345,6 @@ class Built:
         from triton.runtime.jit import JITFunction
 
         validate(sources, constants)
-        self.folder = tempfile.TemporaryDirectory(prefix="brrr-kernels-")
         safe_builtins = {n: getattr(builtins, n) for n in ALLOWED_BUILTINS}
         namespace: dict[str, Any] = {"__builtins__": safe_builtins, "tl": tl, "__name__": "student_kernels"}
         for name, value in dict(constants).items():
@@ -354,14 +353,31 @@ class Built:
             namespace[name] = tl.constexpr(value)
         functions = {}
         for name, source in sources.items():
-            path = Path(self.folder.name) / f"{name}.py"
-            path.write_text(source)
-            exec(compile(source, str(path), "exec"), namespace)  # noqa: S102 - checked by validate() above
+            filename = _pin_source(name, source)
+            exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - checked by validate() above
             functions[name] = namespace[name]
         wrap = InterpretedFunction if interpreted else JITFunction
         self.kernels = {name: wrap(function) for name, function in functions.items()}
         namespace.update(self.kernels)
         self.interpreted = interpreted
+
+
+def _pin_source(name: str, source: str) -> str:
+    """A file name, on no disk, under which ``linecache`` holds ``source``; return it.
+
+    Triton reads a kernel's source again with :func:`inspect.getsourcelines`
+    (the interpreter rewrites and executes it; the GPU compiler compiles it).
+    A file on disk could be rewritten by the student's process between the
+    check and that read. This name exists only in this process's ``linecache``,
+    pinned (no modification time, so ``linecache.checkcache`` never reloads it),
+    so what Triton reads is exactly the source :func:`validate` accepted.
+    """
+    filename = f"<student kernel {name} {next(_PINNED)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return filename
+
+
+_PINNED = itertools.count()
 
 
 def _materialize(spec: Mapping[str, Any], storages: Mapping[str, torch.Tensor]) -> Any:
