@@ -198,6 +198,8 @@ def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tm
     assert done.returncode == 0, done.stdout + done.stderr
     assert (checkout / "VANDALISED").exists()  # the attack did reach the instructor's disk...
     rows = read_rows(checkout / "out")
+    assert rows["a_vandal"]["status"] == "tampered" and rows["a_vandal"]["total"] == "0", rows  # ...was seen...
+    assert "fuse_it.py" in (checkout / "out" / "feedback" / "a_vandal.md").read_text()
     assert rows["b_unsolved"]["total"] == "0", rows  # ...and the next submission was graded as before
     assert json.dumps(rows).count("vandalised") == 0
 
@@ -218,3 +220,39 @@ def test_an_unknown_lab_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         gradebook.main([str(tmp_path), "--out", str(tmp_path / "out"), "--lab", "99-made-up"])
     assert "unknown lab" in capsys.readouterr().err
+
+
+def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp_path):
+    """Integrity (brrr.grading.integrity): one at a time, so each change has one culprit.
+
+    a: overwrites the other notebooks and plants a link where grades.csv goes;
+    b: kills its grader process; c: correct, though a overwrote its file on
+    disk; d: touches a module of the Python environment, which stops grading;
+    e: correct, but never graded once the environment is in doubt.
+    """
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    for name, fixture in (("a_sabotage", "sabotages_others"), ("b_kill", "kills_the_grader"),
+                          ("c_correct", "correct"), ("d_environment", "tampers_with_the_environment"),
+                          ("e_correct", "correct")):
+        write_submission(submissions, LAB, fixture, as_name=name)
+    out = tmp_path / "out"
+
+    code = gradebook.main([str(submissions), "--out", str(out), "--lab", LAB, "--cell-timeout", "120"])
+
+    rows = read_rows(out)
+    status = {name: (row["status"], row["total"]) for name, row in rows.items()}
+    full = rows["c_correct"]["max"]
+    assert status == {"a_sabotage": ("tampered", "0"), "b_kill": ("grader-killed", "0"),
+                      "c_correct": ("ok", full), "d_environment": ("tampered", "0"),
+                      "e_correct": ("not graded", "0")}, status
+    assert code == 3  # grading did not finish: the instructor must restore the environment
+    feedback = {path.stem: path.read_text() for path in (out / "feedback").glob("*.md")}
+    assert expected_reason(LAB, "sabotages_others") in feedback["a_sabotage"]
+    assert str(submissions / "c_correct.ipynb") in feedback["a_sabotage"]
+    assert expected_reason(LAB, "kills_the_grader") in feedback["b_kill"]
+    assert "nbformat" in feedback["d_environment"]
+    assert "grading stopped" in feedback["e_correct"] and "d_environment" in feedback["e_correct"]
+    assert not (out / "grades.csv").is_symlink()  # the planted link was not followed...
+    assert (out / "planted.txt").read_text() == "a file of the instructor's"  # ...and its target is intact
+    assert processes_inside(out) == []

@@ -3,10 +3,11 @@
 :class:`Snapshot` reads the ``brrr`` package and the lab notebooks into memory
 once, when the gradebook starts. For every submission it then writes:
 
-- a **grader copy** of ``brrr``, from those bytes, made read-only, that the
-  grader process imports before any student code runs. A submission that edits
-  files on disk (the checkout, or an earlier copy) cannot change the grader that
-  grades the submissions after it;
+- the **grader's** ``brrr``, handed to the grader process as those bytes
+  (:meth:`Snapshot.grader_payload`) and imported from memory by
+  :data:`GRADER_BOOTSTRAP`. No copy of the grader exists on disk, so a
+  submission that edits files (the checkout, or any copy) cannot change the
+  grader that grades it, or the submissions after it;
 - a **student copy** of ``brrr`` for the notebook's kernel, without the lab's
   ``HIDDEN_MODULES``;
 - the **notebook** that runs (:func:`splice`): every cell comes from the lab as
@@ -17,7 +18,9 @@ once, when the gradebook starts. For every submission it then writes:
 from __future__ import annotations
 
 import ast
+import base64
 import copy
+import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -68,6 +71,66 @@ class Snapshot:
             mode = path.stat().st_mode
             path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
         return target
+
+
+    def grader_payload(self) -> bytes:
+        """One line for :data:`GRADER_BOOTSTRAP`'s standard input: every ``brrr`` file, base64 in JSON."""
+        files = {relative.replace(os.sep, "/"): base64.b64encode(data).decode()
+                 for relative, data in self.files.items() if relative.endswith(".py")}
+        return json.dumps(files).encode() + b"\n"
+
+
+# Run with ``python -I -B -c GRADER_BOOTSTRAP --lab LAB --socket PATH``. It reads
+# :meth:`Snapshot.grader_payload` from standard input, puts a finder first on
+# sys.meta_path that serves ``brrr`` from those bytes (and refuses any brrr
+# module they do not hold, so nothing of brrr is ever read from disk), then runs
+# :func:`brrr.grading.server.main`. Its module paths name no real file; source
+# for tracebacks and ``inspect`` comes from the loader. ``-I`` keeps
+# PYTHONPATH, the user's site folder and the working directory off sys.path;
+# ``-B`` writes no bytecode next to the environment's modules.
+GRADER_BOOTSTRAP = r"""
+import base64, importlib.abc, importlib.util, json, sys
+
+FILES = json.loads(sys.stdin.buffer.readline())
+ROOT = "/<brrr grader, from memory>/"
+
+
+class Loader(importlib.abc.SourceLoader):
+    def __init__(self, relative):
+        self.relative = relative
+
+    def get_filename(self, fullname):
+        return ROOT + self.relative
+
+    def get_data(self, path):
+        relative = path[len(ROOT):] if path.startswith(ROOT) else None
+        if relative not in FILES:
+            raise OSError(f"{path} is not part of the grader")
+        return base64.b64decode(FILES[relative])
+
+
+class Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "brrr" and not name.startswith("brrr."):
+            return None
+        relative = name.replace(".", "/")
+        for file, package in ((relative + "/__init__.py", True), (relative + ".py", False)):
+            if file in FILES:
+                spec = importlib.util.spec_from_loader(
+                    name, Loader(file), origin=ROOT + file, is_package=package)
+                spec.has_location = True
+                if package:
+                    spec.submodule_search_locations = [ROOT + relative]
+                return spec
+        raise ModuleNotFoundError(f"No module named {name!r} in the grader", name=name)
+
+
+sys.meta_path.insert(0, Finder())
+from brrr.grading import server
+
+sys.argv[0] = "brrr.grading.server"
+sys.exit(server.main(sys.argv[1:]))
+"""
 
 
 def make_writable(target: Path) -> None:

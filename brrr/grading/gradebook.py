@@ -72,7 +72,7 @@ import nbformat
 
 from brrr import labs
 from brrr.device import device_class
-from brrr.grading import assemble, processes, server
+from brrr.grading import assemble, integrity, processes, server
 
 DEFAULT_CELL_TIMEOUT_S = 600
 DEFAULT_NOTEBOOK_TIMEOUT_S = 1800
@@ -91,6 +91,8 @@ class Submission:
     cell_errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     note: str = ""
+    data: bytes | None = None  # the file as read when grading started; later edits on disk change nothing
+    tampered: list[str] = field(default_factory=list)  # watched paths that changed while it ran
 
     @property
     def slug(self) -> str:
@@ -101,13 +103,22 @@ class Submission:
 
 
 def find_submissions(folder: Path) -> list[Submission]:
+    """Every notebook under ``folder``, read into memory now: a submission that edits another's file on
+    disk while it runs changes nothing that is graded."""
     paths = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    return [Submission(str(p.relative_to(folder).with_suffix("")), p) for p in paths]
+    found = []
+    for path in paths:
+        try:
+            data = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        except OSError:
+            data = None
+        found.append(Submission(str(path.relative_to(folder).with_suffix("")), path, data=data))
+    return found
 
 
-def read_notebook(path: Path) -> nbformat.NotebookNode | None:
+def read_notebook(data: bytes | None) -> nbformat.NotebookNode | None:
     try:
-        notebook = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        notebook = nbformat.reads(data.decode("utf-8"), as_version=4)
     except Exception:  # noqa: BLE001 - anything unreadable is "unreadable"
         return None
     return notebook if isinstance(notebook.get("cells"), list) else None
@@ -149,15 +160,22 @@ def choose_lab(submission: Submission, notebook: nbformat.NotebookNode | None, g
 
 
 class _InFlight:
-    """Processes the gradebook itself started and still needs; anything else it adopts is killed."""
+    """Processes the gradebook itself started and still needs; anything else it adopts is killed.
+
+    Starting a process and recording it happen under one lock, and so does
+    reaping, so a reap in one thread never kills a process another thread has
+    just started (with ``--jobs`` above 1).
+    """
 
     def __init__(self):
         self.pids: set[int] = set()
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
-    def add(self, pid: int) -> None:
+    def popen(self, *args, **kwargs) -> subprocess.Popen:
         with self.lock:
-            self.pids.add(pid)
+            process = subprocess.Popen(*args, **kwargs)
+            self.pids.add(process.pid)
+        return process
 
     def remove(self, pid: int) -> None:
         with self.lock:
@@ -165,8 +183,7 @@ class _InFlight:
 
     def reap(self) -> list[int]:
         with self.lock:
-            keep = set(self.pids)
-        return processes.kill_orphans(keep)
+            return processes.kill_orphans(set(self.pids))
 
 
 IN_FLIGHT = _InFlight()
@@ -175,7 +192,7 @@ IN_FLIGHT = _InFlight()
 def _kernelspec(folder: Path, student_path: Path) -> Path:
     """A Jupyter kernel that starts without site hooks, with the student copy of brrr first on its path."""
     path = [str(student_path)] + [p for p in sys.path if p and Path(p).resolve() != assemble.PACKAGE_ROOT
-                                   and not (Path(p) / "brrr").exists()]
+                                   and Path(p).resolve() != Path.cwd().resolve() and not (Path(p) / "brrr").exists()]
     spec_dir = folder / "jupyter" / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True)
     (spec_dir / "kernel.json").write_text(json.dumps({
@@ -187,21 +204,27 @@ def _kernelspec(folder: Path, student_path: Path) -> Path:
 
 
 class _Grader:
-    """The grader process of one submission."""
+    """The grader process of one submission, run from the snapshot in memory (no grader file on disk)."""
 
-    def __init__(self, snapshot: assemble.Snapshot, lab: str, folder: Path):
+    def __init__(self, snapshot: assemble.Snapshot, lab: str):
         self.key = secrets.token_hex(32)
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="brrr-grader-"))
-        self.socket = self.socket_dir / "grader.sock"
-        self.code = snapshot.write_package(folder)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "brrr.grading.server", "--lab", lab, "--socket", str(self.socket)],
-            cwd=self.code, env=_grader_environment(self.code), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True)
-        IN_FLIGHT.add(self.process.pid)
-        self.process.stdin.write(self.key + "\n")
+        self.private = Path(tempfile.mkdtemp(prefix="brrr-grader-"))
+        self.socket = self.private / "grader.sock"
+        self.log = self.private / "stderr.txt"
+        with self.log.open("wb") as log:
+            self.process = IN_FLIGHT.popen(
+                [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, "--lab", lab,
+                 "--socket", str(self.socket)],
+                cwd=self.private, env=_grader_environment(self.private), stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+        self.process.stdin.write(snapshot.grader_payload().decode() + self.key + "\n")
         self.process.stdin.flush()
         self.ready = _read_line(self.process.stdout, GRADER_START_TIMEOUT_S) == "ready"
+
+    def killed(self) -> bool:
+        """It exited before it was told to finish: something killed it (only the submission's processes,
+        or the system running out of memory, can)."""
+        return self.process.poll() is not None
 
     def finish(self) -> dict[str, dict] | None:
         """Close its input, read back its signed results, and stop it. None if they cannot be trusted."""
@@ -219,8 +242,8 @@ class _Grader:
     def error_text(self) -> str:
         self.stop()
         try:
-            return (self.process.stderr.read() or "")[-2000:]
-        except (OSError, ValueError):
+            return self.log.read_text(errors="replace")[-2000:]
+        except OSError:
             return ""
 
     def stop(self) -> None:
@@ -228,16 +251,53 @@ class _Grader:
             self.process.kill()
         self.process.wait()
         IN_FLIGHT.remove(self.process.pid)
-        shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.private, ignore_errors=True)
 
 
-def _grader_environment(code: Path) -> dict[str, str]:
+# Caches and per-user state a process would otherwise share with the instructor and with other
+# submissions: each process tree gets its own, under a private folder.
+PRIVATE_FOLDERS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "BRRR_CACHE_DIR": "brrr",
+                   "MPLCONFIGDIR": "matplotlib", "IPYTHONDIR": "ipython", "JUPYTER_CONFIG_DIR": "jupyter-config",
+                   "JUPYTER_DATA_DIR": "jupyter-data", "JUPYTER_RUNTIME_DIR": "jupyter-runtime",
+                   "XDG_CACHE_HOME": "cache"}
+
+
+def private_environment(folder: Path, base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (this process's environment) with caches and per-user state under ``folder``, and no
+    bytecode written: nothing a grading run does changes a file the integrity watch looks at."""
     import os
 
-    env = {k: v for k, v in os.environ.items() if k != "BRRR_GRADER"}
-    env["PYTHONPATH"] = str(code)
+    env = dict(os.environ if base is None else base)
+    env.pop(grader_env(), None)
+    for variable, name in PRIVATE_FOLDERS.items():
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        env[variable] = str(folder / name)
+    for font_list in _MATPLOTLIB_FONT_LISTS:  # a copy, so matplotlib need not scan the fonts again (seconds)
+        shutil.copyfile(font_list, folder / "matplotlib" / font_list.name)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
+def _font_lists() -> list[Path]:
+    try:
+        import matplotlib
+    except ImportError:
+        return []
+    return sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+
+
+_MATPLOTLIB_FONT_LISTS = _font_lists()
+
+
+def _grader_environment(private: Path) -> dict[str, str]:
+    env = private_environment(private)
+    env.pop("PYTHONPATH", None)  # -I ignores it anyway; brrr comes from memory, the rest from the environment
+    env["TRITON_ALWAYS_COMPILE"] = "1"  # compile the checked source; never load a binary from a cache
     return env
 
 
@@ -249,14 +309,10 @@ def _read_line(stream, timeout_s: float) -> str | None:
     return box[0].strip() if box else None
 
 
-def _student_environment(grader: _Grader, jupyter_path: Path) -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
+def _student_environment(grader: _Grader, folder: Path, jupyter_path: Path) -> dict[str, str]:
+    env = private_environment(folder / "private")
     env[grader_env()] = str(grader.socket)
     env["JUPYTER_PATH"] = str(jupyter_path)
-    env.setdefault("MPLBACKEND", "Agg")
-    env["PYTHONUNBUFFERED"] = "1"
     return env
 
 
@@ -267,14 +323,16 @@ def grader_env() -> str:
 
 
 def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, cell_timeout_s: float,
-            notebook_timeout_s: float, default_lab: str | None = None) -> Submission:
+            notebook_timeout_s: float, default_lab: str | None = None,
+            watch: "_Watch | None" = None) -> Submission:
     """Grade one submission (see the module docstring) and fill in its row."""
     folder = work / submission.slug
     assemble.make_writable(folder)
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    shutil.copyfile(submission.path, folder / "original.ipynb")
-    submitted = read_notebook(folder / "original.ipynb")
+    if submission.data is not None:
+        (folder / "original.ipynb").write_bytes(submission.data)
+    submitted = read_notebook(submission.data)
     lab = choose_lab(submission, submitted, default_lab, snapshot)
     if lab is None:
         submission.lab, submission.status = "unknown", "refused"
@@ -283,6 +341,10 @@ def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, 
     if submitted is None:
         submission.status = "unreadable"
         submission.note = "The file is not a readable notebook (invalid JSON). Nothing could be run."
+        return submission
+    if watch is not None and watch.stopped:
+        submission.status = "not graded"
+        submission.note = f"Not graded: grading stopped before this submission. {watch.stopped}"
         return submission
     spliced = assemble.splice(snapshot.labs[lab], snapshot.answers[lab], submitted)
     notebook = folder / "submission.ipynb"
@@ -300,30 +362,40 @@ def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, 
     junit, output = folder / "junit.xml", folder / "output.txt"
     (folder / "pytest.ini").write_text("[pytest]\n")  # keep the repository's pytest settings out
     start = time.monotonic()
-    grader = _Grader(snapshot, lab, work / ".grader" / submission.slug)
+    if watch is not None:
+        watch.started(submission)
+    grader = _Grader(snapshot, lab)
+    killed = False
     try:
         if not grader.ready:
             submission.status = "grader-error"
             submission.note = ("The grader process did not start, so nothing was graded (not your fault). "
                                f"Its error: {grader.error_text()}")
             return submission
-        command = [sys.executable, "-c", processes.REAPER, sys.executable, "-m", "pytest", "-c", str(folder / "pytest.ini"), "--rootdir", str(folder),
-                   "-p", "no:cacheprovider", "-q", "--nbval-lax", f"--nbval-kernel-name={KERNEL_NAME}",
-                   f"--nbval-cell-timeout={cell_timeout_s:g}", f"--junitxml={junit}", str(notebook)]
+        command = [sys.executable, "-c", processes.REAPER, sys.executable, "-m", "pytest", "-c",
+                   str(folder / "pytest.ini"), "--rootdir", str(folder), "-p", "no:cacheprovider", "-q",
+                   "--nbval-lax", f"--nbval-kernel-name={KERNEL_NAME}", f"--nbval-cell-timeout={cell_timeout_s:g}",
+                   f"--junitxml={junit}", str(notebook)]
         with output.open("w") as sink:
-            process = subprocess.Popen(command, cwd=folder, env=_student_environment(grader, jupyter_path),
-                                       stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-            IN_FLIGHT.add(process.pid)
+            process = IN_FLIGHT.popen(command, cwd=folder, env=_student_environment(grader, folder, jupyter_path),
+                                      stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
             returncode, kernel_died = processes._wait(process, notebook_timeout_s)
             processes._kill_tree(process)  # whatever the notebook started dies with it
             IN_FLIGHT.remove(process.pid)
             IN_FLIGHT.reap()  # and whatever escaped even the reaper
-        results = grader.finish()
+        killed = grader.killed()
+        results = None if killed else grader.finish()
     finally:
-        grader.stop()
-        assemble.make_writable(work / ".grader" / submission.slug)
-        shutil.rmtree(work / ".grader" / submission.slug, ignore_errors=True)
+        grader.remove()
+        if watch is not None:
+            watch.finished(submission)
     submission.seconds = time.monotonic() - start
+    if killed:
+        submission.status = "grader-killed"
+        submission.note = ("The grader process of this submission was killed while its notebook ran. Only the "
+                           "notebook's own processes (or the system running out of memory) could do that, so "
+                           "every check scores 0. Instructors: if memory ran out, grade it again alone.")
+        return submission
     if results is None:
         submission.status = "grader-error"
         submission.note = "The grader's record could not be read back, so nothing was graded (not your fault)."
@@ -358,6 +430,58 @@ def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, 
                      "process tree; the gradebook killed them.")
     submission.note = " ".join(notes)
     return submission
+
+
+class _Watch:
+    """The integrity watch of a grading run (:mod:`brrr.grading.integrity`): who changed what.
+
+    After each submission the watched files are fingerprinted again and compared
+    with the previous fingerprint. Whatever changed is charged to the
+    submissions that ran in between (one, with ``--jobs 1``). A change to the
+    environment stops the run: no later grade could be trusted.
+    """
+
+    def __init__(self, roots: list[integrity.Root], excluded: list[Path]):
+        self.roots, self.excluded = roots, excluded
+        self.lock = threading.Lock()
+        self.last = self.fingerprint()
+        self.running: set[int] = set()
+        self.suspects: dict[int, Submission] = {}
+        self.stopped = ""  # why grading stopped, once it has
+
+    def fingerprint(self) -> integrity.Fingerprint:
+        with IN_FLIGHT.lock:  # no reap in another thread may kill the walk's child process
+            return integrity.Fingerprint.take(self.roots, self.excluded)
+
+    def started(self, submission: Submission) -> None:
+        with self.lock:
+            self.running.add(id(submission))
+            self.suspects[id(submission)] = submission
+
+    def finished(self, submission: Submission) -> None:
+        with self.lock:
+            self.running.discard(id(submission))
+            now = self.fingerprint()
+            changes = self.last.changes(now)
+            suspects = list(self.suspects.values())
+            self.last = now
+            self.suspects = {key: s for key, s in self.suspects.items() if key in self.running}
+            if not changes:
+                return
+            for suspect in suspects:
+                suspect.tampered = changes.paths
+            if changes.environment and not self.stopped:
+                names = ", ".join(s.name for s in suspects)
+                self.stopped = (f"While {names} ran, files of the Python environment that grades changed "
+                                f"({integrity.Changes(changes.environment, changes.kinds).describe(5)}). Restore "
+                                "the environment (reinstall it), then grade the remaining submissions again.")
+
+
+def tampered_note(submission: Submission, alone: bool) -> str:
+    who = "Your notebook" if alone else "Your notebook, or one graded at the same time,"
+    shown = ", ".join(submission.tampered[:10]) + (" ..." if len(submission.tampered) > 10 else "")
+    return (f"{who} changed files outside its own work folder while it ran: {shown}. A submission may not "
+            "write to the course, the Python environment or other students' files, so every check scores 0.")
 
 
 def read_junit(path: Path) -> list[str]:
@@ -475,6 +599,8 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
     """Grade every submission in ``folder``; write grades.csv and feedback/ into ``out``."""
     if lab is not None:
         labs.module(lab)  # an unknown --lab is refused before anything runs
+    for name in labs.LABS:
+        labs.module(name)  # every lab module imported now: none is read from disk once student code runs
     folder, out = Path(folder).resolve(), Path(out).resolve()
     snapshot = assemble.Snapshot()
     processes.become_subreaper()
@@ -482,24 +608,57 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
     out.mkdir(parents=True, exist_ok=True)
     work = out / "work"
     work.mkdir(exist_ok=True)
+    roots, excluded = integrity.watched_roots(checkout=assemble.PACKAGE_ROOT, submissions=folder, out=out)
+    was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
+    sys.dont_write_bytecode = True  # a lazy import here must not add files to the watched environment
+    processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
+    try:
+        watch = _Watch(roots, excluded)
 
-    def one(submission: Submission) -> Submission:
-        graded_one = run_one(submission, work, snapshot, cell_timeout_s=cell_timeout_s,
-                             notebook_timeout_s=notebook_timeout_s, default_lab=lab)
-        passed = sum(1 for r in graded_one.results.values() if r.get("passed") is True)
-        print(f"{graded_one.name}: {graded_one.status}, {passed} of {len(lab_checks(graded_one.lab))} check(s) "
-              f"passed ({graded_one.seconds:.0f} s)", flush=True)
-        return graded_one
+        def one(submission: Submission) -> Submission:
+            graded_one = run_one(submission, work, snapshot, cell_timeout_s=cell_timeout_s,
+                                 notebook_timeout_s=notebook_timeout_s, default_lab=lab, watch=watch)
+            passed = sum(1 for r in graded_one.results.values() if r.get("passed") is True)
+            print(f"{graded_one.name}: {graded_one.status}, {passed} of {len(lab_checks(graded_one.lab))} "
+                  f"check(s) passed ({graded_one.seconds:.0f} s)", flush=True)
+            return graded_one
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        submissions = list(pool.map(one, submissions))
-    IN_FLIGHT.reap()
-    write_csv(submissions, out / "grades.csv")
-    (out / "feedback").mkdir(exist_ok=True)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            submissions = list(pool.map(one, submissions))
+        IN_FLIGHT.reap()
+    finally:
+        sys.dont_write_bytecode = was_writing_bytecode
+        if was_dumpable:
+            processes.set_dumpable(True)
     for submission in submissions:
-        (out / "feedback" / f"{submission.slug}.md").write_text(
+        if submission.tampered:
+            submission.note = " ".join(filter(None, [tampered_note(submission, alone=jobs <= 1), submission.note]))
+            submission.status, submission.results = "tampered", {}
+    if watch.stopped:
+        print(f"grading stopped: {watch.stopped}", file=sys.stderr, flush=True)
+    write_csv(submissions, _fresh_file(out / "grades.csv"))
+    feedback_folder = _fresh_folder(out / "feedback")
+    for submission in submissions:
+        _fresh_file(feedback_folder / f"{submission.slug}.md").write_text(
             feedback(submission, lab_checks(submission.lab)), encoding="utf-8")
     return submissions
+
+
+def _fresh_file(path: Path) -> Path:
+    """``path``, with whatever stood there removed: a link planted there must not redirect the write."""
+    if path.is_symlink() or path.exists():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return path
+
+
+def _fresh_folder(path: Path) -> Path:
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink()
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -519,7 +678,11 @@ def main(argv: list[str] | None = None) -> int:
     submissions = grade(args.submissions, args.out, cell_timeout_s=args.cell_timeout,
                         notebook_timeout_s=args.notebook_timeout, lab=args.lab, jobs=args.jobs)
     print(f"graded {len(submissions)} submission(s): {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
-    return 0
+    tampered = [s.name for s in submissions if s.status == "tampered"]
+    if tampered:
+        print(f"tampered: {', '.join(tampered)} changed files outside their work folders (see their feedback); "
+              "check your checkout with `git status`", file=sys.stderr)
+    return 3 if any(s.status == "not graded" for s in submissions) else 0
 
 
 if __name__ == "__main__":

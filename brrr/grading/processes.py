@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 
 # Runs a command as a child subreaper: orphans of its tree stay below it, and whatever is left when the
 # command ends is killed. It imports nothing from brrr, so files on disk cannot change what it does.
@@ -62,6 +63,27 @@ for _ in range(20):
 print(f"brrr-reaper: killed {killed} process(es) left behind", file=sys.stderr)
 sys.exit(code)
 """
+
+
+def set_dumpable(dumpable: bool) -> bool:
+    """Linux: whether other non-root processes of this user may ptrace this one or read its memory
+    and file descriptors through ``/proc`` (``PR_SET_DUMPABLE``); True if it worked.
+
+    The gradebook and the grader process turn it off while student code runs:
+    the signing key and the pipe that carries the record live in them.
+    """
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def is_dumpable() -> bool | None:
+    try:
+        return bool(ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
+    except (OSError, AttributeError):
+        return None
 
 
 def become_subreaper() -> bool:

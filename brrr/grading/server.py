@@ -30,7 +30,6 @@ verdict, so a lucky retry cannot replace a failure.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
 import hmac
 import json
@@ -43,7 +42,7 @@ import time
 import traceback
 from typing import Any
 
-from brrr.grading import core
+from brrr.grading import core, processes
 from brrr.grading.wire import Channel, WireError, decode, encode
 
 REQUEST_TIMEOUT_S = float(os.environ.get("BRRR_GRADER_REQUEST_TIMEOUT_S", 900))
@@ -220,21 +219,12 @@ def serve_connection(channel: Channel, lab_module, record: Record, device_class:
             return
 
 
-def _non_dumpable() -> None:
-    """Linux: no ptrace and no /proc/<pid>/mem or fd access for other non-root processes of this user."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m brrr.grading.server", description=__doc__.split("\n\n")[0])
     parser.add_argument("--lab", required=True)
     parser.add_argument("--socket", required=True, help="path of the Unix socket to listen on")
     args = parser.parse_args(argv)
-    _non_dumpable()
+    processes.set_dumpable(False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # it ends when its standard input closes, not on Ctrl-C
     key = sys.stdin.buffer.readline().strip()
 

@@ -1,0 +1,203 @@
+"""Notice a submission that changes files it must not: the environment, the course, other students' work.
+
+A submission's code runs as the instructor's user, so it can write any file the
+instructor can: a module of torch in the virtual environment, a file of the
+checkout, another student's notebook. The gradebook cannot stop that (a
+container can: see the threat model in ``chapters/grading.md``), but it notices
+it, and says which submission did it.
+
+Before the first submission and after each one, the gradebook takes a
+:class:`Fingerprint` of the watched files: for every file and folder under the
+watched roots, its inode, size, mode, modification time and status-change time
+(ctime). The kernel sets the ctime on every write, ``chmod``, rename or link,
+and no unprivileged process can set it back, so a change cannot be disguised by
+restoring a file's content and modification time. Writes through a shared
+memory map update it too.
+
+The roots come in two kinds (:func:`watched_roots`):
+
+``environment``
+    Where the code of the grader and of the notebooks comes from: every folder
+    on ``sys.path`` (the standard library and site-packages), the interpreter,
+    the virtual environment's ``bin/``, and the per-user configuration that
+    Python, IPython, Jupyter and matplotlib read at start-up. A change here can
+    alter the grader of every later submission, so the gradebook stops.
+``course``
+    The instructor's checkout (of its ``.git``, only the hooks and the config:
+    the objects are data), the submissions folder and the output folder (less
+    the ``work/`` folder where submissions run). The grader runs from a
+    snapshot held in memory and submissions are read into memory when grading
+    starts, so grading carries on; the culprit is marked ``tampered``.
+
+The gradebook and every process it starts write no bytecode and keep their
+caches in private folders, so grading itself changes nothing watched. Anything
+else that writes there while grading runs (an instructor editing the checkout,
+another Python program) is reported as well: the feedback lists the paths.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import site
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ENVIRONMENT, COURSE = "environment", "course"
+
+# Per-user files and folders that Python, IPython, Jupyter and matplotlib read when they start.
+USER_CONFIGURATION = (".ipython", ".jupyter", ".local/share/jupyter", ".config/matplotlib",
+                      ".config/ipython", ".matplotlib", ".pythonrc.py", ".bashrc", ".profile",
+                      ".bash_profile", ".zshrc", ".ssh")
+# Written by Jupyter sessions the instructor may have open; nothing there is code.
+USER_EXCLUDED = (".local/share/jupyter/runtime",)
+
+
+@dataclass(frozen=True)
+class Root:
+    path: Path
+    kind: str  # ENVIRONMENT or COURSE
+
+
+def watched_roots(*, checkout: Path, submissions: Path, out: Path,
+                  home: Path | None = None) -> tuple[list[Root], list[Path]]:
+    """(roots, excluded paths) for a grading run: see the module docstring."""
+    home = Path.home() if home is None else home
+    course = {checkout.resolve(), submissions.resolve(), out.resolve()}
+    course = {p for p in course if not _inside_any(p, course - {p})}
+    installed = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    environment: set[Path] = set()
+    for entry in sys.path:
+        path = Path(entry).resolve() if entry else None
+        if path is None or not path.is_dir() or path == Path.cwd().resolve() and not _inside_any(path, installed):
+            continue  # the working folder `python -m` puts first: nothing is imported from it once grading runs
+        if _inside_any(path, course) and not _inside_any(path, installed):
+            continue  # the checkout's own folders (tests/ under pytest): watched as course
+        environment.add(path)
+    environment.add(Path(sys.executable).resolve())
+    if sys.prefix != sys.base_prefix:
+        environment |= {Path(sys.prefix) / "bin", Path(sys.prefix) / "pyvenv.cfg"}
+    environment.add(Path(site.getuserbase()) / "lib")  # the user's site-packages
+    environment |= {home / name for name in USER_CONFIGURATION}
+    git = checkout.resolve() / ".git"
+    course |= {git / "hooks", git / "config"}  # what git runs or obeys; its objects are data
+    environment = {p for p in environment if not _inside_any(p, environment - {p})}
+    roots = [Root(p, COURSE) for p in sorted(course)] + [Root(p, ENVIRONMENT) for p in sorted(environment)]
+    # An environment root inside a course root (a .venv in the checkout) is scanned once, as environment.
+    excluded = [out.resolve() / "work", git] + [home / name for name in USER_EXCLUDED]
+    excluded += [p for p in environment if _inside_any(p, course)]
+    return roots, excluded
+
+
+def _inside_any(path: Path, folders: set[Path]) -> bool:
+    return any(path == folder or folder in path.parents for folder in folders)
+
+
+@dataclass
+class Fingerprint:
+    """The state of every file and folder under some roots: path -> (inode, size, mode, mtime, ctime)."""
+
+    entries: dict[str, tuple] = field(default_factory=dict)
+    kinds: dict[str, str] = field(default_factory=dict)  # root path -> kind, to classify changes
+
+    @classmethod
+    def take(cls, roots: list[Root], excluded: list[Path] = ()) -> "Fingerprint":
+        entries: dict[str, tuple] = {}
+        for root in roots:
+            if not os.path.lexists(root.path):
+                entries[str(root.path)] = ("missing",)
+                continue
+            inside = [Path(p) for p in excluded if root.path in Path(p).parents]
+            entries.update(_scan(root.path, inside))
+        return cls(entries, {str(root.path): root.kind for root in roots})
+
+    def changes(self, later: "Fingerprint") -> "Changes":
+        """What differs in ``later``: paths added, removed or modified, each with its root's kind."""
+        changed = {path for path in self.entries.keys() | later.entries.keys()
+                   if self.entries.get(path) != later.entries.get(path)}
+        return Changes(sorted(changed), {path: self._kind(path) for path in changed})
+
+    def _kind(self, path: str) -> str:
+        best = ""
+        for root in self.kinds:
+            if (path == root or path.startswith(root.rstrip(os.sep) + os.sep)) and len(root) > len(best):
+                best = root
+        return self.kinds.get(best, ENVIRONMENT)
+
+
+@dataclass
+class Changes:
+    paths: list[str]
+    kinds: dict[str, str]
+
+    def __bool__(self) -> bool:
+        return bool(self.paths)
+
+    @property
+    def environment(self) -> list[str]:
+        return [p for p in self.paths if self.kinds[p] == ENVIRONMENT]
+
+    def describe(self, limit: int = 10) -> str:
+        shown = ", ".join(self.paths[:limit])
+        more = f" and {len(self.paths) - limit} more" if len(self.paths) > limit else ""
+        return f"{len(self.paths)} path(s) changed: {shown}{more}"
+
+
+def _scan(root: Path, excluded: list[Path]) -> dict[str, tuple]:
+    """Every entry under ``root`` (links not followed): path -> (inode, size, permissions, type, mtime, ctime).
+
+    GNU find does the walk where there is one (about ten times faster than
+    Python); otherwise, or if find was stopped, Python does. Both give the same
+    tuples, so fingerprints taken either way compare.
+    """
+    find = shutil.which("find")
+    if find:
+        prune: list[str] = []
+        for path in excluded:
+            prune += (["-o"] if prune else []) + ["-path", str(path)]
+        command = [find, str(root)] + (["(", *prune, ")", "-prune", "-o"] if prune else [])
+        command += ["-printf", r"%i %s %m %y %T@ %C@ %p\0"]
+        done = subprocess.run(command, capture_output=True)
+        if done.returncode >= 0 and (done.stdout or done.returncode == 0):  # unreadable folders are skipped
+            entries = {}
+            for record in done.stdout.split(b"\0"):
+                if record:
+                    inode, size, mode, kind, mtime, ctime, path = record.split(b" ", 6)
+                    entries[os.fsdecode(path)] = (int(inode), int(size), int(mode, 8), kind.decode(),
+                                                  _nanoseconds(mtime), _nanoseconds(ctime))
+            return entries
+    return _scan_in_python(root, excluded)
+
+
+def _nanoseconds(seconds: bytes) -> int:
+    whole, _, fraction = seconds.partition(b".")
+    return int(whole) * 10**9 + int((fraction + b"000000000")[:9])
+
+
+_KINDS = ((stat.S_ISDIR, "d"), (stat.S_ISLNK, "l"), (stat.S_ISREG, "f"), (stat.S_ISFIFO, "p"),
+          (stat.S_ISSOCK, "s"), (stat.S_ISCHR, "c"), (stat.S_ISBLK, "b"))
+
+
+def _scan_in_python(root: Path, excluded: list[Path]) -> dict[str, tuple]:
+    skip = {str(p) for p in excluded}
+    entries, stack = {}, [str(root)]
+    while stack:
+        path = stack.pop()
+        if path in skip:
+            continue
+        try:
+            status = os.lstat(path)
+        except OSError:
+            continue
+        kind = next((letter for test, letter in _KINDS if test(status.st_mode)), "U")
+        entries[path] = (status.st_ino, status.st_size, stat.S_IMODE(status.st_mode), kind,
+                         status.st_mtime_ns, status.st_ctime_ns)
+        if kind == "d":
+            try:
+                stack += [os.path.join(path, name) for name in os.listdir(path)]
+            except OSError:
+                pass
+    return entries
