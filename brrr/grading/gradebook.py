@@ -13,8 +13,9 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
    with the submission's answer cells spliced in (:mod:`brrr.grading.assemble`).
    Given cells and grader cells are the instructor's.
 3. **Two processes.** A grader process (:mod:`brrr.grading.server`), started
-   first from a fresh read-only copy of the grader taken at start-up, holds the
-   checks and the record. Then nbval runs the notebook in its own Jupyter
+   first, runs from the snapshot of ``brrr`` held in memory
+   (:data:`brrr.grading.assemble.GRADER_BOOTSTRAP`) and holds the checks and
+   the record. Then nbval runs the notebook in its own Jupyter
    kernel, exactly as ``pytest --nbval-lax`` would, with a timeout per cell and
    one per notebook. The kernel gets a copy of ``brrr`` without the lab's
    hidden modules, starts without site hooks (so the instructor's editable
@@ -23,9 +24,15 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
 4. **Nothing left behind.** When the notebook ends, by itself, by timeout or by
    a crash, every process it started is killed: its tree, and any orphan that
    escaped it (the gradebook adopts orphans as a Linux child subreaper).
-5. **The record.** Only then is the grader process told to finish; it prints
+5. **Integrity.** The files grading depends on are compared with their state
+   before the submission ran (:mod:`brrr.grading.integrity`): a change marks
+   the submission ``tampered``, and a change to the Python environment stops
+   grading (exit status 3). Every child process gets private caches and
+   writes no bytecode, so grading itself changes nothing watched.
+6. **The record.** Only then is the grader process told to finish; it prints
    its results signed with a key only the gradebook and it know. The verdict
-   is that, never a file or output the notebook could write.
+   is that, never a file or output the notebook could write. A grader process
+   that died before (killed) makes the row ``grader-killed``.
 
 A check missing from the record (a deleted grader cell, a crash, an early exit)
 is a failed check worth its points. The columns and the maximum come from the
@@ -38,7 +45,8 @@ Output in ``OUT_DIR`` (relative paths are fine):
     column is 1 (passed) or 0 (failed or not run). ``status`` is ``ok``
     (every cell ran cleanly), ``failed`` (some cell failed), ``timeout``,
     ``crashed`` (the kernel died), ``unreadable`` (not a notebook), ``refused``
-    (no known lab) or ``grader-error`` (the grader could not run: not the
+    (no known lab), ``tampered``, ``grader-killed``, ``not graded`` (grading
+    stopped first) or ``grader-error`` (the grader could not run: not the
     student's fault, and said so).
 ``feedback/<submission>.md``
     For the student: each check with its message, the other errors in their
