@@ -230,9 +230,9 @@ class _Grader:
         self.ready = _read_line(self.process.stdout, GRADER_START_TIMEOUT_S) == "ready"
 
     def killed(self) -> bool:
-        """It exited before it was told to finish: something killed it (only the submission's processes,
-        or the system running out of memory, can)."""
-        return self.process.poll() is not None
+        """A signal ended it before it was told to finish: only the submission's processes (or the system,
+        out of memory) send one. A grader that exits by itself, through a bug, is a grader error."""
+        return self.process.poll() is not None and self.process.returncode < 0
 
     def finish(self) -> dict[str, dict] | None:
         """Close its input, read back its signed results, and stop it. None if they cannot be trusted."""
