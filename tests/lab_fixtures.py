@@ -5,7 +5,8 @@ cells. Its notebook is the solution with that cell's source replaced, so
 fixtures never drift from the lab. The docstring's ``expect: <text>`` is a
 phrase the grader's message must contain when it rejects the fixture; a
 ``cell: <id>`` line names the answer cell it replaces (default: the lab's
-:data:`EXERCISE_CELL`).
+:data:`EXERCISE_CELL`); a ``then: <fixture>`` line appends that fixture's source
+(an attack followed by a correct answer, say).
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ def submission_notebook(lab: str, name: str):
     cells = [cell for cell in notebook.cells if cell.get("id") == cell_id]
     assert len(cells) == 1, f"{lab}: no single cell with id {cell_id!r}"
     cells[0].source = fixture_path(lab, name).read_text()
+    then = _docstring_field(lab, name, "then")
+    if then:
+        cells[0].source += "\n\n" + fixture_path(lab, then).read_text()
     return notebook
 
 
