@@ -294,19 +294,22 @@ def values(verdict: Verdict, stamp: str) -> dict[str, str]:
             "verdict": verdict.word, "why": verdict.why, "stamp": stamp}
 
 
+def glue_text(key: str, text: str) -> None:
+    """Glue ``text`` for ``{glue:text}`` roles in the book; outside the book (no myst_nb), do nothing."""
+    try:
+        from myst_nb import glue
+    except ImportError:  # Colab, a plain kernel: the notebook's printed lines are enough
+        return
+    glue(key, Text(text), display=False)
+
+
 def publish(verdict: Verdict) -> Verdict:
     """Print ``verdict`` with the stamp, glue it for the ledger, record it for the GPU reference."""
     stamp = current_stamp()
     print(verdict.line())
     print(f"  {stamp}")
-    texts = values(verdict, stamp)
-    try:
-        from myst_nb import glue
-    except ImportError:  # outside the book (Colab, a plain kernel): printing is enough
-        glue = None
-    if glue is not None:
-        for field, text in texts.items():
-            glue(glue_key(verdict.key, field), Text(text), display=False)
+    for field, text in values(verdict, stamp).items():
+        glue_text(glue_key(verdict.key, field), text)
     reference.record(f"claims/{verdict.key}", asdict(verdict))
     return verdict
 
