@@ -216,7 +216,8 @@ def judge_knee(measured: float, predicted: float) -> Verdict:
                        "fewer than 4 multiplies per element were free on this machine")
     if not 0.5 <= measured / predicted <= 2:
         return Verdict("memory-bound-until-ridge", False, here,
-                       f"the knee fell {_ratio(measured / predicted)} from the ridge point's prediction")
+                       f"the knee came at {_ratio(measured / predicted)} the repeat count the measured "
+                       "roofs predict, outside the 0.5x to 2x the rule allows")
     return Verdict("memory-bound-until-ridge", True, here,
                    "extra arithmetic was free up to the ridge point, as the roofline says")
 
