@@ -61,7 +61,8 @@ class Verdict:
         return HELD if self.held else NOT_HELD
 
     def line(self) -> str:
-        return f"{CLAIMS[self.key].statement} {self.word.capitalize()}: {self.here}. {self.why}"
+        return (f"{CLAIMS[self.key].statement} {self.word.capitalize()}: {self.here}. "
+                f"{self.why[:1].upper()}{self.why[1:]}.")
 
 
 _CLAIMS = [
