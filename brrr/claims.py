@@ -237,7 +237,7 @@ def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: 
 
 def judge_batch_doubling(first_ratio: float, first_over_roofline: float, last_ratio: float) -> Verdict:
     """Step-time ratios of the first and last doublings; the first step's time over its roofline time."""
-    here = (f"first doubling {_ratio(first_ratio)} the time, at {first_over_roofline:.0f}x its roofline time; "
+    here = (f"first doubling {_ratio(first_ratio)} the time, at {first_over_roofline:.1f}x its roofline time; "
             f"last doubling {_ratio(last_ratio)}")
     if first_ratio >= 1.25:
         return Verdict("batch-doubling", False, here, "the smallest batch was not flat")
