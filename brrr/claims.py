@@ -305,9 +305,13 @@ def glue_text(key: str, text: str) -> None:
     glue(key, Text(text), display=False)
 
 
-def publish(verdict: Verdict) -> Verdict:
-    """Print ``verdict`` with the stamp, glue it for the ledger, record it for the GPU reference."""
-    stamp = current_stamp()
+def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
+    """Print ``verdict`` with the stamp, glue it for the ledger, record it for the GPU reference.
+
+    ``stamp``: the one the measurement was taken under, where it differs from this
+    process's (the overhead notebooks time on one thread inside their helpers).
+    """
+    stamp = stamp or current_stamp()
     print(verdict.line())
     print(f"  {stamp}")
     for field, text in values(verdict, stamp).items():
