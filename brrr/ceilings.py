@@ -82,7 +82,8 @@ class Ceilings:
 
     def summary(self) -> str:
         lines = [f"Ceilings of {self.env.get('device', '?')}:"]
-        lines.append(f"  copy bandwidth      {units.bandwidth(self.copy_bandwidth)}")
+        lines.append(f"  copy bandwidth      {units.bandwidth(self.copy_bandwidth)} "
+                     f"({copy_setup(self.threads, far_above_cache(4))})")
         for name, peak in self.matmul_peak.items():
             lines.append(f"  matmul peak {name:<8} {units.flops(peak)}")
         lines.append(f"  non-matmul peak     {units.flops(self.vector_peak)} (fp32)")
@@ -106,6 +107,26 @@ def dtype_name(dtype: str | torch.dtype) -> str:
 
 
 # ---------------------------------------------------------------- the four measurements
+
+
+def copy_setup(threads: int | None, n: int) -> str:
+    """How a copy bandwidth was measured: thread count and buffer size, to print beside it.
+
+    A CPU's copy bandwidth depends on both (one thread cannot saturate DRAM on
+    most machines; a buffer that fits in cache measures the cache), so every
+    copy bandwidth the book prints says which it was.
+    """
+    if ON_GPU:
+        where = "GPU"
+    else:
+        count = threads or torch.get_num_threads()
+        where = f"{count} thread{'s' if count != 1 else ''}"
+    return f"dst.copy_(src), {where}, {units.binary_bytes(4 * n)} buffers"
+
+
+def describe_copy(rate: float, *, threads: int | None, n: int | None = None) -> str:
+    """``rate`` with the setup it was measured on: ``12.3 GB/s (dst.copy_(src), 1 thread, 256 MiB buffers)``."""
+    return f"{units.bandwidth(rate)} ({copy_setup(threads, n or far_above_cache(4))})"
 
 
 def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None) -> float:

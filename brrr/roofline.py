@@ -95,3 +95,18 @@ def regime(flops: float, bytes_moved: float, roof: Roof) -> Regime:
 def fraction_of_roof(flops: float, bytes_moved: float, measured_s: float, roof: Roof) -> float:
     """Measured speed as a fraction of what the roofline allows (1.0 = on the roof)."""
     return predicted_time(flops, bytes_moved, roof) / measured_s
+
+
+def require_memory_bound(regimes: dict[str, Regime], roof: Roof) -> None:
+    """Raise unless every op in ``regimes`` came out memory-bound against ``roof``.
+
+    For ops the book says are memory-bound on any machine (layer norm, softmax: a
+    few FLOPs per element read and written). If one is not, the roof is suspect:
+    a vector peak measured as a latency, or a bandwidth measured in cache.
+    """
+    wrong = {name: str(found) for name, found in regimes.items() if found is not Regime.MEMORY}
+    if wrong:
+        raise AssertionError(
+            f"expected memory-bound, got {wrong} against {roof.label} roof "
+            f"({roof.peak_flops:.3g} FLOP/s, {roof.bandwidth:.3g} B/s, ridge {roof.ridge_point:.2f} FLOP/byte): "
+            "check the ceilings (python -m brrr.ceilings --refresh)")

@@ -7,13 +7,17 @@ DESIGN.md: build with ``-W -n --keep-going`` on a clean output folder; an
 incremental ``-W`` build can hide a failure it already saw.
 """
 
+import html
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
+from brrr import claims
 from conftest import ROOT
 
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
@@ -36,22 +40,58 @@ def _pages_in_toc(toc: dict) -> list[str]:
     return pages
 
 
-def test_book_builds_with_every_notebook_executed(tmp_path):
+@pytest.fixture(scope="module")
+def forced_build(tmp_path_factory):
+    """One clean build with every notebook executed, shared by the tests that read it."""
+    tmp_path = tmp_path_factory.mktemp("book")
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     config["execute"]["execute_notebooks"] = "force"  # the tests never trust the cache
     config["execute"].pop("cache", None)
     config_path = tmp_path / "_config.yml"
     config_path.write_text(yaml.safe_dump(config))
     result = _build(ROOT, config_path, tmp_path / "out")
-    reports = sorted((tmp_path / "out" / "_build" / "html" / "reports").rglob("*.log"))
+    return result, tmp_path / "out" / "_build"
+
+
+def test_book_builds_with_every_notebook_executed(forced_build):
+    result, build = forced_build
+    reports = sorted((build / "html" / "reports").rglob("*.log"))
     failed = "\n\n".join(f"{report.name}:\n{report.read_text()[-3000:]}" for report in reports)
     assert result.returncode == 0, (f"book build failed.\nNotebooks that raised:\n{failed or 'none'}\n"
                                     f"{result.stdout[-6000:]}\n{result.stderr[-4000:]}")
-    html = tmp_path / "out" / "_build" / "html"
+    html_dir = build / "html"
     for page in _pages_in_toc(yaml.safe_load((ROOT / "_toc.yml").read_text())):
-        page_html = html / f"{Path(page).with_suffix('')}.html"
+        page_html = html_dir / f"{Path(page).with_suffix('')}.html"
         assert page_html.exists(), f"{page} did not render"
         assert "Traceback" not in page_html.read_text(), f"{page} shows a traceback"
+
+
+# Claims that must hold on any machine the book is built on, a 2-core CPU included: each was
+# measured to hold there (see brrr.claims for the rules).
+MUST_HOLD = ("fusion-cuts-bytes", "fused-chain-one-op", "overhead-floor", "contractions-flops-vs-runtime")
+
+
+def _glued(build: Path, notebook: str) -> dict[str, str]:
+    data = json.loads((build / "jupyter_execute" / f"{notebook}.glue.json").read_text())
+    return {key: value["data"]["text/plain"] for key, value in data.items()}
+
+
+def test_the_ledger_shows_what_the_notebooks_measured(forced_build):
+    result, build = forced_build
+    ledger = html.unescape((build / "html" / "chapters" / "claims-ledger.html").read_text())
+    verdicts = {}
+    for key, claim in claims.CLAIMS.items():
+        glued = _glued(build, claim.notebook)
+        texts = {field: glued[claims.glue_key(key, field)] for field in claims.FIELDS}
+        assert texts["statement"] == claim.statement and texts["essay"] == claim.essay
+        assert texts["verdict"] in (claims.HELD, claims.NOT_HELD), texts
+        for field in ("statement", "essay", "here", "verdict", "why"):
+            assert texts[field] in ledger, f"the ledger does not show {key}'s {field}: {texts[field]!r}"
+        verdicts[key] = texts
+    for key in MUST_HOLD:
+        assert verdicts[key]["verdict"] == claims.HELD, (
+            f"{key} did not hold on this machine: {verdicts[key]['here']}; {verdicts[key]['why']}")
+    assert "none recorded" in ledger or list(claims.reference.COMMITTED.glob("*.json"))
 
 
 def test_a_broken_cross_reference_fails_the_build(tmp_path):

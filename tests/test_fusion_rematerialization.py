@@ -36,12 +36,36 @@ def test_the_partitioner_keeps_less_than_eager(results):
     assert results["torch.compile"].peak_bytes < 0.8 * results["eager"].peak_bytes
 
 
+def test_the_control_saves_what_eager_saves(results):
+    """default_partition keeps every intermediate: the control differs from eager in code, not in what it saves."""
+    control = results[remat.SAVE_EVERYTHING]
+    assert control.saved_bytes == pytest.approx(results["eager"].saved_bytes, rel=0.1)
+    assert results[remat.RECOMPUTE].saved_bytes < 0.8 * control.saved_bytes
+
+
+def test_the_split_attributes_memory_to_rematerialization(results):
+    split = remat.Split.of(list(results.values()))
+    assert split.remat_memory > 1.2  # recomputing is where the memory went
+    assert split.fusion_memory < 1.2  # fusing alone keeps what eager keeps
+    assert "rematerialization" in split.summary()
+
+
+def test_a_torch_without_the_partitioner_name_is_refused(monkeypatch):
+    import torch._inductor.compile_fx as inductor_compile
+
+    monkeypatch.delattr(inductor_compile, "min_cut_rematerialization_partition")
+    with pytest.raises(remat.PartitionerUnavailable, match="default_partition"):
+        with remat.default_partitioner():
+            pass
+
+
 def test_all_variants_compute_the_same_gradients():
     grads = {}
+    backends = {remat.RECOMPUTE: "inductor", remat.SAVE_EVERYTHING: remat.save_everything_backend}
     for name in remat.VARIANTS:
         model, x = remat.build(64, 32, 2)
         model.checkpointed = name == "eager + checkpointing"
-        forward = torch.compile(model) if name == "torch.compile" else model
+        forward = torch.compile(model, backend=backends[name]) if name in backends else model
         forward(x).pow(2).mean().backward()
         grads[name] = [p.grad.clone() for p in model.parameters()]
     for name in remat.VARIANTS[1:]:

@@ -176,6 +176,17 @@ def copy_bandwidth(n: int | None = None, *, threads: int | None = THREADS) -> fl
     return measure_copy_bandwidth(n or far_above_cache(4), threads=threads)
 
 
+NEAR_COPY = 0.7  # a fused kernel at 70% of copy bandwidth or more is "near the copy line"
+
+
+def near_copy(label: str, fraction: float) -> str:
+    """A sentence, from the run, on whether ``label`` reached the copy line (``fraction`` of copy bandwidth)."""
+    if fraction >= NEAR_COPY:
+        return f"{label} ran near the copy line ({units.percent(fraction)} of it): memory set its time"
+    return (f"{label} ran well below the copy line ({units.percent(fraction)} of it): something other than "
+            "memory, such as its arithmetic, set its time here")
+
+
 def speedup(baseline: Measurement, faster: Measurement) -> float:
     """How many times faster ``faster`` ran than ``baseline``."""
     return baseline.seconds / faster.seconds

@@ -5,7 +5,7 @@ cheap pointwise ops between its two matmuls (:class:`PointwiseHeavyBlock`). Eage
 autograd saves the input of nearly every op for the backward pass, so each
 block keeps several hidden-sized tensors alive until the backward reaches it.
 
-Three ways to train it, compared by :func:`compare`:
+Four ways to train it, compared by :func:`compare`:
 
 ``eager``
     Saves what autograd saves. Most memory; the pointwise chain is unfused.
@@ -13,18 +13,36 @@ Three ways to train it, compared by :func:`compare`:
     ``torch.utils.checkpoint`` keeps only each block's input and reruns the
     block's forward, matmuls included, during the backward. Least memory, and
     slower: the recomputed matmuls cost real FLOPs.
+``torch.compile, everything saved`` (the control)
+    The same Inductor code generation and fusion, but AOTAutograd's
+    ``default_partition`` splits the joint graph: the forward saves every
+    intermediate the backward reads, as eager autograd does. What separates it
+    from eager is fusion and code generation; rematerialization plays no part.
 ``torch.compile``
-    AOTAutograd's min-cut partitioner decides what the backward needs. Cheap
-    pointwise ops are recomputed inside the fused backward kernels instead of
-    being saved, because rereading a saved tensor costs more bandwidth than
-    recomputing it from one that must be read anyway. Less memory *and* less time.
+    AOTAutograd's min-cut partitioner (Inductor's default) decides what the
+    backward needs. Cheap pointwise ops are recomputed inside the fused backward
+    kernels instead of being saved, because rereading a saved tensor costs more
+    bandwidth than recomputing it from one that must be read anyway. Against the
+    control, the memory and time it saves are rematerialization's alone.
+
+How the control is built (:func:`save_everything_backend`): Inductor's
+``compile_fx`` calls the module-level name ``min_cut_rematerialization_partition``
+from its ``partition_fn``. The control swaps that name for a call to
+``default_partition`` while it compiles, so Inductor's decompositions, joint-graph
+passes and code generation stay exactly as in the default. The AOTAutograd
+cache is off meanwhile: its key does not see the swap and would hand back the
+min-cut graphs. Checked on torch 2.13; torch 2.11 has the same structure. A
+torch without that name raises :class:`PartitionerUnavailable`, saying so.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
+from unittest import mock
 
 import torch
 import torch.nn as nn
@@ -127,7 +145,54 @@ class VariantResult:
         return text
 
 
-VARIANTS = ("eager", "eager + checkpointing", "torch.compile")
+SAVE_EVERYTHING = "torch.compile, everything saved"
+RECOMPUTE = "torch.compile"
+VARIANTS = ("eager", "eager + checkpointing", SAVE_EVERYTHING, RECOMPUTE)
+COMPILED = (SAVE_EVERYTHING, RECOMPUTE)
+
+
+class PartitionerUnavailable(RuntimeError):
+    """This torch's Inductor does not expose the partitioner the control swaps."""
+
+
+@contextmanager
+def default_partitioner() -> Iterator[None]:
+    """Inside the block, Inductor partitions joint graphs with ``default_partition``.
+
+    ``default_partition`` saves what the original forward computed and the
+    backward reads: no recomputation. The AOTAutograd cache is switched off so a
+    cached min-cut result cannot stand in for this one.
+    """
+    import torch._functorch.config as functorch_config
+    import torch._inductor.compile_fx as inductor_compile
+    from torch._functorch.partitioners import default_partition
+
+    name = "min_cut_rematerialization_partition"
+    if not hasattr(inductor_compile, name):
+        raise PartitionerUnavailable(
+            f"torch {torch.__version__}: torch._inductor.compile_fx has no {name} to swap for "
+            "default_partition, so the 'everything saved' control cannot be built (checked on torch "
+            "2.11 and 2.13). Compare only eager, checkpointing and torch.compile here.")
+    accepted = set(inspect.signature(default_partition).parameters)
+
+    def save_everything(joint, joint_inputs, compiler: str = "inductor", **kwargs):
+        return default_partition(joint, joint_inputs, **{k: v for k, v in kwargs.items() if k in accepted})
+
+    with mock.patch.object(inductor_compile, name, save_everything), \
+            functorch_config.patch(enable_autograd_cache=False):
+        yield
+
+
+def save_everything_backend(graph: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """A ``torch.compile`` backend: Inductor, with the joint graph split by ``default_partition``.
+
+    AOTAutograd partitions when the backend is called, before the first forward
+    runs, so the swap needs to last only for this call.
+    """
+    from torch._inductor.compile_fx import compile_fx
+
+    with default_partitioner():
+        return compile_fx(graph, example_inputs)
 
 
 def build(batch: int, width: int, blocks: int, *, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
@@ -146,13 +211,15 @@ def measure_variant(name: str, model: PointwiseHeavyMLP, x: torch.Tensor, *, thr
     compile_s = 0.0
     with torch_threads(threads):
         forward: Callable[[torch.Tensor], torch.Tensor] = model
-        if name == "torch.compile":
-            compiled = compile_for_timing(model, x, threads=threads)  # traces forward and backward, compiles forward
+        if name in COMPILED:
+            backend = save_everything_backend if name == SAVE_EVERYTHING else "inductor"
+            # traces forward and backward, partitions them, compiles the forward
+            compiled = compile_for_timing(model, x, threads=threads, backend=backend)
             forward, compile_s = compiled, compiled.compile_s
         step = make_step(model, forward, x)
         start = time.perf_counter()
         step()  # warm-up; for torch.compile this also compiles the backward
-        if name == "torch.compile":
+        if name in COMPILED:
             compile_s += time.perf_counter() - start
         peak = peak_memory(step)
         saved = saved_activation_bytes(step)
@@ -167,3 +234,49 @@ def compare(batch: int, width: int, blocks: int, *, threads: int | None = None,
     """Measure each variant on the same model and input, in order."""
     model, x = build(batch, width, blocks)
     return [measure_variant(name, model, x, threads=threads) for name in variants]
+
+
+@dataclass(frozen=True)
+class Split:
+    """What compiling gained over eager, split into fusion (control) and rematerialization.
+
+    ``eager`` to ``saved`` (compiled, everything saved) is code generation and
+    fusion; ``saved`` to ``recomputed`` (compiled, min-cut) is rematerialization.
+    Each factor is a ratio of the earlier to the later: above 1 means it helped.
+    """
+
+    eager: VariantResult
+    saved: VariantResult
+    recomputed: VariantResult
+
+    @staticmethod
+    def of(results: list[VariantResult]) -> "Split":
+        by_name = {result.name: result for result in results}
+        return Split(by_name["eager"], by_name[SAVE_EVERYTHING], by_name[RECOMPUTE])
+
+    @property
+    def fusion_speedup(self) -> float:
+        return self.eager.timing.median_s / self.saved.timing.median_s
+
+    @property
+    def fusion_memory(self) -> float:
+        return self.eager.peak_bytes / self.saved.peak_bytes
+
+    @property
+    def remat_speedup(self) -> float:
+        return self.saved.timing.median_s / self.recomputed.timing.median_s
+
+    @property
+    def remat_memory(self) -> float:
+        return self.saved.peak_bytes / self.recomputed.peak_bytes
+
+    @property
+    def remat_saved_bytes(self) -> float:
+        return self.saved.saved_bytes / self.recomputed.saved_bytes
+
+    def summary(self) -> str:
+        return (f"fusion and code generation (eager -> compiled, everything saved): "
+                f"{self.fusion_speedup:.2f}x the speed, {1 / self.fusion_memory:.2f}x the peak memory\n"
+                f"rematerialization (everything saved -> compiled, recomputing):   "
+                f"{self.remat_speedup:.2f}x the speed, {1 / self.remat_memory:.2f}x the peak memory, "
+                f"{1 / self.remat_saved_bytes:.2f}x the bytes saved for the backward")

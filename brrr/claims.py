@@ -1,0 +1,350 @@
+"""The essay's claims, each bound to the number that tests it on this machine.
+
+Twelve claims from Horace He's essay (https://horace.io/brrr_intro.html), in
+:data:`CLAIMS`. Each names the essay's own figure with its hardware, the notebook
+that measures it here, and the rule that says whether it held. The rules are
+pure functions (``judge_*``: numbers in, :class:`Verdict` out), so tests can feed
+them made-up numbers that must pass and must fail.
+
+A notebook that measures a claim calls its ``judge_*`` function and
+:func:`publish`, which
+
+* prints the verdict, with this machine's figure and the stamp;
+* glues it (``myst_nb.glue``) under the keys :func:`glue_key` names:
+  ``claim-<key>-statement``, ``-essay``, ``-here``, ``-verdict``, ``-why``, ``-stamp``;
+* records it for the GPU reference (:func:`brrr.reference.record`, a no-op
+  except under ``make gpu-check``), under ``claims/<key>``.
+
+The ledger page, ``chapters/claims-ledger.md``, is a MyST page whose table is made of
+cross-document glue roles, ``{glue:text}`notebooks/10-cos-cos.ipynb::claim-…```.
+Why glue rather than a ledger notebook that reads files the notebooks wrote: with
+Jupyter Book 1's execution cache (``execute_notebooks: cache``) a notebook whose
+source did not change is not executed again. A ledger notebook would keep the
+figures of the run in which it last executed while the measuring notebooks showed
+newer ones, and in a clean forced build it would run before them (Sphinx reads
+pages in name order). Glued values live in each notebook's own outputs, cached
+or fresh, and the roles resolve after every page is read, so the ledger always
+shows the outputs printed on the notebook pages it links to. ``make book`` and
+the tests build into an empty ``_build``, so every page is read again; an
+incremental build that keeps ``_build`` re-reads only pages that changed, and
+can show a stale ledger row: rebuild clean.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from brrr import reference
+from brrr.stamp import stamp as current_stamp
+
+HELD, NOT_HELD = "held here", "did not hold here"
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str
+    statement: str  # the essay's claim, in one sentence
+    essay: str  # the essay's figure, with the hardware it was measured or quoted on
+    notebook: str  # the page that measures it here (docname, no suffix)
+    rule: str  # what must be measured here for the claim to count as held
+
+
+@dataclass(frozen=True)
+class Verdict:
+    key: str
+    held: bool
+    here: str  # this machine's figure, with units
+    why: str  # why it held, or why not
+
+    @property
+    def word(self) -> str:
+        return HELD if self.held else NOT_HELD
+
+    def line(self) -> str:
+        return (f"{CLAIMS[self.key].statement} {self.word.capitalize()}: {self.here}. "
+                f"{self.why[:1].upper()}{self.why[1:]}.")
+
+
+_CLAIMS = [
+    Claim("three-regimes", "Every op is compute-, memory- or overhead-bound, and which one decides the fix.",
+          "the essay's framework; no single figure", "notebooks/00-your-machine",
+          "on this machine's measured roofs, a one-element op is overhead-bound, a large pointwise op "
+          "memory-bound and a large matmul compute-bound"),
+    Claim("contractions-flops-vs-runtime",
+          "Contractions do nearly all the FLOPs but take much less of the runtime.",
+          "BERT: 99.80% of FLOPs and 61.0% of runtime in contractions (the essay's table, from Ivanov et al. "
+          "2021; no GPU named)", "notebooks/21-flops-vs-runtime",
+          "contractions do at least 95% of the FLOPs, and the other ops' share of runtime is at least 10x "
+          "their share of FLOPs"),
+    Claim("other-ops-fewer-flops", "Non-matmul ops achieve hundreds of times fewer FLOP/s than matmuls.",
+          "250x (normalization) and 700x (element-wise) fewer FLOP/s (the essay's BERT table; no GPU named)",
+          "notebooks/21-flops-vs-runtime", "both classes achieve at least 100x fewer FLOP/s than the contractions"),
+    Claim("matmul-gap", "Matmul hardware is far faster than the units for everything else.",
+          "312 TFLOP/s bf16 on tensor cores against 19.5 TFLOP/s fp32 non-matmul: 16x (A100 datasheet, quoted)",
+          "notebooks/00-your-machine", "the best measured matmul peak is at least 4x the measured non-matmul peak"),
+    Claim("fusion-cuts-bytes", "Fusion cuts the bytes moved, and the time falls with them.",
+          "x.cos().cos(): 4 global memory accesses become 2, so fusion speeds it up by 2x (A100, argued)",
+          "notebooks/10-cos-cos",
+          "a cheap three-op chain fused (1 pass) runs at least 2x faster than the same ops compiled "
+          "separately (3 passes)"),
+    Claim("fused-chain-one-op", "A fused chain of cheap pointwise ops costs about one op.",
+          "a fused x.cos().cos() takes nearly the same time as x.cos() (A100)", "notebooks/10-cos-cos",
+          "the fused three-op chain takes at most 1.3x the time of one of its ops compiled alone"),
+    Claim("cos-cos-one-cos", "A fused x.cos().cos() costs about one x.cos().",
+          "a fused x.cos().cos() takes nearly the same time as x.cos() (A100)", "notebooks/10-cos-cos",
+          "compiled x.cos().cos() takes at most 1.3x the time of compiled x.cos()"),
+    Claim("memory-bound-until-ridge",
+          "A pointwise kernel stays memory-bound for dozens of FLOPs per element, up to the ridge point.",
+          "x*2 repeated: runtime flat up to 64 multiplications, memory-bound below 32 (A100, fp32, measured "
+          "in the essay)", "notebooks/11-repeat-sweep",
+          "the measured knee is at 4 repeats or more, and within 2x of the knee the measured roofs predict"),
+    Claim("overhead-floor", "Every eager op pays a fixed overhead that tiny tensors cannot get under.",
+          "Python: 32 M float adds/s; PyTorch: 280 K ops/s on tiny tensors (the author's machine, 2022)",
+          "notebooks/30-python-vs-pytorch",
+          "eager ops are at least 10x slower than Python adds, and an add 1/16 of the predicted knee size "
+          "takes at most 1.5x the time of a one-element add"),
+    Claim("batch-doubling", "If doubling the batch barely changes the step time, the step is overhead-bound.",
+          "doubling the batch adds only ~10% to the runtime: likely overhead-bound (with a footnote: a bigger "
+          "batch also raises intensity)", "notebooks/31-batch-doubling",
+          "the first doubling adds under 25% while the step takes at least 2x its roofline time, and the last "
+          "doubling adds over 50%"),
+    Claim("compile-removes-overhead", "Tracing and compiling remove per-op overhead.",
+          "overhead-bound fixes: tracing, operator fusion, CUDA graphs (no figure)", "notebooks/33-cuda-graphs",
+          "torch.compile runs 50 tiny pointwise ops at least 2x faster than eager"),
+    Claim("remat-memory-and-time",
+          "With a fusing compiler, rematerialization lowers memory and runtime together.",
+          "'we can lower both memory and runtime through rematerialization' (AOTAutograd's min-cut pass; "
+          "no figure)", "notebooks/13-rematerialization",
+          "against the same compiled code with everything saved, recomputation cuts peak memory by at least "
+          "10% and costs at most 5% of the step time"),
+]
+CLAIMS: dict[str, Claim] = {claim.key: claim for claim in _CLAIMS}
+FIELDS = ("statement", "essay", "here", "verdict", "why", "stamp")
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}x"
+
+
+def judge_three_regimes(tiny: str, pointwise: str, matmul: str) -> Verdict:
+    """Regimes (``str(brrr.roofline.Regime)``: "memory-bound", ...) of three ops on the measured roofs."""
+    got = {"a one-element op": tiny, "a large x.cos()": pointwise, "a 4096³ matmul": matmul}
+    expected = {"a one-element op": "overhead-bound", "a large x.cos()": "memory-bound",
+                "a 4096³ matmul": "compute-bound"}
+    here = "; ".join(f"{op} {regime}" for op, regime in got.items())
+    wrong = [f"{op} came out {got[op]}, not {want}" for op, want in expected.items() if got[op] != want]
+    why = ("all three regimes occur on this machine's measured roofs" if not wrong
+           else "; ".join(wrong) + ", on this machine's measured roofs")
+    return Verdict("three-regimes", not wrong, here, why)
+
+
+def judge_contractions(flop_share: float, time_share: float) -> Verdict:
+    """Contractions' shares (0 to 1) of a training step's FLOPs and runtime."""
+    other_flops, other_time = 1 - flop_share, 1 - time_share
+    factor = other_time / other_flops if other_flops > 0 else float("inf")
+    here = (f"contractions {100 * flop_share:.2f}% of FLOPs, {100 * time_share:.1f}% of runtime; the other "
+            f"ops {100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs ({factor:.0f}x)")
+    if flop_share < 0.95:
+        return Verdict("contractions-flops-vs-runtime", False, here,
+                       "contractions did under 95% of the FLOPs in this layer")
+    if factor < 10:
+        return Verdict("contractions-flops-vs-runtime", False, here,
+                       "the other ops took under 10x their FLOP share of the runtime")
+    return Verdict("contractions-flops-vs-runtime", True, here,
+                   "the ops that do a fraction of a percent of the work take a large share of the time")
+
+
+def judge_other_ops_rate(normalization: float, elementwise: float, matmul_over_vector: float) -> Verdict:
+    """How many times fewer FLOP/s each class achieved than the contractions; the roofs' own ratio."""
+    here = (f"normalization {normalization:.0f}x, element-wise {elementwise:.0f}x fewer FLOP/s than "
+            "the contractions")
+    if min(normalization, elementwise) >= 100:
+        return Verdict("other-ops-fewer-flops", True, here, "hundreds of times fewer, as in the essay")
+    return Verdict("other-ops-fewer-flops", False, here,
+                   f"this machine's matmul roof is only {_ratio(matmul_over_vector)} its non-matmul roof "
+                   "(the essay's A100: 16x), so the matmuls have less of a head start")
+
+
+def judge_matmul_gap(matmul_peak: float, vector_peak: float) -> Verdict:
+    """Best measured matmul peak and non-matmul peak, FLOP/s."""
+    gap = matmul_peak / vector_peak
+    here = f"matmul peak {_ratio(gap)} the non-matmul peak"
+    if gap >= 4:
+        return Verdict("matmul-gap", True, here, "matmuls have hardware the other ops cannot use")
+    return Verdict("matmul-gap", False, here,
+                   "no matrix units here: matmuls and other arithmetic run on the same vector units, so the "
+                   "gap is the matmul library's cache reuse, not special hardware")
+
+
+def judge_fusion_cuts_bytes(fusion_speedup: float, passes_saved: float) -> Verdict:
+    """Control-to-fused speedup of a chain whose fused kernel makes ``passes_saved`` times fewer passes."""
+    here = f"{passes_saved:.0f}x fewer bytes, {_ratio(fusion_speedup)} faster than the same ops compiled separately"
+    if fusion_speedup >= 2 / 3 * passes_saved:
+        return Verdict("fusion-cuts-bytes", True, here, "the time fell with the bytes")
+    return Verdict("fusion-cuts-bytes", False, here,
+                   "the fused kernel did not run near the copy bandwidth, so the bytes saved bought less time")
+
+
+def judge_fused_chain(fused_s: float, one_op_s: float) -> Verdict:
+    """Seconds of the fused chain, and of one of its ops compiled alone (the control's mean per op)."""
+    ratio = fused_s / one_op_s
+    here = f"fused chain {_ratio(ratio)} the time of one op"
+    if ratio <= 1.3:
+        return Verdict("fused-chain-one-op", True, here, "the extra ops hid under the memory time of one pass")
+    return Verdict("fused-chain-one-op", False, here,
+                   "the chain's arithmetic did not fit under one pass's memory time here")
+
+
+def judge_cos_cos(fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memory: float) -> Verdict:
+    """Compiled cos().cos() and cos() seconds; compute time of two cosines over one pass's memory time."""
+    ratio = fused_cos_cos_s / fused_cos_s
+    here = f"compiled x.cos().cos() {_ratio(ratio)} the time of compiled x.cos()"
+    if ratio <= 1.3:
+        return Verdict("cos-cos-one-cos", True, here, "the second cosine hid under the memory time")
+    if two_cos_over_memory > 1:
+        why = (f"two cosines per element take {_ratio(two_cos_over_memory)} the memory time of one pass: a "
+               "cosine is a software polynomial here, and the fused kernel is compute-bound")
+    else:
+        why = "the fused kernel ran slower than the roofline predicts for it"
+    return Verdict("cos-cos-one-cos", False, here, why)
+
+
+def judge_knee(measured: float, predicted: float) -> Verdict:
+    """Repeat counts: where the runtime started to climb, and where the measured roofs put it."""
+    here = f"flat up to about {measured:.0f} repeats; the measured roofs predict {predicted:.0f}"
+    if measured < 4:
+        return Verdict("memory-bound-until-ridge", False, here,
+                       "fewer than 4 multiplies per element were free on this machine")
+    if not 0.5 <= measured / predicted <= 2:
+        return Verdict("memory-bound-until-ridge", False, here,
+                       f"the knee came at {_ratio(measured / predicted)} the repeat count the measured "
+                       "roofs predict, outside the 0.5x to 2x the rule allows")
+    return Verdict("memory-bound-until-ridge", True, here,
+                   "extra arithmetic was free up to the ridge point, as the roofline says")
+
+
+def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: float) -> Verdict:
+    """Python adds/s, eager ops/s, and the time of an add 1/16 of the knee size over a one-element add."""
+    slower = python_per_s / torch_per_s
+    here = (f"Python {python_per_s / 1e6:.0f} M adds/s, eager PyTorch {torch_per_s / 1e3:.0f} K ops/s "
+            f"({slower:.0f}x fewer); an add 1/16 of the knee size takes {_ratio(floor_growth)} a one-element add")
+    if slower < 10:
+        return Verdict("overhead-floor", False, here, "eager ops were less than 10x slower than Python adds")
+    if floor_growth > 1.5:
+        return Verdict("overhead-floor", False, here, "the time of small adds grew with their size: no flat floor")
+    return Verdict("overhead-floor", True, here, "small ops cost the same whatever their size")
+
+
+def judge_batch_doubling(first_ratio: float, first_over_roofline: float, last_ratio: float) -> Verdict:
+    """Step-time ratios of the first and last doublings; the first step's time over its roofline time."""
+    here = (f"first doubling {_ratio(first_ratio)} the time, at {first_over_roofline:.1f}x its roofline time; "
+            f"last doubling {_ratio(last_ratio)}")
+    if first_ratio >= 1.25:
+        return Verdict("batch-doubling", False, here, "the smallest batch was not flat")
+    if first_over_roofline < 2:
+        return Verdict("batch-doubling", False, here,
+                       "the flat step was within 2x of its roofline time: flat from intensity, not overhead "
+                       "(the essay's footnote)")
+    if last_ratio <= 1.5:
+        return Verdict("batch-doubling", False, here, "the largest batch did not reach the scaling regime")
+    return Verdict("batch-doubling", True, here,
+                   "flat while far above the roofline (overhead), then scaling with the work")
+
+
+def judge_compile_overhead(speedup: float) -> Verdict:
+    """torch.compile's speedup over eager on 50 tiny pointwise ops."""
+    here = f"compiled {_ratio(speedup)} faster than eager on 50 tiny ops"
+    if speedup >= 2:
+        return Verdict("compile-removes-overhead", True, here, "one dispatch instead of fifty")
+    return Verdict("compile-removes-overhead", False, here, "the compiled call's own overhead ate the gain")
+
+
+def judge_rematerialization(memory_factor: float, speedup: float) -> Verdict:
+    """Everything-saved over recomputed: peak memory ratio and step-time ratio (above 1: recomputing won)."""
+    here = (f"recomputation {_ratio(memory_factor)} less peak memory, {_ratio(speedup)} the speed of the "
+            "same compiled code with everything saved")
+    if memory_factor < 1.1:
+        return Verdict("remat-memory-and-time", False, here, "recomputing saved under 10% of the peak memory")
+    if speedup < 0.95:
+        return Verdict("remat-memory-and-time", False, here,
+                       "recomputation cost time here: the recomputed ops were not free")
+    return Verdict("remat-memory-and-time", True, here, "less memory at no cost in time")
+
+
+def glue_key(key: str, field: str) -> str:
+    if key not in CLAIMS:
+        raise KeyError(f"no claim {key!r}; known: {sorted(CLAIMS)}")
+    if field not in FIELDS:
+        raise KeyError(f"no field {field!r}; fields: {FIELDS}")
+    return f"claim-{key}-{field}"
+
+
+class Text:
+    """A glued string shown as itself: ``{glue:text}`` renders text/plain, which is ``repr()``."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def values(verdict: Verdict, stamp: str) -> dict[str, str]:
+    """The texts glued for ``verdict``, by field."""
+    claim = CLAIMS[verdict.key]
+    return {"statement": claim.statement, "essay": claim.essay, "here": verdict.here,
+            "verdict": verdict.word, "why": verdict.why, "stamp": stamp}
+
+
+def glue_text(key: str, text: str) -> None:
+    """Glue ``text`` for ``{glue:text}`` roles in the book; outside the book (no myst_nb), do nothing."""
+    try:
+        from myst_nb import glue
+    except ImportError:  # Colab, a plain kernel: the notebook's printed lines are enough
+        return
+    glue(key, Text(text), display=False)
+
+
+def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
+    """Print ``verdict`` with the stamp, glue it for the ledger, record it for the GPU reference.
+
+    ``stamp``: the one the measurement was taken under, where it differs from this
+    process's (the overhead notebooks time on one thread inside their helpers).
+    """
+    stamp = stamp or current_stamp()
+    print(verdict.line())
+    print(f"  {stamp}")
+    for field, text in values(verdict, stamp).items():
+        glue_text(glue_key(verdict.key, field), text)
+    reference.record(f"claims/{verdict.key}", asdict(verdict))
+    return verdict
+
+
+def reference_figures(claims: dict[str, Claim] = CLAIMS, folder=reference.COMMITTED) -> dict[str, str]:
+    """Per claim, what the committed GPU reference files recorded for it, or that none did."""
+    recorded = reference.load_all(folder)
+    figures = {}
+    for key in claims:
+        found = []
+        for name, data in recorded.items():
+            entry = data.get("figures", {}).get(f"claims/{key}")
+            if entry:
+                values = entry["values"]
+                word = HELD if values["held"] else NOT_HELD
+                found.append(f"{entry['env'].get('device', name)}: {values['here']} ({word})")
+        figures[key] = "; ".join(found) or "none recorded"
+    return figures
+
+
+def reference_summary(folder=reference.COMMITTED) -> str:
+    """One line per committed GPU reference file, or a plain statement that there is none."""
+    recorded = reference.load_all(folder)
+    if not recorded:
+        return (f"No GPU reference is committed yet: {folder.parent.name}/{folder.name}/ holds no JSON file. "
+                "Run `make gpu-check` on a GPU node and commit its file to fill the column.")
+    lines = []
+    for name, data in recorded.items():
+        claims = sorted(key.split("/", 1)[1] for key in data.get("figures", {}) if key.startswith("claims/"))
+        lines.append(f"{name}.json: {len(claims)} of {len(CLAIMS)} claims recorded"
+                     + (f" ({', '.join(claims)})" if claims else ""))
+    return "\n".join(lines)

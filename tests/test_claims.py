@@ -1,0 +1,104 @@
+"""The claims ledger's logic: each rule passes the numbers that satisfy it and fails those that do not.
+
+Made-up numbers only: nothing here is timed. The book build
+(``tests/test_book_build.py``) checks the ledger against the executed notebooks.
+"""
+
+import json
+import re
+
+import pytest
+
+from brrr import claims
+from conftest import ROOT
+
+LEDGER = ROOT / "chapters" / "claims-ledger.md"
+
+# (judge, numbers that must hold, numbers that must not hold)
+CASES = [
+    (claims.judge_three_regimes, ("overhead-bound", "memory-bound", "compute-bound"),
+     ("overhead-bound", "compute-bound", "compute-bound")),
+    (claims.judge_contractions, (0.995, 0.60), (0.995, 0.98)),
+    (claims.judge_contractions, (0.995, 0.60), (0.90, 0.10)),
+    (claims.judge_other_ops_rate, (250, 700, 16), (12, 40, 1.5)),
+    (claims.judge_matmul_gap, (312e12, 19.5e12), (1.2e11, 0.8e11)),
+    (claims.judge_fusion_cuts_bytes, (2.8, 3), (1.2, 3)),
+    (claims.judge_fused_chain, (0.011, 0.010), (0.025, 0.010)),
+    (claims.judge_cos_cos, (1.05, 1.0, 0.5), (1.9, 1.0, 3.0)),
+    (claims.judge_knee, (16, 12), (2, 12)),
+    (claims.judge_knee, (16, 12), (64, 8)),
+    (claims.judge_overhead_floor, (32e6, 280e3, 1.05), (32e6, 16e6, 1.0)),
+    (claims.judge_overhead_floor, (32e6, 280e3, 1.05), (32e6, 280e3, 4.0)),
+    (claims.judge_batch_doubling, (1.02, 40, 1.9), (1.02, 1.2, 1.9)),
+    (claims.judge_batch_doubling, (1.02, 40, 1.9), (1.02, 40, 1.1)),
+    (claims.judge_batch_doubling, (1.02, 40, 1.9), (1.8, 40, 1.9)),
+    (claims.judge_compile_overhead, (9.5,), (1.3,)),
+    (claims.judge_rematerialization, (1.8, 1.3), (1.02, 1.3)),
+    (claims.judge_rematerialization, (1.8, 1.3), (1.8, 0.7)),
+]
+
+
+@pytest.mark.parametrize("judge, holds, fails", CASES, ids=[case[0].__name__ for case in CASES])
+def test_each_rule_passes_and_fails(judge, holds, fails):
+    good, bad = judge(*holds), judge(*fails)
+    assert good.held and good.word == claims.HELD
+    assert not bad.held and bad.word == claims.NOT_HELD
+    assert good.key == bad.key and good.key in claims.CLAIMS
+    assert bad.why and bad.why != good.why, "a claim that did not hold must say why"
+
+
+def test_every_claim_has_a_rule():
+    judged = {case[0](*case[1]).key for case in CASES}
+    assert judged == set(claims.CLAIMS)
+    assert len(claims.CLAIMS) == 12
+
+
+def test_a_verdict_names_the_figure_with_its_unit():
+    verdict = claims.judge_fusion_cuts_bytes(2.5, 3)
+    assert "2.50x" in verdict.here and "3x fewer bytes" in verdict.here
+    assert verdict.line().startswith(claims.CLAIMS["fusion-cuts-bytes"].statement)
+
+
+def test_cos_cos_says_compute_bound_when_two_cosines_outlast_memory():
+    assert "compute-bound" in claims.judge_cos_cos(1.9, 1.0, 3.0).why
+    assert "compute-bound" not in claims.judge_cos_cos(1.9, 1.0, 0.5).why
+
+
+def test_glue_keys_are_checked():
+    assert claims.glue_key("batch-doubling", "here") == "claim-batch-doubling-here"
+    with pytest.raises(KeyError, match="no claim"):
+        claims.glue_key("made-up", "here")
+    with pytest.raises(KeyError, match="no field"):
+        claims.glue_key("batch-doubling", "colour")
+
+
+def test_glued_text_shows_as_itself():
+    assert repr(claims.Text("held here")) == "held here"
+
+
+def test_the_ledger_page_has_one_row_per_claim_in_order():
+    rows = [line for line in LEDGER.read_text().splitlines() if re.match(r"\| \d+ \|", line)]
+    assert len(rows) == len(claims.CLAIMS)
+    for row, (key, claim) in zip(rows, claims.CLAIMS.items()):
+        for field in ("statement", "essay", "here", "verdict", "why"):
+            assert f"../{claim.notebook}.ipynb::{claims.glue_key(key, field)}:s`" in row, (key, field)
+
+
+def test_every_measuring_notebook_publishes_its_claims():
+    for key, claim in claims.CLAIMS.items():
+        source = "".join("".join(cell["source"]) for cell in
+                         json.loads((ROOT / f"{claim.notebook}.ipynb").read_text())["cells"])
+        assert "publish(" in source, f"{claim.notebook} does not publish {key}"
+
+
+def test_the_reference_column_reads_recorded_files(tmp_path):
+    assert claims.reference_figures(folder=tmp_path)["batch-doubling"] == "none recorded"
+    assert "No GPU reference is committed yet" in claims.reference_summary(tmp_path)
+    verdict = claims.judge_compile_overhead(12.0)
+    (tmp_path / "nvidia-h100.json").write_text(json.dumps({"figures": {"claims/compile-removes-overhead": {
+        "env": {"device": "NVIDIA H100"}, "values": {"key": verdict.key, "held": True, "here": verdict.here,
+                                                     "why": verdict.why}}}}))
+    figures = claims.reference_figures(folder=tmp_path)
+    assert figures["compile-removes-overhead"] == f"NVIDIA H100: {verdict.here} (held here)"
+    assert figures["batch-doubling"] == "none recorded"
+    assert "1 of 12 claims" in claims.reference_summary(tmp_path)
