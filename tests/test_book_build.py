@@ -7,9 +7,11 @@ DESIGN.md: build with ``-W -n --keep-going`` on a clean output folder; an
 incremental ``-W`` build can hide a failure it already saw.
 """
 
+import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import yaml
@@ -25,6 +27,25 @@ def _build(source: Path, config: Path, output: Path) -> subprocess.CompletedProc
         [str(JUPYTER_BOOK), "build", str(source), *FLAGS, "--config", str(config), "--path-output", str(output)],
         capture_output=True, text=True, timeout=1800,
     )
+
+
+class _Images(HTMLParser):
+    """Collects the alt attribute of every <img> in a page (None where missing)."""
+
+    def __init__(self):
+        super().__init__()
+        self.alts: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            attrs = dict(attrs)
+            self.alts.append((attrs.get("src", "?"), attrs.get("alt")))
+
+
+def _images_without_alt(page_html: Path) -> list[str]:
+    parser = _Images()
+    parser.feed(page_html.read_text())
+    return [src for src, alt in parser.alts if not (alt or "").strip()]
 
 
 def _pages_in_toc(toc: dict) -> list[str]:
@@ -52,6 +73,16 @@ def test_book_builds_with_every_notebook_executed(tmp_path):
         page_html = html / f"{Path(page).with_suffix('')}.html"
         assert page_html.exists(), f"{page} did not render"
         assert "Traceback" not in page_html.read_text(), f"{page} shows a traceback"
+        # Figures say what they show (notebook cells: metadata mystnb.image.alt). The lab
+        # solutions are left out here: their cells belong to the labs' own source.
+        if page.startswith(("chapters/", "notebooks/")):
+            assert not _images_without_alt(page_html), (
+                f"{page}: images without alt text: {_images_without_alt(page_html)}")
+    for chapter in ("memory-bandwidth", "operator-fusion", "compute", "overhead"):
+        page_html = (html / "chapters" / f"{chapter}.html").read_text()
+        exercises = page_html[page_html.index('id="exercises"'):]
+        assert len(re.findall(r'<details class="[^"]*sd-dropdown[^"]*">', exercises)) >= 3, (
+            f"{chapter}: the exercises' answers did not render folded")
 
 
 def test_a_broken_cross_reference_fails_the_build(tmp_path):
