@@ -43,9 +43,11 @@ class _Images(HTMLParser):
 
 
 def _images_without_alt(page_html: Path) -> list[str]:
+    """Images whose alt text says nothing: missing, empty, or (myst-nb's default) the file's path."""
     parser = _Images()
     parser.feed(page_html.read_text())
-    return [src for src, alt in parser.alts if not (alt or "").strip()]
+    return [src for src, alt in parser.alts
+            if not (alt or "").strip() or alt == src or re.search(r"\.(png|jpe?g|gif|svg)$", alt)]
 
 
 def _pages_in_toc(toc: dict) -> list[str]:
