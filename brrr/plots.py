@@ -49,7 +49,8 @@ def roofline(
     for label, op_intensity, achieved in points:
         y = attainable_flops(op_intensity, roofs[0]) if achieved is None else achieved
         ax.scatter([op_intensity], [y], zorder=3)
-        labels.append(ax.annotate(label, (op_intensity, y), textcoords="offset points", xytext=(4, 4), fontsize=8))
+        labels.append(ax.annotate(label, (op_intensity, y), fontsize=8,
+                                  textcoords="offset points", xytext=(4, 4)))
     ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax.set_ylabel("attainable FLOP/s")
     ax.set_title(title)
@@ -76,12 +77,16 @@ def loglog_sweep(
     for name, values in series.items():
         ax.loglog(x, values, marker="o", markersize=3, label=name)
     labels = []
-    for label, position in sorted((marks or {}).items(), key=lambda item: item[1]):
+    ground = dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1)
+    for label, position in sorted((marks or {}).items(),
+                                  key=lambda item: item[1]):
         ax.axvline(position, linestyle="--", linewidth=1, color="gray")
-        # Left of its line, on a white ground so a curve it crosses does not hide it.
-        labels.append(ax.annotate(label, (position, 1), xycoords=("data", "axes fraction"), rotation=90,
-                                  va="top", ha="right", fontsize=8, textcoords="offset points", xytext=(-1, -2),
-                                  bbox=dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1)))
+        # Left of its line, on a white ground: a curve it crosses stays
+        # behind it.
+        labels.append(ax.annotate(
+            label, (position, 1), xycoords=("data", "axes fraction"),
+            rotation=90, va="top", ha="right", fontsize=8, bbox=ground,
+            textcoords="offset points", xytext=(-1, -2)))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -93,23 +98,32 @@ def loglog_sweep(
     return ax
 
 
-# Where to try a label, in points from its anchor, until it overlaps no other label
-# and stays inside the axes: beside the point first, then further above and below.
-_POINT_OFFSETS = [(4, 4), (4, -12), (-4, 4), (-4, -12), (4, 16), (4, -24), (-4, 16), (-4, -24), (4, 28), (4, -36)]
-# For a rotated label on a vertical line: left of the line, right of it, then lower down.
-_MARK_OFFSETS = [(-1, -2), (1, -2), (-1, -60), (1, -60), (-1, -120), (1, -120)]
+# Where to try a label, in points from its anchor, until it overlaps no
+# other label and stays inside the axes: beside the point, then further
+# above and below.
+_POINT_OFFSETS = [(4, 4), (4, -12), (-4, 4), (-4, -12), (4, 16), (4, -24),
+                  (-4, 16), (-4, -24), (4, 28), (4, -36)]
+# A rotated label on a vertical line: left of the line, right of it, lower.
+_MARK_OFFSETS = [(-1, -2), (1, -2), (-1, -60), (1, -60), (-1, -120),
+                 (1, -120)]
+
+
+def _inside(box: Bbox, frame: Bbox) -> bool:
+    return (frame.x0 <= box.x0 and box.x1 <= frame.x1
+            and frame.y0 <= box.y0 and box.y1 <= frame.y1)
 
 
 def _separate_labels(ax, labels, *, vertical: bool = False) -> None:
-    """Move annotations that would overlap an earlier one, or leave the axes, to the first free spot.
+    """Move each annotation to its first free spot, if it would overlap an
+    earlier one or leave the axes.
 
-    Only where the text sits changes, never what it points at. Labels placed earlier keep
-    their place, so the first label of a crowd stays next to its point.
+    Only where the text sits changes, never what it points at. Labels placed
+    earlier keep their place, so the first of a crowd stays by its point.
     """
     if not labels:
         return
     renderer = ax.figure.canvas.get_renderer()
-    inside = ax.get_window_extent(renderer)
+    frame = ax.get_window_extent(renderer)
     placed: list[Bbox] = []
     for label in labels:
         best = None
@@ -117,7 +131,7 @@ def _separate_labels(ax, labels, *, vertical: bool = False) -> None:
             label.xyann = (dx, dy)
             label.set_horizontalalignment("right" if dx < 0 else "left")
             box = label.get_window_extent(renderer)
-            fits = inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
+            fits = _inside(box, frame)
             if best is None:
                 best = (dx, dy)
             if fits and not any(box.overlaps(other) for other in placed):
@@ -194,8 +208,8 @@ def bars(
         ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
     for (label, level), style in zip((lines or {}).items(), ["--", ":", "-."] * 4):
         ax.axhline(level, linestyle=style, linewidth=1, color="gray", label=label)
-    # Headroom above the tallest bar or line, so the numbers on the bars and the legend
-    # in the top corner never meet.
+    # Headroom above the tallest bar or line, so that the numbers on the
+    # bars and the legend in the top corner never meet.
     top = max([*values, *(lines or {}).values()], default=0)
     if top > 0:
         ax.set_ylim(top=top * (1.2 + 0.08 * len(lines or {})))

@@ -30,7 +30,7 @@ def _build(source: Path, config: Path, output: Path) -> subprocess.CompletedProc
 
 
 class _Images(HTMLParser):
-    """Collects the alt attribute of every <img> in a page (None where missing)."""
+    """The alt attribute of every <img> in a page (None where missing)."""
 
     def __init__(self):
         super().__init__()
@@ -43,11 +43,13 @@ class _Images(HTMLParser):
 
 
 def _images_without_alt(page_html: Path) -> list[str]:
-    """Images whose alt text says nothing: missing, empty, or (myst-nb's default) the file's path."""
+    """Images whose alt text says nothing: missing, empty, or the file's
+    own path (myst-nb's default)."""
     parser = _Images()
     parser.feed(page_html.read_text())
     return [src for src, alt in parser.alts
-            if not (alt or "").strip() or alt == src or re.search(r"\.(png|jpe?g|gif|svg)$", alt)]
+            if not (alt or "").strip() or alt == src
+            or re.search(r"\.(png|jpe?g|gif|svg)$", alt)]
 
 
 def _pages_in_toc(toc: dict) -> list[str]:
@@ -75,15 +77,17 @@ def test_book_builds_with_every_notebook_executed(tmp_path):
         page_html = html / f"{Path(page).with_suffix('')}.html"
         assert page_html.exists(), f"{page} did not render"
         assert "Traceback" not in page_html.read_text(), f"{page} shows a traceback"
-        # Figures say what they show (notebook cells: metadata mystnb.image.alt). The lab
-        # solutions are left out here: their cells belong to the labs' own source.
+        # Figures say what they show (notebook cells: mystnb.image.alt).
+        # The lab solutions are left out: their cells are the labs' source.
         if page.startswith(("chapters/", "notebooks/")):
-            assert not _images_without_alt(page_html), (
-                f"{page}: images without alt text: {_images_without_alt(page_html)}")
-    for chapter in ("memory-bandwidth", "operator-fusion", "compute", "overhead"):
+            bare = _images_without_alt(page_html)
+            assert not bare, f"{page}: images without alt text: {bare}"
+    folded = re.compile(r'<details class="[^"]*sd-dropdown[^"]*">')
+    for chapter in ("memory-bandwidth", "operator-fusion", "compute",
+                    "overhead"):
         page_html = (html / "chapters" / f"{chapter}.html").read_text()
         exercises = page_html[page_html.index('id="exercises"'):]
-        assert len(re.findall(r'<details class="[^"]*sd-dropdown[^"]*">', exercises)) >= 3, (
+        assert len(folded.findall(exercises)) >= 3, (
             f"{chapter}: the exercises' answers did not render folded")
 
 

@@ -1,4 +1,4 @@
-"""Reading flow (issue 9, part 5): contents order, exercises, glossary, alt text.
+"""Reading flow (issue 9, part 5): contents, exercises, glossary, alt text.
 
 Cheap checks on the sources, no build. The forced build in test_book_build.py
 checks what they render to: every image there must carry alt text.
@@ -131,8 +131,9 @@ def test_every_notebook_is_in_the_toc_once():
              for entry in [chapter, *chapter.get("sections", [])]]
     for name in NOTEBOOKS:
         assert files.count(f"notebooks/{name}") == 1, (
-            f"notebooks/{name} is in _toc.yml {files.count(f'notebooks/{name}')} "
-            "times; it belongs there once, under its chapter")
+            f"notebooks/{name} is in _toc.yml "
+            f"{files.count(f'notebooks/{name}')} times; it belongs there "
+            "once, under its chapter")
 
 
 @pytest.mark.parametrize("name", [n for n in NOTEBOOKS if n[0] != "0"])
@@ -211,7 +212,7 @@ QUOTED_RATES = {("TB/s", essay.A100["bandwidth"])} | {
 
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_exercises_quote_only_the_essays_rates(chapter):
-    """Answers must not depend on the reader's machine: every rate is the essay's."""
+    """Answers must not depend on the reader's machine: essay rates only."""
     scale = {"TB/s": 1e12, "TFLOP/s": 1e12}
     text = _exercises(chapter)
     rates = re.findall(r"(\d+(?:\.\d+)?)\s*(?:\\ |\\text\{\s*)?"
@@ -325,7 +326,8 @@ def test_alt_text_sits_only_on_plotting_cells():
 def test_images_in_chapters_have_alt_text():
     for path in sorted((ROOT / "chapters").glob("*.md")):
         text = path.read_text()
-        assert not re.search(r"!\[\s*\]\(", text), f"{path.name}: ![]() needs alt"
+        assert not re.search(r"!\[\s*\]\(", text), (
+            f"{path.name}: ![]() needs alt text")
         for block in re.findall(r"^[`:]{3,}\{(?:figure|image)\}.*?^[`:]{3,}",
                                 text, re.S | re.M):
             assert re.search(r"^:alt: *\S", block, re.M), (

@@ -162,8 +162,9 @@ def test_quiet_native_stderr_drops_profiler_chatter_and_keeps_the_rest(capfd):
     assert capfd.readouterr().err == "a real error\n"
 
 
-CPU_ONLY = traces.parse([  # ops and the Python gaps between them, across the whole window
-    {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "ts": 10 * i, "dur": 7, "tid": 1} for i in range(10)
+CPU_ONLY = traces.parse([  # ops and Python gaps across the whole window
+    {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "ts": 10 * i,
+     "dur": 7, "tid": 1} for i in range(10)
 ])
 
 
@@ -175,7 +176,7 @@ def test_timeline_legend_stays_clear_of_the_bars(which, panels, request):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # As notebook 32 draws them: one step with a stamp, or two panels in one figure.
+    # As notebook 32 draws them: one step, or two panels in one figure.
     if panels == 1:
         _, ax = plt.subplots(figsize=(10, 2.8))
         traces.render_timeline(trace, title="fixture", ax=ax, stamp="[stamp]")
@@ -190,5 +191,5 @@ def test_timeline_legend_stays_clear_of_the_bars(which, panels, request):
     for bars in ax.collections:
         for path in bars.get_paths():
             box = path.get_extents(bars.get_transform())
-            assert not legend.overlaps(box), "the legend covers a bar of the timeline"
+            assert not legend.overlaps(box), "the legend covers a bar"
     plt.close(ax.figure)
