@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from matplotlib.transforms import Bbox
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -43,15 +45,18 @@ def roofline(
         y = [attainable_flops(i, roof) for i in x]
         line, = ax.loglog(x, y, label=f"{roof.label}: {units.flops(roof.peak_flops)}, {units.bandwidth(roof.bandwidth)}")
         ax.axvline(roof.ridge_point, color=line.get_color(), linestyle=":", linewidth=1)
+    labels = []
     for label, op_intensity, achieved in points:
         y = attainable_flops(op_intensity, roofs[0]) if achieved is None else achieved
         ax.scatter([op_intensity], [y], zorder=3)
-        ax.annotate(label, (op_intensity, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+        labels.append(ax.annotate(label, (op_intensity, y), fontsize=8,
+                                  textcoords="offset points", xytext=(4, 4)))
     ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax.set_ylabel("attainable FLOP/s")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right")
     _add_stamp(ax, stamp)
+    _separate_labels(ax, labels)
     return ax
 
 
@@ -71,9 +76,17 @@ def loglog_sweep(
         _, ax = plt.subplots(figsize=(7, 4.5))
     for name, values in series.items():
         ax.loglog(x, values, marker="o", markersize=3, label=name)
-    for label, position in (marks or {}).items():
+    labels = []
+    ground = dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1)
+    for label, position in sorted((marks or {}).items(),
+                                  key=lambda item: item[1]):
         ax.axvline(position, linestyle="--", linewidth=1, color="gray")
-        ax.annotate(label, (position, ax.get_ylim()[1]), rotation=90, va="top", ha="right", fontsize=8)
+        # Left of its line, on a white ground: a curve it crosses stays
+        # behind it.
+        labels.append(ax.annotate(
+            label, (position, 1), xycoords=("data", "axes fraction"),
+            rotation=90, va="top", ha="right", fontsize=8, bbox=ground,
+            textcoords="offset points", xytext=(-1, -2)))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -81,7 +94,52 @@ def loglog_sweep(
     if len(series) > 1:
         ax.legend(fontsize=8)
     _add_stamp(ax, stamp)
+    _separate_labels(ax, labels, vertical=True)
     return ax
+
+
+# Where to try a label, in points from its anchor, until it overlaps no
+# other label and stays inside the axes: beside the point, then further
+# above and below.
+_POINT_OFFSETS = [(4, 4), (4, -12), (-4, 4), (-4, -12), (4, 16), (4, -24),
+                  (-4, 16), (-4, -24), (4, 28), (4, -36)]
+# A rotated label on a vertical line: left of the line, right of it, lower.
+_MARK_OFFSETS = [(-1, -2), (1, -2), (-1, -60), (1, -60), (-1, -120),
+                 (1, -120)]
+
+
+def _inside(box: Bbox, frame: Bbox) -> bool:
+    return (frame.x0 <= box.x0 and box.x1 <= frame.x1
+            and frame.y0 <= box.y0 and box.y1 <= frame.y1)
+
+
+def _separate_labels(ax, labels, *, vertical: bool = False) -> None:
+    """Move each annotation to its first free spot, if it would overlap an
+    earlier one or leave the axes.
+
+    Only where the text sits changes, never what it points at. Labels placed
+    earlier keep their place, so the first of a crowd stays by its point.
+    """
+    if not labels:
+        return
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    placed: list[Bbox] = []
+    for label in labels:
+        best = None
+        for dx, dy in _MARK_OFFSETS if vertical else _POINT_OFFSETS:
+            label.xyann = (dx, dy)
+            label.set_horizontalalignment("right" if dx < 0 else "left")
+            box = label.get_window_extent(renderer)
+            fits = _inside(box, frame)
+            if best is None:
+                best = (dx, dy)
+            if fits and not any(box.overlaps(other) for other in placed):
+                best = (dx, dy)
+                break
+        label.xyann = best
+        label.set_horizontalalignment("right" if best[0] < 0 else "left")
+        placed.append(label.get_window_extent(renderer))
 
 
 def _add_stamp(ax, stamp: str) -> None:
@@ -150,6 +208,11 @@ def bars(
         ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
     for (label, level), style in zip((lines or {}).items(), ["--", ":", "-."] * 4):
         ax.axhline(level, linestyle=style, linewidth=1, color="gray", label=label)
+    # Headroom above the tallest bar or line, so that the numbers on the
+    # bars and the legend in the top corner never meet.
+    top = max([*values, *(lines or {}).values()], default=0)
+    if top > 0:
+        ax.set_ylim(top=top * (1.2 + 0.08 * len(lines or {})))
     if lines:
         ax.legend(fontsize=8, loc="upper left")
     ax.set_ylabel(ylabel)

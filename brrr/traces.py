@@ -372,9 +372,10 @@ def render_timeline(
         gaps, gap_row = idle_gaps(ops, window, min_gap_us), cpu_row
     ax.broken_barh([(start, end - start) for start, end in gaps], (gap_row - 0.45, 0.9),
                    facecolors="tab:red", alpha=0.3, linewidths=0, label=GAP_LABELS[trace.has_device])
+    # The legend sits in a clear band above the CPU row, not on top of its bars.
     ax.legend(fontsize=7, loc="upper right", ncols=3)
     ax.set_yticks([device_row, cpu_row], ["device kernels" if trace.has_device else "device", "CPU ops"])
-    ax.set_ylim(-0.6, 1.9)
+    ax.set_ylim(-0.6, 2.4)
     ax.set_xlim(*window)
     ax.set_xlabel("time (µs from the first event)")
     if title:

@@ -9,9 +9,11 @@ incremental ``-W`` build can hide a failure it already saw.
 
 import html
 import json
+import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,29 @@ def _build(source: Path, config: Path, output: Path) -> subprocess.CompletedProc
         [str(JUPYTER_BOOK), "build", str(source), *FLAGS, "--config", str(config), "--path-output", str(output)],
         capture_output=True, text=True, timeout=1800,
     )
+
+
+class _Images(HTMLParser):
+    """The alt attribute of every <img> in a page (None where missing)."""
+
+    def __init__(self):
+        super().__init__()
+        self.alts: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            attrs = dict(attrs)
+            self.alts.append((attrs.get("src", "?"), attrs.get("alt")))
+
+
+def _images_without_alt(page_html: Path) -> list[str]:
+    """Images whose alt text says nothing: missing, empty, or the file's
+    own path (myst-nb's default)."""
+    parser = _Images()
+    parser.feed(page_html.read_text())
+    return [src for src, alt in parser.alts
+            if not (alt or "").strip() or alt == src
+            or re.search(r"\.(png|jpe?g|gif|svg)$", alt)]
 
 
 def _pages_in_toc(toc: dict) -> list[str]:
@@ -64,6 +89,18 @@ def test_book_builds_with_every_notebook_executed(forced_build):
         page_html = html_dir / f"{Path(page).with_suffix('')}.html"
         assert page_html.exists(), f"{page} did not render"
         assert "Traceback" not in page_html.read_text(), f"{page} shows a traceback"
+        # Figures say what they show (notebook cells: mystnb.image.alt).
+        # The lab solutions are left out: their cells are the labs' source.
+        if page.startswith(("chapters/", "notebooks/")):
+            bare = _images_without_alt(page_html)
+            assert not bare, f"{page}: images without alt text: {bare}"
+    folded = re.compile(r'<details class="[^"]*sd-dropdown[^"]*">')
+    for chapter in ("memory-bandwidth", "operator-fusion", "compute",
+                    "overhead"):
+        page_html = (html_dir / "chapters" / f"{chapter}.html").read_text()
+        exercises = page_html[page_html.index('id="exercises"'):]
+        assert len(folded.findall(exercises)) >= 3, (
+            f"{chapter}: the exercises' answers did not render folded")
 
 
 # Claims that must hold on any machine the book is built on, a 2-core CPU included: each was

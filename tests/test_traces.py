@@ -160,3 +160,36 @@ def test_quiet_native_stderr_drops_profiler_chatter_and_keeps_the_rest(capfd):
         os.write(2, b"[W1122 03:48:39.9 CPUAllocator.cpp:245] Memory block of unknown size was allocated before the profiling started, profiler results will not include the deallocation event\n")
         os.write(2, b"a real error\n")
     assert capfd.readouterr().err == "a real error\n"
+
+
+CPU_ONLY = traces.parse([  # ops and Python gaps across the whole window
+    {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "ts": 10 * i,
+     "dur": 7, "tid": 1} for i in range(10)
+])
+
+
+@pytest.mark.parametrize("panels", [1, 2])
+@pytest.mark.parametrize("which", ["fixture", "cpu only"])
+def test_timeline_legend_stays_clear_of_the_bars(which, panels, request):
+    trace = request.getfixturevalue("trace") if which == "fixture" else CPU_ONLY
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    # As notebook 32 draws them: one step, or two panels in one figure.
+    if panels == 1:
+        _, ax = plt.subplots(figsize=(10, 2.8))
+        traces.render_timeline(trace, title="fixture", ax=ax, stamp="[stamp]")
+    else:
+        fig, axes = plt.subplots(2, 1, figsize=(10, 5.4))
+        for ax in axes:
+            traces.render_timeline(trace, title="fixture", ax=ax)
+        fig.tight_layout()
+        fig.subplots_adjust(bottom=0.13)
+    renderer = ax.figure.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    for bars in ax.collections:
+        for path in bars.get_paths():
+            box = path.get_extents(bars.get_transform())
+            assert not legend.overlaps(box), "the legend covers a bar"
+    plt.close(ax.figure)
