@@ -59,6 +59,10 @@ class Ceilings:
     def stamp(self) -> str:
         return format_stamp(self.env)
 
+    def setting(self, dtype: str | torch.dtype = "float32") -> str:
+        """'float32, 1 thread(s)': what a quoted peak was measured with, since pages quote several."""
+        return f"{dtype_name(dtype)}, {self.threads or torch.get_num_threads()} thread(s)"
+
     def matmul(self, dtype: str | torch.dtype = "float32") -> float:
         name = dtype_name(dtype)
         if name not in self.matmul_peak:

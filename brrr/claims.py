@@ -154,21 +154,24 @@ def judge_contractions(flop_share: float, time_share: float) -> Verdict:
                    "the ops that do a fraction of a percent of the work take a large share of the time")
 
 
-def judge_other_ops_rate(normalization: float, elementwise: float, matmul_over_vector: float) -> Verdict:
-    """How many times fewer FLOP/s each class achieved than the contractions; the roofs' own ratio."""
+def judge_other_ops_rate(normalization: float, elementwise: float, matmul_over_vector: float,
+                         measured: str = "") -> Verdict:
+    """How many times fewer FLOP/s each class achieved than the contractions; the roofs' own ratio,
+    and ``measured``: the roofs' dtype and thread count, since other pages quote other settings."""
+    roofs = f"matmul roof ({measured})" if measured else "matmul roof"
     here = (f"normalization {normalization:.0f}x, element-wise {elementwise:.0f}x fewer FLOP/s than "
             "the contractions")
     if min(normalization, elementwise) >= 100:
         return Verdict("other-ops-fewer-flops", True, here, "hundreds of times fewer, as in the essay")
     return Verdict("other-ops-fewer-flops", False, here,
-                   f"this machine's matmul roof is only {_ratio(matmul_over_vector)} its non-matmul roof "
+                   f"this machine's {roofs} is only {_ratio(matmul_over_vector)} its non-matmul roof "
                    "(the essay's A100: 16x), so the matmuls have less of a head start")
 
 
-def judge_matmul_gap(matmul_peak: float, vector_peak: float) -> Verdict:
-    """Best measured matmul peak and non-matmul peak, FLOP/s."""
+def judge_matmul_gap(matmul_peak: float, vector_peak: float, measured: str = "") -> Verdict:
+    """Best measured matmul peak and non-matmul peak, FLOP/s; ``measured`` names their dtype and threads."""
     gap = matmul_peak / vector_peak
-    here = f"matmul peak {_ratio(gap)} the non-matmul peak"
+    here = f"matmul peak {_ratio(gap)} the non-matmul peak" + (f" ({measured})" if measured else "")
     if gap >= 4:
         return Verdict("matmul-gap", True, here, "matmuls have hardware the other ops cannot use")
     return Verdict("matmul-gap", False, here,

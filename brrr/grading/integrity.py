@@ -37,6 +37,7 @@ another Python program) is reported as well: the feedback lists the paths.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import site
@@ -52,8 +53,10 @@ ENVIRONMENT, COURSE = "environment", "course"
 USER_CONFIGURATION = (".ipython", ".jupyter", ".local/share/jupyter", ".config/matplotlib",
                       ".config/ipython", ".matplotlib", ".pythonrc.py", ".bashrc", ".profile",
                       ".bash_profile", ".zshrc", ".ssh")
-# Written by Jupyter sessions the instructor may have open; nothing there is code.
-USER_EXCLUDED = (".local/share/jupyter/runtime",)
+# Written by any IPython or Jupyter session the instructor has open; nothing there is code (patterns as
+# find's -path takes them).
+USER_EXCLUDED = (".local/share/jupyter/runtime", ".ipython/profile_*/history.sqlite*", ".ipython/profile_*/db",
+                 ".ipython/profile_*/log", ".ipython/profile_*/pid", ".ipython/profile_*/security")
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ class Fingerprint:
             if not os.path.lexists(root.path):
                 entries[str(root.path)] = ("missing",)
                 continue
-            inside = [Path(p) for p in excluded if root.path in Path(p).parents]
+            inside = [Path(p) for p in excluded if root.path in Path(p).parents]  # patterns allowed
             entries.update(_scan(root.path, inside))
         return cls(entries, {str(root.path): root.kind for root in roots})
 
@@ -166,10 +169,19 @@ def _scan(root: Path, excluded: list[Path]) -> dict[str, tuple]:
             for record in done.stdout.split(b"\0"):
                 if record:
                     inode, size, mode, kind, mtime, ctime, path = record.split(b" ", 6)
-                    entries[os.fsdecode(path)] = (int(inode), int(size), int(mode, 8), kind.decode(),
-                                                  _nanoseconds(mtime), _nanoseconds(ctime))
+                    entries[os.fsdecode(path)] = _entry(int(inode), int(size), int(mode, 8), kind.decode(),
+                                                        _nanoseconds(mtime), _nanoseconds(ctime))
             return entries
     return _scan_in_python(root, excluded)
+
+
+def _entry(inode: int, size: int, mode: int, kind: str, mtime: int, ctime: int) -> tuple:
+    """What is compared. A folder's times and size change with every entry made or removed in it, also in
+    an excluded one (an IPython history journal, say), and its entries are compared on their own: so a
+    folder counts only by its inode and permissions."""
+    if kind == "d":
+        return (inode, mode, kind)
+    return (inode, size, mode, kind, mtime, ctime)
 
 
 def _nanoseconds(seconds: bytes) -> int:
@@ -182,19 +194,19 @@ _KINDS = ((stat.S_ISDIR, "d"), (stat.S_ISLNK, "l"), (stat.S_ISREG, "f"), (stat.S
 
 
 def _scan_in_python(root: Path, excluded: list[Path]) -> dict[str, tuple]:
-    skip = {str(p) for p in excluded}
+    skip = [str(p) for p in excluded]
     entries, stack = {}, [str(root)]
     while stack:
         path = stack.pop()
-        if path in skip:
+        if any(fnmatch.fnmatchcase(path, pattern) for pattern in skip):
             continue
         try:
             status = os.lstat(path)
         except OSError:
             continue
         kind = next((letter for test, letter in _KINDS if test(status.st_mode)), "U")
-        entries[path] = (status.st_ino, status.st_size, stat.S_IMODE(status.st_mode), kind,
-                         status.st_mtime_ns, status.st_ctime_ns)
+        entries[path] = _entry(status.st_ino, status.st_size, stat.S_IMODE(status.st_mode), kind,
+                               status.st_mtime_ns, status.st_ctime_ns)
         if kind == "d":
             try:
                 stack += [os.path.join(path, name) for name in os.listdir(path)]

@@ -1,0 +1,73 @@
+"""The integrity watch sees every change to a watched file, even one disguised, and nothing grading does."""
+
+import os
+from pathlib import Path
+
+from brrr.grading import integrity
+from brrr.grading.integrity import COURSE, ENVIRONMENT, Fingerprint, Root
+
+
+def test_a_file_restored_to_its_old_modification_time_still_shows_as_changed(tmp_path):
+    module = tmp_path / "site-packages" / "torch_module.py"
+    module.parent.mkdir()
+    module.write_text("original = True\n")
+    roots = [Root(tmp_path, ENVIRONMENT)]
+    before = Fingerprint.take(roots)
+    status = os.stat(module)
+    module.write_text("original = 1!\n")  # same size
+    os.utime(module, ns=(status.st_atime_ns, status.st_mtime_ns))  # and the old modification time
+    changes = before.changes(Fingerprint.take(roots))
+    assert changes.paths == [str(module)] and changes.environment == [str(module)]
+
+
+def test_nothing_changed_means_no_change_and_new_or_removed_files_count(tmp_path):
+    (tmp_path / "a.py").write_text("a")
+    roots = [Root(tmp_path, COURSE)]
+    before = Fingerprint.take(roots)
+    assert not before.changes(Fingerprint.take(roots))
+    (tmp_path / "sitecustomize.py").write_text("import os")
+    (tmp_path / "a.py").unlink()
+    changes = before.changes(Fingerprint.take(roots))
+    assert changes.paths == [str(tmp_path / "a.py"), str(tmp_path / "sitecustomize.py")]
+    assert changes.environment == []  # a course root: the submission is charged, grading goes on
+
+
+def test_ipython_history_is_no_change_but_a_startup_file_is(tmp_path):
+    profile = tmp_path / ".ipython" / "profile_default"
+    (profile / "startup").mkdir(parents=True)
+    roots = [Root(tmp_path / ".ipython", ENVIRONMENT)]
+    excluded = [tmp_path / pattern for pattern in integrity.USER_EXCLUDED]
+    before = Fingerprint.take(roots, excluded)
+    (profile / "history.sqlite").write_text("an instructor's own IPython session")
+    (profile / "history.sqlite-journal").write_text("")
+    assert not before.changes(Fingerprint.take(roots, excluded))
+    (profile / "startup" / "00-run-in-every-kernel.py").write_text("import os")
+    assert before.changes(Fingerprint.take(roots, excluded)).paths == [
+        str(profile / "startup" / "00-run-in-every-kernel.py")]
+
+
+def test_find_and_python_walk_the_same_entries(tmp_path):
+    (tmp_path / "package" / "sub").mkdir(parents=True)
+    (tmp_path / "package" / "sub" / "m.py").write_text("x = 1")
+    (tmp_path / "package" / "link").symlink_to(tmp_path / "package" / "sub")
+    (tmp_path / "skipped").mkdir()
+    (tmp_path / "skipped" / "x").write_text("")
+    excluded = [tmp_path / "skipped"]
+    assert integrity._scan(tmp_path, excluded) == integrity._scan_in_python(tmp_path, excluded)
+    assert str(tmp_path / "skipped" / "x") not in integrity._scan(tmp_path, excluded)
+
+
+def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
+    checkout, submissions, out = tmp_path / "course", tmp_path / "submissions", tmp_path / "course" / "grades"
+    roots, excluded = integrity.watched_roots(checkout=checkout, submissions=submissions, out=out,
+                                              home=tmp_path / "home")
+    kinds = {root.path: root.kind for root in roots}
+    assert kinds[checkout.resolve()] == COURSE and kinds[submissions.resolve()] == COURSE
+    assert out.resolve() not in kinds  # inside the checkout, scanned with it...
+    assert out.resolve() / "work" in excluded  # ...less the folders where submissions run
+    import torch
+
+    site_packages = Path(torch.__file__).resolve().parent.parent
+    assert any(kind == ENVIRONMENT and (path == site_packages or path in site_packages.parents)
+               for path, kind in kinds.items())
+    assert kinds[(tmp_path / "home" / ".ipython")] == ENVIRONMENT
