@@ -226,15 +226,15 @@ def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp
     """Integrity (brrr.grading.integrity): one at a time, so each change has one culprit.
 
     a: overwrites the other notebooks and plants a link where grades.csv goes;
-    b: kills its grader process; c: correct, though a overwrote its file on
-    disk; d: touches a module of the Python environment, which stops grading;
-    e: correct, but never graded once the environment is in doubt.
+    b: kills its grader process (graded as written, though a overwrote its file
+    on disk: it would be "unreadable" otherwise); d: touches a module of the
+    Python environment, which stops grading; e: correct, but never graded once
+    the environment is in doubt.
     """
     submissions = tmp_path / "submissions"
     submissions.mkdir()
     for name, fixture in (("a_sabotage", "sabotages_others"), ("b_kill", "kills_the_grader"),
-                          ("c_correct", "correct"), ("d_environment", "tampers_with_the_environment"),
-                          ("e_correct", "correct")):
+                          ("d_environment", "tampers_with_the_environment"), ("e_correct", "correct")):
         write_submission(submissions, LAB, fixture, as_name=name)
     out = tmp_path / "out"
 
@@ -242,14 +242,12 @@ def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp
 
     rows = read_rows(out)
     status = {name: (row["status"], row["total"]) for name, row in rows.items()}
-    full = rows["c_correct"]["max"]
     assert status == {"a_sabotage": ("tampered", "0"), "b_kill": ("grader-killed", "0"),
-                      "c_correct": ("ok", full), "d_environment": ("tampered", "0"),
-                      "e_correct": ("not graded", "0")}, status
+                      "d_environment": ("tampered", "0"), "e_correct": ("not graded", "0")}, status
     assert code == 3  # grading did not finish: the instructor must restore the environment
     feedback = {path.stem: path.read_text() for path in (out / "feedback").glob("*.md")}
     assert expected_reason(LAB, "sabotages_others") in feedback["a_sabotage"]
-    assert str(submissions / "c_correct.ipynb") in feedback["a_sabotage"]
+    assert str(submissions / "b_kill.ipynb") in feedback["a_sabotage"]
     assert expected_reason(LAB, "kills_the_grader") in feedback["b_kill"]
     assert "nbformat" in feedback["d_environment"]
     assert "grading stopped" in feedback["e_correct"] and "d_environment" in feedback["e_correct"]
