@@ -8,23 +8,11 @@ incremental ``-W`` build can hide a failure it already saw.
 """
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-from conftest import ROOT
-
-JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
-FLAGS = ["-W", "-n", "--keep-going"]
-
-
-def _build(source: Path, config: Path, output: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(JUPYTER_BOOK), "build", str(source), *FLAGS, "--config", str(config), "--path-output", str(output)],
-        capture_output=True, text=True, timeout=1800,
-    )
+from conftest import ROOT, build_book
 
 
 def _pages_in_toc(toc: dict) -> list[str]:
@@ -36,18 +24,13 @@ def _pages_in_toc(toc: dict) -> list[str]:
     return pages
 
 
-def test_book_builds_with_every_notebook_executed(tmp_path):
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    config["execute"]["execute_notebooks"] = "force"  # the tests never trust the cache
-    config["execute"].pop("cache", None)
-    config_path = tmp_path / "_config.yml"
-    config_path.write_text(yaml.safe_dump(config))
-    result = _build(ROOT, config_path, tmp_path / "out")
-    reports = sorted((tmp_path / "out" / "_build" / "html" / "reports").rglob("*.log"))
+def test_book_builds_with_every_notebook_executed(book_build):
+    """The forced build (``book_build`` in conftest.py, shared with test_browser.py)."""
+    html = book_build.html_dir
+    reports = sorted((html / "reports").rglob("*.log"))
     failed = "\n\n".join(f"{report.name}:\n{report.read_text()[-3000:]}" for report in reports)
-    assert result.returncode == 0, (f"book build failed.\nNotebooks that raised:\n{failed or 'none'}\n"
-                                    f"{result.stdout[-6000:]}\n{result.stderr[-4000:]}")
-    html = tmp_path / "out" / "_build" / "html"
+    assert book_build.returncode == 0, (f"book build failed.\nNotebooks that raised:\n{failed or 'none'}\n"
+                                        f"{book_build.stdout[-6000:]}\n{book_build.stderr[-4000:]}")
     for page in _pages_in_toc(yaml.safe_load((ROOT / "_toc.yml").read_text())):
         page_html = html / f"{Path(page).with_suffix('')}.html"
         assert page_html.exists(), f"{page} did not render"
@@ -62,6 +45,6 @@ def test_a_broken_cross_reference_fails_the_build(tmp_path):
     shutil.copy(ROOT / "references.bib", book / "references.bib")
     config = {"title": "broken", "execute": {"execute_notebooks": "off"}, "bibtex_bibfiles": ["references.bib"]}
     (book / "_config.yml").write_text(yaml.safe_dump(config))
-    result = _build(book, book / "_config.yml", tmp_path / "out")
+    result = build_book(book, book / "_config.yml", tmp_path / "out")
     assert result.returncode != 0
     assert "no-such-page" in result.stdout + result.stderr
