@@ -24,7 +24,7 @@ import pytest
 
 from conftest import ROOT
 
-NOTEBOOK = ROOT / "notebooks" / "30-python-vs-pytorch.ipynb"
+NOTEBOOK = ROOT / "notebooks" / "32-profiler-traces.ipynb"  # small: needs no measured ceilings
 KERNEL = "brrr-wheel"
 MADE_UP_GPU = "made-up-gpu"
 
