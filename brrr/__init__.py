@@ -13,7 +13,7 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | roofline   | arithmetic intensity, ridge point, predicted time, regime   |
 | counting   | FLOP and byte counts of common ops                          |
 | essay      | figures quoted from Horace He's essay, never measured here  |
-| reference  | GPU reference figures in data/reference/ (written by gpu-check) |
+| reference  | GPU reference figures in brrr/data/reference/ (from gpu-check) |
 | plots      | roofline and log-log sweep charts                           |
 | traces     | profiler traces: parse, idle gaps, timeline figure          |
 | opclasses  | FLOPs and runtime per operator class (the essay's BERT table) |
@@ -23,6 +23,8 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | memory     | peak memory, and waiting out page faults before timing      |
 | source     | showing a kernel's source in a notebook                     |
 | widgets    | the interactive roofline explorer                           |
+| allocator  | keep freed memory in the process (applied at import, Linux) |
+| book_pages | Sphinx extension: the built book works offline, error-free  |
 | traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
 | grading/   | the grader, in its own process: ``python -m brrr.grading``  |
 |            | grades a folder of notebooks (see its package docstring)    |
@@ -34,4 +36,10 @@ Import what you use explicitly, e.g. ``from brrr.timing import bench``. Import
 before any kernel is defined.
 """
 
+from brrr import allocator as _allocator
+
 __version__ = "0.1.0"
+
+# From here on CPU timings measure the kernel, not the page
+# faults of fresh buffers: under make, jupyter lab, pip and Colab alike.
+_allocator.keep_freed_memory()

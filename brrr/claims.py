@@ -323,7 +323,7 @@ def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
     return verdict
 
 
-def reference_figures(claims: dict[str, Claim] = CLAIMS, folder=reference.COMMITTED) -> dict[str, str]:
+def reference_figures(claims: dict[str, Claim] = CLAIMS, folder=None) -> dict[str, str]:
     """Per claim, what the committed GPU reference files recorded for it, or that none did."""
     recorded = reference.load_all(folder)
     figures = {}
@@ -339,7 +339,7 @@ def reference_figures(claims: dict[str, Claim] = CLAIMS, folder=reference.COMMIT
     return figures
 
 
-def reference_summary(folder=reference.COMMITTED) -> str:
+def reference_summary(folder=None) -> str:
     """One line per committed GPU reference file, or a plain statement that there is none."""
     recorded = reference.load_all(folder)
     if not recorded:

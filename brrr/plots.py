@@ -122,6 +122,10 @@ def _separate_labels(ax, labels, *, vertical: bool = False) -> None:
     """
     if not labels:
         return
+    if not hasattr(ax.figure.canvas, "get_renderer"):  # a bare Figure: give it the canvas savefig would use
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        FigureCanvasAgg(ax.figure)
     renderer = ax.figure.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
     placed: list[Bbox] = []

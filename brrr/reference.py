@@ -1,4 +1,7 @@
-"""Reference measurements from real GPUs, kept in ``data/reference/<gpu-name>.json``.
+"""Reference measurements from real GPUs, kept in ``brrr/data/reference/<gpu-name>.json``.
+
+The files ship inside the package and are read through :mod:`importlib.resources`,
+so a pip-installed brrr shows the same GPU figures as a checkout.
 
 ``make gpu-check`` sets ``BRRR_RECORD_REFERENCE`` to the reference folder, and
 every notebook that calls :func:`record` then adds its figures, stamped, to that
@@ -15,14 +18,23 @@ File layout::
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from brrr import cache
 from brrr.device import device_name
 from brrr.stamp import environment
 
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
 ENV_VAR = "BRRR_RECORD_REFERENCE"
-COMMITTED = Path(__file__).resolve().parent.parent / "data" / "reference"
+
+
+def committed() -> Traversable:
+    """The package's folder of committed reference files (in a checkout: brrr/data/reference)."""
+    return resources.files("brrr") / "data" / "reference"
 
 
 def recording_dir() -> Path | None:
@@ -57,6 +69,11 @@ def record_ceilings(ceilings_json: dict) -> Path | None:
     return path
 
 
-def load_all(folder: Path = COMMITTED) -> dict[str, dict]:
-    """Every committed reference file, by file stem."""
-    return {path.stem: cache.read_json(path) or {} for path in sorted(folder.glob("*.json"))}
+def load_all(folder: Path | Traversable | None = None) -> dict[str, dict]:
+    """Every reference file in ``folder`` (default: the committed ones), by file stem."""
+    folder = committed() if folder is None else folder
+    if not folder.is_dir():
+        return {}
+    files = sorted((entry for entry in folder.iterdir() if entry.name.endswith(".json")),
+                   key=lambda entry: entry.name)
+    return {entry.name.removesuffix(".json"): cache.read_json(entry) or {} for entry in files}

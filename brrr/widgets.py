@@ -5,11 +5,24 @@ static snapshot or not at all. So every explorer here is a thin layer over a
 function that draws and prints one placement, and a notebook calls that function
 once with the defaults before it shows the widget. The page then carries a real
 figure and numbers even where the sliders cannot move.
+
+An explorer also carries its own static rendering: it displays as one output
+whose MIME bundle holds the live widget and, as a fallback, an HTML snapshot of
+its figure and numbers at the default settings, with a note that the sliders
+are live in Jupyter and Colab. Jupyter and Colab show the widget; the built book
+(which drops the widget view, see ``_config.yml``) and any viewer without a
+widget manager show the snapshot, never an empty box.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import html
+import io
+
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from brrr import plots
 from brrr.benchmarks.repeat_sweep import DTYPES, Placement, place
@@ -35,17 +48,62 @@ def show_placement(placement: Placement, *, stamp: str = "", ax=None):
     return ax
 
 
+LIVE_NOTE = ("A snapshot at the default settings. In Jupyter and Colab the "
+             "sliders are live: run this notebook to move them.")
+
+
+def static_snapshot(placement: Placement, *, stamp: str = "") -> str:
+    """HTML of :func:`show_placement` for ``placement``: the note, the figure and the numbers.
+
+    Drawn on a bare :class:`~matplotlib.figure.Figure`, so pyplot never sees it
+    and a notebook does not show the figure a second time.
+    """
+    figure = Figure(figsize=(7, 4.5))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        show_placement(placement, stamp=stamp, ax=figure.subplots())
+    png = io.BytesIO()
+    figure.savefig(png, format="png", bbox_inches="tight", dpi=100)
+    image = base64.b64encode(png.getvalue()).decode("ascii")
+    alt = html.escape(placement.describe().splitlines()[0], quote=True)
+    return (f'<div class="brrr-explorer-snapshot">'
+            f"<p><em>{html.escape(LIVE_NOTE)}</em></p>"
+            f'<img src="data:image/png;base64,{image}" alt="{alt}">'
+            f"<pre>{html.escape(printed.getvalue().rstrip())}</pre></div>")
+
+
+class Explorer:
+    """A live ipywidget that also carries a static snapshot for pages without a kernel.
+
+    ``widget`` is the ipywidgets object; displaying the explorer publishes one
+    MIME bundle with the widget's view and the snapshot as ``text/html``.
+    """
+
+    def __init__(self, widget, snapshot_html: str):
+        self.widget = widget
+        self.snapshot_html = snapshot_html
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        widget_repr = self.widget._repr_mimebundle_  # None once the widget is closed
+        bundle = dict((widget_repr() if widget_repr else None) or {})
+        bundle.setdefault("text/plain", LIVE_NOTE)
+        bundle["text/html"] = self.snapshot_html
+        return bundle
+
+
 def repeat_explorer(roof: Roof, *, log2_n: int = 26, dtype: str = "float32", repeats: int = 16, stamp: str = ""):
-    """Sliders for size, dtype and repeats that redraw :func:`show_placement`. Returns the widget."""
+    """Sliders for size, dtype and repeats that redraw :func:`show_placement`. Returns an :class:`Explorer`."""
     import ipywidgets as widgets
 
     def update(log2_n: int, dtype: str, repeats: int) -> None:
         show_placement(place(2**log2_n, dtype, repeats, roof), stamp=stamp)
         plt.show()
 
-    return widgets.interactive(
+    widget = widgets.interactive(
         update,
         log2_n=widgets.IntSlider(value=log2_n, min=4, max=31, description="log2(n)"),
         dtype=widgets.Dropdown(options=list(DTYPES), value=dtype, description="dtype"),
         repeats=widgets.SelectionSlider(options=list(EXPLORER_REPEATS), value=repeats, description="repeats"),
     )
+    snapshot = static_snapshot(place(2**log2_n, dtype, repeats, roof), stamp=stamp)
+    return Explorer(widget, snapshot)

@@ -1,9 +1,77 @@
-"""Shared test set-up: keep brrr's caches inside the checkout, as the Makefile does."""
+"""Shared test set-up: keep brrr's caches inside the checkout, as the Makefile does,
+and build the book once per test run for every test that reads it."""
 
+import fcntl
+import json
 import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
 os.environ.setdefault("BRRR_CACHE_DIR", str(ROOT / ".cache" / "brrr"))
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor"))
+
+JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
+BOOK_FLAGS = ["-W", "-n", "--keep-going"]
+
+
+def build_book(source: Path, config: Path, output: Path) -> subprocess.CompletedProcess:
+    """``jupyter-book build`` with the flags of ``make book``, into ``output``."""
+    return subprocess.run(
+        [str(JUPYTER_BOOK), "build", str(source), *BOOK_FLAGS, "--config", str(config),
+         "--path-output", str(output)],
+        capture_output=True, text=True, timeout=1800,
+    )
+
+
+@dataclass
+class BookBuild:
+    """The outcome of the one forced build of this checkout's book."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    html: str  # the folder of built pages
+
+    @property
+    def html_dir(self) -> Path:
+        return Path(self.html)
+
+
+def _forced_build(folder: Path) -> BookBuild:
+    """Build the book with every notebook executed: the tests never trust the cache."""
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    config["execute"]["execute_notebooks"] = "force"
+    config["execute"].pop("cache", None)
+    config_path = folder / "_config.yml"
+    config_path.write_text(yaml.safe_dump(config))
+    result = build_book(ROOT, config_path, folder / "out")
+    return BookBuild(result.returncode, result.stdout, result.stderr,
+                     str(folder / "out" / "_build" / "html"))
+
+
+@pytest.fixture(scope="session")
+def book_build(tmp_path_factory) -> BookBuild:
+    """The book, built once for the whole run (it takes minutes).
+
+    Under pytest-xdist every worker has its own session, so the workers share
+    one build through a folder of this run's temporary directory, under a lock.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _forced_build(tmp_path_factory.mktemp("book"))
+    shared = tmp_path_factory.getbasetemp().parent / "book"
+    with open(f"{shared}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = shared / "build.json"
+        if record.exists():
+            return BookBuild(**json.loads(record.read_text()))
+        shared.mkdir(exist_ok=True)
+        build = _forced_build(shared)
+        record.write_text(json.dumps(asdict(build)))
+        return build

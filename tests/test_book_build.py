@@ -11,8 +11,6 @@ import html
 import json
 import re
 import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -20,17 +18,7 @@ import pytest
 import yaml
 
 from brrr import claims
-from conftest import ROOT
-
-JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
-FLAGS = ["-W", "-n", "--keep-going"]
-
-
-def _build(source: Path, config: Path, output: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(JUPYTER_BOOK), "build", str(source), *FLAGS, "--config", str(config), "--path-output", str(output)],
-        capture_output=True, text=True, timeout=1800,
-    )
+from conftest import ROOT, build_book
 
 
 class _Images(HTMLParser):
@@ -65,26 +53,13 @@ def _pages_in_toc(toc: dict) -> list[str]:
     return pages
 
 
-@pytest.fixture(scope="module")
-def forced_build(tmp_path_factory):
-    """One clean build with every notebook executed, shared by the tests that read it."""
-    tmp_path = tmp_path_factory.mktemp("book")
-    config = yaml.safe_load((ROOT / "_config.yml").read_text())
-    config["execute"]["execute_notebooks"] = "force"  # the tests never trust the cache
-    config["execute"].pop("cache", None)
-    config_path = tmp_path / "_config.yml"
-    config_path.write_text(yaml.safe_dump(config))
-    result = _build(ROOT, config_path, tmp_path / "out")
-    return result, tmp_path / "out" / "_build"
-
-
-def test_book_builds_with_every_notebook_executed(forced_build):
-    result, build = forced_build
-    reports = sorted((build / "html" / "reports").rglob("*.log"))
+def test_book_builds_with_every_notebook_executed(book_build):
+    """The forced build (``book_build`` in conftest.py, shared with test_browser.py)."""
+    html_dir = book_build.html_dir
+    reports = sorted((html_dir / "reports").rglob("*.log"))
     failed = "\n\n".join(f"{report.name}:\n{report.read_text()[-3000:]}" for report in reports)
-    assert result.returncode == 0, (f"book build failed.\nNotebooks that raised:\n{failed or 'none'}\n"
-                                    f"{result.stdout[-6000:]}\n{result.stderr[-4000:]}")
-    html_dir = build / "html"
+    assert book_build.returncode == 0, (f"book build failed.\nNotebooks that raised:\n{failed or 'none'}\n"
+                                        f"{book_build.stdout[-6000:]}\n{book_build.stderr[-4000:]}")
     for page in _pages_in_toc(yaml.safe_load((ROOT / "_toc.yml").read_text())):
         page_html = html_dir / f"{Path(page).with_suffix('')}.html"
         assert page_html.exists(), f"{page} did not render"
@@ -113,8 +88,8 @@ def _glued(build: Path, notebook: str) -> dict[str, str]:
     return {key: value["data"]["text/plain"] for key, value in data.items()}
 
 
-def test_the_ledger_shows_what_the_notebooks_measured(forced_build):
-    result, build = forced_build
+def test_the_ledger_shows_what_the_notebooks_measured(book_build):
+    build = book_build.html_dir.parent
     ledger = html.unescape((build / "html" / "chapters" / "claims-ledger.html").read_text())
     verdicts = {}
     for key, claim in claims.CLAIMS.items():
@@ -128,7 +103,7 @@ def test_the_ledger_shows_what_the_notebooks_measured(forced_build):
     for key in MUST_HOLD:
         assert verdicts[key]["verdict"] == claims.HELD, (
             f"{key} did not hold on this machine: {verdicts[key]['here']}; {verdicts[key]['why']}")
-    assert "none recorded" in ledger or list(claims.reference.COMMITTED.glob("*.json"))
+    assert "none recorded" in ledger or claims.reference.load_all()
 
 
 def test_a_broken_cross_reference_fails_the_build(tmp_path):
@@ -139,6 +114,6 @@ def test_a_broken_cross_reference_fails_the_build(tmp_path):
     shutil.copy(ROOT / "references.bib", book / "references.bib")
     config = {"title": "broken", "execute": {"execute_notebooks": "off"}, "bibtex_bibfiles": ["references.bib"]}
     (book / "_config.yml").write_text(yaml.safe_dump(config))
-    result = _build(book, book / "_config.yml", tmp_path / "out")
+    result = build_book(book, book / "_config.yml", tmp_path / "out")
     assert result.returncode != 0
     assert "no-such-page" in result.stdout + result.stderr

@@ -669,6 +669,47 @@ def _fresh_folder(path: Path) -> Path:
     return path
 
 
+def grader_setup_problem() -> str | None:
+    """What keeps this Python from grading anything, or None: checked before any submission runs.
+
+    A missing grader dependency (pytest, nbval, ipykernel, nbformat) or a Jupyter kernel that will not
+    start is the grader's fault. Found later, it would read as every student's failure ("the grader cell
+    was deleted"), so ``main`` stops first, exits with status 4 and writes no grades.
+    """
+    import importlib
+
+    missing = []
+    for name in ("pytest", "nbval", "ipykernel", "nbformat", "jupyter_client"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    if missing:
+        return (f"the gradebook cannot import {', '.join(missing)} in {sys.executable}. "
+                "Install the grading extras: pip install 'brrr[grade]'. No submission was graded.")
+    from jupyter_client import KernelManager
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    with tempfile.TemporaryDirectory(prefix="brrr-kernel-check-") as folder:
+        specs = KernelSpecManager(kernel_dirs=[str(_kernelspec(Path(folder), Path(folder)) / "kernels")])
+        manager = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
+        client = None
+        try:
+            manager.start_kernel()
+            client = manager.client()
+            client.start_channels()
+            client.wait_for_ready(timeout=60)
+        except Exception as error:  # any failure to start is the grader's, not a student's
+            return (f"a Jupyter kernel does not start in {sys.executable} ({type(error).__name__}: {error}). "
+                    "Reinstall the grading extras: pip install 'brrr[grade]'. No submission was graded.")
+        finally:
+            if client is not None:
+                client.stop_channels()
+            if manager.has_kernel:
+                manager.shutdown_kernel(now=True)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m brrr.grading", description=__doc__.split("\n\n")[0])
     parser.add_argument("submissions", type=Path, help="folder of submitted .ipynb files (searched recursively)")
@@ -683,6 +724,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.submissions} is not a folder")
     if args.lab is not None and args.lab not in labs.LABS:
         parser.error(f"unknown lab {args.lab!r}; the labs are {', '.join(sorted(labs.LABS))}")
+    if (problem := grader_setup_problem()) is not None:
+        print(f"grading stopped before it began: {problem}", file=sys.stderr)
+        return 4
     submissions = grade(args.submissions, args.out, cell_timeout_s=args.cell_timeout,
                         notebook_timeout_s=args.notebook_timeout, lab=args.lab, jobs=args.jobs)
     print(f"graded {len(submissions)} submission(s): {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")

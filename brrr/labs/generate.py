@@ -22,6 +22,9 @@ everything else, outputs excepted, is copied as it is.
     python -m brrr.labs            # (re)write labs/ from solutions/
     python -m brrr.labs --check    # exit 1 if labs/ is not what this would write
 
+It works on a checkout of the repository (solutions/ beside brrr/). Run from a
+pip-installed brrr it says so and stops, rather than write into site-packages.
+
 Writing is idempotent: the same solutions give byte-identical labs.
 """
 
@@ -152,12 +155,25 @@ def write(solutions: Path = SOLUTIONS, labs: Path = LABS) -> list[Path]:
     return changed
 
 
+def needs_a_checkout(solutions: Path) -> str | None:
+    """Why this command cannot run here, or None when ``solutions`` is a folder of solutions."""
+    if solutions.is_dir():
+        return None
+    return (f"python -m brrr.labs writes labs/ from solutions/ in a checkout of the brrr "
+            f"repository, and there is no {solutions} here (this brrr is installed at "
+            f"{ROOT / 'brrr'}). Run it in a clone: `make labs`, or pass --solutions and --labs.")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m brrr.labs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if labs/ differs from what would be written")
     parser.add_argument("--solutions", type=Path, default=SOLUTIONS)
     parser.add_argument("--labs", type=Path, default=LABS)
     args = parser.parse_args(argv)
+    problem = needs_a_checkout(args.solutions)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 2
     if args.check:
         problems = stale(args.solutions, args.labs)
         for problem in problems:

@@ -1,0 +1,117 @@
+"""A Sphinx extension for the built book: every page is self-contained (it loads
+no script, stylesheet or font from the network) and loads without a JavaScript
+error.
+
+Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
+
+- **MathJax from the build.** Sphinx's default ``mathjax_path`` is a CDN. We
+  serve MathJax 2.7 from ``_static/mathjax/``, copied at the end of the build
+  from the PyPI package ``jupyter-server-mathjax`` (the Jupyter project's own
+  MathJax distribution), which the book's requirements install with pip.
+- **MathJax 2 configured as MyST expects.** MyST marks prose sections
+  ``tex2jax_ignore mathjax_ignore`` and its math ``math``; the MathJax 2 settings
+  below process exactly those elements. MyST writes its wish into
+  ``mathjax3_config``, which MathJax 2 would misread, so that is cleared.
+- **No widget JavaScript from CDNs.** myst-nb would load require.js and the
+  Jupyter widget manager from CDNs on any page whose notebook saved widget
+  state. We load none, and tell myst-nb never to pick a widget view: an
+  explorer (``brrr.widgets``) carries a static snapshot as HTML in the same
+  output, and that is what the page shows.
+
+- **No console errors of the theme stack's making.** sphinx-thebe's settings
+  (``const THEBE_JS_URL = ...``) reach each page twice, and the second copy is
+  a JavaScript error: repeated inline scripts are dropped. The theme logs an
+  error when no colour mode is set: the default mode is "auto".
+
+Launch buttons still link to Colab and Binder: they are links, not assets.
+``tests/test_browser.py`` loads every page with the network blocked.
+"""
+
+from __future__ import annotations
+
+import shutil
+from importlib import resources
+from pathlib import Path
+
+MATHJAX_PACKAGE = "jupyter_server_mathjax"
+MATHJAX_FOLDER = "mathjax"  # under _static/ in the built book
+MATHJAX_PATH = f"{MATHJAX_FOLDER}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+MYST_MATH_CLASSES = "tex2jax_process|mathjax_process|math|output_area"
+MYST_IGNORE_CLASSES = "tex2jax_ignore|mathjax_ignore"
+MATHJAX2_CONFIG = {
+    "tex2jax": {
+        "processClass": MYST_MATH_CLASSES,
+        "ignoreClass": MYST_IGNORE_CLASSES,
+    },
+    # The package ships the STIX web fonts, not MathJax's TeX fonts: use them,
+    # as Jupyter's classic notebook did, and never look for local or image fonts.
+    "HTML-CSS": {
+        "availableFonts": [],
+        "preferredFont": None,
+        "webFont": "STIX-Web",
+        "imageFont": None,
+        # MathJax 2 declares a blank font at about:blank, which Chromium
+        # refuses with a console error; a missing local font is as blank.
+        "styles": {"@font-face": {"font-family": "MathJax_Blank",
+                                  "src": "local('MathJax_Blank')"}},
+    },
+    "messageStyle": "none",  # no "Loading MathJax" box in the corner
+}
+
+
+def mathjax_source() -> Path:
+    """The folder of MathJax files shipped by ``jupyter-server-mathjax``."""
+    try:
+        folder = resources.files(MATHJAX_PACKAGE) / "static"
+    except ModuleNotFoundError as error:
+        raise RuntimeError(
+            "The offline book needs MathJax from the PyPI package "
+            "jupyter-server-mathjax: pip install 'brrr[book]' "
+            "(or make book, which installs requirements.txt)."
+        ) from error
+    return Path(str(folder))
+
+
+def _configure(app, config) -> None:
+    config.mathjax_path = MATHJAX_PATH
+    config.mathjax2_config = MATHJAX2_CONFIG
+    config.html_context.setdefault("default_mode", "auto")  # pydata theme
+    config.nb_ipywidgets_js = {}
+    config.nb_mime_priority_overrides = [
+        *config.nb_mime_priority_overrides, ("*", WIDGET_VIEW, None)]
+
+
+def _clear_mathjax3_config(app) -> None:
+    app.config.mathjax3_config = None  # MyST's MathJax 3 settings; see above
+
+
+def _copy_mathjax(app, exception) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    target = Path(app.outdir) / "_static" / MATHJAX_FOLDER
+    shutil.copytree(mathjax_source(), target, dirs_exist_ok=True)
+
+
+def _drop_repeated_scripts(app, pagename, templatename, context, doctree):
+    """Keep the first of identical scripts (an inline one may be listed with
+    filename None once and '' once)."""
+    scripts = context.get("script_files")
+    if not scripts:
+        return
+    unique = {}
+    for script in scripts:
+        key = (script.filename or "", script.priority,
+               tuple(sorted(script.attributes.items())))
+        unique.setdefault(key, script)
+    scripts[:] = unique.values()
+
+
+def setup(app):
+    mathjax_source()  # fail at the start of a build, not after it
+    app.connect("config-inited", _configure)
+    # myst-parser fills mathjax3_config at builder-inited (priority 500).
+    app.connect("builder-inited", _clear_mathjax3_config, priority=900)
+    app.connect("html-page-context", _drop_repeated_scripts, priority=900)
+    app.connect("build-finished", _copy_mathjax)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,206 @@
+"""Every page of the built book, loaded in a real browser with the network blocked.
+
+Debian's Chromium, driven by Playwright for Python, opens each page of the one
+forced build (``book_build`` in conftest.py) from a server on localhost. Any
+request elsewhere is aborted and reported. Each page must show rendered math
+(MathJax output for every math element, no raw TeX in the visible text), load
+every image, log no console error, and every trace download link must resolve.
+
+Where no Chromium or no Playwright is found the test skips and says why, except
+under CI (``CI`` set), where it fails: ``.ci/run`` installs both.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
+# What the machine notes say a headless Chromium needs on a closed network.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+NOT_PAGES = ("_static", "_sources", "_images", "_downloads", "reports")
+RAW_TEX = ("\\(", "\\[", "$$", "\\begin{")
+MATHJAX_TIMEOUT_MS = 30_000
+TRACE_SUFFIX = ".json"  # the book's JSON downloads are the profiler chapter's traces
+REDIRECT = re.compile(r'<meta http-equiv="refresh" content="0; url=([^"]+)"', re.IGNORECASE)
+
+# Runs in the page once MathJax (if any) has finished: what a reader would see.
+INSPECT_PAGE = """async () => {
+  const images = Array.from(document.images);
+  images.forEach(img => { img.loading = "eager"; });
+  await Promise.all(images.map(img => img.complete ? null :
+      new Promise(done => { img.onload = img.onerror = done; })));
+  const main = document.querySelector("main") || document.body;
+  const visible = main.cloneNode(true);
+  visible.querySelectorAll("pre, code, script, style, textarea").forEach(n => n.remove());
+  // Sphinx's math elements (MathJax's own spans have class "math" too).
+  const math = Array.from(main.querySelectorAll(".math.notranslate"));
+  return {
+    images: images.length,
+    broken_images: images.filter(img => !(img.complete && img.naturalWidth > 0))
+                         .map(img => img.getAttribute("src").slice(0, 120)),
+    math: math.length,
+    unrendered_math: math.filter(el => !el.querySelector(".MathJax, .MathJax_Display"))
+                         .map(el => el.textContent.slice(0, 80)),
+    text: visible.textContent,
+    downloads: Array.from(document.querySelectorAll("a[download], a.download"))
+                    .map(a => a.href),
+  };
+}"""
+
+# Resolves "done" once MathJax 2 has typeset the page (at once without MathJax).
+WAIT_FOR_MATHJAX = """timeout_ms => new Promise(done => {
+  if (!window.MathJax) { done("done"); return; }
+  setTimeout(() => done("timed out"), timeout_ms);
+  // "End": MathJax 2 has started and typeset the page; fires at once if past.
+  const hub = () => MathJax.Hub.Register.StartupHook("End", () => done("done"));
+  if (MathJax.Hub) { hub(); } else { window.addEventListener("load", hub); }
+})"""
+
+
+def find_browser() -> str | None:
+    explicit = os.environ.get("BRRR_CHROMIUM")
+    if explicit:
+        return explicit
+    return next(filter(None, map(shutil.which, BROWSER_NAMES)), None)
+
+
+def _skip_or_fail(reason: str):
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}; CI must run the browser test (.ci/run installs Chromium)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _skip_or_fail("Playwright for Python is not installed (pip install -r requirements.txt)")
+    executable = find_browser()
+    if executable is None:
+        _skip_or_fail("no Chromium found (apt-get install chromium, or set BRRR_CHROMIUM)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def served_book(book_build):
+    """The built pages on a localhost server: (base URL, folder)."""
+    if book_build.returncode != 0:
+        pytest.fail("the book did not build; test_book_build.py says why")
+    handler = functools.partial(_QuietHandler, directory=str(book_build.html_dir))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", book_build.html_dir
+    server.shutdown()
+    thread.join()
+
+
+def book_pages(html: Path) -> list[str]:
+    """Every HTML page of the book, as paths relative to its root."""
+    return sorted(path.relative_to(html).as_posix() for path in html.rglob("*.html")
+                  if path.relative_to(html).parts[0] not in NOT_PAGES)
+
+
+def redirect_target(html: Path, name: str) -> str | None:
+    """The page a redirect page (the book's index.html) sends the reader to."""
+    match = REDIRECT.search((html / name).read_text(encoding="utf-8"))
+    return match and (Path(name).parent / match.group(1)).as_posix()
+
+
+def inspect(page, url: str, base: str) -> tuple[dict, list[str]]:
+    """Load ``url`` with every request off ``base`` aborted; (what it shows, its problems)."""
+    problems: list[str] = []
+
+    def only_local(route):
+        if route.request.url.startswith(base):
+            route.continue_()
+        else:
+            problems.append(f"network request blocked: {route.request.url}")
+            route.abort()
+
+    def on_console(message):
+        # The browser asks any server for /favicon.ico by itself; the book links none.
+        if message.type == "error" and message.location.get("url") != base + "favicon.ico":
+            problems.append(f"console error: {message.text}")
+
+    def on_response(response):
+        if response.status >= 400:
+            problems.append(f"HTTP {response.status}: {response.url}")
+
+    page.route("**/*", only_local)
+    page.on("console", on_console)
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on("response", on_response)
+    page.goto(url, wait_until="load")
+    if page.evaluate(WAIT_FOR_MATHJAX, MATHJAX_TIMEOUT_MS) != "done":
+        problems.append(f"MathJax did not finish within {MATHJAX_TIMEOUT_MS} ms")
+    shown = page.evaluate(INSPECT_PAGE)
+    problems += [f"image did not load: {src}" for src in shown["broken_images"]]
+    problems += [f"math not rendered: {text!r}" for text in shown["unrendered_math"]]
+    problems += [f"raw TeX {tex!r} in the visible text" for tex in RAW_TEX if tex in shown["text"]]
+    return shown, problems
+
+
+def test_every_page_renders_offline(browser, served_book):
+    base, html = served_book
+    pages = book_pages(html)
+    assert "index.html" in pages and len(pages) > 10, f"too few pages found in {html}: {pages}"
+    failures: dict[str, list[str]] = {}
+    pages_with_math, images, downloads = 0, 0, set()
+    context = browser.new_context()
+    try:
+        for name in pages:
+            target = redirect_target(html, name)
+            if target is not None:
+                if target not in pages:
+                    failures[name] = [f"redirects to a missing page: {target}"]
+                continue
+            page = context.new_page()
+            shown, problems = inspect(page, base + name, base)
+            page.close()
+            pages_with_math += shown["math"] > 0
+            images += shown["images"]
+            downloads.update(shown["downloads"])
+            if problems:
+                failures[name] = problems
+        failures.update(check_downloads(context, downloads))
+    finally:
+        context.close()
+    report = "\n".join(f"{name}:\n  " + "\n  ".join(problems) for name, problems in failures.items())
+    assert not failures, f"{len(failures)} of {len(pages)} pages have problems:\n{report}"
+    print(f"{len(pages)} pages, {pages_with_math} with math, {images} images, "
+          f"{len(downloads)} download links: all rendered offline")
+    assert pages_with_math > 0, "no page has math: the math check checked nothing"
+    traces = [url for url in downloads if url.endswith(TRACE_SUFFIX)]
+    assert len(traces) >= 2, f"expected the profiler chapter's trace downloads, found {sorted(downloads)}"
+
+
+def check_downloads(context, urls: set[str]) -> dict[str, list[str]]:
+    """Each download link answers 200 with content; a trace is Chrome trace JSON."""
+    problems = []
+    for url in sorted(urls):
+        response = context.request.get(url)
+        if response.status != 200 or not response.body():
+            problems.append(f"download link does not resolve: {url} (HTTP {response.status})")
+        elif url.endswith(TRACE_SUFFIX) and "traceEvents" not in json.loads(response.body()):
+            problems.append(f"trace download is not a Chrome trace: {url}")
+    return {"download links": problems} if problems else {}
