@@ -64,8 +64,7 @@ def test_book_builds_with_every_notebook_executed(book_build):
         page_html = html_dir / f"{Path(page).with_suffix('')}.html"
         assert page_html.exists(), f"{page} did not render"
         assert "Traceback" not in page_html.read_text(), f"{page} shows a traceback"
-        # Figures say what they show (notebook cells: mystnb.image.alt).
-XX
+        # Figures say what they show (notebook and solution cells: mystnb.image.alt).
         if page.startswith(("chapters/", "notebooks/", "solutions/")):
             bare = _images_without_alt(page_html)
             assert not bare, f"{page}: images without alt text: {bare}"
