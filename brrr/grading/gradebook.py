@@ -280,6 +280,7 @@ def private_environment(folder: Path, base: dict[str, str] | None = None) -> dic
 
     env = dict(os.environ if base is None else base)
     env.pop(grader_env(), None)
+    env.pop("BRRR_RECORD_REFERENCE", None)  # a graded run records nothing into the checkout (gpu-check sets it)
     for variable, name in PRIVATE_FOLDERS.items():
         (folder / name).mkdir(parents=True, exist_ok=True)
         env[variable] = str(folder / name)
