@@ -343,7 +343,8 @@ def reference_summary(folder=None) -> str:
     """One line per committed GPU reference file, or a plain statement that there is none."""
     recorded = reference.load_all(folder)
     if not recorded:
-        return (f"No GPU reference is committed yet: {folder.parent.name}/{folder.name}/ holds no JSON file. "
+        where = "brrr/data/reference" if folder is None else folder
+        return (f"No GPU reference is committed yet: {where}/ holds no JSON file. "
                 "Run `make gpu-check` on a GPU node and commit its file to fill the column.")
     lines = []
     for name, data in recorded.items():

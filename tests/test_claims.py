@@ -102,3 +102,12 @@ def test_the_reference_column_reads_recorded_files(tmp_path):
     assert figures["compile-removes-overhead"] == f"NVIDIA H100: {verdict.here} (held here)"
     assert figures["batch-doubling"] == "none recorded"
     assert "1 of 12 claims" in claims.reference_summary(tmp_path)
+
+
+def test_the_committed_reference_is_read_by_default():
+    """The ledger page calls these without a folder: the package's own reference data."""
+    summary = claims.reference_summary()
+    figures = claims.reference_figures()
+    assert set(figures) == set(claims.CLAIMS)
+    assert ("No GPU reference is committed yet" in summary) == all(
+        figure == "none recorded" for figure in figures.values())
