@@ -17,13 +17,12 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   state. We load none, and tell myst-nb never to pick a widget view: an
   explorer (``brrr.widgets``) carries a static snapshot as HTML in the same
   output, and that is what the page shows.
-
 - **No console errors of the theme stack's making.** sphinx-thebe's settings
   (``const THEBE_JS_URL = ...``) reach each page twice, and the second copy is
   a JavaScript error: repeated inline scripts are dropped. The theme logs an
   error when no colour mode is set: the default mode is "auto".
 
-Launch buttons still link to Colab and Binder: they are links, not assets.
+Launch buttons still point online: they are links, not assets.
 ``tests/test_browser.py`` loads every page with the network blocked.
 """
 

@@ -57,13 +57,14 @@ INSPECT_PAGE = """async () => {
   };
 }"""
 
+# Run after the load event, when MathJax.js (an async script) has run if it could.
 # Resolves "done" once MathJax 2 has typeset the page (at once without MathJax).
 WAIT_FOR_MATHJAX = """timeout_ms => new Promise(done => {
   if (!window.MathJax) { done("done"); return; }
-  setTimeout(() => done("timed out"), timeout_ms);
+  if (!window.MathJax.Hub) { done("MathJax did not load"); return; }
+  setTimeout(() => done(`MathJax did not finish within ${timeout_ms} ms`), timeout_ms);
   // "End": MathJax 2 has started and typeset the page; fires at once if past.
-  const hub = () => MathJax.Hub.Register.StartupHook("End", () => done("done"));
-  if (MathJax.Hub) { hub(); } else { window.addEventListener("load", hub); }
+  MathJax.Hub.Register.StartupHook("End", () => done("done"));
 })"""
 
 
@@ -151,8 +152,9 @@ def inspect(page, url: str, base: str) -> tuple[dict, list[str]]:
     page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
     page.on("response", on_response)
     page.goto(url, wait_until="load")
-    if page.evaluate(WAIT_FOR_MATHJAX, MATHJAX_TIMEOUT_MS) != "done":
-        problems.append(f"MathJax did not finish within {MATHJAX_TIMEOUT_MS} ms")
+    mathjax = page.evaluate(WAIT_FOR_MATHJAX, MATHJAX_TIMEOUT_MS)
+    if mathjax != "done":
+        problems.append(mathjax)
     shown = page.evaluate(INSPECT_PAGE)
     problems += [f"image did not load: {src}" for src in shown["broken_images"]]
     problems += [f"math not rendered: {text!r}" for text in shown["unrendered_math"]]
