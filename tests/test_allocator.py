@@ -17,13 +17,14 @@ MEASURE = r"""
 import statistics, sys, time
 import torch
 if sys.argv[1] == "import-brrr":
-    import brrr  # noqa: F401
+    import brrr  # noqa: F401  (after torch: the harder case, see brrr/allocator.py)
 torch.set_num_threads(1)
 source = torch.rand(64 * 2**20)  # 256 MiB of float32
 target = torch.empty_like(source)
 
-def median_seconds(run, repeats=9):
-    run()
+def median_seconds(run, repeats=9, warmup=10):
+    for _ in range(warmup):  # glibc's heap takes a few rounds to settle
+        run()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
