@@ -41,7 +41,9 @@ from brrr.stamp import environment, format_stamp
 from brrr.roofline import Roof  # noqa: F401  (re-exported: brrr.ceilings.Roof)
 from brrr.timing import bench, torch_threads
 
-FORMAT_VERSION = 2  # 2: the vector peak is a throughput measurement (independent accumulators)
+# 2: the vector peak is a throughput measurement (independent accumulators)
+# 3: the matmul size per dtype is recorded (a CPU times slow dtypes smaller)
+FORMAT_VERSION = 3
 
 _DTYPES = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -54,6 +56,7 @@ class Ceilings:
     dispatch_overhead: float  # s per eager op
     threads: int | None  # torch threads during measurement (None: default)
     env: dict[str, str] = field(default_factory=dict)
+    matmul_n: dict[str, int] = field(default_factory=dict)  # dtype name -> n of the n×n matmul timed
 
     @property
     def stamp(self) -> str:
@@ -89,7 +92,8 @@ class Ceilings:
         lines.append(f"  copy bandwidth      {units.bandwidth(self.copy_bandwidth)} "
                      f"({copy_setup(self.threads, far_above_cache(4))})")
         for name, peak in self.matmul_peak.items():
-            lines.append(f"  matmul peak {name:<8} {units.flops(peak)}")
+            size = f" (n={self.matmul_n[name]})" if name in self.matmul_n else ""
+            lines.append(f"  matmul peak {name:<8} {units.flops(peak)}{size}")
         lines.append(f"  non-matmul peak     {units.flops(self.vector_peak)} (fp32)")
         lines.append(f"  dispatch overhead   {units.seconds(self.dispatch_overhead)} per eager op")
         lines.append(f"  {self.stamp}")
@@ -153,17 +157,42 @@ def matmul_dtypes() -> list[str]:
     return names + ["float16"]
 
 
-MATMUL_PEAK_N = per_device(cpu=1536, gpu=8192)  # the size of the square matmul the peak is measured on
+MATMUL_PEAK_N = per_device(cpu=1536, gpu=8192)  # the largest square matmul the peak is measured on
+# On a CPU a dtype without fast kernels can be 50x slower than fp32 (bf16 on a CPU
+# without bf16 instructions: 1.3 GFLOP/s against fp32's 72 on our CI machine, where
+# one 1536³ bf16 matmul takes 5 s). The CPU times such a dtype on a smaller matmul:
+# the largest n, in steps of 256, whose one call takes at most this long.
+CPU_MATMUL_CALL_S = 0.25
+
+
+def matmul_peak_size(dtype: str, *, threads: int | None = None) -> int:
+    """n of the n×n matmul that :func:`measure_matmul_peak` times for ``dtype`` here.
+
+    GPU: ``MATMUL_PEAK_N``. CPU: one 256³ call sets the rate, then the largest
+    n ≤ ``MATMUL_PEAK_N`` predicted to take at most ``CPU_MATMUL_CALL_S`` a call.
+    """
+    if ON_GPU:
+        return MATMUL_PEAK_N
+    probe = 256
+    a = torch.randn(probe, probe, dtype=_DTYPES[dtype])
+    timing = bench(lambda: torch.mm(a, a), threads=threads, warmup=1, min_runs=1, max_runs=3, budget_s=0.05)
+    rate = timing.rate(2 * probe**3)
+    return max((n for n in range(probe, MATMUL_PEAK_N + 1, 256) if 2 * n**3 / rate <= CPU_MATMUL_CALL_S),
+               default=probe)
 
 
 def measure_matmul_peak(dtype: str, n: int | None = None, *, threads: int | None = None) -> float:
-    """FLOP/s of an n×n by n×n matmul: 2·n³ FLOPs. ``dtype='tf32'`` allows TF32 tensor cores."""
-    n = n or MATMUL_PEAK_N
+    """FLOP/s of an n×n by n×n matmul: 2·n³ FLOPs. ``dtype='tf32'`` allows TF32 tensor cores.
+
+    ``n`` defaults to :func:`matmul_peak_size`.
+    """
+    n = n or matmul_peak_size(dtype, threads=threads)
     a = torch.randn(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     b = torch.randn(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     out = torch.empty(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     with tf32(dtype == "tf32"):
-        timing = bench(lambda: torch.mm(a, b, out=out), threads=threads, warmup=2, budget_s=per_device(cpu=1.0, gpu=0.3))
+        timing = bench(lambda: torch.mm(a, b, out=out), threads=threads, warmup=2,
+                       budget_s=per_device(cpu=1.0, gpu=0.3))
     return timing.rate(2 * n**3)
 
 
@@ -240,9 +269,11 @@ def measure_dispatch_overhead(ops: int = 2000, *, threads: int | None = None) ->
 def measure_all(*, threads: int | None = None) -> Ceilings:
     with torch_threads(threads):
         env = environment()
+    sizes = {name: matmul_peak_size(name, threads=threads) for name in matmul_dtypes()}
     return Ceilings(
         copy_bandwidth=measure_copy_bandwidth(threads=threads),
-        matmul_peak={name: measure_matmul_peak(name, threads=threads) for name in matmul_dtypes()},
+        matmul_peak={name: measure_matmul_peak(name, n, threads=threads) for name, n in sizes.items()},
+        matmul_n=sizes,
         vector_peak=measure_vector_peak(threads=threads),
         dispatch_overhead=measure_dispatch_overhead(threads=threads),
         threads=threads,

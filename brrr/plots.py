@@ -71,11 +71,16 @@ def loglog_sweep(
     ax=None,
     marks: dict[str, float] | None = None,
 ):
-    """One log-log line per series over a shared ``x``; ``marks`` draws labelled vertical lines."""
+    """One log-log line per series over a shared ``x``; ``marks`` draws labelled vertical lines.
+
+    A series shorter than ``x`` is a sweep cut short: it covers ``x``'s first values.
+    """
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     for name, values in series.items():
-        ax.loglog(x, values, marker="o", markersize=3, label=name)
+        if len(values) > len(x):
+            raise ValueError(f"series {name!r} has {len(values)} values for {len(x)} x values")
+        ax.loglog(x[:len(values)], values, marker="o", markersize=3, label=name)
     labels = []
     ground = dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1)
     for label, position in sorted((marks or {}).items(),

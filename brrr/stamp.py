@@ -26,7 +26,8 @@ def triton_version() -> str:
 
 def environment() -> dict[str, str]:
     """The facts a stamp is made of, for writing next to measurements in JSON."""
-    mode = "GPU" if ON_GPU else f"CPU, {torch.get_num_threads()} threads, Triton interpreted"
+    threads = torch.get_num_threads()
+    mode = "GPU" if ON_GPU else f"CPU, {threads} thread{'s' * (threads != 1)}, Triton interpreted"
     return {
         "device": device_name(),
         "device_type": DEVICE.type,
