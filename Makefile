@@ -39,7 +39,7 @@ book: $(INSTALLED)
 	@echo "Book built: open _build/html/index.html"
 
 test: $(INSTALLED)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 labs: $(INSTALLED)
 	$(PY) -m brrr.labs

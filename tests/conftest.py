@@ -75,3 +75,14 @@ def book_build(tmp_path_factory) -> BookBuild:
         build = _forced_build(shared)
         record.write_text(json.dumps(asdict(build)))
         return build
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``make test`` (pytest-xdist, ``--dist loadgroup``) one worker builds the
+    book and then runs every test that reads it; the other worker runs the rest
+    meanwhile. The book's tests go first, so the build starts at once."""
+    book_tests = [item for item in items if "book_build" in getattr(item, "fixturenames", ())]
+    for item in book_tests:
+        item.add_marker(pytest.mark.xdist_group("book"))
+    others = [item for item in items if item not in book_tests]
+    items[:] = book_tests + others
