@@ -77,6 +77,7 @@ def book_build(tmp_path_factory) -> BookBuild:
         return build
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """Under ``make test`` (pytest-xdist, ``--dist loadgroup``) one worker builds the
     book and then runs every test that reads it; the other worker runs the rest
