@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from brrr import counting, units
+from brrr import counting, reference, units
 from brrr.ceilings import measure_dispatch_overhead
 from brrr.device import DEVICE, ON_GPU, per_device, synchronize
 from brrr.stamp import stamp
@@ -492,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  overhead floor {units.seconds(overhead_floor(times))}; step time doubles by batch {regime_change(batches, times)}")
     outcome = check()
     print(outcome)
+    if ON_GPU:  # `make gpu-check` keeps the target's figure in brrr/data/reference
+        reference.record("overhead-benchmark", {
+            "target": outcome.target.what, "required_speedup": outcome.target.required_speedup,
+            "speedup": outcome.comparison.speedup, "passed": outcome.passed, "attempts": outcome.attempts})
     return 0 if outcome.passed else 1
 
 
