@@ -39,7 +39,7 @@ book: $(INSTALLED)
 	@echo "Book built: open _build/html/index.html"
 
 test: $(INSTALLED)
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PY) -m pytest -n 2 --dist loadfile
 
 labs: $(INSTALLED)
 	$(PY) -m brrr.labs
@@ -70,7 +70,7 @@ gpu-check:
 	$(GPU_VENV)/bin/python -m pip install --quiet --no-index --find-links wheelhouse --no-build-isolation --no-deps -e .
 	BRRR_RECORD_REFERENCE=$(CURDIR)/brrr/data/reference $(GPU_VENV)/bin/python -m brrr.ceilings --refresh
 	BRRR_RECORD_REFERENCE=$(CURDIR)/brrr/data/reference timeout $(GPU_CHECK_TIMEOUT) $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider \
-		tests notebooks solutions --ignore=tests/test_book_build.py --ignore=tests/test_browser.py
+		tests notebooks solutions --ignore=tests/test_book_build.py
 	@echo "gpu-check passed; reference results are in brrr/data/reference/ (commit them)."
 
 clean:

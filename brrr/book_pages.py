@@ -17,13 +17,16 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   state. We load none, and tell myst-nb never to pick a widget view: an
   explorer (``brrr.widgets``) carries a static snapshot as HTML in the same
   output, and that is what the page shows.
+- **Outputs wrap.** ``brrr/book_static/brrr.css`` wraps printed lines wider
+  than the column (stamps, table rows), so no output hides behind a scrollbar;
+  code cells fit by themselves (``tests/test_code_width.py``).
 - **No console errors of the theme stack's making.** sphinx-thebe's settings
   (``const THEBE_JS_URL = ...``) reach each page twice, and the second copy is
   a JavaScript error: repeated inline scripts are dropped. The theme logs an
   error when no colour mode is set: the default mode is "auto".
 
 Launch buttons still point online: they are links, not assets.
-``tests/test_browser.py`` loads every page with the network blocked.
+``tests/test_book_build.py`` (with ``tests/book_browser.py``) loads every page with the network blocked.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
+STYLESHEET = "brrr.css"  # in brrr/book_static/, copied to _static/
 MATHJAX_PACKAGE = "jupyter_server_mathjax"
 MATHJAX_FOLDER = "mathjax"  # under _static/ in the built book
 MATHJAX_PATH = f"{MATHJAX_FOLDER}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
@@ -73,6 +77,8 @@ def mathjax_source() -> Path:
 
 
 def _configure(app, config) -> None:
+    config.html_static_path = [*config.html_static_path,
+                               str(Path(__file__).with_name("book_static"))]
     config.mathjax_path = MATHJAX_PATH
     config.mathjax2_config = MATHJAX2_CONFIG
     config.html_context.setdefault("default_mode", "auto")  # pydata theme
@@ -113,4 +119,5 @@ def setup(app):
     app.connect("builder-inited", _clear_mathjax3_config, priority=900)
     app.connect("html-page-context", _drop_repeated_scripts, priority=900)
     app.connect("build-finished", _copy_mathjax)
+    app.add_css_file(STYLESHEET)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

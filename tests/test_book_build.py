@@ -18,6 +18,8 @@ import pytest
 import yaml
 
 from brrr import claims
+import book_browser
+from book_browser import browser, served_book  # noqa: F401  (fixtures)
 from conftest import ROOT, build_book
 
 
@@ -54,7 +56,7 @@ def _pages_in_toc(toc: dict) -> list[str]:
 
 
 def test_book_builds_with_every_notebook_executed(book_build):
-    """The forced build (``book_build`` in conftest.py, shared with test_browser.py)."""
+    """The forced build (``book_build`` in conftest.py)."""
     html_dir = book_build.html_dir
     reports = sorted((html_dir / "reports").rglob("*.log"))
     failed = "\n\n".join(f"{report.name}:\n{report.read_text()[-3000:]}" for report in reports)
@@ -116,3 +118,39 @@ def test_a_broken_cross_reference_fails_the_build(tmp_path):
     result = build_book(book, book / "_config.yml", tmp_path / "out")
     assert result.returncode != 0
     assert "no-such-page" in result.stdout + result.stderr
+
+
+def test_every_page_renders_offline(browser, served_book):
+    """Every page in Chromium, offline: rendered math, loaded images, no console
+    error, working trace downloads (book_browser.py)."""
+    base, html = served_book
+    pages = book_browser.book_pages(html)
+    assert "index.html" in pages and len(pages) > 10, f"too few pages found in {html}: {pages}"
+    failures: dict[str, list[str]] = {}
+    pages_with_math, images, downloads = 0, 0, set()
+    context = browser.new_context()
+    try:
+        for name in pages:
+            target = book_browser.redirect_target(html, name)
+            if target is not None:
+                if target not in pages:
+                    failures[name] = [f"redirects to a missing page: {target}"]
+                continue
+            page = context.new_page()
+            shown, problems = book_browser.inspect(page, base + name, base)
+            page.close()
+            pages_with_math += shown["math"] > 0
+            images += shown["images"]
+            downloads.update(shown["downloads"])
+            if problems:
+                failures[name] = problems
+        failures.update(book_browser.check_downloads(context, downloads))
+    finally:
+        context.close()
+    report = "\n".join(f"{name}:\n  " + "\n  ".join(problems) for name, problems in failures.items())
+    assert not failures, f"{len(failures)} of {len(pages)} pages have problems:\n{report}"
+    print(f"{len(pages)} pages, {pages_with_math} with math, {images} images, "
+          f"{len(downloads)} download links: all rendered offline")
+    assert pages_with_math > 0, "no page has math: the math check checked nothing"
+    traces = [url for url in downloads if url.endswith(book_browser.TRACE_SUFFIX)]
+    assert len(traces) >= 2, f"expected the profiler chapter's trace downloads, found {sorted(downloads)}"

@@ -1,5 +1,9 @@
 """Every page of the built book, loaded in a real browser with the network blocked.
 
+The machinery of ``test_every_page_renders_offline`` in test_book_build.py,
+which runs it on the one forced build: every test that reads the build sits in
+that one file, so pytest-xdist (``--dist loadfile``) gives it to one worker.
+
 Debian's Chromium, driven by Playwright for Python, opens each page of the one
 forced build (``book_build`` in conftest.py) from a server on localhost. Any
 request elsewhere is aborted and reported. Each page must show rendered math
@@ -160,40 +164,6 @@ def inspect(page, url: str, base: str) -> tuple[dict, list[str]]:
     problems += [f"math not rendered: {text!r}" for text in shown["unrendered_math"]]
     problems += [f"raw TeX {tex!r} in the visible text" for tex in RAW_TEX if tex in shown["text"]]
     return shown, problems
-
-
-def test_every_page_renders_offline(browser, served_book):
-    base, html = served_book
-    pages = book_pages(html)
-    assert "index.html" in pages and len(pages) > 10, f"too few pages found in {html}: {pages}"
-    failures: dict[str, list[str]] = {}
-    pages_with_math, images, downloads = 0, 0, set()
-    context = browser.new_context()
-    try:
-        for name in pages:
-            target = redirect_target(html, name)
-            if target is not None:
-                if target not in pages:
-                    failures[name] = [f"redirects to a missing page: {target}"]
-                continue
-            page = context.new_page()
-            shown, problems = inspect(page, base + name, base)
-            page.close()
-            pages_with_math += shown["math"] > 0
-            images += shown["images"]
-            downloads.update(shown["downloads"])
-            if problems:
-                failures[name] = problems
-        failures.update(check_downloads(context, downloads))
-    finally:
-        context.close()
-    report = "\n".join(f"{name}:\n  " + "\n  ".join(problems) for name, problems in failures.items())
-    assert not failures, f"{len(failures)} of {len(pages)} pages have problems:\n{report}"
-    print(f"{len(pages)} pages, {pages_with_math} with math, {images} images, "
-          f"{len(downloads)} download links: all rendered offline")
-    assert pages_with_math > 0, "no page has math: the math check checked nothing"
-    traces = [url for url in downloads if url.endswith(TRACE_SUFFIX)]
-    assert len(traces) >= 2, f"expected the profiler chapter's trace downloads, found {sorted(downloads)}"
 
 
 def check_downloads(context, urls: set[str]) -> dict[str, list[str]]:
