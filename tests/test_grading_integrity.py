@@ -71,3 +71,25 @@ def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
     assert any(kind == ENVIRONMENT and (path == site_packages or path in site_packages.parents)
                for path, kind in kinds.items())
     assert kinds[(tmp_path / "home" / ".ipython")] == ENVIRONMENT
+
+
+def test_the_instructors_caches_are_not_watched_but_the_rest_of_the_checkout_is(tmp_path, monkeypatch):
+    """A book build beside the gradebook fills the caches the Makefile names (grading reads
+    private ones): no submission is charged for that, but a write next to them still counts."""
+    from brrr.grading import gradebook
+
+    checkout, submissions, out = tmp_path / "course", tmp_path / "submissions", tmp_path / "out"
+    inductor = checkout / ".cache" / "inductor"
+    for folder in (inductor, submissions, out, checkout / "brrr"):
+        folder.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(inductor))
+    assert inductor in gradebook.instructor_caches()
+    roots, excluded = integrity.watched_roots(checkout=checkout, submissions=submissions, out=out,
+                                              home=tmp_path / "home", unread=gradebook.instructor_caches())
+    course = [root for root in roots if root.kind == COURSE]
+    before = integrity.Fingerprint.take(course, excluded)
+    (inductor / "kernel.so").write_text("compiled by the book build")
+    assert not before.changes(integrity.Fingerprint.take(course, excluded))
+    (checkout / "brrr" / "grader.py").write_text("tampered")
+    changes = before.changes(integrity.Fingerprint.take(course, excluded))
+    assert changes and str(checkout / "brrr" / "grader.py") in str(changes)

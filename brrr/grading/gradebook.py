@@ -273,6 +273,17 @@ PRIVATE_FOLDERS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "t
                    "XDG_CACHE_HOME": "cache"}
 
 
+# Of those, the caches: the gradebook's own (the instructor's) are never read by a grading process.
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "BRRR_CACHE_DIR")
+
+
+def instructor_caches() -> list[Path]:
+    """The cache folders this process's environment names, which grading never reads (see integrity)."""
+    import os
+
+    return [Path(os.environ[name]) for name in CACHE_VARIABLES if os.environ.get(name)]
+
+
 def private_environment(folder: Path, base: dict[str, str] | None = None) -> dict[str, str]:
     """``base`` (this process's environment) with caches and per-user state under ``folder``, and no
     bytecode written: nothing a grading run does changes a file the integrity watch looks at."""
@@ -617,7 +628,8 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
     out.mkdir(parents=True, exist_ok=True)
     work = out / "work"
     work.mkdir(exist_ok=True)
-    roots, excluded = integrity.watched_roots(checkout=assemble.PACKAGE_ROOT, submissions=folder, out=out)
+    roots, excluded = integrity.watched_roots(checkout=assemble.PACKAGE_ROOT, submissions=folder, out=out,
+                                              unread=instructor_caches())
     was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
     sys.dont_write_bytecode = True  # a lazy import here must not add files to the watched environment
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process

@@ -30,7 +30,11 @@ The roots come in two kinds (:func:`watched_roots`):
     starts, so grading carries on; the culprit is marked ``tampered``.
 
 The gradebook and every process it starts write no bytecode and keep their
-caches in private folders, so grading itself changes nothing watched. Anything
+caches in private folders, so grading itself changes nothing watched. For the
+same reason the instructor's own caches (the folders ``TORCHINDUCTOR_CACHE_DIR``,
+``TRITON_CACHE_DIR`` and ``BRRR_CACHE_DIR`` name, inside the checkout under
+``make``) are not watched: no grading process reads them, and a book build
+running beside the gradebook fills them. Anything
 else that writes there while grading runs (an instructor editing the checkout,
 another Python program) is reported as well: the feedback lists the paths.
 """
@@ -65,9 +69,14 @@ class Root:
     kind: str  # ENVIRONMENT or COURSE
 
 
-def watched_roots(*, checkout: Path, submissions: Path, out: Path,
-                  home: Path | None = None) -> tuple[list[Root], list[Path]]:
-    """(roots, excluded paths) for a grading run: see the module docstring."""
+def watched_roots(*, checkout: Path, submissions: Path, out: Path, home: Path | None = None,
+                  unread: tuple[Path, ...] | list[Path] = ()) -> tuple[list[Root], list[Path]]:
+    """(roots, excluded paths) for a grading run: see the module docstring.
+
+    ``unread``: folders no grading process reads, left out of the watch (the
+    instructor's own compile and measurement caches, which a book build beside
+    the gradebook fills: every grading process has private ones).
+    """
     home = Path.home() if home is None else home
     course = {checkout.resolve(), submissions.resolve(), out.resolve()}
     course = {p for p in course if not _inside_any(p, course - {p})}
@@ -92,6 +101,7 @@ def watched_roots(*, checkout: Path, submissions: Path, out: Path,
     # An environment root inside a course root (a .venv in the checkout) is scanned once, as environment.
     excluded = [out.resolve() / "work", git] + [home / name for name in USER_EXCLUDED]
     excluded += [p for p in environment if _inside_any(p, course)]
+    excluded += [Path(p).resolve() for p in unread]
     return roots, excluded
 
 
