@@ -29,6 +29,15 @@ def test_a_solution_block_becomes_a_stub_at_its_indentation():
     ]
 
 
+def test_a_stub_too_wide_for_a_code_cell_breaks_after_the_parenthesis():
+    name = "a_kernel_whose_name_is_long"
+    source = f"def {name}():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION"
+    stub = labs.strip_solutions(source).split("\n")[1:]
+    assert stub == ["    raise NotImplementedError(",
+                    f'        "Exercise: write the body of {name}()")']
+    assert all(len(line) <= labs.WIDTH for line in stub)
+
+
 def test_a_block_names_its_innermost_function():
     source = "def outer():\n    def inner():\n        ### BEGIN SOLUTION\n        pass\n        ### END SOLUTION\n    return inner\n"
     assert 'write the body of inner()' in labs.strip_solutions(source)

@@ -45,6 +45,7 @@ LABS = ROOT / "labs"
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 SOLUTION_ONLY_TAG = "solution-only"
+WIDTH = 80  # the longest line a code cell may hold (tests/test_code_width.py)
 
 _DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)\s*\(")
 
@@ -63,8 +64,12 @@ def _enclosing_function(lines: list[str], index: int, indent: int) -> str | None
 
 
 def stub_line(indent: str, function: str | None) -> str:
+    """The stub's ``raise``: one line, or two where one would pass :data:`WIDTH` characters."""
     where = f"write the body of {function}()" if function else "write this part"
-    return f'{indent}raise NotImplementedError("Exercise: {where}")'
+    line = f'{indent}raise NotImplementedError("Exercise: {where}")'
+    if len(line) <= WIDTH:
+        return line
+    return f'{indent}raise NotImplementedError(\n{indent}    "Exercise: {where}")'
 
 
 def strip_solutions(source: str, *, where: str = "a cell") -> str:
