@@ -8,7 +8,8 @@ Debian's Chromium, driven by Playwright for Python, opens each page of the one
 forced build (``book_build`` in conftest.py) from a server on localhost. Any
 request elsewhere is aborted and reported. Each page must show rendered math
 (MathJax output for every math element, no raw TeX in the visible text), load
-every image, log no console error, and every trace download link must resolve.
+every image, log no console error, hold no code or output block that scrolls
+sideways, and every trace download link must resolve.
 
 Where no Chromium or no Playwright is found the test skips and says why, except
 under CI (``CI`` set), where it fails: ``.ci/run`` installs both.
@@ -58,6 +59,11 @@ INSPECT_PAGE = """async () => {
     text: visible.textContent,
     downloads: Array.from(document.querySelectorAll("a[download], a.download"))
                     .map(a => a.href),
+    // Code and output blocks wider than the column: the reader must scroll.
+    scrolling: Array.from(main.querySelectorAll("div.cell pre"))
+                    .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
+                    .map(pre => pre.textContent.split("\\n").reduce(
+                        (a, b) => (b.length > a.length ? b : a), "").slice(0, 100)),
   };
 }"""
 
@@ -163,6 +169,7 @@ def inspect(page, url: str, base: str) -> tuple[dict, list[str]]:
     problems += [f"image did not load: {src}" for src in shown["broken_images"]]
     problems += [f"math not rendered: {text!r}" for text in shown["unrendered_math"]]
     problems += [f"raw TeX {tex!r} in the visible text" for tex in RAW_TEX if tex in shown["text"]]
+    problems += [f"a block scrolls sideways; its longest line: {line!r}" for line in shown["scrolling"]]
     return shown, problems
 
 

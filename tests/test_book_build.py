@@ -122,7 +122,7 @@ def test_a_broken_cross_reference_fails_the_build(tmp_path):
 
 def test_every_page_renders_offline(browser, served_book):
     """Every page in Chromium, offline: rendered math, loaded images, no console
-    error, working trace downloads (book_browser.py)."""
+    error, no block that scrolls sideways, working trace downloads (book_browser.py)."""
     base, html = served_book
     pages = book_browser.book_pages(html)
     assert "index.html" in pages and len(pages) > 10, f"too few pages found in {html}: {pages}"
