@@ -120,6 +120,47 @@ def test_a_broken_cross_reference_fails_the_build(tmp_path):
     assert "no-such-page" in result.stdout + result.stderr
 
 
+# A measured figure: a time or a rate. Counted FLOPs and bytes are not measured.
+MEASURED_FIGURE = re.compile(r"\d(?:[\d.,]*\d)?\s?(?:ms|us|µs|ns|s|[kMGTP]?B/s|[kMGTP]?FLOP/s"
+                             r"|[kMG]?op/s|[kMG]?adds/s|[kMG]?cos/s)(?![\w/])")
+STAMPED = ("measured on ", "quoted from the essay")
+
+
+def unstamped_cells(notebook: dict) -> list[str]:
+    """Code cells whose text output holds a measured figure but no stamp beside it."""
+    found = []
+    for index, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        text = "".join("".join(output.get("text", "")) for output in cell.get("outputs", []))
+        text += "".join("".join(output.get("data", {}).get("text/plain", ""))
+                        for output in cell.get("outputs", []) if "image/png" not in output.get("data", {}))
+        figure = MEASURED_FIGURE.search(text)
+        if figure and not any(mark in text for mark in STAMPED):
+            found.append(f"cell {index}: {figure.group(0)!r} in {text[:80]!r}")
+    return found
+
+
+def test_the_stamp_check_catches_an_unstamped_figure():
+    cell = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": ["copy: 12.5 GB/s\n"]}]}
+    assert unstamped_cells({"cells": [cell]})
+    cell["outputs"][0]["text"].append("[measured on a CPU · torch 2.13 · 2026-11-23]\n")
+    assert not unstamped_cells({"cells": [cell]})
+    counted = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": ["268 MB moved, 4.2 GFLOP\n"]}]}
+    assert not unstamped_cells({"cells": [counted]})
+
+
+def test_every_measured_number_carries_its_stamp(book_build):
+    """STYLE: every printed measurement is stamped with device, versions and date, in the same output."""
+    executed = book_build.html_dir.parent / "jupyter_execute"
+    notebooks = sorted(executed.glob("notebooks/*.ipynb")) + sorted(executed.glob("solutions/*.ipynb"))
+    assert len(notebooks) >= 12, f"executed notebooks not found under {executed}"
+    found = {path.relative_to(executed).as_posix(): unstamped_cells(json.loads(path.read_text()))
+             for path in notebooks}
+    found = {name: cells for name, cells in found.items() if cells}
+    assert not found, f"measured figures printed without a stamp: {found}"
+
+
 def test_every_page_renders_offline(browser, served_book):
     """Every page in Chromium, offline: rendered math, loaded images, no console
     error, no block that scrolls sideways, working trace downloads (book_browser.py)."""

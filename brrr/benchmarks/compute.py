@@ -69,6 +69,12 @@ def measured_ceilings(*, refresh: bool = False) -> Ceilings:
 # ---------------------------------------------------------------- matmul throughput
 
 
+# Why a matmul can print above the measured peak (units.fraction_of's ``above``).
+ABOVE_PEAK = ("brrr.ceilings times the peak on one size, and a size that suits the "
+              "library better, or a quieter moment on a shared machine, runs faster: "
+              "the roof is a measurement, with its noise")
+
+
 def has_tf32() -> bool:
     return "tf32" in matmul_dtypes()
 

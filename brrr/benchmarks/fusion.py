@@ -37,7 +37,7 @@ from typing import Callable
 
 import torch
 
-from brrr import counting, reference, units
+from brrr import counting, reference, targets, units
 from brrr.benchmarks.compiling import compile_for_timing
 from brrr.ceilings import measure_copy_bandwidth
 from brrr.device import DEVICE, ON_GPU, device_class, far_above_cache, per_device
@@ -435,6 +435,17 @@ def _measure_target(check: str, n: int, copy: float, threads: int | None, attemp
         return best
     shown = ", ".join(_value(check, result.measured) for result in tries)
     return dataclasses.replace(best, detail=f"{best.detail}; attempts: {shown}")
+
+
+def require(check: str, first: float, again: Callable[[], float] | None = None, *, attempts: int = 3) -> float:
+    """Enforce this device's target ``check`` where a notebook measures it (:func:`brrr.targets.require`).
+
+    ``first`` is the measured speedup or fraction of copy; ``again()`` measures it
+    anew after a miss. Raises :class:`brrr.targets.TargetMissed` if every attempt misses.
+    """
+    wanted = target(check)
+    return targets.require(f"{wanted.description} ({device_class()})", wanted.minimum, first, again,
+                           attempts=attempts, show=lambda value: _value(check, value))
 
 
 def _value(check: str, measured: float) -> str:
