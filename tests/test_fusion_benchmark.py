@@ -18,6 +18,7 @@ def test_targets_hold_the_issues_numbers():
     assert gpu["cos_cos_compiled_speedup"].minimum == 1.8 and gpu["cos_cos_triton_speedup"].minimum == 1.8
     assert cpu["cos_cos_compiled_speedup"].minimum == 1.5 and cpu["cos_cos_compiled_speedup"].kind == fusion.SPEEDUP
     assert cpu["triton_kernels_correct"].kind == fusion.CORRECT
+    assert cpu["chain_fusion_speedup"].minimum == 1.5 and cpu["chain_fusion_speedup"].kind == fusion.SPEEDUP
 
 
 def test_target_lookup():
