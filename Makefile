@@ -50,7 +50,6 @@ labs: $(INSTALLED)
 WHEEL_PYTHON ?= 3.12
 WHEEL_PLATFORMS := manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64
 GPU_VENV := .venv-gpu
-GPU_CHECK_TIMEOUT ?= 540
 
 wheelhouse: $(INSTALLED)
 	rm -rf wheelhouse && mkdir -p wheelhouse
@@ -62,16 +61,9 @@ wheelhouse: $(INSTALLED)
 		-r wheelhouse/requirements-node.txt
 	@echo "wheelhouse/ holds $$(ls wheelhouse/*.whl | wc -l) wheels for Python $(WHEEL_PYTHON); copy it to the GPU node."
 
+# The stages, their time limits and the clear stops are in .ci/gpu-check.
 gpu-check:
-	@test -f wheelhouse/requirements-node.txt || { echo "gpu-check: no wheelhouse/ here. Run 'make wheelhouse' on a machine with internet and copy the folder over."; exit 2; }
-	python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu-check: torch sees no CUDA device on this node')"
-	python3 -m venv --system-site-packages $(GPU_VENV)
-	$(GPU_VENV)/bin/python -m pip install --quiet --no-index --find-links wheelhouse -r wheelhouse/requirements-node.txt
-	$(GPU_VENV)/bin/python -m pip install --quiet --no-index --find-links wheelhouse --no-build-isolation --no-deps -e .
-	BRRR_RECORD_REFERENCE=$(CURDIR)/brrr/data/reference $(GPU_VENV)/bin/python -m brrr.ceilings --refresh
-	BRRR_RECORD_REFERENCE=$(CURDIR)/brrr/data/reference timeout $(GPU_CHECK_TIMEOUT) $(GPU_VENV)/bin/python -m pytest -p no:cacheprovider \
-		tests notebooks solutions --ignore=tests/test_book_build.py
-	@echo "gpu-check passed; reference results are in brrr/data/reference/ (commit them)."
+	bash .ci/gpu-check
 
 clean:
 	rm -rf _build .cache .pytest_cache $(GPU_VENV)
