@@ -1,9 +1,13 @@
 """brrr.benchmarks.compute: the matmul target check and a real (small) matmul timing."""
 
-import pytest
+import time
 
-from brrr.benchmarks.compute import MatmulPoint, matmul_check, time_matmul
+import torch
+
+from brrr.benchmarks.compute import THREADS, MatmulPoint, matmul_check, time_matmul
 from brrr.ceilings import Ceilings
+from brrr.device import DEVICE, synchronize
+from brrr.timing import torch_threads
 
 
 def _ceilings(bf16_peak):
@@ -24,7 +28,28 @@ def test_matmul_check_uses_the_largest_square_bf16_matmul():
     assert not failed.passed and "71%" in failed.message
 
 
-def test_time_matmul_counts_2mnk():
-    point = time_matmul(64, 32, 16, "float32", budget_s=0.01)
-    assert point.flops == 2 * 64 * 32 * 16
-    assert point.seconds > 0 and point.rate == pytest.approx(point.flops / point.seconds)
+def _hand_timed_mm(n: int, calls: int = 20) -> float:
+    """Fastest of ``calls`` timings of an n×n @ n×n ``torch.mm`` by perf_counter: a second opinion."""
+    a, b = torch.randn(n, n, device=DEVICE), torch.randn(n, n, device=DEVICE)
+    with torch_threads(THREADS):
+        torch.mm(a, b)
+        times = []
+        for _ in range(calls):
+            synchronize()
+            start = time.perf_counter()
+            torch.mm(a, b)
+            synchronize()
+            times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def test_time_matmul_counts_2mnk_and_times_the_shape_it_names():
+    assert time_matmul(64, 32, 16, "float32", budget_s=0.01).flops == 2 * 64 * 32 * 16
+    small = time_matmul(64, 64, 64, "float32", budget_s=0.02)
+    large = time_matmul(256, 256, 256, "float32", budget_s=0.1)
+    # 64x the FLOPs: a timing that ignored the shape, or timed something else, would not see it.
+    assert large.seconds > 4 * small.seconds, (small, large)
+    # The median agrees with a hand timing of the same call in this run (min of 20: the median is at
+    # least that, less some clock jitter; a stall on a shared machine gets 3x room).
+    hand = _hand_timed_mm(256)
+    assert 0.7 * hand < large.seconds < 3 * hand, (large.seconds, hand)
