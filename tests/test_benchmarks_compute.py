@@ -10,22 +10,44 @@ from brrr.device import DEVICE, synchronize
 from brrr.timing import torch_threads
 
 
-def _ceilings(bf16_peak):
-    return Ceilings(copy_bandwidth=1e12, matmul_peak={"bfloat16": bf16_peak, "float32": 1e12}, vector_peak=1e11,
-                    dispatch_overhead=1e-6, threads=None, env={"device": "test"})
+H100 = "NVIDIA H100 80GB HBM3"  # torch's name for the H100 SXM: 989.5 TFLOP/s dense bf16 on its datasheet
+
+
+def _ceilings(bf16_peak, device=H100, vector_peak=50e12):
+    return Ceilings(copy_bandwidth=3e12, matmul_peak={"bfloat16": bf16_peak, "float32": 50e12},
+                    vector_peak=vector_peak, dispatch_overhead=1e-6, threads=None, env={"device": device})
 
 
 def _square(n, seconds, dtype="bfloat16"):
     return MatmulPoint(n, n, n, dtype, seconds, 2 * n**3)
 
 
+def _sweep(tflops_at_8192):
+    """4096³ at 687 TFLOP/s; 8192³ at the given rate; a fast fp32 point that must be ignored."""
+    return [_square(4096, 0.2e-3), _square(8192, 2 * 8192**3 / (tflops_at_8192 * 1e12)),
+            _square(16384, 1e-6, "float32")]
+
+
 def test_matmul_check_uses_the_largest_square_bf16_matmul():
-    # 4096³ in 0.2 ms = 687 TFLOP/s; 8192³ in 1.4 ms = 785 TFLOP/s; a fast fp32 point must be ignored
-    points = [_square(4096, 0.2e-3), _square(8192, 1.4e-3), _square(16384, 1e-6, "float32")]
+    points = _sweep(785)
     passed = matmul_check(points, _ceilings(900e12))
-    assert passed.passed and "8192³" in passed.name and "87%" in passed.message
+    assert passed.passed and "8192³" in passed.name, passed
+    assert "87% of 900 TFLOP/s measured" in passed.message and "79% of 990 TFLOP/s" in passed.message
     failed = matmul_check(points, _ceilings(1100e12))
-    assert not failed.passed and "71%" in failed.message
+    assert not failed.passed and "71% of 1.10 PFLOP/s measured" in failed.message, failed
+
+
+def test_a_slow_matmul_path_fails_though_the_measured_peak_is_as_slow():
+    """The peak times torch.mm too: a matmul without tensor cores makes both slow, 100% of each other."""
+    points = _sweep(60)  # an H100's bf16 matmuls at 60 TFLOP/s: CUDA-core speed
+    slow = matmul_check(points, _ceilings(60e12))
+    assert "100% of 60.0 TFLOP/s measured" in slow.message  # the tautology alone would pass...
+    assert not slow.passed and "6% of 990 TFLOP/s NVIDIA H100 SXM datasheet" in slow.message, slow  # ...not this
+    # A GPU without a datasheet here: the floor is the measured non-matmul peak, which no torch.mm timed.
+    unknown = matmul_check(points, _ceilings(60e12, device="NVIDIA Made-Up GPU", vector_peak=40e12))
+    assert not unknown.passed and "1.5x the measured non-matmul peak" in unknown.message, unknown
+    fast = matmul_check(_sweep(500), _ceilings(550e12, device="NVIDIA Made-Up GPU", vector_peak=40e12))
+    assert fast.passed and "12.5x the measured non-matmul peak" in fast.message, fast
 
 
 def _hand_timed_mm(n: int, calls: int = 20) -> float:
