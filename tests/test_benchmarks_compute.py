@@ -4,9 +4,13 @@ import time
 
 import torch
 
-from brrr.benchmarks.compute import THREADS, MatmulPoint, matmul_check, time_matmul
+import pytest
+
+from brrr import claims
+from brrr.benchmarks.compute import THREADS, MatmulPoint, matmul_check, table_checks, time_matmul
 from brrr.ceilings import Ceilings
 from brrr.device import DEVICE, synchronize
+from brrr.opclasses import ClassTable, OpClass
 from brrr.timing import torch_threads
 
 
@@ -75,3 +79,38 @@ def test_time_matmul_counts_2mnk_and_times_the_shape_it_names():
     # least that, less some clock jitter; a stall on a shared machine gets 3x room).
     hand = _hand_timed_mm(256)
     assert 0.7 * hand < large.seconds < 3 * hand, (large.seconds, hand)
+
+
+def _table(contraction_flops_pct: float, contraction_time_pct: float) -> ClassTable:
+    """A hand-built table: the rest of the FLOPs and time split between normalization and element-wise."""
+    rest_flops, rest_time = 100 - contraction_flops_pct, 100 - contraction_time_pct
+    return ClassTable(
+        flops={OpClass.CONTRACTION: contraction_flops_pct, OpClass.NORMALIZATION: rest_flops / 2,
+               OpClass.ELEMENTWISE: rest_flops / 2, OpClass.OTHER: 0.0},
+        seconds={OpClass.CONTRACTION: contraction_time_pct, OpClass.NORMALIZATION: rest_time / 2,
+                 OpClass.ELEMENTWISE: rest_time / 2, OpClass.OTHER: 0.0},
+        clock="CPU")
+
+
+FLOPS = "contraction share of FLOPs"
+TIME = "non-contraction ops take far more of the runtime than of the FLOPs"
+
+# (contractions' % of FLOPs, % of runtime, the checks that must fail)
+TABLES = [
+    (99.80, 61.0, []),  # the essay's table: the rest take 195x their FLOP share
+    (99.7, 98.0, [TIME]),  # less runtime than FLOPs, but the rest only 6.7x: not "far more"
+    (99.0, 95.0, [TIME]),  # 5x
+    (99.0, 89.0, []),  # 11x
+    (97.0, 50.0, []),  # the ledger asks for 95% of the FLOPs, not the essay's 99.8%
+    (94.0, 10.0, [FLOPS]),  # the rest take the time, but contractions did too little of the work
+    (90.0, 95.0, [FLOPS, TIME]),
+]
+
+
+@pytest.mark.parametrize("flops_pct, time_pct, failing", TABLES)
+def test_table_checks_are_the_ledgers_rule(flops_pct, time_pct, failing):
+    checks = table_checks(_table(flops_pct, time_pct))
+    assert [check.name for check in checks] == [FLOPS, TIME]
+    assert [check.name for check in checks if not check.passed] == failing, checks
+    verdict = claims.judge_contractions(flops_pct / 100, time_pct / 100)
+    assert verdict.held == (not failing), verdict  # the benchmark and the ledger agree
