@@ -138,18 +138,30 @@ def judge_three_regimes(tiny: str, pointwise: str, matmul: str) -> Verdict:
     return Verdict("three-regimes", not wrong, here, why)
 
 
+# The rule of "contractions-flops-vs-runtime", shared with brrr.benchmarks.compute.table_checks.
+CONTRACTION_FLOP_SHARE_MIN = 0.95
+OTHER_TIME_OVER_FLOP_SHARE_MIN = 10.0
+
+
+def other_time_over_flop_share(flop_share: float, time_share: float) -> float:
+    """The non-contraction ops' share of runtime over their share of FLOPs (inf when they do no FLOPs)."""
+    other_flops, other_time = 1 - flop_share, 1 - time_share
+    return other_time / other_flops if other_flops > 0 else float("inf")
+
+
 def judge_contractions(flop_share: float, time_share: float) -> Verdict:
     """Contractions' shares (0 to 1) of a training step's FLOPs and runtime."""
     other_flops, other_time = 1 - flop_share, 1 - time_share
-    factor = other_time / other_flops if other_flops > 0 else float("inf")
+    factor = other_time_over_flop_share(flop_share, time_share)
     here = (f"contractions {100 * flop_share:.2f}% of FLOPs, {100 * time_share:.1f}% of runtime; the other "
             f"ops {100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs ({factor:.0f}x)")
-    if flop_share < 0.95:
+    if flop_share < CONTRACTION_FLOP_SHARE_MIN:
         return Verdict("contractions-flops-vs-runtime", False, here,
-                       "contractions did under 95% of the FLOPs in this layer")
-    if factor < 10:
+                       f"contractions did under {CONTRACTION_FLOP_SHARE_MIN:.0%} of the FLOPs in this layer")
+    if factor < OTHER_TIME_OVER_FLOP_SHARE_MIN:
         return Verdict("contractions-flops-vs-runtime", False, here,
-                       "the other ops took under 10x their FLOP share of the runtime")
+                       f"the other ops took under {OTHER_TIME_OVER_FLOP_SHARE_MIN:g}x their FLOP share of the "
+                       "runtime")
     return Verdict("contractions-flops-vs-runtime", True, here,
                    "the ops that do a fraction of a percent of the work take a large share of the time")
 

@@ -2,10 +2,11 @@
 
 GPU
     Each run is bracketed by CUDA events on the current stream. Before each run
-    the L2 cache is flushed by writing a buffer twice its size, so a kernel cannot
-    read its inputs from L2 left warm by the previous run. Runs are queued in two
-    batches (``min_runs``, then as many as the budget has left); event times are
-    read after one synchronize per batch, so the host never stalls a timed run.
+    the L2 cache is flushed by reading a buffer twice its size (:func:`flush_l2`),
+    so a kernel cannot read its inputs from L2 left warm by the previous run.
+    Runs are queued in two batches (``min_runs``, then as many as the budget has
+    left); event times are read after one synchronize per batch, so the host
+    never stalls a timed run.
 
 CPU
     Ops run synchronously, so ``time.perf_counter`` around the call is exact. The
@@ -119,17 +120,31 @@ def _cpu_times(fn, warmup, min_runs, max_runs, budget_s) -> list[float]:
     return times
 
 
-_flush_buffer: torch.Tensor | None = None
+_flush_buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
-def _flush_l2() -> None:
-    global _flush_buffer
-    if _flush_buffer is None:
-        _flush_buffer = torch.empty(2 * last_level_cache_bytes(), dtype=torch.int8, device=DEVICE)
-    _flush_buffer.zero_()
+def flush_l2(buffer: torch.Tensor | None = None, sink: torch.Tensor | None = None) -> torch.Tensor:
+    """Evict the last-level cache by reading every element of ``buffer`` into ``sink``; returns ``sink``.
+
+    By default ``buffer`` is float32, twice the last-level cache, on the device,
+    allocated once with its 0-d ``sink``. The flush is a read, a sum into the
+    preallocated scalar: writing the buffer (``zero_()``) would leave the cache
+    full of dirty lines, whose write-backs to memory would then land inside the
+    next timed run. Any tensor works, on any device.
+    """
+    global _flush_buffers
+    if buffer is None:
+        if _flush_buffers is None:
+            flush = torch.zeros(2 * last_level_cache_bytes() // 4, dtype=torch.float32, device=DEVICE)
+            _flush_buffers = (flush, torch.zeros((), dtype=torch.float32, device=DEVICE))
+        buffer, sink = _flush_buffers
+    elif sink is None:
+        sink = torch.zeros((), dtype=buffer.dtype, device=buffer.device)
+    torch.sum(buffer.reshape(-1), dim=0, out=sink)
+    return sink
 
 
-def _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2) -> list[float]:
+def _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush) -> list[float]:
     """Warm up, time ``min_runs`` runs, then one more batch sized to the budget left.
 
     Every call after the warm-up is a timed run (no extra call to estimate the
@@ -142,7 +157,7 @@ def _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2) -> list[float
     times: list[float] = []
     batch = min_runs
     while batch > 0:
-        times += _timed_batch(fn, batch, flush_l2)
+        times += _timed_batch(fn, batch, flush)
         spent = sum(times)
         if spent >= budget_s or len(times) >= max_runs:
             break
@@ -151,13 +166,13 @@ def _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2) -> list[float
     return times
 
 
-def _timed_batch(fn, runs: int, flush_l2: bool) -> list[float]:
+def _timed_batch(fn, runs: int, flush: bool) -> list[float]:
     """Queue ``runs`` runs, each between two CUDA events (after an L2 flush), then read the events once."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
     for begin, finish in zip(starts, ends):
-        if flush_l2:
-            _flush_l2()
+        if flush:
+            flush_l2()
         begin.record()
         fn()
         finish.record()

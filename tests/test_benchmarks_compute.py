@@ -1,30 +1,116 @@
 """brrr.benchmarks.compute: the matmul target check and a real (small) matmul timing."""
 
+import time
+
+import torch
+
 import pytest
 
-from brrr.benchmarks.compute import MatmulPoint, matmul_check, time_matmul
+from brrr import claims
+from brrr.benchmarks.compute import THREADS, MatmulPoint, matmul_check, table_checks, time_matmul
 from brrr.ceilings import Ceilings
+from brrr.device import DEVICE, synchronize
+from brrr.opclasses import ClassTable, OpClass
+from brrr.timing import torch_threads
 
 
-def _ceilings(bf16_peak):
-    return Ceilings(copy_bandwidth=1e12, matmul_peak={"bfloat16": bf16_peak, "float32": 1e12}, vector_peak=1e11,
-                    dispatch_overhead=1e-6, threads=None, env={"device": "test"})
+H100 = "NVIDIA H100 80GB HBM3"  # torch's name for the H100 SXM: 989.5 TFLOP/s dense bf16 on its datasheet
+
+
+def _ceilings(bf16_peak, device=H100, vector_peak=50e12):
+    return Ceilings(copy_bandwidth=3e12, matmul_peak={"bfloat16": bf16_peak, "float32": 50e12},
+                    vector_peak=vector_peak, dispatch_overhead=1e-6, threads=None, env={"device": device})
 
 
 def _square(n, seconds, dtype="bfloat16"):
     return MatmulPoint(n, n, n, dtype, seconds, 2 * n**3)
 
 
+def _sweep(tflops_at_8192):
+    """4096³ at 687 TFLOP/s; 8192³ at the given rate; a fast fp32 point that must be ignored."""
+    return [_square(4096, 0.2e-3), _square(8192, 2 * 8192**3 / (tflops_at_8192 * 1e12)),
+            _square(16384, 1e-6, "float32")]
+
+
 def test_matmul_check_uses_the_largest_square_bf16_matmul():
-    # 4096³ in 0.2 ms = 687 TFLOP/s; 8192³ in 1.4 ms = 785 TFLOP/s; a fast fp32 point must be ignored
-    points = [_square(4096, 0.2e-3), _square(8192, 1.4e-3), _square(16384, 1e-6, "float32")]
+    points = _sweep(785)
     passed = matmul_check(points, _ceilings(900e12))
-    assert passed.passed and "8192³" in passed.name and "87%" in passed.message
+    assert passed.passed and "8192³" in passed.name, passed
+    assert "87% of 900 TFLOP/s measured" in passed.message and "79% of 990 TFLOP/s" in passed.message
     failed = matmul_check(points, _ceilings(1100e12))
-    assert not failed.passed and "71%" in failed.message
+    assert not failed.passed and "71% of 1.10 PFLOP/s measured" in failed.message, failed
 
 
-def test_time_matmul_counts_2mnk():
-    point = time_matmul(64, 32, 16, "float32", budget_s=0.01)
-    assert point.flops == 2 * 64 * 32 * 16
-    assert point.seconds > 0 and point.rate == pytest.approx(point.flops / point.seconds)
+def test_a_slow_matmul_path_fails_though_the_measured_peak_is_as_slow():
+    """The peak times torch.mm too: a matmul without tensor cores makes both slow, 100% of each other."""
+    points = _sweep(60)  # an H100's bf16 matmuls at 60 TFLOP/s: CUDA-core speed
+    slow = matmul_check(points, _ceilings(60e12))
+    assert "100% of 60.0 TFLOP/s measured" in slow.message  # the tautology alone would pass...
+    assert not slow.passed and "6% of 990 TFLOP/s NVIDIA H100 SXM datasheet" in slow.message, slow  # ...not this
+    # A GPU without a datasheet here: the floor is the measured non-matmul peak, which no torch.mm timed.
+    unknown = matmul_check(points, _ceilings(60e12, device="NVIDIA Made-Up GPU", vector_peak=40e12))
+    assert not unknown.passed and "1.5x the measured non-matmul peak" in unknown.message, unknown
+    fast = matmul_check(_sweep(500), _ceilings(550e12, device="NVIDIA Made-Up GPU", vector_peak=40e12))
+    assert fast.passed and "12.5x the measured non-matmul peak" in fast.message, fast
+
+
+def _hand_timed_mm(n: int, calls: int = 20) -> float:
+    """Fastest of ``calls`` timings of an n×n @ n×n ``torch.mm`` by perf_counter: a second opinion."""
+    a, b = torch.randn(n, n, device=DEVICE), torch.randn(n, n, device=DEVICE)
+    with torch_threads(THREADS):
+        torch.mm(a, b)
+        times = []
+        for _ in range(calls):
+            synchronize()
+            start = time.perf_counter()
+            torch.mm(a, b)
+            synchronize()
+            times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def test_time_matmul_counts_2mnk_and_times_the_shape_it_names():
+    assert time_matmul(64, 32, 16, "float32", budget_s=0.01).flops == 2 * 64 * 32 * 16
+    small = time_matmul(64, 64, 64, "float32", budget_s=0.02)
+    large = time_matmul(256, 256, 256, "float32", budget_s=0.1)
+    # 64x the FLOPs: a timing that ignored the shape, or timed something else, would not see it.
+    assert large.seconds > 4 * small.seconds, (small, large)
+    # The median agrees with a hand timing of the same call in this run (min of 20: the median is at
+    # least that, less some clock jitter; a stall on a shared machine gets 3x room).
+    hand = _hand_timed_mm(256)
+    assert 0.7 * hand < large.seconds < 3 * hand, (large.seconds, hand)
+
+
+def _table(contraction_flops_pct: float, contraction_time_pct: float) -> ClassTable:
+    """A hand-built table: the rest of the FLOPs and time split between normalization and element-wise."""
+    rest_flops, rest_time = 100 - contraction_flops_pct, 100 - contraction_time_pct
+    return ClassTable(
+        flops={OpClass.CONTRACTION: contraction_flops_pct, OpClass.NORMALIZATION: rest_flops / 2,
+               OpClass.ELEMENTWISE: rest_flops / 2, OpClass.OTHER: 0.0},
+        seconds={OpClass.CONTRACTION: contraction_time_pct, OpClass.NORMALIZATION: rest_time / 2,
+                 OpClass.ELEMENTWISE: rest_time / 2, OpClass.OTHER: 0.0},
+        clock="CPU")
+
+
+FLOPS = "contraction share of FLOPs"
+TIME = "non-contraction ops take far more of the runtime than of the FLOPs"
+
+# (contractions' % of FLOPs, % of runtime, the checks that must fail)
+TABLES = [
+    (99.80, 61.0, []),  # the essay's table: the rest take 195x their FLOP share
+    (99.7, 98.0, [TIME]),  # less runtime than FLOPs, but the rest only 6.7x: not "far more"
+    (99.0, 95.0, [TIME]),  # 5x
+    (99.0, 89.0, []),  # 11x
+    (97.0, 50.0, []),  # the ledger asks for 95% of the FLOPs, not the essay's 99.8%
+    (94.0, 10.0, [FLOPS]),  # the rest take the time, but contractions did too little of the work
+    (90.0, 95.0, [FLOPS, TIME]),
+]
+
+
+@pytest.mark.parametrize("flops_pct, time_pct, failing", TABLES)
+def test_table_checks_are_the_ledgers_rule(flops_pct, time_pct, failing):
+    checks = table_checks(_table(flops_pct, time_pct))
+    assert [check.name for check in checks] == [FLOPS, TIME]
+    assert [check.name for check in checks if not check.passed] == failing, checks
+    verdict = claims.judge_contractions(flops_pct / 100, time_pct / 100)
+    assert verdict.held == (not failing), verdict  # the benchmark and the ledger agree

@@ -108,16 +108,23 @@ def test_the_ledger_shows_what_the_notebooks_measured(book_build):
 
 
 def test_a_broken_cross_reference_fails_the_build(tmp_path):
+    """Each broken reference is a warning of its own, naming its target, and -W makes any warning fail the
+    build; the reference that resolves is not flagged, so the failure is the broken ones'."""
     book = tmp_path / "book"
     book.mkdir()
     (book / "_toc.yml").write_text("format: jb-book\nroot: index\n")
-    (book / "index.md").write_text("# Index\n\nSee {doc}`no-such-page` and {ref}`no-such-label`.\n")
+    (book / "index.md").write_text("# Index\n\n(a-label)=\n## A section\n\n"
+                                   "See {doc}`no-such-page`, {ref}`no-such-label` and {ref}`a-label`.\n")
     shutil.copy(ROOT / "references.bib", book / "references.bib")
     config = {"title": "broken", "execute": {"execute_notebooks": "off"}, "bibtex_bibfiles": ["references.bib"]}
     (book / "_config.yml").write_text(yaml.safe_dump(config))
     result = build_book(book, book / "_config.yml", tmp_path / "out")
     assert result.returncode != 0
-    assert "no-such-page" in result.stdout + result.stderr
+    output = re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr)
+    warnings = [line for line in output.splitlines() if "WARNING" in line]
+    assert len(warnings) == 2, warnings
+    assert any("no-such-page" in line for line in warnings), warnings
+    assert any("undefined label: 'no-such-label'" in line for line in warnings), warnings
 
 
 # A measured figure: a time or a rate. Counted FLOPs and bytes are not measured.

@@ -1,3 +1,11 @@
+"""Which device brrr picks, and the sizes it picks for it.
+
+The device is decided in a fresh interpreter, with ``torch.cuda.is_available``
+faked where a test needs a machine it is not running on: both branches run on
+any machine, and the expected values are written out, not derived from
+``brrr.device``'s own conditional.
+"""
+
 import os
 import subprocess
 import sys
@@ -6,45 +14,69 @@ import pytest
 
 from brrr import device
 
-
-def test_cpu_turns_on_the_triton_interpreter_before_kernels_exist():
-    if device.ON_GPU:
-        pytest.skip("on a GPU the interpreter must stay off; checked by the GPU test below")
-    assert os.environ["TRITON_INTERPRET"] == "1"
-    assert device.TRITON_INTERPRETED
+PROBE = ("import os; from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED; "
+         "print(DEVICE.type, ON_GPU, os.environ.get('TRITON_INTERPRET'), TRITON_INTERPRETED)")
 
 
-def test_forcing_cpu_on_any_machine():
-    code = "import os; from brrr.device import DEVICE, TRITON_INTERPRETED; print(DEVICE.type, os.environ.get('TRITON_INTERPRET'), TRITON_INTERPRETED)"
-    env = {**os.environ, "BRRR_DEVICE": "cpu"}
-    env.pop("TRITON_INTERPRET", None)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["cpu", "1", "True"]
+def probe(forced: str | None = None, *, cuda: bool | None = None, hide_gpus: bool = False):
+    """Import brrr.device in a fresh interpreter; ``cuda`` fakes what torch says about CUDA."""
+    env = {key: value for key, value in os.environ.items() if key not in ("BRRR_DEVICE", "TRITON_INTERPRET")}
+    if forced is not None:
+        env["BRRR_DEVICE"] = forced
+    if hide_gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU for torch, whatever this machine has
+    fake = "" if cuda is None else f"import torch; torch.cuda.is_available = lambda: {cuda}; "
+    return subprocess.run([sys.executable, "-c", fake + PROBE], env=env, capture_output=True, text=True)
+
+
+def test_without_a_gpu_the_triton_interpreter_is_on_before_kernels_exist():
+    result = probe(cuda=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["cpu", "False", "1", "True"]
+
+
+def test_with_a_gpu_the_interpreter_stays_off():
+    result = probe(cuda=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["cuda", "True", "None", "False"]
+
+
+def test_forcing_cpu_on_a_gpu_machine():
+    result = probe("cpu", cuda=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["cpu", "False", "1", "True"]
+
+
+def test_forcing_cuda_without_a_gpu_is_a_clear_error():
+    result = probe("cuda", hide_gpus=True)
+    assert result.returncode != 0
+    assert "RuntimeError: BRRR_DEVICE=cuda, but torch sees no CUDA device on this machine" in result.stderr
 
 
 def test_bad_forced_device_is_a_clear_error():
-    env = {**os.environ, "BRRR_DEVICE": "tpu"}
-    result = subprocess.run([sys.executable, "-c", "import brrr.device"], env=env, capture_output=True, text=True)
+    result = probe("tpu")
     assert result.returncode != 0
-    assert "BRRR_DEVICE must be 'cpu' or 'cuda'" in result.stderr
+    assert "BRRR_DEVICE must be 'cpu' or 'cuda', not 'tpu'" in result.stderr
 
 
-def test_per_device_picks_by_device():
-    chosen = device.per_device(cpu="small", gpu="large")
-    assert chosen == ("large" if device.ON_GPU else "small")
+@pytest.mark.parametrize("on_gpu, size, kind", [(False, "small", "cpu"), (True, "large", "gpu")])
+def test_per_device_and_device_class_follow_the_device(monkeypatch, on_gpu, size, kind):
+    monkeypatch.setattr(device, "ON_GPU", on_gpu)
+    assert device.per_device(cpu="small", gpu="large") == size
+    assert device.device_class() == kind
 
 
-def test_far_above_cache_is_not_a_toy_size():
-    n = device.far_above_cache(4)
-    assert 4 * n >= 256 * 2**20
-    if device.ON_GPU:
-        assert 4 * n >= 8 * device.last_level_cache_bytes()
+def test_far_above_cache_is_not_a_toy_size(monkeypatch):
+    monkeypatch.setattr(device, "ON_GPU", False)
+    assert device.far_above_cache(4) == 256 * 2**20 // 4  # CPU: 256 MiB, whatever the cache says
+    monkeypatch.setattr(device, "ON_GPU", True)
+    monkeypatch.setattr(device, "last_level_cache_bytes", lambda: 50 * 2**20)  # an H100's L2
+    assert device.far_above_cache(4) == 2**30 // 4  # 8x the L2 is 400 MiB: the 1 GiB floor wins
+    assert device.far_above_cache(2) == 2**30 // 2
+    monkeypatch.setattr(device, "last_level_cache_bytes", lambda: 256 * 2**20)  # a GPU with a larger L2
+    assert device.far_above_cache(4) == 8 * 256 * 2**20 // 4
 
 
 @pytest.mark.parametrize("text,expected", [("48K", 48 * 2**10), ("2048K", 2 * 2**20), ("32M", 32 * 2**20), ("junk", 0)])
 def test_cache_size_parsing(text, expected):
     assert device._parse_cache_size(text) == expected
-
-
-def test_device_class_names_the_thresholds_row():
-    assert device.device_class() == ("gpu" if device.ON_GPU else "cpu")

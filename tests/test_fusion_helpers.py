@@ -1,10 +1,13 @@
 """Helpers the fusion notebooks share: showing source, counting peak memory, compiling for timing."""
 
+import mmap
+import time
+
 import pytest
 import torch
 
 from brrr.benchmarks.compiling import compile_for_timing, more_recompiles
-from brrr.device import DEVICE
+from brrr.device import DEVICE, ON_GPU, synchronize
 from brrr.kernels.pointwise import cos_cos, cos_cos_kernel
 from brrr.memory import peak_memory, peak_of, settle_page_faults
 from brrr.source import SourceBlock, show_source, source_of
@@ -50,16 +53,56 @@ def test_peak_memory_sees_live_tensors_not_sequential_ones():
     assert 4 * size <= peak_memory(one_at_a_time) < 2 * 4 * size
 
 
-def test_settling_returns_within_bounds():
-    calls = settle_page_faults(lambda: torch.ones(2**20), max_calls=5)
-    assert 0 <= calls <= 5
+def _faulting(pages: int):
+    """A call that writes one byte into each page of a fresh anonymous mapping: ``pages`` page faults."""
+    def call():
+        region = mmap.mmap(-1, pages * mmap.PAGESIZE)
+        for offset in range(0, len(region), mmap.PAGESIZE):
+            region[offset] = 1
+        region.close()
+    return call
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU's caching allocator needs no settling: settle_page_faults returns 0")
+def test_settling_stops_at_the_first_quiet_call():
+    calls = []
+
+    def faults_twice_then_settles():
+        calls.append(1)
+        if len(calls) <= 2:
+            _faulting(1024)()  # 4 MiB of fresh pages, far above quiet_pages
+
+    assert settle_page_faults(faults_twice_then_settles, max_calls=12) == 3 == len(calls)
+    assert settle_page_faults(lambda: None, max_calls=12) == 1
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU's caching allocator needs no settling: settle_page_faults returns 0")
+def test_settling_gives_up_after_max_calls():
+    calls = []
+
+    def always_faults():
+        calls.append(1)
+        _faulting(1024)()
+
+    assert settle_page_faults(always_faults, max_calls=4) == 4 == len(calls)
 
 
 def test_compile_for_timing_pays_the_compile_once():
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._dynamo.reset()  # no compiled version of the lambda below is left from another test
+    counter = CompileCounterWithBackend("inductor")
     x = torch.randn(1000, device=DEVICE)
-    compiled = compile_for_timing(lambda t: t.sin() + 1, x, threads=1)
-    assert compiled.compile_s > 0
+    compiled = compile_for_timing(lambda t: t.sin() + 1, x, threads=1, backend=counter)
+    assert counter.frame_count == 1  # compiled during compile_for_timing...
     torch.testing.assert_close(compiled(x), x.sin() + 1)
+    torch.testing.assert_close(compiled(x + 1), (x + 1).sin() + 1)
+    assert counter.frame_count == 1  # ...and never again for inputs of the same shape
+    # compile_s is the compile, not a run: the first call took far longer than a call now (ratio, one run).
+    start = time.perf_counter()
+    compiled(x)
+    synchronize()
+    assert compiled.compile_s > 10 * (time.perf_counter() - start), compiled
 
 
 def test_more_recompiles_restores_the_limit():

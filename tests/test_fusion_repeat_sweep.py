@@ -53,7 +53,12 @@ def test_placement_counts():
     point = repeat_sweep.place(1000, "float16", 16, ROOF)
     assert point.flops == 16_000 and point.bytes_moved == 4000 and point.intensity == pytest.approx(4.0)
     assert point.predicted_s == pytest.approx(max(1e-5, 16_000 / 1e12, 4000 / 1e11))
-    assert point.attainable_flops <= ROOF.peak_flops
+    # 1000 elements: the 10 µs overhead dominates, so the model allows 16,000 FLOPs / 10 µs
+    assert point.attainable_flops == pytest.approx(16_000 / 1e-5)
+    # 2^26 fp32 elements, 1 repeat: memory-bound at intensity x bandwidth = 1/8 FLOP/B x 100 GB/s
+    assert repeat_sweep.place(2**26, "float32", 1, ROOF).attainable_flops == pytest.approx(1e11 / 8)
+    # 1024 repeats: intensity 256 FLOP/B, past the ridge: the compute roof itself
+    assert repeat_sweep.place(2**26, "float32", 1024, ROOF).attainable_flops == pytest.approx(ROOF.peak_flops)
     assert "memory-bound" in repeat_sweep.place(2**26, "float32", 1, ROOF).describe()
     with pytest.raises(ValueError):
         repeat_sweep.place(1000, "int8", 1, ROOF)

@@ -89,9 +89,12 @@ HOSTILE = ["rebinds_the_grader", "patches_the_clock", "calls_ceilings", "forges_
            "exits_under_the_grader"]
 
 
+HOSTILE_CELL_TIMEOUT_S = 300
+
+
 @pytest.fixture(scope="module")
-def hostile_roofline(tmp_path_factory):
-    """Lab 1: the solution and six hostile submissions, graded once for the tests below."""
+def hostile_graded(tmp_path_factory):
+    """Lab 1: the solution and six hostile submissions, graded once for the tests below: (out, graded)."""
     tmp = tmp_path_factory.mktemp("hostile")
     submissions = tmp / "submissions"
     submissions.mkdir()
@@ -102,9 +105,15 @@ def hostile_roofline(tmp_path_factory):
     made_up.metadata["brrr"] = {"lab": "99-three-easy-checks"}
     nbformat.write(made_up, str(submissions / "made_up_lab.ipynb"))
     out = tmp / "out"
-    gradebook.grade(submissions, out, cell_timeout_s=300, notebook_timeout_s=600, jobs=2)
+    graded = gradebook.grade(submissions, out, cell_timeout_s=HOSTILE_CELL_TIMEOUT_S, notebook_timeout_s=600,
+                             jobs=2)
     time.sleep(5)  # longer than the daemon of forges_the_record waits, once its notebook is gone, to strike
-    return out
+    return out, {submission.name: submission for submission in graded}
+
+
+@pytest.fixture(scope="module")
+def hostile_roofline(hostile_graded):
+    return hostile_graded[0]
 
 
 def test_the_roofline_solution_passes_beside_hostile_submissions(hostile_roofline):
@@ -142,6 +151,62 @@ def test_a_forged_record_and_a_daemon_change_nothing(hostile_roofline):
     assert not (hostile_roofline / "daemon-was-here").exists()  # killed with its notebook
     assert processes_inside(hostile_roofline) == []
     assert rows["solution"]["total"] == "5"
+
+
+def test_a_kernel_that_exits_is_noticed_in_seconds_not_at_the_cell_timeout(hostile_graded):
+    """exits_under_the_grader ends its kernel with os._exit(0) in an answer cell. nbval alone would wait for
+    that cell's timeout; the gradebook watches the kernel and stops the notebook a few seconds after it died."""
+    out, graded = hostile_graded
+    exited = graded["exits_under_the_grader"]
+    assert exited.status == "crashed", (exited.status, exited.note)
+    assert "kernel died" in exited.note
+    # The whole notebook, kernel start and the cells before included (about 30 s on a loaded 2-core
+    # machine), against one cell's allowance: unnoticed, the death would cost at least that allowance.
+    assert exited.seconds < HOSTILE_CELL_TIMEOUT_S / 3, exited.seconds
+    assert "kernel died" in (out / "feedback" / "exits_under_the_grader.md").read_text()
+
+
+def test_errors_other_than_failed_checks_reach_the_feedback(hostile_graded):
+    """calls_ceilings imports a module the student's kernel does not have: a ModuleNotFoundError in its
+    answer cell, reported under "Other errors", apart from the checks that then failed."""
+    out, graded = hostile_graded
+    errors = graded["calls_ceilings"].cell_errors
+    assert any("ModuleNotFoundError: No module named 'brrr.ceilings'" in error for error in errors), errors
+    feedback = (out / "feedback" / "calls_ceilings.md").read_text()
+    others = feedback[feedback.index("## Other errors in your notebook"):]
+    assert "ModuleNotFoundError: No module named 'brrr.ceilings'" in others, feedback
+    assert "## Other errors" not in (out / "feedback" / "solution.md").read_text()
+
+
+def test_feedback_lists_other_errors_but_not_failed_checks():
+    submission = gradebook.Submission("alice", Path("alice.ipynb"), lab=LAB, status="failed",
+                                      results={"correct": {"passed": False, "message": "wrong at index 3"}},
+                                      cell_errors=["Cell 4: NameError: name 'h' is not defined",
+                                                   "Cell 9: AssertionError: wrong at index 3"])
+    text = gradebook.feedback(submission, ["correct", "traffic"])
+    others = text[text.index("## Other errors in your notebook"):]
+    assert "- Cell 4: NameError: name 'h' is not defined" in others and "AssertionError" not in others
+    assert "## correct: failed" in text and "wrong at index 3" in text
+    assert "## traffic: not run, scored 0" in text
+
+
+def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_grade(folder, out, **options):
+        calls.append((folder, out, options))
+        return []
+
+    monkeypatch.setattr(gradebook, "grade", fake_grade)
+    monkeypatch.setattr(gradebook, "grader_setup_problem", lambda: None)
+    assert gradebook.main([str(tmp_path), "--out", str(tmp_path / "out"), "--cell-timeout", "12.5",
+                           "--notebook-timeout", "99", "--jobs", "3", "--lab", LAB]) == 0
+    assert gradebook.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    (folder, out, given), (_, _, defaults) = calls
+    assert (folder, out) == (tmp_path, tmp_path / "out")
+    assert given == {"cell_timeout_s": 12.5, "notebook_timeout_s": 99.0, "lab": LAB, "jobs": 3}
+    assert defaults == {"cell_timeout_s": gradebook.DEFAULT_CELL_TIMEOUT_S,
+                        "notebook_timeout_s": gradebook.DEFAULT_NOTEBOOK_TIMEOUT_S, "lab": None, "jobs": 1}
 
 
 def test_a_notebook_past_its_time_limit_is_killed_kernel_and_all(tmp_path):

@@ -65,16 +65,57 @@ def test_atomics_count_as_traffic_so_a_round_trip_hidden_in_them_fails():
     assert expected_reason(LAB, "atomic_round_trip") in message and "tmp_ptr" in message, message
 
 
-@pytest.mark.skipif(ON_GPU, reason="the unfused fixture is correct, so on a GPU only timing rejects it")
-def test_every_wrong_submission_also_fails_the_traffic_check():
-    for name in WRONG + ["unfused", "atomic_round_trip"]:
-        with pytest.raises(AssertionError):
-            fuse_it.grade("traffic", student(name))
+@pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
+def test_a_correct_kernel_that_loads_an_input_twice_fails_traffic():
+    fuse_it.grade("correct", student("loads_twice"))  # one kernel, right values...
+    with pytest.raises(AssertionError) as failure:
+        fuse_it.grade("traffic", student("loads_twice"))  # ...but x comes from memory twice
+    message = str(failure.value)
+    assert expected_reason(LAB, "loads_twice") in message and "1 launch" not in message, message
+
+
+@pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
+@pytest.mark.parametrize("name", WRONG)
+def test_the_traffic_grade_checks_the_values_first(name):
+    """grade('traffic') rejects a wrong submission for its wrong values, before its bytes are weighed."""
+    with pytest.raises(AssertionError) as failure:
+        fuse_it.grade("traffic", student(name))
+    assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
+
+
+# What the traffic rule alone says of each submission whose kernels move the wrong bytes: counted by the
+# grader whatever values they compute, since grade('traffic') checks the values first and would never
+# show the rule rejecting them.
+TRAFFIC_REASONS = {
+    "unfused": "launched 5 kernels",
+    "atomic_round_trip": "launched 2 kernels",
+    "loads_twice": "loads x 2.00 times per element",
+    "decoy_eager": "stored anything into out",
+    "cached_result": "loaded x or y",
+    "calls_reference": "loaded x or y",
+    "reads_grader_frames": "loaded x or y",
+    "unwritten_tail": "stored 0.99 of out per element",
+}
+
+
+@pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
+@pytest.mark.parametrize("name", sorted(TRAFFIC_REASONS))
+def test_the_traffic_rule_alone_rejects_each_submission_that_moves_the_wrong_bytes(name):
+    failure = fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name)))
+    assert failure is not None and "moved the wrong number of bytes" in failure
+    assert TRAFFIC_REASONS[name] in failure, failure
+
+
+@pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
+@pytest.mark.parametrize("name", ["correct", "wrong_math", "nan_overflow"])
+def test_the_traffic_rule_passes_one_pass_whatever_its_values(name):
+    """Why the values come first: wrong math in one pass moves exactly the bytes a right answer does."""
+    assert fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name))) is None
 
 
 @pytest.mark.skipif(not ON_GPU, reason="timing checks run on a GPU")
 def test_gpu_timing_rejects_the_unfused_submission():
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="Needed at least 2x faster than the eager chain"):
         fuse_it.grade("speedup", student("unfused"))
 
 

@@ -67,6 +67,30 @@ def test_a_rate_that_is_not_a_positive_number_is_rejected(small_copy):
         lab_roofline.grade_copy_bandwidth(LocalStudent(lambda n: float("nan")))
 
 
+def test_a_matmul_peak_in_the_wrong_unit_is_rejected(monkeypatch):
+    """A student who times the matmul honestly but returns GFLOP/s: a billion times off, outside any noise."""
+    monkeypatch.setattr(lab_roofline, "MATMUL_N", 256)  # a smaller matmul, for the student and brrr.ceilings
+    monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
+
+    def matmul_peak(n, dtype):
+        a, b = torch.randn(n, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype)
+        torch.mm(a, b)
+        times = []
+        for _ in range(20):
+            synchronize()
+            start = time.perf_counter()
+            torch.mm(a, b)
+            synchronize()
+            times.append(time.perf_counter() - start)
+        return 2 * n**3 / statistics.median(times) / 1e9  # GFLOP/s, not FLOP/s
+
+    with pytest.raises(AssertionError) as failure:
+        lab_roofline.grade_matmul_peak(LocalStudent(matmul_peak))
+    message = str(failure.value)
+    assert "matmul_peak(256, " in message and "is not within ±" in message, message
+    assert "a 256x256" in message and "brrr.ceilings" in message and "attempt 1:" in message, message
+
+
 def test_the_ridge_point_is_peak_over_bandwidth():
     lab_roofline.grade_ridge_point(LocalStudent(lambda peak, bandwidth: peak / bandwidth))
     with pytest.raises(AssertionError, match="the ridge point is peak / bandwidth"):

@@ -2,6 +2,9 @@
 
 import csv
 import json
+import runpy
+import shutil
+import sys
 
 import nbformat
 import pytest
@@ -85,6 +88,39 @@ def test_writing_is_idempotent(tmp_path):
 def test_the_committed_labs_are_what_the_generator_writes():
     assert labs.stale() == [], "labs/ is out of date: run `make labs` and commit labs/"
     assert labs.main(["--check"]) == 0
+
+
+def _labs_command(tmp_path, monkeypatch, capsys, *flags) -> tuple[int, str]:
+    """``python -m brrr.labs`` on the copies under ``tmp_path`` (run as __main__ here: its exit status
+    and output, without a second interpreter importing nbformat for seconds)."""
+    monkeypatch.setattr(sys, "argv", ["python -m brrr.labs", *flags, "--solutions", str(tmp_path / "solutions"),
+                                      "--labs", str(tmp_path / "labs")])
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("brrr.labs", run_name="__main__", alter_sys=True)
+    return exit_.value.code, capsys.readouterr().out
+
+
+def test_the_drift_check_exits_1_on_a_stale_lab_and_on_a_lab_without_a_solution(tmp_path, monkeypatch, capsys):
+    shutil.copytree(labs.SOLUTIONS, tmp_path / "solutions")
+    assert _labs_command(tmp_path, monkeypatch, capsys)[0] == 0  # writes labs/ from the copied solutions
+    assert _labs_command(tmp_path, monkeypatch, capsys, "--check") == (0, "")  # the control: up to date
+
+    solution = tmp_path / "solutions" / "01-roofline.ipynb"
+    original = solution.read_bytes()
+    notebook = nbformat.read(str(solution), as_version=4)
+    notebook.cells[0].source += "\n\nA sentence added after the lab was generated."
+    nbformat.write(notebook, str(solution))
+    code, out = _labs_command(tmp_path, monkeypatch, capsys, "--check")
+    assert code == 1, out
+    assert f"out of date: {tmp_path / 'labs' / '01-roofline.ipynb'}" in out
+    assert "02-fuse-it" not in out and "run `make labs`" in out
+
+    solution.write_bytes(original)
+    shutil.copy(tmp_path / "labs" / "02-fuse-it.ipynb", tmp_path / "labs" / "03-orphan.ipynb")
+    code, out = _labs_command(tmp_path, monkeypatch, capsys, "--check")
+    assert code == 1, out
+    assert f"out of date: {tmp_path / 'labs' / '03-orphan.ipynb'} (no solution)" in out
+    assert "01-roofline" not in out
 
 
 def test_every_lab_has_stubs_and_no_answers():

@@ -103,14 +103,19 @@ def test_this_devices_performance_target(capsys):
     assert printed.startswith("PASS"), printed
 
 
-@pytest.mark.skipif(ON_GPU, reason="checks the CPU refusal of GPU-only helpers")
-def test_gpu_only_helpers_refuse_clearly_on_cpu():
-    step = overhead.TrainStep(overhead.small_mlp(TINY_SHAPE))
-    x, y = overhead.batch(1, TINY_SHAPE)
-    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
-        overhead.capture_train_step(step, x, y)
-    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
-        overhead.graph_vs_eager(1)
+def test_gpu_only_helpers_refuse_clearly_on_cpu(monkeypatch):
+    """Run on any machine: the helpers are made to see a CPU process."""
+    monkeypatch.setattr(overhead, "ON_GPU", False)
+    monkeypatch.setattr(overhead, "DEVICE", torch.device("cpu"))
+    step = overhead.TrainStep(overhead.small_mlp(TINY_SHAPE, device=torch.device("cpu")))
+    x, y = overhead.batch(1, TINY_SHAPE, device=torch.device("cpu"))
+    for name, call in (("capture_train_step", lambda: overhead.capture_train_step(step, x, y)),
+                       ("graph_vs_eager", lambda: overhead.graph_vs_eager(1)),
+                       ("reduce_overhead_vs_eager", lambda: overhead.reduce_overhead_vs_eager(1))):
+        with pytest.raises(RuntimeError) as refusal:
+            call()
+        assert str(refusal.value) == (f"{name} needs a CUDA GPU; this process runs on cpu (CUDA graphs do not "
+                                      "exist on a CPU)")
 
 
 @pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a CUDA GPU")
@@ -129,7 +134,13 @@ def test_graph_replay_matches_eager_steps():
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+# Forward and backward replay as CUDA graphs; zero_grad and the SGD step stay eager. Of a batch-1 step's
+# ~35 launches that leaves a handful, so the step must lose at least a third of its time (1.5x), half of
+# the 3x that capturing the whole step by hand must reach (TARGETS["cuda"]).
+REDUCE_OVERHEAD_MIN_SPEEDUP = 1.5
+
+
 @pytest.mark.skipif(not ON_GPU, reason="mode='reduce-overhead' records CUDA graphs")
 def test_reduce_overhead_beats_eager_at_batch_one():
     comparison = overhead.reduce_overhead_vs_eager(1)
-    assert comparison.speedup > 1.0, str(comparison)
+    assert comparison.speedup >= REDUCE_OVERHEAD_MIN_SPEEDUP, str(comparison)

@@ -92,3 +92,44 @@ def test_gpu_loop_fills_the_budget_within_max_runs(gpu_loop_on_host):
     calls.clear()
     capped = bench(one_ms, warmup=0, min_runs=3, max_runs=7, budget_s=10.0, flush_l2=False)
     assert capped.runs == 7
+
+
+def test_flush_l2_reads_every_element_and_writes_none():
+    import torch
+
+    from brrr.timing import flush_l2
+
+    buffer = torch.arange(100_003, dtype=torch.float32) % 7  # exact in float32: 0+1+...+6 per 7 elements
+    buffer[-1] = 1000.0  # the last element counts: a flush that stopped short would miss it
+    before = buffer.clone()
+    sink = torch.full((), float("nan"))
+    assert flush_l2(buffer, sink) is sink
+    assert sink.item() == before.double().sum().item()
+    assert torch.equal(buffer, before)  # read, not written: no dirty lines left behind
+
+
+def test_the_default_flush_buffer_is_twice_the_cache_on_the_device(monkeypatch):
+    from brrr import timing
+
+    monkeypatch.setattr(timing, "last_level_cache_bytes", lambda: 2**20)
+    monkeypatch.setattr(timing, "_flush_buffers", None)
+    sink = timing.flush_l2()
+    buffer, kept = timing._flush_buffers
+    assert kept is sink and sink.item() == 0.0
+    assert buffer.numel() * buffer.element_size() == 2 * 2**20 and buffer.device.type == timing.DEVICE.type
+
+
+def test_gpu_loop_flushes_before_every_timed_run_outside_its_events(gpu_loop_on_host, monkeypatch):
+    flushes = []
+
+    def slow_flush():
+        flushes.append(1)
+        time.sleep(0.01)  # far longer than the timed call below
+
+    monkeypatch.setattr(gpu_loop_on_host, "flush_l2", slow_flush)
+    result = bench(lambda: None, warmup=2, min_runs=5, max_runs=5, budget_s=0)
+    assert result.runs == 5 and len(flushes) == 5  # one per timed run, none in the warm-up
+    assert result.p80_s < 0.5 * 0.01, result  # the flush's time is not inside the runs' events
+    flushes.clear()
+    bench(lambda: None, warmup=2, min_runs=5, max_runs=5, budget_s=0, flush_l2=False)
+    assert flushes == []

@@ -47,15 +47,25 @@ def more_recompiles(limit: int = RECOMPILE_LIMIT) -> Iterator[None]:
 
 
 class Compiled:
-    """A compiled function that has already run once; ``compile_s`` is what that first call cost."""
+    """A compiled function that has already run once; ``compile_s`` is what that first call cost.
 
-    def __init__(self, fn: Callable, compile_s: float, source: Callable):
+    Every call runs with the torch thread count it was compiled with
+    (``threads``): dynamo guards on the thread count, so a call under another
+    one (the default two threads, outside ``bench``) would silently compile
+    again and pay the compile a second time.
+    """
+
+    def __init__(self, fn: Callable, compile_s: float, source: Callable, threads: int | None = None):
         self.fn = fn
         self.compile_s = compile_s
         self.source = source
+        self.threads = threads
 
     def __call__(self, *args, **kwargs):
-        return self.fn(*args, **kwargs)
+        if self.threads is None or torch.get_num_threads() == self.threads:
+            return self.fn(*args, **kwargs)
+        with torch_threads(self.threads):
+            return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<compiled {getattr(self.source, '__name__', self.source)!s}, first call took {self.compile_s:.2f} s>"
@@ -78,4 +88,4 @@ def compile_for_timing(fn: Callable, *example_args, dynamic: bool = False, threa
         compiled(*example_args)
         synchronize()
         elapsed = time.perf_counter() - start
-    return Compiled(compiled, elapsed, fn)
+    return Compiled(compiled, elapsed, fn, threads)

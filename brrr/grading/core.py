@@ -413,6 +413,35 @@ def check_kernels(student, spec: Spec, sizes: Sequence[int], *, count_traffic_at
     return result
 
 
+def _traffic_of(spec: Spec, case: Case, built) -> dict:
+    out = _poisoned(case.expected, float("nan"))
+    seen = _replay_case(case, built, spec, out, count=True)
+    return {"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()}
+
+
+def count_traffic(student, spec: Spec, n: int, *, timeout_s: float = isolation.DEFAULT_TIMEOUT_S,
+                  seed: int | None = None) -> dict:
+    """The global-memory traffic of the student's kernels, replayed here at ``n`` in the interpreter,
+    whatever values they compute: ``{'n', 'element_size', 'loaded', 'stored', 'kernels', ...}``.
+
+    :func:`check_kernels` counts traffic only once the values are right, so a
+    wrong submission never reaches a lab's traffic rule there. This is the count
+    that rule would see, to show what it says of any submission (tests, feedback).
+    Traffic is counted in the Triton interpreter only: on a GPU, where kernels
+    are compiled, this refuses.
+    """
+    if not TRITON_INTERPRETED:
+        raise RuntimeError("count_traffic counts loads and stores in the Triton interpreter, which runs on a CPU; "
+                           "this process compiles kernels for a GPU")
+    generator, seed = fresh_generator(seed)
+    cases = record_cases(student, spec, [n], generator)
+    built = build_kernels(student.name, cases, interpreted=True)
+    outcome = isolation.run(_traffic_of, spec, cases[0], built, timeout_s=timeout_s)
+    if not outcome.ok:
+        raise fail(f"{student.name}'s kernel could not be run to count its traffic (seed {seed}): {outcome.error}")
+    return outcome.value
+
+
 @contextlib.contextmanager
 def _interpreter_on() -> Iterator[None]:
     """TRITON_INTERPRET=1 inside the block, as Triton expects while interpreted kernels are made and run."""

@@ -128,7 +128,12 @@ def grade_correct(student) -> str:
 # ---------------------------------------------------------------- traffic (CPU)
 
 
-def _traffic_failure(name: str, traffic: dict) -> str | None:
+def traffic_failure(name: str, traffic: dict) -> str | None:
+    """Why ``traffic`` (a :func:`brrr.grading.core.count_traffic` count) is not one fused pass, or None.
+
+    This is the traffic rule alone: :func:`grade_traffic` applies it only to
+    kernels whose values are right.
+    """
     n, size = traffic["n"], traffic["element_size"]
     need = n * size
     loaded, stored = traffic["loaded"], traffic["stored"]
@@ -149,6 +154,13 @@ def _traffic_failure(name: str, traffic: dict) -> str | None:
     if stored.get("out", 0) == 0:
         hints.append(f"No kernel of {name} stored anything into out: the result must be computed and stored by "
                      "your own @triton.jit kernel.")
+    elif stored.get("out", 0) < need:
+        hints.append(f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is never "
+                     "written. Launch enough programs to cover all n elements (triton.cdiv(n, BLOCK)).")
+    unread = [tensor for tensor in ("x", "y") if not loaded.get(tensor)]
+    if unread:
+        hints.append(f"No kernel of {name} loaded {' or '.join(unread)}: the result must be computed from x and "
+                     "y inside your kernel, not copied from a buffer filled outside it.")
     if len(kernels) > 1:
         hints.append(f"{name} launched {len(kernels)} kernels ({', '.join(kernels)}): every intermediate "
                      "result makes a round trip through global memory (the extra rows). Do the whole chain in "
@@ -165,14 +177,21 @@ def _traffic_failure(name: str, traffic: dict) -> str | None:
             f"out once ({need:,} B), and moves nothing else.\n{table}\n" + "\n".join(hints)).rstrip()
 
 
+def measure_traffic(student) -> dict:
+    """CPU: the kernels' global-memory traffic at :data:`TRAFFIC_N`, counted in the interpreter, whatever
+    values they compute (for :func:`traffic_failure`)."""
+    return core.count_traffic(student, SPEC, TRAFFIC_N)
+
+
 def grade_traffic(student) -> str:
-    """CPU: count the kernels' global-memory traffic in the interpreter; it must be exactly one pass."""
+    """CPU: the kernels' values must be right, and their global-memory traffic, counted in the
+    interpreter, exactly one pass (:func:`traffic_failure`)."""
     from brrr import traffic as traffic_counter
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
     result = core.check_kernels(student, SPEC, (TRAFFIC_N,), count_traffic_at=TRAFFIC_N)
     traffic = result["traffic"]
-    failure = _traffic_failure(student.name, traffic)
+    failure = traffic_failure(student.name, traffic)
     if failure:
         raise core.fail(failure)
     n, size = traffic["n"], traffic["element_size"]
