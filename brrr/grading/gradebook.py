@@ -628,6 +628,8 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
     out.mkdir(parents=True, exist_ok=True)
     work = out / "work"
     work.mkdir(exist_ok=True)
+    for cache in instructor_caches():  # made now, so a build filling them later adds no folder to the watch
+        cache.mkdir(parents=True, exist_ok=True)
     roots, excluded = integrity.watched_roots(checkout=assemble.PACKAGE_ROOT, submissions=folder, out=out,
                                               unread=instructor_caches())
     was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
