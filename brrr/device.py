@@ -130,7 +130,7 @@ def _parse_cache_size(text: str) -> int:
     return int(match.group(1)) * scale
 
 
-CPU_WORKING_SET_BYTES = 256 * 2**20
+CPU_WORKING_SET_BYTES = 128 * 2**20
 
 
 def far_above_cache(element_size: int = 4, *, factor: int = 8) -> int:
@@ -139,11 +139,12 @@ def far_above_cache(element_size: int = 4, *, factor: int = 8) -> int:
     GPU: ``factor`` times the L2 cache, and at least 1 GiB, so that timing measures
     HBM bandwidth, not L2 bandwidth.
 
-    CPU: 256 MiB. Linux often reports the L3 of the whole host socket (hundreds of
+    CPU: 128 MiB. Linux often reports the L3 of the whole host socket (hundreds of
     MiB on a server), of which a small VM gets only a slice. On our 2-core CI
-    machine ``copy_`` bandwidth is flat from 64 MiB upwards (13 GB/s on one thread,
-    25 GB/s on two), so 256 MiB measures DRAM with room to spare and keeps a CPU
-    run quick. ``notebooks/00-your-machine`` shows the sweep that justifies it.
+    machine (32 MiB of L3 reported) ``copy_`` bandwidth is flat from 64 MiB
+    upwards (13 GB/s on one thread, 25 GB/s on two), so 128 MiB, twice that and
+    four times the cache, measures DRAM and keeps a CPU run quick.
+    ``notebooks/00-your-machine`` shows the sweep that justifies it.
     """
     if ON_GPU:
         target = max(factor * last_level_cache_bytes(), 2**30)

@@ -68,7 +68,7 @@ def test_per_device_and_device_class_follow_the_device(monkeypatch, on_gpu, size
 
 def test_far_above_cache_is_not_a_toy_size(monkeypatch):
     monkeypatch.setattr(device, "ON_GPU", False)
-    assert device.far_above_cache(4) == 256 * 2**20 // 4  # CPU: 256 MiB, whatever the cache says
+    assert device.far_above_cache(4) == 128 * 2**20 // 4  # CPU: 128 MiB, whatever the cache says
     monkeypatch.setattr(device, "ON_GPU", True)
     monkeypatch.setattr(device, "last_level_cache_bytes", lambda: 50 * 2**20)  # an H100's L2
     assert device.far_above_cache(4) == 2**30 // 4  # 8x the L2 is 400 MiB: the 1 GiB floor wins

@@ -1,0 +1,106 @@
+"""Lab 1 graded beside hostile submissions in one gradebook run: each is rejected for its own reason,
+the solution passes, and a kernel that ends itself is noticed at once. (A file of its own, so that
+pytest-xdist can run it beside the other gradebook tests.)"""
+
+import time
+
+import nbformat
+import pytest
+
+from brrr.grading import gradebook
+
+from gradebook_helpers import ROOFLINE, processes_inside, read_rows
+from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
+
+
+HOSTILE = ["rebinds_the_grader", "patches_the_clock", "calls_ceilings", "forges_the_record", "rebinds_grade",
+           "exits_under_the_grader"]
+
+
+HOSTILE_CELL_TIMEOUT_S = 300
+
+
+@pytest.fixture(scope="module")
+def hostile_graded(tmp_path_factory):
+    """Lab 1: the solution and six hostile submissions, graded once for the tests below: (out, graded)."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    submissions = tmp / "submissions"
+    submissions.mkdir()
+    (submissions / "solution.ipynb").write_bytes((ROOT / "solutions" / f"{ROOFLINE}.ipynb").read_bytes())
+    for name in HOSTILE:
+        write_submission(submissions, ROOFLINE, name)
+    made_up = submission_notebook(ROOFLINE, "rebinds_the_grader")  # claims a lab of its own, with 3 checks
+    made_up.metadata["brrr"] = {"lab": "99-three-easy-checks"}
+    nbformat.write(made_up, str(submissions / "made_up_lab.ipynb"))
+    out = tmp / "out"
+    graded = gradebook.grade(submissions, out, cell_timeout_s=HOSTILE_CELL_TIMEOUT_S, notebook_timeout_s=600,
+                             jobs=2)
+    time.sleep(5)  # longer than the daemon of forges_the_record waits, once its notebook is gone, to strike
+    return out, {submission.name: submission for submission in graded}
+
+
+@pytest.fixture(scope="module")
+def hostile_roofline(hostile_graded):
+    return hostile_graded[0]
+
+
+def test_the_roofline_solution_passes_beside_hostile_submissions(hostile_roofline):
+    row = read_rows(hostile_roofline)["solution"]
+    assert (row["status"], row["total"], row["max"]) == ("ok", "5", "5"), row
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_each_hostile_submission_is_rejected_for_the_right_reason(hostile_roofline, name):
+    rows = read_rows(hostile_roofline)
+    feedback = (hostile_roofline / "feedback" / f"{name}.md").read_text()
+    assert rows[name]["lab"] == ROOFLINE and rows[name]["max"] == "5"
+    assert int(rows[name]["total"]) <= 4, rows[name]
+    assert expected_reason(ROOFLINE, name) in feedback, feedback
+
+
+def test_checks_that_never_reached_the_grader_score_zero(hostile_roofline):
+    rows = read_rows(hostile_roofline)
+    for name in ("rebinds_grade", "exits_under_the_grader"):
+        assert rows[name]["total"] == "0", rows[name]
+
+
+def test_a_made_up_lab_name_gets_no_columns_of_its_own(hostile_roofline):
+    rows = read_rows(hostile_roofline)
+    assert rows["made_up_lab"]["lab"] == ROOFLINE  # its cells say which lab it is
+    assert rows["made_up_lab"]["max"] == "5" and rows["made_up_lab"]["copy_bandwidth"] == "0"
+    assert not any("99-three" in column for column in rows["solution"])
+
+
+def test_a_forged_record_and_a_daemon_change_nothing(hostile_roofline):
+    rows = read_rows(hostile_roofline)
+    assert rows["forges_the_record"]["ridge_point"] == "0"  # printed PASS, recorded as failed
+    assert "left 1 process(es) running" in (hostile_roofline / "feedback" / "forges_the_record.md").read_text()
+    assert "left" not in (hostile_roofline / "feedback" / "solution.md").read_text()
+    assert not (hostile_roofline / "daemon-was-here").exists()  # killed with its notebook
+    assert processes_inside(hostile_roofline) == []
+    assert rows["solution"]["total"] == "5"
+
+
+def test_a_kernel_that_exits_is_noticed_in_seconds_not_at_the_cell_timeout(hostile_graded):
+    """exits_under_the_grader ends its kernel with os._exit(0) in an answer cell. nbval alone would wait for
+    that cell's timeout; the gradebook watches the kernel and stops the notebook a few seconds after it died."""
+    out, graded = hostile_graded
+    exited = graded["exits_under_the_grader"]
+    assert exited.status == "crashed", (exited.status, exited.note)
+    assert "kernel died" in exited.note
+    # The whole notebook, kernel start and the cells before included (about 30 s on a loaded 2-core
+    # machine), against one cell's allowance: unnoticed, the death would cost at least that allowance.
+    assert exited.seconds < HOSTILE_CELL_TIMEOUT_S / 3, exited.seconds
+    assert "kernel died" in (out / "feedback" / "exits_under_the_grader.md").read_text()
+
+
+def test_errors_other_than_failed_checks_reach_the_feedback(hostile_graded):
+    """calls_ceilings imports a module the student's kernel does not have: a ModuleNotFoundError in its
+    answer cell, reported under "Other errors", apart from the checks that then failed."""
+    out, graded = hostile_graded
+    errors = graded["calls_ceilings"].cell_errors
+    assert any("ModuleNotFoundError: No module named 'brrr.ceilings'" in error for error in errors), errors
+    feedback = (out / "feedback" / "calls_ceilings.md").read_text()
+    others = feedback[feedback.index("## Other errors in your notebook"):]
+    assert "ModuleNotFoundError: No module named 'brrr.ceilings'" in others, feedback
+    assert "## Other errors" not in (out / "feedback" / "solution.md").read_text()
