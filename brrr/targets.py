@@ -16,24 +16,43 @@ from brrr.device import device_name
 
 
 class TargetMissed(AssertionError):
-    """A performance target missed in every attempt."""
+    """A performance target, or a measured claim, missed in every attempt."""
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}x"
 
 
 def require(what: str, minimum: float, first: float, again: Callable[[], float] | None = None, *,
-            attempts: int = 3, show: Callable[[float], str] = lambda value: f"{value:.2f}x") -> float:
+            attempts: int = 3, show: Callable[[float], str] = _ratio) -> float:
     """Check ``first`` (and, on a miss, ``again()``) against ``minimum``; return the best value.
 
     ``what`` names the target, ``show`` formats a value (a speedup by default).
     Raises :class:`TargetMissed` when all ``attempts`` miss.
     """
+    return _require(what, first, again, attempts, show, bound=minimum, at_least=True)
+
+
+def require_at_most(what: str, maximum: float, first: float, again: Callable[[], float] | None = None, *,
+                    attempts: int = 3, show: Callable[[float], str] = _ratio) -> float:
+    """:func:`require` for a value that must stay at or below ``maximum`` (a ratio of times that should
+    be flat, say); returns the lowest value measured."""
+    return _require(what, first, again, attempts, show, bound=maximum, at_least=False)
+
+
+def _require(what, first, again, attempts, show, *, bound: float, at_least: bool) -> float:
+    def meets(value: float) -> bool:
+        return value >= bound if at_least else value <= bound
+
     values = [first]
-    while values[-1] < minimum and again is not None and len(values) < attempts:
+    while not meets(values[-1]) and again is not None and len(values) < attempts:
         values.append(again())
-    best = max(values)
-    met = best >= minimum
+    best = max(values) if at_least else min(values)
+    met = meets(best)
+    wanted = f"{'at least' if at_least else 'at most'} {show(bound)}"
     tried = ", ".join(show(value) for value in values)
-    print(f"target: {what}: at least {show(minimum)}; measured {tried}: {'met' if met else 'NOT met'}")
+    print(f"target: {what}: {wanted}; measured {tried}: {'met' if met else 'NOT met'}")
     if not met:
-        raise TargetMissed(f"{what}: at least {show(minimum)} wanted, measured {tried} "
+        raise TargetMissed(f"{what}: {wanted} wanted, measured {tried} "
                            f"in {len(values)} attempt(s) on {device_name()}")
     return best

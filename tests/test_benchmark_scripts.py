@@ -91,3 +91,10 @@ def test_notebook_helpers_enforce_this_devices_targets(monkeypatch):
                         overhead.Target(target.what, 3.0, lambda: slow))
     with pytest.raises(targets.TargetMissed, match="2.00x, 2.00x, 2.00x"):
         overhead.require(slow)
+
+
+def test_a_ratio_that_must_stay_flat_is_timed_again_and_fails_when_it_never_is(capsys):
+    assert targets.require_at_most("flat", 1.5, 1.8, lambda: 1.1) == 1.1
+    assert "measured 1.80x, 1.10x: met" in capsys.readouterr().out
+    with pytest.raises(targets.TargetMissed, match=r"at most 1\.50x wanted, measured 1\.80x, 1\.70x, 1\.60x"):
+        targets.require_at_most("flat", 1.5, 1.8, iter([1.7, 1.6]).__next__)
