@@ -155,3 +155,21 @@ def test_on_a_cpu_the_cached_ceilings_are_kept(monkeypatch):
     monkeypatch.setattr(ceilings_module, "measure_matmul_peak", lambda *a, **k: pytest.fail("measured on a CPU"))
     cached = _ceilings(900e12)
     assert compute.matmul_peaks_now(cached) is cached
+
+
+def test_a_gpu_without_bf16_runs_the_layer_and_the_matmul_target_in_fp16(monkeypatch):
+    """A T4 (sm_75): fp16 tensor cores, no bf16."""
+    from brrr.benchmarks import compute
+
+    monkeypatch.setattr(compute, "ON_GPU", True)
+    monkeypatch.setattr(compute, "half_precision_dtype", lambda: torch.float16)
+    assert compute.EncoderConfig.for_device().dtype == "float16"
+    monkeypatch.setattr(compute, "sweep_dtypes", lambda: ["float32", "float16"])
+    monkeypatch.setattr(compute, "matmul_peaks_now", lambda ceilings: ceilings)
+    monkeypatch.setattr(compute, "square_sweep", lambda: [_square(8192, 2 * 8192**3 / 60e12, "float16")])
+    monkeypatch.setattr(compute, "bert_table", lambda: None)
+    monkeypatch.setattr(compute, "table_checks", lambda table: [])
+    t4 = Ceilings(copy_bandwidth=300e9, matmul_peak={"float32": 8e12, "float16": 65e12}, vector_peak=8e12,
+                  dispatch_overhead=5e-6, threads=None, env={"device": "Tesla T4"})
+    _, _, _, checks = compute.run(t4)
+    assert len(checks) == 1 and "float16" in checks[0].name, checks

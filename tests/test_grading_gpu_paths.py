@@ -116,3 +116,14 @@ def test_a_masked_kernel_is_bounds_checked_then_compiled(build_order):
     message = lab_fuse_it.grade_correct(LocalStudent(load_module("02-fuse-it", "correct").fused_chain))
     assert build_order == ["interpreted", "compiled"]
     assert "bounds checked in the interpreter at n = 1,000, 4,097" in message
+
+
+def test_the_timed_checks_fit_a_t4(monkeypatch):
+    # Two rotated input sets, the copy and the eager chain's intermediates: 16 GiB at the 2**28
+    # elements an H100 times, more than a T4's 15 GB. The timed n is bounded by the GPU's memory.
+    monkeypatch.setattr(lab_fuse_it, "far_above_cache", lambda element_size=4: 2**28)  # a GPU's 1 GiB
+    t4 = 15_828_320_256  # total_memory of a T4, as torch reports it
+    n = lab_fuse_it.timed_n(total_bytes=t4)
+    assert n * lab_fuse_it.TIMED_BYTES_PER_ELEMENT <= t4 / 2
+    assert n * 4 >= 100 * 4 * 2**20  # still a hundred times a T4's 4 MiB L2
+    assert lab_fuse_it.timed_n(total_bytes=85_017_362_432) == 2**28  # an H100 times what it did

@@ -37,7 +37,7 @@ import torch
 from brrr import ceilings as ceilings_module
 from brrr import claims, datasheets, opclasses, reference, units
 from brrr.ceilings import Ceilings, matmul_dtypes, tf32
-from brrr.device import DEVICE, ON_GPU, far_above_cache, per_device
+from brrr.device import DEVICE, ON_GPU, far_above_cache, half_precision_dtype, per_device
 from brrr.timing import bench, torch_threads
 
 # ceilings names -> torch dtypes; "tf32" is float32 storage with TF32 tensor cores allowed
@@ -315,9 +315,11 @@ class EncoderConfig:
 
     @classmethod
     def for_device(cls) -> "EncoderConfig":
-        """BERT-base width on a CPU (fp32, a small batch); BERT-large width on a GPU (bf16)."""
+        """BERT-base width on a CPU (fp32, a small batch); BERT-large width on a GPU, in bf16
+        (fp16 on GPUs before Ampere, such as a T4: :func:`brrr.device.half_precision_dtype`)."""
         if ON_GPU:
-            return cls(d_model=1024, heads=16, d_ff=4096, batch=8, seq=512, dtype="bfloat16")
+            dtype = "bfloat16" if half_precision_dtype() == torch.bfloat16 else "float16"
+            return cls(d_model=1024, heads=16, d_ff=4096, batch=8, seq=512, dtype=dtype)
         return cls(d_model=768, heads=12, d_ff=3072, batch=4, seq=128, dtype="float32")
 
 
@@ -455,8 +457,8 @@ def run(ceilings: Ceilings) -> tuple[Ceilings, list[MatmulPoint], opclasses.Clas
     points = square_sweep()
     table = bert_table()
     checks = table_checks(table)
-    if ON_GPU and "bfloat16" in ceilings.matmul_peak:
-        checks.insert(0, matmul_check(points, ceilings, "bfloat16"))
+    if ON_GPU:  # bf16, or fp16 on a GPU without bf16 (a T4)
+        checks.insert(0, matmul_check(points, ceilings, tensor_core_dtype(ceilings)))
     return ceilings, points, table, checks
 
 
