@@ -153,6 +153,51 @@ def far_above_cache(element_size: int = 4, *, factor: int = 8) -> int:
     return target // element_size
 
 
+def half_precision_dtype(capability: tuple[int, int] | None = None) -> torch.dtype:
+    """The 16-bit dtype the tensor cores run: bf16 from compute capability 8.0
+    (Ampere) on, fp16 before it (Colab's T4, sm_75, has fp16 tensor cores and no
+    bf16). ``capability`` defaults to this GPU's; on a CPU, bf16.
+    """
+    if capability is None:
+        if not ON_GPU:
+            return torch.bfloat16
+        capability = torch.cuda.get_device_capability(DEVICE)
+    return torch.bfloat16 if tuple(capability) >= (8, 0) else torch.float16
+
+
+def bf16_note(capability: tuple[int, int] | None = None) -> str:
+    """A sentence for a page that falls back to fp16, or "" where bf16 runs."""
+    if half_precision_dtype(capability) == torch.bfloat16:
+        return ""
+    if capability is None:
+        capability = torch.cuda.get_device_capability(DEVICE)
+    major, minor = capability
+    return (f"bf16 needs compute capability 8.0 (Ampere) or later; this GPU is sm_{major}{minor}, "
+            "so the bf16 steps here run in fp16, which its tensor cores support.")
+
+
+def kernel_dtypes(capability: tuple[int, int] | None = None) -> tuple[torch.dtype, ...]:
+    """The storage dtypes the book's Triton kernels are checked in here: fp32, fp16, and bf16 where the GPU has it."""
+    base = (torch.float32, torch.float16)
+    return base + ((torch.bfloat16,) if half_precision_dtype(capability) == torch.bfloat16 else ())
+
+
+def memory_bounded(elements: int, bytes_per_element: int, *, fraction: float = 0.5,
+                   total_bytes: int | None = None) -> int:
+    """``elements``, or fewer, so that ``elements · bytes_per_element`` stays within
+    ``fraction`` of the GPU's memory (``total_bytes``, default: from its device
+    properties). A CPU keeps ``elements``: its sizes are small already.
+
+    On an 80 GB H100 the book's sizes fit as they are; on a 15 GB T4 a working
+    set of a dozen 1 GiB tensors does not.
+    """
+    if total_bytes is None:
+        if not ON_GPU:
+            return elements
+        total_bytes = torch.cuda.get_device_properties(DEVICE).total_memory
+    return max(1, min(elements, int(fraction * total_bytes) // bytes_per_element))
+
+
 def synchronize() -> None:
     """Wait for queued device work. A no-op on CPU, where ops run synchronously."""
     if ON_GPU:

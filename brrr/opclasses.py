@@ -357,6 +357,11 @@ def aggregate_self_times(events, *, steps: int, device_clock: bool) -> OpTimes:
     kernels it launched as its self device time; rows for the kernels themselves
     (device type CUDA) are only used to find kernel time no op claimed, which is
     reported as ``<unattributed kernels>``. ``device_clock=False`` (CPU): self CPU time.
+
+    User annotations are skipped on the device clock, as torch's own tables
+    skip them: a ``record_function`` range shows up on the GPU as a
+    ``gpu_user_annotation`` row whose "device time" spans the kernels inside
+    it, which are already counted once, under their own ops.
     """
     from torch.autograd import DeviceType
 
@@ -364,6 +369,8 @@ def aggregate_self_times(events, *, steps: int, device_clock: bool) -> OpTimes:
     if device_clock:
         kernel_us = 0.0
         for event in events:
+            if getattr(event, "is_user_annotation", False):
+                continue
             if getattr(event, "device_type", DeviceType.CPU) == DeviceType.CPU:
                 seconds[event.key] += _self_device_us(event) / 1e6
             else:

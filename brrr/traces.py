@@ -399,3 +399,197 @@ def drawn_gaps(ax) -> list[Span]:
                 xs = path.vertices[:, 0]
                 spans.append((float(xs.min()), float(xs.max())))
     return sorted(spans)
+
+
+# ---------------------------------------------------------------- reference traces
+#
+# A trace recorded on a GPU, shipped in brrr/data/reference/traces/, so that a
+# reader without a GPU sees a device row too. Until `make gpu-check` has
+# recorded one (notebook 32 saves its small-batch trace when
+# BRRR_RECORD_REFERENCE is set), the folder holds a synthetic trace built by
+# :func:`synthetic_gpu_train_step`, labelled as such in its name and metadata.
+
+SYNTHETIC_NAME = "synthetic-gpu-train-step"
+SYNTHETIC_DATE = "2026-11-23"
+
+# One synthetic step, in µs from the step's start. Each row: a top-level CPU op,
+# the op nested in it (or None), the op's span, the cudaLaunchKernel span, the
+# kernel it launched and the kernel's span on stream 7. The shape is that of a
+# small-batch training step on a GPU: the host spends 14-20 µs per op, the
+# kernels 2-6 µs each, so the device waits most of the time.
+SYNTHETIC_STEP_US = 100
+SYNTHETIC_STEP = (
+    ("aten::linear", "aten::addmm", (0, 20), (10, 15), "sm80_xmma_gemm_f32f32_tn", (20, 26)),
+    ("aten::relu", "aten::clamp_min", (24, 34), (28, 32), "vectorized_elementwise_kernel<clamp_min>", (36, 38)),
+    ("aten::linear", "aten::addmm", (38, 58), (48, 53), "sm80_xmma_gemm_f32f32_tn", (60, 66)),
+    ("aten::mse_loss", None, (62, 76), (68, 72), "reduce_kernel<MeanOps>", (76, 79)),
+    ("aten::_foreach_add_", None, (82, 96), (88, 92), "multi_tensor_apply_kernel<AddOp>", (95, 100)),
+)
+_HOST = {"pid": 1000, "tid": 1000}
+_DEVICE = {"pid": 0, "tid": 7}
+_BASE_US = 1_000_000.0
+
+
+def synthetic_gpu_train_step(steps: int = 2) -> dict:
+    """A hand-built Chrome/Kineto trace of ``steps`` small training steps on a GPU.
+
+    No GPU ran it. It has the rows a real ``torch.profiler`` trace of a GPU
+    step has: a ``user_annotation`` per step, ``cpu_op`` rows (top-level and
+    nested), a ``cuda_runtime`` ``cudaLaunchKernel`` per kernel, ``kernel``
+    rows on stream 7, and the flow events (``ac2g``) that tie each launch to its
+    kernel. Times follow :data:`SYNTHETIC_STEP`, so every figure derived from it
+    can be checked by hand: with two steps, the window is 0-200 µs and the
+    device is busy 44 µs of it (idle 78%). Its ``brrr`` metadata says it is
+    synthetic; ``python -m brrr.traces`` writes it to the reference folder.
+    """
+    events: list[dict] = [
+        {"ph": "M", "name": "process_name", **_HOST, "ts": _BASE_US, "args": {"name": "python (synthetic)"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "ts": _BASE_US,
+         "args": {"name": "GPU 0 (synthetic)"}},
+        {"ph": "M", "name": "thread_name", **_DEVICE, "ts": _BASE_US, "args": {"name": "stream 7"}},
+    ]
+    correlation = 0
+    for step in range(steps):
+        t0 = _BASE_US + step * SYNTHETIC_STEP_US
+        events.append({"ph": "X", "cat": "user_annotation", "name": "step", **_HOST, "ts": t0,
+                       "dur": SYNTHETIC_STEP_US, "args": {}})
+        for op, inner, (start, end), (launch_start, launch_end), kernel, (k_start, k_end) in SYNTHETIC_STEP:
+            correlation += 1
+            events.append({"ph": "X", "cat": "cpu_op", "name": op, **_HOST, "ts": t0 + start,
+                           "dur": end - start, "args": {}})
+            if inner is not None:
+                events.append({"ph": "X", "cat": "cpu_op", "name": inner, **_HOST, "ts": t0 + start + 2,
+                               "dur": end - start - 4, "args": {}})
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", **_HOST,
+                           "ts": t0 + launch_start, "dur": launch_end - launch_start,
+                           "args": {"correlation": correlation}})
+            events.append({"ph": "X", "cat": "kernel", "name": kernel, **_DEVICE, "ts": t0 + k_start,
+                           "dur": k_end - k_start,
+                           "args": {"stream": 7, "device": 0, "correlation": correlation}})
+            events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": correlation, **_HOST,
+                           "ts": t0 + launch_start})
+            events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": correlation, "bp": "e", **_DEVICE,
+                           "ts": t0 + k_start})
+    return {
+        "schemaVersion": 1,
+        "displayTimeUnit": "ms",
+        "deviceProperties": [{"id": 0, "name": "synthetic: no GPU ran this trace"}],
+        "brrr": {
+            "synthetic": True,
+            "description": (f"{steps} small-batch training steps of a two-layer MLP, built by hand by "
+                            "brrr.traces.synthetic_gpu_train_step: no GPU ran it. It shows the rows a GPU "
+                            "trace has until `make gpu-check` records a real one."),
+            "env": {"device": "no device (synthetic trace)", "mode": "synthetic", "torch": "n/a",
+                    "triton": "n/a", "date": SYNTHETIC_DATE},
+        },
+        "traceEvents": events,
+    }
+
+
+def reference_traces_dir():
+    """The committed reference traces (in a checkout: brrr/data/reference/traces)."""
+    from brrr import reference
+
+    return reference.committed() / "traces"
+
+
+def write_trace_json(data: dict, path: str | os.PathLike) -> Path:
+    """Write a trace JSON file: one event per line, so a diff shows which events changed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = {key: value for key, value in data.items() if key != "traceEvents"}
+    lines = ",\n".join("  " + json.dumps(event, sort_keys=True) for event in data.get("traceEvents", []))
+    text = json.dumps(head, indent=1, sort_keys=True)[:-2] + ',\n "traceEvents": [\n' + lines + "\n ]\n}\n"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True)
+class ReferenceTrace:
+    """A trace that ships with brrr: parsed, with where it came from."""
+
+    name: str
+    trace: Trace
+    synthetic: bool
+    description: str
+    stamp: str
+
+    @property
+    def label(self) -> str:
+        return "synthetic, built by hand" if self.synthetic else "recorded elsewhere"
+
+    @property
+    def window(self) -> Span:
+        """From the second step's start to the last event: the first step pays for the profiler starting up."""
+        steps = self.trace.annotation_spans("step")
+        start = steps[1][0] if len(steps) >= 2 else self.trace.window[0]
+        return start, self.trace.window[1]
+
+
+def read_reference_trace(source) -> ReferenceTrace:
+    """A reference trace file (a path or a Traversable) with its ``brrr`` metadata."""
+    from brrr.stamp import format_stamp
+
+    with source.open("r", encoding="utf-8") if hasattr(source, "open") else open(source, encoding="utf-8") as stream:
+        data = json.load(stream)
+    meta = data.get("brrr") or {}
+    synthetic = bool(meta.get("synthetic", False))
+    env = meta.get("env") or {}
+    if synthetic:
+        stamp = f"[synthetic trace: built by hand, no device ran it · {env.get('date', '?')}]"
+    elif {"device", "mode", "torch", "triton", "date"} <= env.keys():
+        stamp = format_stamp(env)
+    else:
+        stamp = "[recorded elsewhere: no stamp in the file]"
+    name = Path(str(getattr(source, "name", source))).name.removesuffix(".json")
+    return ReferenceTrace(name, load(data), synthetic, str(meta.get("description", "")), stamp)
+
+
+def reference_trace(folder=None) -> ReferenceTrace | None:
+    """The trace to show beside a reader's own: a recorded GPU trace if one is committed, else the synthetic one."""
+    folder = reference_traces_dir() if folder is None else folder
+    if not folder.is_dir():
+        return None
+    found = [read_reference_trace(entry) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+             if entry.name.endswith(".json")]
+    found = [entry for entry in found if entry.trace.has_device]
+    return min(found, key=lambda entry: entry.synthetic, default=None)
+
+
+def save_reference_trace(path: str | os.PathLike, folder: str | os.PathLike, *, description: str) -> Path:
+    """Copy a trace ``torch.profiler`` exported at ``path`` into ``folder`` as ``<gpu>-train-step.json``.
+
+    Only what :func:`parse` reads (complete events of its rows) and the flow
+    arrows are kept, so the committed file stays small; the ``brrr`` metadata
+    carries the stamp of this run.
+    """
+    from brrr import cache
+    from brrr.device import device_name
+    from brrr.stamp import environment
+
+    with open(path, encoding="utf-8") as stream:
+        data = json.load(stream)
+    kept = [event for event in data.get("traceEvents", [])
+            if event.get("ph") == "M"
+            or (event.get("ph") == "X" and _row_of(str(event.get("cat", ""))) is not None)
+            or (event.get("ph") in ("s", "f") and event.get("cat") == "ac2g")]
+    out = {key: data[key] for key in ("schemaVersion", "displayTimeUnit", "deviceProperties") if key in data}
+    out["brrr"] = {"synthetic": False, "description": description, "env": environment()}
+    out["traceEvents"] = kept
+    return write_trace_json(out, Path(folder) / f"{cache.slug(device_name())}-train-step.json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m brrr.traces``: write the synthetic reference trace into the package's reference folder."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m brrr.traces", description=main.__doc__)
+    parser.add_argument("--folder", default=str(Path(__file__).parent / "data" / "reference" / "traces"))
+    args = parser.parse_args(argv)
+    path = write_trace_json(synthetic_gpu_train_step(), Path(args.folder) / f"{SYNTHETIC_NAME}.json")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

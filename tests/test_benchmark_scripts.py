@@ -23,7 +23,7 @@ def test_the_compute_script_exits_1_on_a_missed_check(monkeypatch, capsys, met):
     checks = [compute.Check("fake table check", True, "fine"),
               compute.Check("fake matmul check", met, "fake")]
     monkeypatch.setattr(compute, "measured_ceilings", lambda: None)
-    monkeypatch.setattr(compute, "run", lambda ceilings: ([], _FakeTable(), checks))
+    monkeypatch.setattr(compute, "run", lambda ceilings: (ceilings, [], _FakeTable(), checks))
     assert compute.main([]) == (0 if met else 1)
     assert ("[FAIL] fake matmul check" in capsys.readouterr().out) is not met
 

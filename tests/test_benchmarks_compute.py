@@ -114,3 +114,62 @@ def test_table_checks_are_the_ledgers_rule(flops_pct, time_pct, failing):
     assert [check.name for check in checks if not check.passed] == failing, checks
     verdict = claims.judge_contractions(flops_pct / 100, time_pct / 100)
     assert verdict.held == (not failing), verdict  # the benchmark and the ledger agree
+
+
+def test_on_a_gpu_the_matmul_target_uses_a_peak_measured_just_before_the_sweep(monkeypatch):
+    """The cached peak (900 TFLOP/s, from another moment) is replaced by one measured now (700), before the
+    sweep runs; the 8192³ point at 620 TFLOP/s passes against the fresh peak (89%), not the stale one (69%)."""
+    from brrr import ceilings as ceilings_module
+    from brrr.benchmarks import compute
+
+    events = []
+
+    def peak_now(name, n=None, *, threads=None):
+        events.append(("peak", name))
+        return {"bfloat16": 700e12, "float32": 50e12}[name]
+
+    def sweep(*args, **kwargs):
+        events.append(("sweep",))
+        return _sweep(620)
+
+    monkeypatch.setattr(compute, "ON_GPU", True)
+    monkeypatch.setattr(ceilings_module, "matmul_peak_size", lambda name, threads=None: 8192)
+    monkeypatch.setattr(ceilings_module, "measure_matmul_peak", peak_now)
+    monkeypatch.setattr(compute, "square_sweep", sweep)
+    monkeypatch.setattr(compute, "bert_table", lambda: None)
+    monkeypatch.setattr(compute, "table_checks", lambda table: [])
+    cached = _ceilings(900e12)
+    used, points, _, checks = compute.run(cached)
+    assert events == [("peak", "bfloat16"), ("peak", "float32"), ("sweep",)]
+    assert used.matmul_peak == {"bfloat16": 700e12, "float32": 50e12} and used.matmul_n["bfloat16"] == 8192
+    assert cached.matmul_peak["bfloat16"] == 900e12  # the cached ceilings are left as they were
+    assert checks[0].passed, checks[0]
+    assert not matmul_check(points, cached).passed  # the stale peak would have failed it
+
+
+def test_on_a_cpu_the_cached_ceilings_are_kept(monkeypatch):
+    from brrr import ceilings as ceilings_module
+    from brrr.benchmarks import compute
+
+    monkeypatch.setattr(compute, "ON_GPU", False)
+    monkeypatch.setattr(ceilings_module, "measure_matmul_peak", lambda *a, **k: pytest.fail("measured on a CPU"))
+    cached = _ceilings(900e12)
+    assert compute.matmul_peaks_now(cached) is cached
+
+
+def test_a_gpu_without_bf16_runs_the_layer_and_the_matmul_target_in_fp16(monkeypatch):
+    """A T4 (sm_75): fp16 tensor cores, no bf16."""
+    from brrr.benchmarks import compute
+
+    monkeypatch.setattr(compute, "ON_GPU", True)
+    monkeypatch.setattr(compute, "half_precision_dtype", lambda: torch.float16)
+    assert compute.EncoderConfig.for_device().dtype == "float16"
+    monkeypatch.setattr(compute, "sweep_dtypes", lambda: ["float32", "float16"])
+    monkeypatch.setattr(compute, "matmul_peaks_now", lambda ceilings: ceilings)
+    monkeypatch.setattr(compute, "square_sweep", lambda: [_square(8192, 2 * 8192**3 / 60e12, "float16")])
+    monkeypatch.setattr(compute, "bert_table", lambda: None)
+    monkeypatch.setattr(compute, "table_checks", lambda table: [])
+    t4 = Ceilings(copy_bandwidth=300e9, matmul_peak={"float32": 8e12, "float16": 65e12}, vector_peak=8e12,
+                  dispatch_overhead=5e-6, threads=None, env={"device": "Tesla T4"})
+    _, _, _, checks = compute.run(t4)
+    assert len(checks) == 1 and "float16" in checks[0].name, checks

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from brrr import device
 
@@ -80,3 +81,28 @@ def test_far_above_cache_is_not_a_toy_size(monkeypatch):
 @pytest.mark.parametrize("text,expected", [("48K", 48 * 2**10), ("2048K", 2 * 2**20), ("32M", 32 * 2**20), ("junk", 0)])
 def test_cache_size_parsing(text, expected):
     assert device._parse_cache_size(text) == expected
+
+
+# ---------------------------------------------------------------- choices per GPU, from its properties
+
+
+@pytest.mark.parametrize("capability, dtype", [((7, 5), torch.float16), ((7, 0), torch.float16),
+                                               ((8, 0), torch.bfloat16), ((8, 6), torch.bfloat16),
+                                               ((9, 0), torch.bfloat16)])
+def test_bf16_from_ampere_on_fp16_before(capability, dtype):
+    assert device.half_precision_dtype(capability) == dtype
+
+
+def test_a_t4_checks_kernels_without_bf16_and_says_so():
+    assert device.kernel_dtypes((7, 5)) == (torch.float32, torch.float16)
+    assert device.kernel_dtypes((9, 0)) == (torch.float32, torch.float16, torch.bfloat16)
+    note = device.bf16_note((7, 5))
+    assert "sm_75" in note and "fp16" in note
+    assert device.bf16_note((9, 0)) == ""
+
+
+def test_memory_bounded_sizes_keep_within_the_gpus_memory():
+    t4, h100 = 15_828_320_256, 85_017_362_432  # total_memory as torch reports them
+    assert device.memory_bounded(2**28, 64, total_bytes=t4) == (t4 // 2) // 64
+    assert device.memory_bounded(2**28, 64, total_bytes=h100) == 2**28
+    assert device.memory_bounded(2**28, 64, total_bytes=t4, fraction=0.25) == (t4 // 4) // 64

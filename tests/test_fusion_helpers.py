@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from brrr.benchmarks.compiling import compile_for_timing, more_recompiles
+from brrr.benchmarks.compiling import assert_matches_eager, compile_for_timing, more_recompiles
 from brrr.device import DEVICE, ON_GPU, synchronize
 from brrr.kernels.pointwise import cos_cos, cos_cos_kernel
 from brrr.memory import peak_memory, peak_of, settle_page_faults
@@ -113,3 +113,22 @@ def test_more_recompiles_restores_the_limit():
     with more_recompiles(before + 100):
         assert getattr(config, name) == before + 100
     assert getattr(config, name) == before
+
+
+def test_the_correctness_check_calls_the_compiled_function_at_the_timed_shape_only():
+    # Notebook 10 checks compiled x.cos().cos() against eager before timing it
+    # on x. Run on a slice, the compiled function would compile again for the
+    # slice's shape; the timed call must be the version compiled for x.
+    from torch._dynamo.testing import CompileCounter
+
+    from brrr.benchmarks import fusion
+
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    x = torch.randn(5000, device=DEVICE)
+    compiled = compile_for_timing(fusion.cos_cos_eager, x, threads=1, backend=counter)
+    assert_matches_eager(compiled, fusion.cos_cos_eager, x, count=1000)
+    compiled(x)  # the timed call
+    assert counter.frame_count == 1
+    with pytest.raises(AssertionError):  # and the check can fail
+        assert_matches_eager(compiled, fusion.cos_eager, x, count=1000)

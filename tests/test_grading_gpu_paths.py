@@ -16,7 +16,7 @@ from brrr.grading import thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import fuse_it as lab_fuse_it
 
-from lab_fixtures import load_module
+from lab_fixtures import expected_reason, load_module
 
 pytestmark = pytest.mark.skipif(ON_GPU, reason="on a GPU the real timing checks run instead")
 
@@ -82,3 +82,48 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
     ax = lab_fuse_it.plot_comparison(result)
     heights = [bar.get_height() for bar in ax.patches]
     assert heights == pytest.approx([1e3 * result[key] for key in ("eager_s", "fused_s", "roofline_s")])
+
+
+@pytest.fixture
+def build_order(monkeypatch):
+    """Pretend kernels compile (as on a GPU); record each build, and build them interpreted so they run here."""
+    from brrr.grading import core
+
+    built_as = []
+    original = core.build_kernels
+
+    def recording(name, cases, *, interpreted):
+        built_as.append("interpreted" if interpreted else "compiled")
+        return original(name, cases, interpreted=True)
+
+    monkeypatch.setattr(core, "TRITON_INTERPRETED", False)
+    monkeypatch.setattr(core, "build_kernels", recording)
+    monkeypatch.setattr(lab_fuse_it, "CORRECTNESS_SIZES", (1000, 17))
+    return built_as
+
+
+def test_an_unmasked_kernel_is_rejected_before_anything_compiled_runs(build_order):
+    # On a GPU an out-of-bounds load in a compiled kernel can be an illegal
+    # address that leaves the CUDA context unusable for every later check;
+    # the interpreted bounds check must reject it first.
+    unmasked = load_module("02-fuse-it", "unmasked_load").fused_chain
+    with pytest.raises(AssertionError, match=expected_reason("02-fuse-it", "unmasked_load")):
+        lab_fuse_it.grade_correct(LocalStudent(unmasked))
+    assert build_order == ["interpreted"]
+
+
+def test_a_masked_kernel_is_bounds_checked_then_compiled(build_order):
+    message = lab_fuse_it.grade_correct(LocalStudent(load_module("02-fuse-it", "correct").fused_chain))
+    assert build_order == ["interpreted", "compiled"]
+    assert "bounds checked in the interpreter at n = 1,000, 4,097" in message
+
+
+def test_the_timed_checks_fit_a_t4(monkeypatch):
+    # Two rotated input sets, the copy and the eager chain's intermediates: 16 GiB at the 2**28
+    # elements an H100 times, more than a T4's 15 GB. The timed n is bounded by the GPU's memory.
+    monkeypatch.setattr(lab_fuse_it, "far_above_cache", lambda element_size=4: 2**28)  # a GPU's 1 GiB
+    t4 = 15_828_320_256  # total_memory of a T4, as torch reports it
+    n = lab_fuse_it.timed_n(total_bytes=t4)
+    assert n * lab_fuse_it.TIMED_BYTES_PER_ELEMENT <= t4 / 2
+    assert n * 4 >= 100 * 4 * 2**20  # still a hundred times a T4's 4 MiB L2
+    assert lab_fuse_it.timed_n(total_bytes=85_017_362_432) == 2**28  # an H100 times what it did

@@ -6,6 +6,9 @@ import torch
 from brrr.device import DEVICE
 from brrr.kernels import softmax
 
+import triton
+import triton.language as tl
+
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 SHAPES = [(1, 1), (1, 2), (5, 1000), (33, 4099), (3, 16385)]
 
@@ -63,3 +66,18 @@ def test_rejects_what_it_cannot_do():
     with pytest.raises(ValueError, match="MAX_COLS"):
         softmax.softmax(torch.empty(1, softmax.MAX_COLS + 1, device=DEVICE))
     assert softmax.softmax(torch.empty(0, 5, device=DEVICE)).shape == (0, 5)
+
+
+@triton.jit
+def _row_start_probe(out_ptr, row_stride):
+    # Row 2 + program_id, as softmax_kernel computes where a row begins.
+    row = tl.program_id(axis=0) + 2
+    tl.store(out_ptr + tl.program_id(axis=0), softmax.row_start(row, row_stride))
+
+
+def test_row_offsets_are_64_bit_past_2_31_elements():
+    # Rows 2 and 3 of a 2**30-wide tensor start at 2**31 and 3 * 2**30: both
+    # past what a 32-bit product holds (it would wrap to a negative offset).
+    out = torch.zeros(2, dtype=torch.int64, device=DEVICE)
+    _row_start_probe[(2,)](out, 2**30)
+    assert out.tolist() == [2**31, 3 * 2**30]

@@ -116,9 +116,10 @@ def test_table_rows_carry_the_essay_figures():
 class _FakeEvent:
     """A key_averages() row: name, device type and self times in microseconds."""
 
-    def __init__(self, key, device_type, self_device_us=0.0, self_cpu_us=0.0):
+    def __init__(self, key, device_type, self_device_us=0.0, self_cpu_us=0.0, annotation=False):
         self.key, self.device_type = key, device_type
         self.self_device_time_total, self.self_cpu_time_total = self_device_us, self_cpu_us
+        self.is_user_annotation = annotation
 
 
 def test_gpu_accounting_counts_each_kernel_once():
@@ -146,3 +147,26 @@ def test_gpu_accounting_counts_each_kernel_once():
     assert cpu.per_class()[OpClass.OTHER] == pytest.approx(35e-6)  # wrapper + runtime call
     with pytest.raises(RuntimeError, match="no CUDA kernel time"):
         opclasses.aggregate_self_times([_FakeEvent("aten::mm", DeviceType.CPU)], steps=1, device_clock=True)
+
+
+def test_user_annotations_are_not_kernel_time():
+    # A record_function("step") range around one step: the profiler reports it
+    # as a CPU row and as a gpu_user_annotation row (device type CUDA) whose
+    # device time spans every kernel of the step. Neither is a kernel.
+    from torch.autograd import DeviceType
+
+    events = [
+        _FakeEvent("aten::mm", DeviceType.CPU, self_device_us=600.0),
+        _FakeEvent("aten::add", DeviceType.CPU, self_device_us=100.0),
+        _FakeEvent("step", DeviceType.CPU, self_device_us=0.0, self_cpu_us=40.0, annotation=True),
+        _FakeEvent("sm90_xmma_gemm_bf16", DeviceType.CUDA, self_device_us=600.0),
+        _FakeEvent("vectorized_elementwise_kernel", DeviceType.CUDA, self_device_us=100.0),
+        _FakeEvent("step", DeviceType.CUDA, self_device_us=720.0, annotation=True),
+    ]
+    times = opclasses.aggregate_self_times(events, steps=1, device_clock=True)
+    assert "<unattributed kernels>" not in times.seconds
+    assert "step" not in times.seconds
+    per_class = times.per_class()
+    assert per_class[OpClass.CONTRACTION] == pytest.approx(600e-6)
+    assert per_class[OpClass.ELEMENTWISE] == pytest.approx(100e-6)
+    assert per_class[OpClass.OTHER] == 0.0

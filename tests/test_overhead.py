@@ -144,3 +144,26 @@ REDUCE_OVERHEAD_MIN_SPEEDUP = 1.5
 def test_reduce_overhead_beats_eager_at_batch_one():
     comparison = overhead.reduce_overhead_vs_eager(1)
     assert comparison.speedup >= REDUCE_OVERHEAD_MIN_SPEEDUP, str(comparison)
+
+
+@pytest.mark.parametrize("l2_mib, width", [(50, 512), (40, 512), (4, 128), (6, 256), (96, 1024), (0.25, 64)])
+def test_the_graph_target_model_fits_in_half_the_l2(l2_mib, width):
+    l2 = int(l2_mib * 2**20)
+    shape = overhead.graph_target_shape(l2, depth=4)
+    assert shape == overhead.MlpShape(width=width, depth=4)
+
+    def weights_and_grads(w):
+        return 2 * 4 * (w * w + w) * 4
+
+    assert width == 64 or weights_and_grads(width) <= l2 / 2  # fits...
+    assert weights_and_grads(2 * width) > l2 / 2  # ...and twice as wide would not
+
+
+def test_the_cuda_target_is_measured_on_the_l2_sized_model(monkeypatch):
+    # The notebooks' width-1024 model keeps the GPU busy with its SGD update;
+    # the target measures a model sized from this GPU's L2 instead.
+    measured = []
+    monkeypatch.setattr(overhead, "last_level_cache_bytes", lambda: 50 * 2**20)
+    monkeypatch.setattr(overhead, "graph_vs_eager", lambda size, shape=None: measured.append((size, shape)))
+    overhead.TARGETS["cuda"].measure()
+    assert measured == [(1, overhead.MlpShape(width=512, depth=overhead.MLP.depth))]

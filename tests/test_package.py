@@ -77,6 +77,9 @@ import brrr
 from brrr import reference
 assert brrr.__file__.startswith(sys.prefix), brrr.__file__
 assert "{MADE_UP_GPU}" in reference.load_all(), "reference data did not ship in the wheel"
+from brrr import traces
+shipped = traces.reference_trace()
+assert shipped is not None and shipped.trace.has_device, "the reference GPU trace did not ship in the wheel"
 for line in importlib.metadata.requires("brrr"):
     need = Requirement(line)
     if need.marker is None or need.marker.evaluate({{"extra": "grade"}}):

@@ -193,3 +193,65 @@ def test_timeline_legend_stays_clear_of_the_bars(which, panels, request):
             box = path.get_extents(bars.get_transform())
             assert not legend.overlaps(box), "the legend covers a bar"
     plt.close(ax.figure)
+
+
+# ---------------------------------------------------------------- the reference GPU trace
+
+
+def _synthetic():
+    return traces.read_reference_trace(traces.reference_traces_dir() / f"{traces.SYNTHETIC_NAME}.json")
+
+
+def test_the_synthetic_gpu_trace_ships_labelled_and_loads_with_device_rows():
+    shipped = _synthetic()
+    assert shipped.synthetic and "synthetic" in shipped.name and "synthetic" in shipped.stamp
+    assert shipped.label == "synthetic, built by hand"
+    trace = shipped.trace
+    assert trace.has_device and len(trace.device) == 10 and len(trace.launches) == 10
+    assert {k.category for k in trace.device} == {"kernel"} and {k.lane for k in trace.device} == {"stream 7"}
+    assert {launch.name for launch in trace.launches} == {"cudaLaunchKernel"}
+    assert len(trace.top_level_cpu_ops()) == 10 and len(trace.cpu_ops) == 16  # three ops nest one each, per step
+    assert trace.annotation_spans("step") == [(0.0, 100.0), (100.0, 200.0)]
+
+
+def test_the_synthetic_trace_gives_the_idle_split_worked_by_hand():
+    trace = _synthetic().trace
+    # kernels per step: [20,26) [36,38) [60,66) [76,79) [95,100): 6 + 2 + 6 + 3 + 5 = 22 µs
+    assert trace.window == (0.0, 200.0)
+    assert traces.busy_us(trace.device, trace.window) == 44.0
+    assert traces.device_idle_fraction(trace) == 0.78
+    one_step = [(0.0, 20.0), (26.0, 36.0), (38.0, 60.0), (66.0, 76.0), (79.0, 95.0)]
+    assert traces.idle_gaps(trace.device, trace.window) == one_step + [(s + 100, e + 100) for s, e in one_step]
+    # the host row: ops of 20 + 10 + 20 + 14 + 14 = 78 µs per step
+    assert traces.busy_us(trace.top_level_cpu_ops(), trace.window) == 156.0
+    # the steady-state window the notebook uses: the second step only
+    assert _synthetic().window == (100.0, 200.0)
+    assert traces.device_idle_fraction(trace, _synthetic().window) == 0.78
+
+
+def test_the_committed_synthetic_trace_is_what_the_function_builds():
+    # Reproducible: `python -m brrr.traces` writes exactly the committed file.
+    path = traces.reference_traces_dir() / f"{traces.SYNTHETIC_NAME}.json"
+    assert json.loads(path.read_text()) == json.loads(json.dumps(traces.synthetic_gpu_train_step()))
+
+
+def test_a_recorded_gpu_trace_replaces_the_synthetic_one(tmp_path):
+    folder = tmp_path / "traces"
+    traces.write_trace_json(traces.synthetic_gpu_train_step(), folder / f"{traces.SYNTHETIC_NAME}.json")
+    assert traces.reference_trace(folder).synthetic
+    # a CPU-only recording (no device rows) does not replace it
+    cpu_only = {"brrr": {"synthetic": False}, "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}
+    traces.write_trace_json(cpu_only, folder / "a-cpu-train-step.json")
+    assert traces.reference_trace(folder).synthetic
+    # a GPU recording saved by notebook 32 does, and carries that run's stamp
+    saved = traces.save_reference_trace(FIXTURE, folder, description="the hand-written fixture, as if recorded")
+    shown = traces.reference_trace(folder)
+    assert not shown.synthetic and shown.name == saved.stem and shown.label == "recorded elsewhere"
+    assert shown.stamp.startswith("[measured on ")
+    # only what the rows need was kept: the python_function frame and the Trace span are gone, the rows are not
+    kept = json.loads(saved.read_text())["traceEvents"]
+    assert not [e for e in kept if e.get("cat") in ("python_function", "Trace")]
+    original = traces.load(FIXTURE)
+    assert (shown.trace.cpu_ops, shown.trace.device, shown.trace.launches) == (
+        original.cpu_ops, original.device, original.launches)

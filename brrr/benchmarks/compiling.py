@@ -89,3 +89,15 @@ def compile_for_timing(fn: Callable, *example_args, dynamic: bool = False, threa
         synchronize()
         elapsed = time.perf_counter() - start
     return Compiled(compiled, elapsed, fn, threads)
+
+
+def assert_matches_eager(compiled: Compiled, eager: Callable, x: torch.Tensor, count: int = 100_003) -> None:
+    """Check an element-wise ``compiled`` against ``eager`` on the first ``count`` elements.
+
+    ``compiled`` runs on the whole of ``x``, the shape it was compiled and is
+    timed at, and only its result is sliced: calling it on a slice would be a
+    new shape, which makes dynamo compile again (and, with ``dynamic`` left to
+    torch, compile a dynamic-shape version that later calls at the timed shape
+    may then run). ``eager`` runs on the slice only, to keep the check cheap.
+    """
+    torch.testing.assert_close(compiled(x)[:count], eager(x[:count]))

@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Iterator
 
 import torch
@@ -37,7 +37,7 @@ import torch
 from brrr import ceilings as ceilings_module
 from brrr import claims, datasheets, opclasses, reference, units
 from brrr.ceilings import Ceilings, matmul_dtypes, tf32
-from brrr.device import DEVICE, ON_GPU, far_above_cache, per_device
+from brrr.device import DEVICE, ON_GPU, far_above_cache, half_precision_dtype, per_device
 from brrr.timing import bench, torch_threads
 
 # ceilings names -> torch dtypes; "tf32" is float32 storage with TF32 tensor cores allowed
@@ -76,6 +76,25 @@ def measured_ceilings(*, refresh: bool = False) -> Ceilings:
 
 
 # ---------------------------------------------------------------- matmul throughput
+
+
+def matmul_peaks_now(ceilings: Ceilings) -> Ceilings:
+    """GPU: ``ceilings`` with each matmul peak measured again now, at the size
+    :mod:`brrr.ceilings` times, for a sweep about to be compared with it.
+
+    The cached peak may be hours old, from a GPU at another clock or
+    temperature, or with another process on it; the matmul target compares two
+    measurements, so both are taken minutes apart. CPU: ``ceilings`` unchanged
+    (the cached ceilings are measured on the same pinned thread, and the sweep
+    here is short enough for them).
+    """
+    if not ON_GPU:
+        return ceilings
+    sizes = {name: ceilings_module.matmul_peak_size(name, threads=ceilings.threads) for name in ceilings.matmul_peak}
+    peaks = {name: ceilings_module.measure_matmul_peak(name, n, threads=ceilings.threads)
+             for name, n in sizes.items()}
+    env = dict(ceilings.env, matmul_peak="measured again just before the sweep")
+    return replace(ceilings, matmul_peak=peaks, matmul_n=sizes, env=env)
 
 
 # Why a matmul can print above the measured peak (units.fraction_of's ``above``).
@@ -296,9 +315,11 @@ class EncoderConfig:
 
     @classmethod
     def for_device(cls) -> "EncoderConfig":
-        """BERT-base width on a CPU (fp32, a small batch); BERT-large width on a GPU (bf16)."""
+        """BERT-base width on a CPU (fp32, a small batch); BERT-large width on a GPU, in bf16
+        (fp16 on GPUs before Ampere, such as a T4: :func:`brrr.device.half_precision_dtype`)."""
         if ON_GPU:
-            return cls(d_model=1024, heads=16, d_ff=4096, batch=8, seq=512, dtype="bfloat16")
+            dtype = "bfloat16" if half_precision_dtype() == torch.bfloat16 else "float16"
+            return cls(d_model=1024, heads=16, d_ff=4096, batch=8, seq=512, dtype=dtype)
         return cls(d_model=768, heads=12, d_ff=3072, batch=4, seq=128, dtype="float32")
 
 
@@ -425,14 +446,20 @@ def matmul_check(points: list[MatmulPoint], ceilings: Ceilings, dtype: str = "bf
     return Check(f"largest {dtype} matmul ({largest.m}³) vs {against}", near_peak and fast, "; ".join(parts))
 
 
-def run(ceilings: Ceilings) -> tuple[list[MatmulPoint], opclasses.ClassTable, list[Check]]:
-    """Measure the square sweep and the BERT table, and check this device's targets."""
+def run(ceilings: Ceilings) -> tuple[Ceilings, list[MatmulPoint], opclasses.ClassTable, list[Check]]:
+    """Measure the square sweep and the BERT table, and check this device's targets.
+
+    On a GPU the matmul peaks are measured again right before the sweep
+    (:func:`matmul_peaks_now`); the ceilings the sweep was compared with come
+    back first.
+    """
+    ceilings = matmul_peaks_now(ceilings)
     points = square_sweep()
     table = bert_table()
     checks = table_checks(table)
-    if ON_GPU and "bfloat16" in ceilings.matmul_peak:
-        checks.insert(0, matmul_check(points, ceilings, "bfloat16"))
-    return points, table, checks
+    if ON_GPU:  # bf16, or fp16 on a GPU without bf16 (a T4)
+        checks.insert(0, matmul_check(points, ceilings, tensor_core_dtype(ceilings)))
+    return ceilings, points, table, checks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -444,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(pin_threads())
     ceilings = measured_ceilings()
-    points, table, checks = run(ceilings)
+    ceilings, points, table, checks = run(ceilings)
     print(f"Square matmuls on {DEVICE}:")
     for point in points:
         peak = ceilings.matmul_peak.get(point.dtype)

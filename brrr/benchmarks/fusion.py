@@ -13,6 +13,15 @@ Every target is a ratio measured in this run, never an absolute time:
   time, against the ``copy_`` bandwidth measured at the start of the run on a
   tensor of the same size.
 
+A third kind, on a GPU, is a **fraction of the roofline's speedup**: fused
+``x.cos().cos()`` against eager, divided by the speedup that the roofline model
+(:func:`predicted_cos_seconds`, from the cosine rate and the copy bandwidth
+measured in the same run) predicts for it. Two passes become one, so the model
+predicts 2x while the cosines hide under the memory time, and less once the
+fused kernel's two cosines per element take longer than one pass over memory,
+as they can on a GPU with much more bandwidth per SM (an H200). A fixed 1.8x
+would then ask more than the hardware can give.
+
 The targets (:data:`TARGETS`) depend on the device class. On a GPU the Triton
 kernels are timed. On a CPU they run in Triton's interpreter, which simulates
 the GPU in numpy and says nothing about speed, so there they are checked for
@@ -51,6 +60,7 @@ THREADS: int | None = per_device(cpu=1, gpu=None)
 SPEEDUP = "speedup"
 FRACTION_OF_COPY = "fraction of copy bandwidth"
 CORRECT = "correct"
+OF_ROOFLINE_SPEEDUP = "fraction of the roofline's speedup"
 
 # Width of the rows in the pointwise and softmax targets: a typical hidden size.
 COLS = 4096
@@ -68,14 +78,25 @@ class Target:
             return f">= {self.minimum:.2f}x"
         if self.kind == FRACTION_OF_COPY:
             return f">= {units.percent(self.minimum)} of copy"
+        if self.kind == OF_ROOFLINE_SPEEDUP:
+            return f">= {units.percent(self.minimum)} of model"
         return "all correct"
 
+
+# GPU x.cos().cos() targets: the measured speedup over eager, as a fraction of the roofline's prediction.
+# 0.85 of a memory-bound 2x is 1.7x (these targets asked a fixed 1.8x before they followed the model);
+# the rest is room for the model's own error: the cosine rate is measured on another kernel.
+COS_MODEL_FRACTION = 0.85
 
 # The issue's targets, keyed by device class. One table; nothing else holds a threshold.
 TARGETS: dict[str, tuple[Target, ...]] = {
     "gpu": (
-        Target("cos_cos_compiled_speedup", "torch.compile'd x.cos().cos() vs eager, far above L2", 1.8, SPEEDUP),
-        Target("cos_cos_triton_speedup", "Triton cos_cos kernel vs eager x.cos().cos(), far above L2", 1.8, SPEEDUP),
+        # Of the speedup the roofline predicts from this run's cosine rate and copy bandwidth (2x while the
+        # cosines hide under the memory time; less where the fused kernel is compute-bound).
+        Target("cos_cos_compiled_speedup", "torch.compile'd x.cos().cos() vs eager, far above L2",
+               COS_MODEL_FRACTION, OF_ROOFLINE_SPEEDUP),
+        Target("cos_cos_triton_speedup", "Triton cos_cos kernel vs eager x.cos().cos(), far above L2",
+               COS_MODEL_FRACTION, OF_ROOFLINE_SPEEDUP),
         Target("pointwise_bandwidth", "Triton bias_gelu_scale, fp32, far above L2", 0.85, FRACTION_OF_COPY),
         Target("softmax_bandwidth", f"Triton softmax, fp32 rows of {COLS}, far above L2", 0.75, FRACTION_OF_COPY),
     ),
@@ -303,6 +324,27 @@ def predicted_cos_seconds(n: int, cosines_per_element: int, passes: int, bandwid
     return passes * max(memory_s, compute_s)
 
 
+def predicted_cos_cos_speedup(n: int, bandwidth: float, rate: float, dtype: torch.dtype = torch.float32) -> float:
+    """The speedup the roofline predicts for fused ``x.cos().cos()`` over eager's two passes.
+
+    Eager: two passes, one cosine per element each. Fused: one pass, two cosines
+    per element. 2.0 while two cosines per element fit in one pass's memory
+    time; down to 1.0 when the cosines alone set both times.
+    """
+    eager = predicted_cos_seconds(n, 2, 2, bandwidth, rate, dtype)
+    fused = predicted_cos_seconds(n, 2, 1, bandwidth, rate, dtype)
+    return eager / fused
+
+
+def target_value(check: str, measured_speedup: float, predicted_speedup: float | None = None) -> float:
+    """What target ``check`` compares with its minimum: the speedup, or its fraction of the model's."""
+    if target(check).kind == OF_ROOFLINE_SPEEDUP:
+        if predicted_speedup is None:
+            raise ValueError(f"{check} is a fraction of the roofline's speedup: pass predicted_speedup")
+        return measured_speedup / predicted_speedup
+    return measured_speedup
+
+
 # ---------------------------------------------------------------- sweeps
 
 
@@ -400,7 +442,7 @@ class Result:
     def row(self) -> str:
         if self.kind == SPEEDUP:
             value = f"{self.measured:.2f}x"
-        elif self.kind == FRACTION_OF_COPY:
+        elif self.kind in (FRACTION_OF_COPY, OF_ROOFLINE_SPEEDUP):
             value = units.percent(self.measured)
         else:
             value = f"{units.percent(self.measured)} ok"
@@ -458,7 +500,12 @@ def require(check: str, first: float, again: Callable[[], float] | None = None, 
 
 
 def _value(check: str, measured: float) -> str:
-    return f"{measured:.2f}x" if target(check).kind == SPEEDUP else units.percent(measured)
+    kind = target(check).kind
+    if kind == SPEEDUP:
+        return f"{measured:.2f}x"
+    if kind == OF_ROOFLINE_SPEEDUP:
+        return f"{units.percent(measured)} of the roofline's speedup"
+    return units.percent(measured)
 
 
 def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Result:
@@ -472,7 +519,14 @@ def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Resul
             out = torch.empty_like(x)
             fused = measure("Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True), threads=threads)
         detail = f"eager {units.seconds(eager.seconds)}, {fused.label} {units.seconds(fused.seconds)}, n={n}"
-        return _result(check, speedup(eager, fused), detail)
+        measured = speedup(eager, fused)
+        if target(check).kind != OF_ROOFLINE_SPEEDUP:
+            return _result(check, measured, detail)
+        rate = cos_rate(threads=threads)
+        predicted = predicted_cos_cos_speedup(n, copy, rate)
+        detail += (f"; {measured:.2f}x over eager, the roofline predicts {predicted:.2f}x "
+                   f"from {units.si(rate, 'cos/s')} and {units.bandwidth(copy)} copy")
+        return _result(check, target_value(check, measured, predicted), detail)
     if check == "chain_fusion_speedup":
         x = torch.randn(n, device=DEVICE)
         ops = [compile_for_timing(op, x, threads=threads) for op in CHEAP_CHAIN]

@@ -383,21 +383,14 @@ def check_kernels(student, spec: Spec, sizes: Sequence[int], *, count_traffic_at
     The wrapper is asked only for its launches; the kernels are checked
     (:func:`brrr.grading.kernels.validate`), compiled and run here, on inputs
     drawn here, under :func:`brrr.grading.isolation.run`. Where kernels are
-    compiled (a GPU), they are also replayed in the interpreter at
-    ``bounds_sizes``, where every load and store is bounds-checked.
+    compiled (a GPU), they are first replayed in the interpreter at
+    ``bounds_sizes``, where every load and store is bounds-checked, and only
+    then compiled: an unmasked load that runs past its tensor is reported
+    there, before it can hit an illegal address on the GPU (which would
+    leave the CUDA context unusable for every later check in this process).
     """
     generator, seed = fresh_generator(seed)
     name = student.name
-    wanted = list(sizes) + [n for n in (count_traffic_at,) if n is not None and n not in sizes]
-    cases = record_cases(student, spec, wanted, generator)
-    built = build_kernels(name, cases, interpreted=TRITON_INTERPRETED)
-    outcome = isolation.run(replay_cases, name, spec, cases, built, seed, count_traffic_at=count_traffic_at,
-                            timeout_s=timeout_s)
-    if not outcome.ok:
-        raise fail(f"{name}'s kernel could not be checked: {outcome.error}")
-    result = outcome.value
-    if result["failure"]:
-        raise fail(result["failure"])
     bounds = "bounds checked in the interpreter on every run" if TRITON_INTERPRETED else "bounds not checked"
     if not TRITON_INTERPRETED and bounds_sizes:
         small = record_cases(student, spec, bounds_sizes, generator)
@@ -409,6 +402,16 @@ def check_kernels(student, spec: Spec, sizes: Sequence[int], *, count_traffic_at
         if checked.value["failure"]:
             raise fail(checked.value["failure"])
         bounds = f"bounds checked in the interpreter at n = {', '.join(f'{n:,}' for n in bounds_sizes)}"
+    wanted = list(sizes) + [n for n in (count_traffic_at,) if n is not None and n not in sizes]
+    cases = record_cases(student, spec, wanted, generator)
+    built = build_kernels(name, cases, interpreted=TRITON_INTERPRETED)
+    outcome = isolation.run(replay_cases, name, spec, cases, built, seed, count_traffic_at=count_traffic_at,
+                            timeout_s=timeout_s)
+    if not outcome.ok:
+        raise fail(f"{name}'s kernel could not be checked: {outcome.error}")
+    result = outcome.value
+    if result["failure"]:
+        raise fail(result["failure"])
     result.update(seed=seed, launches=len(cases[0].recipe["launches"]), bounds=bounds)
     return result
 

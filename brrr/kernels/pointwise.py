@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import torch
 
-from brrr.device import per_device  # before triton: turns the interpreter on without a GPU
+from brrr.device import ON_GPU, per_device  # before triton: turns the interpreter on without a GPU
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 # Elements per program. In the interpreter each program costs ~0.6 ms of Python
 # overhead, so a CPU run uses few, large programs; a GPU wants many small ones.
@@ -35,21 +36,36 @@ TILE_WARPS = 8
 
 
 @triton.jit
-def cos_cos_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr):
+def cos_cos_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr,
+                   FAST: tl.constexpr = False):
     # Each program handles one block of BLOCK consecutive elements.
     pid = tl.program_id(axis=0)
     offsets = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n_elements  # the last block may run past the end
     x = tl.load(x_ptr + offsets, mask=mask)  # read n elements
     x = x.to(tl.float32)  # compute in fp32 whatever the storage dtype
-    y = tl.cos(tl.cos(x))  # the intermediate cos(x) never leaves registers
+    if FAST:  # decided at compile time: the other branch is not compiled
+        y = libdevice.fast_cosf(libdevice.fast_cosf(x))  # hardware approximation
+    else:
+        y = tl.cos(tl.cos(x))  # the intermediate cos(x) never leaves registers
     tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)  # write n elements
 
 
-def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``x.cos().cos()`` in one kernel: one read and one write per element."""
+def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None, *, fast: bool = False) -> torch.Tensor:
+    """``x.cos().cos()`` in one kernel: one read and one write per element.
+
+    ``fast=True`` (GPU only) uses ``libdevice.fast_cosf``, the GPU's
+    special-function-unit approximation (a few instructions, absolute error
+    around 1e-6 near zero and growing with ``|x|``), instead of the accurate
+    libdevice cosine that ``tl.cos`` becomes (a range reduction and a
+    polynomial: about 25 instructions). The interpreter cannot call libdevice,
+    so on a CPU ``fast=True`` refuses.
+    """
     if not x.is_contiguous():
         raise ValueError("cos_cos needs a contiguous tensor; call .contiguous() first")
+    if fast and not ON_GPU:
+        raise ValueError("cos_cos(fast=True) calls libdevice.fast_cosf, which only a GPU runs: "
+                         "Triton's interpreter has no extern calls")
     out = torch.empty_like(x) if out is None else out
     _check_out(out, x)
     _check_size(x)
@@ -57,7 +73,7 @@ def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     if n == 0:
         return out
     grid = (triton.cdiv(n, BLOCK),)
-    cos_cos_kernel[grid](x, out, n, BLOCK=BLOCK, num_warps=NUM_WARPS)
+    cos_cos_kernel[grid](x, out, n, BLOCK=BLOCK, FAST=fast, num_warps=NUM_WARPS)
     return out
 
 

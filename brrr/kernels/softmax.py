@@ -30,16 +30,26 @@ MAX_COLS = 2**15
 
 
 @triton.jit
+def row_start(row, row_stride):
+    # Where a row begins, in elements, as a 64-bit integer. program_id and the
+    # stride are 32-bit, so ``row * row_stride`` would wrap past 2**31 elements
+    # (4 GiB of fp16) and read someone else's memory.
+    return row.to(tl.int64) * row_stride
+
+
+@triton.jit
 def softmax_kernel(x_ptr, out_ptr, x_row_stride, out_row_stride, n_cols, BLOCK: tl.constexpr):
     row = tl.program_id(axis=0)  # one program per row
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols  # BLOCK is a power of two ≥ n_cols
-    x = tl.load(x_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf"))  # read the row once
+    x_row = x_ptr + row_start(row, x_row_stride)
+    x = tl.load(x_row + cols, mask=mask, other=-float("inf"))  # read the row once
     x = x.to(tl.float32)
     x = x - tl.max(x, axis=0)  # padding stays -inf, so it never wins the max
     numerator = tl.exp(x)  # exp(-inf) = 0: padding adds nothing to the sum
     y = numerator / tl.sum(numerator, axis=0)
-    tl.store(out_ptr + row * out_row_stride + cols, y.to(out_ptr.dtype.element_ty), mask=mask)  # write it once
+    out_row = out_ptr + row_start(row, out_row_stride)
+    tl.store(out_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask)  # write it once
 
 
 def num_warps_for(block: int) -> int:

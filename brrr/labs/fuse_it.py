@@ -37,7 +37,7 @@ from __future__ import annotations
 import torch
 
 from brrr import units
-from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, far_above_cache, per_device
+from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, far_above_cache, memory_bounded, per_device
 from brrr.grading import core, isolation, thresholds
 
 LAB = "02-fuse-it"
@@ -88,6 +88,21 @@ CORRECTNESS_SIZES = per_device(cpu=(1000, 1, 17, 4097, 65_536, 100_003),
                                gpu=(1000, 1, 17, 4097, 65_536, 1_000_003, 2**24 + 5))
 TRAFFIC_N = 100_003
 BOUNDS_SIZES = (1000, 4097)  # GPU: also run the kernel in the interpreter at these sizes to check bounds
+
+
+# Bytes per element of the timed checks' working set: two rotated input sets of x, y, the expected
+# result and out (8 float32s), the copy measured on the same n (2), and the eager chain's
+# intermediates while it runs (up to 3): 13 float32s, rounded up to 64 B.
+TIMED_BYTES_PER_ELEMENT = 64
+
+
+def timed_n(total_bytes: int | None = None) -> int:
+    """Elements for the timed GPU checks: far above the L2, within half the GPU's memory.
+
+    An 80 GB H100 times 2**28 elements (1 GiB per tensor); a 15 GB T4 fewer (about
+    120 million, 0.5 GiB per tensor, still over a hundred times its 4 MiB L2).
+    """
+    return memory_bounded(far_above_cache(4), TIMED_BYTES_PER_ELEMENT, total_bytes=total_bytes)
 
 
 def inputs_for_demo(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -212,7 +227,7 @@ def _measure(student, check: str) -> str:
 
     name = student.name
     threshold = thresholds.threshold(LAB, check)
-    n = far_above_cache(4)
+    n = timed_n()
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, SPEC, (n, n), generator)  # two input sets, rotated while timed
     built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
@@ -230,7 +245,7 @@ def _measure(student, check: str) -> str:
         kernels.replay(case.recipe, built, storages)
 
     def attempt() -> core.Attempt:
-        copy = ceilings.measure_copy_bandwidth()
+        copy = ceilings.measure_copy_bandwidth(n)
         fused = bench(run_next, budget_s=0.3)
         if fused.median_s < moved / (copy * 1.25):
             raise core.fail(f"{name}'s kernels took {units.seconds(fused.median_s)} for n = {n:,}, less than "
@@ -305,7 +320,7 @@ def grade(check: str, student) -> str:
 def compare_with_eager(fused_chain) -> dict:
     """Bytes per element and, on a GPU, time: the eager chain beside the fused kernel. Not graded.
 
-    GPU: times the eager chain, the fused kernel and a copy on ``far_above_cache``
+    GPU: times the eager chain, the fused kernel and a copy on :func:`timed_n`
     elements, in this run, and returns seconds and achieved bandwidths.
     CPU: counts the fused kernel's traffic in the interpreter at :data:`TRAFFIC_N`
     elements and sets it beside the eager chain's from the model in this module's
@@ -318,12 +333,12 @@ def compare_with_eager(fused_chain) -> dict:
         from brrr import ceilings
         from brrr.timing import bench
 
-        n = far_above_cache(4)
+        n = timed_n()
         x, y = inputs_for_demo(n)
         out = torch.full_like(x, float("nan"))
         fused = bench(lambda: fused_chain(x, y, out), budget_s=0.3)
         eager = bench(lambda: chain(x, y), budget_s=0.3)
-        copy = ceilings.measure_copy_bandwidth()
+        copy = ceilings.measure_copy_bandwidth(n)
         return {"device": "gpu", "n": n, "copy_bandwidth": copy,
                 "eager_s": eager.median_s, "fused_s": fused.median_s,
                 "roofline_s": FUSED_ELEMENTS_MOVED * 4 * n / copy,
