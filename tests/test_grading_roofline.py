@@ -15,6 +15,7 @@ from brrr.device import DEVICE, synchronize
 from brrr.grading import thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import roofline as lab_roofline
+from brrr.timing import torch_threads
 
 
 @pytest.fixture
@@ -45,7 +46,8 @@ def test_counting_only_the_reads_is_outside_the_tolerance(small_copy):
     machine (the reference is measured before and after, and any attempt may pass), so one grading in
     three may let a 2x error through when the reference happens to measure low; two of three must not."""
     def copy_bandwidth(n):
-        return timed_copies(n, 4)  # forgets the 4n bytes written
+        with torch_threads(1):  # the reference is single-threaded; two threads copy nearly 2x faster
+            return timed_copies(n, 4)  # forgets the 4n bytes written
 
     messages = []
     for _ in range(3):
