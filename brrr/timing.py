@@ -20,6 +20,7 @@ Either way the result is the median of many runs, with its spread and run count.
 from __future__ import annotations
 
 import contextlib
+import gc
 import statistics
 import time
 from dataclasses import dataclass
@@ -69,6 +70,18 @@ def torch_threads(count: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+@contextlib.contextmanager
+def no_gc_pauses() -> Iterator[None]:
+    """Run the block with Python's cyclic garbage collector off, so that no collection lands inside a timing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def bench(

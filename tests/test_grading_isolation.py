@@ -113,3 +113,16 @@ def test_without_fork_an_ordinary_exception_does_not_poison(monkeypatch):
 def test_a_crash_brings_back_where_it_happened():
     outcome = isolation.run(segfault)
     assert "segfault" in outcome.traceback  # faulthandler's stack, with this file's function in it
+
+
+def segfault_under(depth):
+    return segfault() if depth == 0 else segfault_under(depth - 1)
+
+
+@forked
+def test_a_deep_crash_keeps_the_innermost_frames():
+    """faulthandler lists the most recent call first; a stack longer than is kept (a test runner's, a
+    kernel's) is cut at its outer end, not at the student's frame."""
+    outcome = isolation.run(segfault_under, 90)
+    assert len(outcome.traceback) <= isolation.CRASH_TRACE_CHARS + 80
+    assert "in segfault\n" in outcome.traceback and "outer lines left out" in outcome.traceback

@@ -65,6 +65,21 @@ def test_a_typed_in_number_is_rejected(small_copy):
         lab_roofline.grade_copy_bandwidth(LocalStudent(lambda n: 12e9))
 
 
+def test_a_number_timed_once_and_then_repeated_is_rejected(small_copy):
+    """One slow call proves nothing (noise can make an instant return look slow: a descheduled process,
+    a collection): the first call here really measures, later ones return that number at once."""
+    remembered = []
+
+    def copy_bandwidth(n):
+        if not remembered:
+            with torch_threads(1):
+                remembered.append(timed_copies(n, 8))
+        return remembered[0]
+
+    with pytest.raises(AssertionError, match="cannot have timed it"):
+        lab_roofline.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
+
+
 def test_a_rate_that_is_not_a_positive_number_is_rejected(small_copy):
     with pytest.raises(AssertionError, match="a rate must be a positive, finite number"):
         lab_roofline.grade_copy_bandwidth(LocalStudent(lambda n: float("nan")))

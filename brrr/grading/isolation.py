@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 DEFAULT_TIMEOUT_S = 300.0
+CRASH_TRACE_CHARS = 4000  # of a crash's stack, kept from the most recent call
 
 _SIGNAL_HINTS = {
     signal.SIGSEGV: "segmentation fault: the code read or wrote memory it does not own, "
@@ -196,12 +197,21 @@ def _stop(pid: int) -> None:
 
 
 def _crash_trace(low_level) -> str:
-    """The end of what the child wrote at the C level: faulthandler's traceback of a crash, if any."""
+    """What the child wrote at the C level from faulthandler's report of a crash on, if any.
+
+    faulthandler lists the most recent call first, so the student's frames are
+    at the top: a long stack (a test runner's, a notebook kernel's) is cut at
+    its outer end.
+    """
     low_level.seek(0)
     text = low_level.read().decode(errors="replace")
     start = text.find("Fatal Python error")
     text = text[start:] if start >= 0 else text
-    return "\n".join(line for line in text.splitlines() if not line.startswith("Extension modules"))[-4000:]
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("Extension modules"))
+    if len(text) <= CRASH_TRACE_CHARS:
+        return text
+    kept = text[:CRASH_TRACE_CHARS].rsplit("\n", 1)[0]
+    return f"{kept}\n  ... ({text.count(chr(10)) - kept.count(chr(10))} outer lines left out)"
 
 
 def _run_forked(fn: Callable[..., Any], args, kwargs, timeout_s: float) -> Outcome:
