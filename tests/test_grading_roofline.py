@@ -44,7 +44,9 @@ def timed_copies(n, bytes_per_element):
 def test_counting_only_the_reads_is_outside_the_tolerance(small_copy):
     """A 2x error against a ±35% tolerance. The tolerance is generous to honest students on a noisy
     machine (the reference is measured before and after, and any attempt may pass), so one grading in
-    three may let a 2x error through when the reference happens to measure low; two of three must not."""
+    three may let a 2x error through when both reference readings happen to measure low under load;
+    two of three must not. (A band reaching down to the lower reading let it through 3 of 3 times
+    beside a book build.)"""
     def copy_bandwidth(n):
         with torch_threads(1):  # the reference is single-threaded; two threads copy nearly 2x faster
             return timed_copies(n, 4)  # forgets the 4n bytes written
@@ -58,6 +60,22 @@ def test_counting_only_the_reads_is_outside_the_tolerance(small_copy):
     assert len(messages) >= 2, f"a 2x error passed {3 - len(messages)} of 3 gradings"
     message = messages[0]
     assert "is not within ±" in message and "attempt 2:" in message and "brrr.ceilings" in message
+
+
+def test_a_reference_reading_taken_under_load_does_not_widen_the_band(small_copy, monkeypatch):
+    """Load only lowers a measured rate: one depressed reading (6 GB/s before, 12 after) must not let
+    half the machine's rate through. Deterministic: the reference readings are fixed."""
+    from brrr import ceilings
+
+    readings = iter([6e9, 12e9] * 4)
+    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda n, threads=None: next(readings))
+
+    def copy_bandwidth(n):
+        time.sleep(0.05)  # longer than the copy takes at 12 GB/s: the call is not instant
+        return 6.5e9
+
+    with pytest.raises(AssertionError, match="is not within ±35%"):
+        lab_roofline.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
 
 
 def test_a_typed_in_number_is_rejected(small_copy):
