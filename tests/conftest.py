@@ -4,6 +4,7 @@ and build the book once per test run for every test that reads it."""
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -44,6 +45,11 @@ class BookBuild:
         return Path(self.html)
 
 
+# myst-nb's log line for each page it executes; the times are shown at the end of the run.
+EXECUTED = re.compile(rf"^{re.escape(str(ROOT))}/(\S+): Executed notebook in ([\d.]+) seconds", re.MULTILINE)
+NOTEBOOK_TIMES = "notebook-times.txt"
+
+
 def _forced_build(folder: Path) -> BookBuild:
     """Build the book with every notebook executed: the tests never trust the cache."""
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
@@ -52,6 +58,8 @@ def _forced_build(folder: Path) -> BookBuild:
     config_path = folder / "_config.yml"
     config_path.write_text(yaml.safe_dump(config))
     result = build_book(ROOT, config_path, folder / "out")
+    (folder / NOTEBOOK_TIMES).write_text("".join(
+        f"{seconds:>7} s  {page}\n" for page, seconds in EXECUTED.findall(result.stdout)))
     return BookBuild(result.returncode, result.stdout, result.stderr,
                      str(folder / "out" / "_build" / "html"))
 
@@ -95,3 +103,17 @@ def pytest_collection_modifyitems(config, items):
     id attribute that pytest 9 no longer reads.)"""
     order = {"test_book_build.py": -1, **{name: rank for rank, name in enumerate(SLOW_FILES)}}
     items.sort(key=lambda item: order.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """How long each page of the book took to execute, where this run built it: the suite's budget
+    is mostly the book, and this is where a slow notebook shows."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    for times in sorted(factory.getbasetemp().glob(f"book*/{NOTEBOOK_TIMES}")):
+        lines = times.read_text().splitlines()
+        total = sum(float(line.split()[0]) for line in lines)
+        terminalreporter.write_sep("=", f"book pages executed: {total:.0f} s")
+        for line in sorted(lines, key=lambda line: -float(line.split()[0])):
+            terminalreporter.write_line(line)

@@ -7,6 +7,8 @@ ratios of times measured back to back in one run.
 import pytest
 import torch
 
+from brrr.device import ON_GPU
+
 from brrr.benchmarks import fusion
 
 
@@ -60,11 +62,13 @@ def test_correctness_check_catches_a_wrong_kernel(monkeypatch):
     assert all(case.passed for case in cases if case.kernel != "cos_cos")
 
 
+@pytest.mark.skipif(not ON_GPU, reason="on a CPU, notebook 10 enforces these speed targets in the book build "
+                    "(fusion.require; tests/test_book_build.py), and test_kernels_pass_the_benchmarks_correctness_"
+                    "check the correctness one: timing them twice cost the suite half a minute")
 def test_this_devices_fusion_targets_are_met():
-    """The benchmark script's own targets, enforced: on a CPU, compiled x.cos().cos()
-    at least 1.5x eager and the interpreted kernels correct (`make gpu-check` runs
-    this on a GPU, with the GPU's targets). Three attempts against a stall on a
-    shared machine; each attempt is in the message."""
+    """The benchmark script's own targets, enforced (`make gpu-check` runs this on a GPU,
+    with the GPU's targets). Three attempts against a stall on a shared machine; each
+    attempt is in the message."""
     copy, results = fusion.run(attempts=3)
     missed = [r.row() for r in results if not r.passed]
     assert not missed, "missed: " + "; ".join(missed)
