@@ -18,20 +18,23 @@ HOSTILE = ["rebinds_the_grader", "patches_the_clock", "calls_ceilings", "forges_
 
 
 HOSTILE_CELL_TIMEOUT_S = 300
+# This one's notebook also names a lab that does not exist in its metadata (a Lab 1 run fewer).
+MADE_UP_LAB = "rebinds_the_grader"
 
 
 @pytest.fixture(scope="module")
 def hostile_graded(tmp_path_factory):
-    """Lab 1: the solution and six hostile submissions, graded once for the tests below: (out, graded)."""
+    """Lab 1: the solution and six hostile submissions (one claiming a made-up lab), graded once for the tests below: (out, graded)."""
     tmp = tmp_path_factory.mktemp("hostile")
     submissions = tmp / "submissions"
     submissions.mkdir()
     (submissions / "solution.ipynb").write_bytes((ROOT / "solutions" / f"{ROOFLINE}.ipynb").read_bytes())
     for name in HOSTILE:
-        write_submission(submissions, ROOFLINE, name)
-    made_up = submission_notebook(ROOFLINE, "rebinds_the_grader")  # claims a lab of its own, with 3 checks
+        if name != MADE_UP_LAB:
+            write_submission(submissions, ROOFLINE, name)
+    made_up = submission_notebook(ROOFLINE, MADE_UP_LAB)  # also claims a lab of its own, with 3 checks
     made_up.metadata["brrr"] = {"lab": "99-three-easy-checks"}
-    nbformat.write(made_up, str(submissions / "made_up_lab.ipynb"))
+    nbformat.write(made_up, str(submissions / f"{MADE_UP_LAB}.ipynb"))
     out = tmp / "out"
     graded = gradebook.grade(submissions, out, cell_timeout_s=HOSTILE_CELL_TIMEOUT_S, notebook_timeout_s=600,
                              jobs=2)
@@ -66,8 +69,8 @@ def test_checks_that_never_reached_the_grader_score_zero(hostile_roofline):
 
 def test_a_made_up_lab_name_gets_no_columns_of_its_own(hostile_roofline):
     rows = read_rows(hostile_roofline)
-    assert rows["made_up_lab"]["lab"] == ROOFLINE  # its cells say which lab it is
-    assert rows["made_up_lab"]["max"] == "5" and rows["made_up_lab"]["copy_bandwidth"] == "0"
+    assert rows[MADE_UP_LAB]["lab"] == ROOFLINE  # its cells say which lab it is
+    assert rows[MADE_UP_LAB]["max"] == "5" and rows[MADE_UP_LAB]["copy_bandwidth"] == "0"
     assert not any("99-three" in column for column in rows["solution"])
 
 
