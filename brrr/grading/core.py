@@ -51,6 +51,13 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 SECOND_FILL = -1.2345e30
 
 
+def second_fill(dtype: torch.dtype) -> float:
+    """:data:`SECOND_FILL`, or the most negative finite value of a dtype too narrow for it (float16)."""
+    if dtype.is_floating_point and torch.finfo(dtype).max < abs(SECOND_FILL):
+        return -torch.finfo(dtype).max
+    return SECOND_FILL
+
+
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     """(rtol, atol) for comparing outputs of ``dtype``; integers compare exactly."""
     if not dtype.is_floating_point:
@@ -161,7 +168,7 @@ def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: f
                     "given (returning a new tensor does not count).")
         paragraphs.append(
             f"{name} has {count:,} of {n:,} elements unwritten: {'it' if count == 1 else 'they'} still "
-            f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and {SECOND_FILL:g} in a second call). {where_text} {hint}")
+            f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and {second_fill(expected.dtype):g} in a second call). {where_text} {hint}")
     nonfinite = bad & ~never & ~torch.isfinite(got_flat) & torch.isfinite(exp_flat)
     if bool(nonfinite.any()):
         idx = nonfinite.nonzero().flatten().tolist()
@@ -371,10 +378,11 @@ def replay_cases(name: str, spec: Spec, cases: Sequence[Case], built, seed: int,
             traffic_summary = {"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()}
         unwritten = None
         if case.expected.dtype.is_floating_point and bool((out.isnan() & ~case.expected.isnan()).any()):
-            second = _poisoned(case.expected, SECOND_FILL)
+            fill = second_fill(case.expected.dtype)
+            second = _poisoned(case.expected, fill)
             try:
                 _replay_case(case, built, spec, second, count=counting)
-                unwritten = out.isnan() & (second == SECOND_FILL)
+                unwritten = out.isnan() & (second == fill)
             except Exception:  # noqa: BLE001 - the first replay's report is enough
                 unwritten = None
         report = diff_report(spec.out_name, out, case.expected, rtol=rtol, atol=atol, unwritten=unwritten,
