@@ -18,11 +18,12 @@ The prediction
     and in :data:`PREDICTION_RULES`): every op is one kernel that reads each
     distinct tensor it is given once and writes its output once, and only tensors
     with one value per element of x count (the per-row statistics and the
-    per-column weight and bias are left out). The answer is not written here: the
-    grader counts the unfused functions' own ops with a
+    per-column weight and bias are left out). The grader counts the unfused functions' own ops with a
     :class:`~torch.utils._python_dispatch.TorchDispatchMode` (:func:`count_eager`),
-    so it follows the code. By those rules softmax moves 8 values per element
-    (32 B) and layer norm 12 (48 B).
+    so it follows the code. (The answer is not written here either: the
+    notebook asks for a prediction. The helpers are importable, as Lab 1's
+    counting is; an answer cell that calls them instead of predicting is there
+    for the instructor to see.)
 
 Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
 from :mod:`brrr.grading.thresholds`. As in Lab 2 the student's wrappers are only
