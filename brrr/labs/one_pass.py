@@ -18,9 +18,9 @@ The prediction
     and in :data:`PREDICTION_RULES`): every op is one kernel that reads each
     distinct tensor it is given once and writes its output once, and only tensors
     with one value per element of x count (the per-row statistics and the
-    per-column weight and bias are left out). The grader counts the unfused functions' own ops with a
-    :class:`~torch.utils._python_dispatch.TorchDispatchMode` (:func:`count_eager`),
-    so it follows the code. (The answer is not written here either: the
+    per-column weight and bias are left out). The grader counts the unfused
+    functions' own ops with a :class:`~torch.utils._python_dispatch.TorchDispatchMode`
+    (:func:`count_eager`), so it follows the code. (The answer is not written here either: the
     notebook asks for a prediction. The helpers are importable, as Lab 1's
     counting is; an answer cell that calls them instead of predicting is there
     for the instructor to see.)
