@@ -51,6 +51,13 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 SECOND_FILL = -1.2345e30
 
 
+def second_fill(dtype: torch.dtype) -> float:
+    """:data:`SECOND_FILL`, or the most negative finite value of a dtype too narrow for it (float16)."""
+    if dtype.is_floating_point and torch.finfo(dtype).max < abs(SECOND_FILL):
+        return -torch.finfo(dtype).max
+    return SECOND_FILL
+
+
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     """(rtol, atol) for comparing outputs of ``dtype``; integers compare exactly."""
     if not dtype.is_floating_point:
@@ -161,7 +168,7 @@ def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: f
                     "given (returning a new tensor does not count).")
         paragraphs.append(
             f"{name} has {count:,} of {n:,} elements unwritten: {'it' if count == 1 else 'they'} still "
-            f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and {SECOND_FILL:g} in a second call). {where_text} {hint}")
+            f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and {second_fill(expected.dtype):g} in a second call). {where_text} {hint}")
     nonfinite = bad & ~never & ~torch.isfinite(got_flat) & torch.isfinite(exp_flat)
     if bool(nonfinite.any()):
         idx = nonfinite.nonzero().flatten().tolist()
@@ -192,6 +199,11 @@ def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: f
 # ---------------------------------------------------------------- the correctness check of kernels
 
 
+def describe_n(n: Any) -> str:
+    """'n = 1,000': how a case given by its number of elements is named in messages."""
+    return f"n = {n:,}"
+
+
 @dataclass(frozen=True)
 class Spec:
     """What a kernel lab asks for: a reference, how to draw inputs, and the names of the wrapper's arguments.
@@ -200,13 +212,24 @@ class Spec:
     :data:`~brrr.device.DEVICE`. The student's wrapper is called as
     ``fn(*inputs, out)`` and must write the result into ``out``, with Triton
     kernels: the grader replays those kernels on its own tensors.
+
+    ``n`` need not be a number: a lab whose cases differ in shape or dtype passes
+    any picklable value (say a ``(rows, cols, dtype)`` record) that its
+    ``make_inputs`` understands, and ``describe(n)`` names it in messages
+    ("3 rows of 781 float16").
+
+    ``diagnose(inputs, out)``, if given, is asked about a wrong output: it
+    returns a sentence naming a known mistake the output matches (say, the
+    unbiased variance where the reference uses the biased one), or None.
     """
 
     name: str
     reference: Callable[..., torch.Tensor]
-    make_inputs: Callable[[int, torch.Generator], tuple[torch.Tensor, ...]]
+    make_inputs: Callable[[Any, torch.Generator], tuple[torch.Tensor, ...]]
     input_names: tuple[str, ...]
     out_name: str = "out"
+    describe: Callable[[Any], str] = describe_n
+    diagnose: Callable[..., str | None] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -238,10 +261,15 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 class Case:
     """One size of a kernel check: the grader's inputs, its expected output, and the student's recorded launches."""
 
-    n: int
+    n: Any  # the number of elements, or the lab's own description of the case (Spec.describe names it)
     inputs: tuple[torch.Tensor, ...]
     expected: torch.Tensor
     recipe: dict
+    label: str = ""  # Spec.describe(n), for messages
+
+    @property
+    def named(self) -> str:
+        return self.label or describe_n(self.n)
 
 
 def record_cases(student, spec: Spec, sizes: Sequence[int], generator: torch.Generator) -> list[Case]:
@@ -254,7 +282,7 @@ def record_cases(student, spec: Spec, sizes: Sequence[int], generator: torch.Gen
         expected = spec.reference(*inputs)
         shapes = {name: (list(t.shape), dtype_name(t.dtype)) for name, t in zip(spec.names, inputs + (expected,))}
         recipe = student.record(shapes, inputs=spec.input_names)
-        cases.append(Case(n, inputs, expected, recipe))
+        cases.append(Case(n, inputs, expected, recipe, spec.describe(n)))
     return cases
 
 
@@ -266,7 +294,7 @@ def build_kernels(name: str, cases: Sequence[Case], *, interpreted: bool):
     constants: dict[str, Any] = {}
     for case in cases:
         if not case.recipe.get("launches"):
-            raise fail(f"{name} launched no Triton kernel for n = {case.n:,}: this lab asks for a @triton.jit "
+            raise fail(f"{name} launched no Triton kernel for {case.named}: this lab asks for a @triton.jit "
                        "kernel that computes the result. The grader runs your kernels on its own tensors, so "
                        "only what they store counts; torch code in the wrapper does not reach the output.")
         for kernel, source in case.recipe.get("sources", {}).items():
@@ -335,7 +363,7 @@ def replay_cases(name: str, spec: Spec, cases: Sequence[Case], built, seed: int,
         rtol, atol = tolerance(case.expected.dtype)
         snapshots = [t.clone() for t in case.inputs]
         out = _poisoned(case.expected, float("nan"))
-        context = f" for n = {case.n:,} ({str(case.expected.dtype).removeprefix('torch.')} on " \
+        context = f" for {case.named} ({str(case.expected.dtype).removeprefix('torch.')} on " \
                   f"{out.device.type}, seed {seed})"
         try:
             seen = _replay_case(case, built, spec, out, count=counting)
@@ -350,18 +378,29 @@ def replay_cases(name: str, spec: Spec, cases: Sequence[Case], built, seed: int,
             traffic_summary = {"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()}
         unwritten = None
         if case.expected.dtype.is_floating_point and bool((out.isnan() & ~case.expected.isnan()).any()):
-            second = _poisoned(case.expected, SECOND_FILL)
+            fill = second_fill(case.expected.dtype)
+            second = _poisoned(case.expected, fill)
             try:
                 _replay_case(case, built, spec, second, count=counting)
-                unwritten = out.isnan() & (second == SECOND_FILL)
+                unwritten = out.isnan() & (second == fill)
             except Exception:  # noqa: BLE001 - the first replay's report is enough
                 unwritten = None
         report = diff_report(spec.out_name, out, case.expected, rtol=rtol, atol=atol, unwritten=unwritten,
                              inputs=dict(zip(spec.input_names, case.inputs)),
                              title=f"{name}'s kernel wrote a wrong `{spec.out_name}`{context}.")
         if report:
-            return {"failure": report + _scratch_hint(name, case.recipe)}
+            return {"failure": report + _diagnosis(spec, case, out) + _scratch_hint(name, case.recipe)}
     return {"failure": None, "traffic": traffic_summary, "rtol": rtol, "atol": atol}
+
+
+def _diagnosis(spec: Spec, case: Case, out: torch.Tensor) -> str:
+    if spec.diagnose is None:
+        return ""
+    try:
+        sentence = spec.diagnose(case.inputs, out)
+    except Exception:  # noqa: BLE001 - a hint that cannot be computed is left out
+        return ""
+    return f"\n{sentence}" if sentence else ""
 
 
 def _scratch_hint(name: str, recipe: dict) -> str:
@@ -401,7 +440,10 @@ def check_kernels(student, spec: Spec, sizes: Sequence[int], *, count_traffic_at
             raise fail(f"{name}'s kernel could not be checked in the interpreter: {checked.error}")
         if checked.value["failure"]:
             raise fail(checked.value["failure"])
-        bounds = f"bounds checked in the interpreter at n = {', '.join(f'{n:,}' for n in bounds_sizes)}"
+        if all(isinstance(n, int) for n in bounds_sizes):
+            bounds = f"bounds checked in the interpreter at n = {', '.join(f'{n:,}' for n in bounds_sizes)}"
+        else:
+            bounds = f"bounds checked in the interpreter at {'; '.join(spec.describe(n) for n in bounds_sizes)}"
     wanted = list(sizes) + [n for n in (count_traffic_at,) if n is not None and n not in sizes]
     cases = record_cases(student, spec, wanted, generator)
     built = build_kernels(name, cases, interpreted=TRITON_INTERPRETED)
@@ -461,7 +503,7 @@ def _interpreter_on() -> Iterator[None]:
 
 def _on_cpu(cases: Sequence[Case]) -> list[Case]:
     """The same cases with their tensors on the CPU, for the interpreter."""
-    return [Case(c.n, tuple(t.cpu() for t in c.inputs), c.expected.cpu(), c.recipe) for c in cases]
+    return [Case(c.n, tuple(t.cpu() for t in c.inputs), c.expected.cpu(), c.recipe, c.label) for c in cases]
 
 
 # ---------------------------------------------------------------- performance

@@ -87,7 +87,38 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         2.0, "at_least",
         "the eager chain moves 48 bytes per element and the fused kernel 12, so an honest fusion is "
         "close to 4x faster; 2x leaves a wide margin"),
+    # ---------------------------------------------------------------- lab 3: one pass
+    ("03-one-pass", "prediction", "any"): Threshold(
+        1e-6, "relative",
+        "the bytes per element follow from the op list and the counting rules stated in the lab: "
+        "only rounding may differ"),
+    ("03-one-pass", "softmax_correct", "any"): Threshold(
+        0.0, "dtype", "float32 and float16 outputs, accumulated in float32: see brrr.grading.TOLERANCES"),
+    ("03-one-pass", "layer_norm_correct", "any"): Threshold(
+        0.0, "dtype", "float32 and float16 outputs, accumulated in float32: see brrr.grading.TOLERANCES"),
+    ("03-one-pass", "softmax_traffic", "cpu"): Threshold(
+        0.0, "exact",
+        "one pass loads each element of x once and stores each element of out once, so the bytes "
+        "counted in the interpreter are exact"),
+    ("03-one-pass", "layer_norm_traffic", "cpu"): Threshold(
+        0.0, "exact",
+        "x loaded once and out stored once, exactly; weight and bias at most once per program (row "
+        "block) of the launched grid"),
+    ("03-one-pass", "softmax_bandwidth", "gpu"): Threshold(
+        0.75, "at_least",
+        "a row-wise softmax that reads x once and writes out once is memory-bound: it should move its "
+        "8 B per element at no less than 75% of the copy bandwidth measured in the same run (the "
+        "reduction across a row costs some of the bandwidth a pure copy gets)"),
+    ("03-one-pass", "layer_norm_bandwidth", "gpu"): Threshold(
+        0.75, "at_least", "as for softmax: one read of x and one write of out, memory-bound"),
+    ("03-one-pass", "softmax_speedup", "gpu"): Threshold(
+        1.0, "at_least",
+        "torch.softmax is itself one fused kernel near the copy bandwidth: a one-pass kernel must be at "
+        "least as fast; three timed attempts absorb the noise"),
+    ("03-one-pass", "layer_norm_speedup", "gpu"): Threshold(
+        1.0, "at_least", "as for softmax, against F.layer_norm's fused kernel"),
 }
+
 
 def threshold(lab: str, check: str, device: str | None = None) -> Threshold:
     """The threshold for ``check`` of ``lab`` on ``device`` (default: this process's device class)."""

@@ -30,6 +30,7 @@ from types import ModuleType
 LABS: dict[str, str] = {
     "01-roofline": "brrr.labs.roofline",
     "02-fuse-it": "brrr.labs.fuse_it",
+    "03-one-pass": "brrr.labs.one_pass",
 }
 
 

@@ -1,0 +1,732 @@
+"""Lab 3, "one pass": row-wise softmax and layer norm, each one read of x and one write of out.
+
+A softmax or a layer norm over the last dim of a ``rows × cols`` tensor is a
+*reduction* followed by pointwise work that needs the reduction's result: the row
+maximum and sum, or the row mean and variance. Written as separate eager ops
+(:func:`softmax_unfused`, :func:`layer_norm_unfused`) every step is a kernel that
+reads its inputs from and writes its output to global memory. Students write two
+Triton kernels that load a row once into registers, reduce it there, and store
+the result once:
+
+- ``softmax(x, out)``: numerically stable (subtract the row max), any row length;
+- ``layer_norm(x, weight, bias, out)``: mean and biased variance in registers
+  (two passes over the registers, or Welford), eps = :data:`EPS`, weight and bias.
+
+The prediction
+    Before measuring, students predict the bytes per element of x that the
+    unfused versions move, in float32, by the lab's rules (stated in the notebook
+    and in :data:`PREDICTION_RULES`): every op is one kernel that reads each
+    distinct tensor it is given once and writes its output once, and only tensors
+    with one value per element of x count (the per-row statistics and the
+    per-column weight and bias are left out). The grader counts the unfused
+    functions' own ops with a :class:`~torch.utils._python_dispatch.TorchDispatchMode`
+    (:func:`count_eager`), so it follows the code. (The answer is not written here either: the
+    notebook asks for a prediction. The helpers are importable, as Lab 1's
+    counting is; an answer cell that calls them instead of predicting is there
+    for the instructor to see.)
+
+Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
+from :mod:`brrr.grading.thresholds`. As in Lab 2 the student's wrappers are only
+asked which kernels they launch; the grader checks the kernels' source (Triton
+only), compiles them itself and runs them on its own tensors:
+
+- ``prediction`` (any device): the two numbers, within rounding.
+- ``softmax_correct`` / ``layer_norm_correct`` (any device): fresh inputs at row
+  lengths 1, 17, 781 and 4097, float32 and float16 (the reference accumulates in
+  float32), with hard rows planted (:class:`Rows`): values near ±1000 (exp
+  overflows, or underflows to 0/0, without the max subtraction), -inf entries,
+  a row of tiny variance (eps inside the square root), rows far from zero (float16
+  sums overflow unless accumulated in float32); NaN-filled outputs; every load and
+  store in bounds.
+- ``softmax_traffic`` / ``layer_norm_traffic`` (CPU): counted in the interpreter
+  on :data:`TRAFFIC_ROWS`: x loaded exactly once, out stored exactly once,
+  nothing else, except weight and bias: at most once per program (row block) of
+  the grid the student launched. A kernel that reads the row twice is told how
+  many passes it made.
+- ``softmax_bandwidth`` / ``layer_norm_bandwidth`` and ``..._speedup`` (GPU): at
+  least 75% of the copy bandwidth, and at least as fast as ``torch.softmax`` /
+  ``F.layer_norm``, timed by the grader in one run on rotated inputs far above
+  the L2 cache; every timed output is checked afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from brrr import units
+from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, far_above_cache, memory_bounded, per_device
+from brrr.grading import core, isolation, thresholds
+
+LAB = "03-one-pass"
+KINDS = ("softmax", "layer_norm")
+CHECKS = {
+    "cpu": ("prediction", "softmax_correct", "softmax_traffic", "layer_norm_correct", "layer_norm_traffic"),
+    "gpu": ("prediction", "softmax_correct", "softmax_bandwidth", "softmax_speedup",
+            "layer_norm_correct", "layer_norm_bandwidth", "layer_norm_speedup"),
+}
+ALL_CHECKS = ("prediction", "softmax_correct", "softmax_traffic", "softmax_bandwidth", "softmax_speedup",
+              "layer_norm_correct", "layer_norm_traffic", "layer_norm_bandwidth", "layer_norm_speedup")
+HIDDEN_MODULES: tuple[str, ...] = ()  # the references are given: the grader runs only the student's kernels
+WIRE_TYPES: dict[str, type] = {}
+
+EPS = 1e-5  # layer norm's epsilon, as F.layer_norm's default
+
+
+# ---------------------------------------------------------------- the given material
+
+
+def softmax_reference(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dim, accumulated in float32, returned in x's dtype: what the grader compares with."""
+    return torch.softmax(x.float(), dim=-1).to(x.dtype)
+
+
+def layer_norm_reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """Layer norm over the last dim (biased variance, eps = EPS), in float32, returned in x's dtype."""
+    return F.layer_norm(x.float(), (x.shape[-1],), weight.float(), bias.float(), EPS).to(x.dtype)
+
+
+def softmax_unfused(x: torch.Tensor) -> torch.Tensor:
+    """Softmax written as separate eager ops: each line is its own kernel."""
+    m = x.amax(dim=-1, keepdim=True)  # the row maximum
+    z = x - m  # shifted: every value <= 0, so exp cannot overflow
+    e = torch.exp(z)
+    s = e.sum(dim=-1, keepdim=True)  # the row sum
+    return e / s
+
+
+def layer_norm_unfused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """Layer norm written as separate eager ops: each line is its own kernel (two on the rsqrt line)."""
+    mean = x.mean(dim=-1, keepdim=True)  # the row mean
+    d = x - mean
+    sq = d * d
+    var = sq.mean(dim=-1, keepdim=True)  # the biased variance: divided by cols
+    rstd = torch.rsqrt(var + EPS)  # one value per row
+    y = d * rstd
+    y = y * weight  # weight and bias: one value per column
+    return y + bias
+
+
+PREDICTION_RULES = (
+    "every op (every kernel) reads each distinct tensor it is given once and writes its output once",
+    "count only tensors with one value per element of x (rows × cols); the per-row statistics (one value "
+    "per row) and the weight and bias (one per column) are left out",
+    "float32: 4 bytes per value; the answer is bytes moved per element of x",
+)
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    from torch.utils._pytree import tree_leaves
+
+    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def count_eager(fn, *inputs: torch.Tensor) -> list[dict]:
+    """The ops ``fn(*inputs)`` runs, as eager PyTorch dispatches them, with the bytes each reads and writes.
+
+    One row per aten op that moves data (views are left out): ``{'op', 'reads':
+    [(numel, bytes)], 'writes': [(numel, bytes)]}``. A tensor passed twice to one
+    op (``d * d``) is read once.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops: list[dict] = []
+
+    class Counting(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            returns = func._schema.returns
+            if any(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+                return out  # a view: moves nothing
+            seen, reads = set(), []
+            for tensor in _tensors((args, kwargs)):
+                if id(tensor) not in seen:
+                    seen.add(id(tensor))
+                    reads.append((tensor.numel(), tensor.numel() * tensor.element_size()))
+            writes = [(t.numel(), t.numel() * t.element_size()) for t in _tensors(out)]
+            ops.append({"op": str(func.overloadpacket.__name__), "reads": reads, "writes": writes})
+            return out
+
+    with Counting():
+        fn(*inputs)
+    return ops
+
+
+def _counting_inputs(kind: str, rows: int = 3, cols: int = 5):
+    x = torch.randn(rows, cols)
+    return (x,) if kind == "softmax" else (x, torch.randn(cols), torch.randn(cols))
+
+
+UNFUSED = {"softmax": softmax_unfused, "layer_norm": layer_norm_unfused}
+FUSED_TORCH = {"softmax": lambda x: torch.softmax(x, dim=-1),
+               "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS)}
+
+
+def eager_bytes_per_element(kind: str, *, rule: bool = True) -> float:
+    """Bytes per element of x that the unfused eager ``kind`` moves, counted from its ops (float32).
+
+    ``rule=True`` counts by :data:`PREDICTION_RULES` (only tensors of x's size);
+    ``rule=False`` counts every tensor, per-row statistics and weights included,
+    on 3 rows of 5 (where they are not small: for the notebook's table, use
+    :func:`eager_traffic`).
+    """
+    inputs = _counting_inputs(kind)
+    numel = inputs[0].numel()
+    total = 0
+    for op in count_eager(UNFUSED[kind], *inputs):
+        for count, nbytes in op["reads"] + op["writes"]:
+            if not rule or count == numel:
+                total += nbytes
+    return total / numel
+
+
+def eager_table(kind: str) -> list[tuple[str, int, int]]:
+    """(op, values of x's size read, written) per op of the unfused ``kind``: the count behind the prediction."""
+    inputs = _counting_inputs(kind)
+    numel = inputs[0].numel()
+    return [(op["op"], sum(1 for c, _ in op["reads"] if c == numel), sum(1 for c, _ in op["writes"] if c == numel))
+            for op in count_eager(UNFUSED[kind], *inputs)]
+
+
+# ---------------------------------------------------------------- inputs
+
+
+@dataclass(frozen=True)
+class Rows:
+    """One case of a correctness or traffic check: ``rows × cols`` of ``dtype``, with the hard rows planted."""
+
+    rows: int
+    cols: int
+    dtype: str = "float32"
+    planted: bool = True
+
+    def __str__(self) -> str:
+        return f"{self.rows:,} row{'s' if self.rows != 1 else ''} of {self.cols:,} {self.dtype}"
+
+    @property
+    def numel(self) -> int:
+        return self.rows * self.cols
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+
+def _device_generator(generator: torch.Generator) -> torch.Generator:
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    on_device = torch.Generator(device=DEVICE)
+    on_device.manual_seed(seed)
+    return on_device
+
+
+# The hard rows, planted from row 0 on (as many as the case has rows).
+SOFTMAX_HARD_ROWS = (
+    "values near +1000: exp overflows to inf without the max subtraction",
+    "values near -1000: exp underflows to 0, and 0/0 is NaN, without the max subtraction",
+    "-inf entries (a masked attention score): their probability is 0",
+)
+LAYER_NORM_HARD_ROWS = (
+    "values near 30: a float16 sum over the row overflows (65,504 is float16's largest value)",
+    "a standard deviation of 0.01: the variance is close to eps, which goes inside the square root",
+    "values near -30, spread 5",
+)
+
+
+def make_softmax_inputs(case: Rows, generator: torch.Generator) -> tuple[torch.Tensor]:
+    """x for a softmax case: N(0, 3²) on the device, with :data:`SOFTMAX_HARD_ROWS` planted."""
+    on_device = _device_generator(generator)
+    x = torch.randn(case.rows, case.cols, generator=on_device, device=DEVICE) * 3
+    if case.planted:
+        if case.rows > 0:
+            x[0] += 1000.0
+        if case.rows > 1:
+            x[1] -= 1000.0
+        if case.rows > 2 and case.cols > 1:
+            x[2, 1::3] = float("-inf")  # column 0 stays finite
+    return (x.to(case.torch_dtype),)
+
+
+def make_layer_norm_inputs(case: Rows, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """x, weight and bias for a layer-norm case, with :data:`LAYER_NORM_HARD_ROWS` planted in x."""
+    on_device = _device_generator(generator)
+    x = torch.randn(case.rows, case.cols, generator=on_device, device=DEVICE) * 2 + 0.5
+    weight = 1 + 0.5 * torch.randn(case.cols, generator=on_device, device=DEVICE)
+    bias = 0.5 * torch.randn(case.cols, generator=on_device, device=DEVICE)
+    if case.planted:
+        if case.rows > 0:
+            x[0] = 30 + torch.randn(case.cols, generator=on_device, device=DEVICE)
+        if case.rows > 1:
+            x[1] = 0.01 * torch.randn(case.cols, generator=on_device, device=DEVICE)
+        if case.rows > 2:
+            x[2] = -30 + 5 * torch.randn(case.cols, generator=on_device, device=DEVICE)
+    dtype = case.torch_dtype
+    return x.to(dtype), weight.to(dtype), bias.to(dtype)
+
+
+def describe(case: Rows) -> str:
+    return str(case)
+
+
+def _matches(out: torch.Tensor, candidate: torch.Tensor) -> bool:
+    rtol, atol = core.tolerance(out.dtype)
+    return bool(torch.isclose(out.float(), candidate.float(), rtol=rtol, atol=atol, equal_nan=True).all())
+
+
+def _is_mistake(out: torch.Tensor, mistaken: torch.Tensor, right: torch.Tensor) -> bool:
+    """``out`` matches the mistaken formula, on inputs where that formula is told apart from the right one."""
+    mistaken = mistaken.to(out.dtype)
+    return _matches(out, mistaken) and not _matches(right.to(out.dtype), mistaken)
+
+
+def diagnose_softmax(inputs, out: torch.Tensor) -> str | None:
+    """A known softmax mistake that ``out`` matches, in a sentence (for a wrong output)."""
+    (x,) = inputs
+    e = torch.exp(x.float())
+    if _is_mistake(out, e / e.sum(dim=-1, keepdim=True), softmax_reference(x)):
+        return ("Your output is softmax computed without subtracting the row maximum: exp overflows to inf "
+                "for values above 88.7 (float32) and underflows to 0 (then 0/0) far below zero. Subtract the "
+                "row max first; it does not change the result.")
+    return _half_hint(x)
+
+
+def _half_hint(x: torch.Tensor) -> str | None:
+    if x.dtype != torch.float16:
+        return None
+    return ("This case is float16: convert what you load to float32 (`.to(tl.float32)`), reduce in float32 and "
+            "convert back only when you store. A float16 sum over a row loses precision long before it overflows "
+            "past 65,504, its largest value.")
+
+
+def diagnose_layer_norm(inputs, out: torch.Tensor) -> str | None:
+    """A known layer-norm mistake that ``out`` matches, in a sentence (for a wrong output)."""
+    right = layer_norm_reference(*inputs)
+    x, weight, bias = (t.double() for t in inputs)
+    cols = x.shape[-1]
+    d = x - x.mean(dim=-1, keepdim=True)
+    biased = (d * d).mean(dim=-1, keepdim=True)
+    variants = {
+        "the unbiased variance (divided by cols - 1); F.layer_norm uses the biased variance, divided by cols":
+            biased * cols / (cols - 1) if cols > 1 else torch.full_like(biased, float("nan")),
+    }
+    for mistake, var in variants.items():
+        if _is_mistake(out, d / torch.sqrt(var + EPS) * weight + bias, right):
+            return f"Your output is layer norm with {mistake}."
+    if _is_mistake(out, d / (torch.sqrt(biased) + EPS) * weight + bias, right):
+        return "Your output is layer norm with eps added outside the square root: it goes inside, sqrt(var + eps)."
+    if _is_mistake(out, d / torch.sqrt(biased + EPS), right):
+        return "Your output is layer norm without the weight and bias: finish with y * weight + bias."
+    return _half_hint(inputs[0])
+
+
+SPECS = {
+    "softmax": core.Spec(name="softmax", reference=softmax_reference, make_inputs=make_softmax_inputs,
+                         input_names=("x",), out_name="out", describe=describe,
+                         diagnose=diagnose_softmax),
+    "layer_norm": core.Spec(name="layer_norm", reference=layer_norm_reference, make_inputs=make_layer_norm_inputs,
+                            input_names=("x", "weight", "bias"), out_name="out", describe=describe,
+                            diagnose=diagnose_layer_norm),
+}
+
+# Row lengths that are a multiple of no block (1, 17, 781, 4097), in float32 and float16.
+_CASES_BOTH = (Rows(5, 1), Rows(7, 17), Rows(6, 781), Rows(3, 4097), Rows(3, 4097, "float16"))
+CORRECTNESS_CASES = per_device(cpu=_CASES_BOTH,
+                               gpu=_CASES_BOTH + (Rows(4096, 781), Rows(1000, 4097), Rows(2048, 4096, "float16")))
+BOUNDS_CASES = (Rows(7, 17), Rows(3, 781))  # GPU: also run in the interpreter at these, to check bounds
+TRAFFIC_ROWS = Rows(64, 781)
+
+
+def inputs_for_demo(kind: str, rows: int, cols: int, seed: int = 0, dtype: str = "float32"):
+    """Inputs for trying things out in the notebook (the grader draws its own)."""
+    generator, _ = core.fresh_generator(seed)
+    return SPECS[kind].make_inputs(Rows(rows, cols, dtype, planted=False), generator)
+
+
+def prepare() -> None:
+    """Import what the checks use now, in the grader process, before any student code runs."""
+    import triton.language  # noqa: F401
+    from torch.utils import _python_dispatch, _pytree  # noqa: F401
+
+    from brrr import ceilings, timing, traffic  # noqa: F401
+    from brrr.grading import kernels  # noqa: F401
+
+    for kind in KINDS:  # the prediction's reference, computed once before any student code runs
+        _REFERENCE_PREDICTION[kind] = eager_bytes_per_element(kind)
+
+
+_REFERENCE_PREDICTION: dict[str, float] = {}
+
+
+def not_applicable(check: str, device_class: str) -> str:
+    kind, _, what = check.rpartition("_")
+    if what == "traffic":
+        return ("GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
+                f"compiled, so {kind} is graded by time instead: see its bandwidth and speedup checks.")
+    return (f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
+            f"at a time in Python, so its time says nothing about the kernel; {kind}_traffic grades "
+            "what one pass changes instead.")
+
+
+# ---------------------------------------------------------------- prediction
+
+
+def grade_prediction(student) -> str:
+    """``predicted_eager_bytes_per_element()``: a dict with the bytes per element of x that
+    :func:`softmax_unfused` and :func:`layer_norm_unfused` move by :data:`PREDICTION_RULES`."""
+    threshold = thresholds.threshold(LAB, "prediction")
+    reference = {kind: _REFERENCE_PREDICTION.get(kind) or eager_bytes_per_element(kind) for kind in KINDS}
+    value = student.call(timeout_s=60)
+    name = student.name
+    if not isinstance(value, dict) or set(value) != set(KINDS):
+        raise core.fail(f"{name}() must return a dict with the keys 'softmax' and 'layer_norm' (bytes per "
+                        f"element of x for each unfused version); it returned {str(value)[:200]}")
+    wrong = []
+    for kind in KINDS:
+        got = value[kind]
+        if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
+            raise core.fail(f"{name}()['{kind}'] must be a number of bytes per element; it is {str(got)[:80]}")
+        if abs(got - reference[kind]) > threshold.value * reference[kind]:
+            wrong.append(kind)
+    if wrong:
+        lines = []
+        for kind in wrong:
+            table = eager_table(kind)
+            ops = "; ".join(f"{op}: reads {r}, writes {w}" for op, r, w in table)
+            values = sum(r + w for _, r, w in table)
+            lines.append(f"{kind}: you predicted {value[kind]:g} B per element; by the lab's rules the unfused "
+                         f"version moves {reference[kind]:g} ({values} values of x's size × 4 B). Counted op by "
+                         f"op (values of x's size): {ops}.")
+        raise core.fail(f"{name}() predicted the traffic of the unfused versions wrong.\n" + "\n".join(lines)
+                        + "\nThe rules: " + "; ".join(PREDICTION_RULES) + ".")
+    return (f"{name}() predicted {value['softmax']:g} B per element for softmax_unfused and "
+            f"{value['layer_norm']:g} for layer_norm_unfused, as counted from their ops "
+            f"({threshold.describe()})")
+
+
+# ---------------------------------------------------------------- correct
+
+
+def grade_correct(kind: str, student) -> str:
+    spec = SPECS[kind]
+    result = core.check_kernels(student, spec, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
+    cases = "; ".join(str(case) for case in CORRECTNESS_CASES)
+    hard = SOFTMAX_HARD_ROWS if kind == "softmax" else LAYER_NORM_HARD_ROWS
+    return (f"{student.name}'s kernels, run by the grader, match {spec.reference.__name__}() on {cases}, with "
+            f"hard rows planted ({'; '.join(hard)}) and NaN-filled outputs (float32 rtol {core.tolerance(torch.float32)[0]:g}; "
+            f"float16 rtol {core.tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}")
+
+
+# ---------------------------------------------------------------- traffic (CPU)
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return "\n".join("    " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
+
+
+def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
+    """Why ``traffic`` (a :func:`brrr.grading.core.count_traffic` count) is not one pass, or None.
+
+    One pass: x loaded exactly once, out stored exactly once; for layer norm,
+    weight and bias loaded at least once and at most once per program (row block)
+    of the launched grid; nothing else loaded or stored.
+    """
+    case: Rows = traffic["n"]
+    size = traffic["element_size"]
+    need = case.numel * size
+    row_bytes = case.cols * size
+    loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
+    programs = sum(traffic["programs"])
+    params = ("weight", "bias") if kind == "layer_norm" else ()
+    known = ("x", *params, "out")
+    extra = {t for t in (*loaded, *stored) if t not in known and (loaded.get(t) or stored.get(t))}
+    passes = loaded.get("x", 0) / need
+    ok = (loaded.get("x", 0) == need and stored.get("out", 0) == need and not loaded.get("out")
+          and not extra and not any(stored.get(t) for t in ("x", *params))
+          and all(row_bytes <= loaded.get(p, 0) <= programs * row_bytes for p in params))
+    if ok:
+        return None
+    rows = [("tensor", "loaded", "stored")]
+    for tensor in dict.fromkeys([*known, *loaded, *stored]):
+        if tensor not in known and not (loaded.get(tensor) or stored.get(tensor)):
+            continue
+        unit, per = (need, "per element of x") if tensor in ("x", "out") or tensor in extra else (
+            row_bytes, "rows' worth")
+        rows.append((tensor, f"{loaded.get(tensor, 0):,} B = {loaded.get(tensor, 0) / unit:.2f} {per}",
+                     f"{stored.get(tensor, 0):,} B = {stored.get(tensor, 0) / unit:.2f} {per}"))
+    hints = []
+    if stored.get("out", 0) == 0:
+        hints.append(f"No kernel of {name} stored anything into out: the result must be computed and stored by "
+                     "your own @triton.jit kernel.")
+    elif stored.get("out", 0) < need:
+        hints.append(f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is never "
+                     "written. Launch one program per row (or per block of rows) and mask the columns.")
+    elif stored.get("out", 0) > need:
+        hints.append(f"Your kernels stored out {stored['out'] / need:.2f} times per element: store each row once, "
+                     "after the reduction.")
+    if loaded.get("x", 0) == 0:
+        hints.append(f"No kernel of {name} loaded x: the result must be computed from x inside your kernel.")
+    elif passes > 1:
+        hints.append(f"Your kernel read x {passes:.2f} times per element: {_passes(passes)} over memory. Load "
+                     "the row once into registers (a block of next_power_of_2(cols) columns) and compute the "
+                     "reduction and the output from those registers.")
+    elif passes < 1:
+        hints.append(f"Your kernel read only {passes:.2f} of x per element: every element of x must be loaded.")
+    for p in params:
+        got = loaded.get(p, 0)
+        if got > programs * row_bytes:
+            hints.append(f"Your kernel loaded {p} {got / row_bytes:.2f} rows' worth over {programs} programs "
+                         f"({got / row_bytes / programs:.2f} per program): load it once per program (row block), "
+                         "before the loop over its rows, and keep it in registers.")
+        elif got < row_bytes:
+            hints.append(f"Your kernel loaded only {got / row_bytes:.2f} of {p}: load all of it.")
+    if loaded.get("out", 0):
+        hints.append("Your kernel reads out (an atomic counts as a read and a write); it only needs to write it.")
+    if extra:
+        hints.append(f"Your kernels moved bytes through {', '.join(sorted(extra))}: buffers outside x and out are "
+                     "a round trip through global memory. Keep the row statistics in registers.")
+    if len(traffic["kernels"]) > 1:
+        hints.append(f"{name} launched {len(traffic['kernels'])} kernels ({', '.join(traffic['kernels'])}): one "
+                     "kernel that holds a row in registers needs no second one.")
+    weights = (" and weight and bias at most once per program (row block), here "
+               f"{programs} programs" if params else "")
+    return (f"{name} moved the wrong number of bytes for {case}, counted in the Triton interpreter. One pass "
+            f"loads x once ({need:,} B, 1.00 per element) and stores out once ({need:,} B){weights}, and "
+            f"moves nothing else.\n{_table(rows)}\n" + "\n".join(hints)).rstrip()
+
+
+def _passes(passes: float) -> str:
+    whole = round(passes)
+    if abs(passes - whole) < 1e-9:
+        return {2: "two passes", 3: "three passes", 4: "four passes"}.get(whole, f"{whole} passes")
+    return f"{passes:.2f} passes"
+
+
+def measure_traffic(kind: str, student) -> dict:
+    """CPU: the kernels' traffic at :data:`TRAFFIC_ROWS`, counted in the interpreter whatever values they
+    compute (for :func:`traffic_failure`)."""
+    return core.count_traffic(student, SPECS[kind], TRAFFIC_ROWS)
+
+
+def grade_traffic(kind: str, student) -> str:
+    """CPU: the kernels' values must be right, and their traffic, counted in the interpreter, one pass."""
+    from brrr import traffic as traffic_counter
+
+    traffic_counter.check_supported()  # if not, a grader error: not the student's fault
+    result = core.check_kernels(student, SPECS[kind], (TRAFFIC_ROWS,), count_traffic_at=TRAFFIC_ROWS)
+    traffic = result["traffic"]
+    failure = traffic_failure(kind, student.name, traffic)
+    if failure:
+        raise core.fail(failure)
+    numel = TRAFFIC_ROWS.numel
+    moved = sum(traffic["loaded"].values()) + sum(traffic["stored"].values())
+    programs = sum(traffic["programs"])
+    weights = (f" (weight and bias {traffic['loaded']['weight'] + traffic['loaded']['bias']:,} B, over "
+               f"{programs} programs)" if kind == "layer_norm" else "")
+    return (f"{student.name}'s kernel loaded x once and stored out once for {TRAFFIC_ROWS}: {moved:,} B in all"
+            f"{weights}, {moved / numel:.2f} B per element, against {eager_bytes_per_element(kind):g} for "
+            f"{kind}_unfused by the lab's rules; {len(traffic['kernels'])} launch, {programs} programs")
+
+
+# ---------------------------------------------------------------- bandwidth and speedup (GPU)
+
+TIMED_COLS = 4096  # a transformer's hidden size: a row fits one program's registers
+# Bytes per element of the timed working set: two rotated input sets (x, expected, out: 6 float32s), the
+# copy measured on the same n (2), torch's output while it runs (1): 9 float32s, rounded up to 48 B.
+TIMED_BYTES_PER_ELEMENT = 48
+
+
+def timed_rows(total_bytes: int | None = None) -> Rows:
+    """The timed GPU case: :data:`TIMED_COLS` wide, rows enough to be far above the L2 cache."""
+    n = memory_bounded(far_above_cache(4), TIMED_BYTES_PER_ELEMENT, total_bytes=total_bytes)
+    return Rows(max(1, n // TIMED_COLS), TIMED_COLS, planted=False)
+
+
+def _measure(student, kind: str, check: str) -> str:
+    """Time the student's kernels, launched by the grader, on rotated inputs; then check every output."""
+    from brrr import ceilings
+    from brrr.grading import kernels
+    from brrr.timing import bench
+
+    name = student.name
+    spec = SPECS[kind]
+    threshold = thresholds.threshold(LAB, check)
+    case = timed_rows()
+    generator, seed = core.fresh_generator()
+    cases = core.record_cases(student, spec, (case, case), generator)  # two input sets, rotated while timed
+    built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
+    sets = []
+    for recorded in cases:
+        out = torch.full_like(recorded.expected, float("nan"))
+        storages = dict(zip(spec.input_names, recorded.inputs)) | {spec.out_name: out}
+        storages |= kernels.scratch_tensors(recorded.recipe, out.device)
+        sets.append((recorded, out, storages))
+    moved = 2 * case.numel * 4 + (2 * case.cols * 4 if kind == "layer_norm" else 0)
+    torch_op = FUSED_TORCH[kind]
+    torch_name = "torch.softmax" if kind == "softmax" else "F.layer_norm"
+
+    def run_next(rotation=[0]):  # noqa: B006 - a counter shared by the calls of one measurement
+        recorded, _, storages = sets[rotation[0] % len(sets)]
+        rotation[0] += 1
+        kernels.replay(recorded.recipe, built, storages)
+
+    def attempt() -> core.Attempt:
+        copy = ceilings.measure_copy_bandwidth(case.numel)
+        fused = bench(run_next, budget_s=0.3)
+        if fused.median_s < moved / (copy * 1.25):
+            raise core.fail(f"{name}'s kernels took {units.seconds(fused.median_s)} for {case}, less than "
+                            f"the {units.seconds(moved / copy)} that {moved / 1e9:.2f} GB need at the copy bandwidth "
+                            f"measured now ({units.bandwidth(copy)}): impossible for a kernel that does the work.")
+        if check.endswith("bandwidth"):
+            achieved = fused.rate(moved)
+            fraction = achieved / copy
+            return core.Attempt(fraction, fraction >= threshold.value,
+                                units.fraction_of(achieved, copy, "B/s", "copy bandwidth measured now"))
+        eager_sets = [recorded.inputs for recorded, _, _ in sets]
+        counter = [0]
+
+        def eager_next():
+            inputs = eager_sets[counter[0] % len(eager_sets)]
+            counter[0] += 1
+            torch_op(*inputs)
+
+        eager = bench(eager_next, budget_s=0.3)
+        speedup = eager.median_s / fused.median_s
+        return core.Attempt(speedup, speedup >= threshold.value,
+                            f"{speedup:.2f}x: yours {units.seconds(fused.median_s)}, {torch_name} "
+                            f"{units.seconds(eager.median_s)}")
+
+    best, history = core.repeat_until_pass(attempt)
+    for number, (recorded, out, _) in enumerate(sets):  # every timed output, after timing
+        rtol, atol = core.tolerance(recorded.expected.dtype)
+        report = core.diff_report("out", out, recorded.expected, rtol=rtol, atol=atol,
+                                  context=f" on input set {number + 1} of {len(sets)} after timing (seed {seed})")
+        if report:
+            raise core.fail(f"{name}'s kernels did not compute the right result while timed.\n{report}")
+    tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
+    if not best.passed:
+        needed = (f"at least {threshold.value:.0%} of the copy bandwidth" if check.endswith("bandwidth")
+                  else f"at least {threshold.value:g}x the speed of {torch_name}")
+        raise core.fail(f"{name} on {case} ({moved / 1e9:.2f} GB moved per call): {tried}. Needed {needed} "
+                        f"({threshold.why}).")
+    return f"{name} on {case}: {best.detail} (needed {threshold.describe()})"
+
+
+def _timed_check(student, kind: str, check: str) -> str:
+    outcome = isolation.run(_measure, student, kind, check)
+    if not outcome.ok:
+        if outcome.error_type == "AssertionError":
+            raise AssertionError(outcome.error.removeprefix("AssertionError: "))
+        raise core.fail(f"{student.name} could not be timed: {outcome.error}")
+    return outcome.value
+
+
+def grade(check: str, student) -> str:
+    """Run ``check`` against the student's function; a summary, or AssertionError with the reason."""
+    if check == "prediction":
+        return grade_prediction(student)
+    for kind in KINDS:
+        if check.startswith(kind + "_"):
+            what = check.removeprefix(kind + "_")
+            if what == "correct":
+                return grade_correct(kind, student)
+            if what == "traffic":
+                return grade_traffic(kind, student)
+            if what in ("bandwidth", "speedup"):
+                return _timed_check(student, kind, check)
+    raise KeyError(f"{LAB} has no check {check!r}")
+
+
+# ---------------------------------------------------------------- what one pass bought (for the notebook)
+
+
+def eager_traffic(kind: str, rows: int, cols: int) -> float:
+    """Bytes per element of x that the unfused ``kind`` moves on ``rows × cols`` float32, every tensor counted."""
+    inputs = _counting_inputs(kind, rows, cols)
+    total = sum(nbytes for op in count_eager(UNFUSED[kind], *inputs) for _, nbytes in op["reads"] + op["writes"])
+    return total / (rows * cols)
+
+
+def compare_with_eager(softmax_fn, layer_norm_fn) -> dict:
+    """Per kind, the unfused eager version, the fused torch op and the student's kernel. Not graded.
+
+    CPU: bytes per element, the eager ones counted from their ops (every tensor,
+    per-row statistics and weights included) and the student's counted in the
+    interpreter, on :data:`TRAFFIC_ROWS` without hard rows.
+    GPU: seconds per call and achieved bandwidth (2 × 4 B per element: the one
+    pass) on :func:`timed_rows`, with the copy bandwidth measured in this run.
+    """
+    from brrr import traffic
+
+    functions = {"softmax": softmax_fn, "layer_norm": layer_norm_fn}
+    result: dict = {"device": "gpu" if ON_GPU else "cpu", "kinds": {}}
+    if ON_GPU:
+        from brrr import ceilings
+        from brrr.timing import bench
+
+        case = timed_rows()
+        result |= {"rows": case.rows, "cols": case.cols, "copy_bandwidth": ceilings.measure_copy_bandwidth(case.numel)}
+        moved = 2 * case.numel * 4
+        for kind in KINDS:
+            inputs = inputs_for_demo(kind, case.rows, case.cols)
+            out = torch.full_like(inputs[0], float("nan"))
+            fn = functions[kind]
+            times = {"unfused": bench(lambda: UNFUSED[kind](*inputs), budget_s=0.3).median_s,
+                     "torch": bench(lambda: FUSED_TORCH[kind](*inputs), budget_s=0.3).median_s,
+                     "yours": bench(lambda: fn(*inputs, out), budget_s=0.3).median_s}
+            result["kinds"][kind] = {"seconds": times,
+                                     "bandwidth": {k: moved / s for k, s in times.items()},
+                                     "roofline_s": moved / result["copy_bandwidth"]}
+        return result
+    case = Rows(TRAFFIC_ROWS.rows, TRAFFIC_ROWS.cols, planted=False)
+    result |= {"rows": case.rows, "cols": case.cols}
+    for kind in KINDS:
+        inputs = inputs_for_demo(kind, case.rows, case.cols)
+        out = torch.empty_like(inputs[0])
+        names = dict(zip(SPECS[kind].input_names, inputs)) | {"out": out}
+        with traffic.count(names) as seen:
+            functions[kind](*inputs, out)
+        torch_bytes = sum(nbytes for op in count_eager(FUSED_TORCH[kind], *inputs)
+                          for _, nbytes in op["reads"] + op["writes"])
+        result["kinds"][kind] = {"bytes_per_element": {
+            "unfused": eager_traffic(kind, case.rows, case.cols),
+            "torch": torch_bytes / case.numel,
+            "yours": (seen.loaded_bytes + seen.stored_bytes) / case.numel},
+            "launches": len(seen.launches), "minimum": 8.0}
+    return result
+
+
+def plot_comparison(result: dict, *, stamp: str = ""):
+    """Grouped bars for :func:`compare_with_eager`: seconds per call on a GPU, bytes per element on a CPU."""
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=(6.5, 3.5))
+    names = {"unfused": "unfused eager", "torch": "torch (one op)", "yours": "your kernel"}
+    colors = {"unfused": "#999999", "torch": "#ff7f0e", "yours": "#1f77b4"}
+    key = "seconds" if result["device"] == "gpu" else "bytes_per_element"
+    scale = 1e3 if result["device"] == "gpu" else 1.0
+    width = 0.25
+    for i, version in enumerate(names):
+        values = [result["kinds"][kind][key][version] * scale for kind in KINDS]
+        bars = ax.bar([k + (i - 1) * width for k in range(len(KINDS))], values, width, label=names[version],
+                      color=colors[version])
+        ax.bar_label(bars, fmt="%.3g", fontsize=7)
+    if result["device"] == "gpu":
+        for k, kind in enumerate(KINDS):
+            roof = result["kinds"][kind]["roofline_s"] * 1e3
+            ax.hlines(roof, k - 1.5 * width, k + 1.5 * width, colors="#2ca02c", linestyles="dashed",
+                      label="8 B/element at copy bandwidth" if k == 0 else None)
+        ax.set_ylabel(f"ms per call, {result['rows']:,} × {result['cols']:,}")
+        ax.set_title("Time: unfused eager, torch and one pass (measured)")
+    else:
+        ax.axhline(8.0, color="#2ca02c", linestyle="dashed", linewidth=1, label="one read, one write (8 B)")
+        ax.set_ylabel("bytes moved per element of x")
+        ax.set_title(f"Global-memory traffic, {result['rows']} × {result['cols']} float32")
+    ax.set_xticks(range(len(KINDS)), ["softmax", "layer norm"])
+    ax.legend(fontsize=7)
+    if stamp:
+        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
+        ax.figure.subplots_adjust(bottom=0.18)
+    return ax
