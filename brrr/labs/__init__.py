@@ -30,6 +30,7 @@ from types import ModuleType
 LABS: dict[str, str] = {
     "01-roofline": "brrr.labs.roofline",
     "02-fuse-it": "brrr.labs.fuse_it",
+    "04-make-it-fast": "brrr.labs.make_it_fast",
 }
 
 
