@@ -42,8 +42,9 @@ Grading, in the grader process (thresholds from :mod:`brrr.grading.thresholds`):
   two must agree (the definition is right); the trace must hold as many ops as
   the grader's own trace of the given step on that problem (it is a trace of the
   given step); and the fraction must lie within ±0.15 of the grader's own
-  measurements, taken right before and after (it was measured here). A number
-  typed in cannot match both problems: their fractions lie far apart.
+  measurements, taken right before and after (it was measured here). The narrow
+  problem's fraction exceeds the wide one's by more than that tolerance, so the
+  number right for one fails the other.
 
 This module imports nothing the student's process lacks: it imports it for the
 given material.
@@ -323,7 +324,10 @@ def prepare() -> None:
     from brrr import timing, traces  # noqa: F401
     from torch.profiler import profile  # noqa: F401
 
-    given_train(new_problem(NARROW))  # autograd and the kernels warmed up here, not in the first timing
+    # The given step and the profiler warmed up here, in the grader's main thread: the profiler's first start
+    # takes seconds, and Kineto complains when it is first started from another thread (a check's).
+    with tempfile.TemporaryDirectory(prefix="brrr-lab4-") as folder:
+        profile_given(new_problem(NARROW), Path(folder) / "warm-up.json")
 
 
 def not_applicable(check: str, device_class: str) -> str:
@@ -460,7 +464,9 @@ def grade_diagnosis(student) -> str:
         def attempt(shape=shape, label=label) -> core.Attempt:
             problem = new_problem(shape)
             before, ops = profile_given(problem, Path(folder.name) / f"{label}-before.json")
-            reply = student.call(problem, threads=1)
+            # In the notebook's process: the profiler in a forked child of a process that used it already
+            # prints an error of Kineto's to the cell.
+            reply = student.call(problem, threads=1, forked=False)
             after, _ = profile_given(problem, Path(folder.name) / f"{label}-after.json")
             if not (isinstance(reply, list) and len(reply) == 2):
                 raise core.fail(f"{name} returned {str(reply)[:80]!r}; it must return (fraction, trace_path).")
