@@ -32,9 +32,9 @@ Grading, in the grader process (thresholds from :mod:`brrr.grading.thresholds`):
   at least 3x on a CPU and 5x on a GPU. The student's process (and every process
   under it) may spend at most 1.3 CPU-seconds per second of the call
   (:func:`cpu_seconds`, the kernel's own per-process CPU clock): a step that is
-  faster only because it runs on more cores fails. On a CPU it must also spend at
-  least half of each call on the CPU itself, so that handing the work to a
-  process outside its tree and sleeping is caught too.
+  faster only because it runs on more cores fails. (There is no lower bound: across
+  a real connection, on a loaded machine, an honest step's process is on the CPU
+  for only about half of the call's wall time, which includes the round trip.)
 - ``diagnosis``: on two problems the grader draws (a narrow, overhead-bound
   model and a wide one whose ops take real time), ``diagnose`` returns its
   fraction and the path of its trace. The grader reads that trace and computes
@@ -364,7 +364,6 @@ def grade_speedup(student) -> str:
     name = student.name
     threshold = thresholds.threshold(LAB, "speedup")
     cpu_limit = thresholds.threshold(LAB, "speedup.cpu_per_second")
-    cpu_floor = 0.5
     shape = SHAPES[0]
     pid = student_pid(student)
     for _ in range(2):  # warm-up (compilation, graph capture): not timed, not checked
@@ -406,11 +405,6 @@ def grade_speedup(student) -> str:
                 f"process under it; the limit is {cpu_limit.value:g}. The given step runs on one thread and "
                 f"so must yours: more threads or processes are more hardware, not less overhead "
                 f"({cpu_limit.why}).")
-        if not ON_GPU and per_second < cpu_floor:
-            raise core.fail(
-                f"{name}'s process spent only {per_second:.2f} CPU-seconds per second of its timed calls on "
-                f"the CPU ({units.seconds(cpu)} in {units.seconds(wall)}): on a CPU the step's work must run "
-                "in that process, not in another one it waits for.")
         given, fast = statistics.median(given_s), statistics.median(student_s)
         speedup = given / fast
         detail = (f"{speedup:.1f}x: given step {units.seconds(given)}, {name} {units.seconds(fast)} "
