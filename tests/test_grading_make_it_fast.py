@@ -45,6 +45,8 @@ def test_the_given_step_and_the_batched_step_agree_and_a_seed_fixes_the_problem(
     assert losses == again[0] and all(torch.equal(a, b) for a, b in zip(params, again[1]))
     reply = local_student(load_module(LAB, "correct").fast_train, lab.WIRE_TYPES, forked=False).call(problem)
     assert lab.result_failure("fast_train", reply, (losses, params), problem) is None
+    as_scalars = [[torch.tensor(v) for v in reply[0].tolist()], reply[1]]  # losses as one-element tensors
+    assert lab.result_failure("fast_train", as_scalars, (losses, params), problem) is None
     other = lab.given_train(lab.new_problem(lab.SHAPES[1], seed=4))
     assert "loss at step 1" in lab.result_failure("fast_train", reply, other, problem)
 

@@ -279,6 +279,9 @@ def result_failure(name: str, reply, expected: tuple[list[float], list[torch.Ten
     losses, params = reply
     if isinstance(losses, torch.Tensor):
         losses = losses.reshape(-1).tolist()
+    if isinstance(losses, list):  # a list of one-element tensors is a list of numbers too
+        losses = [v.reshape(-1).tolist()[0] if isinstance(v, torch.Tensor) and v.numel() == 1 else v
+                  for v in losses]
     if not (isinstance(losses, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                             for v in losses)):
         return f"{name}'s losses are {str(losses)[:80]!r}: return one number per step (a list or a tensor){where}."
