@@ -28,6 +28,8 @@ class Threshold:
 
     - ``"relative"``: a measured value must lie within ±value (a fraction) of the reference.
     - ``"at_least"``: a measured ratio or fraction must be at least value.
+    - ``"at_most"``: a measured ratio must be at most value.
+    - ``"absolute"``: a measured fraction must lie within ±value (absolute) of the reference.
     - ``"exact"``: counts must match exactly (value is unused, 0).
     - ``"dtype"``: outputs must match within the tolerance of their dtype
       (``brrr.grading.TOLERANCES``; value is unused, 0).
@@ -42,6 +44,10 @@ class Threshold:
             return f"within ±{self.value:.0%}" if self.value >= 0.01 else f"within a relative {self.value:g}"
         if self.kind == "at_least":
             return f"at least {self.value:g}"
+        if self.kind == "at_most":
+            return f"at most {self.value:g}"
+        if self.kind == "absolute":
+            return f"within ±{self.value:g}"
         if self.kind == "dtype":
             return "within the tolerance of the dtype"
         return "exactly"
@@ -117,6 +123,40 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         "least as fast; three timed attempts absorb the noise"),
     ("03-one-pass", "layer_norm_speedup", "gpu"): Threshold(
         1.0, "at_least", "as for softmax, against F.layer_norm's fused kernel"),
+    # ---------------------------------------------------------------- lab 4: make this step fast
+    ("04-make-it-fast", "same_result", "any"): Threshold(
+        1e-4, "relative",
+        "float32: batching the per-sample loop sums the gradients in another order, which moves the "
+        "parameters by about 1e-6 relative after a few steps; a different model, update or batch moves "
+        "them by orders of magnitude more"),
+    ("04-make-it-fast", "speedup", "cpu"): Threshold(
+        3.0, "at_least",
+        "CPU, one thread: batching the samples removes most of the per-op dispatch and autograd "
+        "overhead; the reference solution runs well over 10x faster here, so 3x leaves a wide margin "
+        "for a machine others share"),
+    ("04-make-it-fast", "speedup", "gpu"): Threshold(
+        5.0, "at_least",
+        "GPU: the given step is launch-bound; batching alone gains more than the batch size, and a CUDA "
+        "graph or torch.compile(mode='reduce-overhead') removes the remaining launches"),
+    ("04-make-it-fast", "speedup.cpu_per_second", "any"): Threshold(
+        1.3, "at_most",
+        "the step runs on one thread like the given one: a process using more than 1.3 CPU-seconds per "
+        "second of wall time is using more cores; 0.3 covers the notebook's own idle threads and the "
+        "clock readings"),
+    ("04-make-it-fast", "diagnosis", "any"): Threshold(
+        0.15, "absolute",
+        "the share of the profiled step with no op running moves by several hundredths between runs on "
+        "a shared machine, and by more under load; the band is taken around the grader's profiles right "
+        "before and after the student's. The narrow problem's share exceeds the wide one's by more than "
+        "0.15 (about 0.3 to 0.5 against 0.02 to 0.1 on a CPU), so the number right for one fails the other"),
+    ("04-make-it-fast", "diagnosis.definition", "any"): Threshold(
+        0.01, "absolute",
+        "the fraction computed from the student's own trace by the lab's definition: only rounding may "
+        "differ"),
+    ("04-make-it-fast", "diagnosis.op_count", "any"): Threshold(
+        0.25, "relative",
+        "one profiled call of the given step records the same ops every time; 25% leaves room for a "
+        "different torch version and catches a trace of another step, another problem or two calls"),
 }
 
 

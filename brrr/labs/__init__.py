@@ -31,6 +31,7 @@ LABS: dict[str, str] = {
     "01-roofline": "brrr.labs.roofline",
     "02-fuse-it": "brrr.labs.fuse_it",
     "03-one-pass": "brrr.labs.one_pass",
+    "04-make-it-fast": "brrr.labs.make_it_fast",
 }
 
 

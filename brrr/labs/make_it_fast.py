@@ -1,0 +1,544 @@
+"""Lab 4, "make this step fast": a training loop full of overhead, and the checks that grade a faster one.
+
+The task: :func:`given_train` runs a few SGD steps of a small MLP the way real
+code often is. It carries the overheads of the overhead chapter
+(``chapters/overhead.md``, notebooks 30-33):
+
+- a Python loop over the samples of each batch, each with its own forward and
+  its own ``autograd.grad``: a few dozen tiny ops per sample instead of per batch;
+- a host sync every step (``.item()`` in a logging line);
+- tensors created anew every step (the gradient accumulators, the learning rate);
+- tiny ops that could be one (the update is four elementwise ops per parameter);
+- on a GPU, all of it is kernel launches that a CUDA graph could replay.
+
+Students write ``fast_train(problem)``, which must return the same losses and
+parameters, faster. ``problem`` is a :class:`Problem` (a seed and a
+:class:`Shape`); both sides build the model and the batches from it with
+:func:`make_problem`. Students also write ``diagnose(problem)``, which profiles
+the given step and returns the share of its time spent outside any op (on a
+CPU) or with the GPU idle (on a GPU), computed with :mod:`brrr.traces`.
+
+Grading, in the grader process (thresholds from :mod:`brrr.grading.thresholds`):
+
+- ``same_result``: at every shape of :data:`SHAPES`, on a fresh seed, the
+  student's losses and parameters match the grader's own run of
+  :func:`given_train` (its copy, imported before any student code ran).
+- ``speedup``: the grader times its own copy of the given step in its own
+  process (one thread) and the student's step over the connection
+  (``threads=1``, in the notebook's process, by the grader's clock: the message
+  round trip only ever counts against the student). Every timed call, on both
+  sides, gets a fresh seed, so nothing can be precomputed or cached, and every
+  timed result is checked against the grader's. Speedup = median over median,
+  at least 3x on a CPU and 5x on a GPU. The student's process (and every process
+  under it) may spend at most 1.3 CPU-seconds per second of the call
+  (:func:`cpu_seconds`, the kernel's own per-process CPU clock): a step that is
+  faster only because it runs on more cores fails. (There is no lower bound: across
+  a real connection, on a loaded machine, an honest step's process is on the CPU
+  for only about half of the call's wall time, which includes the round trip.)
+- ``diagnosis``: on two problems the grader draws (a narrow, overhead-bound
+  model and a wide one whose ops take real time), ``diagnose`` returns its
+  fraction and the path of its trace. The grader reads that trace and computes
+  the fraction from it by the lab's definition (:func:`overhead_fraction`): the
+  two must agree (the definition is right); the trace must hold as many ops as
+  the grader's own trace of the given step on that problem (it is a trace of the
+  given step); and the fraction must lie within ±0.15 of the grader's own
+  measurements, taken right before and after (it was measured here). The narrow
+  problem's fraction exceeds the wide one's by more than that tolerance, so the
+  number right for one fails the other.
+
+This module imports nothing the student's process lacks: it imports it for the
+given material.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import socket
+import statistics
+import struct
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from brrr import units
+from brrr.device import DEVICE, ON_GPU, per_device, synchronize
+from brrr.grading import core, thresholds
+
+LAB = "04-make-it-fast"
+CHECKS = {"cpu": ("same_result", "speedup", "diagnosis"), "gpu": ("same_result", "speedup", "diagnosis")}
+ALL_CHECKS = CHECKS["cpu"]
+HIDDEN_MODULES: tuple[str, ...] = ()  # the given step is given: the grader runs its own copy
+
+LEARNING_RATE = 0.05
+WEIGHT_DECAY = 0.01  # large enough that skipping it moves the parameters far past the tolerance
+
+
+@dataclass(frozen=True)
+class Shape:
+    """An MLP of ``depth`` square ``width``-wide layers, trained ``steps`` SGD steps on batches of ``batch``."""
+
+    batch: int
+    width: int
+    depth: int
+    steps: int
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One training run: the model, the batches and their values all follow from ``seed`` and ``shape``."""
+
+    seed: int
+    shape: Shape
+
+
+WIRE_TYPES = {"Problem": Problem, "Shape": Shape}
+
+# The shapes the grader trains at (it picks a fresh seed for every call). Tens of ms for the given step.
+SHAPES: tuple[Shape, ...] = (Shape(batch=16, width=64, depth=3, steps=6),
+                             Shape(batch=12, width=96, depth=2, steps=6),
+                             Shape(batch=20, width=48, depth=4, steps=4))
+# The diagnosis profiles the given step on two problems: a narrow model, all overhead, and a wide one
+# whose per-sample ops take long enough that the gaps between them are a small share of the time.
+NARROW = Shape(batch=8, width=64, depth=3, steps=2)
+WIDE = per_device(cpu=Shape(batch=2, width=2048, depth=2, steps=1), gpu=Shape(batch=4, width=4096, depth=2, steps=1))
+TIMED_CALLS = 9  # per side and attempt of the speedup check
+TRACE_MAX_BYTES = 64 << 20
+
+
+def new_problem(shape: Shape = SHAPES[0], seed: int | None = None) -> Problem:
+    """A problem at ``shape``, with a fresh random seed unless one is given."""
+    return Problem(secrets.randbits(62) if seed is None else seed, shape)
+
+
+def make_problem(problem: Problem) -> tuple[list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
+    """The parameters ``[W1, b1, W2, b2, ...]`` (``W`` is out × in) and the ``steps`` batches ``(x, y)``.
+
+    Drawn on the CPU from ``problem.seed`` (the same numbers on every machine),
+    then moved to the device.
+    """
+    shape = problem.shape
+    generator = torch.Generator().manual_seed(problem.seed)
+    params = []
+    for _ in range(shape.depth):
+        params.append(torch.randn(shape.width, shape.width, generator=generator) / math.sqrt(shape.width))
+        params.append(torch.randn(shape.width, generator=generator) * 0.1)
+    batches = [(torch.randn(shape.batch, shape.width, generator=generator),
+                torch.randn(shape.batch, shape.width, generator=generator)) for _ in range(shape.steps)]
+    params = [p.to(DEVICE) for p in params]
+    batches = [(x.to(DEVICE), y.to(DEVICE)) for x, y in batches]
+    return params, batches
+
+
+def forward(params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """The MLP: ``h = h @ W.T + b`` for each layer, with a ReLU between layers (none after the last)."""
+    h = x
+    for i in range(0, len(params), 2):
+        h = h @ params[i].T + params[i + 1]
+        if i < len(params) - 2:
+            h = torch.relu(h)
+    return h
+
+
+def given_train(problem: Problem) -> tuple[list[float], list[torch.Tensor]]:
+    """``steps`` SGD steps (MSE loss, weight decay): the losses, and the parameters after the last step."""
+    params, batches = make_problem(problem)
+    for p in params:
+        p.requires_grad_(True)
+    losses, log = [], []
+    for x, y in batches:
+        grads = [torch.zeros_like(p) for p in params]  # new tensors every step
+        total = torch.zeros((), device=x.device)
+        for i in range(x.shape[0]):  # one sample at a time
+            out = forward(params, x[i:i + 1])
+            loss = F.mse_loss(out, y[i:i + 1])
+            for g, d in zip(grads, torch.autograd.grad(loss, params)):
+                g += d
+            total += loss.detach()
+        loss = total / x.shape[0]
+        log.append(f"loss {loss.item():.5f}")  # a host sync every step
+        losses.append(loss.item())
+        with torch.no_grad():
+            lr = torch.tensor(LEARNING_RATE, device=x.device)  # another new tensor
+            for p, g in zip(params, grads):  # four tiny ops per parameter
+                g = g / x.shape[0]
+                g = g + WEIGHT_DECAY * p
+                p -= lr * g
+    return losses, [p.detach() for p in params]
+
+
+def overhead_fraction(trace, label: str = "step") -> float:
+    """The lab's definition: the share of the profiled steps' time (the ``label`` annotations) with no
+    CPU op running (CPU trace), or with no kernel running on the device (GPU trace)."""
+    from brrr import traces
+
+    window = trace.annotation_span(label) if trace.annotation_spans(label) else trace.window
+    if trace.has_device:
+        return traces.device_idle_fraction(trace, window)
+    return traces.idle_fraction(trace.cpu_ops, window)
+
+
+def profile_given(problem: Problem, path) -> tuple[float, int]:
+    """The grader's own measurement: one profiled run of :func:`given_train` after a warm-up; the fraction
+    and the number of CPU ops in the trace."""
+    from brrr import traces
+    from brrr.timing import torch_threads
+
+    with torch_threads(1):
+        given_train(problem)
+        trace = traces.record(lambda: given_train(problem), 1, path)
+    return overhead_fraction(trace), len(trace.cpu_ops)
+
+
+# ---------------------------------------------------------------- the student's process, seen from here
+
+
+def student_pid(student) -> int:
+    """The pid of the process that answers ``student``'s calls: the peer of its Unix socket, or this
+    process for a student served in-process (:func:`brrr.grading.client.local_student`)."""
+    channel = getattr(student, "channel", None)
+    if channel is None:
+        return os.getpid()
+    creds = channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[0]
+
+
+def _process_cpu_clock(pid: int) -> float:
+    """Seconds of CPU the process ``pid`` has used, all its threads (ended ones too), to the nanosecond:
+    the kernel's per-process CPU clock (``clock_getcpuclockid``: ``~pid << 3 | CPUCLOCK_SCHED``)."""
+    return time.clock_gettime((~pid << 3) | 2)
+
+
+def _children_ticks(pid: int) -> float:
+    """CPU seconds of ``pid``'s children that have ended and been waited for (``cutime + cstime``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def _descendants(pid: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int(Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process under it now (a scan of ``/proc``, a few ms: done once per attempt)."""
+    return [pid, *_descendants(pid)]
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """CPU seconds used so far by each process of ``pids`` (a few system calls), and, keyed ``-pid``, by
+    the first one's children that ended and were waited for. Compare two readings with :func:`cpu_used`."""
+    reading = {}
+    for each in pids:
+        try:
+            reading[each] = _process_cpu_clock(each)
+        except OSError:  # ended meanwhile
+            continue
+    try:
+        reading[-pids[0]] = _children_ticks(pids[0])
+    except OSError:
+        pass
+    return reading
+
+
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds between two :func:`cpu_seconds` readings; a process born in between counts from zero."""
+    return sum(max(0.0, value - before.get(pid, 0.0)) for pid, value in after.items())
+
+
+# ---------------------------------------------------------------- checking a result
+
+
+def result_failure(name: str, reply, expected: tuple[list[float], list[torch.Tensor]], problem: Problem,
+                   context: str = "") -> str | None:
+    """Why ``reply`` (decoded from the student) is not ``expected``, or None."""
+    threshold = thresholds.threshold(LAB, "same_result")
+    rtol = threshold.value
+    where = f" (seed {problem.seed}, {_describe(problem.shape)}{context})"
+    want_losses, want_params = expected
+    if not (isinstance(reply, list) and len(reply) == 2):
+        return f"{name} returned {str(reply)[:80]!r}; it must return (losses, params){where}."
+    losses, params = reply
+    if isinstance(losses, torch.Tensor):
+        losses = losses.reshape(-1).tolist()
+    if isinstance(losses, list):  # a list of one-element tensors is a list of numbers too
+        losses = [v.reshape(-1).tolist()[0] if isinstance(v, torch.Tensor) and v.numel() == 1 else v
+                  for v in losses]
+    if not (isinstance(losses, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                            for v in losses)):
+        return f"{name}'s losses are {str(losses)[:80]!r}: return one number per step (a list or a tensor){where}."
+    if len(losses) != len(want_losses):
+        return f"{name} returned {len(losses)} losses for {len(want_losses)} steps{where}."
+    bad = [(k, got, want) for k, (got, want) in enumerate(zip(losses, want_losses))
+           if not abs(got - want) <= rtol * abs(want) + 1e-7]
+    if bad:
+        k, got, want = bad[0]
+        return (f"{name}'s loss at step {k + 1} is {got:.7g}; the given step's is {want:.7g}{where}. "
+                f"{len(bad)} of {len(want_losses)} losses differ by more than a relative {rtol:g}. It must "
+                "train the same model on every sample of every batch, with the same update.")
+    if not (isinstance(params, list) and len(params) == len(want_params)
+            and all(isinstance(p, torch.Tensor) for p in params)):
+        return (f"{name}'s parameters must be a list of {len(want_params)} tensors [W1, b1, W2, b2, ...] "
+                f"in the given order{where}.")
+    for index, (got, want) in enumerate(zip(params, want_params)):
+        label = f"{'W' if index % 2 == 0 else 'b'}{index // 2 + 1}"
+        if got.dtype != want.dtype:
+            return (f"{name}'s {label} is {got.dtype}, the model's is {want.dtype}{where}: the model is float32 "
+                    "and must stay so.")
+        atol = rtol * float(want.abs().max()) + 1e-7
+        report = core.diff_report(label, got.to(want.device), want, rtol=rtol, atol=atol, context=where)
+        if report:
+            return f"{name} does not give the given step's parameters after the last step.\n{report}"
+    return None
+
+
+def _describe(shape: Shape) -> str:
+    return f"batch {shape.batch}, width {shape.width}, depth {shape.depth}, {shape.steps} steps"
+
+
+def _expected(problem: Problem) -> tuple[list[float], list[torch.Tensor]]:
+    from brrr.timing import torch_threads
+
+    with torch_threads(1):
+        losses, params = given_train(problem)
+    return losses, [p.to("cpu") for p in params]
+
+
+def prepare() -> None:
+    """Import what the checks use now, in the grader process, before any student code runs."""
+    from brrr import timing, traces  # noqa: F401
+    from torch.profiler import profile  # noqa: F401
+
+    # The given step and the profiler warmed up here, in the grader's main thread: the profiler's first start
+    # takes seconds, and Kineto complains when it is first started from another thread (a check's).
+    with tempfile.TemporaryDirectory(prefix="brrr-lab4-") as folder:
+        profile_given(new_problem(NARROW), Path(folder) / "warm-up.json")
+
+
+def not_applicable(check: str, device_class: str) -> str:
+    return f"{check} is graded on every device"
+
+
+# ---------------------------------------------------------------- same_result
+
+
+def grade_same_result(student) -> str:
+    """At every shape of :data:`SHAPES`, fresh seed: the student's losses and parameters are the given step's."""
+    name = student.name
+    for shape in SHAPES:
+        problem = new_problem(shape)
+        reply = student.call(problem, threads=1)
+        failure = result_failure(name, reply, _expected(problem), problem)
+        if failure:
+            raise core.fail(failure)
+    rtol = thresholds.threshold(LAB, "same_result").value
+    return (f"{name} gives the given step's losses and parameters (relative {rtol:g}) at "
+            + "; ".join(_describe(s) for s in SHAPES) + ", each on a fresh seed")
+
+
+# ---------------------------------------------------------------- speedup
+
+# The last speedup check's measurements in this process (for brrr.benchmarks.make_it_fast).
+last_speedup: dict = {}
+
+
+def grade_speedup(student) -> str:
+    """The grader's clock: its own copy of the given step against the student's, fresh seeds, one thread."""
+    from brrr.timing import no_gc_pauses, torch_threads
+
+    name = student.name
+    threshold = thresholds.threshold(LAB, "speedup")
+    cpu_limit = thresholds.threshold(LAB, "speedup.cpu_per_second")
+    shape = SHAPES[0]
+    pid = student_pid(student)
+    for _ in range(2):  # warm-up (compilation, graph capture): not timed, not checked
+        student.call(new_problem(shape), threads=1, forked=False)
+    given_train(new_problem(shape))
+
+    def attempt() -> core.Attempt:
+        given_s, student_s, replies = [], [], []
+        cpu = wall = 0.0
+        tree = process_tree(pid)
+        with torch_threads(1), no_gc_pauses():
+            for _ in range(TIMED_CALLS):
+                problem = new_problem(shape)
+                start = time.perf_counter()
+                losses, params = given_train(problem)
+                synchronize()
+                given_s.append(time.perf_counter() - start)
+                before = cpu_seconds(tree)
+                start = time.perf_counter()
+                reply = student.call(problem, threads=1, forked=False)
+                elapsed = time.perf_counter() - start
+                cpu += cpu_used(before, cpu_seconds(tree))
+                wall += elapsed
+                student_s.append(elapsed)
+                replies.append((problem, reply, (losses, [p.to("cpu") for p in params])))
+        born = [each for each in process_tree(pid) if each not in tree]
+        cpu += cpu_used({}, {each: value for each, value in cpu_seconds([pid, *born]).items()
+                             if each not in (pid, -pid)})  # all of their CPU time
+        for number, (problem, reply, expected) in enumerate(replies):  # every timed result
+            failure = result_failure(name, reply, expected, problem,
+                                     context=f"; timed call {number + 1} of {TIMED_CALLS}")
+            if failure:
+                raise core.fail(f"{name} did not compute the given step's result while timed:\n{failure}")
+        per_second = cpu / wall
+        if per_second > cpu_limit.value:
+            raise core.fail(
+                f"{name}'s process used {per_second:.2f} CPU-seconds per second of its timed calls "
+                f"({units.seconds(cpu)} of CPU in {units.seconds(wall)}), counting every thread and every "
+                f"process under it; the limit is {cpu_limit.value:g}. The given step runs on one thread and "
+                f"so must yours: more threads or processes are more hardware, not less overhead "
+                f"({cpu_limit.why}).")
+        given, fast = statistics.median(given_s), statistics.median(student_s)
+        speedup = given / fast
+        detail = (f"{speedup:.1f}x: given step {units.seconds(given)}, {name} {units.seconds(fast)} "
+                  f"(medians of {TIMED_CALLS} calls each, {per_second:.2f} CPU-s/s)")
+        return core.Attempt(speedup, speedup >= threshold.value, detail)
+
+    best, history = core.repeat_until_pass(attempt)
+    last_speedup.update(best=best.value, attempts=[a.value for a in history], passed=best.passed)
+    where = "one thread" if not ON_GPU else "on the GPU"
+    if not best.passed:
+        tried = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
+        raise core.fail(f"{name} is not {threshold.describe()}x faster than the given step at "
+                        f"{_describe(shape)}, {where}, fresh seeds every call:\n{tried}\n({threshold.why}.)")
+    return (f"{best.detail}; needed {threshold.describe()}x, {where}, every timed result checked "
+            f"(attempt {len(history)})")
+
+
+# ---------------------------------------------------------------- diagnosis
+
+
+def _read_student_trace(name: str, path) -> object:
+    from brrr import traces
+
+    if not isinstance(path, str) or not path:
+        raise core.fail(f"{name} returned {str(path)[:80]!r} as its trace's path; return (fraction, path).")
+    trace_path = Path(path)
+    try:
+        size = trace_path.stat().st_size
+    except OSError as error:
+        raise core.fail(f"{name}'s trace {path!r} cannot be read here: {error}") from None
+    if not trace_path.is_file() or size > TRACE_MAX_BYTES:
+        raise core.fail(f"{name}'s trace {path!r} is not a trace file of at most {TRACE_MAX_BYTES >> 20} MiB.")
+    try:
+        return traces.load(trace_path)
+    except Exception as error:  # noqa: BLE001 - any unreadable file is the student's answer, not a grader bug
+        raise core.fail(f"{name}'s trace {path!r} is not a Chrome trace that brrr.traces reads: "
+                        f"{type(error).__name__}: {error}") from None
+
+
+def grade_diagnosis(student) -> str:
+    """``diagnose(problem) -> (fraction, trace_path)`` on a narrow and a wide problem, against the grader's
+    own profile of the given step."""
+    name = student.name
+    tolerance = thresholds.threshold(LAB, "diagnosis").value
+    definition = thresholds.threshold(LAB, "diagnosis.definition").value
+    op_count = thresholds.threshold(LAB, "diagnosis.op_count").value
+    what = "the GPU idle" if ON_GPU else "no CPU op running"
+    folder = tempfile.TemporaryDirectory(prefix="brrr-lab4-")
+    summaries = []
+    for label, shape in (("narrow", NARROW), ("wide", WIDE)):
+        def attempt(shape=shape, label=label) -> core.Attempt:
+            problem = new_problem(shape)
+            before, ops = profile_given(problem, Path(folder.name) / f"{label}-before.json")
+            # In the notebook's process: the profiler in a forked child of a process that used it already
+            # prints an error of Kineto's to the cell.
+            reply = student.call(problem, threads=1, forked=False)
+            after, _ = profile_given(problem, Path(folder.name) / f"{label}-after.json")
+            if not (isinstance(reply, list) and len(reply) == 2):
+                raise core.fail(f"{name} returned {str(reply)[:80]!r}; it must return (fraction, trace_path).")
+            fraction, path = reply
+            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+                raise core.fail(f"{name} returned {str(fraction)[:40]!r} as the fraction; it is a number from 0 to 1.")
+            trace = _read_student_trace(name, path)
+            theirs = overhead_fraction(trace)
+            if abs(theirs - fraction) > definition:
+                raise core.fail(
+                    f"{name} returned {fraction:.3f} for the {label} problem ({_describe(shape)}), but the trace it "
+                    f"recorded ({path}) gives {theirs:.3f} by the lab's definition: the share of the profiled "
+                    f"steps (their record_function spans) with {what}. Compute it with brrr.traces from the "
+                    "trace you recorded.")
+            if not abs(len(trace.cpu_ops) - ops) <= op_count * ops:
+                raise core.fail(
+                    f"{name}'s trace for the {label} problem holds {len(trace.cpu_ops):,} CPU ops; one run of the "
+                    f"given step on that problem holds {ops:,}. Profile exactly one call of given_train(problem) "
+                    "on the problem you are given (warm it up first, outside the profile).")
+            low, high = min(before, after) - tolerance, max(before, after) + tolerance
+            passed = low <= fraction <= high
+            return core.Attempt(-abs(fraction - (before + after) / 2), passed,
+                                f"{label} ({_describe(shape)}): yours {fraction:.3f}, the grader's {before:.3f} "
+                                f"and {after:.3f} before and after, so {max(low, 0):.3f} to {min(high, 1):.3f} "
+                                "passes")
+
+        best, history = core.repeat_until_pass(attempt)
+        if not best.passed:
+            tried = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
+            raise core.fail(f"{name}'s share of time with {what} in the given step is not within "
+                            f"±{tolerance:g} of the grader's measurement:\n{tried}\n"
+                            f"({thresholds.threshold(LAB, 'diagnosis').why}.)")
+        summaries.append(best.detail)
+    folder.cleanup()
+    return "; ".join(summaries) + f" (the share of the step with {what}, within ±{tolerance:g})"
+
+
+GRADERS = {"same_result": grade_same_result, "speedup": grade_speedup, "diagnosis": grade_diagnosis}
+
+
+def grade(check: str, student) -> str:
+    """Run ``check`` against the student's function; a summary, or AssertionError with the reason."""
+    return GRADERS[check](student)
+
+
+# ---------------------------------------------------------------- for the notebook, not graded
+
+
+def compare(fast_train, shape: Shape = SHAPES[0], *, budget_s: float = 0.3) -> dict:
+    """The given step beside ``fast_train``, one thread, fresh seeds every call; medians. Not graded."""
+    from brrr.timing import bench
+
+    def rotating(fn):
+        def call():
+            fn(new_problem(shape))
+            synchronize()
+        return call
+
+    given = bench(rotating(given_train), threads=1, budget_s=budget_s, warmup=1, min_runs=5, flush_l2=False)
+    fast = bench(rotating(fast_train), threads=1, budget_s=budget_s, warmup=2, min_runs=5, flush_l2=False)
+    return {"device": DEVICE.type, "shape": shape, "given": given, "fast": fast,
+            "speedup": given.median_s / fast.median_s}
+
+
+def plot_comparison(result: dict, *, stamp: str = ""):
+    """Bars of :func:`compare`: ms per training run, the given step against yours."""
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=(6, 3.2))
+    values = [result["given"].median_s * 1e3, result["fast"].median_s * 1e3]
+    bars = ax.bar(["given step", "your step"], values, color=["#999999", "#1f77b4"])
+    ax.bar_label(bars, fmt="%.3g ms", fontsize=8)
+    ax.set_ylabel(f"ms per {result['shape'].steps}-step run (median)")
+    ax.set_title(f"{result['speedup']:.1f}x faster, {result['device']}, one thread")
+    if stamp:
+        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
+        ax.figure.subplots_adjust(bottom=0.18)
+    return ax
