@@ -88,7 +88,7 @@ def book_build(tmp_path_factory) -> BookBuild:
 # The slowest files after the book (minutes together), longest first: pytest-xdist hands out files in
 # collection order, so these start while the book builds and no long file is left for the end. Each
 # worker is given two files up front: the third in this order (a quick one) goes to the book's worker.
-SLOW_FILES = ("test_gradebook_hostile.py", "test_units.py", "test_gradebook.py", "test_gradebook_tampering.py", "test_labs.py",
+SLOW_FILES = ("test_gradebook_hostile.py", "test_units.py", "test_gradebook.py", "test_gradebook_tampering.py", "test_labs.py", "test_grading_one_pass.py",
               "test_fusion_benchmark.py", "test_fusion_rematerialization.py", "test_grading_fixtures.py",
               "test_ceilings.py", "test_allocator.py", "test_fusion_repeat_sweep.py", "test_overhead.py",
               "test_package.py", "test_gradebook_setup.py")
