@@ -115,7 +115,7 @@ def test_the_traffic_rule_passes_one_pass_whatever_its_values(name):
 
 @pytest.mark.skipif(not ON_GPU, reason="timing checks run on a GPU")
 def test_gpu_timing_rejects_the_unfused_submission():
-    with pytest.raises(AssertionError, match="Needed at least 2x faster than the eager chain"):
+    with pytest.raises(AssertionError, match="Needed at least 2x the speed of the eager chain"):
         fuse_it.grade("speedup", student("unfused"))
 
 

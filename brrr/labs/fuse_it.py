@@ -36,9 +36,8 @@ from __future__ import annotations
 
 import torch
 
-from brrr import units
-from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, far_above_cache, memory_bounded, per_device
-from brrr.grading import core, isolation, thresholds
+from brrr.device import DEVICE, ON_GPU, far_above_cache, memory_bounded, per_device
+from brrr.grading import core
 
 LAB = "02-fuse-it"
 CHECKS = {"cpu": ("correct", "traffic"), "gpu": ("correct", "bandwidth", "speedup")}
@@ -116,7 +115,7 @@ def prepare() -> None:
     import triton.language  # noqa: F401
 
     from brrr import ceilings, timing, traffic  # noqa: F401
-    from brrr.grading import kernels  # noqa: F401
+    from brrr.grading import kernels, timed  # noqa: F401
 
 
 def not_applicable(check: str, device_class: str) -> str:
@@ -219,80 +218,13 @@ def grade_traffic(student) -> str:
 # ---------------------------------------------------------------- bandwidth and speedup (GPU)
 
 
-def _measure(student, check: str) -> str:
-    """Time the student's kernels, launched by the grader, on rotated inputs; then check every output."""
-    from brrr import ceilings
-    from brrr.grading import kernels
-    from brrr.timing import bench
-
-    name = student.name
-    threshold = thresholds.threshold(LAB, check)
-    n = timed_n()
-    generator, seed = core.fresh_generator()
-    cases = core.record_cases(student, SPEC, (n, n), generator)  # two input sets, rotated while timed
-    built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
-    sets = []
-    for case in cases:
-        out = torch.full_like(case.expected, float("nan"))
-        storages = dict(zip(SPEC.input_names, case.inputs)) | {SPEC.out_name: out}
-        storages |= kernels.scratch_tensors(case.recipe, out.device)
-        sets.append((case, out, storages))
-    moved = FUSED_ELEMENTS_MOVED * n * 4
-
-    def run_next(rotation=[0]):  # noqa: B006 - a counter shared by the calls of one measurement
-        case, _, storages = sets[rotation[0] % len(sets)]
-        rotation[0] += 1
-        kernels.replay(case.recipe, built, storages)
-
-    def attempt() -> core.Attempt:
-        copy = ceilings.measure_copy_bandwidth(n)
-        fused = bench(run_next, budget_s=0.3)
-        if fused.median_s < moved / (copy * 1.25):
-            raise core.fail(f"{name}'s kernels took {units.seconds(fused.median_s)} for n = {n:,}, less than "
-                            f"the {units.seconds(moved / copy)} that {moved / 1e9:.2f} GB need at the copy bandwidth "
-                            f"measured now ({units.bandwidth(copy)}): impossible for a kernel that does the work.")
-        if check == "bandwidth":
-            achieved = fused.rate(moved)
-            fraction = achieved / copy
-            return core.Attempt(fraction, fraction >= threshold.value,
-                                units.fraction_of(achieved, copy, "B/s", "copy bandwidth measured now"))
-        eager_sets = [case.inputs for case, _, _ in sets]
-        counter = [0]
-
-        def eager_next():
-            x, y = eager_sets[counter[0] % len(eager_sets)]
-            counter[0] += 1
-            chain(x, y)
-
-        eager = bench(eager_next, budget_s=0.3)
-        speedup = eager.median_s / fused.median_s
-        return core.Attempt(speedup, speedup >= threshold.value,
-                            f"{speedup:.2f}x: fused {units.seconds(fused.median_s)}, eager chain "
-                            f"{units.seconds(eager.median_s)}")
-
-    best, history = core.repeat_until_pass(attempt)
-    rtol, atol = core.tolerance(torch.float32)
-    for number, (case, out, _) in enumerate(sets):  # every timed output, after timing
-        report = core.diff_report("out", out, case.expected, rtol=rtol, atol=atol,
-                                  context=f" on input set {number + 1} of {len(sets)} after timing (seed {seed})")
-        if report:
-            raise core.fail(f"{name}'s kernels did not compute the right result while timed.\n{report}")
-    tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
-    if not best.passed:
-        needed = (f"at least {threshold.value:.0%} of the copy bandwidth" if check == "bandwidth"
-                  else f"at least {threshold.value:g}x faster than the eager chain")
-        raise core.fail(f"{name} on n = {n:,} float32 elements ({moved / 1e9:.2f} GB moved per call): "
-                        f"{tried}. Needed {needed} ({threshold.why}).")
-    return f"{name} on n = {n:,}: {best.detail} (needed {threshold.describe()})"
-
-
 def _timed_check(student, check: str) -> str:
-    outcome = isolation.run(_measure, student, check)
-    if not outcome.ok:
-        if outcome.error_type == "AssertionError":
-            raise AssertionError(outcome.error.removeprefix("AssertionError: "))
-        raise core.fail(f"{student.name} could not be timed: {outcome.error}")
-    return outcome.value
+    from brrr.grading import timed
+
+    n = timed_n()
+    case = timed.TimedCase(n, f"n = {n:,} float32 elements", moved=FUSED_ELEMENTS_MOVED * n * 4, copy_n=n,
+                           baseline=chain, baseline_name="the eager chain")
+    return timed.check(student, LAB, check, SPEC, case, bandwidth=check == "bandwidth")
 
 
 def grade_bandwidth(student) -> str:

@@ -57,9 +57,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from brrr import units
-from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, far_above_cache, memory_bounded, per_device
-from brrr.grading import core, isolation, thresholds
+from brrr.device import DEVICE, ON_GPU, far_above_cache, memory_bounded, per_device
+from brrr.grading import core, thresholds
 
 LAB = "03-one-pass"
 KINDS = ("softmax", "layer_norm")
@@ -350,7 +349,7 @@ def prepare() -> None:
     from torch.utils import _python_dispatch, _pytree  # noqa: F401
 
     from brrr import ceilings, timing, traffic  # noqa: F401
-    from brrr.grading import kernels  # noqa: F401
+    from brrr.grading import kernels, timed  # noqa: F401
 
     for kind in KINDS:  # the prediction's reference, computed once before any student code runs
         _REFERENCE_PREDICTION[kind] = eager_bytes_per_element(kind)
@@ -544,83 +543,15 @@ def timed_rows(total_bytes: int | None = None) -> Rows:
     return Rows(max(1, n // TIMED_COLS), TIMED_COLS, planted=False)
 
 
-def _measure(student, kind: str, check: str) -> str:
-    """Time the student's kernels, launched by the grader, on rotated inputs; then check every output."""
-    from brrr import ceilings
-    from brrr.grading import kernels
-    from brrr.timing import bench
-
-    name = student.name
-    spec = SPECS[kind]
-    threshold = thresholds.threshold(LAB, check)
-    case = timed_rows()
-    generator, seed = core.fresh_generator()
-    cases = core.record_cases(student, spec, (case, case), generator)  # two input sets, rotated while timed
-    built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
-    sets = []
-    for recorded in cases:
-        out = torch.full_like(recorded.expected, float("nan"))
-        storages = dict(zip(spec.input_names, recorded.inputs)) | {spec.out_name: out}
-        storages |= kernels.scratch_tensors(recorded.recipe, out.device)
-        sets.append((recorded, out, storages))
-    moved = 2 * case.numel * 4 + (2 * case.cols * 4 if kind == "layer_norm" else 0)
-    torch_op = FUSED_TORCH[kind]
-    torch_name = "torch.softmax" if kind == "softmax" else "F.layer_norm"
-
-    def run_next(rotation=[0]):  # noqa: B006 - a counter shared by the calls of one measurement
-        recorded, _, storages = sets[rotation[0] % len(sets)]
-        rotation[0] += 1
-        kernels.replay(recorded.recipe, built, storages)
-
-    def attempt() -> core.Attempt:
-        copy = ceilings.measure_copy_bandwidth(case.numel)
-        fused = bench(run_next, budget_s=0.3)
-        if fused.median_s < moved / (copy * 1.25):
-            raise core.fail(f"{name}'s kernels took {units.seconds(fused.median_s)} for {case}, less than "
-                            f"the {units.seconds(moved / copy)} that {moved / 1e9:.2f} GB need at the copy bandwidth "
-                            f"measured now ({units.bandwidth(copy)}): impossible for a kernel that does the work.")
-        if check.endswith("bandwidth"):
-            achieved = fused.rate(moved)
-            fraction = achieved / copy
-            return core.Attempt(fraction, fraction >= threshold.value,
-                                units.fraction_of(achieved, copy, "B/s", "copy bandwidth measured now"))
-        eager_sets = [recorded.inputs for recorded, _, _ in sets]
-        counter = [0]
-
-        def eager_next():
-            inputs = eager_sets[counter[0] % len(eager_sets)]
-            counter[0] += 1
-            torch_op(*inputs)
-
-        eager = bench(eager_next, budget_s=0.3)
-        speedup = eager.median_s / fused.median_s
-        return core.Attempt(speedup, speedup >= threshold.value,
-                            f"{speedup:.2f}x: yours {units.seconds(fused.median_s)}, {torch_name} "
-                            f"{units.seconds(eager.median_s)}")
-
-    best, history = core.repeat_until_pass(attempt)
-    for number, (recorded, out, _) in enumerate(sets):  # every timed output, after timing
-        rtol, atol = core.tolerance(recorded.expected.dtype)
-        report = core.diff_report("out", out, recorded.expected, rtol=rtol, atol=atol,
-                                  context=f" on input set {number + 1} of {len(sets)} after timing (seed {seed})")
-        if report:
-            raise core.fail(f"{name}'s kernels did not compute the right result while timed.\n{report}")
-    tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
-    if not best.passed:
-        needed = (f"at least {threshold.value:.0%} of the copy bandwidth" if check.endswith("bandwidth")
-                  else f"at least {threshold.value:g}x the speed of {torch_name}")
-        raise core.fail(f"{name} on {case} ({moved / 1e9:.2f} GB moved per call): {tried}. Needed {needed} "
-                        f"({threshold.why}).")
-    return f"{name} on {case}: {best.detail} (needed {threshold.describe()})"
-
-
 def _timed_check(student, kind: str, check: str) -> str:
-    outcome = isolation.run(_measure, student, kind, check)
-    if not outcome.ok:
-        if outcome.error_type == "AssertionError":
-            raise AssertionError(outcome.error.removeprefix("AssertionError: "))
-        raise core.fail(f"{student.name} could not be timed: {outcome.error}")
-    return outcome.value
+    from brrr.grading import timed
+
+    rows = timed_rows()
+    weights = 2 * rows.cols * 4 if kind == "layer_norm" else 0  # weight and bias, read once
+    case = timed.TimedCase(rows, str(rows), moved=2 * rows.numel * 4 + weights, copy_n=rows.numel,
+                           baseline=FUSED_TORCH[kind],
+                           baseline_name="torch.softmax" if kind == "softmax" else "F.layer_norm")
+    return timed.check(student, LAB, check, SPECS[kind], case, bandwidth=check.endswith("bandwidth"))
 
 
 def grade(check: str, student) -> str:
