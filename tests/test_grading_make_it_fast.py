@@ -135,6 +135,7 @@ def _free_cores(seconds=0.3) -> float:
 def test_a_step_that_uses_more_cores_fails_speedup(monkeypatch):
     """The fixture: a helper thread beside the step. It can only run on two cores if two are free."""
     monkeypatch.setitem(thresholds.ATTEMPTS, "cpu", 1)  # the CPU time is judged in every attempt: one will do
+    free_before = _free_cores()
     try:
         lab.grade("speedup", student("more_threads", forked=False))
     except AssertionError as failure:
@@ -143,7 +144,9 @@ def test_a_step_that_uses_more_cores_fails_speedup(monkeypatch):
         message = str(failure)
     else:
         message = "it passed"
-    free = _free_cores()
+    # Load beside this test comes and goes (a book build between notebooks): only a second core free both
+    # before and after the grading says the helper thread had one while it was graded.
+    free = min(free_before, _free_cores())
     if free < 1.6:  # its helper shared one core with the step: slower, and no more than one core's CPU time
         pytest.skip(f"no second core free on this machine now ({free:.2f} CPU-s/s for two spinning "
                     f"processes); the fixture was rejected otherwise: {message[:200]}")
