@@ -117,3 +117,21 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_sep("=", f"book pages executed: {total:.0f} s")
         for line in sorted(lines, key=lambda line: -float(line.split()[0])):
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def builds_as_on_a_gpu(monkeypatch):
+    """Kernels are built as on a GPU (compiled after the interpreted bounds check), but interpreted so
+    they run here; the list records each build's kind, in order."""
+    from brrr.grading import core
+
+    built_as = []
+    original = core.build_kernels
+
+    def recording(name, cases, *, interpreted):
+        built_as.append("interpreted" if interpreted else "compiled")
+        return original(name, cases, interpreted=True)
+
+    monkeypatch.setattr(core, "TRITON_INTERPRETED", False)
+    monkeypatch.setattr(core, "build_kernels", recording)
+    return built_as

@@ -85,21 +85,10 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
 
 
 @pytest.fixture
-def build_order(monkeypatch):
+def build_order(builds_as_on_a_gpu, monkeypatch):
     """Pretend kernels compile (as on a GPU); record each build, and build them interpreted so they run here."""
-    from brrr.grading import core
-
-    built_as = []
-    original = core.build_kernels
-
-    def recording(name, cases, *, interpreted):
-        built_as.append("interpreted" if interpreted else "compiled")
-        return original(name, cases, interpreted=True)
-
-    monkeypatch.setattr(core, "TRITON_INTERPRETED", False)
-    monkeypatch.setattr(core, "build_kernels", recording)
     monkeypatch.setattr(lab_fuse_it, "CORRECTNESS_SIZES", (1000, 17))
-    return built_as
+    return builds_as_on_a_gpu
 
 
 def test_an_unmasked_kernel_is_rejected_before_anything_compiled_runs(build_order):

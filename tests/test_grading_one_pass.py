@@ -218,16 +218,8 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
 
 
 @cpu_only
-def test_on_a_gpu_an_unmasked_kernel_is_rejected_before_anything_compiled_runs(monkeypatch):
-    built_as = []
-    original = core.build_kernels
-
-    def recording(name, cases, *, interpreted):
-        built_as.append("interpreted" if interpreted else "compiled")
-        return original(name, cases, interpreted=True)
-
-    monkeypatch.setattr(core, "TRITON_INTERPRETED", False)
-    monkeypatch.setattr(core, "build_kernels", recording)
+def test_on_a_gpu_an_unmasked_kernel_is_rejected_before_anything_compiled_runs(monkeypatch, builds_as_on_a_gpu):
+    built_as = builds_as_on_a_gpu
     monkeypatch.setattr(one_pass, "CORRECTNESS_CASES", (one_pass.Rows(4, 17),))
     with pytest.raises(AssertionError, match="accessed memory outside its tensors"):
         one_pass.grade("softmax_correct", student("unmasked_softmax", forked=True))
