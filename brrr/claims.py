@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from brrr import reference
+from brrr.targets import measurements
 from brrr.stamp import stamp as current_stamp
 
 HELD, NOT_HELD = "held here", "did not hold here"
@@ -209,9 +210,7 @@ def judge_fused_chain(fused_s: float, one_op_s: float, again: Callable[[], float
     :func:`brrr.targets.require` does for a target: a stall on a shared machine is not the verdict.
     Every measurement is shown.
     """
-    ratios = [fused_s / one_op_s]
-    while ratios[-1] > 1.3 and again is not None and len(ratios) < attempts:
-        ratios.append(again())
+    ratios = measurements(fused_s / one_op_s, again, lambda ratio: ratio <= 1.3, attempts=attempts)
     ratio = min(ratios)
     here = f"fused chain {_ratio(ratio)} the time of one op"
     if len(ratios) > 1:

@@ -40,13 +40,21 @@ def require_at_most(what: str, maximum: float, first: float, again: Callable[[],
     return _require(what, first, again, attempts, show, bound=maximum, at_least=False)
 
 
+def measurements(first: float, again: Callable[[], float] | None, meets: Callable[[float], bool], *,
+                 attempts: int = 3) -> list[float]:
+    """``first``, then ``again()`` while the latest value misses (``meets`` is false), ``attempts`` values at
+    most: a stall on a shared machine gets more chances, and every value is kept to be shown."""
+    values = [first]
+    while not meets(values[-1]) and again is not None and len(values) < attempts:
+        values.append(again())
+    return values
+
+
 def _require(what, first, again, attempts, show, *, bound: float, at_least: bool) -> float:
     def meets(value: float) -> bool:
         return value >= bound if at_least else value <= bound
 
-    values = [first]
-    while not meets(values[-1]) and again is not None and len(values) < attempts:
-        values.append(again())
+    values = measurements(first, again, meets, attempts=attempts)
     best = max(values) if at_least else min(values)
     met = meets(best)
     wanted = f"{'at least' if at_least else 'at most'} {show(bound)}"

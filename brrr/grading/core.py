@@ -71,6 +71,12 @@ def where() -> str:
     return f"on {device_name()} ({mode})"
 
 
+def text_table(rows: Sequence[Sequence[str]]) -> str:
+    """Rows of strings as an indented plain-text table, each column as wide as its widest cell."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return "\n".join("    " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
+
+
 def fail(message: str) -> AssertionError:
     """An AssertionError whose message ends with the device it was measured on."""
     return AssertionError(f"{message}\n[{where()}]")

@@ -162,8 +162,7 @@ def traffic_failure(name: str, traffic: dict) -> str | None:
             continue
         rows.append((tensor, f"{loaded.get(tensor, 0):,} B = {loaded.get(tensor, 0) / need:.2f} per element",
                      f"{stored.get(tensor, 0):,} B = {stored.get(tensor, 0) / need:.2f} per element"))
-    widths = [max(len(r[c]) for r in rows) for c in range(3)]
-    table = "\n".join("    " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
+    table = core.text_table(rows)
     hints = []
     if stored.get("out", 0) == 0:
         hints.append(f"No kernel of {name} stored anything into out: the result must be computed and stored by "

@@ -420,11 +420,6 @@ def grade_correct(kind: str, student) -> str:
 # ---------------------------------------------------------------- traffic (CPU)
 
 
-def _table(rows: list[tuple[str, ...]]) -> str:
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    return "\n".join("    " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
-
-
 def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
     """Why ``traffic`` (a :func:`brrr.grading.core.count_traffic` count) is not one pass, or None.
 
@@ -493,7 +488,7 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
                f"{programs} programs" if params else "")
     return (f"{name} moved the wrong number of bytes for {case}, counted in the Triton interpreter. One pass "
             f"loads x once ({need:,} B, 1.00 per element) and stores out once ({need:,} B){weights}, and "
-            f"moves nothing else.\n{_table(rows)}\n" + "\n".join(hints)).rstrip()
+            f"moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)).rstrip()
 
 
 def _passes(passes: float) -> str:
