@@ -122,7 +122,7 @@ def kill_orphans(keep: set[int]) -> list[int]:
     for child in children(os.getpid()):
         if child in keep:
             continue
-        tree = [child] + _descendants(child)
+        tree = [child] + descendants(child)
         for pid in tree:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
@@ -133,7 +133,7 @@ def kill_orphans(keep: set[int]) -> list[int]:
     return killed
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (Linux /proc), children first found first."""
     children: dict[int, list[int]] = {}
     for child, parent in _parents().items():
@@ -148,7 +148,7 @@ def _descendants(pid: int) -> list[int]:
 
 def _kill_tree(process: subprocess.Popen) -> None:
     """Kill pytest, its process group, and everything it started (Jupyter kernels run in their own session)."""
-    victims = _descendants(process.pid)
+    victims = descendants(process.pid)
     for sig_target in [process.pid] + victims:
         try:
             os.kill(sig_target, signal.SIGKILL)
@@ -175,7 +175,7 @@ def _alive(pid: int) -> bool:
 
 def _kernel_pid(root_pid: int) -> int | None:
     """The Jupyter kernel nbval started: the first process below ``root_pid`` running ipykernel."""
-    for pid in _descendants(root_pid):
+    for pid in descendants(root_pid):
         try:
             if b"ipykernel" in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return pid

@@ -68,7 +68,7 @@ import torch.nn.functional as F
 
 from brrr import units
 from brrr.device import DEVICE, ON_GPU, per_device, synchronize
-from brrr.grading import core, thresholds
+from brrr.grading import core, processes, thresholds
 
 LAB = "04-make-it-fast"
 CHECKS = {"cpu": ("same_result", "speedup", "diagnosis"), "gpu": ("same_result", "speedup", "diagnosis")}
@@ -220,27 +220,9 @@ def _children_ticks(pid: int) -> float:
     return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
 
 
-def _descendants(pid: int) -> list[int]:
-    parents: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            ppid = int(Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        parents.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def process_tree(pid: int) -> list[int]:
     """``pid`` and every process under it now (a scan of ``/proc``, a few ms: done once per attempt)."""
-    return [pid, *_descendants(pid)]
+    return [pid, *processes.descendants(pid)]
 
 
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
