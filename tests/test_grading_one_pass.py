@@ -212,7 +212,8 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
         row = result["kinds"][kind]
         assert row["roofline_s"] == pytest.approx(8 * SMALL.numel / 10e9)
         assert row["bandwidth"]["yours"] == pytest.approx(8 * SMALL.numel / row["seconds"]["yours"])
-        assert row["seconds"]["yours"] > row["seconds"]["torch"]  # interpreted, one program at a time
+        assert set(row["seconds"]) == {"unfused", "torch", "yours"}
+        assert all(seconds > 0 for seconds in row["seconds"].values())  # no order: two timings, one machine
     ax = one_pass.plot_comparison(result)
     assert len(ax.patches) == 3 * len(one_pass.KINDS)
 
