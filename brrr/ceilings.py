@@ -137,12 +137,14 @@ def describe_copy(rate: float, *, threads: int | None, n: int | None = None) -> 
     return f"{units.bandwidth(rate)} ({copy_setup(threads, n or far_above_cache(4))})"
 
 
-def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None) -> float:
+def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None,
+                           budget_s: float | None = None) -> float:
     """B/s of ``dst.copy_(src)`` on ``n`` fp32 elements: reads 4n bytes, writes 4n bytes."""
     n = n or far_above_cache(4)
     src = torch.randn(n, device=DEVICE)
     dst = torch.empty_like(src)
-    timing = bench(lambda: dst.copy_(src), threads=threads, budget_s=per_device(cpu=0.5, gpu=0.2))
+    budget_s = budget_s or per_device(cpu=0.5, gpu=0.2)
+    timing = bench(lambda: dst.copy_(src), threads=threads, budget_s=budget_s)
     return timing.rate(2 * n * src.element_size())
 
 

@@ -1,6 +1,7 @@
 """The integrity watch sees every change to a watched file, even one disguised, and nothing grading does."""
 
 import os
+import sys
 from pathlib import Path
 
 from brrr.grading import integrity
@@ -71,6 +72,23 @@ def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
     assert any(kind == ENVIRONMENT and (path == site_packages or path in site_packages.parents)
                for path, kind in kinds.items())
     assert kinds[(tmp_path / "home" / ".ipython")] == ENVIRONMENT
+
+
+def test_a_site_packages_off_the_path_is_not_walked_and_the_one_on_it_is(tmp_path):
+    """The base interpreter's site-packages, hidden by a virtual environment, sits inside the watched
+    standard library: it is left out of the walk. A site-packages on sys.path never is."""
+    import sysconfig
+
+    roots, excluded = integrity.watched_roots(checkout=tmp_path / "course", submissions=tmp_path / "s",
+                                              out=tmp_path / "out", home=tmp_path / "home")
+    base = Path(sysconfig.get_path("purelib", vars={"base": sys.base_prefix})).resolve()
+    on_path = {Path(entry).resolve() for entry in sys.path if entry}
+    assert (base in excluded) == (sys.prefix != sys.base_prefix and base not in on_path)
+    assert not any(path in on_path for path in excluded)  # (a checkout holding the .venv would exclude it:
+    # it is scanned as its own environment root then)
+    import torch
+
+    assert not any(Path(torch.__file__).resolve().is_relative_to(path) for path in excluded)
 
 
 def test_the_instructors_caches_are_not_watched_but_the_rest_of_the_checkout_is(tmp_path, monkeypatch):
