@@ -1,6 +1,6 @@
 """``import brrr`` keeps freed memory in the process (brrr/allocator.py).
 
-Without it, each fresh 256 MiB tensor pays page faults: ``clone()`` runs several
+Without it, each fresh 64 MiB tensor pays page faults: ``clone()`` runs several
 times slower than ``copy_`` into an existing buffer (DESIGN.md measured 3.7
 against 21-31 GB/s). With it the two move the same bytes at close to the same
 rate. Each side runs in a fresh process without the Makefile's ``MALLOC_*``
@@ -19,7 +19,7 @@ import torch
 if sys.argv[1] == "import-brrr":
     import brrr  # noqa: F401  (after torch: the harder case, see brrr/allocator.py)
 torch.set_num_threads(1)
-source = torch.rand(64 * 2**20)  # 256 MiB of float32
+source = torch.rand(16 * 2**20)  # 64 MiB of float32: above glibc's largest mmap threshold (32 MiB)
 target = torch.empty_like(source)
 
 def median_seconds(run, repeats=9, warmup=10):
@@ -40,7 +40,7 @@ clone_s = median_seconds(fresh_copy)
 copy_s = median_seconds(lambda: target.copy_(source))
 print(copy_s / clone_s)  # clone's rate as a fraction of copy_'s
 """
-CLOSE_TO_COPY = 0.5  # with page faults it was 0.12-0.23 here; without, 0.8-1.0
+CLOSE_TO_COPY = 0.5  # with page faults it was 0.12-0.23 here (64 MiB: 0.18-0.19); without, 0.8-1.1
 
 
 def clone_rate_over_copy_rate(mode: str) -> float:
