@@ -148,6 +148,35 @@ def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None,
     return timing.rate(2 * n * src.element_size())
 
 
+# A copy timed now may run at most this many times the cached copy ceiling: beyond it, the ceiling is
+# not a roof (measured while the machine was busy, or of something else) and every page that divides
+# by it is wrong. Below the ceiling is no contradiction: a ceiling is a best case, and load from other
+# work only slows a copy. A reading below LOW_SHARE is timed again, the best kept, and explained.
+ABOVE_CEILING_MAX = 2.0
+LOW_SHARE = 0.5
+
+
+def compare_with_ceiling(rate: float, again, ceiling: float, *, what: str) -> float:
+    """``rate`` (B/s of the copy the ceiling times, timed now) against ``ceiling``; returns the best reading.
+
+    ``again()`` times it once more. Raises :class:`brrr.targets.TargetMissed` if a
+    reading exceeds the ceiling more than :data:`ABOVE_CEILING_MAX` times (noise
+    cannot make a copy faster, so one reading proves it); prints why when even the
+    best of three stays under :data:`LOW_SHARE` of it.
+    """
+    from brrr import targets
+
+    shares = targets.measurements(rate / ceiling, lambda: again() / ceiling, lambda share: share >= LOW_SHARE)
+    best = max(shares)
+    targets.require_at_most(f"{what} / the ceiling's copy bandwidth", ABOVE_CEILING_MAX, best)
+    if best < LOW_SHARE:
+        tried = ", ".join(units.percent(share) for share in shares)
+        print(f"{what}: {tried} of the ceiling in {len(shares)} attempts. The ceiling was measured "
+              "on a quieter machine: other work running now slows every copy. Each rate on this page "
+              "is measured now; the ceiling is the best case.")
+    return best * ceiling
+
+
 def matmul_dtypes() -> list[str]:
     """The dtypes this device has a matmul peak for."""
     if not ON_GPU:

@@ -40,16 +40,6 @@ def require_at_most(what: str, maximum: float, first: float, again: Callable[[],
     return _require(what, first, again, attempts, show, bound=maximum, at_least=False)
 
 
-def require_within(what: str, low: float, high: float, first: float, again: Callable[[], float] | None = None,
-                   *, attempts: int = 3, show: Callable[[float], str] = _ratio) -> float:
-    """A value that must lie in [``low``, ``high``] and that load only lowers (a rate measured against a
-    roof): a reading below ``low`` is measured again, the highest is kept and must also stay at or
-    below ``high``. Returns it."""
-    values = measurements(first, again, lambda value: value >= low, attempts=attempts)
-    return _verdict(what, values, max(values), low <= max(values) <= high,
-                    f"between {show(low)} and {show(high)}", show)
-
-
 def measurements(first: float, again: Callable[[], float] | None, meets: Callable[[float], bool], *,
                  attempts: int = 3) -> list[float]:
     """``first``, then ``again()`` while the latest value misses (``meets`` is false), ``attempts`` values at
@@ -66,12 +56,8 @@ def _require(what, first, again, attempts, show, *, bound: float, at_least: bool
 
     values = measurements(first, again, meets, attempts=attempts)
     best = max(values) if at_least else min(values)
-    return _verdict(what, values, best, meets(best), f"{'at least' if at_least else 'at most'} {show(bound)}",
-                    show)
-
-
-def _verdict(what: str, values: list[float], best: float, met: bool, wanted: str,
-             show: Callable[[float], str]) -> float:
+    met = meets(best)
+    wanted = f"{'at least' if at_least else 'at most'} {show(bound)}"
     tried = ", ".join(show(value) for value in values)
     print(f"target: {what}: {wanted}; measured {tried}: {'met' if met else 'NOT met'}")
     if not met:
