@@ -64,31 +64,6 @@ def _forced_build(folder: Path) -> BookBuild:
                      str(folder / "out" / "_build" / "html"))
 
 
-# The roofs the book measures against, with the threads it asks for (the default, and the one thread
-# of the CPU timing demos: brrr.benchmarks.fusion.THREADS).
-CEILING_THREADS = (None, 1)
-
-
-def pytest_sessionstart(session):
-    """Measure this machine's ceilings once, before the workers start, while nothing else runs.
-
-    They are cached per machine (``BRRR_CACHE_DIR``), and every page of the book
-    reads them. Measured by the book's first page, they were taken beside the
-    other worker's gradebook runs: a copy bandwidth of 5.35 GB/s against the 18.5
-    the same copy ran at later, a roof 3.5x too low. Load only lowers a rate, so
-    a roof is measured where the machine is quiet. (A cache already valid here
-    is read, not measured again: ``python -m brrr.ceilings --refresh`` renews it.)
-    """
-    if hasattr(session.config, "workerinput"):  # a pytest-xdist worker: the controller did it
-        return
-    code = ("from brrr import ceilings\n"
-            f"for threads in {CEILING_THREADS!r}:\n"
-            "    ceilings.measure(threads=threads)\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:  # the tests of brrr.ceilings say why; the book measures them itself then
-        print(f"measuring the ceilings before the tests failed:\n{done.stderr[-2000:]}", file=sys.stderr)
-
-
 @pytest.fixture(scope="session")
 def book_build(tmp_path_factory) -> BookBuild:
     """The book, built once for the whole run (it takes minutes).

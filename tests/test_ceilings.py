@@ -190,3 +190,14 @@ def test_a_copy_far_above_the_ceiling_fails_and_one_below_it_is_timed_again_and_
     calls = []
     assert ceilings.compare_with_ceiling(0.9e9, lambda: calls.append(1) or 1.0, 1e9, what="copy") == 0.9e9
     assert calls == [] and "quieter" not in capsys.readouterr().out
+
+
+def test_the_copy_ceiling_keeps_the_higher_of_two_readings_taken_apart(monkeypatch):
+    """A burst of load beside the first reading must not become the roof (5.35 GB/s against 18.5 once)."""
+    readings = iter([5.35e9, 18.5e9])
+    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: next(readings))
+    monkeypatch.setattr(ceilings, "matmul_peak_size", lambda *a, **k: 64)
+    monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e11)
+    monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: 1e10)
+    monkeypatch.setattr(ceilings, "measure_dispatch_overhead", lambda *a, **k: 2e-6)
+    assert ceilings.measure_all().copy_bandwidth == 18.5e9
