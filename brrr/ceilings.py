@@ -212,7 +212,8 @@ def matmul_peak_size(dtype: str, *, threads: int | None = None) -> int:
                default=probe)
 
 
-def measure_matmul_peak(dtype: str, n: int | None = None, *, threads: int | None = None) -> float:
+def measure_matmul_peak(dtype: str, n: int | None = None, *, threads: int | None = None,
+                        budget_s: float | None = None) -> float:
     """FLOP/s of an n×n by n×n matmul: 2·n³ FLOPs. ``dtype='tf32'`` allows TF32 tensor cores.
 
     ``n`` defaults to :func:`matmul_peak_size`.
@@ -223,7 +224,7 @@ def measure_matmul_peak(dtype: str, n: int | None = None, *, threads: int | None
     out = torch.empty(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     with tf32(dtype == "tf32"):
         timing = bench(lambda: torch.mm(a, b, out=out), threads=threads, warmup=2,
-                       budget_s=per_device(cpu=1.0, gpu=0.3))
+                       budget_s=budget_s or per_device(cpu=1.0, gpu=0.3))
     return timing.rate(2 * n**3)
 
 

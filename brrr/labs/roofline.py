@@ -123,13 +123,25 @@ def _number(name: str, value) -> float:
     return number
 
 
-def _grade_ceiling(check: str, student, args: tuple, reference, work: float, unit: str, what: str) -> str:
-    """Shared by the two ceilings: the student's ``fn(*args)`` against ``reference()`` measured before and after.
+# Calls of the student's function per attempt, each between two reference readings (see _grade_ceiling),
+# and how long each reading times (half brrr.ceilings' own budget on a CPU: four readings an attempt).
+PAIRS = 3
+REFERENCE_S = per_device(cpu={"copy": 0.25, "matmul": 0.5}, gpu={"copy": 0.2, "matmul": 0.3})
 
-    The band is centred on the higher of the two reference readings. A rate is
-    a ceiling: load from other processes only ever lowers a reading, so the
-    higher one is the better estimate of the machine, and a band stretched
-    down to a reading taken under a burst of load let a 2x error through.
+
+def _grade_ceiling(check: str, student, args: tuple, reference, work: float, unit: str, what: str) -> str:
+    """Shared by the two ceilings: the student's ``fn(*args)`` against ``reference()``, interleaved.
+
+    Each attempt reads the reference, then calls the student and reads the
+    reference again, :data:`PAIRS` times. Each call is compared with the higher
+    of the two readings beside it (load only ever lowers a rate), and the median
+    of those ratios must lie in the band. A burst of load from other work lasts
+    seconds and slows both sides of a pair alike, so it cancels; a burst that
+    caught only the references (which let a rate counted from reads alone, a 2x
+    error, through 2 gradings of 3 beside a CI book build when one call was
+    compared with readings before and after) must now catch two pairs of three.
+    Every call must also take as long as the work does at the fastest reading:
+    a number typed in, or measured once and then repeated, returns at once.
     """
     from brrr import ceilings
     from brrr.timing import no_gc_pauses, torch_threads
@@ -143,33 +155,29 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
         value = _number(name, student.call(*args, threads=1, forked=False))
         return value, time.perf_counter() - start
 
-    def require_timed(elapsed: float, fastest_one: float, high: float) -> None:
-        if elapsed < fastest_one:
-            raise core.fail(
-                f"{name} returned after {units.seconds(elapsed)} (by the grader's clock), but {what} takes at "
-                f"least {units.seconds(fastest_one)} at the rate brrr.ceilings measured just now "
-                f"({units.si(high, unit)}): it cannot have timed it. Measure, don't type in a number.")
-
     def attempt() -> core.Attempt:
         with torch_threads(1), no_gc_pauses():
-            before = reference()
-            value, elapsed = timed_call()
-            after = reference()
-        low, high = min(before, after), max(before, after)
+            readings, calls = [reference()], []
+            for _ in range(PAIRS):
+                calls.append(timed_call())
+                readings.append(reference())
+        high = max(readings)
         fastest_one = work / (high * (1 + threshold.value))
-        require_timed(elapsed, fastest_one, high)
-        band = (high * (1 - threshold.value), high * (1 + threshold.value))
-        passed = band[0] <= value <= band[1]
-        if passed:
-            # Noise only ever lengthens a call (a descheduled process, a pause): one slow-looking call of
-            # a function that returns at once is luck, two in a row are not. An honest one is slow twice.
-            with torch_threads(1), no_gc_pauses():
-                require_timed(timed_call()[1], fastest_one, high)
-        distance = 0.0 if passed else min(abs(math.log(value / band[0])), abs(math.log(value / band[1])))
+        slowest = min(elapsed for _, elapsed in calls)
+        if slowest < fastest_one:
+            raise core.fail(
+                f"{name} returned after {units.seconds(slowest)} (by the grader's clock), but {what} takes at "
+                f"least {units.seconds(fastest_one)} at the rate brrr.ceilings measured just now "
+                f"({units.si(high, unit)}): it cannot have timed it. Measure, don't type in a number.")
+        paired = sorted((value / max(readings[i], readings[i + 1]), value, max(readings[i], readings[i + 1]))
+                        for i, (value, _) in enumerate(calls))
+        ratio, value, beside = paired[len(paired) // 2]  # the median pair
+        passed = 1 - threshold.value <= ratio <= 1 + threshold.value
+        distance = 0.0 if passed else abs(math.log(ratio))
         _measured[check] = high
-        detail = (f"yours {units.si(value, unit)}, brrr.ceilings {units.si(low, unit)} and {units.si(high, unit)} "
-                  f"before and after, so {units.si(band[0], unit)} to {units.si(band[1], unit)} passes "
-                  "(around the higher reading)")
+        detail = (f"yours {', '.join(units.si(v, unit) for v, _ in calls)} against brrr.ceilings "
+                  f"{', '.join(units.si(r, unit) for r in readings)} read between them: the median pair, "
+                  f"{units.si(value, unit)} against {units.si(beside, unit)}, is {ratio:.2f}x")
         return core.Attempt(-distance, passed, detail)
 
     best, history = core.repeat_until_pass(attempt)
@@ -193,7 +201,8 @@ def grade_copy_bandwidth(student) -> str:
 
     n = COPY_N
     return _grade_ceiling(
-        "copy_bandwidth", student, (n,), lambda: ceilings.measure_copy_bandwidth(n, threads=1),
+        "copy_bandwidth", student, (n,),
+        lambda: ceilings.measure_copy_bandwidth(n, threads=1, budget_s=REFERENCE_S["copy"]),
         work=2 * n * 4, unit="B/s", what=f"a copy of {n:,} float32 elements ({units.binary_bytes(4 * n)})")
 
 
@@ -204,7 +213,8 @@ def grade_matmul_peak(student) -> str:
     n = MATMUL_N
     dtype_name = ceilings.dtype_name(DTYPE)
     return _grade_ceiling(
-        "matmul_peak", student, (n, DTYPE), lambda: ceilings.measure_matmul_peak(dtype_name, n, threads=1),
+        "matmul_peak", student, (n, DTYPE),
+        lambda: ceilings.measure_matmul_peak(dtype_name, n, threads=1, budget_s=REFERENCE_S["matmul"]),
         work=2 * n**3, unit="FLOP/s", what=f"a {n}x{n} {dtype_name} matmul ({2 * n**3:.3g} FLOPs)")
 
 
