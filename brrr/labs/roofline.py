@@ -125,21 +125,22 @@ def _number(name: str, value) -> float:
 
 # Calls of the student's function per attempt, each between two reference readings (see _grade_ceiling),
 # and how long each reading times (half brrr.ceilings' own budget on a CPU: four readings an attempt).
-PAIRS = 3
-REFERENCE_S = per_device(cpu={"copy": 0.25, "matmul": 0.5}, gpu={"copy": 0.2, "matmul": 0.3})
+PAIRS = 5
+REFERENCE_S = per_device(cpu={"copy": 0.1, "matmul": 0.2}, gpu={"copy": 0.1, "matmul": 0.2})
 
 
 def _grade_ceiling(check: str, student, args: tuple, reference, work: float, unit: str, what: str) -> str:
     """Shared by the two ceilings: the student's ``fn(*args)`` against ``reference()``, interleaved.
 
     Each attempt reads the reference, then calls the student and reads the
-    reference again, :data:`PAIRS` times. Each call is compared with the higher
-    of the two readings beside it (load only ever lowers a rate), and the median
-    of those ratios must lie in the band. A burst of load from other work lasts
-    seconds and slows both sides of a pair alike, so it cancels; a burst that
-    caught only the references (which let a rate counted from reads alone, a 2x
-    error, through 2 gradings of 3 beside a CI book build when one call was
-    compared with readings before and after) must now catch two pairs of three.
+    reference again, :data:`PAIRS` times, each reading short. Each call is
+    compared with the higher of the two readings beside it (load only ever
+    lowers a rate), and the median ratio must lie in the band. A burst of load
+    from other work slows both sides of a pair alike, so it cancels. A miss
+    measures more pairs and judges the median of all of them: a retry sharpens
+    the estimate instead of buying another draw (a rate counted from reads alone,
+    a 2x error, got through 2 gradings of 3 beside a CI book build when each
+    attempt, judged alone, compared one call with readings before and after).
     Every call must also take as long as the work does at the fastest reading:
     a number typed in, or measured once and then repeated, returns at once.
     """
@@ -155,6 +156,8 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
         value = _number(name, student.call(*args, threads=1, forked=False))
         return value, time.perf_counter() - start
 
+    pairs: list[tuple[float, float, float]] = []  # (ratio, value, reading beside it), over all attempts
+
     def attempt() -> core.Attempt:
         with torch_threads(1), no_gc_pauses():
             readings, calls = [reference()], []
@@ -169,15 +172,15 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
                 f"{name} returned after {units.seconds(slowest)} (by the grader's clock), but {what} takes at "
                 f"least {units.seconds(fastest_one)} at the rate brrr.ceilings measured just now "
                 f"({units.si(high, unit)}): it cannot have timed it. Measure, don't type in a number.")
-        paired = sorted((value / max(readings[i], readings[i + 1]), value, max(readings[i], readings[i + 1]))
-                        for i, (value, _) in enumerate(calls))
-        ratio, value, beside = paired[len(paired) // 2]  # the median pair
+        pairs.extend((value / max(readings[i], readings[i + 1]), value, max(readings[i], readings[i + 1]))
+                     for i, (value, _) in enumerate(calls))
+        ratio, value, beside = sorted(pairs)[len(pairs) // 2]  # the median pair of every attempt so far
         passed = 1 - threshold.value <= ratio <= 1 + threshold.value
         distance = 0.0 if passed else abs(math.log(ratio))
         _measured[check] = high
         detail = (f"yours {', '.join(units.si(v, unit) for v, _ in calls)} against brrr.ceilings "
-                  f"{', '.join(units.si(r, unit) for r in readings)} read between them: the median pair, "
-                  f"{units.si(value, unit)} against {units.si(beside, unit)}, is {ratio:.2f}x")
+                  f"{', '.join(units.si(r, unit) for r in readings)} read between them; the median of "
+                  f"{len(pairs)} pairs, {units.si(value, unit)} against {units.si(beside, unit)}, is {ratio:.2f}x")
         return core.Attempt(-distance, passed, detail)
 
     best, history = core.repeat_until_pass(attempt)
