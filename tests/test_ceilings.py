@@ -201,3 +201,15 @@ def test_the_copy_ceiling_keeps_the_higher_of_two_readings_taken_apart(monkeypat
     monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: 1e10)
     monkeypatch.setattr(ceilings, "measure_dispatch_overhead", lambda *a, **k: 2e-6)
     assert ceilings.measure_all().copy_bandwidth == 18.5e9
+
+
+def test_a_copy_sweep_gives_each_rate_over_the_ceiling_its_own_reason_and_notes_the_slow_ones():
+    """A buffer that fits in the cache may beat the ceiling from it; a larger one over it was timed at
+    another moment (load), never 'served by the cache'; readings under half the ceiling are named."""
+    mib = 2**20 // 4  # fp32 elements in 1 MiB
+    lines = ceilings.describe_copy_sweep([mib, 64 * mib, 128 * mib], [50e9, 23e9, 4e9], 11e9, 32 * 2**20)
+    assert "1.00 MiB" in lines[0] and "fit in the cache" in lines[0]
+    assert "64.0 MiB" in lines[1] and "another moment" in lines[1] and "fit in the cache" not in lines[1]
+    assert "(above it" not in lines[2]
+    assert lines[3].startswith("Under half the ceiling: 128 MiB.")
+    assert len(ceilings.describe_copy_sweep([mib], [10e9], 11e9, 32 * 2**20)) == 1
