@@ -187,7 +187,8 @@ def describe_copy_sweep(sizes: list[int], rates: list[float], ceiling: float, ca
     larger than the one reported could also serve part of it): it gets that reason.
     """
     in_cache = "source and destination fit in the cache, which serves them"
-    other_moment = "timed at another moment than the ceiling (load from other work slows any copy), or partly cached"
+    other_moment = ("timed at another moment than the ceiling (load from other work slows any copy), "
+                    "or partly cached")
     lines = []
     for n, rate in zip(sizes, rates):
         above = in_cache if 2 * 4 * n <= cache_bytes else other_moment

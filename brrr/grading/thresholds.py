@@ -61,7 +61,8 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
     ("01-roofline", "copy_bandwidth", "cpu"): Threshold(
         0.35, "relative",
         "CPU, one thread, on a machine others may share: DRAM bandwidth moves by tens of percent "
-        "between runs, so the band is wide; the reference is read between your calls and each call compared with the readings beside it"),
+        "between runs, so the band is wide; the reference is read between your calls and each call "
+        "compared with the readings beside it"),
     ("01-roofline", "copy_bandwidth", "gpu"): Threshold(
         0.15, "relative",
         "GPU timings with synchronisation and a median are stable to a few percent; 15% leaves room "

@@ -124,7 +124,7 @@ def _number(name: str, value) -> float:
 
 
 # Calls of the student's function per attempt, each between two reference readings (see _grade_ceiling),
-# and how long each reading times (half brrr.ceilings' own budget on a CPU: four readings an attempt).
+# and how long each reading times (a fifth of brrr.ceilings' own budget on a CPU: six readings an attempt).
 PAIRS = 5
 REFERENCE_S = per_device(cpu={"copy": 0.1, "matmul": 0.2}, gpu={"copy": 0.1, "matmul": 0.2})
 
@@ -172,8 +172,8 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
                 f"{name} returned after {units.seconds(slowest)} (by the grader's clock), but {what} takes at "
                 f"least {units.seconds(fastest_one)} at the rate brrr.ceilings measured just now "
                 f"({units.si(high, unit)}): it cannot have timed it. Measure, don't type in a number.")
-        pairs.extend((value / max(readings[i], readings[i + 1]), value, max(readings[i], readings[i + 1]))
-                     for i, (value, _) in enumerate(calls))
+        for (value, _), beside in zip(calls, map(max, readings, readings[1:])):
+            pairs.append((value / beside, value, beside))
         ratio, value, beside = sorted(pairs)[len(pairs) // 2]  # the median pair of every attempt so far
         passed = 1 - threshold.value <= ratio <= 1 + threshold.value
         distance = 0.0 if passed else abs(math.log(ratio))
