@@ -137,40 +137,59 @@ def redirect_target(html: Path, name: str) -> str | None:
     return match and (Path(name).parent / match.group(1)).as_posix()
 
 
-def inspect(page, url: str, base: str) -> tuple[dict, list[str]]:
-    """Load ``url`` with every request off ``base`` aborted; (what it shows, its problems)."""
-    problems: list[str] = []
+class Reader:
+    """One browser tab that loads page after page, with every request off ``base`` aborted.
 
-    def only_local(route):
-        if route.request.url.startswith(base):
+    The listeners are set once; each :meth:`inspect` collects the problems of its
+    own load. One tab for every page keeps the test quick: a new tab per page
+    cost Chromium about as much again as the loads themselves (42 s against 28 s
+    for the book's 28 pages).
+    """
+
+    def __init__(self, context, base: str):
+        self.base = base
+        self.problems: list[str] = []
+        self.page = context.new_page()
+        self.page.route("**/*", self._only_local)
+        self.page.on("console", self._on_console)
+        self.page.on("pageerror", lambda error: self.problems.append(f"page error: {error}"))
+        self.page.on("response", self._on_response)
+
+    def _only_local(self, route):
+        if route.request.url.startswith(self.base):
             route.continue_()
         else:
-            problems.append(f"network request blocked: {route.request.url}")
+            self.problems.append(f"network request blocked: {route.request.url}")
             route.abort()
 
-    def on_console(message):
+    def _on_console(self, message):
         # The browser asks any server for /favicon.ico by itself; the book links none.
-        if message.type == "error" and message.location.get("url") != base + "favicon.ico":
-            problems.append(f"console error: {message.text}")
+        if message.type == "error" and message.location.get("url") != self.base + "favicon.ico":
+            self.problems.append(f"console error: {message.text}")
 
-    def on_response(response):
+    def _on_response(self, response):
         if response.status >= 400:
-            problems.append(f"HTTP {response.status}: {response.url}")
+            self.problems.append(f"HTTP {response.status}: {response.url}")
 
-    page.route("**/*", only_local)
-    page.on("console", on_console)
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.on("response", on_response)
-    page.goto(url, wait_until="load")
-    mathjax = page.evaluate(WAIT_FOR_MATHJAX, MATHJAX_TIMEOUT_MS)
-    if mathjax != "done":
-        problems.append(mathjax)
-    shown = page.evaluate(INSPECT_PAGE)
-    problems += [f"image did not load: {src}" for src in shown["broken_images"]]
-    problems += [f"math not rendered: {text!r}" for text in shown["unrendered_math"]]
-    problems += [f"raw TeX {tex!r} in the visible text" for tex in RAW_TEX if tex in shown["text"]]
-    problems += [f"a block scrolls sideways; its longest line: {line!r}" for line in shown["scrolling"]]
-    return shown, problems
+    def inspect(self, url: str) -> tuple[dict, list[str]]:
+        """Load ``url``: (what it shows, its problems)."""
+        self.problems = problems = []
+        self.page.goto(url, wait_until="load")
+        mathjax = self.page.evaluate(WAIT_FOR_MATHJAX, MATHJAX_TIMEOUT_MS)
+        if mathjax != "done":
+            problems.append(mathjax)
+        shown = self.page.evaluate(INSPECT_PAGE)
+        problems += [f"image did not load: {src}" for src in shown["broken_images"]]
+        problems += [f"math not rendered: {text!r}" for text in shown["unrendered_math"]]
+        problems += [f"raw TeX {tex!r} in the visible text" for tex in RAW_TEX if tex in shown["text"]]
+        problems += [f"a block scrolls sideways; its longest line: {line!r}" for line in shown["scrolling"]]
+        # Leave the page before the next one starts: events it still had queued (a failed image's
+        # response and console error) arrive now, and are charged to this page, not the next.
+        self.page.goto("about:blank")
+        return shown, problems
+
+    def close(self) -> None:
+        self.page.close()
 
 
 def check_downloads(context, urls: set[str]) -> dict[str, list[str]]:

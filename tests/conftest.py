@@ -90,10 +90,14 @@ def book_build(tmp_path_factory) -> BookBuild:
 # these start while the book builds and no long file is left for the end. Each worker is given two
 # files up front: the third in this order (a quick one) goes to the book's worker.
 SLOW_FILES = ("test_gradebook_hostile.py", "test_units.py", "test_gradebook.py", "test_gradebook_tampering.py",
-              "test_fusion_rematerialization.py", "test_labs.py", "test_grading_roofline.py", "test_ceilings.py",
+              "test_labs.py", "test_grading_roofline.py", "test_ceilings.py",
               "test_grading_fixtures.py", "test_package.py", "test_device.py", "test_fusion_repeat_sweep.py",
               "test_grading_make_it_fast.py", "test_fusion_helpers.py", "test_grading_one_pass.py",
               "test_allocator.py", "test_gpu_check.py", "test_gradebook_setup.py")
+
+# Last: these compile the graphs a notebook of the book compiles, and run in seconds from Inductor's
+# cache once the book has filled it (the rematerialization tests: 25 s after notebook 13, 39 s before).
+LAST_FILES = ("test_fusion_rematerialization.py",)
 
 
 def pytest_configure(config):
@@ -111,7 +115,8 @@ def pytest_collection_modifyitems(config, items):
     reads the build is in that one file, so no worker waits on the other's build.
     (``--dist loadgroup`` cannot do this: pytest-xdist 3.8 marks groups in a test
     id attribute that pytest 9 no longer reads.)"""
-    order = {"test_book_build.py": -1, **{name: rank for rank, name in enumerate(SLOW_FILES)}}
+    order = {"test_book_build.py": -1, **{name: rank for rank, name in enumerate(SLOW_FILES)},
+             **{name: len(SLOW_FILES) + 1 for name in LAST_FILES}}
     items.sort(key=lambda item: order.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept
 
 

@@ -178,6 +178,7 @@ def test_every_page_renders_offline(browser, served_book):
     failures: dict[str, list[str]] = {}
     pages_with_math, images, downloads = 0, 0, set()
     context = browser.new_context()
+    reader = book_browser.Reader(context, base)
     try:
         for name in pages:
             target = book_browser.redirect_target(html, name)
@@ -185,9 +186,7 @@ def test_every_page_renders_offline(browser, served_book):
                 if target not in pages:
                     failures[name] = [f"redirects to a missing page: {target}"]
                 continue
-            page = context.new_page()
-            shown, problems = book_browser.inspect(page, base + name, base)
-            page.close()
+            shown, problems = reader.inspect(base + name)
             pages_with_math += shown["math"] > 0
             images += shown["images"]
             downloads.update(shown["downloads"])
@@ -195,6 +194,7 @@ def test_every_page_renders_offline(browser, served_book):
                 failures[name] = problems
         failures.update(book_browser.check_downloads(context, downloads))
     finally:
+        reader.close()
         context.close()
     report = "\n".join(f"{name}:\n  " + "\n  ".join(problems) for name, problems in failures.items())
     assert not failures, f"{len(failures)} of {len(pages)} pages have problems:\n{report}"
