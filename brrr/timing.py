@@ -110,6 +110,50 @@ def bench(
     return summarize(times, str(DEVICE))
 
 
+def bench_together(
+    fns: dict[str, Callable[[], object]],
+    *,
+    warmup: int = 3,
+    min_runs: int = 5,
+    max_runs: int = 1000,
+    budget_s: float = 0.5,
+    threads: int | None = None,
+    flush_l2: bool = True,
+) -> dict[str, Timing]:
+    """Time several functions whose times will be compared: a :class:`Timing` for each, by name.
+
+    CPU: the functions take turns, one call of each per round, until one of them
+    has had ``budget_s`` of measured time (the slowest: all get the same number
+    of runs) and each has had ``min_runs``. Timed one after the
+    other, a burst of load from another process lands on one of them and skews
+    their ratio; in turns it lands on all of them alike.
+
+    GPU: each is timed with :func:`bench` in turn. The device runs one kernel at a
+    time and nothing else shares it, so the order does not matter there.
+    """
+    if not fns:
+        raise ValueError("nothing to time")
+    if ON_GPU:
+        return {name: bench(fn, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
+                            threads=threads, flush_l2=flush_l2) for name, fn in fns.items()}
+    if min_runs < 1 or max_runs < min_runs:
+        raise ValueError(f"need 1 <= min_runs <= max_runs, got {min_runs} and {max_runs}")
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    with torch_threads(threads):
+        for _ in range(warmup):
+            for fn in fns.values():
+                fn()
+
+        rounds = 0
+        while rounds < max_runs and (rounds < min_runs or max(map(sum, times.values())) < budget_s):
+            for name, fn in fns.items():
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+            rounds += 1
+    return {name: summarize(runs, str(DEVICE)) for name, runs in times.items()}
+
+
 def summarize(times: list[float], device: str) -> Timing:
     ordered = sorted(times)
     if len(ordered) == 1:

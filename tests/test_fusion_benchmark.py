@@ -137,6 +137,8 @@ def gpu_cos_target(monkeypatch):
             return fusion.Measurement(label, Timing(seconds, seconds, seconds, 1, "fake"), bytes_moved)
 
         monkeypatch.setattr(fusion, "measure", measure)
+        monkeypatch.setattr(fusion, "measure_together",
+                            lambda specs, **kwargs: [measure(*spec) for spec in specs])
         monkeypatch.setattr(fusion, "cos_rate", lambda **kwargs: rate)
         return fusion._timed_target("cos_cos_triton_speedup", n=10**6, copy=8e9, threads=None)
 

@@ -2,7 +2,8 @@ import time
 
 import pytest
 
-from brrr.timing import Timing, bench, summarize, torch_threads
+from brrr import timing
+from brrr.timing import Timing, bench, bench_together, summarize, torch_threads
 
 
 def test_summarize_reports_median_and_deciles_exactly():
@@ -32,6 +33,54 @@ def test_bench_ranks_work_by_its_cost():
     short = bench(lambda: time.sleep(0.002), min_runs=5, max_runs=5)
     long = bench(lambda: time.sleep(0.006), min_runs=5, max_runs=5)
     assert long.median_s > 1.5 * short.median_s
+
+
+class _LoadedClock:
+    """A fake perf_counter for work of known cost on a machine with a burst of load: calls
+    ``burst`` (by index, warm-ups included) run three times slower, as when another process
+    takes the core."""
+
+    def __init__(self, burst: range):
+        self.now, self.calls, self.burst = 0.0, 0, burst
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def work(self, seconds: float):
+        def run():
+            self.now += seconds * (3 if self.calls in self.burst else 1)
+            self.calls += 1
+        return run
+
+
+# Each burst covers fewer than half the timed calls of each function in turns (so the medians miss
+# it), and most of one function's calls when timed one after the other.
+@pytest.mark.parametrize("burst", [range(0, 12), range(4, 12), range(14, 22)])
+def test_bench_together_keeps_a_ratio_through_a_burst_of_load(monkeypatch, burst):
+    """Twice the work reads 2x in turns, wherever the burst lands; timed one after the other,
+    the same burst skews the ratio (the control, which must fail for the test to mean anything)."""
+    kwargs = dict(warmup=2, min_runs=10, max_runs=10, budget_s=0)
+    clock = _LoadedClock(burst)
+    monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
+    together = bench_together({"one": clock.work(0.01), "two": clock.work(0.02)}, **kwargs)
+    assert together["two"].median_s / together["one"].median_s == pytest.approx(2.0)
+    assert together["one"].runs == together["two"].runs == 10
+    clock = _LoadedClock(burst)
+    monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
+    one, two = bench(clock.work(0.01), **kwargs), bench(clock.work(0.02), **kwargs)
+    assert two.median_s / one.median_s != pytest.approx(2.0, rel=0.2)
+
+
+def test_bench_together_runs_in_turns_until_each_has_its_budget():
+    order = []
+    slow = lambda: (order.append("slow"), time.sleep(0.004))  # noqa: E731
+    fast = lambda: order.append("fast")  # noqa: E731
+    result = bench_together({"slow": slow, "fast": fast}, warmup=1, min_runs=3, budget_s=0.02)
+    assert order[:6] == ["slow", "fast"] * 3  # warm-up, then rounds of one call each
+    # the rounds stop once the slow one has had its budget (about 5 runs): the fast one gets as many
+    assert 5 <= result["slow"].runs < 50 and result["fast"].runs == result["slow"].runs == len(order) // 2 - 1
+    with pytest.raises(ValueError):
+        bench_together({})
 
 
 def test_bench_rejects_impossible_run_counts():

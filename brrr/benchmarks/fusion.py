@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 from dataclasses import asdict, dataclass
@@ -53,7 +54,7 @@ from brrr.device import DEVICE, ON_GPU, device_class, far_above_cache, per_devic
 from brrr.kernels import pointwise, softmax
 from brrr.memory import settle_page_faults
 from brrr.stamp import environment, format_stamp
-from brrr.timing import Timing, bench, torch_threads
+from brrr.timing import Timing, bench, bench_together, torch_threads
 
 THREADS: int | None = per_device(cpu=1, gpu=None)
 
@@ -200,6 +201,20 @@ def measure(label: str, fn: Callable[[], object], bytes_moved: float, *, threads
         settle_page_faults(fn)
     timing = bench(fn, threads=threads, budget_s=budget, warmup=warmup, min_runs=min_runs)
     return Measurement(label, timing, float(bytes_moved))
+
+
+def measure_together(specs: list[tuple[str, Callable[[], object], float]], *, threads: int | None = THREADS,
+                     budget_s: float | None = None, warmup: int = 3, min_runs: int = 5) -> list[Measurement]:
+    """:func:`measure` for variants whose times are compared: ``(label, fn, bytes_moved)`` each,
+    timed in turns (:func:`brrr.timing.bench_together`), so that load from other work
+    moves their ratios as little as it can."""
+    budget = per_device(cpu=0.5, gpu=0.2) if budget_s is None else budget_s
+    with torch_threads(threads):
+        for _, fn, _ in specs:
+            settle_page_faults(fn)
+    timings = bench_together({label: fn for label, fn, _ in specs}, threads=threads, budget_s=budget,
+                             warmup=warmup, min_runs=min_runs)
+    return [Measurement(label, timings[label], float(bytes_moved)) for label, _, bytes_moved in specs]
 
 
 def copy_bandwidth(n: int | None = None, *, threads: int | None = THREADS) -> float:
@@ -360,9 +375,9 @@ def sweep(providers: dict[str, Callable], make_inputs: Callable[[int], tuple], b
     results: dict[str, list[Measurement]] = {name: [] for name in providers}
     for size in sizes:
         inputs = make_inputs(size)
-        for name, provider in providers.items():
-            results[name].append(measure(name, lambda: provider(*inputs), bytes_moved(size), threads=threads,
-                                         budget_s=budget, warmup=1, min_runs=3))
+        specs = [(name, functools.partial(provider, *inputs), bytes_moved(size)) for name, provider in providers.items()]
+        for result in measure_together(specs, threads=threads, budget_s=budget, warmup=1, min_runs=3):
+            results[result.label].append(result)
     return results
 
 
@@ -511,13 +526,15 @@ def _value(check: str, measured: float) -> str:
 def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Result:
     if check in ("cos_cos_compiled_speedup", "cos_cos_triton_speedup"):
         x = torch.randn(n, device=DEVICE)
-        eager = measure("eager x.cos().cos()", lambda: cos_cos_eager(x), cos_cos_bytes(n, fused=False), threads=threads)
         if check == "cos_cos_compiled_speedup":
             compiled = compile_for_timing(cos_cos_eager, x, threads=threads)
-            fused = measure("compiled x.cos().cos()", lambda: compiled(x), cos_cos_bytes(n, fused=True), threads=threads)
+            fused_spec = ("compiled x.cos().cos()", lambda: compiled(x), cos_cos_bytes(n, fused=True))
         else:
             out = torch.empty_like(x)
-            fused = measure("Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True), threads=threads)
+            fused_spec = ("Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True))
+        eager, fused = measure_together(
+            [("eager x.cos().cos()", lambda: cos_cos_eager(x), cos_cos_bytes(n, fused=False)), fused_spec],
+            threads=threads)
         detail = f"eager {units.seconds(eager.seconds)}, {fused.label} {units.seconds(fused.seconds)}, n={n}"
         measured = speedup(eager, fused)
         if target(check).kind != OF_ROOFLINE_SPEEDUP:
@@ -538,8 +555,9 @@ def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Resul
                 y = op(y)
             return y
 
-        separate = measure("compiled op by op", one_at_a_time, chain_bytes(n, 3, fused=False), threads=threads)
-        fused = measure("compiled and fused", lambda: chain(x), chain_bytes(n, 3, fused=True), threads=threads)
+        separate, fused = measure_together([("compiled op by op", one_at_a_time, chain_bytes(n, 3, fused=False)),
+                                            ("compiled and fused", lambda: chain(x), chain_bytes(n, 3, fused=True))],
+                                           threads=threads)
         detail = f"op by op {units.seconds(separate.seconds)}, fused {units.seconds(fused.seconds)}, n={n}"
         return _result(check, speedup(separate, fused), detail)
     if check == "pointwise_bandwidth":
