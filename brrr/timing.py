@@ -100,8 +100,7 @@ def bench(
     repeat must not see the same data). Runs continue until ``budget_s`` seconds
     of measured time are spent, at least ``min_runs`` and at most ``max_runs``.
     """
-    if min_runs < 1 or max_runs < min_runs:
-        raise ValueError(f"need 1 <= min_runs <= max_runs, got {min_runs} and {max_runs}")
+    _require_run_counts(min_runs, max_runs)
     with torch_threads(threads):
         if ON_GPU:
             times = _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2)
@@ -124,20 +123,19 @@ def bench_together(
 
     CPU: the functions take turns, one call of each per round, until one of them
     has had ``budget_s`` of measured time (the slowest: all get the same number
-    of runs) and each has had ``min_runs``. Timed one after the
-    other, a burst of load from another process lands on one of them and skews
-    their ratio; in turns it lands on all of them alike.
+    of runs) and each has had ``min_runs``. Timed one after the other, a burst of
+    load from another process lands on one of them and skews their ratio; in
+    turns it lands on all of them alike.
 
-    GPU: each is timed with :func:`bench` in turn. The device runs one kernel at a
-    time and nothing else shares it, so the order does not matter there.
+    GPU: each is timed with :func:`bench` in turn. CUDA events time the device, and
+    load on the host's cores, which is what moves CPU timings, does not reach them.
     """
     if not fns:
         raise ValueError("nothing to time")
     if ON_GPU:
         return {name: bench(fn, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
                             threads=threads, flush_l2=flush_l2) for name, fn in fns.items()}
-    if min_runs < 1 or max_runs < min_runs:
-        raise ValueError(f"need 1 <= min_runs <= max_runs, got {min_runs} and {max_runs}")
+    _require_run_counts(min_runs, max_runs)
     times: dict[str, list[float]] = {name: [] for name in fns}
     with torch_threads(threads):
         for _ in range(warmup):
@@ -152,6 +150,11 @@ def bench_together(
                 times[name].append(time.perf_counter() - start)
             rounds += 1
     return {name: summarize(runs, str(DEVICE)) for name, runs in times.items()}
+
+
+def _require_run_counts(min_runs: int, max_runs: int) -> None:
+    if min_runs < 1 or max_runs < min_runs:
+        raise ValueError(f"need 1 <= min_runs <= max_runs, got {min_runs} and {max_runs}")
 
 
 def summarize(times: list[float], device: str) -> Timing:
