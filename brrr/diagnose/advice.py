@@ -9,8 +9,8 @@ overhead
     GPU, compiling and capturing a CUDA graph remove at most the idle time spent
     waiting on the host, ``h``: at most ``1/(1-h)``. On a CPU the compiled step
     still pays one compiled call (measured here, :func:`compiled_call_seconds`)
-    and its contractions, which compiled code hands to the same matmul library:
-    at most ``step / (call + contraction share · step)``.
+    its contractions, which compiled code hands to the same matmul library, and
+    one dispatch of a fused kernel per contraction (:func:`compile_gain`).
 memory-bound element-wise and normalization ops
     share ``s`` of the step, ``k`` calls per step. Fused into one kernel, they still
     read the chain's input and write its output once: at least one call's traffic
@@ -62,8 +62,9 @@ def overhead_advice(share: float, between: float, launches: float, gain: float, 
     else:
         how = (f"compile it (torch.compile): the step becomes one compiled call, at least "
                f"{units.seconds(floor_s)} here, plus its contractions, which stay library calls "
-               f"({units.percent(kept_share)} of the step); or grow the batch. CUDA graphs do not apply on a "
-               "CPU: there are no kernel launches to replay, every op runs on the calling thread")
+               f"({units.percent(kept_share)} of the step), each followed by a fused kernel; or grow the "
+               "batch. CUDA graphs do not apply on a CPU: there are no kernel launches to replay, every op "
+               "runs on the calling thread")
     where = "device idle waiting on the host" if on_gpu else "between ops"
     return Advice(
         f"overhead-bound: {units.percent(share)} of the step is overhead ({units.percent(between)} {where}, "
@@ -71,10 +72,13 @@ def overhead_advice(share: float, between: float, launches: float, gain: float, 
         f"{how}; at most {gain:.1f}x", gain, Regime.OVERHEAD.value)
 
 
-def compile_gain(step_s: float, kept_share: float, floor_s: float) -> float:
-    """On a CPU, the compiled step takes at least one compiled call (``floor_s``, measured) plus the
-    contractions' share of today's step (``kept_share``): compiled code calls the same matmul library."""
-    return step_s / (floor_s + kept_share * step_s)
+def compile_gain(step_s: float, kept_share: float, floor_s: float, library_calls: float,
+                 dispatch_s: float) -> float:
+    """On a CPU, the compiled step takes at least: one compiled call (``floor_s``, measured); the
+    contractions' share of today's step (``kept_share``), since compiled code calls the same matmul
+    library; and, for each of those ``library_calls``, one dispatch (``dispatch_s``, measured) of the
+    fused kernel that follows it (the ops between two library calls cannot join either)."""
+    return step_s / (floor_s + kept_share * step_s + library_calls * dispatch_s)
 
 
 def fusion_advice(share: float, calls: float) -> Advice:

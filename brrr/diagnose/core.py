@@ -91,15 +91,17 @@ def regime_shares(rows: list[ops.OpRow], overhead_idle_s: float) -> dict[str, fl
 
 
 def _overhead_advice(shares, op_rows, idle: float, launches: float, step_s: float, idle_s: float,
-                     threads: int | None) -> Advice:
+                     threads: int | None, ceilings: Ceilings) -> Advice:
     """The overhead advice with its bound: removing the host wait (GPU), or the compiled-step floor (CPU)."""
     share = shares[Regime.OVERHEAD.value]
     if ON_GPU:
         return advice_module.overhead_advice(share, idle, launches, advice_module.amdahl(idle), on_gpu=True)
     profiled = sum(row.seconds for row in op_rows) + idle_s
-    kept = sum(row.seconds for row in op_rows if row.op_class == OpClass.CONTRACTION.value) / profiled
+    contractions = [row for row in op_rows if row.op_class == OpClass.CONTRACTION.value]
+    kept = sum(row.seconds for row in contractions) / profiled
     floor_s = compiled_call_seconds(threads)
-    gain = advice_module.compile_gain(step_s, kept, floor_s)
+    gain = advice_module.compile_gain(step_s, kept, floor_s, sum(row.calls for row in contractions),
+                                      ceilings.dispatch_overhead)
     return advice_module.overhead_advice(share, idle, launches, gain, on_gpu=False, kept_share=kept,
                                          floor_s=floor_s)
 
@@ -150,7 +152,7 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
     overhead = None
     if shares[Regime.OVERHEAD.value] >= advice_module.WORTH_FIXING:
         overhead = _overhead_advice(shares, op_rows, time_split[idle_name], launches, measured.timing.median_s,
-                                    overhead_idle_s, threads)
+                                    overhead_idle_s, threads, ceilings)
     found = advice_module.advise(shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU,
                                  tensor_cores=tensor_cores)
     return Diagnosis(

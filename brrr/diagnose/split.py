@@ -8,9 +8,9 @@ next kernel starts, and it is
 idle, waiting on the host
     when that kernel's launch (the ``cudaLaunchKernel`` tied to it by its
     correlation id) began after the gap began: the host had not yet issued the
-    work, so the device waited on Python and the framework. A gap after the
-    step's last kernel that no later kernel ends counts here too: the device has
-    nothing queued while the host finishes the step.
+    work, so the device waited on Python and the framework. The gap after the
+    step's last kernel counts here too: the device has nothing queued while the
+    host finishes the step.
 idle, other
     otherwise: the work was already queued (stream synchronization, a memcpy
     the kernel waited on, launch latency). HTA calls the part of this shorter
@@ -26,7 +26,7 @@ CPU: ops run on the host thread, so the split is the time *inside* top-level ops
 framework outside any op).
 
 Fractions are of the profiled steps' wall time (the ``step`` annotations), so
-they sum to 1. A launch is one kernel on a GPU and one aten op dispatched on a CPU.
+they sum to 1. A launch is one kernel on a GPU and one top-level aten op on a CPU.
 """
 
 from __future__ import annotations
@@ -69,14 +69,22 @@ def _total(windows: list[Span]) -> float:
 
 
 def gpu_idle_us(trace: Trace, window: Span) -> tuple[float, float]:
-    """``(waiting on the host, other)`` idle µs of the device in ``window``, by HTA's rule (module docstring)."""
+    """``(waiting on the host, other)`` idle µs of the device in ``window``, by HTA's rule (module docstring).
+
+    A gap that runs to the end of the window is host wait: :func:`brrr.diagnose.profile.measure`
+    synchronizes inside each step, so the device finished everything queued and waits for the host
+    to end the step. A gap ended by an event whose launch the trace does not show is "other".
+    """
     launch_start = {launch.correlation: launch.start_us for launch in trace.launches
                     if launch.correlation is not None}
     host = other = 0.0
     for gap_start, gap_end in traces.idle_gaps(trace.device, window):
-        following = next((event for event in trace.device if event.start_us >= gap_start), None)
-        issued_at = None if following is None else launch_start.get(following.correlation)
-        if following is None or (issued_at is not None and issued_at > gap_start):
+        if gap_end >= window[1]:
+            host += gap_end - gap_start
+            continue
+        following = next(event for event in trace.device if event.start_us >= gap_end)
+        issued_at = launch_start.get(following.correlation)
+        if issued_at is not None and issued_at > gap_start:
             host += gap_end - gap_start
         else:
             other += gap_end - gap_start
@@ -115,10 +123,12 @@ def _inside(start_us: float, windows: list[Span]) -> bool:
 
 
 def launches_per_step(trace: Trace, label: str = "step") -> float:
-    """Kernels started per step (GPU), or aten ops dispatched per step, nested ones included (CPU)."""
+    """Kernels started per step (GPU), or top-level aten ops called per step (CPU): the ops the step's
+    Python code dispatched, each paying the framework's per-op overhead (ops they call inside are not
+    counted: ``aten::linear`` counts, the ``aten::addmm`` it runs does not)."""
     windows = step_windows(trace, label)
     if trace.has_device:
         events = [event for event in trace.device if event.category.lower() == "kernel"]
     else:
-        events = [event for event in trace.cpu_ops if event.name.startswith("aten::")]
+        events = [event for event in trace.top_level_cpu_ops() if event.name.startswith("aten::")]
     return sum(_inside(event.start_us, windows) for event in events) / len(windows)

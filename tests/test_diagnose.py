@@ -1,0 +1,96 @@
+"""brrr.diagnose on this CPU: the three example workloads get their labels by a wide margin, the overhead
+advice's bound is what torch.compile then reaches, and the command writes stamped JSON and a figure.
+
+The GPU time split is checked on a hand-built trace in tests/test_diagnose_split.py; bad input in
+tests/test_diagnose_errors.py. Every diagnosis here runs on one thread (stable timings on 2 cores).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from brrr import targets
+from brrr.diagnose import diagnose, examples
+from brrr.diagnose.split import BETWEEN_OPS, INSIDE_OPS
+from brrr.timing import bench
+
+ROOT = Path(__file__).resolve().parent.parent
+THREADS = 1
+# The winning regime's share of the step must be at least this many times the next one's.
+# Measured here: compute-bound 99% against 0.7% (about 140x), memory-bound 99.6% against 0.4%
+# (about 220x), overhead-bound 100% against 0%.
+MARGIN = 5.0
+# The compiled tiny MLP's speedup must land between these fractions of the overhead advice's bound
+# ("at most N x"). A bound, so it is not beaten beyond timing noise (1.25); the compiled step pays more
+# per kernel than one eager dispatch, which the bound counts, so it reaches about half of it here.
+BOUND_REACHED = (0.3, 1.25)
+
+
+@pytest.fixture(scope="module")
+def command_run(tmp_path_factory):
+    """The command on the overhead-bound example, once: its report, JSON and figure."""
+    folder = tmp_path_factory.mktemp("diagnose")
+    result = subprocess.run(
+        [sys.executable, "-m", "brrr.diagnose", "brrr.diagnose.examples:tiny_mlp", "--threads", str(THREADS),
+         "--json", str(folder / "tiny.json"), "--figure", str(folder / "tiny.png")],
+        capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return result, folder
+
+
+@pytest.mark.parametrize("name, regime", [("big_matmul", "compute-bound"), ("pointwise_chain", "memory-bound")])
+def test_example_gets_its_label_by_a_wide_margin(name, regime):
+    step, args = getattr(examples, name)()
+    found = diagnose(step, *args, threads=THREADS)
+    assert found.regime == regime, found.report()
+    assert found.margin >= MARGIN, found.report()
+    assert sum(found.shares.values()) == pytest.approx(1.0)
+    assert sum(found.split.fractions.values()) == pytest.approx(1.0)
+    assert found.split[INSIDE_OPS] > found.split[BETWEEN_OPS]  # big ops: the time is inside them
+    assert found.advice and found.advice[0].regime == regime, found.report()
+    if regime == "compute-bound":
+        # one n×n matmul: 2n³ FLOPs counted, and most of the measured fp32 matmul peak reached
+        assert found.flops_per_step == 2 * examples.BIG_MATMUL_N**3
+        assert found.mfu > 0.3, found.report()
+    else:
+        assert found.launches_per_step == examples.CHAIN_OPS  # one top-level op each
+
+
+def test_command_labels_the_tiny_mlp_and_writes_stamped_json_and_a_figure(command_run):
+    result, folder = command_run
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("brrr diagnose: overhead-bound")
+    data = json.loads((folder / "tiny.json").read_text())
+    assert data["regime"] == "overhead-bound"
+    shares = sorted(data["shares"].values(), reverse=True)
+    assert shares[0] >= MARGIN * shares[1]
+    assert {"device", "torch", "triton", "date"} <= data["env"].keys()
+    assert data["stamp"].startswith("[measured on ")
+    assert data["launches_per_step"] == 8 * 4 + 1  # 8 blocks of linear, layer norm, GELU, add; the head
+    assert data["split"]["fractions"][BETWEEN_OPS] > 0.2
+    assert (folder / "tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
+    result, folder = command_run
+    assert result.returncode == 0, result.stderr
+    advice = json.loads((folder / "tiny.json").read_text())["advice"][0]
+    assert advice["regime"] == "overhead-bound" and "torch.compile" in advice["text"]
+    predicted = advice["predicted_gain"]
+    step, args = examples.tiny_mlp()
+    compiled = torch.compile(step)
+    torch.set_num_threads(THREADS)
+    compiled(*args)
+
+    def reached() -> float:
+        eager = bench(lambda: step(*args), threads=THREADS, budget_s=0.3).median_s
+        fast = bench(lambda: compiled(*args), threads=THREADS, budget_s=0.3).median_s
+        return eager / fast / predicted
+
+    low, high = BOUND_REACHED
+    readings = targets.measurements(reached(), reached, lambda share: low <= share <= high)
+    print(f"compiled speedup / predicted bound ({predicted:.2f}x): {', '.join(f'{r:.2f}' for r in readings)}")
+    assert low <= readings[-1] <= high, readings
