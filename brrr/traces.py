@@ -289,7 +289,7 @@ def quiet_native_stderr() -> Iterator[None]:
 
 def profile_steps(step: Callable[[], object], steps: int, *, on_gpu: bool | None = None, label: str = "step",
                   synchronize_each: bool = False):
-    """Profile ``steps`` calls of ``step``, each inside ``record_function(label)``; returns the stopped profiler.
+    """Profile ``steps`` calls of ``step``, each inside ``record_function(label)``; return the profiler.
 
     On a GPU the device activity is recorded too and the device is synchronized
     before the profiler stops, so every kernel lands in the profile;

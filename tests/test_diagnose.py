@@ -41,7 +41,8 @@ def command_run(tmp_path_factory):
     return result, folder
 
 
-@pytest.mark.parametrize("name, regime", [("big_matmul", "compute-bound"), ("pointwise_chain", "memory-bound")])
+@pytest.mark.parametrize("name, regime", [("big_matmul", "compute-bound"),
+                                          ("pointwise_chain", "memory-bound")])
 def test_example_gets_its_label_by_a_wide_margin(name, regime):
     step, args = getattr(examples, name)()
     found = diagnose(step, *args, threads=THREADS)

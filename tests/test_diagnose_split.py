@@ -59,7 +59,8 @@ def test_gpu_split_matches_the_hand_computed_values():
 
 
 def test_launches_per_step_counts_kernels_inside_the_steps():
-    assert split.launches_per_step(traces.load(hand_built_trace())) == 5  # the memcpy after the steps is no launch
+    # the memcpy after the steps is not in a step, and not a kernel
+    assert split.launches_per_step(traces.load(hand_built_trace())) == 5
 
 
 def test_gaps_are_host_wait_only_when_the_next_launch_came_later():

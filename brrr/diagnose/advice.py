@@ -37,7 +37,7 @@ WORTH_FIXING = 0.1
 
 @dataclass(frozen=True)
 class Advice:
-    """One fix: what to do and why (with the measured figures), the gain at most, and the regime it targets."""
+    """One fix: what to do and why (with the measured figures), the gain at most, the regime it targets."""
 
     text: str
     predicted_gain: float  # step time now / step time after the fix, at most
@@ -95,9 +95,10 @@ def contraction_advice(share: float, peak_fraction: float, dtype: str, ceilings,
     found = []
     tuned = amdahl(share * (1 - min(peak_fraction, 1.0)))
     found.append(Advice(
-        f"compute-bound: contractions take {units.percent(share)} of the step at {units.percent(peak_fraction)} "
-        f"of the measured {dtype} matmul peak ({units.flops(ceilings.matmul(dtype))}); larger or better-shaped "
-        f"matmuls can gain at most {tuned:.2f}x", tuned, Regime.COMPUTE.value))
+        f"compute-bound: contractions take {units.percent(share)} of the step at "
+        f"{units.percent(peak_fraction)} of the measured {dtype} matmul peak "
+        f"({units.flops(ceilings.matmul(dtype))}); larger or better-shaped matmuls can gain at most "
+        f"{tuned:.2f}x", tuned, Regime.COMPUTE.value))
     if dtype in ("float32", "tf32") and on_gpu and tensor_cores:
         fast = max(ceilings.matmul_peak.get("bfloat16", 0.0), ceilings.matmul_peak.get("tf32", 0.0))
         if fast > ceilings.matmul(dtype):
@@ -110,9 +111,10 @@ def contraction_advice(share: float, peak_fraction: float, dtype: str, ceilings,
         bf16 = ceilings.matmul_peak.get("bfloat16")
         if bf16:
             found.append(Advice(
-                f"bf16 and TF32 pay off on GPU tensor cores, which a CPU does not have: this CPU's measured bf16 "
-                f"matmul peak is {units.flops(bf16)} against {units.flops(ceilings.matmul('float32'))} for "
-                "float32, so keep float32 here", 1.0, Regime.COMPUTE.value))
+                f"bf16 and TF32 pay off on GPU tensor cores, which a CPU does not have: this CPU's measured "
+                f"bf16 matmul peak is {units.flops(bf16)} against "
+                f"{units.flops(ceilings.matmul('float32'))} for float32, so keep float32 here",
+                1.0, Regime.COMPUTE.value))
     return found
 
 

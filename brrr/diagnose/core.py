@@ -37,7 +37,7 @@ TOP_OPS = 8
 
 @dataclass
 class Diagnosis:
-    """What :func:`diagnose` found. Times are per step; rates are fractions of this machine's measured roofs."""
+    """What :func:`diagnose` found. Times are per step; rates are fractions of the measured roofs."""
 
     regime: str  # the whole step's label
     shares: dict[str, float]  # regime -> share of the step's time (sums to 1)
@@ -72,10 +72,11 @@ class Diagnosis:
 
 
 def _matmul_dtype(measured: Measurement, ceilings: Ceilings) -> str:
-    """The dtype most contractions ran in, as the ceilings name it (``tf32`` where fp32 matmuls may use it)."""
+    """The dtype most contractions ran in, as the ceilings name it (``tf32`` where fp32 may use it)."""
     counts = measured.traffic.contraction_dtypes
     dtype = dtype_name(counts.most_common(1)[0][0]) if counts else "float32"
-    if dtype == "float32" and ON_GPU and torch.backends.cuda.matmul.allow_tf32 and "tf32" in ceilings.matmul_peak:
+    tf32_allowed = ON_GPU and torch.backends.cuda.matmul.allow_tf32
+    if dtype == "float32" and tf32_allowed and "tf32" in ceilings.matmul_peak:
         dtype = "tf32"
     return dtype if dtype in ceilings.matmul_peak else "float32"
 
@@ -138,7 +139,8 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
     measured = measure(step, args, threads=threads, warmup=warmup, steps=steps)
     ceilings = ceilings_module.measure(threads=threads)
     dtype = _matmul_dtype(measured, ceilings)
-    seconds = {name: s / measured.steps for name, s in measured.self_times.seconds.items() if name != STEP_LABEL}
+    seconds = {name: total / measured.steps for name, total in measured.self_times.seconds.items()
+               if name != STEP_LABEL}  # the step annotation's own time is the time between ops
     op_rows = ops.op_rows(seconds, measured.flops.flops, dict(measured.traffic.bytes),
                           dict(measured.traffic.calls), ceilings, dtype)
     time_split = split.time_split(measured.trace, STEP_LABEL)
@@ -151,8 +153,8 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
     tensor_cores = ON_GPU and torch.cuda.get_device_capability(DEVICE)[0] >= 7
     overhead = None
     if shares[Regime.OVERHEAD.value] >= advice_module.WORTH_FIXING:
-        overhead = _overhead_advice(shares, op_rows, time_split[idle_name], launches, measured.timing.median_s,
-                                    overhead_idle_s, threads, ceilings)
+        overhead = _overhead_advice(shares, op_rows, time_split[idle_name], launches,
+                                    measured.timing.median_s, overhead_idle_s, threads, ceilings)
     found = advice_module.advise(shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU,
                                  tensor_cores=tensor_cores)
     return Diagnosis(

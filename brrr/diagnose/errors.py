@@ -37,13 +37,13 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 def step_failed(error: BaseException, *, phase: str) -> DiagnoseError:
-    """The error to raise when the step itself raised ``error`` while ``phase`` (warm-up, timing...) ran it."""
+    """The error to raise when the step raised ``error`` while ``phase`` (warm-up, timing...) ran it."""
     first_line = (str(error).strip().splitlines() or [""])[0]
     if is_out_of_memory(error):
         return DiagnoseError(
-            f"The step ran out of memory during {phase} ({type(error).__name__}: {first_line[:300]}). The model, "
-            "its activations or its batch do not fit on this device: diagnose a smaller batch or model, "
-            "then scale up. Nothing was measured.")
+            f"The step ran out of memory during {phase} ({type(error).__name__}: {first_line[:300]}). "
+            "The model, its activations or its batch do not fit on this device: diagnose a smaller batch "
+            "or model, then scale up. Nothing was measured.")
     return DiagnoseError(
         f"The step raised {type(error).__name__} during {phase}, from {_where_in_the_step(error)}: "
         f"{first_line[:300]}. The error is the step's own, not the profiler's: run step(*args) once by "

@@ -97,7 +97,7 @@ def _row(name: str, op_class: OpClass, calls: float, seconds: float, flops: floa
 
 def op_rows(seconds: dict[str, float], flops: dict[str, float], bytes_: dict[str, float],
             calls: dict[str, float], ceilings: Ceilings, matmul_dtype: str) -> list[OpRow]:
-    """One row per op, slowest first. Keys: profiler names (``aten::addmm``) or bare aten names (``addmm``)."""
+    """One row per op, slowest first. Keys: profiler names (``aten::addmm``) or bare names (``addmm``)."""
     def key(name: str) -> str:
         return op_name(name) if name.startswith("aten::") else name
 
@@ -121,8 +121,9 @@ def class_rows(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> list
         members = [row for row in rows if row.op_class == op_class.value]
         if not members:
             continue
-        out.append(_row(op_class.value, op_class, sum(r.calls for r in members), sum(r.seconds for r in members),
-                        sum(r.flops for r in members), sum(r.bytes for r in members), ceilings, matmul_dtype))
+        totals = [sum(getattr(row, name) for row in members)
+                  for name in ("calls", "seconds", "flops", "bytes")]
+        out.append(_row(op_class.value, op_class, *totals, ceilings, matmul_dtype))
     return out
 
 

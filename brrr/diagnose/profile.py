@@ -60,7 +60,8 @@ class TrafficLog(TorchDispatchMode):
         name = opclasses.op_name(func)
         self.calls[name] += 1
         if name not in opclasses.LAYOUT:
-            tensors = [leaf for leaf in tree_leaves((args, kwargs or {}, out)) if isinstance(leaf, torch.Tensor)]
+            leaves = tree_leaves((args, kwargs or {}, out))
+            tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
             self.bytes[name] += sum(t.numel() * t.element_size() for t in tensors)
             if opclasses.classify("aten::" + name) is opclasses.OpClass.CONTRACTION and tensors:
                 self.contraction_dtypes[tensors[0].dtype] += 1

@@ -38,20 +38,22 @@ def text(d) -> str:
     lines = [
         f"brrr diagnose: {d.regime} ({units.percent(share)} of the step; next {runner_up} "
         f"{units.percent(second)}: {d.margin:.1f}x behind)",
-        f"step: {units.seconds(d.step_s)} median (profiler off); {d.launches_per_step:.0f} {launches} per step",
+        f"step: {units.seconds(d.step_s)} median (profiler off); "
+        f"{d.launches_per_step:.0f} {launches} per step",
         f"where the time goes ({d.split.clock}, {units.seconds(d.split.step_us / 1e6)} per profiled step): "
         + ", ".join(f"{name} {units.percent(value)}" for name, value in d.split.fractions.items()),
         f"MFU: {units.percent(d.mfu)}: {units.si(d.flops_per_step, 'FLOP')} per step at "
         f"{units.flops(d.flops_per_step / d.step_s)} against the measured {d.matmul_dtype} matmul peak "
         f"({units.flops(ceilings.matmul(d.matmul_dtype))})",
         f"roofs (measured here): copy {units.bandwidth(ceilings.copy_bandwidth)}, "
-        f"non-matmul {units.flops(ceilings.vector_peak)}, dispatch {units.seconds(ceilings.dispatch_overhead)} per op",
+        f"non-matmul {units.flops(ceilings.vector_peak)}, "
+        f"dispatch {units.seconds(ceilings.dispatch_overhead)} per op",
         "",
         *_table(d.rows, "op class"),
         "",
         *_table(d.top_ops, "slowest ops"),
         "",
-        "advice (best first):" if d.advice else "advice: none; no regime holds enough of the step to be worth a fix",
+        "advice (best first):" if d.advice else "advice: none; no regime holds enough of the step to fix",
         *(f"  {index}. {item.text}" for index, item in enumerate(d.advice, 1)),
     ]
     if d.compile_report is not None:

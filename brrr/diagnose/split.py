@@ -69,7 +69,7 @@ def _total(windows: list[Span]) -> float:
 
 
 def gpu_idle_us(trace: Trace, window: Span) -> tuple[float, float]:
-    """``(waiting on the host, other)`` idle µs of the device in ``window``, by HTA's rule (module docstring).
+    """``(waiting on the host, other)`` idle µs of the device in ``window``, by HTA's rule (see above).
 
     A gap that runs to the end of the window is host wait: :func:`brrr.diagnose.profile.measure`
     synchronizes inside each step, so the device finished everything queued and waits for the host
