@@ -54,10 +54,15 @@ def test_example_gets_its_label_by_a_wide_margin(name, regime):
     assert found.advice and found.advice[0].regime == regime, found.report()
     if regime == "compute-bound":
         # one n×n matmul: 2n³ FLOPs counted, and most of the measured fp32 matmul peak reached
-        assert found.flops_per_step == 2 * examples.BIG_MATMUL_N**3
+        n = examples.BIG_MATMUL_N
+        assert found.flops_per_step == 2 * n**3
+        contraction = next(row for row in found.rows if row.op_class == "tensor contraction")
+        assert contraction.bytes == 3 * n * n * 4  # reads a and b, writes a @ b (fp32)
         assert found.mfu > 0.3, found.report()
     else:
         assert found.launches_per_step == examples.CHAIN_OPS  # one top-level op each
+        elementwise = next(row for row in found.rows if row.op_class == "element-wise")
+        assert elementwise.bytes == examples.CHAIN_OPS * 2 * args[0].numel() * 4  # each reads and writes x
 
 
 def test_command_labels_the_tiny_mlp_and_writes_stamped_json_and_a_figure(command_run):

@@ -6,6 +6,7 @@ import torch
 from brrr import traces
 from brrr.diagnose import DiagnoseError, diagnose
 from brrr.diagnose.__main__ import load_target, main
+from brrr.diagnose.core import explain_compile
 from brrr.diagnose.profile import require_device_work
 
 
@@ -55,3 +56,19 @@ def test_the_command_prints_the_message_and_exits_2(capsys):
     captured = capsys.readouterr()
     assert "brrr diagnose: Cannot diagnose 'no_such_module_here:build'" in captured.err
     assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_explain_reports_graph_breaks_and_recompiles():
+    calls = []
+
+    def step(x):
+        y = x.sin()
+        print("", end="")  # a graph break: dynamo cannot trace print
+        calls.append(1)
+        return y.cos() * len(calls)  # a new constant every call: a recompile each time
+
+    found = explain_compile(step, (torch.ones(8),))
+    assert found["graph_breaks"] >= 1 and found["break_reasons"]
+    assert found["recompiles"] >= 1
+    clean = explain_compile(lambda x: x.sin().cos(), (torch.ones(8),))
+    assert clean["graph_breaks"] == 0 and clean["recompiles"] == 0 and clean["graphs"] == 1

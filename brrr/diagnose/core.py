@@ -107,20 +107,37 @@ def _overhead_advice(shares, op_rows, idle: float, launches: float, step_s: floa
                                          floor_s=floor_s)
 
 
-def _explain(step: Callable, args: tuple) -> dict:
-    """Graph breaks of ``torch.compile`` on the step, from ``torch._dynamo.explain``."""
+REPEATS_FOR_RECOMPILES = 2
+
+
+def explain_compile(step: Callable, args: tuple) -> dict:
+    """Graph breaks of ``torch.compile`` on the step (``torch._dynamo.explain``), and recompiles: frames
+    compiled again when the step, compiled with the cheap ``eager`` backend, is called
+    :data:`REPEATS_FOR_RECOMPILES` more times with the same inputs (a guard on a Python value that
+    changes every step, say). Recompiles caused by new input shapes are not seen: the inputs are fixed."""
     import torch._dynamo
+    from torch._dynamo.utils import counters
 
     try:
         found = torch._dynamo.explain(step)(*args)
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(step, backend="eager")
+        compiled(*args)
+        first = counters["frames"]["total"]
+        for _ in range(REPEATS_FOR_RECOMPILES):
+            compiled(*args)
+        recompiles = counters["frames"]["total"] - first
     except Exception as error:
         raise step_failed(error, phase="torch._dynamo.explain") from error
+    finally:
+        torch._dynamo.reset()
     return {
         "graphs": found.graph_count,
         "graph_breaks": found.graph_break_count,
         "break_reasons": [str(getattr(reason, "reason", reason)) for reason in found.break_reasons],
         "ops": found.op_count,
-        "recompiles": max(found.graph_count - 1 - found.graph_break_count, 0),
+        "recompiles": recompiles,
     }
 
 
@@ -162,7 +179,7 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
         rows=ops.class_rows(op_rows, ceilings, dtype), top_ops=op_rows[:TOP_OPS],
         mfu=flops / measured.timing.median_s / ceilings.matmul(dtype), matmul_dtype=dtype,
         flops_per_step=flops, launches_per_step=launches, advice=found, ceilings=ceilings, threads=threads,
-        compile_report=_explain(step, args) if explain else None, env=_environment(threads),
+        compile_report=explain_compile(step, args) if explain else None, env=_environment(threads),
     )
 
 

@@ -59,7 +59,7 @@ def text(d) -> str:
     if d.compile_report is not None:
         c = d.compile_report
         lines += ["", f"torch.compile: {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
-                      f"{c['ops']} ops captured"]
+                      f"{c['ops']} ops captured, {c['recompiles']} recompile(s) over repeated calls"]
         lines += [f"  break: {reason}" for reason in c["break_reasons"]]
     lines += ["", format_stamp(d.env)]
     return "\n".join(lines)
