@@ -81,3 +81,16 @@ def test_cpu_split_is_inside_against_between_top_level_ops():
     assert found[split.INSIDE_OPS] == pytest.approx(0.45)
     assert found[split.BETWEEN_OPS] == pytest.approx(0.55)
     assert split.launches_per_step(traces.load(events)) == 2  # top-level ops: addmm runs inside linear
+
+
+def test_an_op_with_no_work_counted_is_overhead_on_a_cpu_and_data_movement_on_a_gpu():
+    from brrr.diagnose.ops import op_regime
+    from brrr.roofline import Roof
+
+    cpu = Roof(1e11, 1e10, 2e-6, overhead_adds=True)
+    gpu = Roof(1e14, 3e12, 5e-6, overhead_adds=False)
+    assert op_regime(0, 0, cpu).value == "overhead-bound"  # a view or a wrapper: its time is dispatch
+    assert op_regime(0, 0, gpu).value == "memory-bound"  # device time is kernel time: a nested copy, a fill
+    assert op_regime(2 * 4096**3, 3 * 4096**2 * 4, gpu).value == "compute-bound"
+    assert op_regime(2**28, 2 * 4 * 2**28, gpu).value == "memory-bound"
+    assert op_regime(32, 2 * 4 * 32, gpu).value == "overhead-bound"  # 32 elements: less work than a launch

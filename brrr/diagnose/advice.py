@@ -25,7 +25,7 @@ compute-bound contractions
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from brrr import units
 from brrr.opclasses import OpClass
@@ -42,6 +42,7 @@ class Advice:
     text: str
     predicted_gain: float  # step time now / step time after the fix, at most
     regime: str
+    basis: dict = field(default_factory=dict)  # the measured figures the gain was computed from, by name
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -52,24 +53,29 @@ def amdahl(saved: float) -> float:
     return 1.0 / max(1.0 - saved, 1e-9)
 
 
-def overhead_advice(share: float, between: float, launches: float, gain: float, *, on_gpu: bool,
-                    kept_share: float = 0.0, floor_s: float = 0.0) -> Advice:
-    """``share``: overhead share; ``gain``: the bound computed by :func:`compile_gain` (CPU) or
-    ``amdahl(host wait)`` (GPU); ``kept_share`` and ``floor_s`` are what the CPU bound keeps."""
+def overhead_advice(share: float, between: float, launches: float, step_s: float, *,
+                    compiled: dict | None = None) -> Advice:
+    """``share``: the overhead share; ``between``: the share between ops (CPU) or of the device idle
+    waiting on the host (GPU). On a GPU the gain is ``amdahl(between)``; on a CPU, ``compiled`` holds
+    :func:`compile_gain`'s measured arguments besides ``step_s`` and the gain is computed from them."""
+    on_gpu = compiled is None
     if on_gpu:
+        gain = amdahl(between)
         how = (f"compile it (torch.compile) or capture a CUDA graph (torch.cuda.graphs), which removes the "
                f"device's {units.percent(between)} of idle waiting on the host at most, or grow the batch")
     else:
+        gain = compile_gain(step_s, **compiled)
         how = (f"compile it (torch.compile): the step becomes one compiled call, at least "
-               f"{units.seconds(floor_s)} here, plus its contractions, which stay library calls "
-               f"({units.percent(kept_share)} of the step), each followed by a fused kernel; or grow the "
-               "batch. CUDA graphs do not apply on a CPU: there are no kernel launches to replay, every op "
-               "runs on the calling thread")
+               f"{units.seconds(compiled['floor_s'])} here, plus its contractions, which stay library "
+               f"calls ({units.percent(compiled['kept_share'])} of the step), each followed by a fused "
+               "kernel; or grow the batch. CUDA graphs do not apply on a CPU: there are no kernel "
+               "launches to replay, every op runs on the calling thread")
     where = "device idle waiting on the host" if on_gpu else "between ops"
     return Advice(
         f"overhead-bound: {units.percent(share)} of the step is overhead ({units.percent(between)} {where}, "
         f"the rest in ops whose work is shorter than dispatching them; {launches:.0f} launches per step); "
-        f"{how}; at most {gain:.1f}x", gain, Regime.OVERHEAD.value)
+        f"{how}; at most {gain:.1f}x", gain, Regime.OVERHEAD.value,
+        {"step_s": step_s, "overhead_share": share, **(compiled or {})})
 
 
 def compile_gain(step_s: float, kept_share: float, floor_s: float, library_calls: float,

@@ -96,15 +96,14 @@ def _overhead_advice(shares, op_rows, idle: float, launches: float, step_s: floa
     """The overhead advice with its bound: removing the host wait (GPU), or the compiled-step floor (CPU)."""
     share = shares[Regime.OVERHEAD.value]
     if ON_GPU:
-        return advice_module.overhead_advice(share, idle, launches, advice_module.amdahl(idle), on_gpu=True)
+        return advice_module.overhead_advice(share, idle, launches, step_s)
     profiled = sum(row.seconds for row in op_rows) + idle_s
     contractions = [row for row in op_rows if row.op_class == OpClass.CONTRACTION.value]
-    kept = sum(row.seconds for row in contractions) / profiled
-    floor_s = compiled_call_seconds(threads)
-    gain = advice_module.compile_gain(step_s, kept, floor_s, sum(row.calls for row in contractions),
-                                      ceilings.dispatch_overhead)
-    return advice_module.overhead_advice(share, idle, launches, gain, on_gpu=False, kept_share=kept,
-                                         floor_s=floor_s)
+    compiled = {"kept_share": sum(row.seconds for row in contractions) / profiled,
+                "floor_s": compiled_call_seconds(threads),
+                "library_calls": sum(row.calls for row in contractions),
+                "dispatch_s": ceilings.dispatch_overhead}
+    return advice_module.overhead_advice(share, idle, launches, step_s, compiled=compiled)
 
 
 REPEATS_FOR_RECOMPILES = 2

@@ -11,9 +11,9 @@ bytes by the measured copy bandwidth.
 The regime of an op is :func:`brrr.roofline.regime` of one average call
 (FLOPs and bytes per call) against that roof, whose overhead floor is the
 measured dispatch overhead: an op whose work takes less time than dispatching it
-is overhead-bound. Ops with neither FLOPs nor bytes (views, wrappers such as
-``aten::linear`` whose self time is dispatch only, autograd bookkeeping) are
-overhead-bound by definition.
+is overhead-bound. On a CPU, ops with neither FLOPs nor bytes (views, wrappers
+such as ``aten::linear`` whose self time is dispatch only, autograd bookkeeping)
+are overhead-bound by definition (see :func:`op_regime` for a GPU).
 """
 
 from __future__ import annotations
@@ -80,9 +80,12 @@ def roof_for(op_class: OpClass, ceilings: Ceilings, matmul_dtype: str) -> Roof:
 
 
 def op_regime(flops_per_call: float, bytes_per_call: float, roof: Roof) -> Regime:
-    """The regime of one call; no work at all (views, wrappers, bookkeeping) is overhead."""
+    """The regime of one call. With no work counted: on a CPU (``roof.overhead_adds``) the op's time is
+    dispatch (views, wrappers, bookkeeping): overhead. On a GPU its time is device time, which only
+    kernels spend, and a kernel we counted nothing for moves data (a copy nested in another op, a fill,
+    kernels the profiler tied to no op): memory-bound."""
     if bytes_per_call <= 0 and flops_per_call <= 0:
-        return Regime.OVERHEAD
+        return Regime.OVERHEAD if roof.overhead_adds else Regime.MEMORY
     return roofline.regime(flops_per_call, max(bytes_per_call, 1.0), roof)
 
 
