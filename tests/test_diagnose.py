@@ -92,6 +92,11 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
     compiled = torch.compile(step)
     torch.set_num_threads(THREADS)
     compiled(*args)
+    # Diagnosed, the compiled step is seen as compiled (its advice is a bigger batch, not compiling),
+    # and it stays compiled afterwards: the speedup below is timed after this diagnosis.
+    again = diagnose(compiled, *args, threads=THREADS)
+    assert again.regime == "overhead-bound" and "already compiled" in again.advice[0].text
+    assert again.launches_per_step == examples.TINY_MLP_LAYERS  # the addmm library calls; the head is fused
 
     def reached() -> float:
         """The compiled speedup over the bound, both from the eager step timed now (the bound's

@@ -94,3 +94,13 @@ def test_an_op_with_no_work_counted_is_overhead_on_a_cpu_and_data_movement_on_a_
     assert op_regime(2 * 4096**3, 3 * 4096**2 * 4, gpu).value == "compute-bound"
     assert op_regime(2**28, 2 * 4 * 2**28, gpu).value == "memory-bound"
     assert op_regime(32, 2 * 4 * 32, gpu).value == "overhead-bound"  # 32 elements: less work than a launch
+
+
+def test_cpu_launches_count_aten_ops_inside_a_compiled_region():
+    events = [{"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+              {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "pid": 1, "tid": 1, "ts": 5,
+               "dur": 90},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 20},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 12, "dur": 5},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 50, "dur": 20}]
+    assert split.launches_per_step(traces.load(events)) == 2  # two library calls; copy_ runs inside one

@@ -54,15 +54,24 @@ def amdahl(saved: float) -> float:
 
 
 def overhead_advice(share: float, between: float, launches: float, step_s: float, *,
-                    compiled: dict | None = None) -> Advice:
+                    compiled: dict | None = None, already_compiled: bool = False) -> Advice:
     """``share``: the overhead share; ``between``: the share between ops (CPU) or of the device idle
     waiting on the host (GPU). On a GPU the gain is ``amdahl(between)``; on a CPU, ``compiled`` holds
-    :func:`compile_gain`'s measured arguments besides ``step_s`` and the gain is computed from them."""
+    :func:`compile_gain`'s measured arguments besides ``step_s`` and the gain is computed from them.
+    A step that is ``already_compiled`` on a CPU keeps its overhead (the compiled call and its library
+    calls): the advice is a bigger batch, with no gain in time per step (1.0)."""
     on_gpu = compiled is None
     if on_gpu:
         gain = amdahl(between)
-        how = (f"compile it (torch.compile) or capture a CUDA graph (torch.cuda.graphs), which removes the "
+        graph = "torch.compile(mode='reduce-overhead')" if already_compiled else "torch.compile"
+        how = (f"compile it ({graph}) or capture a CUDA graph (torch.cuda.graphs), which removes the "
                f"device's {units.percent(between)} of idle waiting on the host at most, or grow the batch")
+    elif already_compiled:
+        gain = 1.0
+        how = (f"the step is already compiled: what remains is the compiled call itself (at least "
+               f"{units.seconds(compiled['floor_s'])} here) and its library calls, which compiling again "
+               "cannot remove. Grow the batch: each call then carries more work for the same overhead "
+               "(time per step stays, throughput grows)")
     else:
         gain = compile_gain(step_s, **compiled)
         how = (f"compile it (torch.compile): the step becomes one compiled call, at least "
@@ -74,7 +83,7 @@ def overhead_advice(share: float, between: float, launches: float, step_s: float
     return Advice(
         f"overhead-bound: {units.percent(share)} of the step is overhead ({units.percent(between)} {where}, "
         f"the rest in ops whose work is shorter than dispatching them; {launches:.0f} launches per step); "
-        f"{how}; at most {gain:.1f}x", gain, Regime.OVERHEAD.value,
+        f"{how}; at most {gain:.1f}x per step", gain, Regime.OVERHEAD.value,
         {"step_s": step_s, "overhead_share": share, **(compiled or {})})
 
 

@@ -91,19 +91,28 @@ def regime_shares(rows: list[ops.OpRow], overhead_idle_s: float) -> dict[str, fl
     return {name: value / total for name, value in seconds.items()}
 
 
+COMPILED_MARKERS = ("Torch-Compiled Region", "TorchDynamo Cache Lookup")
+
+
+def is_compiled(profiled_names) -> bool:
+    """True when the profile shows ``torch.compile``'s own events: the step runs compiled code."""
+    return any(name.startswith(COMPILED_MARKERS) for name in profiled_names)
+
+
 def _overhead_advice(shares, op_rows, idle: float, launches: float, step_s: float, idle_s: float,
-                     threads: int | None, ceilings: Ceilings) -> Advice:
+                     threads: int | None, ceilings: Ceilings, already_compiled: bool) -> Advice:
     """The overhead advice with its bound: removing the host wait (GPU), or the compiled-step floor (CPU)."""
     share = shares[Regime.OVERHEAD.value]
     if ON_GPU:
-        return advice_module.overhead_advice(share, idle, launches, step_s)
+        return advice_module.overhead_advice(share, idle, launches, step_s, already_compiled=already_compiled)
     profiled = sum(row.seconds for row in op_rows) + idle_s
     contractions = [row for row in op_rows if row.op_class == OpClass.CONTRACTION.value]
     compiled = {"kept_share": sum(row.seconds for row in contractions) / profiled,
                 "floor_s": compiled_call_seconds(threads),
                 "library_calls": sum(row.calls for row in contractions),
                 "dispatch_s": ceilings.dispatch_overhead}
-    return advice_module.overhead_advice(share, idle, launches, step_s, compiled=compiled)
+    return advice_module.overhead_advice(share, idle, launches, step_s, compiled=compiled,
+                                         already_compiled=already_compiled)
 
 
 REPEATS_FOR_RECOMPILES = 2
@@ -170,7 +179,8 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
     overhead = None
     if shares[Regime.OVERHEAD.value] >= advice_module.WORTH_FIXING:
         overhead = _overhead_advice(shares, op_rows, time_split[idle_name], launches,
-                                    measured.timing.median_s, overhead_idle_s, threads, ceilings)
+                                    measured.timing.median_s, overhead_idle_s, threads, ceilings,
+                                    is_compiled(seconds))
     found = advice_module.advise(shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU,
                                  tensor_cores=tensor_cores)
     return Diagnosis(

@@ -12,6 +12,9 @@ counting
     one call under :func:`brrr.opclasses.count_flops` (FLOPs per aten op) and
     :class:`TrafficLog` (bytes per aten op: the sizes of the tensors each op
     reads and writes, a lower bound on its memory traffic when nothing is cached).
+    A compiled step runs eagerly here (``torch.compiler.set_stance("force_eager")``):
+    under a dispatch mode dynamo would compile it again, or give up on it and leave
+    it eager for good. Its FLOPs are the same; its bytes are those of the unfused ops.
 profiling
     ``steps`` calls under ``torch.profiler`` (:func:`brrr.traces.profile_steps`):
     each op's self time (device time on a GPU) and the Chrome trace with one
@@ -116,7 +119,7 @@ def measure(step: Callable, args: tuple, *, threads: int | None, warmup: int, st
             returned = warm()
         timing = bench(checked(step, args, "timing"), warmup=0, threads=threads)
         traffic = TrafficLog()
-        with traffic:
+        with torch.compiler.set_stance("force_eager"), traffic:
             flops = opclasses.count_flops(checked(step, args, "FLOP counting"))
         profiler = traces.profile_steps(checked(step, args, "profiling"), steps, label=STEP_LABEL,
                                           synchronize_each=True)

@@ -123,12 +123,13 @@ def _inside(start_us: float, windows: list[Span]) -> bool:
 
 
 def launches_per_step(trace: Trace, label: str = "step") -> float:
-    """Kernels started per step (GPU), or top-level aten ops called per step (CPU): the ops the step's
-    Python code dispatched, each paying the framework's per-op overhead (ops they call inside are not
-    counted: ``aten::linear`` counts, the ``aten::addmm`` it runs does not)."""
+    """Kernels started per step (GPU), or outermost aten ops called per step (CPU): the ops the step's
+    code dispatched, each paying the framework's per-op overhead (ops they call inside are not counted:
+    ``aten::linear`` counts, the ``aten::addmm`` it runs does not). In a compiled step the aten ops the
+    compiled code calls count (library calls such as ``addmm``); its fused kernels are no aten op."""
     windows = step_windows(trace, label)
     if trace.has_device:
         events = [event for event in trace.device if event.category.lower() == "kernel"]
     else:
-        events = [event for event in trace.top_level_cpu_ops() if event.name.startswith("aten::")]
+        events = traces.top_level([event for event in trace.cpu_ops if event.name.startswith("aten::")])
     return sum(_inside(event.start_us, windows) for event in events) / len(windows)
