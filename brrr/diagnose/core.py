@@ -164,8 +164,11 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
     measured = measure(step, args, threads=threads, warmup=warmup, steps=steps)
     ceilings = ceilings_module.measure(threads=threads)
     dtype = _matmul_dtype(measured, ceilings)
+    # Annotations (the step's own, record_function ranges, torch.compile's wrappers) are no op: their
+    # self time is time between ops, which the split already counts.
+    annotations = {event.name for event in measured.trace.annotations} | {STEP_LABEL}
     seconds = {name: total / measured.steps for name, total in measured.self_times.seconds.items()
-               if name != STEP_LABEL}  # the step annotation's own time is the time between ops
+               if name not in annotations}
     op_rows = ops.op_rows(seconds, measured.flops.flops, dict(measured.traffic.bytes),
                           dict(measured.traffic.calls), ceilings, dtype)
     time_split = split.time_split(measured.trace, STEP_LABEL)
@@ -180,7 +183,7 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
     if shares[Regime.OVERHEAD.value] >= advice_module.WORTH_FIXING:
         overhead = _overhead_advice(shares, op_rows, time_split[idle_name], launches,
                                     measured.timing.median_s, overhead_idle_s, threads, ceilings,
-                                    is_compiled(seconds))
+                                    is_compiled(measured.self_times.seconds))
     found = advice_module.advise(shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU,
                                  tensor_cores=tensor_cores)
     return Diagnosis(
