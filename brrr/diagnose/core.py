@@ -169,8 +169,8 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
     annotations = {event.name for event in measured.trace.annotations} | {STEP_LABEL}
     seconds = {name: total / measured.steps for name, total in measured.self_times.seconds.items()
                if name not in annotations}
-    op_rows = ops.op_rows(seconds, measured.flops.flops, dict(measured.traffic.bytes),
-                          dict(measured.traffic.calls), ceilings, dtype)
+    op_rows = ops.merge_compiled(ops.op_rows(seconds, measured.flops.flops, dict(measured.traffic.bytes),
+                                             dict(measured.traffic.calls), ceilings, dtype), ceilings, dtype)
     time_split = split.time_split(measured.trace, STEP_LABEL)
     launches = split.launches_per_step(measured.trace, STEP_LABEL)
     idle_name = split.HOST_WAIT if time_split.clock == "GPU" else split.BETWEEN_OPS

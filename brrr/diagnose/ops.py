@@ -136,3 +136,38 @@ def seconds_by_regime(rows: list[OpRow]) -> dict[str, float]:
     for row in rows:
         totals[row.regime] += row.seconds
     return totals
+
+
+COMPILED_CODE = ("## Call CompiledFxGraph", "CompiledFunction")
+FUSED_NAME = "fused kernels (torch.compile)"
+
+
+def is_compiled_code(name: str) -> bool:
+    """A profiler row that runs ``torch.compile``'s generated code: the call into a compiled graph, or one
+    of its kernels (recorded only with ``torch._inductor.config.cpp.enable_kernel_profile`` on a CPU)."""
+    return name.startswith(COMPILED_CODE) or "cpp_fused" in name or name.startswith("triton_")
+
+
+def merge_compiled(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> list[OpRow]:
+    """Give a compiled step's generated code the work it does.
+
+    The FLOPs and bytes are counted on the eager ops (:mod:`brrr.diagnose.profile`), while the profile
+    of a compiled step shows its fused kernels only as time inside the compiled call. The ops that
+    did work but took no profiled time ran inside that code: their FLOPs and bytes (the unfused bytes,
+    an upper bound on what the fused kernels move) go to one row, :data:`FUSED_NAME`, with the
+    compiled code's time, in the class that holds most of those FLOPs. Steps with no compiled code
+    are returned unchanged.
+    """
+    code = [row for row in rows if is_compiled_code(row.name)]
+    if not code:
+        return rows
+    unseen = [row for row in rows if row.seconds <= 0 and (row.flops > 0 or row.bytes > 0)]
+    kept = [row for row in rows if row not in code and row not in unseen]
+    by_class: dict[str, float] = defaultdict(float)
+    for row in unseen:
+        by_class[row.op_class] += row.flops + row.bytes
+    classes = {op_class.value: op_class for op_class in ALL_CLASSES}
+    main_class = classes[max(by_class, key=by_class.get)] if by_class else OpClass.OTHER
+    fused = _row(FUSED_NAME, main_class, 1.0, sum(row.seconds for row in code), sum(r.flops for r in unseen),
+                 sum(r.bytes for r in unseen), ceilings, matmul_dtype)
+    return sorted(kept + [fused], key=lambda row: -row.seconds)
