@@ -16,6 +16,7 @@ import torch
 from brrr import targets
 from brrr.diagnose import diagnose, examples
 from brrr.diagnose.advice import compile_gain
+from brrr.diagnose.profile import compiled_call_seconds
 from brrr.diagnose.split import BETWEEN_OPS, INSIDE_OPS
 from brrr.timing import bench
 
@@ -27,7 +28,9 @@ THREADS = 1
 MARGIN = 5.0
 # The compiled tiny MLP's speedup must land between these fractions of the overhead advice's bound
 # ("at most N x"). A bound, so it is not beaten beyond timing noise (1.25); the compiled step pays more
-# per kernel than one eager dispatch, which the bound counts, so it reaches about half of it here.
+# per kernel than the one eager dispatch the bound counts, so it reaches 0.43-0.71 of it here (about
+# 3.2x against a bound of 4.5-7x). Counting only the contractions (no call floor, no fused-kernel
+# dispatch) would bound it at about 17x, which reached 0.18-0.27: below the lower end.
 BOUND_REACHED = (0.3, 1.25)
 
 
@@ -98,9 +101,12 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
     assert again.regime == "overhead-bound" and "already compiled" in again.advice[0].text
     assert again.launches_per_step == examples.TINY_MLP_LAYERS  # the addmm library calls; the head is fused
 
+    # The bound's two timings that load moves, the eager step and the compiled-call floor, are taken
+    # again here, in the run that times the compiled step.
+    basis["floor_s"] = compiled_call_seconds(THREADS, refresh=True)
+
     def reached() -> float:
-        """The compiled speedup over the bound, both from the eager step timed now (the bound's
-        step time, since the load on this machine moves between the diagnosis and now)."""
+        """The compiled speedup over the bound, both from the eager step timed now."""
         eager = bench(lambda: step(*args), threads=THREADS, budget_s=0.3).median_s
         fast = bench(lambda: compiled(*args), threads=THREADS, budget_s=0.3).median_s
         return eager / fast / compile_gain(eager, **basis)
