@@ -26,6 +26,8 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | allocator  | keep freed memory in the process (applied at import, Linux) |
 | book_pages | Sphinx extension: the built book works offline, error-free  |
 | traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
+| diagnose/  | which regime any PyTorch step is in, and what to do about it: |
+|            | ``python -m brrr.diagnose module:callable``                 |
 | grading/   | the grader, in its own process: ``python -m brrr.grading``  |
 |            | grades a folder of notebooks (see its package docstring)    |
 | labs/      | one module per lab (given material and checks);             |

@@ -57,6 +57,7 @@ class Interval:
     end_us: float
     lane: str = ""
     category: str = ""
+    correlation: int | None = None  # ties a launch to the kernel it launched (the event's args.correlation)
 
     @property
     def duration_us(self) -> float:
@@ -140,6 +141,7 @@ def parse(events: Iterable[dict]) -> Trace:
                 end_us=end - origin,
                 lane=_lane_of(event),
                 category=str(event.get("cat", "")),
+                correlation=(event.get("args") or {}).get("correlation"),
             )
             for start, end, event in rows[row]
         ]
@@ -285,6 +287,48 @@ def quiet_native_stderr() -> Iterator[None]:
                 sys.stderr.write("".join(kept))
 
 
+def profile_steps(step: Callable[[], object], steps: int, *, on_gpu: bool | None = None, label: str = "step",
+                  synchronize_each: bool = False):
+    """Profile ``steps`` calls of ``step``, each inside ``record_function(label)``; return the profiler.
+
+    On a GPU the device activity is recorded too and the device is synchronized
+    before the profiler stops, so every kernel lands in the profile;
+    ``synchronize_each`` synchronizes inside each annotation instead, so that a
+    step's kernels fall inside its own span. The caller reads the profiler
+    (``key_averages()``) or exports it (:func:`export`).
+    """
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from brrr.device import ON_GPU, synchronize
+
+    on_gpu = ON_GPU if on_gpu is None else on_gpu
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    synchronize()
+    profiler = profile(activities=activities)
+    with quiet_native_stderr():
+        profiler.__enter__()
+    try:
+        for _ in range(steps):
+            with record_function(label):
+                step()
+                if synchronize_each:
+                    synchronize()
+        synchronize()
+    finally:
+        with quiet_native_stderr():
+            profiler.__exit__(None, None, None)
+    return profiler
+
+
+def export(profiler, path: str | os.PathLike) -> Trace:
+    """Write a stopped profiler's Chrome trace to ``path`` and read it back."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with quiet_native_stderr():
+        profiler.export_chrome_trace(str(path))
+    return load(path)
+
+
 def record(
     step: Callable[[], object],
     steps: int,
@@ -301,29 +345,7 @@ def record(
     the trace. Warm ``step`` up before calling this: the first call of a step pays
     for allocation and (with ``torch.compile``) compilation.
     """
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    from brrr.device import ON_GPU, synchronize
-
-    on_gpu = ON_GPU if on_gpu is None else on_gpu
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    synchronize()
-    profiler = profile(activities=activities)
-    with quiet_native_stderr():
-        profiler.__enter__()
-    try:
-        for _ in range(steps):
-            with record_function(label):
-                step()
-        synchronize()
-    finally:
-        with quiet_native_stderr():
-            profiler.__exit__(None, None, None)
-    with quiet_native_stderr():
-        profiler.export_chrome_trace(str(path))
-    return load(path)
+    return export(profile_steps(step, steps, on_gpu=on_gpu, label=label), path)
 
 
 # ---------------------------------------------------------------- drawing

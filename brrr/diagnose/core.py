@@ -1,0 +1,201 @@
+"""``diagnose(step, *args)``: which regime a PyTorch step is in, where its time goes, and what to do.
+
+The step is measured (:mod:`brrr.diagnose.profile`), its wall time split
+(:mod:`brrr.diagnose.split`), each op placed against this machine's measured
+roofs (:mod:`brrr.diagnose.ops`), and fixes proposed with their bounds
+(:mod:`brrr.diagnose.advice`).
+
+The whole step's regime is the one that holds the largest share of its time:
+compute-bound ops, memory-bound ops, or overhead, which is the time between ops
+(a CPU) or the device idle waiting on the host (a GPU), plus the time of ops too
+small to leave the dispatch floor. The shares are in :attr:`Diagnosis.shares`,
+and :attr:`Diagnosis.margin` says how far the winner is ahead of the next.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from brrr import ceilings as ceilings_module
+from brrr.ceilings import Ceilings, dtype_name
+from brrr.device import DEVICE, ON_GPU
+from brrr.diagnose import advice as advice_module
+from brrr.diagnose import ops, report, split
+from brrr.diagnose.advice import Advice
+from brrr.diagnose.errors import DiagnoseError, step_failed
+from brrr.diagnose.profile import STEP_LABEL, Measurement, compiled_call_seconds, measure
+from brrr.opclasses import OpClass
+from brrr.roofline import Regime
+from brrr.stamp import environment
+from brrr.timing import torch_threads
+
+TOP_OPS = 8
+
+
+@dataclass
+class Diagnosis:
+    """What :func:`diagnose` found. Times are per step; rates are fractions of the measured roofs."""
+
+    regime: str  # the whole step's label
+    shares: dict[str, float]  # regime -> share of the step's time (sums to 1)
+    step_s: float  # median seconds per step, profiler off
+    split: split.Split  # where the wall time goes (named fractions summing to 1)
+    rows: list[ops.OpRow]  # per op class
+    top_ops: list[ops.OpRow]  # the slowest ops
+    mfu: float  # model FLOP/s / measured matmul peak of the step's dtype
+    matmul_dtype: str  # the dtype whose matmul peak MFU and contractions are measured against
+    flops_per_step: float
+    launches_per_step: float  # kernels (GPU) or aten ops dispatched (CPU)
+    advice: list[Advice]
+    ceilings: Ceilings
+    threads: int | None
+    compile_report: dict | None = None
+    env: dict = field(default_factory=dict)
+
+    @property
+    def margin(self) -> float:
+        """The winning regime's share over the next one's (inf when it holds all the time)."""
+        first, second = sorted(self.shares.values(), reverse=True)[:2]
+        return first / second if second > 0 else float("inf")
+
+    def report(self) -> str:
+        return report.text(self)
+
+    def to_json(self) -> dict:
+        return report.to_json(self)
+
+    def plot(self, ax=None):
+        return report.plot(self, ax=ax)
+
+
+def _matmul_dtype(measured: Measurement, ceilings: Ceilings) -> str:
+    """The dtype most contractions ran in, as the ceilings name it (``tf32`` where fp32 may use it)."""
+    counts = measured.traffic.contraction_dtypes
+    dtype = dtype_name(counts.most_common(1)[0][0]) if counts else "float32"
+    tf32_allowed = ON_GPU and torch.backends.cuda.matmul.allow_tf32
+    if dtype == "float32" and tf32_allowed and "tf32" in ceilings.matmul_peak:
+        dtype = "tf32"
+    return dtype if dtype in ceilings.matmul_peak else "float32"
+
+
+def regime_shares(rows: list[ops.OpRow], overhead_idle_s: float) -> dict[str, float]:
+    """Share of the step in each regime: ops by their own regime, plus ``overhead_idle_s`` as overhead."""
+    seconds = ops.seconds_by_regime(rows)
+    seconds[Regime.OVERHEAD.value] += overhead_idle_s
+    total = sum(seconds.values())
+    if total <= 0:
+        raise DiagnoseError("The profiler measured no time in the step: it runs no torch op to diagnose.")
+    return {name: value / total for name, value in seconds.items()}
+
+
+COMPILED_MARKERS = ("Torch-Compiled Region", "TorchDynamo Cache Lookup")
+
+
+def is_compiled(profiled_names) -> bool:
+    """True when the profile shows ``torch.compile``'s own events: the step runs compiled code."""
+    return any(name.startswith(COMPILED_MARKERS) for name in profiled_names)
+
+
+def _overhead_advice(shares, op_rows, idle: float, launches: float, step_s: float, idle_s: float,
+                     threads: int | None, ceilings: Ceilings, already_compiled: bool) -> Advice:
+    """The overhead advice with its bound: removing the host wait (GPU), or the compiled-step floor (CPU)."""
+    share = shares[Regime.OVERHEAD.value]
+    if ON_GPU:
+        return advice_module.overhead_advice(share, idle, launches, step_s, already_compiled=already_compiled)
+    profiled = sum(row.seconds for row in op_rows) + idle_s
+    contractions = [row for row in op_rows if row.op_class == OpClass.CONTRACTION.value]
+    compiled = {"kept_share": sum(row.seconds for row in contractions) / profiled,
+                "floor_s": compiled_call_seconds(threads),
+                "library_calls": sum(row.calls for row in contractions),
+                "dispatch_s": ceilings.dispatch_overhead}
+    return advice_module.overhead_advice(share, idle, launches, step_s, compiled=compiled,
+                                         already_compiled=already_compiled)
+
+
+REPEATS_FOR_RECOMPILES = 2
+
+
+def explain_compile(step: Callable, args: tuple) -> dict:
+    """Graph breaks of ``torch.compile`` on the step (``torch._dynamo.explain``), and recompiles: frames
+    compiled again when the step, compiled with the cheap ``eager`` backend, is called
+    :data:`REPEATS_FOR_RECOMPILES` more times with the same inputs (a guard on a Python value that
+    changes every step, say). Recompiles caused by new input shapes are not seen: the inputs are fixed."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    try:
+        found = torch._dynamo.explain(step)(*args)
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(step, backend="eager")
+        compiled(*args)
+        first = counters["frames"]["total"]
+        for _ in range(REPEATS_FOR_RECOMPILES):
+            compiled(*args)
+        recompiles = counters["frames"]["total"] - first
+    except Exception as error:
+        raise step_failed(error, phase="torch._dynamo.explain") from error
+    finally:
+        torch._dynamo.reset()
+    return {
+        "graphs": found.graph_count,
+        "graph_breaks": found.graph_break_count,
+        "break_reasons": [str(getattr(reason, "reason", reason)) for reason in found.break_reasons],
+        "ops": found.op_count,
+        "recompiles": recompiles,
+    }
+
+
+def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2, steps: int = 3,
+             explain: bool = False) -> Diagnosis:
+    """Measure ``step(*args)`` (one training or inference step) and say which regime it is in.
+
+    ``threads`` pins torch's CPU threads for the step and picks the ceilings measured
+    with as many (None: the current setting). ``warmup`` calls run first, untimed;
+    ``steps`` calls are profiled. ``explain=True`` adds ``torch._dynamo.explain``'s graph
+    breaks. Raises :class:`DiagnoseError` with a readable message for bad input.
+    """
+    if not callable(step):
+        raise DiagnoseError(f"diagnose needs a callable step, got {type(step).__name__}: pass the function "
+                            "that runs one step, and its arguments after it: diagnose(step, x, y)")
+    measured = measure(step, args, threads=threads, warmup=warmup, steps=steps)
+    ceilings = ceilings_module.measure(threads=threads)
+    dtype = _matmul_dtype(measured, ceilings)
+    # Annotations (the step's own, record_function ranges, torch.compile's wrappers) are no op: their
+    # self time is time between ops, which the split already counts.
+    annotations = {event.name for event in measured.trace.annotations} | {STEP_LABEL}
+    seconds = {name: total / measured.steps for name, total in measured.self_times.seconds.items()
+               if name not in annotations}
+    op_rows = ops.merge_compiled(ops.op_rows(seconds, measured.flops.flops, dict(measured.traffic.bytes),
+                                             dict(measured.traffic.calls), ceilings, dtype), ceilings, dtype)
+    time_split = split.time_split(measured.trace, STEP_LABEL)
+    launches = split.launches_per_step(measured.trace, STEP_LABEL)
+    idle_name = split.HOST_WAIT if time_split.clock == "GPU" else split.BETWEEN_OPS
+    overhead_idle_s = time_split[idle_name] * time_split.step_us / 1e6
+    shares = regime_shares(op_rows, overhead_idle_s)
+    regime = max(shares, key=shares.get)
+    flops = float(measured.flops.total)
+    tensor_cores = ON_GPU and torch.cuda.get_device_capability(DEVICE)[0] >= 7
+    overhead = None
+    if shares[Regime.OVERHEAD.value] >= advice_module.WORTH_FIXING:
+        overhead = _overhead_advice(shares, op_rows, time_split[idle_name], launches,
+                                    measured.timing.median_s, overhead_idle_s, threads, ceilings,
+                                    is_compiled(measured.self_times.seconds))
+    found = advice_module.advise(shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU,
+                                 tensor_cores=tensor_cores)
+    return Diagnosis(
+        regime=regime, shares=shares, step_s=measured.timing.median_s, split=time_split,
+        rows=ops.class_rows(op_rows, ceilings, dtype), top_ops=op_rows[:TOP_OPS],
+        mfu=flops / measured.timing.median_s / ceilings.matmul(dtype), matmul_dtype=dtype,
+        flops_per_step=flops, launches_per_step=launches, advice=found, ceilings=ceilings, threads=threads,
+        compile_report=explain_compile(step, args) if explain else None, env=_environment(threads),
+    )
+
+
+def _environment(threads: int | None) -> dict:
+    """The stamp's facts for this run, with the thread count the step ran on."""
+    with torch_threads(threads):
+        return environment()

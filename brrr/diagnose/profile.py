@@ -1,0 +1,161 @@
+"""Run the step: warm it up, time it, count its FLOPs and bytes, and profile it.
+
+Four passes over the same ``step(*args)``, in this order:
+
+warm-up
+    ``warmup`` calls, untimed: allocation, page faults and any compilation
+    (``torch.compile``) happen here, so none of it is in the numbers.
+timing
+    :func:`brrr.timing.bench`: the median seconds per step over many calls,
+    with the profiler off (it adds host time to every op).
+counting
+    one call under :func:`brrr.opclasses.count_flops` (FLOPs per aten op) and
+    :class:`TrafficLog` (bytes per aten op: the sizes of the tensors each op
+    reads and writes, a lower bound on its memory traffic when nothing is cached).
+    A compiled step runs eagerly here (``torch.compiler.set_stance("force_eager")``):
+    under a dispatch mode dynamo would compile it again, or give up on it and leave
+    it eager for good. Its FLOPs are the same; its bytes are those of the unfused ops.
+profiling
+    ``steps`` calls under ``torch.profiler`` (:func:`brrr.traces.profile_steps`):
+    each op's self time (device time on a GPU) and the Chrome trace with one
+    ``step`` annotation per call, from which the time split is read. On a GPU
+    the device is synchronized inside each annotation, so a step's kernels fall
+    in its own span.
+
+Any exception the step raises becomes a :class:`DiagnoseError` naming it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from brrr import opclasses, traces
+from brrr.device import ON_GPU
+from brrr.diagnose.errors import DiagnoseError, no_device_work, step_failed
+from brrr.timing import Timing, bench, torch_threads
+
+STEP_LABEL = "step"
+
+
+class TrafficLog(TorchDispatchMode):
+    """Bytes each aten op reads and writes (its tensor arguments and outputs), its calls, and matmul dtypes.
+
+    Views and allocations (:data:`brrr.opclasses.LAYOUT`) move nothing and count
+    0 bytes. An in-place op counts its tensor twice: read, then written.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.bytes: dict[str, int] = defaultdict(int)
+        self.calls: Counter[str] = Counter()
+        self.contraction_dtypes: Counter[torch.dtype] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = opclasses.op_name(func)
+        self.calls[name] += 1
+        if name not in opclasses.LAYOUT:
+            leaves = tree_leaves((args, kwargs or {}, out))
+            tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+            self.bytes[name] += sum(t.numel() * t.element_size() for t in tensors)
+            if opclasses.classify("aten::" + name) is opclasses.OpClass.CONTRACTION and tensors:
+                self.contraction_dtypes[tensors[0].dtype] += 1
+        return out
+
+
+@dataclass
+class Measurement:
+    """Everything measured about one step, before any interpretation."""
+
+    timing: Timing  # seconds per step, profiler off
+    returned: object  # what the last warm-up call returned
+    flops: opclasses.FlopCount  # one step
+    traffic: TrafficLog  # one step
+    self_times: opclasses.OpTimes  # per op, over ``steps`` profiled steps
+    trace: traces.Trace  # the profiled steps, one ``step`` annotation each
+    steps: int
+
+
+def checked(step: Callable, args: tuple, phase: str) -> Callable[[], object]:
+    """``step(*args)`` as a no-argument function that turns the step's own exceptions into DiagnoseError."""
+    def run():
+        try:
+            return step(*args)
+        except DiagnoseError:
+            raise
+        except Exception as error:  # the step's own failure, reported with its type and origin
+            raise step_failed(error, phase=phase) from error
+    return run
+
+
+def require_device_work(returned: object, trace: traces.Trace, *, on_gpu: bool) -> None:
+    """On a GPU, refuse a step in which the profiler saw no kernel; explain why returning nothing matters."""
+    if not on_gpu or trace.has_device:
+        return
+    if returned is None:
+        raise no_device_work()
+    raise DiagnoseError(
+        "The profiler saw no GPU kernel in the step, so there is nothing to diagnose on this GPU: the model "
+        "and inputs are probably still on the CPU. Move them with .to('cuda'), or set BRRR_DEVICE=cpu to "
+        "diagnose the CPU.")
+
+
+def measure(step: Callable, args: tuple, *, threads: int | None, warmup: int, steps: int) -> Measurement:
+    """Warm up, time, count and profile ``step(*args)`` with ``threads`` torch threads (None: as set)."""
+    if warmup < 1 or steps < 1:
+        raise DiagnoseError(f"warmup and steps must be at least 1, got warmup={warmup} and steps={steps}")
+    with torch_threads(threads):
+        returned = None
+        warm = checked(step, args, "warm-up")
+        for _ in range(warmup):
+            returned = warm()
+        timing = bench(checked(step, args, "timing"), warmup=0, threads=threads)
+        traffic = TrafficLog()
+        with torch.compiler.set_stance("force_eager"), traffic:
+            flops = opclasses.count_flops(checked(step, args, "FLOP counting"))
+        profiler = traces.profile_steps(checked(step, args, "profiling"), steps, label=STEP_LABEL,
+                                          synchronize_each=True)
+        with tempfile.TemporaryDirectory() as folder:
+            trace = traces.export(profiler, Path(folder) / "step.json")
+        require_device_work(returned, trace, on_gpu=ON_GPU)
+        self_times = opclasses.aggregate_self_times(profiler.key_averages(), steps=steps, device_clock=ON_GPU)
+    return Measurement(timing, returned, flops, traffic, self_times, trace, steps)
+
+
+FLOOR_READINGS = 3
+
+
+def _one_add(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+
+
+def compiled_call_seconds(threads: int | None = None, *, refresh: bool = False) -> float:
+    """Seconds per call of a ``torch.compile``-d one-op function on a one-element tensor: the floor any
+    compiled step pays (guards, the generated wrapper), measured once per machine, torch and thread count,
+    and cached beside the ceilings (``refresh=True`` measures again). On our 2-core CPU it read
+    25-80 µs, ten to forty eager dispatches."""
+    from brrr import cache
+    from brrr.device import DEVICE, device_name
+
+    path = cache.cache_dir() / (f"compiled-call-{cache.slug(device_name())}-{DEVICE.type}-"
+                                f"{cache.slug(torch.__version__)}-{threads or 'default'}-threads.json")
+    cached = cache.read_json(path)
+    if cached and "seconds" in cached and not refresh:
+        return float(cached["seconds"])
+    x = torch.ones(1, device=DEVICE)
+    compiled = torch.compile(_one_add, dynamic=False)
+    with torch_threads(threads):
+        compiled(x)  # compile outside the timing
+    # a floor is a best case, and load from other work only raises it: the lowest of three medians
+    seconds = min(bench(lambda: compiled(x), threads=threads, warmup=50, budget_s=0.1).median_s
+                  for _ in range(FLOOR_READINGS))
+    cache.write_json(path, {"seconds": seconds})
+    return seconds

@@ -1,0 +1,116 @@
+"""A diagnosis as text, as stamped JSON, and as a figure on this machine's measured roofline."""
+
+from __future__ import annotations
+
+import math
+
+from brrr import units
+from brrr.stamp import format_stamp
+
+JSON_FORMAT = 1
+
+
+def _rate_cell(rate: float, fraction: float, unit: str) -> str:
+    return f"{units.si(rate, unit)} ({units.percent(fraction)})" if rate > 0 else "-"
+
+
+def _table(rows, first: str) -> list[str]:
+    header = (f"{first:<28} {'time/step':>10} {'% time':>7} {'FLOPs':>10} {'bytes':>10} "
+              f"{'FLOP/s (% roof)':>20} {'B/s (% copy)':>19} {'FLOP/B':>7}  regime")
+    lines = [header, "-" * len(header)]
+    total = sum(row.seconds for row in rows) or 1.0
+    for row in rows:
+        intensity = f"{row.intensity:.3g}" if row.intensity is not None else "-"
+        lines.append(
+            f"{row.name[:28]:<28} {units.seconds(row.seconds):>10} {100 * row.seconds / total:6.1f}% "
+            f"{units.si(row.flops, 'FLOP'):>10} {units.binary_bytes(row.bytes):>10} "
+            f"{_rate_cell(row.flop_rate, row.flops_fraction, 'FLOP/s'):>20} "
+            f"{_rate_cell(row.byte_rate, row.bandwidth_fraction, 'B/s'):>19} {intensity:>7}  {row.regime}")
+    return lines
+
+
+def text(d) -> str:
+    """The readable report: label and margin, step time, time split, MFU, op tables, advice, stamp."""
+    ordered = sorted(d.shares.items(), key=lambda item: -item[1])
+    (winner, share), (runner_up, second) = ordered[0], ordered[1]
+    launches = "kernels launched" if d.split.clock == "GPU" else "aten ops dispatched"
+    ceilings = d.ceilings
+    lines = [
+        f"brrr diagnose: {d.regime} ({units.percent(share)} of the step; next {runner_up} "
+        f"{units.percent(second)}: {d.margin:.1f}x behind)",
+        f"step: {units.seconds(d.step_s)} median (profiler off); "
+        f"{d.launches_per_step:.0f} {launches} per step",
+        f"where the time goes ({d.split.clock}, {units.seconds(d.split.step_us / 1e6)} per profiled step): "
+        + ", ".join(f"{name} {units.percent(value)}" for name, value in d.split.fractions.items()),
+        f"MFU: {units.percent(d.mfu)}: {units.si(d.flops_per_step, 'FLOP')} per step at "
+        f"{units.flops(d.flops_per_step / d.step_s)} against the measured {d.matmul_dtype} matmul peak "
+        f"({units.flops(ceilings.matmul(d.matmul_dtype))})",
+        f"roofs (measured here): copy {units.bandwidth(ceilings.copy_bandwidth)}, "
+        f"non-matmul {units.flops(ceilings.vector_peak)}, "
+        f"dispatch {units.seconds(ceilings.dispatch_overhead)} per op",
+        "",
+        *_table(d.rows, "op class"),
+        "",
+        *_table(d.top_ops, "slowest ops"),
+        "",
+        "advice (best first):" if d.advice else "advice: none; no regime holds enough of the step to fix",
+        *(f"  {index}. {item.text}" for index, item in enumerate(d.advice, 1)),
+    ]
+    if d.compile_report is not None:
+        c = d.compile_report
+        lines += ["", f"torch.compile: {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
+                      f"{c['ops']} ops captured, {c['recompiles']} recompile(s) over repeated calls"]
+        lines += [f"  break: {reason}" for reason in c["break_reasons"]]
+    lines += ["", format_stamp(d.env)]
+    return "\n".join(lines)
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def to_json(d) -> dict:
+    """Everything in the report, machine-readable, with the stamp's fields (device, versions, date)."""
+    return {
+        "format": JSON_FORMAT,
+        "env": dict(d.env),
+        "stamp": format_stamp(d.env),
+        "regime": d.regime,
+        "shares": dict(d.shares),
+        "margin": _finite(d.margin),
+        "step_s": d.step_s,
+        "split": d.split.to_json(),
+        "mfu": d.mfu,
+        "matmul_dtype": d.matmul_dtype,
+        "flops_per_step": d.flops_per_step,
+        "launches_per_step": d.launches_per_step,
+        "rows": [row.to_json() for row in d.rows],
+        "top_ops": [row.to_json() for row in d.top_ops],
+        "advice": [item.to_json() for item in d.advice],
+        "compile_report": d.compile_report,
+        "ceilings": d.ceilings.to_json(),
+        "threads": d.threads,
+    }
+
+
+def plot(d, ax=None):
+    """The step's op classes on this machine's measured roofline (matmul and non-matmul roofs),
+    each marker's area proportional to its time. Classes with no FLOPs or bytes have no point."""
+    from brrr import plots
+
+    roofs = [d.ceilings.roof("matmul", d.matmul_dtype), d.ceilings.roof("vector")]
+    points = [row for row in d.rows if row.intensity is not None and row.flop_rate > 0]
+    ridges = [roof.ridge_point for roof in roofs]
+    xs = [row.intensity for row in points]
+    low = min([min(ridges) / 100] + [x / 3 for x in xs])
+    high = max([max(ridges) * 100] + [x * 3 for x in xs])
+    ax = plots.roofline(roofs, [], stamp=format_stamp(d.env), ax=ax, intensity_range=(low, high),
+                        title=f"{d.regime}: op classes on this machine's measured roofline")
+    total = sum(row.seconds for row in d.rows) or 1.0
+    for row in points:
+        ax.scatter([row.intensity], [row.flop_rate], s=30 + 600 * row.seconds / total, alpha=0.6, zorder=3)
+        ax.annotate(f"{row.name} ({units.percent(row.seconds / total)})", (row.intensity, row.flop_rate),
+                    fontsize=8, textcoords="offset points", xytext=(5, 5))
+    return ax

@@ -1,0 +1,117 @@
+"""brrr.diagnose on this CPU: the three example workloads get their labels by a wide margin, the overhead
+advice's bound is what torch.compile then reaches, and the command writes stamped JSON and a figure.
+
+The GPU time split is checked on a hand-built trace in tests/test_diagnose_split.py; bad input in
+tests/test_diagnose_errors.py. Every diagnosis here runs on one thread (stable timings on 2 cores).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from brrr import targets
+from brrr.diagnose import diagnose, examples
+from brrr.diagnose.advice import compile_gain
+from brrr.diagnose.profile import compiled_call_seconds
+from brrr.diagnose.split import BETWEEN_OPS, INSIDE_OPS
+from brrr.timing import bench
+
+ROOT = Path(__file__).resolve().parent.parent
+THREADS = 1
+# The winning regime's share of the step must be at least this many times the next one's.
+# Measured here: compute-bound 99% against 0.7% (about 140x), memory-bound 99.6% against 0.4%
+# (about 220x), overhead-bound 100% against 0%.
+MARGIN = 5.0
+# The compiled tiny MLP's speedup must land between these fractions of the overhead advice's bound
+# ("at most N x"). A bound, so it is not beaten beyond timing noise (1.25); the compiled step pays more
+# per kernel than the one eager dispatch the bound counts, so it reaches 0.43-0.71 of it here (about
+# 3.2x against a bound of 4.5-7x). Counting only the contractions (no call floor, no fused-kernel
+# dispatch) would bound it at about 17x, which reached 0.18-0.27: below the lower end.
+BOUND_REACHED = (0.3, 1.25)
+
+
+@pytest.fixture(scope="module")
+def command_run(tmp_path_factory):
+    """The command on the overhead-bound example, once: its report, JSON and figure."""
+    folder = tmp_path_factory.mktemp("diagnose")
+    result = subprocess.run(
+        [sys.executable, "-m", "brrr.diagnose", "brrr.diagnose.examples:tiny_mlp", "--threads", str(THREADS),
+         "--json", str(folder / "tiny.json"), "--figure", str(folder / "tiny.png")],
+        capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return result, folder
+
+
+@pytest.mark.parametrize("name, regime", [("big_matmul", "compute-bound"),
+                                          ("pointwise_chain", "memory-bound")])
+def test_example_gets_its_label_by_a_wide_margin(name, regime):
+    step, args = getattr(examples, name)()
+    found = diagnose(step, *args, threads=THREADS)
+    assert found.regime == regime, found.report()
+    assert found.margin >= MARGIN, found.report()
+    assert sum(found.shares.values()) == pytest.approx(1.0)
+    assert sum(found.split.fractions.values()) == pytest.approx(1.0)
+    assert found.split[INSIDE_OPS] > found.split[BETWEEN_OPS]  # big ops: the time is inside them
+    assert found.advice and found.advice[0].regime == regime, found.report()
+    if regime == "compute-bound":
+        # one n×n matmul: 2n³ FLOPs counted, and most of the measured fp32 matmul peak reached
+        n = examples.BIG_MATMUL_N
+        assert found.flops_per_step == 2 * n**3
+        contraction = next(row for row in found.rows if row.op_class == "tensor contraction")
+        assert contraction.bytes == 3 * n * n * 4  # reads a and b, writes a @ b (fp32)
+        assert found.mfu > 0.3, found.report()
+    else:
+        assert found.launches_per_step == examples.CHAIN_OPS  # one top-level op each
+        elementwise = next(row for row in found.rows if row.op_class == "element-wise")
+        assert elementwise.bytes == examples.CHAIN_OPS * 2 * args[0].numel() * 4  # each reads and writes x
+
+
+def test_command_labels_the_tiny_mlp_and_writes_stamped_json_and_a_figure(command_run):
+    result, folder = command_run
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("brrr diagnose: overhead-bound")
+    data = json.loads((folder / "tiny.json").read_text())
+    assert data["regime"] == "overhead-bound"
+    shares = sorted(data["shares"].values(), reverse=True)
+    assert shares[0] >= MARGIN * shares[1]
+    assert {"device", "torch", "triton", "date"} <= data["env"].keys()
+    assert data["stamp"].startswith("[measured on ")
+    assert data["launches_per_step"] == 8 * 4 + 1  # 8 blocks of linear, layer norm, GELU, add; the head
+    assert data["split"]["fractions"][BETWEEN_OPS] > 0.2
+    assert (folder / "tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
+    result, folder = command_run
+    assert result.returncode == 0, result.stderr
+    advice = json.loads((folder / "tiny.json").read_text())["advice"][0]
+    assert advice["regime"] == "overhead-bound" and "torch.compile" in advice["text"]
+    basis = {name: advice["basis"][name] for name in ("kept_share", "floor_s", "library_calls", "dispatch_s")}
+    assert advice["predicted_gain"] == pytest.approx(compile_gain(advice["basis"]["step_s"], **basis))
+    step, args = examples.tiny_mlp()
+    compiled = torch.compile(step)
+    torch.set_num_threads(THREADS)
+    compiled(*args)
+    # Diagnosed, the compiled step is seen as compiled (its advice is a bigger batch, not compiling),
+    # and it stays compiled afterwards: the speedup below is timed after this diagnosis.
+    again = diagnose(compiled, *args, threads=THREADS)
+    assert again.regime == "overhead-bound" and "already compiled" in again.advice[0].text
+    assert again.launches_per_step == examples.TINY_MLP_LAYERS  # the addmm library calls; the head is fused
+
+    # The bound's two timings that load moves, the eager step and the compiled-call floor, are taken
+    # again here, in the run that times the compiled step.
+    basis["floor_s"] = compiled_call_seconds(THREADS, refresh=True)
+
+    def reached() -> float:
+        """The compiled speedup over the bound, both from the eager step timed now."""
+        eager = bench(lambda: step(*args), threads=THREADS, budget_s=0.3).median_s
+        fast = bench(lambda: compiled(*args), threads=THREADS, budget_s=0.3).median_s
+        return eager / fast / compile_gain(eager, **basis)
+
+    low, high = BOUND_REACHED
+    readings = targets.measurements(reached(), reached, lambda share: low <= share <= high)
+    print(f"compiled speedup / predicted bound: {', '.join(f'{r:.2f}' for r in readings)}")
+    assert low <= readings[-1] <= high, readings

@@ -1,0 +1,74 @@
+"""Bad input to brrr.diagnose gets one readable paragraph (DiagnoseError), never a profiler traceback."""
+
+import pytest
+import torch
+
+from brrr import traces
+from brrr.diagnose import DiagnoseError, diagnose
+from brrr.diagnose.__main__ import load_target, main
+from brrr.diagnose.core import explain_compile
+from brrr.diagnose.profile import require_device_work
+
+
+def _broken_step(x):
+    return x.reshape(3, 5)  # 10 elements: a RuntimeError from the step itself
+
+
+def test_a_step_that_raises_is_named_with_its_exception_and_line():
+    with pytest.raises(DiagnoseError) as caught:
+        diagnose(_broken_step, torch.ones(10), threads=1)
+    message = str(caught.value)
+    assert "raised RuntimeError during warm-up" in message
+    assert "test_diagnose_errors.py" in message and "_broken_step" in message
+    assert "profiler" in message  # says the error is the step's, not the profiler's
+
+
+def test_out_of_memory_says_the_model_does_not_fit():
+    with pytest.raises(DiagnoseError, match="ran out of memory during warm-up.*do not fit on this device"):
+        diagnose(lambda: torch.empty(2**50), threads=1)
+
+
+def test_a_gpu_step_that_returns_nothing_and_runs_no_kernel_is_refused():
+    cpu_only = traces.load([{"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 0, "dur": 5}])
+    with pytest.raises(DiagnoseError, match="returned nothing.*dead code"):
+        require_device_work(None, cpu_only, on_gpu=True)
+    with pytest.raises(DiagnoseError, match="still on the CPU"):
+        require_device_work(torch.ones(1), cpu_only, on_gpu=True)
+    require_device_work(None, cpu_only, on_gpu=False)  # a CPU step has no kernels to find
+    with_kernel = traces.load([{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 5}])
+    require_device_work(None, with_kernel, on_gpu=True)  # an optimizer step returns nothing and is fine
+
+
+@pytest.mark.parametrize("target, reason", [
+    ("no_such_module_here:build", "module 'no_such_module_here' cannot be imported"),
+    ("brrr.diagnose.examples:no_such_thing", "has no callable named 'no_such_thing'"),
+    ("brrr.diagnose.examples", "not of the form module:callable"),
+    ("brrr.diagnose.examples:CHAIN_OPS", "has no callable named 'CHAIN_OPS'"),
+])
+def test_a_bad_target_says_what_is_wrong(target, reason):
+    with pytest.raises(DiagnoseError, match="returns \\(step, args\\)") as caught:
+        load_target(target)
+    assert reason in str(caught.value)
+
+
+def test_the_command_prints_the_message_and_exits_2(capsys):
+    assert main(["no_such_module_here:build"]) == 2
+    captured = capsys.readouterr()
+    assert "brrr diagnose: Cannot diagnose 'no_such_module_here:build'" in captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+
+
+def test_explain_reports_graph_breaks_and_recompiles():
+    calls = []
+
+    def step(x):
+        y = x.sin()
+        print("", end="")  # a graph break: dynamo cannot trace print
+        calls.append(1)
+        return y.cos() * len(calls)  # a new constant every call: a recompile each time
+
+    found = explain_compile(step, (torch.ones(8),))
+    assert found["graph_breaks"] >= 1 and found["break_reasons"]
+    assert found["recompiles"] >= 1
+    clean = explain_compile(lambda x: x.sin().cos(), (torch.ones(8),))
+    assert clean["graph_breaks"] == 0 and clean["recompiles"] == 0 and clean["graphs"] == 1

@@ -1,0 +1,37 @@
+"""Per-op rows of brrr.diagnose on made-up measurements: regimes against given roofs, and a compiled
+step's generated code given the work of the eager ops it replaced."""
+
+import pytest
+
+from brrr.ceilings import Ceilings
+from brrr.diagnose import ops
+
+CPU = Ceilings(copy_bandwidth=1e10, matmul_peak={"float32": 7e10}, vector_peak=4e10, dispatch_overhead=2e-6,
+               threads=1, env={"device_type": "cpu"})
+N = 2**25  # elements of a 128 MiB fp32 tensor
+
+
+def test_rows_join_profiler_and_dispatch_names_and_take_their_regimes():
+    rows = ops.op_rows({"aten::mm": 0.03, "aten::mul": 0.03, "aten::view": 1e-6},
+                       {"mm": 2 * 1024**3, "mul": N}, {"mm": 3 * 1024**2 * 4, "mul": 8 * N},
+                       {"mm": 1, "mul": 1, "view": 1}, CPU, "float32")
+    found = {row.name: row for row in rows}
+    assert found["mm"].regime == "compute-bound" and found["mm"].op_class == "tensor contraction"
+    assert found["mm"].flops_fraction == pytest.approx(2 * 1024**3 / 0.03 / 7e10)
+    assert found["mul"].regime == "memory-bound"
+    assert found["mul"].bandwidth_fraction == pytest.approx(8 * N / 0.03 / 1e10)
+    assert found["view"].regime == "overhead-bound"  # no work: its time is dispatch
+    assert [row.name for row in rows] == ["mm", "mul", "view"]  # slowest first
+
+
+def test_compiled_code_gets_the_work_of_the_ops_it_fused():
+    rows = ops.op_rows({"## Call CompiledFxGraph abc ##": 0.05, "TorchDynamo Cache Lookup": 5e-5},
+                       {"mul": N, "add": N, "abs": N}, {"mul": 8 * N, "add": 8 * N, "abs": 8 * N},
+                       {"mul": 1, "add": 1, "abs": 1}, CPU, "float32")
+    merged = ops.merge_compiled(rows, CPU, "float32")
+    assert [row.name for row in merged] == [ops.FUSED_NAME, "TorchDynamo Cache Lookup"]
+    fused = merged[0]
+    assert (fused.seconds, fused.flops, fused.bytes) == (0.05, 3 * N, 24 * N)
+    assert fused.op_class == "element-wise" and fused.regime == "memory-bound"
+    eager = ops.op_rows({"aten::mul": 0.03}, {"mul": N}, {"mul": 8 * N}, {"mul": 1}, CPU, "float32")
+    assert ops.merge_compiled(eager, CPU, "float32") == eager  # no compiled code: unchanged
