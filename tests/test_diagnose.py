@@ -18,7 +18,7 @@ from brrr.diagnose import diagnose, examples
 from brrr.diagnose.advice import compile_gain
 from brrr.diagnose.profile import compiled_call_seconds
 from brrr.diagnose.split import BETWEEN_OPS, INSIDE_OPS
-from brrr.timing import bench
+from brrr.timing import bench_together
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = 1
@@ -107,8 +107,9 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
 
     def reached() -> float:
         """The compiled speedup over the bound, both from the eager step timed now."""
-        eager = bench(lambda: step(*args), threads=THREADS, budget_s=0.3).median_s
-        fast = bench(lambda: compiled(*args), threads=THREADS, budget_s=0.3).median_s
+        timed = bench_together({"eager": lambda: step(*args), "compiled": lambda: compiled(*args)},
+                               threads=THREADS, budget_s=0.3)  # in turns: load slows both alike
+        eager, fast = timed["eager"].median_s, timed["compiled"].median_s
         return eager / fast / compile_gain(eager, **basis)
 
     low, high = BOUND_REACHED
