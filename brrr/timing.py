@@ -128,7 +128,8 @@ def bench_together(
     turns it lands on all of them alike.
 
     GPU: each is timed with :func:`bench` in turn. CUDA events time the device, and
-    load on the host's cores, which is what moves CPU timings, does not reach them.
+    load on the host's cores, which is what moves CPU timings, reaches them only
+    through kernels too short to hide their launch.
     """
     if not fns:
         raise ValueError("nothing to time")

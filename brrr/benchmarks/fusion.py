@@ -375,7 +375,8 @@ def sweep(providers: dict[str, Callable], make_inputs: Callable[[int], tuple], b
     results: dict[str, list[Measurement]] = {name: [] for name in providers}
     for size in sizes:
         inputs = make_inputs(size)
-        specs = [(name, functools.partial(provider, *inputs), bytes_moved(size)) for name, provider in providers.items()]
+        specs = [(name, functools.partial(provider, *inputs), bytes_moved(size))
+                 for name, provider in providers.items()]
         for result in measure_together(specs, threads=threads, budget_s=budget, warmup=1, min_runs=3):
             results[result.label].append(result)
     return results
