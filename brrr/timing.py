@@ -137,19 +137,8 @@ def bench_together(
         return {name: bench(fn, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
                             threads=threads, flush_l2=flush_l2) for name, fn in fns.items()}
     _require_run_counts(min_runs, max_runs)
-    times: dict[str, list[float]] = {name: [] for name in fns}
     with torch_threads(threads):
-        for _ in range(warmup):
-            for fn in fns.values():
-                fn()
-
-        rounds = 0
-        while rounds < max_runs and (rounds < min_runs or max(map(sum, times.values())) < budget_s):
-            for name, fn in fns.items():
-                start = time.perf_counter()
-                fn()
-                times[name].append(time.perf_counter() - start)
-            rounds += 1
+        times = _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s)
     return {name: summarize(runs, str(DEVICE)) for name, runs in times.items()}
 
 
@@ -168,16 +157,26 @@ def summarize(times: list[float], device: str) -> Timing:
 
 
 def _cpu_times(fn, warmup, min_runs, max_runs, budget_s) -> list[float]:
+    return _cpu_times_in_turns({"fn": fn}, warmup, min_runs, max_runs, budget_s)["fn"]
+
+
+def _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s) -> dict[str, list[float]]:
+    """Warm each up, then rounds of one timed call each, until the one with the most time has had
+    ``budget_s`` of it (and ``min_runs`` rounds), or ``max_runs`` rounds."""
     for _ in range(warmup):
-        fn()
-    times: list[float] = []
-    spent = 0.0
-    while len(times) < max_runs and (len(times) < min_runs or spent < budget_s):
-        start = time.perf_counter()
-        fn()
-        elapsed = time.perf_counter() - start
-        times.append(elapsed)
-        spent += elapsed
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    spent = dict.fromkeys(fns, 0.0)
+    rounds = 0
+    while rounds < max_runs and (rounds < min_runs or max(spent.values()) < budget_s):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            elapsed = time.perf_counter() - start
+            times[name].append(elapsed)
+            spent[name] += elapsed
+        rounds += 1
     return times
 
 

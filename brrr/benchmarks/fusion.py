@@ -190,17 +190,16 @@ class Measurement:
 
 def measure(label: str, fn: Callable[[], object], bytes_moved: float, *, threads: int | None = THREADS,
             budget_s: float | None = None, warmup: int = 3, min_runs: int = 5) -> Measurement:
-    """Time ``fn()`` with :func:`brrr.timing.bench` and pair it with the bytes it moves.
+    """Time ``fn()`` (:func:`brrr.timing.bench`, through :func:`measure_together`) and pair it with the bytes it
+    moves.
 
     On a CPU, ``fn`` is first called until a call no longer page-faults (see
     :func:`settle_page_faults`), so that the timed runs measure the kernel, not
     the operating system handing out fresh memory.
     """
-    budget = per_device(cpu=0.5, gpu=0.2) if budget_s is None else budget_s
-    with torch_threads(threads):
-        settle_page_faults(fn)
-    timing = bench(fn, threads=threads, budget_s=budget, warmup=warmup, min_runs=min_runs)
-    return Measurement(label, timing, float(bytes_moved))
+    (only,) = measure_together([(label, fn, bytes_moved)], threads=threads, budget_s=budget_s, warmup=warmup,
+                                min_runs=min_runs)
+    return only
 
 
 def measure_together(specs: list[tuple[str, Callable[[], object], float]], *, threads: int | None = THREADS,
