@@ -68,6 +68,7 @@ def _fastest_chain(n: int, calls: int = 20) -> float:
 def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
     monkeypatch.setattr(lab_fuse_it, "ON_GPU", True)
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
+    before = _fastest_chain(SMALL)  # the hand timing brackets the comparison: load only slows a call
     result = lab_fuse_it.compare_with_eager(load_module("02-fuse-it", "correct").fused_chain)
     assert result["device"] == "gpu" and result["n"] == SMALL
     # the derived figures follow from the times and the traffic model (12 and 48 B per element)
@@ -77,7 +78,7 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
     # the times are of the work they name, as ratios in this run: the interpreted kernel runs one program
     # at a time in Python, far slower than five eager ops; and the eager time agrees with a hand timing
     assert result["fused_s"] > 2 * result["eager_s"], result
-    hand = _fastest_chain(SMALL)
+    hand = min(before, _fastest_chain(SMALL))
     assert 0.7 * hand < result["eager_s"] < 4 * hand, (result["eager_s"], hand)
     ax = lab_fuse_it.plot_comparison(result)
     heights = [bar.get_height() for bar in ax.patches]
