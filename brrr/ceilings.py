@@ -148,33 +148,50 @@ def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None,
     return timing.rate(2 * n * src.element_size())
 
 
-# A copy timed now may run at most this many times the cached copy ceiling: beyond it, the ceiling is
-# not a roof (measured while the machine was busy, or of something else) and every page that divides
-# by it is wrong. Below the ceiling is no contradiction: a ceiling is a best case, and load from other
-# work only slows a copy. A reading below LOW_SHARE is timed again, the best kept, and explained.
-ABOVE_CEILING_MAX = 2.0
+# A ceiling is the best case of its copy on this machine: load from other work only slows a copy (a
+# 2-thread copy beside one busy core runs at half speed here). A ceiling measured in a busy moment is
+# therefore too low, and a later, faster reading of the same copy (same buffer, same threads) replaces
+# it, in the cache too, so every page executed after it divides by the higher roof. A reading below
+# LOW_SHARE of the ceiling is timed again, the best kept, and the page says why.
 LOW_SHARE = 0.5
 
 
-def compare_with_ceiling(rate: float, again, ceiling: float, *, what: str) -> float:
-    """``rate`` (B/s of the copy the ceiling times, timed now) against ``ceiling``; returns the best reading.
+def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -> tuple[Ceilings, float]:
+    """``rate``: B/s of the copy the ceiling times (``far_above_cache(4)`` fp32 elements, ``found.threads``),
+    timed now. Returns the ceilings to use from here on and the best reading.
 
-    ``again()`` times it once more. Raises :class:`brrr.targets.TargetMissed` if a
-    reading exceeds the ceiling more than :data:`ABOVE_CEILING_MAX` times (noise
-    cannot make a copy faster, so one reading proves it); prints why when even the
-    best of three stays under :data:`LOW_SHARE` of it.
+    ``again()`` (default: the same copy timed once more) is called while readings stay under
+    :data:`LOW_SHARE` of the ceiling, three readings at most. A best reading above the ceiling raises it,
+    with the reason printed; one that stays under half of it is explained.
     """
     from brrr import targets
 
+    ceiling = found.copy_bandwidth
+    again = again or (lambda: measure_copy_bandwidth(threads=found.threads))
     shares = targets.measurements(rate / ceiling, lambda: again() / ceiling, lambda share: share >= LOW_SHARE)
-    best = max(shares)
-    targets.require_at_most(f"{what} / the ceiling's copy bandwidth", ABOVE_CEILING_MAX, best)
-    if best < LOW_SHARE:
+    best = max(shares) * ceiling
+    if best > ceiling:
+        print(f"{what}: {units.bandwidth(best)}, {best / ceiling:.2f}x the cached ceiling of "
+              f"{units.bandwidth(ceiling)} (measured {found.env.get('date', '?')}). It is the copy the ceiling "
+              "times, and load only ever slows a copy, so the ceiling was read in a busier moment. It is "
+              "raised to this reading, here and in the cache, for every page from now on.")
+        found = raise_copy_ceiling(found, best)
+    elif best < LOW_SHARE * ceiling:
         tried = ", ".join(units.percent(share) for share in shares)
         print(f"{what}: {tried} of the ceiling in {len(shares)} attempts. The ceiling was measured "
               "on a quieter machine: other work running now slows every copy. Each rate on this page "
               "is measured now; the ceiling is the best case.")
-    return best * ceiling
+    return found, best
+
+
+def raise_copy_ceiling(found: Ceilings, rate: float) -> Ceilings:
+    """``found`` with its copy bandwidth raised to ``rate`` (never lowered), written to the cache that
+    :func:`measure` reads."""
+    if rate <= found.copy_bandwidth:
+        return found
+    raised = dataclasses.replace(found, copy_bandwidth=rate)
+    cache.write_json(cache_path(None if ON_GPU else found.threads), raised.to_json())
+    return raised
 
 
 def describe_copy_sweep(sizes: list[int], rates: list[float], ceiling: float, cache_bytes: int) -> list[str]:
