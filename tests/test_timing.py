@@ -71,14 +71,22 @@ def test_bench_together_keeps_a_ratio_through_a_burst_of_load(monkeypatch, burst
     assert two.median_s / one.median_s != pytest.approx(2.0, rel=0.2)
 
 
-def test_bench_together_runs_in_turns_until_each_has_its_budget():
+def test_bench_together_runs_in_turns_until_each_has_its_budget(monkeypatch):
+    """On a clock of known costs (a real sleep stretches under load, and the count of runs with it): the
+    slow function costs a quarter of the budget a call, so the rounds stop after its fourth call; the fast
+    one, which costs nothing, gets as many runs."""
     order = []
-    slow = lambda: (order.append("slow"), time.sleep(0.004))  # noqa: E731
-    fast = lambda: order.append("fast")  # noqa: E731
-    result = bench_together({"slow": slow, "fast": fast}, warmup=1, min_runs=3, budget_s=0.02)
-    assert order[:6] == ["slow", "fast"] * 3  # warm-up, then rounds of one call each
-    # the rounds stop once the slow one has had its budget (about 5 runs): the fast one gets as many
-    assert 5 <= result["slow"].runs < 50 and result["fast"].runs == result["slow"].runs == len(order) // 2 - 1
+    clock = _LoadedClock(burst=range(0))
+    monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
+    slow, fast = clock.work(0.25), clock.work(0.0)
+    result = bench_together({"slow": lambda: (order.append("slow"), slow()),
+                             "fast": lambda: (order.append("fast"), fast())},
+                            warmup=1, min_runs=3, budget_s=1.0)
+    assert order == ["slow", "fast"] * 5  # one warm-up round, then rounds of one call each
+    assert result["slow"].runs == result["fast"].runs == 4
+    assert result["slow"].median_s == 0.25 and result["fast"].median_s == 0.0
+    result = bench_together({"slow": slow, "fast": fast}, warmup=0, min_runs=6, budget_s=1.0)
+    assert result["slow"].runs == 6  # min_runs, past the budget
     with pytest.raises(ValueError):
         bench_together({})
 
