@@ -106,6 +106,30 @@ def pytest_configure(config):
     488 s run: the other worker sat idle for the last 200 s while the book built."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    if not os.environ.get("PYTEST_XDIST_WORKER") and not config.option.collectonly:
+        _measure_ceilings_while_quiet(config)
+
+
+# The thread counts the book and the tests measure ceilings with: the default, and the one thread that the
+# compute, fusion and overhead pages and `brrr.diagnose` pin (brrr.benchmarks.compute.THREADS and the rest).
+CEILING_THREADS = (None, 1)
+
+
+def _measure_ceilings_while_quiet(config) -> None:
+    """Measure the machine's ceilings (or read them from the cache) before any test starts.
+
+    Under pytest-xdist this runs in the controller before the workers exist, so nothing else is running.
+    Measured by the first test that needs them, they were measured beside the other worker: a one-thread
+    matmul beside two busy torch threads ran at 70.6 GFLOP/s against 96 alone, and every page that divided
+    by that roof then read over 100% of it."""
+    from brrr import ceilings
+
+    for threads in CEILING_THREADS:
+        found = ceilings.measure(threads=threads)
+        if config.option.verbose >= 0:
+            setting = "default threads" if threads is None else f"{threads} thread{'s' * (threads != 1)}"
+            print(f"ceilings ({setting}): copy {found.copy_bandwidth / 1e9:.1f} GB/s, "
+                  f"float32 matmul {found.matmul('float32') / 1e9:.1f} GFLOP/s · {found.env.get('date')}")
 
 
 def pytest_collection_modifyitems(config, items):

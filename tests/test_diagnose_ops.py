@@ -35,3 +35,24 @@ def test_compiled_code_gets_the_work_of_the_ops_it_fused():
     assert fused.op_class == "element-wise" and fused.regime == "memory-bound"
     eager = ops.op_rows({"aten::mul": 0.03}, {"mul": N}, {"mul": 8 * N}, {"mul": 1}, CPU, "float32")
     assert ops.merge_compiled(eager, CPU, "float32") == eager  # no compiled code: unchanged
+
+
+def test_rates_above_a_roof_are_named_with_their_reason():
+    """A matmul faster than the measured matmul peak means the cached peak is low (measured at a busier
+    moment): the report names it and the command that measures again. Bytes faster than the copy
+    bandwidth came from a cache. Rates under their roofs get no note."""
+    from types import SimpleNamespace
+
+    from brrr.diagnose import report
+
+    rows = ops.op_rows({"aten::mm": 0.01, "aten::mul": 0.03, "aten::add": 0.03},
+                       {"mm": 2 * 1024**3, "mul": N, "add": N}, {"mm": 3 * 1024**2 * 4, "mul": 8 * N, "add": 4e7},
+                       {"mm": 1, "mul": 1, "add": 1}, CPU, "float32")
+    found = {row.name: row for row in rows}
+    assert found["mm"].flops_fraction > 1 and found["mul"].bandwidth_fraction < 1
+    diagnosis = SimpleNamespace(mfu=1.2, rows=rows, ceilings=CPU)
+    compute, bandwidth = report.above_the_roofs(diagnosis)
+    assert compute == f"MFU 120%, mm {found['mm'].flops_fraction:.0%}" and bandwidth == ""
+    assert report._threads_flag(diagnosis) == " --threads 1"
+    quick = ops.op_rows({"aten::mul": 1e-2}, {"mul": N}, {"mul": 8 * N}, {"mul": 1}, CPU, "float32")
+    assert report.above_the_roofs(SimpleNamespace(mfu=0.5, rows=quick, ceilings=CPU)) == ("", "mul 268%")

@@ -56,6 +56,14 @@ def text(d) -> str:
         "advice (best first):" if d.advice else "advice: none; no regime holds enough of the step to fix",
         *(f"  {index}. {item.text}" for index, item in enumerate(d.advice, 1)),
     ]
+    compute, bandwidth = above_the_roofs(d)
+    if compute:
+        lines += ["", f"above the measured compute roofs: {compute}. A roof is the best case of its measurement, "
+                      "so the cached ceilings were measured at a busier moment than this step: measure them "
+                      f"again while the machine is quiet (python -m brrr.ceilings --refresh{_threads_flag(d)})."]
+    if bandwidth:
+        lines += ["", f"above the copy bandwidth: {bandwidth}. Their tensors fit in a cache, which serves them "
+                      "faster than memory (bytes here are tensor sizes, as if every one came from memory)."]
     if d.compile_report is not None:
         c = d.compile_report
         lines += ["", f"torch.compile: {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
@@ -63,6 +71,22 @@ def text(d) -> str:
         lines += [f"  break: {reason}" for reason in c["break_reasons"]]
     lines += ["", format_stamp(d.env)]
     return "\n".join(lines)
+
+
+def above_the_roofs(d) -> tuple[str, str]:
+    """What in the diagnosis ran faster than the roof it is divided by, as (compute, bandwidth); '' where
+    nothing did: ('MFU 111%, matmul 124%', 'pointwise 180%')."""
+    compute = [f"MFU {units.percent(d.mfu)}"] if d.mfu > 1 else []
+    compute += [f"{row.name} {units.percent(row.flops_fraction)}" for row in d.rows
+                if row.flop_rate > 0 and row.flops_fraction > 1]
+    bandwidth = [f"{row.name} {units.percent(row.bandwidth_fraction)}" for row in d.rows
+                 if row.byte_rate > 0 and row.bandwidth_fraction > 1]
+    return ", ".join(compute), ", ".join(bandwidth)
+
+
+def _threads_flag(d) -> str:
+    threads = d.ceilings.threads
+    return f" --threads {threads}" if threads else ""
 
 
 def _finite(value):
