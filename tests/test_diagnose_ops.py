@@ -56,3 +56,12 @@ def test_rates_above_a_roof_are_named_with_their_reason():
     assert report._threads_flag(diagnosis) == " --threads 1"
     quick = ops.op_rows({"aten::mul": 1e-2}, {"mul": N}, {"mul": 8 * N}, {"mul": 1}, CPU, "float32")
     assert report.above_the_roofs(SimpleNamespace(mfu=0.5, rows=quick, ceilings=CPU)) == ("", "mul 268%")
+
+
+def test_fusion_advice_for_work_already_fused_promises_nothing():
+    from brrr.diagnose.advice import fusion_advice
+
+    chain = fusion_advice(0.3, 3)  # three passes fused into one save two thirds of their time at most
+    assert chain.predicted_gain == pytest.approx(1 / (1 - 0.2)) and "in 3 calls" in chain.text
+    fused = fusion_advice(0.3, 1)
+    assert fused.predicted_gain == 1.0 and "already reads and writes memory once" in fused.text

@@ -20,7 +20,7 @@ NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 # Which chapter each notebook gives evidence for, by its number.
 HOME = {"10": "memory-bandwidth", "11": "memory-bandwidth",
         "12": "operator-fusion", "13": "operator-fusion",
-        "2": "compute", "3": "overhead"}
+        "2": "compute", "3": "overhead", "4": "diagnose"}
 GLOSSARY = ROOT / "chapters" / "glossary.md"
 REQUIRED_TERMS = [
     "ATen", "self time", "warp", "SM", "Inductor", "guard", "partitioner",
@@ -41,7 +41,7 @@ TERM_ROLE = re.compile(r"\{term\}`([^`]*)`")
 # Inline tokens whose text is not prose: roles, code, math, link targets.
 TOKEN = re.compile(r"\{(\w+)\}`([^`]*)`|`[^`]*`|\$[^$\n]*\$|\]\([^)]*\)")
 PLOTTING = re.compile(
-    r"plt\.show\(|\.subplots\(|\b(?:loglog_sweep|roofline|roofline_chart|"
+    r"plt\.show\(|\.subplots\(|\.plot\(|\b(?:loglog_sweep|roofline|roofline_chart|"
     r"bars|share_bars|vertical_marks|render_timeline|show_placement|"
     r"repeat_explorer)\(")
 

@@ -99,6 +99,12 @@ def compile_gain(step_s: float, kept_share: float, floor_s: float, library_calls
 def fusion_advice(share: float, calls: float) -> Advice:
     saved = share * (1 - 1 / max(calls, 1.0))
     gain = amdahl(saved)
+    if calls <= 1:
+        return Advice(
+            f"memory-bound element-wise and normalization work takes {units.percent(share)} of the step in one "
+            "fused call: it already reads and writes memory once, so fusion has nothing left to save. Only "
+            "fewer bytes (a smaller dtype, less data) make it faster: at most 1.00x from fusion",
+            gain, Regime.MEMORY.value)
     return Advice(
         f"memory-bound element-wise and normalization ops take {units.percent(share)} of the step in "
         f"{calls:.0f} calls: fusion (torch.compile) makes them read and write memory once, saving at most "

@@ -28,6 +28,7 @@ Any exception the step raises becomes a :class:`DiagnoseError` naming it.
 from __future__ import annotations
 
 import tempfile
+import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +120,10 @@ def measure(step: Callable, args: tuple, *, threads: int | None, warmup: int, st
             returned = warm()
         timing = bench(checked(step, args, "timing"), warmup=0, threads=threads)
         traffic = TrafficLog()
-        with torch.compiler.set_stance("force_eager"), traffic:
+        with torch.compiler.set_stance("force_eager"), traffic, warnings.catch_warnings():
+            # FlopCounterMode tracks modules with global hooks, about which a compiled module warns when
+            # called: the hooks are ours, for this count only, and the user has nothing to act on.
+            warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
             flops = opclasses.count_flops(checked(step, args, "FLOP counting"))
         profiler = traces.profile_steps(checked(step, args, "profiling"), steps, label=STEP_LABEL,
                                           synchronize_each=True)

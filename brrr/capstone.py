@@ -1,0 +1,218 @@
+"""The capstone: diagnose a small GPT, apply the fix the diagnosis points to, diagnose again.
+
+A :class:`Setup` says how the GPT's serving step runs (batch, dtype, compiled or
+not, attention kind); :func:`build_step` turns it into ``(step, args)`` for
+:func:`brrr.diagnose.diagnose`. Each :class:`Fix` changes the setup and names the
+regime it addresses. :func:`next_fix` picks, among the fixes not applied yet, the
+one that addresses the regime of the tool's top-ranked advice, so the page applies
+fixes in the order the tool suggests, not in an order fixed in advance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import torch
+
+from brrr import units
+from brrr.device import DEVICE, ON_GPU, per_device
+from brrr.models import gpt
+from brrr.roofline import Regime
+
+# torch threads on a CPU: one, as every timed page of the book (two threads on a shared two-core machine
+# stall at random); on a GPU, torch's default.
+THREADS: int | None = per_device(cpu=1, gpu=None)
+
+# CPU: small enough that batch 1 is overhead-bound on one thread and the page stays quick; GPU: a
+# GPT-2-small-like width, where batch 1 leaves the device idle between kernels.
+CONFIG = per_device(cpu=gpt.GPTConfig(vocab=512, seq_len=32, layers=2, heads=2, width=64),
+                    gpu=gpt.GPTConfig(vocab=8192, seq_len=256, layers=6, heads=12, width=768))
+BATCH_GROWTH = per_device(cpu=32, gpu=64)
+
+
+@dataclass(frozen=True)
+class Setup:
+    config: gpt.GPTConfig = CONFIG
+    batch: int = 1
+    dtype: torch.dtype = torch.float32
+    compile_mode: str | None = None  # None: eager; "default" or "reduce-overhead" (CUDA graphs)
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.config.seq_len
+
+
+@dataclass(frozen=True)
+class Fix:
+    name: str
+    regime: str  # the regime it addresses
+    apply: Callable[[Setup], Setup]
+    why_not_here: Callable[[], str | None] = lambda: None  # why it does not apply on this device; None if it does
+    # False where the advice's bound does not cover what the fix changes: a bigger batch changes the work
+    # of a step, and SDPA fuses attention's matmuls with the softmax between them, which the fusion bound
+    # keeps as separate library calls.
+    bounded_by_advice: bool = True
+
+
+def _bf16_not_here() -> str | None:
+    """bf16 applies where its measured matmul peak beats fp32's: on a GPU with tensor cores, and on a CPU
+    with bf16 matrix instructions (AMX, AVX512-BF16). Elsewhere it would slow the matmuls down."""
+    from brrr import ceilings
+
+    peaks = ceilings.measure(threads=THREADS).matmul_peak
+    bf16, fp32 = peaks.get("bfloat16", 0.0), peaks["float32"]
+    if bf16 > fp32:
+        return None
+    return (f"This {'GPU' if ON_GPU else 'CPU'}'s measured bf16 matmul peak is {units.flops(bf16)} against "
+            f"{units.flops(fp32)} for float32 (brrr.ceilings): bf16 would slow its matmuls down")
+
+
+def _cuda_graphs_not_here() -> str | None:
+    if ON_GPU:
+        return None
+    return ("A CUDA graph replays recorded kernel launches; a CPU launches none: every op runs on the calling "
+            "thread, and torch.compile already removed what a graph would")
+
+
+FIXES = (
+    Fix("bigger batch", Regime.OVERHEAD.value, lambda s: replace(s, batch=s.batch * BATCH_GROWTH),
+        bounded_by_advice=False),
+    Fix("torch.compile", Regime.OVERHEAD.value,
+        lambda s: replace(s, compile_mode=s.compile_mode or "default")),
+    Fix("SDPA attention", Regime.MEMORY.value, lambda s: replace(s, config=s.config.with_(sdpa=True)),
+        bounded_by_advice=False),
+    Fix("bf16 weights and activations", Regime.COMPUTE.value, lambda s: replace(s, dtype=torch.bfloat16),
+        why_not_here=_bf16_not_here),
+    Fix("CUDA graphs (torch.compile mode='reduce-overhead')", Regime.OVERHEAD.value,
+        lambda s: replace(s, compile_mode="reduce-overhead"), why_not_here=_cuda_graphs_not_here),
+)
+
+
+def applicable(fixes=FIXES) -> tuple[list[Fix], list[tuple[Fix, str]]]:
+    """(the fixes that apply on this device, (fix, why not) for those that do not)."""
+    reasons = {fix.name: fix.why_not_here() for fix in fixes}
+    return ([fix for fix in fixes if reasons[fix.name] is None],
+            [(fix, reasons[fix.name]) for fix in fixes if reasons[fix.name] is not None])
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The fix to apply next, why, and the gain in time per step at most that the advice which chose it
+    predicted (None where no advice chose it, or where that bound does not cover the fix: see
+    :attr:`Fix.bounded_by_advice`)."""
+
+    fix: Fix
+    why: str
+    bound: float | None
+
+
+def next_fix(diagnosis, remaining: list[Fix]) -> Choice:
+    """The first remaining fix for the regime of the tool's top-ranked advice (the largest predicted
+    gain); if none addresses it, the first remaining fix."""
+    for advice in diagnosis.advice[:1]:
+        for fix in remaining:
+            if fix.regime == advice.regime:
+                return Choice(fix, f"the top advice ({advice.regime}, at most {advice.predicted_gain:.2f}x per "
+                                   f"step) points to {fix.name}",
+                              advice.predicted_gain if fix.bounded_by_advice else None)
+    return Choice(remaining[0], "no remaining fix addresses the top advice; the next one in the list", None)
+
+
+def pin_threads() -> None:
+    """Run this process's torch ops on :data:`THREADS` threads (CPU only), as the diagnoses do."""
+    if THREADS is not None:
+        torch.set_num_threads(THREADS)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One row of the capstone's table: the setup after ``fix`` (None: the starting point), why the fix was
+    chosen, the gain the tool predicted for it at most, and the diagnosis of the step it gave."""
+
+    setup: Setup
+    fix: Fix | None
+    why: str
+    predicted_gain: float | None
+    diagnosis: object  # brrr.diagnose.Diagnosis
+
+    @property
+    def name(self) -> str:
+        return "start (batch 1, eager fp32)" if self.fix is None else f"+ {self.fix.name}"
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.setup.tokens / self.diagnosis.step_s
+
+
+def diagnose_setup(setup: Setup):
+    """The diagnosis of the serving step under ``setup``, on :data:`THREADS` threads."""
+    from brrr.diagnose import diagnose
+
+    step, args = build_step(setup)
+    return diagnose(step, *args, threads=THREADS)
+
+
+def stage_table(stages: list[Stage]) -> str:
+    """Step time, tokens/s, MFU and regime after each fix, with the tool's bound beside what it gave."""
+    header = (f"{'stage':<34} {'step':>9} {'tokens/s':>10} {'vs start':>8} {'bound':>7} {'gave':>6} "
+              f"{'MFU':>6}  regime (share of the step)")
+    lines = [header, "-" * len(header)]
+    start = stages[0].tokens_per_s
+    previous = None
+    for stage in stages:
+        d = stage.diagnosis
+        bound = f"{stage.predicted_gain:.2f}x" if stage.predicted_gain else "-"
+        gave = f"{stage.tokens_per_s / previous.tokens_per_s:.2f}x" if previous else "-"
+        lines.append(f"{stage.name[:34]:<34} {units.seconds(d.step_s):>9} {stage.tokens_per_s:>10,.0f} "
+                     f"{stage.tokens_per_s / start:>7.2f}x {bound:>7} {gave:>6} {units.percent(d.mfu):>6}  "
+                     f"{d.regime} ({units.percent(d.shares[d.regime])})")
+        previous = stage
+    return "\n".join(lines)
+
+
+def build_step(setup: Setup, *, seed: int = 0):
+    """``(step, args)`` for :func:`brrr.diagnose.diagnose`: the GPT's serving step under ``setup``."""
+    model = gpt.build(setup.config, device=DEVICE, dtype=setup.dtype, seed=seed)
+    if setup.compile_mode is not None:
+        model = torch.compile(model, mode=setup.compile_mode)
+    return gpt.inference_step(model), (gpt.synthetic_tokens(setup.config, setup.batch, device=DEVICE),)
+
+
+def conclusions(stages: list[Stage]) -> list[str]:
+    """What the table says, one sentence per stage, written from the measurements (so the page's words
+    cannot disagree with its numbers)."""
+    lines = []
+    start = stages[0]
+    lines.append(f"At batch {start.setup.batch} the step was {start.diagnosis.regime} "
+                 f"({units.percent(start.diagnosis.shares[start.diagnosis.regime])} of its time), "
+                 f"at {units.percent(start.diagnosis.mfu)} MFU.")
+    for before, after in zip(stages, stages[1:]):
+        gave = after.tokens_per_s / before.tokens_per_s
+        moved = ("and the step stayed " if after.diagnosis.regime == before.diagnosis.regime
+                 else "and the step became ") + after.diagnosis.regime
+        bound = ""
+        if after.predicted_gain is not None:
+            bound = f" (within the tool's bound of {after.predicted_gain:.2f}x)"
+            if gave > after.predicted_gain * BOUND_NOISE:
+                bound = (f" (above the tool's bound of {after.predicted_gain:.2f}x, which counts only the "
+                         f"{after.fix.regime} time: the fix also sped up work the bound left out)")
+        lines.append(f"{after.fix.name}: {gave:.2f}x the tokens per second{bound}, {moved} "
+                     f"({units.percent(after.diagnosis.shares[after.diagnosis.regime])}), "
+                     f"MFU {units.percent(after.diagnosis.mfu)}.")
+    end = stages[-1]
+    lines.append(f"In all: {end.tokens_per_s / start.tokens_per_s:.1f}x the tokens per second of the start.")
+    return lines
+
+
+# Two diagnoses are two measurements: a gain this much over a bound is noise, not a broken bound.
+BOUND_NOISE = 1.05
+
+
+def stage_rows(stages: list[Stage]) -> list[dict]:
+    """The table as JSON, for the reference record of a GPU run."""
+    return [{"stage": stage.name, "batch": stage.setup.batch, "dtype": str(stage.setup.dtype),
+             "compile_mode": stage.setup.compile_mode, "sdpa": stage.setup.config.sdpa,
+             "step_s": stage.diagnosis.step_s, "tokens_per_s": stage.tokens_per_s, "mfu": stage.diagnosis.mfu,
+             "regime": stage.diagnosis.regime, "shares": stage.diagnosis.shares,
+             "predicted_gain": stage.predicted_gain} for stage in stages]

@@ -1,0 +1,1 @@
+"""Models the book diagnoses: written the way people write them, not tuned."""

@@ -1,0 +1,81 @@
+"""The capstone's parts on made-up diagnoses (the page itself runs in the book build): the fix chosen
+follows the tool's top advice, bounds are shown only where they cover the fix, the sentences follow the
+numbers, fixes that cannot help here are named with their measured reason, and every fix computes the
+same model."""
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from brrr import capstone
+from brrr.ceilings import Ceilings
+from brrr.models import gpt
+
+OVERHEAD, MEMORY, COMPUTE = "overhead-bound", "memory-bound", "compute-bound"
+
+
+def diagnosis(regime, gain=None, step_s=1e-3, mfu=0.2):
+    shares = {OVERHEAD: 0.1, MEMORY: 0.1, COMPUTE: 0.1} | {regime: 0.8}
+    advice = [SimpleNamespace(regime=regime, predicted_gain=gain)] if gain else []
+    return SimpleNamespace(regime=regime, shares=shares, step_s=step_s, mfu=mfu, advice=advice)
+
+
+def by_name(name):
+    return next(fix for fix in capstone.FIXES if fix.name == name)
+
+
+def test_the_next_fix_addresses_the_top_advice_and_carries_its_bound_only_where_it_covers_the_fix():
+    fixes = [by_name("bigger batch"), by_name("torch.compile"), by_name("SDPA attention")]
+    choice = capstone.next_fix(diagnosis(OVERHEAD, 3.0), fixes)
+    assert choice.fix.name == "bigger batch" and choice.bound is None  # the batch changes the work
+    choice = capstone.next_fix(diagnosis(OVERHEAD, 1.7), fixes[1:])
+    assert choice.fix.name == "torch.compile" and choice.bound == 1.7 and "at most 1.70x" in choice.why
+    choice = capstone.next_fix(diagnosis(MEMORY, 1.2), fixes[1:])
+    assert choice.fix.name == "SDPA attention" and choice.bound is None  # fuses matmuls: not what it bounds
+    choice = capstone.next_fix(diagnosis(COMPUTE, 1.1), fixes[2:])
+    assert choice.fix.name == "SDPA attention" and choice.bound is None and "no remaining fix" in choice.why
+
+
+def test_the_table_and_the_sentences_follow_the_numbers():
+    setup = capstone.Setup()
+    compiled = replace(setup, compile_mode="default")
+    stages = [capstone.Stage(setup, None, "", None, diagnosis(OVERHEAD, step_s=1e-3, mfu=0.16)),
+              capstone.Stage(compiled, by_name("torch.compile"), "", 2.0, diagnosis(OVERHEAD, step_s=0.8e-3)),
+              capstone.Stage(compiled, by_name("torch.compile"), "", 1.1, diagnosis(COMPUTE, step_s=0.5e-3))]
+    table = capstone.stage_table(stages)
+    assert "1.25x" in table and "2.00x" in table and table.count("overhead-bound (80%)") == 2
+    said = capstone.conclusions(stages)
+    assert said[0] == "At batch 1 the step was overhead-bound (80% of its time), at 16% MFU."
+    assert "1.25x the tokens per second (within the tool's bound of 2.00x), and the step stayed" in said[1]
+    assert "1.60x the tokens per second (above the tool's bound of 1.10x" in said[2]
+    assert "the step became compute-bound" in said[2]
+    assert said[-1] == "In all: 2.0x the tokens per second of the start."
+    rows = capstone.stage_rows(stages)
+    assert [row["predicted_gain"] for row in rows] == [None, 2.0, 1.1] and rows[1]["tokens_per_s"] == 40_000
+
+
+@pytest.mark.parametrize("bf16, applies", [(1.25e9, False), (2e11, True)])
+def test_bf16_applies_where_its_measured_peak_beats_fp32(monkeypatch, bf16, applies):
+    found = Ceilings(copy_bandwidth=1e10, matmul_peak={"float32": 7e10, "bfloat16": bf16}, vector_peak=4e10,
+                     dispatch_overhead=2e-6, threads=1)
+    monkeypatch.setattr("brrr.ceilings.measure", lambda threads=None: found)
+    fixes, not_here = capstone.applicable()
+    names = [fix.name for fix in fixes]
+    assert ("bf16 weights and activations" in names) == applies
+    reasons = dict((fix.name, why) for fix, why in not_here)
+    if not applies:
+        assert "1.25 GFLOP/s against 70.0 GFLOP/s for float32" in reasons["bf16 weights and activations"]
+    assert ("CUDA graphs (torch.compile mode='reduce-overhead')" in reasons) == (not torch.cuda.is_available())
+
+
+def test_fused_attention_computes_what_the_textbook_attention_computes():
+    config = gpt.GPTConfig(vocab=64, seq_len=16, layers=2, heads=2, width=32)
+    tokens = gpt.synthetic_tokens(config, 3)
+    textbook = gpt.inference_step(gpt.build(config, seed=5))(tokens)
+    fused = gpt.inference_step(gpt.build(config.with_(sdpa=True), seed=5))(tokens)
+    assert textbook.shape == (3, config.vocab)
+    torch.testing.assert_close(fused, textbook, rtol=1e-4, atol=1e-5)
+    other = gpt.inference_step(gpt.build(config, seed=6))(tokens)
+    assert not torch.allclose(other, textbook, atol=1e-3)  # the comparison can fail
