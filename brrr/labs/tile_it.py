@@ -14,7 +14,8 @@ strip of ``a`` again, so over the grid:
   it tends to ``2 / (element size · (1/BLOCK_M + 1/BLOCK_N))`` FLOP/B whatever the
   shape: the tile size, not the matrix, sets it (:func:`asymptotic_intensity`).
 
-Students write ``matmul_kernel`` and ``matmul(a, b, out, tile=TILE)``. The tile
+Students write ``matmul_kernel`` and ``matmul(a, b, out, tile=None)`` (``tile``
+defaults to the notebook's ``tile_for(a.dtype)``). The tile
 sizes are constexpr arguments named ``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K`` and
 ``GROUP_M`` (:data:`TILE_ARGS`), the grid is one program per output tile, and
 programs are taken in grouped ("swizzled") order: ``GROUP_M`` rows of tiles at a
@@ -614,11 +615,15 @@ SWEEP_TILES = (32, 64, 128)  # square tiles counted in the notebook (16 takes se
 GPU_SIZES = (1024, 2048, 4096, 8192)
 
 
-def compare_tilings(matmul_fn, tile: dict) -> dict:
-    """Not graded. CPU: the bytes ``matmul_fn`` moves at :data:`TRAFFIC_SHAPE`, counted in the interpreter for
-    square tiles of :data:`SWEEP_TILES` (``tile`` with ``BLOCK_M`` and ``BLOCK_N`` replaced), beside the
-    rule. GPU: TFLOP/s of ``matmul_fn`` and ``torch.mm`` in bfloat16 at :data:`GPU_SIZES`, with the peak
-    measured in this run."""
+def compare_tilings(matmul_fn, tile_for) -> dict:
+    """Not graded. ``matmul_fn(a, b, out, tile)`` is the student's wrapper, ``tile_for(dtype)`` its tiling.
+
+    CPU: the bytes ``matmul_fn`` moves at :data:`TRAFFIC_SHAPE`, counted in the
+    interpreter for square tiles of :data:`SWEEP_TILES` (``tile_for(float32)`` with
+    ``BLOCK_M`` and ``BLOCK_N`` replaced), beside the rule. GPU: TFLOP/s of
+    ``matmul_fn`` and ``torch.mm`` in bfloat16 at :data:`GPU_SIZES`, with the
+    matmul peak measured in this run.
+    """
     from brrr import traffic
 
     if ON_GPU:
@@ -629,6 +634,7 @@ def compare_tilings(matmul_fn, tile: dict) -> dict:
         for n in GPU_SIZES:
             a, b = inputs_for_demo(n, n, n, TIMED_DTYPE)
             out = torch.empty(n, n, dtype=a.dtype, device=a.device)
+            tile = tile_for(a.dtype)
             result["yours"].append(bench(lambda: matmul_fn(a, b, out, tile), budget_s=0.3).rate(2 * n**3))
             result["torch"].append(bench(lambda: torch.mm(a, b, out=out), budget_s=0.3).rate(2 * n**3))
         result["peak"] = ceilings.measure_matmul_peak(TIMED_DTYPE, GPU_SIZES[-1])
@@ -640,7 +646,7 @@ def compare_tilings(matmul_fn, tile: dict) -> dict:
     for size in SWEEP_TILES:
         out = torch.empty(shape.m, shape.n)
         with traffic.count({"a": a, "b": b, "out": out}) as seen:
-            matmul_fn(a, b, out, tile | {"BLOCK_M": size, "BLOCK_N": size})
+            matmul_fn(a, b, out, tile_for(a.dtype) | {"BLOCK_M": size, "BLOCK_N": size})
         result["tiles"].append(size)
         result["counted"].append(seen.loaded_bytes + seen.stored_bytes)
         result["rule"].append(sum(tiled_bytes(shape, size, size).values()))
@@ -677,6 +683,11 @@ def plot_tilings(result: dict, *, stamp: str = ""):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(sizes, [str(s) for s in sizes])
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+        ax.yaxis.set_major_locator(LogLocator(base=2))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_locator(NullLocator())
         ax.set_xlabel("square tile, BLOCK_M = BLOCK_N")
         ax.set_ylabel("FLOP per byte moved")
         ax.set_title(f"Arithmetic intensity of a tiled matmul, {shape}")
