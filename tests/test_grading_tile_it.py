@@ -111,6 +111,16 @@ def test_float16_accumulation_fails_the_long_k_case_and_float32_passes_it():
         assert ((single.half().float() - expected).abs() / allowed).max() < 0.5, block_k
 
 
+def test_the_float16_hint_is_given_only_for_an_error_of_rounding_size():
+    generator, _ = core.fresh_generator(1)
+    a, b = tile_it.make_inputs(tile_it.LONG_K, generator)
+    right = tile_it.matmul_reference(a, b)
+    assert "float16 accumulator" in tile_it.diagnose((a, b), right + 4)  # about 0.3% off: rounding
+    assert tile_it.diagnose((a, b), torch.zeros_like(right)) is None  # another mistake
+    small = tile_it.make_inputs(tile_it.Shape(8, 8, 8, "float16"), generator)
+    assert tile_it.diagnose(small, tile_it.matmul_reference(*small) + 0.01) is None  # K too short to say
+
+
 # ---------------------------------------------------------------- traffic (CPU)
 
 TRAFFIC = ("small_tiles", "untiled", "reads_a_twice")
