@@ -247,7 +247,7 @@ def prepare() -> None:
     import triton.language  # noqa: F401
 
     from brrr import ceilings, timing, traffic  # noqa: F401
-    from brrr.grading import kernels, timed  # noqa: F401
+    from brrr.grading import kernels  # noqa: F401
 
     _REFERENCE_PREDICTION.update(reference_prediction())
 
@@ -385,9 +385,10 @@ def launch_tiling(name: str, recipe: dict, shape: Shape) -> dict:
     needed = math.ceil(shape.m / tiles["BLOCK_M"]) * math.ceil(shape.n / tiles["BLOCK_N"])
     if programs != needed:
         raise core.fail(
-            f"{name} launched {programs:,} programs for {shape} with BLOCK_M × BLOCK_N = {tiles['BLOCK_M']} × "
-            f"{tiles['BLOCK_N']}: one program per output tile is ⌈M / BLOCK_M⌉ · ⌈N / BLOCK_N⌉ = {needed:,} (a "
-            "one-dimensional grid, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)).")
+            f"{name} launched {programs:,} programs for {shape} with BLOCK_M × BLOCK_N = "
+            f"{tiles['BLOCK_M']} × {tiles['BLOCK_N']}: one program per output tile is ⌈M / BLOCK_M⌉ · "
+            f"⌈N / BLOCK_N⌉ = {needed:,} (a one-dimensional grid, triton.cdiv(M, BLOCK_M) * "
+            "triton.cdiv(N, BLOCK_N)).")
     return tiles | {"programs": programs, "kernel": launch.get("kernel")}
 
 
@@ -594,7 +595,8 @@ def _measure(student, check: str) -> str:
             if report:
                 raise core.fail(f"{name}'s kernel did not compute the right result while timed.\n{report}")
     tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
-    tiling = f"{tiles[0]['BLOCK_M']} × {tiles[0]['BLOCK_N']} × {tiles[0]['BLOCK_K']} tiles, GROUP_M={tiles[0]['GROUP_M']}"
+    tile = tiles[0]
+    tiling = f"{tile['BLOCK_M']} × {tile['BLOCK_N']} × {tile['BLOCK_K']} tiles, GROUP_M={tile['GROUP_M']}"
     if not best.passed:
         needed = (f"at least {threshold.value:g}x the speed of the same kernel with GROUP_M = 1" if grouped else
                   f"at least {threshold.value:.0%} of the bfloat16 matmul peak measured now")
