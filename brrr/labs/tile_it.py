@@ -456,6 +456,11 @@ def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
     if extra:
         hints.append(f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but a, b and out should "
                      "move.")
+    moved = sum(loaded.values()) + sum(stored.values())
+    hints.append(f"Counted, your kernel reached {intensity(shape, moved):.3g} FLOP/B; its tiling implies "
+                 f"{intensity(shape, sum(implied.values())):.3g} FLOP/B, and the minimum traffic gives "
+                 f"{intensity(shape, minimum_bytes(shape)):.3g}. Every byte past what the tiling needs lowers the "
+                 "intensity, and with it the speed a memory-bound kernel can reach (intensity × bandwidth).")
     return (f"{name}'s kernel moved other bytes than its tiling implies for {shape}, counted in the Triton "
             f"interpreter. A {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling reads a ⌈N / BLOCK_N⌉ times and b "
             f"⌈M / BLOCK_M⌉ times and writes out once, and moves nothing else.\n{core.text_table(rows)}\n"
@@ -490,11 +495,6 @@ def grade_traffic(student) -> str:
             f"{shape}, counted in the interpreter: {total:,} B, {total / least:.2f}× the minimum ({least:,} B; "
             f"needed {threshold.describe()}×); {intensity(shape, total):.3g} FLOP/B against "
             f"{intensity(shape, least):.3g} for the minimum; {tiles['programs']} programs, seed {seed}")
-
-
-def measure_traffic(student, shape: Shape = TRAFFIC_SHAPE) -> dict:
-    """The kernel's traffic at ``shape``, counted in the interpreter whatever values it computes (tests, feedback)."""
-    return core.count_traffic(student, SPEC, shape)
 
 
 # ---------------------------------------------------------------- time (GPU)
