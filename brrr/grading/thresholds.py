@@ -158,6 +158,40 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         0.25, "relative",
         "one profiled call of the given step records the same ops every time; 25% leaves room for a "
         "different torch version and catches a trace of another step, another problem or two calls"),
+    # ---------------------------------------------------------------- lab 5: tile it
+    ("05-tile-it", "prediction", "any"): Threshold(
+        1e-9, "relative",
+        "the bytes of a tiling follow from the shape and the rule stated in the lab (a read ⌈N/BLOCK_N⌉ "
+        "times, b ⌈M/BLOCK_M⌉ times, out written once): a whole number, compared exactly"),
+    ("05-tile-it", "prediction.intensity", "any"): Threshold(
+        1e-3, "relative",
+        "2·M·N·K over the bytes: a value rounded to four significant digits passes, a wrong count of "
+        "FLOPs or bytes does not"),
+    ("05-tile-it", "correct", "any"): Threshold(
+        0.0, "dtype",
+        "float32 and float16 outputs of a float32 accumulation: see brrr.grading.TOLERANCES (inputs scaled so that "
+        "outputs are about N(0, 1) whatever K). The float16 case with K = 6,000 and values in [0, 1) sums to "
+        "about 1,500, where float16 values are 1 apart: a float32 accumulator rounded once at the store stays "
+        "within a third of the tolerance, a float16 accumulator rounded at every step of the K loop is "
+        "outside it for hundreds of the 4,096 outputs (BLOCK_K up to 128)"),
+    ("05-tile-it", "traffic", "cpu"): Threshold(
+        4.0, "at_most",
+        "bytes counted at 256×256 @ 256×256 float32, at most 4× the minimum (a and b read once, out "
+        "written once: 786,432 B). This allows square 64 × 64 tiles (3.0×, 14 FLOP/B) and anything larger, "
+        "and 128 × 32 (3.7×); it refuses 32 × 64 (4.3×), 32 × 32 (5.7×) and smaller, whose intensity at large "
+        "shapes, 8 FLOP/B in float32 for 32 × 32, leaves a matmul memory-bound on any GPU. The counted bytes "
+        "must also equal what the launched tiling implies, exactly"),
+    ("05-tile-it", "peak_4096", "gpu"): Threshold(
+        0.70, "at_least",
+        "bfloat16 at 4096³: a tiled Triton kernel with large tiles (128 × 128 and up), float32 accumulation "
+        "and software pipelining reaches 70% or more of the torch.mm (cuBLAS) peak measured in the same run"),
+    ("05-tile-it", "peak_8192", "gpu"): Threshold(
+        0.70, "at_least", "as at 4096³; at 8192³ the grid is four times larger and the order of programs matters"),
+    ("05-tile-it", "grouped_order", "gpu"): Threshold(
+        0.95, "at_least",
+        "the student's kernel with its own GROUP_M against the same kernel with GROUP_M = 1 (row-major "
+        "order), timed in turns in the same run at 8192³ bfloat16: grouped order should not be slower. "
+        "Back-to-back timings of one kernel differ by a few percent, so 5% slower is still a pass"),
 }
 
 

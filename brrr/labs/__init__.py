@@ -32,6 +32,7 @@ LABS: dict[str, str] = {
     "02-fuse-it": "brrr.labs.fuse_it",
     "03-one-pass": "brrr.labs.one_pass",
     "04-make-it-fast": "brrr.labs.make_it_fast",
+    "05-tile-it": "brrr.labs.tile_it",
 }
 
 

@@ -1,0 +1,706 @@
+"""Lab 5, "tile it": a Triton matmul, ``out = a @ b``, in output tiles with a loop over K.
+
+A matmul does ``2·M·N·K`` FLOPs on ``M·K + K·N + M·N`` elements: enough arithmetic
+per byte to be compute-bound, *if* every element crossed the memory bus once. A
+kernel that computes one ``BLOCK_M × BLOCK_N`` tile of the output per program
+loads, for that tile, a ``BLOCK_M``-row strip of ``a`` and a ``BLOCK_N``-column
+strip of ``b`` (``BLOCK_K`` columns of the strip at a time, accumulated in
+float32 with ``tl.dot``). Every program in the same row of tiles reads the same
+strip of ``a`` again, so over the grid:
+
+- ``a`` is read ⌈N / BLOCK_N⌉ times, ``b`` ⌈M / BLOCK_M⌉ times, ``out`` written once
+  (:func:`tiled_bytes`, the lab's traffic rule, :data:`PREDICTION_RULES`);
+- the arithmetic intensity is ``2·M·N·K`` over those bytes, and for large shapes
+  it tends to ``2 / (element size · (1/BLOCK_M + 1/BLOCK_N))`` FLOP/B whatever the
+  shape: the tile size, not the matrix, sets it (:func:`asymptotic_intensity`).
+
+Students write ``matmul_kernel`` and ``matmul(a, b, out, tile=None)`` (``tile``
+defaults to the notebook's ``tile_for(a.dtype)``). The tile
+sizes are constexpr arguments named ``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K`` and
+``GROUP_M`` (:data:`TILE_ARGS`), the grid is one program per output tile, and
+programs are taken in grouped ("swizzled") order: ``GROUP_M`` rows of tiles at a
+time, column by column, so that programs running together share strips of
+``a`` and ``b`` in the L2 cache. ``GROUP_M = 1`` is plain row-major order.
+
+Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
+from :mod:`brrr.grading.thresholds`. As in Labs 2 and 3 the student's wrapper is
+only asked which kernels it launches; the grader checks the kernel's source
+(Triton only), builds it itself and replays it on its own tensors:
+
+- ``prediction`` (any device): the bytes and the arithmetic intensity of two
+  given tilings at :data:`PREDICTION_SHAPE`, by the rule; a wrong number is
+  named, with the rule, not the answer.
+- ``correct`` (any device): fresh inputs at shapes that are a multiple of no
+  tile (100×50 @ 50×70, 257×129 @ 129×65) and one that is, float32 and float16
+  (the reference is a float32 matmul cast to the output's dtype); a float16
+  case with K = 6,000 and values in [0, 1), where a float16 accumulator lands
+  outside the tolerance (:data:`LONG_K`); NaN-filled outputs; every load and store in bounds.
+- ``traffic`` (CPU): counted in the interpreter at :data:`TRAFFIC_SHAPE`. The
+  bytes must equal what the launched tiling implies (``BLOCK_M`` and ``BLOCK_N``
+  read from the recorded launch, the grid checked against them) and be at most
+  a stated multiple of the minimum (``a`` and ``b`` read once, ``out`` written
+  once). A tiling past the multiple is refused from the launch alone, before
+  anything runs, with the arithmetic intensity it reaches.
+- ``peak_4096``, ``peak_8192`` (GPU): bfloat16 at 4096³ and 8192³ at no less
+  than a stated fraction of the bfloat16 matmul peak that
+  :func:`brrr.ceilings.measure_matmul_peak` (``torch.mm``) reaches in the same run.
+- ``grouped_order`` (GPU): at 8192³ the student's kernel, launched with its own
+  ``GROUP_M`` (more than 1), is no slower than the same kernel launched with
+  ``GROUP_M = 1``, within a stated noise margin. Every timed output is checked
+  afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+
+from brrr.device import DEVICE, ON_GPU, per_device
+from brrr.grading import core, isolation, thresholds
+
+LAB = "05-tile-it"
+CHECKS = {
+    "cpu": ("prediction", "correct", "traffic"),
+    "gpu": ("prediction", "correct", "peak_4096", "peak_8192", "grouped_order"),
+}
+ALL_CHECKS = ("prediction", "correct", "traffic", "peak_4096", "peak_8192", "grouped_order")
+HIDDEN_MODULES: tuple[str, ...] = ()  # the reference is given: the grader runs only the student's kernel
+WIRE_TYPES: dict[str, type] = {}
+
+# The constexpr arguments the lab's kernel takes: the grader reads the tiling from them.
+TILE_ARGS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")
+BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+# ---------------------------------------------------------------- shapes and the traffic rule
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One matmul: ``a`` is ``m × k``, ``b`` is ``k × n``, ``out`` is ``m × n``, all of ``dtype``.
+
+    ``values``: ``"normal"`` draws N(0, 1) scaled by K^-1/4, so that every output
+    is about N(0, 1) whatever K (float32 rounding, which grows with K, then stays
+    well inside the tolerance even where an output is near 0); ``"unit"`` draws
+    from [0, 1), so that the sums of a long K grow without cancelling (a float16
+    accumulator then loses the low bits of every addition).
+    """
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "float32"
+    values: str = "normal"
+
+    def __str__(self) -> str:
+        text = f"{self.m:,}×{self.k:,} @ {self.k:,}×{self.n:,} {self.dtype}"
+        return text + (", values in [0, 1)" if self.values == "unit" else "")
+
+    @property
+    def element_size(self) -> int:
+        return BYTES[self.dtype]
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+
+def tiled_bytes(shape: Shape, block_m: int, block_n: int) -> dict[str, int]:
+    """Bytes per tensor that a ``block_m × block_n`` tiling moves, by the lab's rule.
+
+    ``a`` is read once per column of tiles (⌈n / block_n⌉ times), ``b`` once per
+    row of tiles (⌈m / block_m⌉ times), ``out`` written once.
+    """
+    size = shape.element_size
+    return {"a": shape.m * shape.k * math.ceil(shape.n / block_n) * size,
+            "b": shape.k * shape.n * math.ceil(shape.m / block_m) * size,
+            "out": shape.m * shape.n * size}
+
+
+def minimum_bytes(shape: Shape) -> int:
+    """``a`` and ``b`` read once, ``out`` written once: the traffic of one tile as large as the output."""
+    return (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * shape.element_size
+
+
+def intensity(shape: Shape, nbytes: float) -> float:
+    """Arithmetic intensity, FLOP/B: ``2·M·N·K`` over ``nbytes``."""
+    return shape.flops / nbytes
+
+
+def asymptotic_intensity(block_m: int, block_n: int, element_size: int) -> float:
+    """The intensity a ``block_m × block_n`` tiling tends to for large shapes (FLOP/B), whatever the shape."""
+    return 2 / (element_size * (1 / block_m + 1 / block_n))
+
+
+PREDICTION_SHAPE = Shape(3000, 2048, 1024, "float16")
+PREDICTION_TILINGS = ((32, 32), (128, 64))
+PREDICTION_RULES = (
+    "a is read once per column of output tiles: ⌈N / BLOCK_N⌉ times",
+    "b is read once per row of output tiles: ⌈M / BLOCK_M⌉ times",
+    "out is written once, and nothing else moves",
+    "every element is of the inputs' dtype (float16: 2 bytes)",
+    "the arithmetic intensity is 2·M·N·K FLOPs over those bytes",
+)
+
+
+def tiling_key(block_m: int, block_n: int) -> str:
+    """'128x64': how a tiling is named in the prediction's dict."""
+    return f"{block_m}x{block_n}"
+
+
+def reference_prediction() -> dict[str, dict[str, float]]:
+    """The answer to the prediction, by :func:`tiled_bytes` (for the grader and the tests)."""
+    result = {}
+    for bm, bn in PREDICTION_TILINGS:
+        nbytes = sum(tiled_bytes(PREDICTION_SHAPE, bm, bn).values())
+        result[tiling_key(bm, bn)] = {"bytes": nbytes, "flop_per_byte": intensity(PREDICTION_SHAPE, nbytes)}
+    return result
+
+
+# ---------------------------------------------------------------- the reference and the inputs
+
+
+def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` computed in float32 (no TF32) and returned in ``a``'s dtype: what the grader compares with."""
+    from brrr.ceilings import tf32
+
+    with tf32(False):
+        return (a.float() @ b.float()).to(a.dtype)
+
+
+def _device_generator(generator: torch.Generator) -> torch.Generator:
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    on_device = torch.Generator(device=DEVICE)
+    on_device.manual_seed(seed)
+    return on_device
+
+
+def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fresh ``a`` and ``b`` for ``shape`` on the device, contiguous (values: see :class:`Shape`)."""
+    on_device = _device_generator(generator)
+    if shape.values == "unit":
+        a = torch.rand(shape.m, shape.k, generator=on_device, device=DEVICE)
+        b = torch.rand(shape.k, shape.n, generator=on_device, device=DEVICE)
+    else:
+        scale = shape.k ** -0.25  # outputs about N(0, 1)
+        a = torch.randn(shape.m, shape.k, generator=on_device, device=DEVICE) * scale
+        b = torch.randn(shape.k, shape.n, generator=on_device, device=DEVICE) * scale
+    return a.to(shape.torch_dtype), b.to(shape.torch_dtype)
+
+
+def diagnose(inputs, out: torch.Tensor) -> str | None:
+    """A sentence on a known cause of a wrong output, where the case makes one likely."""
+    a, b = inputs
+    expected = matmul_reference(a, b).float()
+    got = out.float()
+
+    def within(rtol: float) -> bool:  # wrong, but by a rounding-sized error everywhere
+        return bool(torch.isclose(got, expected, rtol=rtol, atol=rtol).all())
+
+    if a.dtype == torch.float16 and a.shape[1] >= 1024 and within(2e-2):
+        k = a.shape[1]
+        step = 2.0 ** (math.floor(math.log2(k / 4)) - 10)  # float16's spacing near the outputs
+        return (f"This case is float16 with K = {k:,} and values in [0, 1): each output is a sum of "
+                f"{k:,} positive products, near {k // 4:,}, where float16 values are {step:g} apart, "
+                "so a float16 accumulator loses part of every addition. Accumulate in float32 "
+                "(`acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)`, `acc = tl.dot(a, b, acc)`) and convert "
+                "to out's dtype only when you store.")
+    if a.dtype == torch.float32 and ON_GPU and within(1e-2):
+        return ("On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of mantissa). "
+                "Pass `input_precision=\"ieee\"` to tl.dot for a float32 result.")
+    return None
+
+
+SPEC = core.Spec(name="matmul", reference=matmul_reference, make_inputs=make_inputs, input_names=("a", "b"),
+                 out_name="out", describe=str, diagnose=diagnose)
+
+# Shapes that are a multiple of no tile, one that is a multiple of the usual ones, float32 and float16,
+# and a long K in float16 with non-negative values: float16 accumulation fails there, float32 passes.
+# K = 6,000: outputs near 1,500, where float16 steps are 1 apart. A float16 accumulator rounds at every step of
+# the K loop: with BLOCK_K = 32 about a quarter of the 4,096 outputs land outside the tolerance, with BLOCK_K =
+# 128 about 100 and with 256 about 10, while float32 accumulation stays within a third of it
+# (tests/test_grading_tile_it.py simulates both).
+LONG_K = Shape(64, 64, 6000, "float16", "unit")
+_CASES = (Shape(100, 70, 50), Shape(257, 65, 129), Shape(256, 192, 128),
+          Shape(100, 70, 50, "float16"), Shape(257, 65, 129, "float16"), LONG_K)
+CORRECTNESS_CASES = per_device(cpu=_CASES, gpu=_CASES + (Shape(1031, 1000, 999, "bfloat16"),
+                                                         Shape(2048, 2048, 2048, "bfloat16")))
+BOUNDS_CASES = (Shape(100, 70, 50), Shape(33, 17, 45))  # GPU: also run in the interpreter at these, to check bounds
+TRAFFIC_SHAPE = Shape(256, 256, 256)
+
+
+def inputs_for_demo(m: int, n: int, k: int, dtype: str = "float32", seed: int = 0):
+    """``a`` and ``b`` for trying things out in the notebook (the grader draws its own)."""
+    generator, _ = core.fresh_generator(seed)
+    return make_inputs(Shape(m, n, k, dtype), generator)
+
+
+def prepare() -> None:
+    """Import what the checks use now, in the grader process, before any student code runs."""
+    import triton.language  # noqa: F401
+
+    from brrr import ceilings, timing, traffic  # noqa: F401
+    from brrr.grading import kernels  # noqa: F401
+
+    _REFERENCE_PREDICTION.update(reference_prediction())
+
+
+_REFERENCE_PREDICTION: dict[str, dict[str, float]] = {}
+
+
+def not_applicable(check: str, device_class: str) -> str:
+    if check == "traffic":
+        return ("GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
+                "compiled, so the tiling is graded by time instead: see peak_4096, peak_8192 and grouped_order.")
+    return (f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
+            "at a time in Python, so its time says nothing about the kernel; the traffic check grades what "
+            "the tiling changes instead.")
+
+
+# ---------------------------------------------------------------- prediction
+
+
+def _prediction_mistakes(shape: Shape, bm: int, bn: int) -> dict[str, int]:
+    """Bytes that known wrong readings of the rule give, by the mistake's description."""
+    m, n, k, s = shape.m, shape.n, shape.k, shape.element_size
+    cm, cn = math.ceil(m / bm), math.ceil(n / bn)
+    return {
+        "a read ⌈M / BLOCK_M⌉ times and b ⌈N / BLOCK_N⌉ times: swapped. Each program of a row of tiles "
+        "reads the same strip of a, so a is read once per column of tiles": (m * k * cm + k * n * cn + m * n) * s,
+        "N / BLOCK_N and M / BLOCK_M without rounding up: the last, partial tile is a whole program, and it "
+        "reads whole strips": round((m * k * n / bn + k * n * m / bm + m * n) * s),
+        "out left out: it is written once": (m * k * cn + k * n * cm) * s,
+        "out read and written: the accumulator lives in registers, out is only written": (
+            m * k * cn + k * n * cm + 2 * m * n) * s,
+        "a and b read once: that is the minimum, which only one tile as large as the output reaches": (
+            m * k + k * n + m * n) * s,
+        "4 bytes per element: the inputs are float16, 2 bytes": (m * k * cn + k * n * cm + m * n) * 4,
+        "elements, not bytes": m * k * cn + k * n * cm + m * n,
+    }
+
+
+def grade_prediction(student) -> str:
+    """``predicted_traffic()``: for each tiling of :data:`PREDICTION_TILINGS` at :data:`PREDICTION_SHAPE`,
+    ``{"bytes": ..., "flop_per_byte": ...}``, keyed ``"32x32"``, ``"128x64"``."""
+    exact = thresholds.threshold(LAB, "prediction")
+    close = thresholds.threshold(LAB, "prediction.intensity")
+    reference = _REFERENCE_PREDICTION or reference_prediction()
+    value = student.call(timeout_s=60)
+    name = student.name
+    keys = [tiling_key(bm, bn) for bm, bn in PREDICTION_TILINGS]
+    if not isinstance(value, dict) or set(value) != set(keys):
+        raise core.fail(f"{name}() must return a dict with the keys {', '.join(repr(k) for k in keys)} (one per "
+                        f"tiling); it returned {str(value)[:200]}")
+    shape = PREDICTION_SHAPE
+    wrong = []
+    for (bm, bn), key in zip(PREDICTION_TILINGS, keys):
+        got = value[key]
+        if not isinstance(got, dict) or set(got) != {"bytes", "flop_per_byte"}:
+            raise core.fail(f"{name}()['{key}'] must be a dict with the keys 'bytes' and 'flop_per_byte'; it is "
+                            f"{str(got)[:120]}")
+        for field in ("bytes", "flop_per_byte"):
+            number = got[field]
+            if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
+                    or number <= 0:
+                raise core.fail(f"{name}()['{key}']['{field}'] must be a positive number; it is {str(number)[:80]}")
+        right = reference[key]
+        bytes_ok = abs(got["bytes"] - right["bytes"]) <= exact.value * right["bytes"]
+        intensity_ok = abs(got["flop_per_byte"] - right["flop_per_byte"]) <= close.value * right["flop_per_byte"]
+        if bytes_ok and intensity_ok:
+            continue
+        what = f"BLOCK_M × BLOCK_N = {bm} × {bn}: "
+        if not bytes_ok:
+            what += f"your bytes, {got['bytes']:,}, are wrong"
+            for mistake, nbytes in _prediction_mistakes(shape, bm, bn).items():
+                if nbytes == round(got["bytes"]):
+                    what += f". They are what you get with {mistake}"
+                    break
+            consistent = abs(got["flop_per_byte"] - shape.flops / got["bytes"]) <= close.value * got["flop_per_byte"]
+            if not intensity_ok:
+                what += ("; your intensity follows from them (2·M·N·K / your bytes), so it is wrong with them"
+                         if consistent else "; your intensity is wrong too: it is 2·M·N·K FLOPs over the bytes")
+            else:
+                what += "; your intensity is right"
+        else:
+            what += (f"your bytes are right; your intensity, {got['flop_per_byte']:g} FLOP/B, is wrong: it is "
+                     "2·M·N·K FLOPs (a multiply and an add per term) over those bytes")
+            if abs(got["flop_per_byte"] * 2 - right["flop_per_byte"]) <= close.value * right["flop_per_byte"]:
+                what += ", and yours is half of that: count 2 FLOPs per multiply-add"
+        wrong.append(what + ".")
+    if wrong:
+        raise core.fail(f"{name}() predicted the traffic of the tilings wrong, for M, N, K = {shape.m:,}, "
+                        f"{shape.n:,}, {shape.k:,} in {shape.dtype} (a is M × K, b is K × N, out is M × N).\n"
+                        + "\n".join(wrong) + "\nThe rule: " + "; ".join(PREDICTION_RULES) + ".")
+    parts = [f"{k}: {value[k]['bytes']:,} B, {value[k]['flop_per_byte']:.4g} FLOP/B" for k in keys]
+    return (f"{name}() predicted the traffic of both tilings at {shape}: {'; '.join(parts)} (bytes "
+            f"{exact.describe()}, intensity {close.describe()})")
+
+
+# ---------------------------------------------------------------- correct
+
+
+def grade_correct(student) -> str:
+    result = core.check_kernels(student, SPEC, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
+    cases = "; ".join(str(case) for case in CORRECTNESS_CASES)
+    return (f"{student.name}'s kernel, run by the grader, matches matmul_reference() (float32, cast to the "
+            f"output's dtype) on {cases}, with NaN-filled outputs (float32 rtol "
+            f"{core.tolerance(torch.float32)[0]:g}; float16 rtol {core.tolerance(torch.float16)[0]:g}); "
+            f"{result['bounds']}; seed {result['seed']}")
+
+
+# ---------------------------------------------------------------- the tiling of a recorded launch
+
+
+def launch_tiling(name: str, recipe: dict, shape: Shape) -> dict:
+    """``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M`` and the programs of the one launch in ``recipe``.
+
+    Fails (AssertionError) unless the wrapper launched one kernel, whose tile
+    sizes are constexpr arguments named as in :data:`TILE_ARGS`, over one
+    program per output tile.
+    """
+    launches = recipe.get("launches", [])
+    if len(launches) != 1:
+        kernels = ", ".join(launch.get("kernel", "?") for launch in launches) or "none"
+        raise core.fail(f"{name} launched {len(launches)} kernels for {shape} ({kernels}): this lab asks for one "
+                        "matmul kernel, launched once, one program per output tile.")
+    launch = launches[0]
+    args = launch.get("args", {})
+    tiles = {}
+    for arg in TILE_ARGS:
+        value = args.get(arg, {}).get("value")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise core.fail(
+                f"{name}'s kernel {launch.get('kernel')} has no constexpr argument {arg} (a positive whole number): "
+                f"the lab's kernel takes its tiling as {', '.join(TILE_ARGS)}: tl.constexpr, and the grader reads "
+                "the tile sizes from them to know what traffic your tiling implies.")
+        tiles[arg] = value
+    programs = math.prod(launch.get("grid", [1]))
+    needed = math.ceil(shape.m / tiles["BLOCK_M"]) * math.ceil(shape.n / tiles["BLOCK_N"])
+    if programs != needed:
+        raise core.fail(
+            f"{name} launched {programs:,} programs for {shape} with BLOCK_M × BLOCK_N = "
+            f"{tiles['BLOCK_M']} × {tiles['BLOCK_N']}: one program per output tile is ⌈M / BLOCK_M⌉ · "
+            f"⌈N / BLOCK_N⌉ = {needed:,} (a one-dimensional grid, triton.cdiv(M, BLOCK_M) * "
+            "triton.cdiv(N, BLOCK_N)).")
+    return tiles | {"programs": programs, "kernel": launch.get("kernel")}
+
+
+# ---------------------------------------------------------------- traffic (CPU)
+
+
+def _roofline_sentence(shape: Shape, tiles: dict) -> str:
+    bm, bn = tiles["BLOCK_M"], tiles["BLOCK_N"]
+    return (f"A kernel's attainable speed is min(peak FLOP/s, intensity × bandwidth): below the ridge point you "
+            f"measured in Lab 1 it is memory-bound, and its tiling, not its arithmetic, sets its time. For large "
+            f"shapes a {bm} × {bn} tiling tends to 2 / (element size · (1/BLOCK_M + 1/BLOCK_N)) = "
+            f"{asymptotic_intensity(bm, bn, shape.element_size):.3g} FLOP/B in {shape.dtype}, whatever the shape: "
+            "larger tiles (64 × 64 and up) raise it.")
+
+
+def tiling_failure(name: str, shape: Shape, tiles: dict) -> str | None:
+    """Why the traffic a launch's tiling implies is too far above the minimum at ``shape``, or None."""
+    threshold = thresholds.threshold(LAB, "traffic")
+    bm, bn = tiles["BLOCK_M"], tiles["BLOCK_N"]
+    implied = tiled_bytes(shape, bm, bn)
+    total, least = sum(implied.values()), minimum_bytes(shape)
+    if total <= threshold.value * least:
+        return None
+    return (f"{name}'s tiling moves too much for {shape}. With BLOCK_M × BLOCK_N = {bm} × {bn} "
+            f"({tiles['programs']:,} programs) it reads a ⌈N / BLOCK_N⌉ = {math.ceil(shape.n / bn)} times and b "
+            f"⌈M / BLOCK_M⌉ = {math.ceil(shape.m / bm)} times: {total:,} B, {total / least:.2f}× the minimum "
+            f"({least:,} B: a and b read once, out written once). Its arithmetic intensity is "
+            f"{intensity(shape, total):.3g} FLOP/B; the minimum traffic's is {intensity(shape, least):.3g} FLOP/B. "
+            + _roofline_sentence(shape, tiles)
+            + f"\nNeeded at most {threshold.value:g}× the minimum ({threshold.why}). Nothing was run: the tile "
+            "sizes of your launch imply this traffic.")
+
+
+def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
+    """Why the counted ``traffic`` is not what the launch's tiling implies, or None."""
+    shape: Shape = traffic["n"]
+    implied = tiled_bytes(shape, tiles["BLOCK_M"], tiles["BLOCK_N"])
+    loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
+    counted = {"a": loaded.get("a", 0), "b": loaded.get("b", 0), "out": stored.get("out", 0)}
+    extra = {t for t in (*loaded, *stored) if t not in ("a", "b", "out") and (loaded.get(t) or stored.get(t))}
+    wrong_way = loaded.get("out", 0) or stored.get("a", 0) or stored.get("b", 0)
+    if counted == implied and not extra and not wrong_way:
+        return None
+    rows = [("tensor", "counted", f"a {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling implies", "ratio")]
+    for tensor, verb in (("a", "loaded"), ("b", "loaded"), ("out", "stored")):
+        ratio = f"{counted[tensor] / implied[tensor]:.2f}×"
+        rows.append((tensor, f"{counted[tensor]:,} B {verb}", f"{implied[tensor]:,} B", ratio))
+    for tensor in sorted(extra):
+        rows.append((tensor, f"{loaded.get(tensor, 0):,} B loaded, {stored.get(tensor, 0):,} B stored", "0 B", ""))
+    hints = []
+    for tensor, times in (("a", f"⌈N / BLOCK_N⌉ = {math.ceil(shape.n / tiles['BLOCK_N'])}"),
+                          ("b", f"⌈M / BLOCK_M⌉ = {math.ceil(shape.m / tiles['BLOCK_M'])}")):
+        if counted[tensor] > implied[tensor]:
+            hints.append(f"Your kernel read {tensor} {counted[tensor] / implied[tensor]:.2f}× what its tiling "
+                         f"implies ({times} times): load each {tensor} tile once per step of the K loop and use it "
+                         "for the whole output tile.")
+        elif counted[tensor] < implied[tensor]:
+            hints.append(f"Your kernel read less of {tensor} than its tiling needs: every program must load its "
+                         f"whole strip of {tensor}.")
+    if counted["out"] != implied["out"]:
+        hints.append(f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each output tile once, "
+                     "after the K loop.")
+    if loaded.get("out"):
+        hints.append("Your kernel reads out: keep the accumulator in registers and only write out.")
+    if extra:
+        hints.append(f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but a, b and out should "
+                     "move.")
+    moved = sum(loaded.values()) + sum(stored.values())
+    hints.append(f"Counted, your kernel reached {intensity(shape, moved):.3g} FLOP/B; its tiling implies "
+                 f"{intensity(shape, sum(implied.values())):.3g} FLOP/B, and the minimum traffic gives "
+                 f"{intensity(shape, minimum_bytes(shape)):.3g}. Every byte past what the tiling needs lowers the "
+                 "intensity, and with it the speed a memory-bound kernel can reach (intensity × bandwidth).")
+    return (f"{name}'s kernel moved other bytes than its tiling implies for {shape}, counted in the Triton "
+            f"interpreter. A {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling reads a ⌈N / BLOCK_N⌉ times and b "
+            f"⌈M / BLOCK_M⌉ times and writes out once, and moves nothing else.\n{core.text_table(rows)}\n"
+            + "\n".join(hints)).rstrip()
+
+
+def grade_traffic(student) -> str:
+    """CPU: the values must be right, and the counted traffic what the launch's tiling implies, within the multiple."""
+    from brrr import traffic as traffic_counter
+
+    traffic_counter.check_supported()  # if not, a grader error: not the student's fault
+    name, shape = student.name, TRAFFIC_SHAPE
+    generator, seed = core.fresh_generator()
+    cases = core.record_cases(student, SPEC, [shape], generator)
+    built = core.build_kernels(name, cases, interpreted=True)  # a launch with no Triton kernel is told so first
+    tiles = launch_tiling(name, cases[0].recipe, shape)
+    failure = tiling_failure(name, shape, tiles)  # before anything runs: the launch alone implies it
+    if failure:
+        raise core.fail(failure)
+    outcome = isolation.run(core.replay_cases, name, SPEC, cases, built, seed, count_traffic_at=shape)
+    if not outcome.ok:
+        raise core.fail(f"{name}'s kernel could not be checked: {outcome.error}")
+    if outcome.value["failure"]:
+        raise core.fail(outcome.value["failure"])
+    counted = outcome.value["traffic"]
+    failure = traffic_failure(name, counted, tiles)
+    if failure:
+        raise core.fail(failure)
+    total, least = sum(tiled_bytes(shape, tiles["BLOCK_M"], tiles["BLOCK_N"]).values()), minimum_bytes(shape)
+    threshold = thresholds.threshold(LAB, "traffic")
+    return (f"{name}'s kernel moved exactly what its {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling implies for "
+            f"{shape}, counted in the interpreter: {total:,} B, {total / least:.2f}× the minimum ({least:,} B; "
+            f"needed {threshold.describe()}×); {intensity(shape, total):.3g} FLOP/B against "
+            f"{intensity(shape, least):.3g} for the minimum; {tiles['programs']} programs, seed {seed}")
+
+
+# ---------------------------------------------------------------- time (GPU)
+
+TIMED_DTYPE = "bfloat16"
+PEAK_SIZES = {"peak_4096": 4096, "peak_8192": 8192}
+GROUPED_SIZE = 8192
+# A kernel faster than this multiple of the torch.mm peak measured in the same run is impossible.
+IMPOSSIBLE_OVER_PEAK = 1.25
+
+
+def timed_shape(check: str) -> Shape:
+    n = PEAK_SIZES.get(check, GROUPED_SIZE)
+    return Shape(n, n, n, TIMED_DTYPE)
+
+
+def _timed(student, check: str) -> str:
+    """Run :func:`_measure` in a forked child where it can, so that a fault in a kernel fails only this check."""
+    outcome = isolation.run(_measure, student, check)
+    if not outcome.ok:
+        if outcome.error_type == "AssertionError":
+            raise AssertionError(outcome.error.removeprefix("AssertionError: "))
+        raise core.fail(f"{student.name} could not be timed: {outcome.error}")
+    return outcome.value
+
+
+def with_group(recipe: dict, group_m: int) -> dict:
+    """The same recorded launch with ``GROUP_M`` set to ``group_m``: the student's kernel in another order."""
+    changed = copy.deepcopy(recipe)
+    changed["launches"][0]["args"]["GROUP_M"] = {"value": group_m}
+    return changed
+
+
+def _measure(student, check: str) -> str:
+    from brrr import ceilings, units
+    from brrr.device import TRITON_INTERPRETED
+    from brrr.grading import kernels
+    from brrr.timing import bench, bench_together
+
+    name = student.name
+    threshold = thresholds.threshold(LAB, check)
+    shape = timed_shape(check)
+    generator, seed = core.fresh_generator()
+    cases = core.record_cases(student, SPEC, (shape, shape), generator)  # two sets, rotated
+    tiles = [launch_tiling(name, case.recipe, shape) for case in cases]
+    grouped = check == "grouped_order"
+    if grouped and tiles[0]["GROUP_M"] < 2:
+        raise core.fail(f"{name} launched its kernel with GROUP_M = {tiles[0]['GROUP_M']} at {shape}: that is "
+                        "plain row-major order. The lab asks for grouped order, GROUP_M rows of tiles at a time "
+                        "(8 is a good start); this check compares it with GROUP_M = 1.")
+    built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
+    orders = {"yours": [case.recipe for case in cases]}
+    if grouped:
+        orders["GROUP_M=1"] = [with_group(case.recipe, 1) for case in cases]
+    sets = {order: [] for order in orders}
+    for order, recipes in orders.items():
+        for case, recipe in zip(cases, recipes):
+            out = torch.full_like(case.expected, float("nan"))
+            storages = dict(zip(SPEC.input_names, case.inputs)) | {SPEC.out_name: out}
+            sets[order].append((case, recipe, out, storages))
+    turns = {order: [0] for order in orders}
+
+    def runner(order):
+        def run_next():
+            case, recipe, _, storages = sets[order][turns[order][0] % len(sets[order])]
+            turns[order][0] += 1
+            kernels.replay(recipe, built, storages)
+        return run_next
+
+    def attempt() -> core.Attempt:
+        if grouped:
+            times = bench_together({order: runner(order) for order in orders}, budget_s=0.5)
+            ratio = times["GROUP_M=1"].median_s / times["yours"].median_s
+            return core.Attempt(ratio, ratio >= threshold.value,
+                                f"GROUP_M={tiles[0]['GROUP_M']} {units.seconds(times['yours'].median_s)}, "
+                                f"GROUP_M=1 {units.seconds(times['GROUP_M=1'].median_s)}: "
+                                f"{ratio:.3f}x the speed of row-major order")
+        peak = ceilings.measure_matmul_peak(TIMED_DTYPE, shape.m)
+        timing = bench(runner("yours"), budget_s=0.5)
+        rate = timing.rate(shape.flops)
+        if rate > IMPOSSIBLE_OVER_PEAK * peak:
+            raise core.fail(f"{name}'s kernel took {units.seconds(timing.median_s)} for {shape}, "
+                            f"{rate / 1e12:.0f} TFLOP/s, more than {IMPOSSIBLE_OVER_PEAK:g}× the "
+                            f"{peak / 1e12:.0f} TFLOP/s torch.mm reached now: impossible for a kernel that does the "
+                            "work.")
+        fraction = rate / peak
+        return core.Attempt(fraction, fraction >= threshold.value,
+                            f"{units.seconds(timing.median_s)}, {rate / 1e12:.0f} TFLOP/s = {fraction:.0%} of "
+                            f"the {peak / 1e12:.0f} TFLOP/s torch.mm reached now")
+
+    best, history = core.repeat_until_pass(attempt)
+    for order, entries in sets.items():  # every timed output, after timing
+        for number, (case, _, out, _) in enumerate(entries):
+            rtol, atol = core.tolerance(case.expected.dtype)
+            report = core.diff_report(SPEC.out_name, out, case.expected, rtol=rtol, atol=atol,
+                                      context=f" on input set {number + 1} of {len(entries)} ({order}) after timing "
+                                              f"(seed {seed})")
+            if report:
+                raise core.fail(f"{name}'s kernel did not compute the right result while timed.\n{report}")
+    tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
+    tile = tiles[0]
+    tiling = f"{tile['BLOCK_M']} × {tile['BLOCK_N']} × {tile['BLOCK_K']} tiles, GROUP_M={tile['GROUP_M']}"
+    if not best.passed:
+        needed = (f"at least {threshold.value:g}x the speed of the same kernel with GROUP_M = 1" if grouped else
+                  f"at least {threshold.value:.0%} of the bfloat16 matmul peak measured now")
+        raise core.fail(f"{name} on {shape} ({tiling}): {tried}. Needed {needed} ({threshold.why}).")
+    return f"{name} on {shape} ({tiling}): {best.detail} (needed {threshold.describe()})"
+
+
+def grade(check: str, student) -> str:
+    """Run ``check`` against the student's function; a summary, or AssertionError with the reason."""
+    if check == "prediction":
+        return grade_prediction(student)
+    if check == "correct":
+        return grade_correct(student)
+    if check == "traffic":
+        return grade_traffic(student)
+    if check in ("peak_4096", "peak_8192", "grouped_order"):
+        return _timed(student, check)
+    raise KeyError(f"{LAB} has no check {check!r}")
+
+
+# ---------------------------------------------------------------- what tiling bought (for the notebook)
+
+SWEEP_TILES = (32, 64, 128)  # square tiles counted in the notebook (16 takes seconds in the interpreter)
+GPU_SIZES = (1024, 2048, 4096, 8192)
+
+
+def compare_tilings(matmul_fn, tile_for) -> dict:
+    """Not graded. ``matmul_fn(a, b, out, tile)`` is the student's wrapper, ``tile_for(dtype)`` its tiling.
+
+    CPU: the bytes ``matmul_fn`` moves at :data:`TRAFFIC_SHAPE`, counted in the
+    interpreter for square tiles of :data:`SWEEP_TILES` (``tile_for(float32)`` with
+    ``BLOCK_M`` and ``BLOCK_N`` replaced), beside the rule. GPU: TFLOP/s of
+    ``matmul_fn`` and ``torch.mm`` in bfloat16 at :data:`GPU_SIZES`, with the
+    matmul peak measured in this run.
+    """
+    from brrr import traffic
+
+    if ON_GPU:
+        from brrr import ceilings
+        from brrr.timing import bench
+
+        result = {"device": "gpu", "sizes": list(GPU_SIZES), "yours": [], "torch": [], "dtype": TIMED_DTYPE}
+        for n in GPU_SIZES:
+            a, b = inputs_for_demo(n, n, n, TIMED_DTYPE)
+            out = torch.empty(n, n, dtype=a.dtype, device=a.device)
+            tile = tile_for(a.dtype)
+            result["yours"].append(bench(lambda: matmul_fn(a, b, out, tile), budget_s=0.3).rate(2 * n**3))
+            result["torch"].append(bench(lambda: torch.mm(a, b, out=out), budget_s=0.3).rate(2 * n**3))
+        result["peak"] = ceilings.measure_matmul_peak(TIMED_DTYPE, GPU_SIZES[-1])
+        return result
+    shape = TRAFFIC_SHAPE
+    a, b = inputs_for_demo(shape.m, shape.n, shape.k)
+    result = {"device": "cpu", "shape": shape, "tiles": [], "counted": [], "rule": [],
+              "minimum": minimum_bytes(shape)}
+    for size in SWEEP_TILES:
+        out = torch.empty(shape.m, shape.n)
+        with traffic.count({"a": a, "b": b, "out": out}) as seen:
+            matmul_fn(a, b, out, tile_for(a.dtype) | {"BLOCK_M": size, "BLOCK_N": size})
+        result["tiles"].append(size)
+        result["counted"].append(seen.loaded_bytes + seen.stored_bytes)
+        result["rule"].append(sum(tiled_bytes(shape, size, size).values()))
+    return result
+
+
+def plot_tilings(result: dict, *, stamp: str = ""):
+    """CPU: arithmetic intensity against the tile size, by the rule and counted. GPU: TFLOP/s against n."""
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=(6.5, 3.5))
+    if result["device"] == "gpu":
+        sizes = result["sizes"]
+        ax.plot(sizes, [r / 1e12 for r in result["torch"]], "o-", color="#ff7f0e", label="torch.mm")
+        ax.plot(sizes, [r / 1e12 for r in result["yours"]], "o-", color="#1f77b4", label="your kernel")
+        ax.axhline(result["peak"] / 1e12, color="#2ca02c", linestyle="dashed", linewidth=1,
+                   label="matmul peak measured now")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+        ax.set_xlabel(f"n (n × n @ n × n, {result['dtype']})")
+        ax.set_ylabel("TFLOP/s")
+        ax.set_title("Your tiled matmul against torch.mm (measured)")
+    else:
+        shape = result["shape"]
+        sizes = [8, 16, 32, 64, 128, 256]
+        ax.plot(sizes, [intensity(shape, sum(tiled_bytes(shape, s, s).values())) for s in sizes], "-",
+                color="#999999", label=f"the rule, at {shape.m}³")
+        ax.plot(sizes, [asymptotic_intensity(s, s, shape.element_size) for s in sizes], ":", color="#999999",
+                label="the rule, large shapes")
+        ax.plot(result["tiles"], [intensity(shape, c) for c in result["counted"]], "o", color="#1f77b4",
+                label="your kernel, counted")
+        ax.axhline(intensity(shape, result["minimum"]), color="#2ca02c", linestyle="dashed", linewidth=1,
+                   label="minimum traffic (a, b read once)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(sizes, [str(s) for s in sizes])
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+        ax.yaxis.set_major_locator(LogLocator(base=2))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel("square tile, BLOCK_M = BLOCK_N")
+        ax.set_ylabel("FLOP per byte moved")
+        ax.set_title(f"Arithmetic intensity of a tiled matmul, {shape}")
+    ax.legend(fontsize=7)
+    if stamp:
+        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
+        ax.figure.subplots_adjust(bottom=0.2)
+    return ax
