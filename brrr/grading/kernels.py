@@ -426,6 +426,46 @@ def scratch_names(recipe: Mapping[str, Any]) -> dict[str, str]:
     return {f"scratch{i}": str(spec.get("name", f"scratch{i}")) for i, spec in enumerate(recipe.get("scratch", []))}
 
 
+@contextlib.contextmanager
+def interpreted_language() -> Iterator[None]:
+    """Inside the block, a ``@triton.jit`` function called from an interpreted kernel runs in the
+    interpreter: ``triton.language``'s own (``tl.max``, ``tl.sum``, ``tl.sigmoid``, the reductions'
+    combine functions, the tensor methods made from them) and any other.
+
+    Where triton was imported for a GPU (no ``TRITON_INTERPRET``), they are ``JITFunction``s, and an
+    interpreted kernel that calls one fails with "Cannot call @triton.jit'd outside of the scope of a
+    kernel". On a GPU the grader interprets a student's kernel first, to check its bounds: for that,
+    ``JITFunction.__call__`` does what ``InterpretedFunction.__call__`` does, the tensor members made
+    from jit functions are bound as methods (as the interpreter's import makes them), and both are put
+    back after.
+    Where triton was imported for the interpreter, its functions are interpreted ones already.
+    """
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    original = JITFunction.__dict__["__call__"]
+    interpreted: dict[int, InterpretedFunction] = {}
+
+    def device_call(self, *args, **kwargs):
+        return interpreted.setdefault(id(self), InterpretedFunction(self.fn))(*args, **kwargs)
+
+    def method(function):  # tl.tensor's members made from jit functions (x.sum()), bound as methods
+        return lambda self, *args, **kwargs: device_call(function, self, *args, **kwargs)
+
+    import triton.language as tl
+
+    members = {name: value for name, value in vars(tl.tensor).items() if isinstance(value, JITFunction)}
+    JITFunction.__call__ = device_call
+    for name, function in members.items():
+        setattr(tl.tensor, name, method(function))
+    try:
+        yield
+    finally:
+        JITFunction.__call__ = original
+        for name, function in members.items():
+            setattr(tl.tensor, name, function)
+
+
 def replay(recipe: Mapping[str, Any], built: Built, storages: Mapping[str, torch.Tensor]) -> int:
     """Launch every recorded kernel, in order, on the grader's tensors; return the number of launches."""
     launches = recipe.get("launches", [])
@@ -448,5 +488,6 @@ def replay(recipe: Mapping[str, Any], built: Built, storages: Mapping[str, torch
         args = [_materialize(named[name], storages) for name in arg_names]
         options = {} if built.interpreted else {k: v for k, v in launch.get("options", {}).items()
                                                  if k in ("num_warps", "num_stages", "num_ctas", "maxnreg")}
-        kernel[tuple(grid)](*args, **options)
+        with interpreted_language() if built.interpreted else contextlib.nullcontext():
+            kernel[tuple(grid)](*args, **options)
     return len(launches)

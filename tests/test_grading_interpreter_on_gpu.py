@@ -1,0 +1,37 @@
+"""On a GPU the grader interprets a student's kernel first (to check its bounds) in a process that imported
+triton for the GPU. There, triton.language's own jit functions (tl.max, tl.sum, x.sum(), the reductions'
+combine functions) are JITFunctions, which an interpreted kernel cannot call: every Lab 3 and Lab 5
+solution failed `make gpu-check` on an H100 with "Cannot call @triton.jit'd outside of the scope of a
+kernel". This runs the same grading in such a process, here on the CPU."""
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+SCRIPT = r'''
+import os, sys
+os.environ.pop("TRITON_INTERPRET", None)
+import triton  # imported as on a GPU node: no interpreter
+import triton.language as tl
+from triton.runtime.jit import JITFunction
+assert isinstance(tl.max, JITFunction), "triton was imported for the interpreter: the test tests nothing"
+sys.path.insert(0, sys.argv[1])
+import brrr.device  # noqa: F401
+from brrr.grading.client import LocalStudent
+from brrr.labs import one_pass, tile_it
+from lab_fixtures import load_module
+cases = [(one_pass, load_module("03-one-pass", "correct_softmax").softmax, "softmax_correct"),
+         (one_pass, load_module("03-one-pass", "correct_layer_norm").layer_norm, "layer_norm_correct"),
+         (tile_it, load_module("05-tile-it", "correct").matmul, "correct")]
+for module, function, check in cases:
+    print(check, module.grade(check, LocalStudent(function, forked=False))[:60])
+assert isinstance(tl.max, JITFunction) and type(tl.tensor.sum) is JITFunction, "not put back"
+'''
+
+
+def test_kernels_calling_triton_language_jit_functions_are_interpreted_where_triton_was_imported_for_a_gpu():
+    result = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "tests")], capture_output=True, text=True,
+                            timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert result.stdout.count("match") == 3, result.stdout
