@@ -53,7 +53,8 @@ def test_the_table_and_the_sentences_follow_the_numbers():
     assert "the step became compute-bound" in said[2]
     assert said[-1] == "In all: 2.0x the tokens per second of the start."
     rows = capstone.stage_rows(stages)
-    assert [row["predicted_gain"] for row in rows] == [None, 2.0, 1.1] and rows[1]["tokens_per_s"] == 40_000
+    assert [row["predicted_gain"] for row in rows] == [None, 2.0, 1.1]
+    assert rows[1]["tokens_per_s"] == pytest.approx(compiled.tokens / 0.8e-3)
 
 
 @pytest.mark.parametrize("bf16, applies", [(1.25e9, False), (2e11, True)])

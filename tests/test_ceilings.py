@@ -171,6 +171,7 @@ def test_dataclass_is_frozen():
 
 
 def test_only_default_thread_ceilings_are_recorded_as_the_reference(tmp_path, monkeypatch):
+    monkeypatch.setattr(ceilings, "ON_GPU", False)  # a GPU has one set of roofs, whatever the thread count
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(reference.ENV_VAR, str(tmp_path / "reference"))
     monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: _fake(threads=threads, env=ceilings.environment()))

@@ -84,6 +84,8 @@ def test_command_labels_the_tiny_mlp_and_writes_stamped_json_and_a_figure(comman
     assert (folder / "tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's compile bound (compiled call, kept "
+                    "contractions, a dispatch each); on a GPU the bound is the host-wait share")
 def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
     result, folder = command_run
     assert result.returncode == 0, result.stderr

@@ -59,6 +59,7 @@ class _LoadedClock:
 def test_bench_together_keeps_a_ratio_through_a_burst_of_load(monkeypatch, burst):
     """Twice the work reads 2x in turns, wherever the burst lands; timed one after the other,
     the same burst skews the ratio (the control, which must fail for the test to mean anything)."""
+    monkeypatch.setattr(timing, "ON_GPU", False)  # the rounds in turns are the CPU path
     kwargs = dict(warmup=2, min_runs=10, max_runs=10, budget_s=0)
     clock = _LoadedClock(burst)
     monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
@@ -75,6 +76,7 @@ def test_bench_together_runs_in_turns_until_each_has_its_budget(monkeypatch):
     """On a clock of known costs (a real sleep stretches under load, and the count of runs with it): the
     slow function costs a quarter of the budget a call, so the rounds stop after its fourth call; the fast
     one, which costs nothing, gets as many runs."""
+    monkeypatch.setattr(timing, "ON_GPU", False)  # the rounds in turns are the CPU path
     order = []
     clock = _LoadedClock(burst=range(0))
     monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
