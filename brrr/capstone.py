@@ -155,20 +155,43 @@ def diagnose_setup(setup: Setup):
 
 def stage_table(stages: list[Stage]) -> str:
     """Step time, tokens/s, MFU and regime after each fix, with the tool's bound beside what it gave."""
+    return table(stage_rows(stages))
+
+
+def table(rows: list[dict]) -> str:
+    """:func:`stage_table` from the JSON rows of :func:`stage_rows` (this run's, or a reference GPU's)."""
     header = (f"{'stage':<34} {'step':>9} {'tokens/s':>10} {'vs start':>8} {'bound':>7} {'gave':>6} "
               f"{'MFU':>6}  regime (share of the step)")
     lines = [header, "-" * len(header)]
-    start = stages[0].tokens_per_s
     previous = None
-    for stage in stages:
-        d = stage.diagnosis
-        bound = f"{stage.predicted_gain:.2f}x" if stage.predicted_gain else "-"
-        gave = f"{stage.tokens_per_s / previous.tokens_per_s:.2f}x" if previous else "-"
-        lines.append(f"{stage.name[:34]:<34} {units.seconds(d.step_s):>9} {stage.tokens_per_s:>10,.0f} "
-                     f"{stage.tokens_per_s / start:>7.2f}x {bound:>7} {gave:>6} {units.percent(d.mfu):>6}  "
-                     f"{d.regime} ({units.percent(d.shares[d.regime])})")
-        previous = stage
+    for row in rows:
+        bound = f"{row['predicted_gain']:.2f}x" if row["predicted_gain"] else "-"
+        gave = f"{row['tokens_per_s'] / previous['tokens_per_s']:.2f}x" if previous else "-"
+        lines.append(f"{row['stage'][:34]:<34} {units.seconds(row['step_s']):>9} {row['tokens_per_s']:>10,.0f} "
+                     f"{row['tokens_per_s'] / rows[0]['tokens_per_s']:>7.2f}x {bound:>7} {gave:>6} "
+                     f"{units.percent(row['mfu']):>6}  {row['regime']} ({units.percent(row['shares'][row['regime']])})")
+        previous = row
     return "\n".join(lines)
+
+
+def reference_tables() -> list[str]:
+    """The capstone's table as ``make gpu-check`` recorded it on each reference GPU, with its stamp."""
+    from brrr import reference
+    from brrr.stamp import format_stamp
+
+    found = []
+    for data in reference.load_all().values():
+        figure = data.get("figures", {}).get("capstone")
+        if figure and figure.get("values", {}).get("rows"):
+            rows = figure["values"]["rows"]
+            notes = [f"{row['stage'].removeprefix('+ ')} gave {row['tokens_per_s'] / before['tokens_per_s']:.2f}x, "
+                     f"above the tool's bound of {row['predicted_gain']:.2f}x: the bound counts only the time of the "
+                     "regime the fix addresses, and the fix also sped up work the bound left out."
+                     for before, row in zip(rows, rows[1:]) if row["predicted_gain"]
+                     and row["tokens_per_s"] / before["tokens_per_s"] > row["predicted_gain"] * BOUND_NOISE]
+            found.append("\n".join([table(rows), *notes, f"In all: {rows[-1]['tokens_per_s'] / rows[0]['tokens_per_s']:.1f}x "
+                                    f"the tokens per second of the start.", format_stamp(figure["env"])]))
+    return found
 
 
 def build_step(setup: Setup, *, seed: int = 0):

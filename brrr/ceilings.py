@@ -63,7 +63,10 @@ class Ceilings:
         return format_stamp(self.env)
 
     def setting(self, dtype: str | torch.dtype = "float32") -> str:
-        """'float32, 1 thread(s)': what a quoted peak was measured with, since pages quote several."""
+        """'float32, 1 thread(s)': what a quoted peak was measured with, since pages quote several. On a GPU
+        the host's thread count has nothing to do with the peak: the dtype alone."""
+        if self.env.get("device_type") == "cuda":
+            return dtype_name(dtype)
         return f"{dtype_name(dtype)}, {self.threads or torch.get_num_threads()} thread(s)"
 
     def matmul(self, dtype: str | torch.dtype = "float32") -> float:

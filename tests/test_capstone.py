@@ -80,3 +80,19 @@ def test_fused_attention_computes_what_the_textbook_attention_computes():
     torch.testing.assert_close(fused, textbook, rtol=1e-4, atol=1e-5)
     other = gpt.inference_step(gpt.build(config, seed=6))(tokens)
     assert not torch.allclose(other, textbook, atol=1e-3)  # the comparison can fail
+
+
+def test_a_reference_gpus_table_is_shown_with_its_stamp_and_a_gain_above_its_bound_explained(monkeypatch):
+    def row(stage, tokens_per_s, bound=None):
+        return {"stage": stage, "step_s": 1e-3, "tokens_per_s": tokens_per_s, "mfu": 0.5, "regime": COMPUTE,
+                "shares": {COMPUTE: 0.6}, "predicted_gain": bound}
+
+    rows = [row("start (batch 1, eager fp32)", 100.0), row("+ bf16 weights and activations", 500.0, 4.0),
+            row("+ torch.compile", 520.0, 1.5)]
+    env = {"device": "Some GPU", "mode": "GPU", "torch": "t", "triton": "r", "date": "2026-11-24"}
+    monkeypatch.setattr("brrr.reference.load_all", lambda: {"some-gpu": {"figures": {"capstone": {
+        "env": env, "values": {"rows": rows}}}}, "cpu-only": {"ceilings": {}}})
+    (shown,) = capstone.reference_tables()
+    assert "Some GPU" in shown.splitlines()[-1] and "In all: 5.2x" in shown
+    assert "bf16 weights and activations gave 5.00x, above the tool's bound of 4.00x" in shown
+    assert "torch.compile gave" not in shown  # 1.04x, within its bound

@@ -231,3 +231,8 @@ def test_a_copy_sweep_gives_each_rate_over_the_ceiling_its_own_reason_and_notes_
     assert "(above it" not in lines[2]
     assert lines[3].startswith("Under half the ceiling: 128 MiB.")
     assert len(ceilings.describe_copy_sweep([mib], [10e9], 11e9, 32 * 2**20)) == 1
+
+
+def test_the_setting_of_a_peak_names_threads_on_a_cpu_only():
+    assert _fake(threads=1).setting("bfloat16") == "bfloat16, 1 thread(s)"
+    assert _fake(env={"device_type": "cuda"}).setting(torch.bfloat16) == "bfloat16"

@@ -44,7 +44,8 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, tokens, width = x.shape
         q, k, v = self.qkv(x).split(width, dim=2)
-        q, k, v = (t.view(batch, tokens, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
+        heads = (batch, tokens, self.heads, width // self.heads)
+        q, k, v = (t.view(heads).transpose(1, 2) for t in (q, k, v))
         if self.sdpa:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
