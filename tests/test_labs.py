@@ -132,6 +132,17 @@ def test_every_lab_has_stubs_and_no_answers():
         assert all(not cell.get("outputs") for cell in notebook["cells"] if cell["cell_type"] == "code")
 
 
+def test_every_solution_and_lab_names_its_own_lab():
+    """The gradebook falls back on metadata.brrr.lab when a submission's cells no longer match a lab
+    (Lab 3's once said 02-fuse-it)."""
+    from brrr import labs as registry
+
+    paths = sorted(labs.SOLUTIONS.glob("*.ipynb")) + sorted(labs.LABS.glob("*.ipynb"))
+    assert {path.stem for path in paths} == set(registry.LABS)
+    for path in paths:
+        assert json.loads(path.read_text())["metadata"]["brrr"]["lab"] == path.stem, path
+
+
 def test_solutions_and_labs_are_stored_without_outputs():
     for folder in (labs.SOLUTIONS, labs.LABS):
         for path in folder.glob("*.ipynb"):
