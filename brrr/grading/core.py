@@ -158,8 +158,10 @@ def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: f
     if bool(never.any()):
         idx = never.nonzero().flatten().tolist()
         count = len(idx)
-        suffix = idx == list(range(n - count, n))
-        if suffix and count == 1:
+        suffix = count < n and idx == list(range(n - count, n))  # every element is no suffix: see below
+        if count == n:
+            where_text = "That is every element."
+        elif suffix and count == 1:
             where_text = f"It is the last element, index {n - 1:,}."
         elif suffix:
             where_text = f"They are the last {count:,} elements, indices {n - count:,} to {n - 1:,}."
