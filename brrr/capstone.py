@@ -188,9 +188,9 @@ def reference_tables() -> list[str]:
                      f"above the tool's bound of {row['predicted_gain']:.2f}x: the bound counts only the time of the "
                      "regime the fix addresses, and the fix also sped up work the bound left out."
                      for before, row in zip(rows, rows[1:]) if row["predicted_gain"]
-                     and row["tokens_per_s"] / before["tokens_per_s"] > row["predicted_gain"] * BOUND_NOISE]
-            found.append("\n".join([table(rows), *notes, f"In all: {rows[-1]['tokens_per_s'] / rows[0]['tokens_per_s']:.1f}x "
-                                    f"the tokens per second of the start.", format_stamp(figure["env"])]))
+                     and above_bound(row["tokens_per_s"] / before["tokens_per_s"], row["predicted_gain"])]
+            found.append("\n".join([table(rows), *notes, in_all(rows[0]["tokens_per_s"], rows[-1]["tokens_per_s"]),
+                                    format_stamp(figure["env"])]))
     return found
 
 
@@ -217,19 +217,27 @@ def conclusions(stages: list[Stage]) -> list[str]:
         bound = ""
         if after.predicted_gain is not None:
             bound = f" (within the tool's bound of {after.predicted_gain:.2f}x)"
-            if gave > after.predicted_gain * BOUND_NOISE:
+            if above_bound(gave, after.predicted_gain):
                 bound = (f" (above the tool's bound of {after.predicted_gain:.2f}x, which counts only the "
                          f"{after.fix.regime} time: the fix also sped up work the bound left out)")
         lines.append(f"{after.fix.name}: {gave:.2f}x the tokens per second{bound}, {moved} "
                      f"({units.percent(after.diagnosis.shares[after.diagnosis.regime])}), "
                      f"MFU {units.percent(after.diagnosis.mfu)}.")
-    end = stages[-1]
-    lines.append(f"In all: {end.tokens_per_s / start.tokens_per_s:.1f}x the tokens per second of the start.")
+    lines.append(in_all(start.tokens_per_s, stages[-1].tokens_per_s))
     return lines
 
 
 # Two diagnoses are two measurements: a gain this much over a bound is noise, not a broken bound.
 BOUND_NOISE = 1.05
+
+
+def above_bound(gave: float, bound: float) -> bool:
+    """Whether a fix ``gave`` more than the tool's ``bound`` by more than two measurements' noise."""
+    return gave > bound * BOUND_NOISE
+
+
+def in_all(start_tokens_per_s: float, end_tokens_per_s: float) -> str:
+    return f"In all: {end_tokens_per_s / start_tokens_per_s:.1f}x the tokens per second of the start."
 
 
 def stage_rows(stages: list[Stage]) -> list[dict]:

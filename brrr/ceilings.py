@@ -193,7 +193,7 @@ def raise_copy_ceiling(found: Ceilings, rate: float) -> Ceilings:
     if rate <= found.copy_bandwidth:
         return found
     raised = dataclasses.replace(found, copy_bandwidth=rate)
-    cache.write_json(cache_path(None if ON_GPU else found.threads), raised.to_json())
+    cache.write_json(cache_path(found.threads), raised.to_json())  # measure() keeps threads None on a GPU
     return raised
 
 

@@ -106,7 +106,10 @@ def pytest_configure(config):
     488 s run: the other worker sat idle for the last 200 s while the book built."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
-    if not os.environ.get("PYTEST_XDIST_WORKER") and not config.option.collectonly:
+    # Only the pytest-xdist controller, before its workers start: a single-process run (one test file, say)
+    # measures them when a test first needs them, with nothing beside it, and pays nothing at start-up.
+    controller = getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER")
+    if controller and not config.option.collectonly:
         _measure_ceilings_while_quiet(config)
 
 
