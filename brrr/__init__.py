@@ -19,7 +19,7 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | opclasses  | FLOPs and runtime per operator class (the essay's BERT table) |
 | datasheets | vendor datasheet peaks of known GPUs, drawn beside measurements |
 | benchmarks | one script per chapter with its performance targets         |
-| kernels    | the Triton kernels the fusion chapter teaches and benchmarks |
+| kernels    | the Triton kernels the book teaches and benchmarks           |
 | memory     | peak memory, and waiting out page faults before timing      |
 | source     | showing a kernel's source in a notebook                     |
 | widgets    | the interactive roofline explorer                           |

@@ -48,6 +48,35 @@ def matmul(m: int, n: int, k: int, dtype: torch.dtype = torch.float32, *, name: 
     return OpCount(name or f"matmul {m}x{k} @ {k}x{n}", 2 * m * n * k, (m * k + k * n + m * n) * size)
 
 
+
+def tiled_matmul_bytes(m: int, n: int, k: int, block_m: int, block_n: int, element_size: int) -> dict[str, int]:
+    """Bytes per tensor that (m×k) @ (k×n) moves in ``block_m × block_n`` output tiles (a loop over K in each).
+
+    Every tile in a row of tiles reads that row's strip of ``a``, and every tile in
+    a column reads its strip of ``b``: ``a`` is read ⌈n / block_n⌉ times, ``b``
+    ⌈m / block_m⌉ times, ``out`` written once. One tile as large as the output is
+    :func:`matmul`'s minimum.
+    """
+    return {"a": m * k * -(-n // block_n) * element_size,
+            "b": k * n * -(-m // block_m) * element_size,
+            "out": m * n * element_size}
+
+
+def tiled_matmul(m: int, n: int, k: int, block_m: int, block_n: int,
+                 dtype: torch.dtype = torch.float32) -> OpCount:
+    """(m×k) @ (k×n) in ``block_m × block_n`` tiles: 2·m·n·k FLOPs over :func:`tiled_matmul_bytes`."""
+    nbytes = sum(tiled_matmul_bytes(m, n, k, block_m, block_n, element_size(dtype)).values())
+    return OpCount(f"matmul {m}x{k} @ {k}x{n} in {block_m}x{block_n} tiles", 2 * m * n * k, nbytes)
+
+
+def tiled_matmul_intensity_limit(block_m: int, block_n: int, element_size: int) -> float:
+    """The FLOP/B a ``block_m × block_n`` tiling tends to as the matrices grow: 2 / (s·(1/block_m + 1/block_n)).
+
+    Per step along K a tile loads ``(block_m + block_n)`` elements for
+    ``2·block_m·block_n`` FLOPs; the write of ``out`` is spread over all of K.
+    """
+    return 2 / (element_size * (1 / block_m + 1 / block_n))
+
 # FLOPs per element of the fused normalizations below; brrr.opclasses uses the same constants.
 SOFTMAX_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, sum, divide
 LAYER_NORM_FLOPS_PER_ELEMENT = 5  # mean, subtract, square + sum (2), multiply by 1/std

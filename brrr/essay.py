@@ -8,7 +8,7 @@ the book prints them *beside* the reader's own measurement, never in place of it
 from __future__ import annotations
 
 SOURCE = 'Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022, https://horace.io/brrr_intro.html'
-DEVICE = "NVIDIA A100 (quoted from the essay)"
+DEVICE = "NVIDIA A100"
 
 A100 = {
     "matmul_peak_bf16": 312e12,  # FLOP/s, tensor cores

@@ -4,6 +4,7 @@
 |-------------|------------------------------------------------------------------|
 | pointwise   | ``cos_cos`` (the essay's fusion example), ``bias_gelu_scale``    |
 | softmax     | ``softmax``: a fused row-wise softmax, one program per row       |
+| matmul      | ``tiled_matmul``: output tiles, a loop over K, float32 sums       |
 
 Each module holds the ``@triton.jit`` kernel, a Python wrapper that allocates the
 output and launches it, and a plain-torch reference the kernel is checked against.

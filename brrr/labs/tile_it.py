@@ -58,6 +58,7 @@ from dataclasses import dataclass
 
 import torch
 
+from brrr import counting
 from brrr.device import DEVICE, ON_GPU, per_device
 from brrr.grading import core, isolation, thresholds
 
@@ -116,12 +117,10 @@ def tiled_bytes(shape: Shape, block_m: int, block_n: int) -> dict[str, int]:
     """Bytes per tensor that a ``block_m × block_n`` tiling moves, by the lab's rule.
 
     ``a`` is read once per column of tiles (⌈n / block_n⌉ times), ``b`` once per
-    row of tiles (⌈m / block_m⌉ times), ``out`` written once.
+    row of tiles (⌈m / block_m⌉ times), ``out`` written once
+    (:func:`brrr.counting.tiled_matmul_bytes`).
     """
-    size = shape.element_size
-    return {"a": shape.m * shape.k * math.ceil(shape.n / block_n) * size,
-            "b": shape.k * shape.n * math.ceil(shape.m / block_m) * size,
-            "out": shape.m * shape.n * size}
+    return counting.tiled_matmul_bytes(shape.m, shape.n, shape.k, block_m, block_n, shape.element_size)
 
 
 def minimum_bytes(shape: Shape) -> int:
@@ -134,9 +133,7 @@ def intensity(shape: Shape, nbytes: float) -> float:
     return shape.flops / nbytes
 
 
-def asymptotic_intensity(block_m: int, block_n: int, element_size: int) -> float:
-    """The intensity a ``block_m × block_n`` tiling tends to for large shapes (FLOP/B), whatever the shape."""
-    return 2 / (element_size * (1 / block_m + 1 / block_n))
+asymptotic_intensity = counting.tiled_matmul_intensity_limit
 
 
 PREDICTION_SHAPE = Shape(3000, 2048, 1024, "float16")
