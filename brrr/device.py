@@ -182,6 +182,29 @@ def kernel_dtypes(capability: tuple[int, int] | None = None) -> tuple[torch.dtyp
     return base + ((torch.bfloat16,) if half_precision_dtype(capability) == torch.bfloat16 else ())
 
 
+def shared_memory_per_program() -> int | None:
+    """Bytes of shared memory one Triton program may use on this GPU (None on a CPU).
+
+    Triton's own query (``max_shared_mem``, the opt-in limit per block): about
+    227 KiB on an H100, 163 KiB on an A100, 64 KiB on Colab's T4. A kernel's
+    pipeline holds ``num_stages`` copies of its input blocks there, so deep
+    pipelines of large tiles that suit an H100 do not compile on a T4.
+    """
+    if not ON_GPU:
+        return None
+    from triton.runtime import driver
+
+    return int(driver.active.utils.get_device_properties(DEVICE.index or 0)["max_shared_mem"])
+
+
+def pipeline_stages(bytes_per_stage: int, *, most: int = 3) -> int:
+    """The ``num_stages`` (at most ``most``, at least 1) whose input blocks fit this GPU's shared memory."""
+    available = shared_memory_per_program()
+    if available is None:
+        return most
+    return max(1, min(most, available // bytes_per_stage))
+
+
 def memory_bounded(elements: int, bytes_per_element: int, *, fraction: float = 0.5,
                    total_bytes: int | None = None) -> int:
     """``elements``, or fewer, so that ``elements · bytes_per_element`` stays within

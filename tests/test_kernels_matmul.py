@@ -66,3 +66,15 @@ def test_a_faster_reading_raises_the_roof_and_says_so():
     assert same == roof and why == ""
     raised, why = tiling.roof_at_least(roof, 1.5e9)
     assert raised.peak_flops == 1.5e9 and raised.bandwidth == roof.bandwidth and "raised" in why
+
+
+def test_pipeline_stages_fit_the_shared_memory_of_a_t4(monkeypatch):
+    from brrr import device
+
+    stage = 2 * 128 * 64 * 2  # a 128 × 64 block of a and a 64 × 128 block of b, float16: 32 KiB
+    monkeypatch.setattr(device, "shared_memory_per_program", lambda: 64 * 1024)  # a T4
+    assert device.pipeline_stages(stage) == 2
+    monkeypatch.setattr(device, "shared_memory_per_program", lambda: 227 * 1024)  # an H100
+    assert device.pipeline_stages(stage) == 3
+    monkeypatch.setattr(device, "shared_memory_per_program", lambda: 16 * 1024)
+    assert device.pipeline_stages(stage) == 1  # never 0: Triton then reports the shortfall itself

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from brrr.device import ON_GPU  # before triton: turns the interpreter on without a GPU
+from brrr.device import ON_GPU, pipeline_stages  # before triton: turns the interpreter on without a GPU
 
 import triton
 import triton.language as tl
@@ -64,8 +64,10 @@ def tile_for(dtype: torch.dtype, block: int | None = None) -> dict:
     if block is None:
         block = 128 if ON_GPU else 64
     options = dict(BLOCK_M=block, BLOCK_N=block, BLOCK_K=32 if dtype.itemsize == 4 else 64)
-    if ON_GPU:
-        options.update(num_warps=8 if block >= 128 else 4 if block >= 64 else 2, num_stages=3)
+    if ON_GPU:  # each pipeline stage holds a block of a and one of b in shared memory (a T4 has 64 KiB)
+        stage_bytes = 2 * block * options["BLOCK_K"] * dtype.itemsize
+        options.update(num_warps=8 if block >= 128 else 4 if block >= 64 else 2,
+                       num_stages=pipeline_stages(stage_bytes))
     return options
 
 

@@ -41,7 +41,7 @@ only asked which kernels it launches; the grader checks the kernel's source
   a stated multiple of the minimum (``a`` and ``b`` read once, ``out`` written
   once). A tiling past the multiple is refused from the launch alone, before
   anything runs, with the arithmetic intensity it reaches.
-- ``peak_4096``, ``peak_8192`` (GPU): bfloat16 at 4096³ and 8192³ at no less
+- ``peak_4096``, ``peak_8192`` (GPU): bfloat16 (float16 on a T4) at 4096³ and 8192³ at no less
   than a stated fraction of the bfloat16 matmul peak that
   :func:`brrr.ceilings.measure_matmul_peak` (``torch.mm``) reaches in the same run.
 - ``grouped_order`` (GPU): at 8192³ the student's kernel, launched with its own
@@ -59,7 +59,7 @@ from dataclasses import dataclass
 import torch
 
 from brrr import counting
-from brrr.device import DEVICE, ON_GPU, per_device
+from brrr.device import DEVICE, ON_GPU, half_precision_dtype, per_device
 from brrr.grading import core, isolation, thresholds
 
 LAB = "05-tile-it"
@@ -227,8 +227,10 @@ SPEC = core.Spec(name="matmul", reference=matmul_reference, make_inputs=make_inp
 LONG_K = Shape(64, 64, 6000, "float16", "unit")
 _CASES = (Shape(100, 70, 50), Shape(257, 65, 129), Shape(256, 192, 128),
           Shape(100, 70, 50, "float16"), Shape(257, 65, 129, "float16"), LONG_K)
-CORRECTNESS_CASES = per_device(cpu=_CASES, gpu=_CASES + (Shape(1031, 1000, 999, "bfloat16"),
-                                                         Shape(2048, 2048, 2048, "bfloat16")))
+# bfloat16 where the GPU has it; Colab's T4 (sm_75) has float16 tensor cores only, and tl.dot refuses bf16 there
+TIMED_DTYPE = str(half_precision_dtype()).removeprefix("torch.")
+CORRECTNESS_CASES = per_device(cpu=_CASES, gpu=_CASES + (Shape(1031, 1000, 999, TIMED_DTYPE),
+                                                         Shape(2048, 2048, 2048, TIMED_DTYPE)))
 BOUNDS_CASES = (Shape(100, 70, 50), Shape(33, 17, 45))  # GPU: also run in the interpreter at these, to check bounds
 TRAFFIC_SHAPE = Shape(256, 256, 256)
 
@@ -496,7 +498,6 @@ def grade_traffic(student) -> str:
 
 # ---------------------------------------------------------------- time (GPU)
 
-TIMED_DTYPE = "bfloat16"
 PEAK_SIZES = {"peak_4096": 4096, "peak_8192": 8192}
 GROUPED_SIZE = 8192
 # A kernel faster than this multiple of the torch.mm peak measured in the same run is impossible.
@@ -596,7 +597,7 @@ def _measure(student, check: str) -> str:
     tiling = f"{tile['BLOCK_M']} × {tile['BLOCK_N']} × {tile['BLOCK_K']} tiles, GROUP_M={tile['GROUP_M']}"
     if not best.passed:
         needed = (f"at least {threshold.value:g}x the speed of the same kernel with GROUP_M = 1" if grouped else
-                  f"at least {threshold.value:.0%} of the bfloat16 matmul peak measured now")
+                  f"at least {threshold.value:.0%} of the {TIMED_DTYPE} matmul peak measured now")
         raise core.fail(f"{name} on {shape} ({tiling}): {tried}. Needed {needed} ({threshold.why}).")
     return f"{name} on {shape} ({tiling}): {best.detail} (needed {threshold.describe()})"
 
