@@ -56,3 +56,20 @@ def test_without_torch_it_says_the_node_needs_its_own(tmp_path):
         pytest.skip("no system python3 without torch here to stand in for a bare node")
     result = _run(tmp_path, wheelhouse=True, python=bare)
     assert result.returncode == 2 and "lacks torch or triton" in result.stdout
+
+
+def test_the_clock_prints_each_files_time_as_soon_as_the_file_is_done(tmp_path):
+    """A stage stopped at its limit never reaches --durations: each file's time must already be out."""
+    (tmp_path / "test_first.py").write_text("import time\n\ndef test_a():\n    time.sleep(0.3)\n\n"
+                                           "def test_b():\n    pass\n")
+    (tmp_path / "test_second.py").write_text("def test_c():\n    print('second ran')\n")
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / '.ci'}:{os.environ.get('PYTHONPATH', '')}")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "notebook_clock", "-p", "no:cacheprovider",
+                             "-s", "-o", "addopts=", "test_first.py", "test_second.py"],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    first = result.stdout.index("clock: test_first.py took")
+    assert first < result.stdout.index("second ran"), "the first file's time came after the next file ran"
+    seconds = float(result.stdout[first:].split("took ", 1)[1].split(" s", 1)[0])
+    assert 0.3 <= seconds < 5
+    assert "clock: test_second.py took" in result.stdout

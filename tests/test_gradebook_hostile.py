@@ -17,6 +17,8 @@ from brrr.grading import gradebook
 from gradebook_helpers import LAB, ROOFLINE, processes_inside, read_rows
 from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
 
+pytestmark = pytest.mark.device_independent  # hostile submissions against the grader's isolation: the GPU check leaves it to CI
+
 
 HOSTILE = {"rebinds_the_grader": ROOFLINE, "patches_the_clock": ROOFLINE, "calls_ceilings": ROOFLINE,
            "forges_the_record": LAB, "rebinds_grade": LAB, "exits_under_the_grader": LAB}

@@ -9,7 +9,11 @@ install, exit non-zero, and write no grades.
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
+
+pytestmark = pytest.mark.device_independent  # the gradebook's dependency check: the GPU check leaves it to CI
 
 LAB = "02-fuse-it"
 RUN_WITHOUT = """
