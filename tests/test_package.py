@@ -35,6 +35,16 @@ def run(command, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
+def _package_folders() -> list[str]:
+    """This environment's site-packages, and any its own .pth files add: on a GPU node the test venv
+    reaches the node's torch, attrs and packaging through such a line (.ci/gpu-check), and a folder
+    named in a .pth file is added without its own .pth files being run."""
+    folders = [sysconfig.get_path("purelib")]
+    folders += [entry for entry in sys.path
+                if entry.rstrip("/").endswith(("site-packages", "dist-packages")) and entry not in folders]
+    return folders
+
+
 @pytest.fixture(scope="module")
 def wheel_env(tmp_path_factory):
     """(python of the new environment, a working folder outside the checkout, its environment variables)."""
@@ -53,7 +63,7 @@ def wheel_env(tmp_path_factory):
     python = venv / "bin" / "python"
     new_site = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"])
                     .stdout.strip())
-    (new_site / "_test_environment.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    (new_site / "_test_environment.pth").write_text("".join(f"{folder}\n" for folder in _package_folders()))
     run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)])
 
     kernel = venv / "share" / "jupyter" / "kernels" / KERNEL
