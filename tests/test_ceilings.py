@@ -7,7 +7,7 @@ import torch
 
 from brrr import ceilings, reference
 from brrr.ceilings import Ceilings
-from brrr.device import DEVICE, ON_GPU, synchronize
+from brrr.device import DEVICE, ON_GPU, far_above_cache, per_device, synchronize
 from brrr.timing import torch_threads
 
 
@@ -46,15 +46,18 @@ def _against_fresh_timings() -> dict[str, tuple[float, float, float]]:
     counted only the bytes read, or a matmul peak that counted n³ FLOPs, would land near 0.5; an
     overhead per op divided by two ops, near 0.5 too, and one counted twice near 2.
     """
-    n = 2**22
+    # GPU: sizes whose calls take milliseconds, so the hand timing's host clock and synchronize (tens of
+    # microseconds) do not count, and a copy far above the L2 cache (16 MiB fits in an H100's 50 MiB).
+    n = per_device(cpu=2**22, gpu=far_above_cache(4))
     bandwidth = ceilings.measure_copy_bandwidth(n=n, threads=1)
     src = torch.randn(n, device=DEVICE)
     dst = torch.empty_like(src)
     copy = 2 * 4 * n / _fastest(lambda: dst.copy_(src), 30)
 
-    peak = ceilings.measure_matmul_peak("float32", n=256, threads=1)
+    small, large = per_device(cpu=(64, 256), gpu=(256, 4096))
+    peak = ceilings.measure_matmul_peak("float32", n=large, threads=1)
     rates = {}
-    for size in (64, 256):
+    for size in (small, large):
         a, b = torch.randn(size, size, device=DEVICE), torch.randn(size, size, device=DEVICE)
         rates[size] = 2 * size**3 / _fastest(lambda: torch.mm(a, b), 50)
 
@@ -69,8 +72,8 @@ def _against_fresh_timings() -> dict[str, tuple[float, float, float]]:
     per_add = _fastest(adds, 20) / ops
     return {
         "copy bandwidth / a fresh copy": (bandwidth / copy, 0.6, 1.3),
-        "matmul peak (256³) / the same matmul timed by hand": (peak / rates[256], 0.65, 1.3),
-        "matmul peak (256³) / a 64³ matmul timed by hand": (peak / rates[64], 0.9, math.inf),
+        f"matmul peak ({large}³) / the same matmul timed by hand": (peak / rates[large], 0.65, 1.3),
+        f"matmul peak ({large}³) / a {small}³ matmul timed by hand": (peak / rates[small], 0.9, math.inf),
         "dispatch overhead / a fresh add": (overhead / per_add, 0.75, 1.8),
     }
 

@@ -6,21 +6,23 @@ import torch
 from brrr import counting, traffic
 from brrr.benchmarks import tiling
 from brrr.kernels.matmul import matmul_reference, tile_for, tiled_matmul
+from brrr.device import DEVICE, ON_GPU
 from brrr.roofline import Roof
 
-pytestmark = pytest.mark.skipif(not traffic.supported(), reason="counting needs Triton's interpreter")
+counted_here = pytest.mark.skipif(ON_GPU, reason="traffic is counted in Triton's interpreter; here kernels compile")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("m,k,n", [(1, 1, 1), (100, 50, 70), (65, 129, 33)])
 def test_odd_shapes_are_correct_and_fully_written(m, k, n, dtype):
-    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
-    out = torch.full((m, n), float("nan"), dtype=dtype)
+    a, b = torch.randn(m, k, device=DEVICE).to(dtype), torch.randn(k, n, device=DEVICE).to(dtype)
+    out = torch.full((m, n), float("nan"), dtype=dtype, device=DEVICE)
     tiled_matmul(a, b, out, tile_for(dtype, 32))
     tolerance = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(out, matmul_reference(a, b), **tolerance)
 
 
+@counted_here
 @pytest.mark.parametrize("block", [16, 32, 64])
 def test_counted_bytes_are_the_rule_per_tensor(block):
     m, n, k = 64, 48, 80  # neither side a multiple of every tile
@@ -45,6 +47,7 @@ def test_intensity_tends_to_the_limit_as_the_matrices_grow():
     assert small < large < limit and large == pytest.approx(limit, rel=0.01)
 
 
+@counted_here
 def test_count_tilings_counts_the_real_kernel():
     counted = tiling.count_tilings(64, (32, 64))
     assert [t.block for t in counted] == [32, 64]
