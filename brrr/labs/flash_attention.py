@@ -312,9 +312,14 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
     got = out.detach().to("cpu", torch.float64)
     rtol, atol = core.tolerance(out.dtype)
 
+    def close(a: torch.Tensor, b: torch.Tensor, slack: float) -> bool:
+        return bool(torch.isclose(a, b.to(out.dtype).to(torch.float64), rtol=slack * rtol, atol=slack * atol).all())
+
+    right = None
+
     def matches(candidate: torch.Tensor, slack: float = 4.0) -> bool:
-        candidate = candidate.to(out.dtype).to(torch.float64)
-        return bool(torch.isclose(got, candidate, rtol=slack * rtol, atol=slack * atol).all())
+        """``got`` is the mistake's output, and the mistake shows here: its output is not the right one."""
+        return close(got, candidate, slack) and not close(right, candidate, 1.0)
 
     if not bool(torch.isfinite(got).all()):
         scores, _ = _scores(q, k, v, causal)
@@ -326,6 +331,7 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
         return None
     if n > _DIAGNOSE_UP_TO:
         return None
+    right = simulate(q, k, v, causal=causal)
     if matches(simulate(q, k, v, causal=not causal)):
         if causal:
             return ("Your output is attention without the causal mask: every query attended to every key. "
@@ -352,7 +358,7 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
                         "from m_old to m_new, everything summed so far was exponentiated against m_old: "
                         "multiply it by alpha = exp(m_old - m_new) before adding the new block "
                         "(acc = acc * alpha[:, None] + p @ v; l = l * alpha + sum(p)).")
-    if out.dtype == torch.float32 and ON_GPU and matches(simulate(q, k, v, causal=causal), slack=1000.0):
+    if out.dtype == torch.float32 and ON_GPU and close(got, right, slack=1000.0):
         return ("On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of mantissa). "
                 "Pass `input_precision=\"ieee\"` to tl.dot for a float32 result.")
     return None
