@@ -198,7 +198,7 @@ def test_the_speed_checks_time_the_kernel_against_the_baseline_in_the_same_run(s
     with pytest.raises(AssertionError) as failure:  # interpreted, the kernel is far slower than torch
         fa.grade(check, student("correct"))
     message = str(failure.value)
-    assert f"yours " in message and baseline in message and "x its speed" in message, message
+    assert "yours " in message and baseline in message and "x its speed" in message, message
     assert f"Needed at least {thresholds.threshold(LAB, check, 'gpu').value:g}x" in message, message
     assert "BLOCK_M = 64, BLOCK_N = 64" in message, message
 
