@@ -192,6 +192,38 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         "the student's kernel with its own GROUP_M against the same kernel with GROUP_M = 1 (row-major "
         "order), timed in turns in the same run at 8192³ bfloat16: grouped order should not be slower. "
         "Back-to-back timings of one kernel differ by a few percent, so 5% slower is still a pass"),
+    # ---------------------------------------------------------------- lab 6: FlashAttention forward
+    ("06-flash-attention", "prediction", "any"): Threshold(
+        1e-9, "relative",
+        "the bytes follow from the shape and the rule stated in the lab (FlashAttention: Q and O once, K and V "
+        "⌈N/BLOCK_M⌉ times; three kernels: Q, K, V and O once and 4·N² elements per head of scores and "
+        "probabilities): whole numbers, compared exactly"),
+    ("06-flash-attention", "correct", "any"): Threshold(
+        0.0, "dtype",
+        "float32 and float16 outputs of a float32 accumulation against scaled_dot_product_attention in float32: "
+        "see brrr.grading.TOLERANCES. The large logits (a standard deviation of 30, up to about ±120) are float16 "
+        "inputs: float32 rounds a logit near 120 by about 1e-5 relative, the float32 tolerance itself, and a "
+        "float16 output's tolerance (2e-3) holds such rounding with room to spare (a third of it is used)"),
+    ("06-flash-attention", "causal", "any"): Threshold(
+        0.0, "dtype", "as for correct, against scaled_dot_product_attention with is_causal=True"),
+    ("06-flash-attention", "traffic", "cpu"): Threshold(
+        0.6, "at_most",
+        "bytes counted at (1, 2, N, 64) float32 for N = 128, 256 and 512 must equal FlashAttention's for the "
+        "launched BLOCK_M, exactly, with nothing stored but out; and at N = 512 they may be at most 0.6× the "
+        "three-kernel version's 9,437,184 B. BLOCK_M = 64 moves 0.5× (K and V read 8 times), 128 moves 0.28×; "
+        "32 moves 0.94×, as good as nothing, and 16 more than the three kernels"),
+    ("06-flash-attention", "speed_vs_naive", "gpu"): Threshold(
+        3.0, "at_least",
+        "float16 at (2, 16, 4096, 64): naive eager attention writes and reads 4.3 GB of N × N scores and "
+        "probabilities, all of it through DRAM; FlashAttention with BLOCK_M = 128 reads Q once and K and V 32 "
+        "times, 1.1 GB, most of the re-reads from the L2 cache; both do the same matmul FLOPs on tensor cores, "
+        "so a FlashAttention kernel is several times faster, and 3x leaves a margin"),
+    ("06-flash-attention", "speed_vs_sdpa", "gpu"): Threshold(
+        0.5, "at_least",
+        "the same shape against F.scaled_dot_product_attention's flash backend (FlashAttention-2, hand-tuned "
+        "CUDA; where the GPU has no flash backend, as a T4, the backend PyTorch picks), timed in turns in the "
+        "same run: a Triton kernel with large blocks, exp2 and a software pipeline reaches half its speed or "
+        "more"),
 }
 
 

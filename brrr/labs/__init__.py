@@ -33,6 +33,7 @@ LABS: dict[str, str] = {
     "03-one-pass": "brrr.labs.one_pass",
     "04-make-it-fast": "brrr.labs.make_it_fast",
     "05-tile-it": "brrr.labs.tile_it",
+    "06-flash-attention": "brrr.labs.flash_attention",
 }
 
 
