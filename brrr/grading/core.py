@@ -540,3 +540,27 @@ def repeat_until_pass(measure: Callable[[], Attempt], attempts: int | None = Non
         if attempt.passed:
             return attempt, history
     return max(history, key=lambda a: a.value), history
+
+def one_launch(name: str, recipe: dict, inputs: str, what: str, constants: tuple[str, ...],
+               why: str) -> tuple[dict, dict, int]:
+    """The one launch a lab asks for in a recorded ``recipe``: ``(launch, its constexpr sizes, programs)``.
+
+    Fails (AssertionError) unless the wrapper, called on ``inputs`` (their shape, in
+    words), launched exactly one kernel (``what``: "one matmul kernel", say), and
+    that kernel took each of ``constants`` as a constexpr positive whole number;
+    ``why`` says what the grader reads them for.
+    """
+    launches = recipe.get("launches", [])
+    if len(launches) != 1:
+        kernels = ", ".join(launch.get("kernel", "?") for launch in launches) or "none"
+        raise fail(f"{name} launched {len(launches)} kernels for {inputs} ({kernels}): this lab asks for {what}.")
+    launch = launches[0]
+    args = launch.get("args", {})
+    sizes = {}
+    for arg in constants:
+        value = args.get(arg, {}).get("value")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise fail(f"{name}'s kernel {launch.get('kernel')} has no constexpr argument {arg} (a positive whole "
+                       f"number): the lab's kernel takes {', '.join(constants)}: tl.constexpr, and {why}.")
+        sizes[arg] = value
+    return launch, sizes, math.prod(launch.get("grid", [1]))

@@ -504,23 +504,10 @@ def launch_blocks(name: str, recipe: dict, shape: Shape) -> dict:
     sizes are constexpr arguments named as in :data:`BLOCK_ARGS`, over one program
     per query block of each head.
     """
-    launches = recipe.get("launches", [])
-    if len(launches) != 1:
-        kernels = ", ".join(launch.get("kernel", "?") for launch in launches) or "none"
-        raise core.fail(f"{name} launched {len(launches)} kernels for {shape} ({kernels}): this lab asks for one "
-                        "attention kernel, launched once, one program per block of queries of each head.")
-    launch = launches[0]
-    args = launch.get("args", {})
-    blocks = {}
-    for arg in BLOCK_ARGS:
-        value = args.get(arg, {}).get("value")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise core.fail(
-                f"{name}'s kernel {launch.get('kernel')} has no constexpr argument {arg} (a positive whole number): "
-                f"the lab's kernel takes its block sizes as {', '.join(BLOCK_ARGS)}: tl.constexpr, and the grader "
-                "reads BLOCK_M from the launch to know what traffic your kernel implies.")
-        blocks[arg] = value
-    programs = math.prod(launch.get("grid", [1]))
+    launch, blocks, programs = core.one_launch(
+        name, recipe, str(shape),
+        "one attention kernel, launched once, one program per block of queries of each head", BLOCK_ARGS,
+        "the grader reads BLOCK_M from the launch to know what traffic your kernel implies")
     needed = math.ceil(shape.n / blocks["BLOCK_M"]) * shape.heads_total
     if programs != needed:
         raise core.fail(

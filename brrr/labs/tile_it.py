@@ -364,23 +364,9 @@ def launch_tiling(name: str, recipe: dict, shape: Shape) -> dict:
     sizes are constexpr arguments named as in :data:`TILE_ARGS`, over one
     program per output tile.
     """
-    launches = recipe.get("launches", [])
-    if len(launches) != 1:
-        kernels = ", ".join(launch.get("kernel", "?") for launch in launches) or "none"
-        raise core.fail(f"{name} launched {len(launches)} kernels for {shape} ({kernels}): this lab asks for one "
-                        "matmul kernel, launched once, one program per output tile.")
-    launch = launches[0]
-    args = launch.get("args", {})
-    tiles = {}
-    for arg in TILE_ARGS:
-        value = args.get(arg, {}).get("value")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise core.fail(
-                f"{name}'s kernel {launch.get('kernel')} has no constexpr argument {arg} (a positive whole number): "
-                f"the lab's kernel takes its tiling as {', '.join(TILE_ARGS)}: tl.constexpr, and the grader reads "
-                "the tile sizes from them to know what traffic your tiling implies.")
-        tiles[arg] = value
-    programs = math.prod(launch.get("grid", [1]))
+    launch, tiles, programs = core.one_launch(
+        name, recipe, str(shape), "one matmul kernel, launched once, one program per output tile", TILE_ARGS,
+        "the grader reads the tile sizes from them to know what traffic your tiling implies")
     needed = math.ceil(shape.m / tiles["BLOCK_M"]) * math.ceil(shape.n / tiles["BLOCK_N"])
     if programs != needed:
         raise core.fail(
