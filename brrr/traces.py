@@ -288,31 +288,41 @@ def quiet_native_stderr() -> Iterator[None]:
 
 
 def profile_steps(step: Callable[[], object], steps: int, *, on_gpu: bool | None = None, label: str = "step",
-                  synchronize_each: bool = False):
+                  synchronize_each: bool = False, profiler_warmup: int = 0):
     """Profile ``steps`` calls of ``step``, each inside ``record_function(label)``; return the profiler.
 
     On a GPU the device activity is recorded too and the device is synchronized
     before the profiler stops, so every kernel lands in the profile;
     ``synchronize_each`` synchronizes inside each annotation instead, so that a
-    step's kernels fall inside its own span. The caller reads the profiler
-    (``key_averages()``) or exports it (:func:`export`).
+    step's kernels fall inside its own span. ``profiler_warmup`` calls run first
+    under the profiler and are left out of it (torch.profiler's schedule): the
+    first activity a profiler sees pays its start-up (on a GPU, CUPTI's), which
+    in a short step reads as time the device waited. The caller reads the
+    profiler (``key_averages()``) or exports it (:func:`export`).
     """
-    from torch.profiler import ProfilerActivity, profile, record_function
+    import contextlib
+
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
     from brrr.device import ON_GPU, synchronize
 
     on_gpu = ON_GPU if on_gpu is None else on_gpu
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     synchronize()
-    profiler = profile(activities=activities)
+    plan = schedule(wait=0, warmup=profiler_warmup, active=steps, repeat=1) if profiler_warmup else None
+    profiler = profile(activities=activities, schedule=plan)
     with quiet_native_stderr():
         profiler.__enter__()
     try:
-        for _ in range(steps):
-            with record_function(label):
+        for call in range(profiler_warmup + steps):
+            with record_function(label) if call >= profiler_warmup else contextlib.nullcontext():
                 step()
                 if synchronize_each:
                     synchronize()
+            if plan is not None:
+                synchronize()
+                with quiet_native_stderr():  # the schedule starts and stops the trace here
+                    profiler.step()
         synchronize()
     finally:
         with quiet_native_stderr():

@@ -37,3 +37,21 @@ def test_record_writes_a_chrome_trace_that_reads_back(tmp_path, capfd):
     if ON_GPU:
         assert len(trace.device) >= 60
         assert 0 < traces.device_idle_fraction(trace) < 1
+
+
+def test_profiler_warmup_calls_run_but_stay_out_of_the_profile(tmp_path, capfd):
+    """The warm-up call runs under the profiler (its start-up lands there) and leaves no op or annotation."""
+    a = torch.ones(8, device=DEVICE)
+    calls = []
+
+    def step():
+        calls.append(1)
+        return a + 1
+
+    profiler = traces.profile_steps(step, 3, profiler_warmup=1, synchronize_each=True)
+    trace = traces.export(profiler, tmp_path / "warm.json")
+    assert len(calls) == 4
+    assert "profiler_start" not in capfd.readouterr().err
+    assert len(trace.annotation_spans("step")) == 3
+    assert len([op for op in trace.top_level_cpu_ops() if op.name == "aten::add"]) == 3
+    assert {e.key: e.count for e in profiler.key_averages()}["aten::add"] == 3
