@@ -124,17 +124,16 @@ def test_on_a_gpu_the_matmul_target_uses_a_peak_measured_just_before_the_sweep(m
 
     events = []
 
-    def peak_now(name, n=None, *, threads=None):
+    def peak_now(name, *, threads=None):
         events.append(("peak", name))
-        return {"bfloat16": 700e12, "float32": 50e12}[name]
+        return {"bfloat16": 700e12, "float32": 50e12}[name], 8192
 
     def sweep(*args, **kwargs):
         events.append(("sweep",))
         return _sweep(620)
 
     monkeypatch.setattr(compute, "ON_GPU", True)
-    monkeypatch.setattr(ceilings_module, "matmul_peak_size", lambda name, threads=None: 8192)
-    monkeypatch.setattr(ceilings_module, "measure_matmul_peak", peak_now)
+    monkeypatch.setattr(ceilings_module, "measure_best_matmul_peak", peak_now)
     monkeypatch.setattr(compute, "square_sweep", sweep)
     monkeypatch.setattr(compute, "bert_table", lambda: None)
     monkeypatch.setattr(compute, "table_checks", lambda table: [])

@@ -79,8 +79,8 @@ def measured_ceilings(*, refresh: bool = False) -> Ceilings:
 
 
 def matmul_peaks_now(ceilings: Ceilings) -> Ceilings:
-    """GPU: ``ceilings`` with each matmul peak measured again now, at the size
-    :mod:`brrr.ceilings` times, for a sweep about to be compared with it.
+    """GPU: ``ceilings`` with each matmul peak measured again now, at the sizes
+    :mod:`brrr.ceilings` times (the best of them), for a sweep about to be compared with it.
 
     The cached peak may be hours old, from a GPU at another clock or
     temperature, or with another process on it; the matmul target compares two
@@ -90,9 +90,10 @@ def matmul_peaks_now(ceilings: Ceilings) -> Ceilings:
     """
     if not ON_GPU:
         return ceilings
-    sizes = {name: ceilings_module.matmul_peak_size(name, threads=ceilings.threads) for name in ceilings.matmul_peak}
-    peaks = {name: ceilings_module.measure_matmul_peak(name, n, threads=ceilings.threads)
-             for name, n in sizes.items()}
+    best = {name: ceilings_module.measure_best_matmul_peak(name, threads=ceilings.threads)
+            for name in ceilings.matmul_peak}
+    peaks = {name: rate for name, (rate, _) in best.items()}
+    sizes = {name: n for name, (_, n) in best.items()}
     env = dict(ceilings.env, matmul_peak="measured again just before the sweep")
     return replace(ceilings, matmul_peak=peaks, matmul_n=sizes, env=env)
 
