@@ -300,8 +300,6 @@ def profile_steps(step: Callable[[], object], steps: int, *, on_gpu: bool | None
     in a short step reads as time the device waited. The caller reads the
     profiler (``key_averages()``) or exports it (:func:`export`).
     """
-    import contextlib
-
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
     from brrr.device import ON_GPU, synchronize
