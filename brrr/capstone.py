@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 
 from brrr import units
-from brrr.device import DEVICE, ON_GPU, per_device
+from brrr.device import DEVICE, ON_GPU, bf16_note, half_precision_dtype, per_device
 from brrr.models import gpt
 from brrr.roofline import Regime
 
@@ -55,17 +55,28 @@ class Fix:
     bounded_by_advice: bool = True
 
 
-def _bf16_not_here() -> str | None:
-    """bf16 applies where its measured matmul peak beats fp32's: on a GPU with tensor cores, and on a CPU
-    with bf16 matrix instructions (AMX, AVX512-BF16). Elsewhere it would slow the matmuls down."""
+# The 16-bit dtype of the "bf16" fix: bf16 where the hardware has it; on a GPU before Ampere (Colab's T4,
+# sm_75) fp16, which its tensor cores run. The step is inference, so fp16 needs no loss scaling.
+HALF = half_precision_dtype()
+HALF_NAME = "bf16" if HALF == torch.bfloat16 else "fp16"
+
+
+def half_precision_note() -> str:
+    """A sentence where the 16-bit fix runs in fp16 instead of bf16, else ""."""
+    return bf16_note() if ON_GPU else ""
+
+
+def _half_not_here() -> str | None:
+    """The 16-bit fix applies where its measured matmul peak beats fp32's: on a GPU with tensor cores, and on
+    a CPU with bf16 matrix instructions (AMX, AVX512-BF16). Elsewhere it would slow the matmuls down."""
     from brrr import ceilings
 
     peaks = ceilings.measure(threads=THREADS).matmul_peak
-    bf16, fp32 = peaks.get("bfloat16", 0.0), peaks["float32"]
-    if bf16 > fp32:
+    half, fp32 = peaks.get(str(HALF).removeprefix("torch."), 0.0), peaks["float32"]
+    if half > fp32:
         return None
-    return (f"This {'GPU' if ON_GPU else 'CPU'}'s measured bf16 matmul peak is {units.flops(bf16)} against "
-            f"{units.flops(fp32)} for float32 (brrr.ceilings): bf16 would slow its matmuls down")
+    return (f"This {'GPU' if ON_GPU else 'CPU'}'s measured {HALF_NAME} matmul peak is {units.flops(half)} "
+            f"against {units.flops(fp32)} for float32 (brrr.ceilings): {HALF_NAME} would slow its matmuls down")
 
 
 def _cuda_graphs_not_here() -> str | None:
@@ -82,8 +93,8 @@ FIXES = (
         lambda s: replace(s, compile_mode=s.compile_mode or "default")),
     Fix("SDPA attention", Regime.MEMORY.value, lambda s: replace(s, config=s.config.with_(sdpa=True)),
         bounded_by_advice=False),
-    Fix("bf16 weights and activations", Regime.COMPUTE.value, lambda s: replace(s, dtype=torch.bfloat16),
-        why_not_here=_bf16_not_here),
+    Fix(f"{HALF_NAME} weights and activations", Regime.COMPUTE.value, lambda s: replace(s, dtype=HALF),
+        why_not_here=_half_not_here),
     Fix("CUDA graphs (torch.compile mode='reduce-overhead')", Regime.OVERHEAD.value,
         lambda s: replace(s, compile_mode="reduce-overhead"), why_not_here=_cuda_graphs_not_here),
 )
