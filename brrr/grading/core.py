@@ -564,3 +564,14 @@ def one_launch(name: str, recipe: dict, inputs: str, what: str, constants: tuple
                        f"number): the lab's kernel takes {', '.join(constants)}: tl.constexpr, and {why}.")
         sizes[arg] = value
     return launch, sizes, math.prod(launch.get("grid", [1]))
+
+
+def correct_summary(name: str, against: str, cases, result: dict) -> str:
+    """What a passed correctness check says: the reference, every case, the tolerances, bounds and seed.
+
+    ``against`` names the reference, ``cases`` are the shapes checked (their ``str``), and
+    ``result`` is what :func:`check_kernels` returned.
+    """
+    return (f"{name}'s kernel, run by the grader, matches {against} on {'; '.join(str(c) for c in cases)}, with "
+            f"NaN-filled outputs (float32 rtol {tolerance(torch.float32)[0]:g}; float16 rtol "
+            f"{tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}")

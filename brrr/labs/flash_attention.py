@@ -486,12 +486,9 @@ def grade_prediction(student) -> str:
 def grade_correct(student, *, causal: bool = False) -> str:
     spec = CAUSAL_SPEC if causal else SPEC
     result = core.check_kernels(student, spec, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
-    cases = "; ".join(str(case) for case in CORRECTNESS_CASES)
     what = "causal attention (is_causal=True)" if causal else "attention"
-    return (f"{student.name}'s kernel, run by the grader, matches scaled_dot_product_attention's {what} "
-            f"(float32, cast to the inputs' dtype) on {cases}, with NaN-filled outputs (float32 rtol "
-            f"{core.tolerance(torch.float32)[0]:g}; float16 rtol {core.tolerance(torch.float16)[0]:g}); "
-            f"{result['bounds']}; seed {result['seed']}")
+    return core.correct_summary(student.name, f"scaled_dot_product_attention's {what} (float32, cast to the "
+                                "inputs' dtype)", CORRECTNESS_CASES, result)
 
 
 # ---------------------------------------------------------------- the blocks of a recorded launch

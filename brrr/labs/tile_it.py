@@ -347,11 +347,8 @@ def grade_prediction(student) -> str:
 
 def grade_correct(student) -> str:
     result = core.check_kernels(student, SPEC, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
-    cases = "; ".join(str(case) for case in CORRECTNESS_CASES)
-    return (f"{student.name}'s kernel, run by the grader, matches matmul_reference() (float32, cast to the "
-            f"output's dtype) on {cases}, with NaN-filled outputs (float32 rtol "
-            f"{core.tolerance(torch.float32)[0]:g}; float16 rtol {core.tolerance(torch.float16)[0]:g}); "
-            f"{result['bounds']}; seed {result['seed']}")
+    return core.correct_summary(student.name, "matmul_reference() (float32, cast to the output's dtype)",
+                                CORRECTNESS_CASES, result)
 
 
 # ---------------------------------------------------------------- the tiling of a recorded launch
