@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from brrr.device import ON_GPU, TRITON_INTERPRETED, device_name, synchronize
+from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, device_name, synchronize
 from brrr.grading import isolation, thresholds
 
 
@@ -250,6 +250,14 @@ def fresh_generator(seed: int | None = None) -> tuple[torch.Generator, int]:
     generator = torch.Generator(device="cpu")
     generator.manual_seed(seed)
     return generator, seed
+
+
+def device_generator(generator: torch.Generator) -> torch.Generator:
+    """A generator on the checks' device, seeded from ``generator``: inputs drawn there, not copied over."""
+    seed = int(torch.randint(2**62, (1,), generator=generator))
+    on_device = torch.Generator(device=DEVICE)
+    on_device.manual_seed(seed)
+    return on_device
 
 
 def _poisoned(like: torch.Tensor, fill: float) -> torch.Tensor:

@@ -230,16 +230,9 @@ RISE = 24.0  # "rising" logits grow by this much from the first key to the last
 OVERFLOW = 88.7  # exp(x) is inf in float32 above this
 
 
-def _device_generator(generator: torch.Generator) -> torch.Generator:
-    seed = int(torch.randint(2**62, (1,), generator=generator))
-    on_device = torch.Generator(device=DEVICE)
-    on_device.manual_seed(seed)
-    return on_device
-
-
 def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh contiguous ``q``, ``k``, ``v`` for ``shape`` on the device (logits: see :class:`Shape`)."""
-    on_device = _device_generator(generator)
+    on_device = core.device_generator(generator)
     size = (shape.batch, shape.heads, shape.n, shape.d)
     q, k, v = (torch.randn(size, generator=on_device, device=DEVICE) for _ in range(3))
     if shape.logits == "large":

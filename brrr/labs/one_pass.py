@@ -214,13 +214,6 @@ class Rows:
         return getattr(torch, self.dtype)
 
 
-def _device_generator(generator: torch.Generator) -> torch.Generator:
-    seed = int(torch.randint(2**62, (1,), generator=generator))
-    on_device = torch.Generator(device=DEVICE)
-    on_device.manual_seed(seed)
-    return on_device
-
-
 # The hard rows, planted from row 0 on (as many as the case has rows).
 SOFTMAX_HARD_ROWS = (
     "values near +1000: exp overflows to inf without the max subtraction",
@@ -236,7 +229,7 @@ LAYER_NORM_HARD_ROWS = (
 
 def make_softmax_inputs(case: Rows, generator: torch.Generator) -> tuple[torch.Tensor]:
     """x for a softmax case: N(0, 3²) on the device, with :data:`SOFTMAX_HARD_ROWS` planted."""
-    on_device = _device_generator(generator)
+    on_device = core.device_generator(generator)
     x = torch.randn(case.rows, case.cols, generator=on_device, device=DEVICE) * 3
     if case.planted:
         if case.rows > 0:
@@ -250,7 +243,7 @@ def make_softmax_inputs(case: Rows, generator: torch.Generator) -> tuple[torch.T
 
 def make_layer_norm_inputs(case: Rows, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
     """x, weight and bias for a layer-norm case, with :data:`LAYER_NORM_HARD_ROWS` planted in x."""
-    on_device = _device_generator(generator)
+    on_device = core.device_generator(generator)
     x = torch.randn(case.rows, case.cols, generator=on_device, device=DEVICE) * 2 + 0.5
     weight = 1 + 0.5 * torch.randn(case.cols, generator=on_device, device=DEVICE)
     bias = 0.5 * torch.randn(case.cols, generator=on_device, device=DEVICE)

@@ -172,16 +172,9 @@ def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return (a.float() @ b.float()).to(a.dtype)
 
 
-def _device_generator(generator: torch.Generator) -> torch.Generator:
-    seed = int(torch.randint(2**62, (1,), generator=generator))
-    on_device = torch.Generator(device=DEVICE)
-    on_device.manual_seed(seed)
-    return on_device
-
-
 def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Fresh ``a`` and ``b`` for ``shape`` on the device, contiguous (values: see :class:`Shape`)."""
-    on_device = _device_generator(generator)
+    on_device = core.device_generator(generator)
     if shape.values == "unit":
         a = torch.rand(shape.m, shape.k, generator=on_device, device=DEVICE)
         b = torch.rand(shape.k, shape.n, generator=on_device, device=DEVICE)
