@@ -583,3 +583,16 @@ def correct_summary(name: str, against: str, cases, result: dict) -> str:
     return (f"{name}'s kernel, run by the grader, matches {against} on {'; '.join(str(c) for c in cases)}, with "
             f"NaN-filled outputs (float32 rtol {tolerance(torch.float32)[0]:g}; float16 rtol "
             f"{tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}")
+
+
+def check_timed_outputs(name: str, out_name: str, outputs, seed: int, *, kernels: str = "kernel",
+                        tag: str = "") -> None:
+    """After timing, every output the timed runs wrote against its expected value: ``outputs`` is
+    ``[(out, expected), ...]``, one per input set. A kernel fast because it skipped work fails here
+    (AssertionError naming the set); ``tag`` names the sets' group in the message, as " (grouped)"."""
+    for number, (out, expected) in enumerate(outputs):
+        rtol, atol = tolerance(expected.dtype)
+        report = diff_report(out_name, out, expected, rtol=rtol, atol=atol,
+                             context=f" on input set {number + 1} of {len(outputs)}{tag} after timing (seed {seed})")
+        if report:
+            raise fail(f"{name}'s {kernels} did not compute the right result while timed.\n{report}")

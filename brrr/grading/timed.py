@@ -101,12 +101,8 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
                             f"{units.seconds(baseline.median_s)}")
 
     best, history = core.repeat_until_pass(attempt)
-    for number, (recorded, out, _) in enumerate(sets):  # every timed output, after timing
-        rtol, atol = core.tolerance(recorded.expected.dtype)
-        report = core.diff_report(spec.out_name, out, recorded.expected, rtol=rtol, atol=atol,
-                                  context=f" on input set {number + 1} of {len(sets)} after timing (seed {seed})")
-        if report:
-            raise core.fail(f"{name}'s kernels did not compute the right result while timed.\n{report}")
+    core.check_timed_outputs(name, spec.out_name, [(out, recorded.expected) for recorded, out, _ in sets], seed,
+                             kernels="kernels")
     tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
     if not best.passed:
         needed = (f"at least {threshold.value:.0%} of the copy bandwidth" if bandwidth

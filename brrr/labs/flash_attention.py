@@ -740,12 +740,7 @@ def _measure(student, check: str) -> str:
                             f"{units.seconds(other)}: {ratio:.2f}x its speed")
 
     best, history = core.repeat_until_pass(attempt)
-    for number, (case, out) in enumerate(zip(cases, outs)):  # every timed output, after timing
-        rtol, atol = core.tolerance(case.expected.dtype)
-        report = core.diff_report(SPEC.out_name, out, case.expected, rtol=rtol, atol=atol,
-                                  context=f" on input set {number + 1} of {len(cases)} after timing (seed {seed})")
-        if report:
-            raise core.fail(f"{name}'s kernel did not compute the right result while timed.\n{report}")
+    core.check_timed_outputs(name, SPEC.out_name, [(out, case.expected) for case, out in zip(cases, outs)], seed)
     tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
     launched = f"BLOCK_M = {blocks[0]['BLOCK_M']}, BLOCK_N = {blocks[0]['BLOCK_N']}"
     if not best.passed:

@@ -561,13 +561,8 @@ def _measure(student, check: str) -> str:
 
     best, history = core.repeat_until_pass(attempt)
     for order, entries in sets.items():  # every timed output, after timing
-        for number, (case, _, out, _) in enumerate(entries):
-            rtol, atol = core.tolerance(case.expected.dtype)
-            report = core.diff_report(SPEC.out_name, out, case.expected, rtol=rtol, atol=atol,
-                                      context=f" on input set {number + 1} of {len(entries)} ({order}) after timing "
-                                              f"(seed {seed})")
-            if report:
-                raise core.fail(f"{name}'s kernel did not compute the right result while timed.\n{report}")
+        core.check_timed_outputs(name, SPEC.out_name, [(out, case.expected) for case, _, out, _ in entries], seed,
+                                 tag=f" ({order})")
     tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
     tile = tiles[0]
     tiling = f"{tile['BLOCK_M']} × {tile['BLOCK_N']} × {tile['BLOCK_K']} tiles, GROUP_M={tile['GROUP_M']}"
