@@ -183,14 +183,14 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         "must also equal what the launched tiling implies, exactly"),
     ("05-tile-it", "peak_4096", "gpu"): Threshold(
         0.70, "at_least",
-        "bfloat16 at 4096³: a tiled Triton kernel with large tiles (128 × 128 and up), float32 accumulation "
+        "bfloat16 at 4096³ (float16 on a GPU without bfloat16, as a T4): a tiled Triton kernel with large tiles (128 × 128 and up), float32 accumulation "
         "and software pipelining reaches 70% or more of the torch.mm (cuBLAS) peak measured in the same run"),
     ("05-tile-it", "peak_8192", "gpu"): Threshold(
         0.70, "at_least", "as at 4096³; at 8192³ the grid is four times larger and the order of programs matters"),
     ("05-tile-it", "grouped_order", "gpu"): Threshold(
         0.95, "at_least",
         "the student's kernel with its own GROUP_M against the same kernel with GROUP_M = 1 (row-major "
-        "order), timed in turns in the same run at 8192³ bfloat16: grouped order should not be slower. "
+        "order), timed in turns in the same run at 8192³ (Lab 5's timed dtype): grouped order should not be slower. "
         "Back-to-back timings of one kernel differ by a few percent, so 5% slower is still a pass"),
     # ---------------------------------------------------------------- lab 6: FlashAttention forward
     ("06-flash-attention", "prediction", "any"): Threshold(
