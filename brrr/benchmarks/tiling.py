@@ -16,11 +16,11 @@ tiles; the tiles decide how many bytes those FLOPs cost
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from brrr import counting
+from brrr import counting, units
 from brrr.device import DEVICE, ON_GPU
 from brrr.kernels.matmul import matmul_reference, tile_for, tiled_matmul
 from brrr.roofline import Roof, attainable_flops
@@ -162,10 +162,6 @@ def roof_at_least(roof: Roof, rate: float) -> tuple[Roof, str]:
     """
     if rate <= roof.peak_flops:
         return roof, ""
-    from dataclasses import replace
-
-    from brrr import units
-
     why = (f"the roof is raised from the cached {units.flops(roof.peak_flops)} to {units.flops(rate)}, "
            f"torch.mm's rate just now: a roof is the best this machine was seen to do, and the "
            f"cached peak was timed at another size or under other load")

@@ -125,7 +125,7 @@ def tiled_bytes(shape: Shape, block_m: int, block_n: int) -> dict[str, int]:
 
 def minimum_bytes(shape: Shape) -> int:
     """``a`` and ``b`` read once, ``out`` written once: the traffic of one tile as large as the output."""
-    return (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * shape.element_size
+    return int(counting.matmul(shape.m, shape.n, shape.k, shape.torch_dtype).bytes)
 
 
 def intensity(shape: Shape, nbytes: float) -> float:
