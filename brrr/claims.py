@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from brrr import reference
+from brrr import reference, units
 from brrr.targets import measurements
 from brrr.stamp import stamp as current_stamp
 
@@ -124,8 +124,9 @@ CLAIMS: dict[str, Claim] = {claim.key: claim for claim in _CLAIMS}
 FIELDS = ("statement", "essay", "here", "verdict", "why", "stamp")
 
 
-def _ratio(value: float) -> str:
-    return f"{value:.2f}x"
+def _ratio(value: float, *against: float) -> str:
+    """``value`` as "1.23x", precise enough to stay on its side of each threshold in ``against``."""
+    return units.beside(value, 2, against) + "x"
 
 
 def judge_three_regimes(tiny: str, pointwise: str, matmul: str) -> Verdict:
@@ -155,8 +156,10 @@ def judge_contractions(flop_share: float, time_share: float) -> Verdict:
     """Contractions' shares (0 to 1) of a training step's FLOPs and runtime."""
     other_flops, other_time = 1 - flop_share, 1 - time_share
     factor = other_time_over_flop_share(flop_share, time_share)
-    here = (f"contractions {100 * flop_share:.2f}% of FLOPs, {100 * time_share:.1f}% of runtime; the other "
-            f"ops {100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs ({factor:.0f}x)")
+    flop_percent = units.beside(100 * flop_share, 2, (100 * CONTRACTION_FLOP_SHARE_MIN,))
+    here = (f"contractions {flop_percent}% of FLOPs, {100 * time_share:.1f}% of runtime; the other "
+            f"ops {100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs "
+            f"({units.beside(factor, 0, (OTHER_TIME_OVER_FLOP_SHARE_MIN,))}x)")
     if flop_share < CONTRACTION_FLOP_SHARE_MIN:
         return Verdict("contractions-flops-vs-runtime", False, here,
                        f"contractions did under {CONTRACTION_FLOP_SHARE_MIN:.0%} of the FLOPs in this layer")
@@ -173,8 +176,8 @@ def judge_other_ops_rate(normalization: float, elementwise: float, matmul_over_v
     """How many times fewer FLOP/s each class achieved than the contractions; the roofs' own ratio,
     and ``measured``: the roofs' dtype and thread count, since other pages quote other settings."""
     roofs = f"matmul roof ({measured})" if measured else "matmul roof"
-    here = (f"normalization {normalization:.0f}x, element-wise {elementwise:.0f}x fewer FLOP/s than "
-            "the contractions")
+    here = (f"normalization {units.beside(normalization, 0, (100,))}x, element-wise "
+            f"{units.beside(elementwise, 0, (100,))}x fewer FLOP/s than the contractions")
     if min(normalization, elementwise) >= 100:
         return Verdict("other-ops-fewer-flops", True, here, "hundreds of times fewer, as in the essay")
     return Verdict("other-ops-fewer-flops", False, here,
@@ -185,7 +188,7 @@ def judge_other_ops_rate(normalization: float, elementwise: float, matmul_over_v
 def judge_matmul_gap(matmul_peak: float, vector_peak: float, measured: str = "") -> Verdict:
     """Best measured matmul peak and non-matmul peak, FLOP/s; ``measured`` names their dtype and threads."""
     gap = matmul_peak / vector_peak
-    here = f"matmul peak {_ratio(gap)} the non-matmul peak" + (f" ({measured})" if measured else "")
+    here = f"matmul peak {_ratio(gap, 4)} the non-matmul peak" + (f" ({measured})" if measured else "")
     if gap >= 4:
         return Verdict("matmul-gap", True, here, "matmuls have hardware the other ops cannot use")
     return Verdict("matmul-gap", False, here,
@@ -195,7 +198,8 @@ def judge_matmul_gap(matmul_peak: float, vector_peak: float, measured: str = "")
 
 def judge_fusion_cuts_bytes(fusion_speedup: float, passes_saved: float) -> Verdict:
     """Control-to-fused speedup of a chain whose fused kernel makes ``passes_saved`` times fewer passes."""
-    here = f"{passes_saved:.0f}x fewer bytes, {_ratio(fusion_speedup)} faster than the same ops compiled separately"
+    here = (f"{passes_saved:.0f}x fewer bytes, {_ratio(fusion_speedup, 2 / 3 * passes_saved)} faster than the "
+            "same ops compiled separately")
     if fusion_speedup >= 2 / 3 * passes_saved:
         return Verdict("fusion-cuts-bytes", True, here, "the time fell with the bytes")
     return Verdict("fusion-cuts-bytes", False, here,
@@ -212,9 +216,9 @@ def judge_fused_chain(fused_s: float, one_op_s: float, again: Callable[[], float
     """
     ratios = measurements(fused_s / one_op_s, again, lambda ratio: ratio <= 1.3, attempts=attempts)
     ratio = min(ratios)
-    here = f"fused chain {_ratio(ratio)} the time of one op"
+    here = f"fused chain {_ratio(ratio, 1.3)} the time of one op"
     if len(ratios) > 1:
-        here += f" (the best of {len(ratios)} measurements: {', '.join(_ratio(r) for r in ratios)})"
+        here += f" (the best of {len(ratios)} measurements: {', '.join(_ratio(r, 1.3) for r in ratios)})"
     if ratio <= 1.3:
         return Verdict("fused-chain-one-op", True, here, "the extra ops hid under the memory time of one pass")
     return Verdict("fused-chain-one-op", False, here,
@@ -224,11 +228,11 @@ def judge_fused_chain(fused_s: float, one_op_s: float, again: Callable[[], float
 def judge_cos_cos(fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memory: float) -> Verdict:
     """Compiled cos().cos() and cos() seconds; compute time of two cosines over one pass's memory time."""
     ratio = fused_cos_cos_s / fused_cos_s
-    here = f"compiled x.cos().cos() {_ratio(ratio)} the time of compiled x.cos()"
+    here = f"compiled x.cos().cos() {_ratio(ratio, 1.3)} the time of compiled x.cos()"
     if ratio <= 1.3:
         return Verdict("cos-cos-one-cos", True, here, "the second cosine hid under the memory time")
     if two_cos_over_memory > 1:
-        why = (f"two cosines per element take {_ratio(two_cos_over_memory)} the memory time of one pass: a "
+        why = (f"two cosines per element take {_ratio(two_cos_over_memory, 1)} the memory time of one pass: a "
                "cosine is a software polynomial here, and the fused kernel is compute-bound")
     else:
         why = "the fused kernel ran slower than the roofline predicts for it"
@@ -237,13 +241,15 @@ def judge_cos_cos(fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memor
 
 def judge_knee(measured: float, predicted: float) -> Verdict:
     """Repeat counts: where the runtime started to climb, and where the measured roofs put it."""
-    here = f"flat up to about {measured:.0f} repeats; the measured roofs predict {predicted:.0f}"
+    shown = units.beside(measured, 1 if measured < 10 else 0, (4, 0.5 * predicted, 2 * predicted))  # as printed
+    here = f"flat up to about {shown} repeats; the measured roofs predict {predicted:.0f}"
     if measured < 4:
         return Verdict("memory-bound-until-ridge", False, here,
-                       "fewer than 4 multiplies per element were free on this machine")
+                       f"the knee came at {shown} repeats, under the 4 the rule asks: fewer than 4 "
+                       "multiplies per element were free on this machine")
     if not 0.5 <= measured / predicted <= 2:
         return Verdict("memory-bound-until-ridge", False, here,
-                       f"the knee came at {_ratio(measured / predicted)} the repeat count the measured "
+                       f"the knee came at {_ratio(measured / predicted, 0.5, 2)} the repeat count the measured "
                        "roofs predict, outside the 0.5x to 2x the rule allows")
     return Verdict("memory-bound-until-ridge", True, here,
                    "extra arithmetic was free up to the ridge point, as the roofline says")
@@ -253,7 +259,8 @@ def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: 
     """Python adds/s, eager ops/s, and the time of an add 1/16 of the knee size over a one-element add."""
     slower = python_per_s / torch_per_s
     here = (f"Python {python_per_s / 1e6:.0f} M adds/s, eager PyTorch {torch_per_s / 1e3:.0f} K ops/s "
-            f"({slower:.0f}x fewer); an add 1/16 of the knee size takes {_ratio(floor_growth)} a one-element add")
+            f"({units.beside(slower, 0, (10,))}x fewer); an add 1/16 of the knee size takes "
+            f"{_ratio(floor_growth, 1.5)} a one-element add")
     if slower < 10:
         return Verdict("overhead-floor", False, here, "eager ops were less than 10x slower than Python adds")
     if floor_growth > 1.5:
@@ -263,8 +270,8 @@ def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: 
 
 def judge_batch_doubling(first_ratio: float, first_over_roofline: float, last_ratio: float) -> Verdict:
     """Step-time ratios of the first and last doublings; the first step's time over its roofline time."""
-    here = (f"first doubling {_ratio(first_ratio)} the time, at {first_over_roofline:.1f}x its roofline time; "
-            f"last doubling {_ratio(last_ratio)}")
+    here = (f"first doubling {_ratio(first_ratio, 1.25)} the time, at {units.beside(first_over_roofline, 1, (2,))}x "
+            f"its roofline time; last doubling {_ratio(last_ratio, 1.5)}")
     if first_ratio >= 1.25:
         return Verdict("batch-doubling", False, here, "the smallest batch was not flat")
     if first_over_roofline < 2:
@@ -279,7 +286,7 @@ def judge_batch_doubling(first_ratio: float, first_over_roofline: float, last_ra
 
 def judge_compile_overhead(speedup: float) -> Verdict:
     """torch.compile's speedup over eager on 50 tiny pointwise ops."""
-    here = f"compiled {_ratio(speedup)} faster than eager on 50 tiny ops"
+    here = f"compiled {_ratio(speedup, 2)} faster than eager on 50 tiny ops"
     if speedup >= 2:
         return Verdict("compile-removes-overhead", True, here, "one dispatch instead of fifty")
     return Verdict("compile-removes-overhead", False, here, "the compiled call's own overhead ate the gain")
@@ -287,7 +294,7 @@ def judge_compile_overhead(speedup: float) -> Verdict:
 
 def judge_rematerialization(memory_factor: float, speedup: float) -> Verdict:
     """Everything-saved over recomputed: peak memory ratio and step-time ratio (above 1: recomputing won)."""
-    here = (f"recomputation {_ratio(memory_factor)} less peak memory, {_ratio(speedup)} the speed of the "
+    here = (f"recomputation {_ratio(memory_factor, 1.1)} less peak memory, {_ratio(speedup, 0.95)} the speed of the "
             "same compiled code with everything saved")
     if memory_factor < 1.1:
         return Verdict("remat-memory-and-time", False, here, "recomputing saved under 10% of the peak memory")

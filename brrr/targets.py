@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from brrr import units
 from brrr.device import device_name
 
 
@@ -19,22 +20,19 @@ class TargetMissed(AssertionError):
     """A performance target, or a measured claim, missed in every attempt."""
 
 
-def _ratio(value: float) -> str:
-    return f"{value:.2f}x"
-
-
 def require(what: str, minimum: float, first: float, again: Callable[[], float] | None = None, *,
-            attempts: int = 3, show: Callable[[float], str] = _ratio) -> float:
+            attempts: int = 3, show: Callable[[float], str] | None = None) -> float:
     """Check ``first`` (and, on a miss, ``again()``) against ``minimum``; return the best value.
 
-    ``what`` names the target, ``show`` formats a value (a speedup by default).
+    ``what`` names the target, ``show`` formats a value (by default a ratio, "1.23x", with the decimals
+    that keep it on its side of ``minimum``: 1.497 is not shown as a "1.50x" that missed 1.50x).
     Raises :class:`TargetMissed` when all ``attempts`` miss.
     """
     return _require(what, first, again, attempts, show, bound=minimum, at_least=True)
 
 
 def require_at_most(what: str, maximum: float, first: float, again: Callable[[], float] | None = None, *,
-                    attempts: int = 3, show: Callable[[float], str] = _ratio) -> float:
+                    attempts: int = 3, show: Callable[[float], str] | None = None) -> float:
     """:func:`require` for a value that must stay at or below ``maximum`` (a ratio of times that should
     be flat, say); returns the lowest value measured."""
     return _require(what, first, again, attempts, show, bound=maximum, at_least=False)
@@ -53,6 +51,10 @@ def measurements(first: float, again: Callable[[], float] | None, meets: Callabl
 def _require(what, first, again, attempts, show, *, bound: float, at_least: bool) -> float:
     def meets(value: float) -> bool:
         return value >= bound if at_least else value <= bound
+
+    if show is None:
+        def show(value: float) -> str:
+            return units.beside(value, 2, (bound,)) + "x"
 
     values = measurements(first, again, meets, attempts=attempts)
     best = max(values) if at_least else min(values)

@@ -38,6 +38,24 @@ def _sig(x: float, digits: int) -> str:
     return f"{x:.{decimals}f}"
 
 
+def beside(value: float, decimals: int = 2, thresholds: tuple[float, ...] = ()) -> str:
+    """``value`` to ``decimals`` places, or to more where fewer would round it onto or across one of
+    ``thresholds``: a figure printed beside a verdict sits on the side of the line the verdict says.
+
+    >>> beside(1.503, 2, (1.5,)), beside(3.46, 0, (4,)), beside(3.96, 0, (4,))
+    ('1.503', '3', '3.96')
+    """
+    def side(x: float, threshold: float) -> int:
+        return (x > threshold) - (x < threshold)
+
+    text = f"{value:.{decimals}f}"
+    for places in range(decimals + 1, decimals + 7):
+        if all(side(float(text), threshold) == side(value, threshold) for threshold in thresholds):
+            break
+        text = f"{value:.{places}f}"
+    return text
+
+
 def seconds(value: float) -> str:
     """A duration with a fitting unit: '812 ns', '3.40 us', '12.1 ms', '2.05 s'."""
     magnitude = abs(value)
@@ -63,15 +81,19 @@ def flops(flop_per_s: float) -> str:
     return si(flop_per_s, "FLOP/s")
 
 
-def percent(fraction: float) -> str:
-    return f"{fraction * 100:.0f}%"
+def percent(fraction: float, thresholds: tuple[float, ...] = ()) -> str:
+    """``fraction`` as a whole percentage, with decimals only where it would round onto one of
+    ``thresholds`` (fractions too): 0.7496 against 0.75 is "74.96%", not a "75%" that failed 75%."""
+    return beside(fraction * 100, 0, tuple(100 * t for t in thresholds)) + "%"
 
 
-def fraction_of(value: float, ceiling: float, unit: str, ceiling_name: str, *, above: str = "") -> str:
+def fraction_of(value: float, ceiling: float, unit: str, ceiling_name: str, *, above: str = "",
+                thresholds: tuple[float, ...] = ()) -> str:
     """'<value> = <pct> of <ceiling> <ceiling_name>', both in ``unit`` with SI prefixes.
 
     A roof that a measurement exceeds needs its reason on the same line: ``above``
-    is printed after the numbers when ``value`` is more than ``ceiling``.
+    is printed after the numbers when ``value`` is more than ``ceiling``. ``thresholds``
+    (fractions of the ceiling) go to :func:`percent`.
     """
-    text = f"{si(value, unit)} = {percent(value / ceiling)} of {si(ceiling, unit)} {ceiling_name}"
+    text = f"{si(value, unit)} = {percent(value / ceiling, thresholds)} of {si(ceiling, unit)} {ceiling_name}"
     return f"{text} (above it: {above})" if above and value > ceiling else text

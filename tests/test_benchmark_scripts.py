@@ -98,3 +98,11 @@ def test_a_ratio_that_must_stay_flat_is_timed_again_and_fails_when_it_never_is(c
     assert "measured 1.80x, 1.10x: met" in capsys.readouterr().out
     with pytest.raises(targets.TargetMissed, match=r"at most 1\.50x wanted, measured 1\.80x, 1\.70x, 1\.60x"):
         targets.require_at_most("flat", 1.5, 1.8, iter([1.7, 1.6]).__next__)
+
+
+def test_a_measured_ratio_is_never_rounded_onto_the_target_it_missed(capsys):
+    """1.497x missing "at least 1.50x" must not print as "measured 1.50x: NOT met"."""
+    with pytest.raises(targets.TargetMissed, match=r"at least 1\.50x wanted, measured 1\.497x"):
+        targets.require("close call", 1.5, 1.497)
+    assert targets.require_at_most("close call", 1.5, 1.4999) == 1.4999
+    assert "measured 1.4999x: met" in capsys.readouterr().out

@@ -120,3 +120,22 @@ def test_a_missed_chain_claim_is_measured_again_before_it_is_the_verdict():
     missed = claims.judge_fused_chain(0.025, 0.010, lambda: 1.4)
     assert not missed.held and "the best of 3 measurements" in missed.here
     assert "best of" not in claims.judge_fused_chain(0.011, 0.010, lambda: 1 / 0).here  # a hit is not re-timed
+
+
+@pytest.mark.parametrize("judge, numbers, shown, not_shown", [
+    (claims.judge_knee, (3.5, 9), "about 3.5 repeats", "about 4 repeats"),
+    (claims.judge_knee, (3.96, 9), "about 3.96 repeats", "about 4.0 repeats"),
+    (claims.judge_knee, (5.2, 9), "about 5.2 repeats", None),
+    (claims.judge_knee, (86.4, 79), "about 86 repeats", None),
+    (claims.judge_fused_chain, (1.2999, 1.0), "1.2999x", "1.30x"),
+    (claims.judge_compile_overhead, (1.996,), "1.996x", "2.00x"),
+    (claims.judge_other_ops_rate, (99.6, 300, 2), "normalization 99.6x", "normalization 100x"),
+    (claims.judge_batch_doubling, (1.02, 1.96, 1.9), "at 1.96x its roofline", "at 2.0x its roofline"),
+])
+def test_a_figure_is_never_rounded_across_the_line_its_rule_draws(judge, numbers, shown, not_shown):
+    """3.5 repeats printed as "about 4" beside "fewer than 4 were free" read as a contradiction: a figure
+    gets the decimals that keep it on its side of the rule's threshold, and only those."""
+    verdict = judge(*numbers)
+    assert shown in verdict.here, verdict.here
+    if not_shown:
+        assert not_shown not in verdict.here, verdict.here

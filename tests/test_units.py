@@ -25,3 +25,12 @@ def test_binary_bytes():
 def test_fraction_of_names_the_ceiling():
     text = units.fraction_of(1.41e12, 3.0e12, "B/s", "measured copy bandwidth")
     assert text == "1.41 TB/s = 47% of 3.00 TB/s measured copy bandwidth"
+
+
+def test_a_figure_keeps_the_side_of_its_threshold_and_only_then_gains_decimals():
+    assert units.beside(1.503, 2, (1.5,)) == "1.503" and units.beside(1.497, 2, (1.5,)) == "1.497"
+    assert units.beside(1.53, 2, (1.5,)) == "1.53" and units.beside(1.5, 2, (1.5,)) == "1.50"
+    assert units.beside(3.46, 0, (4,)) == "3" and units.beside(3.6, 0, (4,)) == "3.6"
+    assert units.percent(0.7496, (0.75,)) == "74.96%" and units.percent(0.7496) == "75%"
+    assert units.percent(0.81, (0.75,)) == "81%"
+    assert "69.8% of" in units.fraction_of(0.698e12, 1e12, "B/s", "copy", thresholds=(0.7,))

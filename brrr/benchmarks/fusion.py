@@ -515,12 +515,13 @@ def require(check: str, first: float, again: Callable[[], float] | None = None, 
 
 
 def _value(check: str, measured: float) -> str:
-    kind = target(check).kind
-    if kind == SPEEDUP:
-        return f"{measured:.2f}x"
-    if kind == OF_ROOFLINE_SPEEDUP:
-        return f"{units.percent(measured)} of the roofline's speedup"
-    return units.percent(measured)
+    """``measured`` in the target's units, never rounded onto its minimum (:func:`brrr.units.beside`)."""
+    wanted = target(check)
+    if wanted.kind == SPEEDUP:
+        return f"{units.beside(measured, 2, (wanted.minimum,))}x"
+    if wanted.kind == OF_ROOFLINE_SPEEDUP:
+        return f"{units.percent(measured, (wanted.minimum,))} of the roofline's speedup"
+    return units.percent(measured, (wanted.minimum,))
 
 
 def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Result:

@@ -93,11 +93,13 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
             achieved = fused.rate(timed.moved)
             fraction = achieved / copy
             return core.Attempt(fraction, fraction >= threshold.value,
-                                units.fraction_of(achieved, copy, "B/s", "copy bandwidth measured now"))
+                                units.fraction_of(achieved, copy, "B/s", "copy bandwidth measured now",
+                                                  thresholds=(threshold.value,)))
         baseline = bench(baseline_next, budget_s=0.3)
         speedup = baseline.median_s / fused.median_s
         return core.Attempt(speedup, speedup >= threshold.value,
-                            f"{speedup:.2f}x: yours {units.seconds(fused.median_s)}, {timed.baseline_name} "
+                            f"{units.beside(speedup, 2, (threshold.value,))}x: yours {units.seconds(fused.median_s)}, "
+                            f"{timed.baseline_name} "
                             f"{units.seconds(baseline.median_s)}")
 
     best, history = core.repeat_until_pass(attempt)

@@ -392,7 +392,8 @@ def grade_speedup(student) -> str:
                 f"({cpu_limit.why}).")
         given, fast = statistics.median(given_s), statistics.median(student_s)
         speedup = given / fast
-        detail = (f"{speedup:.1f}x: given step {units.seconds(given)}, {name} {units.seconds(fast)} "
+        detail = (f"{units.beside(speedup, 1, (threshold.value,))}x: given step {units.seconds(given)}, "
+                  f"{name} {units.seconds(fast)} "
                   f"(medians of {TIMED_CALLS} calls each, {per_second:.2f} CPU-s/s)")
         return core.Attempt(speedup, speedup >= threshold.value, detail)
 

@@ -545,7 +545,7 @@ def _measure(student, check: str) -> str:
             return core.Attempt(ratio, ratio >= threshold.value,
                                 f"GROUP_M={tiles[0]['GROUP_M']} {units.seconds(times['yours'].median_s)}, "
                                 f"GROUP_M=1 {units.seconds(times['GROUP_M=1'].median_s)}: "
-                                f"{ratio:.3f}x the speed of row-major order")
+                                f"{units.beside(ratio, 3, (threshold.value,))}x the speed of row-major order")
         peak = ceilings.measure_matmul_peak(TIMED_DTYPE, shape.m)
         timing = bench(runner("yours"), budget_s=0.5)
         rate = timing.rate(shape.flops)
@@ -556,7 +556,8 @@ def _measure(student, check: str) -> str:
                             "work.")
         fraction = rate / peak
         return core.Attempt(fraction, fraction >= threshold.value,
-                            f"{units.seconds(timing.median_s)}, {rate / 1e12:.0f} TFLOP/s = {fraction:.0%} of "
+                            f"{units.seconds(timing.median_s)}, {rate / 1e12:.0f} TFLOP/s = "
+                            f"{units.percent(fraction, (threshold.value,))} of "
                             f"the {peak / 1e12:.0f} TFLOP/s torch.mm reached now")
 
     best, history = core.repeat_until_pass(attempt)
