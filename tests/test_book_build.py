@@ -107,6 +107,16 @@ def test_the_ledger_shows_what_the_notebooks_measured(book_build):
     assert "none recorded" in ledger or claims.reference.load_all()
 
 
+def test_the_compute_chapter_shows_each_committed_gpu_reference(book_build):
+    """The chapter said "none recorded yet" beside a committed H100 record that lacked only its ceilings."""
+    page = html.unescape((book_build.html_dir / "chapters" / "compute.html").read_text())
+    committed = claims.reference.load_all()
+    for name, data in committed.items():
+        env = next(iter(data.get("figures", {}).values()), {}).get("env", {})
+        assert f"GPU reference {env.get('device', name)}" in page, name
+    assert ("none recorded in brrr/data/reference/ yet" in page) == (not committed)
+
+
 def test_a_broken_cross_reference_fails_the_build(tmp_path):
     """Each broken reference is a warning of its own, naming its target, and -W makes any warning fail the
     build; the reference that resolves is not flagged, so the failure is the broken ones'."""
