@@ -14,7 +14,8 @@ from pathlib import Path
 from conftest import ROOT
 
 
-def _run(tmp_path: Path, *, wheelhouse: bool, python: str | None = None) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, *, wheelhouse: bool, python: str | None = None,
+         stages: str | None = None) -> subprocess.CompletedProcess:
     (tmp_path / ".ci").mkdir(exist_ok=True)
     shutil.copy(ROOT / ".ci" / "gpu-check", tmp_path / ".ci" / "gpu-check")
     if wheelhouse:
@@ -29,6 +30,9 @@ def _run(tmp_path: Path, *, wheelhouse: bool, python: str | None = None) -> subp
         wrapper.chmod(0o755)
         env["PATH"] = f"{bin_dir}:{env['PATH']}"
     env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU, even on a GPU machine
+    env.pop("GPU_CHECK_STAGES", None)
+    if stages is not None:
+        env["GPU_CHECK_STAGES"] = stages
     return subprocess.run(["bash", str(tmp_path / ".ci" / "gpu-check")], capture_output=True, text=True,
                           env=env, timeout=120)
 
@@ -38,6 +42,15 @@ def test_without_a_wheelhouse_it_says_how_to_make_one(tmp_path):
     assert result.returncode == 2
     assert "no wheelhouse/ here" in result.stdout and "make wheelhouse" in result.stdout
     assert not (tmp_path / ".venv-gpu").exists()
+
+
+def test_a_stage_it_does_not_have_is_refused_with_the_names_it_has(tmp_path):
+    result = _run(tmp_path, wheelhouse=True, python=sys.executable, stages="labs unit-tests")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "'unit-tests'" in result.stdout and "ceilings notebooks labs targets units" in result.stdout
+    assert not (tmp_path / ".venv-gpu").exists()
+    known = _run(tmp_path, wheelhouse=True, python=sys.executable, stages="labs units")
+    assert "torch sees no CUDA device" in known.stdout  # accepted: it went on to the next check
 
 
 def test_without_a_cuda_device_it_stops_before_installing_anything(tmp_path):
