@@ -33,8 +33,13 @@ $(INSTALLED): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
+# The roofs every page divides by, measured afresh on a quiet machine before any notebook runs (a cached
+# roof measured under other load on another day would leave measurements above it).
+CEILINGS := $(PY) -m brrr.ceilings --refresh
+
 book: $(INSTALLED)
 	rm -rf _build
+	$(CEILINGS) && $(CEILINGS) --threads 1
 	$(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
 	@echo "Book built: open _build/html/index.html"
 

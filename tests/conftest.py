@@ -120,16 +120,18 @@ CEILING_THREADS = (None, 1)
 
 
 def _measure_ceilings_while_quiet(config) -> None:
-    """Measure the machine's ceilings (or read them from the cache) before any test starts.
+    """Measure the machine's ceilings afresh before any test starts.
 
     Under pytest-xdist this runs in the controller before the workers exist, so nothing else is running.
     Measured by the first test that needs them, they were measured beside the other worker: a one-thread
     matmul beside two busy torch threads ran at 70.6 GFLOP/s against 96 alone, and every page that divided
-    by that roof then read over 100% of it."""
+    by that roof then read over 100% of it. Read from the cache instead, a roof measured that way on an
+    earlier day stayed: a checkout's book then divided by a 70.6 GFLOP/s and a 10.4 GB/s roof against
+    89 GFLOP/s and 18 GB/s measured the same morning (about 12 s per thread setting on 2 cores)."""
     from brrr import ceilings
 
     for threads in CEILING_THREADS:
-        found = ceilings.measure(threads=threads)
+        found = ceilings.measure(threads=threads, refresh=True)
         if config.option.verbose >= 0:
             setting = "default threads" if threads is None else f"{threads} thread{'s' * (threads != 1)}"
             print(f"ceilings ({setting}): copy {found.copy_bandwidth / 1e9:.1f} GB/s, "
