@@ -124,9 +124,12 @@ def next_fix(diagnosis, remaining: list[Fix]) -> Choice:
     for advice in diagnosis.advice[:1]:
         for fix in remaining:
             if fix.regime == advice.regime:
-                return Choice(fix, f"the top advice ({advice.regime}, at most {advice.predicted_gain:.2f}x per "
-                                   f"step) points to {fix.name}",
-                              advice.predicted_gain if fix.bounded_by_advice else None)
+                if fix.bounded_by_advice:
+                    return Choice(fix, f"the top advice ({advice.regime}, at most {advice.predicted_gain:.2f}x "
+                                       f"per step) points to {fix.name}", advice.predicted_gain)
+                return Choice(fix, f"the top advice is {advice.regime}, which points to {fix.name}; its bound "
+                                   f"(at most {advice.predicted_gain:.2f}x per step) does not cover this fix",
+                              None)
     return Choice(remaining[0], "no remaining fix addresses the top advice; the next one in the list", None)
 
 

@@ -34,6 +34,9 @@ def test_the_next_fix_addresses_the_top_advice_and_carries_its_bound_only_where_
     assert choice.fix.name == "torch.compile" and choice.bound == 1.7 and "at most 1.70x" in choice.why
     choice = capstone.next_fix(diagnosis(MEMORY, 1.2), fixes[1:])
     assert choice.fix.name == "SDPA attention" and choice.bound is None  # fuses matmuls: not what it bounds
+    assert "does not cover this fix" in choice.why  # a bound it does not claim is not quoted as its own
+    choice = capstone.next_fix(diagnosis(OVERHEAD, 3.0), fixes)
+    assert "does not cover this fix" in choice.why
     choice = capstone.next_fix(diagnosis(COMPUTE, 1.1), fixes[2:])
     assert choice.fix.name == "SDPA attention" and choice.bound is None and "no remaining fix" in choice.why
 

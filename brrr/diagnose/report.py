@@ -14,15 +14,17 @@ def _rate_cell(rate: float, fraction: float, unit: str) -> str:
     return f"{units.si(rate, unit)} ({units.percent(fraction)})" if rate > 0 else "-"
 
 
-def _table(rows, first: str) -> list[str]:
-    header = (f"{first:<28} {'time/step':>10} {'% time':>7} {'FLOPs':>10} {'bytes':>10} "
+def _table(rows, first: str, total: float) -> list[str]:
+    """One line per row; "% in ops" is the row's share of ``total``, the time inside all ops, so that a
+    table of the slowest few ops shows the same shares as the op classes they belong to."""
+    header = (f"{first:<28} {'time/step':>10} {'% in ops':>8} {'FLOPs':>10} {'bytes':>10} "
               f"{'FLOP/s (% roof)':>20} {'B/s (% copy)':>19} {'FLOP/B':>7}  regime")
     lines = [header, "-" * len(header)]
-    total = sum(row.seconds for row in rows) or 1.0
+    total = total or 1.0
     for row in rows:
         intensity = f"{row.intensity:.3g}" if row.intensity is not None else "-"
         lines.append(
-            f"{row.name[:28]:<28} {units.seconds(row.seconds):>10} {100 * row.seconds / total:6.1f}% "
+            f"{row.name[:28]:<28} {units.seconds(row.seconds):>10} {100 * row.seconds / total:7.1f}% "
             f"{units.si(row.flops, 'FLOP'):>10} {units.binary_bytes(row.bytes):>10} "
             f"{_rate_cell(row.flop_rate, row.flops_fraction, 'FLOP/s'):>20} "
             f"{_rate_cell(row.byte_rate, row.bandwidth_fraction, 'B/s'):>19} {intensity:>7}  {row.regime}")
@@ -35,6 +37,7 @@ def text(d) -> str:
     (winner, share), (runner_up, second) = ordered[0], ordered[1]
     launches = "kernels launched" if d.split.clock == "GPU" else "aten ops dispatched"
     ceilings = d.ceilings
+    inside_ops = sum(row.seconds for row in d.rows)  # every op class: the shares of both tables
     lines = [
         f"brrr diagnose: {d.regime} ({units.percent(share)} of the step; next {runner_up} "
         f"{units.percent(second)}: {d.margin:.1f}x behind)",
@@ -49,9 +52,9 @@ def text(d) -> str:
         f"non-matmul {units.flops(ceilings.vector_peak)}, "
         f"dispatch {units.seconds(ceilings.dispatch_overhead)} per op",
         "",
-        *_table(d.rows, "op class"),
+        *_table(d.rows, "op class", inside_ops),
         "",
-        *_table(d.top_ops, "slowest ops"),
+        *_table(d.top_ops, "slowest ops", inside_ops),
         "",
         "advice (best first):" if d.advice else "advice: none; no regime holds enough of the step to fix",
         *(f"  {index}. {item.text}" for index, item in enumerate(d.advice, 1)),
