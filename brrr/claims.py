@@ -363,7 +363,7 @@ def reference_figures(claims: dict[str, Claim] = CLAIMS, folder=None) -> dict[st
             entry = data.get("figures", {}).get(f"claims/{key}")
             if entry:
                 values = entry["values"]
-                word = HELD if values["held"] else NOT_HELD
+                word = "held there" if values["held"] else "did not hold there"  # "here" is this page's machine
                 found.append(f"{entry['env'].get('device', name)}: {values['here']} ({word})")
         figures[key] = "; ".join(found) or "none recorded"
     return figures

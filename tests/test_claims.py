@@ -99,7 +99,7 @@ def test_the_reference_column_reads_recorded_files(tmp_path):
         "env": {"device": "NVIDIA H100"}, "values": {"key": verdict.key, "held": True, "here": verdict.here,
                                                      "why": verdict.why}}}}))
     figures = claims.reference_figures(folder=tmp_path)
-    assert figures["compile-removes-overhead"] == f"NVIDIA H100: {verdict.here} (held here)"
+    assert figures["compile-removes-overhead"] == f"NVIDIA H100: {verdict.here} (held there)"
     assert figures["batch-doubling"] == "none recorded"
     assert "1 of 12 claims" in claims.reference_summary(tmp_path)
 
