@@ -95,5 +95,7 @@ def fraction_of(value: float, ceiling: float, unit: str, ceiling_name: str, *, a
     is printed after the numbers when ``value`` is more than ``ceiling``. ``thresholds``
     (fractions of the ceiling) go to :func:`percent`.
     """
+    if above:
+        thresholds = (*thresholds, 1.0)  # a value flagged above its ceiling never prints as "100%"
     text = f"{si(value, unit)} = {percent(value / ceiling, thresholds)} of {si(ceiling, unit)} {ceiling_name}"
     return f"{text} (above it: {above})" if above and value > ceiling else text

@@ -172,3 +172,25 @@ def test_a_gpu_without_bf16_runs_the_layer_and_the_matmul_target_in_fp16(monkeyp
                   dispatch_overhead=5e-6, threads=None, env={"device": "Tesla T4"})
     _, _, _, checks = compute.run(t4)
     assert len(checks) == 1 and "float16" in checks[0].name, checks
+
+
+def test_the_sweep_is_described_as_it_moved_not_as_the_prose_expects():
+    """Notebook 20 said small matmuls fall off the roof while this CPU's bfloat16 ran fastest at n = 128."""
+    from brrr.ceilings import Ceilings
+    from brrr.benchmarks.compute import MatmulPoint, above_peak_at, sweep_shape
+
+    ceilings = Ceilings(copy_bandwidth=1e10, matmul_peak={"float32": 100e9, "bfloat16": 3e9}, vector_peak=5e10,
+                        dispatch_overhead=2e-6, threads=1, matmul_n={"float32": 1536, "bfloat16": 128})
+
+    def point(dtype, n, rate):
+        return MatmulPoint(n, n, n, dtype, 2 * n**3 / rate, 2 * n**3)
+
+    points = [point("float32", 64, 70e9), point("float32", 512, 98e9), point("float32", 1536, 97e9),
+              point("bfloat16", 64, 3e9), point("bfloat16", 512, 1.3e9)]
+    float32, bfloat16 = sweep_shape(points, ceilings)
+    assert float32.startswith("float32: rose from n=64 (70% of the peak) to its best at n=512")
+    assert "held within 10%" in float32
+    assert bfloat16 == ("bfloat16: fastest at the smallest size, n=64 (100% of the peak), then fell to n=512 "
+                        "(43% of the peak)")
+    assert "this same size, 128" in above_peak_at(ceilings, "bfloat16", 128)
+    assert "one size, 1536, and this one, 512" in above_peak_at(ceilings, "float32", 512)
