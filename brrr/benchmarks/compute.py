@@ -104,6 +104,16 @@ ABOVE_PEAK = ("brrr.ceilings times the peak on one size, and a size that suits t
               "the roof is a measurement, with its noise")
 
 
+ABOVE_COPY = ("the copy roof is one measurement, with its noise; and an op that reads more than it writes, "
+              "or writes into a fresh buffer, can stream a little faster than dst.copy_ into an existing one")
+
+
+def above_bound(regime: object) -> str:
+    """Why a measurement can read above its roofline bound, for the bound's regime (memory: the copy roof;
+    otherwise the matmul peak)."""
+    return ABOVE_COPY if str(regime) == "memory-bound" else ABOVE_PEAK
+
+
 def above_peak_at(ceilings: Ceilings, dtype: str, n: int) -> str:
     """Why an n³ ``dtype`` matmul can read above the cached peak, naming the size the peak was timed at."""
     timed = ceilings.matmul_n.get(dtype)
