@@ -182,7 +182,8 @@ def judge_other_ops_rate(normalization: float, elementwise: float, matmul_over_v
         return Verdict("other-ops-fewer-flops", True, here, "hundreds of times fewer, as in the essay")
     return Verdict("other-ops-fewer-flops", False, here,
                    f"this machine's {roofs} is only {_ratio(matmul_over_vector)} its non-matmul roof "
-                   "(the essay's A100: 16x), so the matmuls have less of a head start")
+                   "(the A100 datasheet the essay quotes: 16x; its BERT table names no GPU), so the "
+                   "matmuls have less of a head start")
 
 
 def judge_matmul_gap(matmul_peak: float, vector_peak: float, measured: str = "") -> Verdict:

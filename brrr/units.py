@@ -83,8 +83,12 @@ def flops(flop_per_s: float) -> str:
 
 def percent(fraction: float, thresholds: tuple[float, ...] = ()) -> str:
     """``fraction`` as a whole percentage, with decimals only where it would round onto one of
-    ``thresholds`` (fractions too): 0.7496 against 0.75 is "74.96%", not a "75%" that failed 75%."""
-    return beside(fraction * 100, 0, tuple(100 * t for t in thresholds)) + "%"
+    ``thresholds`` (fractions too): 0.7496 against 0.75 is "74.96%", not a "75%" that failed 75%.
+    A fraction that would round to "0%" keeps two significant digits instead ("0.057%"): a small
+    rate against a far larger roof is still a rate."""
+    value, lines = fraction * 100, tuple(100 * t for t in thresholds)
+    decimals = 1 - math.floor(math.log10(abs(value))) if value and f"{value:.0f}" in ("0", "-0") else 0
+    return beside(value, decimals, lines) + "%"
 
 
 def fraction_of(value: float, ceiling: float, unit: str, ceiling_name: str, *, above: str = "",

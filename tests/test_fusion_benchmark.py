@@ -176,3 +176,21 @@ def test_fast_cosine_refuses_on_the_interpreter(monkeypatch):
     monkeypatch.setattr(pointwise, "ON_GPU", False)
     with pytest.raises(ValueError, match="fast_cosf"):
         pointwise.cos_cos(torch.zeros(8), fast=True)
+
+
+def test_the_small_size_verdict_follows_the_measured_shares():
+    """The sentence under notebook 12's sweep: held back at the smallest size only where the run says so."""
+    from brrr.timing import Timing
+
+    def run(*fractions):  # bandwidth = bytes / 1 s: the fraction of a copy bandwidth of 1 B/s
+        return [fusion.Measurement("p", Timing(1.0, 1.0, 1.0, 3, "cpu"), f) for f in fractions]
+
+    gpu_like = fusion.small_sizes({"eager": run(0.2, 0.3), "fused": run(0.07, 0.96)}, 1.0)
+    assert "every provider ran further below the copy line" in gpu_like[-1]
+    cpu_like = fusion.small_sizes({"eager": run(0.28, 0.25)}, 1.0)
+    assert "about as close to the copy line as at the largest, or closer" in cpu_like[-1]
+    assert cpu_like[0].startswith("eager: 28% of copy at the smallest size") and "(1.12x of it)" in cpu_like[0]
+    mixed = fusion.small_sizes({"eager": run(0.28, 0.25), "compiled": run(0.2099, 0.28)}, 1.0)
+    assert mixed[-1] == ("At the smallest size, held back by a fixed cost per call rather than bandwidth: "
+                         "compiled; about as close to the copy line as at the largest, or closer: eager.")
+    assert "(0.7496x of it)" in mixed[1]  # never printed as 0.75 beside a verdict drawn at 0.75

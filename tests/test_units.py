@@ -33,4 +33,6 @@ def test_a_figure_keeps_the_side_of_its_threshold_and_only_then_gains_decimals()
     assert units.beside(3.46, 0, (4,)) == "3" and units.beside(3.6, 0, (4,)) == "3.6"
     assert units.percent(0.7496, (0.75,)) == "74.96%" and units.percent(0.7496) == "75%"
     assert units.percent(0.81, (0.75,)) == "81%"
+    # a small rate against a far larger roof is not "0%" (a CPU's matmul against an A100's)
+    assert units.percent(177e9 / 312e12) == "0.057%" and units.percent(0.0) == "0%"
     assert "69.8% of" in units.fraction_of(0.698e12, 1e12, "B/s", "copy", thresholds=(0.7,))

@@ -230,6 +230,18 @@ def measure_variant(name: str, model: PointwiseHeavyMLP, x: torch.Tensor, *, thr
     return VariantResult(name, timing, peak, saved, compile_s)
 
 
+def hidden_tensors_kept(saved_bytes: float, batch: int, width: int, blocks: int,
+                        expansion: int = EXPANSION) -> float:
+    """Hidden-sized fp32 tensors per block in ``saved_bytes``, besides each block's input.
+
+    A reading of the measured bytes through the model of the notebook: every block keeps
+    its input and some hidden-sized tensors. The parameters and the loss's input, also
+    saved, add a few hundredths.
+    """
+    input_bytes, hidden_bytes = 4 * batch * width, 4 * batch * expansion * width
+    return (saved_bytes - blocks * input_bytes) / (blocks * hidden_bytes)
+
+
 def compare(batch: int, width: int, blocks: int, *, threads: int | None = None,
             variants: tuple[str, ...] = VARIANTS) -> list[VariantResult]:
     """Measure each variant on the same model and input, in order."""
