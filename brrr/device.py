@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -69,8 +71,60 @@ def _explain_compiled_kernels_without_a_gpu() -> None:
     JITFunction.run = run
 
 
+def interpret_jit_calls() -> Callable[[], None]:
+    """Make ``@triton.jit`` functions built as compiled ones run in the interpreter when an interpreted
+    kernel calls them; return what puts them back.
+
+    Where triton was imported without ``TRITON_INTERPRET`` (for a GPU, or on a CPU by an import that
+    came before this module: ``torch.utils.flop_counter`` imports triton), ``triton.language``'s own
+    functions (``tl.max``, ``tl.sum``, the reductions' combine functions) are ``JITFunction``s, and an
+    interpreted kernel that calls one fails with "Cannot call @triton.jit'd outside of the scope of a
+    kernel". Here ``JITFunction.__call__`` does what ``InterpretedFunction.__call__`` does, and the
+    members of ``tl.tensor`` made from jit functions (``x.sum()``) are bound as methods, as the
+    interpreter's own import makes them.
+    """
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    original = JITFunction.__dict__["__call__"]
+    interpreted: dict[int, InterpretedFunction] = {}
+
+    def device_call(self, *args, **kwargs):
+        return interpreted.setdefault(id(self), InterpretedFunction(self.fn))(*args, **kwargs)
+
+    def method(function):
+        return lambda self, *args, **kwargs: device_call(function, self, *args, **kwargs)
+
+    members = {name: value for name, value in vars(tl.tensor).items() if isinstance(value, JITFunction)}
+    JITFunction.__call__ = device_call
+    for name, function in members.items():
+        setattr(tl.tensor, name, method(function))
+
+    def restore() -> None:
+        JITFunction.__call__ = original
+        for name, function in members.items():
+            setattr(tl.tensor, name, function)
+
+    return restore
+
+
+def _language_built_for_a_gpu() -> bool:
+    """Whether triton was imported before ``TRITON_INTERPRET`` was set, so that its language's jit
+    functions are compiled ones (see :func:`interpret_jit_calls`)."""
+    if "triton" not in sys.modules:
+        return False
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    return isinstance(tl.standard.max, JITFunction)
+
+
 if TRITON_INTERPRETED:
     _explain_compiled_kernels_without_a_gpu()
+    if _language_built_for_a_gpu():
+        # On a CPU every kernel is interpreted, so the language's functions must be too: for good.
+        _restore_language: Callable[[], None] | None = interpret_jit_calls()
 
 
 def device_class() -> str:

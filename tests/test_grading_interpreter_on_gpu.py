@@ -17,7 +17,11 @@ import triton.language as tl
 from triton.runtime.jit import JITFunction
 assert isinstance(tl.max, JITFunction), "triton was imported for the interpreter: the test tests nothing"
 sys.path.insert(0, sys.argv[1])
-import brrr.device  # noqa: F401
+import brrr.device
+# On this CPU brrr.device saw triton imported first and made its jit functions interpret for good; a GPU
+# node never does (its kernels compile), so put them back to stand in for one.
+brrr.device._restore_language()
+assert isinstance(tl.max, JITFunction) and type(tl.tensor.sum) is JITFunction
 from brrr.grading.client import LocalStudent
 from brrr.labs import flash_attention, one_pass, tile_it
 from lab_fixtures import load_module
@@ -36,3 +40,24 @@ def test_kernels_calling_triton_language_jit_functions_are_interpreted_where_tri
                             timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert result.stdout.count("match") == 4, result.stdout
+
+
+CPU_SCRIPT = r'''
+import os
+os.environ.pop("TRITON_INTERPRET", None)
+from torch.utils.flop_counter import FlopCounterMode  # noqa: F401  imports triton, without the interpreter
+import torch
+from brrr.kernels import softmax
+x = torch.randn(7, 17)
+torch.testing.assert_close(softmax.softmax(x), torch.softmax(x, dim=-1))
+print("interpreted")
+'''
+
+
+def test_on_a_cpu_kernels_work_when_torch_imported_triton_before_brrr():
+    """test_opclasses (torch.utils.flop_counter imports triton) run before test_fusion_benchmark in one worker
+    failed the softmax kernel with the message above: brrr.device came second and set the interpreter for
+    kernels defined later, while tl.max stayed a compiled JITFunction."""
+    result = subprocess.run([sys.executable, "-c", CPU_SCRIPT], capture_output=True, text=True, timeout=300,
+                            cwd=ROOT, env={**__import__("os").environ, "BRRR_DEVICE": "cpu"})
+    assert result.returncode == 0 and "interpreted" in result.stdout, result.stderr[-3000:]

@@ -429,41 +429,15 @@ def scratch_names(recipe: Mapping[str, Any]) -> dict[str, str]:
 @contextlib.contextmanager
 def interpreted_language() -> Iterator[None]:
     """Inside the block, a ``@triton.jit`` function called from an interpreted kernel runs in the
-    interpreter: ``triton.language``'s own (``tl.max``, ``tl.sum``, ``tl.sigmoid``, the reductions'
-    combine functions, the tensor methods made from them) and any other.
+    interpreter (:func:`brrr.device.interpret_jit_calls`). On a GPU the grader interprets a student's
+    kernel first, to check its bounds, in a process whose triton was imported for the GPU."""
+    from brrr.device import interpret_jit_calls
 
-    Where triton was imported for a GPU (no ``TRITON_INTERPRET``), they are ``JITFunction``s, and an
-    interpreted kernel that calls one fails with "Cannot call @triton.jit'd outside of the scope of a
-    kernel". On a GPU the grader interprets a student's kernel first, to check its bounds: for that,
-    ``JITFunction.__call__`` does what ``InterpretedFunction.__call__`` does, the tensor members made
-    from jit functions are bound as methods (as the interpreter's import makes them), and both are put
-    back after.
-    Where triton was imported for the interpreter, its functions are interpreted ones already.
-    """
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    original = JITFunction.__dict__["__call__"]
-    interpreted: dict[int, InterpretedFunction] = {}
-
-    def device_call(self, *args, **kwargs):
-        return interpreted.setdefault(id(self), InterpretedFunction(self.fn))(*args, **kwargs)
-
-    def method(function):  # tl.tensor's members made from jit functions (x.sum()), bound as methods
-        return lambda self, *args, **kwargs: device_call(function, self, *args, **kwargs)
-
-    import triton.language as tl
-
-    members = {name: value for name, value in vars(tl.tensor).items() if isinstance(value, JITFunction)}
-    JITFunction.__call__ = device_call
-    for name, function in members.items():
-        setattr(tl.tensor, name, method(function))
+    restore = interpret_jit_calls()
     try:
         yield
     finally:
-        JITFunction.__call__ = original
-        for name, function in members.items():
-            setattr(tl.tensor, name, function)
+        restore()
 
 
 def replay(recipe: Mapping[str, Any], built: Built, storages: Mapping[str, torch.Tensor]) -> int:
