@@ -38,6 +38,32 @@ def require_at_most(what: str, maximum: float, first: float, again: Callable[[],
     return _require(what, first, again, attempts, show, bound=maximum, at_least=False)
 
 
+def require_between(what: str, minimum: float, maximum: float, first: float,
+                    again: Callable[[], float] | None = None, *, attempts: int = 3,
+                    show: Callable[[float], str] | None = None) -> float:
+    """:func:`require` for a value that must lie in ``[minimum, maximum]`` (a measured time over a model's
+    lower bound, say: not far below it, which would break the bound, nor far above); returns the value
+    closest to the range's middle (in ratio), the first one that meets it if any does."""
+    def meets(value: float) -> bool:
+        return minimum <= value <= maximum
+
+    if show is None:
+        def show(value: float) -> str:
+            return units.beside(value, 2, (minimum, maximum)) + "x"
+
+    values = measurements(first, again, meets, attempts=attempts)
+    met = [value for value in values if meets(value)]
+    middle = (minimum * maximum) ** 0.5
+    best = met[0] if met else min(values, key=lambda value: max(value / middle, middle / value))
+    wanted = f"between {show(minimum)} and {show(maximum)}"
+    tried = ", ".join(show(value) for value in values)
+    print(f"target: {what}: {wanted}; measured {tried}: {'met' if met else 'NOT met'}")
+    if not met:
+        raise TargetMissed(f"{what}: {wanted} wanted, measured {tried} "
+                           f"in {len(values)} attempt(s) on {device_name()}")
+    return best
+
+
 def measurements(first: float, again: Callable[[], float] | None, meets: Callable[[float], bool], *,
                  attempts: int = 3) -> list[float]:
     """``first``, then ``again()`` while the latest value misses (``meets`` is false), ``attempts`` values at

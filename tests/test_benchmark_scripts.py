@@ -106,3 +106,18 @@ def test_a_measured_ratio_is_never_rounded_onto_the_target_it_missed(capsys):
         targets.require("close call", 1.5, 1.497)
     assert targets.require_at_most("close call", 1.5, 1.4999) == 1.4999
     assert "measured 1.4999x: met" in capsys.readouterr().out
+
+
+def test_a_ratio_that_must_lie_in_a_band_fails_on_either_side(capsys):
+    """A measured time over a lower bound: far under it breaks the bound, far over it the model."""
+    assert targets.require_between("model", 0.9, 2.0, 1.2) == 1.2
+    assert "between 0.90x and 2.00x; measured 1.20x: met" in capsys.readouterr().out
+    # 0.70x: a time 30% under the roofline's minimum (the compiled x.cos() against the old cosine roof)
+    with pytest.raises(targets.TargetMissed, match=r"between 0\.90x and 2\.00x wanted, measured 0\.70x, 0\.71x, 0\.69x"):
+        targets.require_between("model", 0.9, 2.0, 0.7, iter([0.71, 0.69]).__next__)
+    with pytest.raises(targets.TargetMissed):
+        targets.require_between("model", 0.9, 2.0, 2.5, lambda: 2.4)
+    assert targets.require_between("model", 0.9, 2.0, 0.5, lambda: 0.95) == 0.95
+    # never rounded onto the bound it missed
+    with pytest.raises(targets.TargetMissed, match=r"measured 0\.8999x"):
+        targets.require_between("model", 0.9, 2.0, 0.8999)

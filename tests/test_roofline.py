@@ -82,3 +82,16 @@ def test_zero_bytes_is_an_error():
     with pytest.raises(ValueError):
         intensity(1.0, 0)
     assert not math.isnan(intensity(0.0, 1.0))
+
+
+def test_a_value_above_its_roof_says_why_on_the_same_line():
+    from brrr.roofline import ROOF_NOISE, above_roof
+
+    assert above_roof(0.9, 1.0, 0.1) == "" and above_roof(1.0, 1.0, 0.0) == ""
+    within = above_roof(1.04, 1.0, 0.02)
+    assert "within this run's spread" in within
+    beyond = above_roof(1.0 + 0.02 + ROOF_NOISE + 0.01, 1.0, 0.02)
+    assert "beyond this run's spread" in beyond and "a low roof" in beyond
+    # the old cosine roof: the compiled x.cos() at 142% of it is no noise
+    assert "beyond" in above_roof(1.42, 1.0, 0.04, beyond="measured on a 2-cosine chain")
+    assert above_roof(1.42, 1.0, 0.04, beyond="measured on a 2-cosine chain").endswith("measured on a 2-cosine chain")

@@ -118,12 +118,38 @@ def sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[int] = R
     return points
 
 
-# Sizes for measuring the multiply rate where memory cannot be the limit. On a CPU: a
-# tensor that fits in L2 and a chain as long as the sweep's knee region (much longer
-# chains run slower per multiply there). On a GPU: enough multiplies per element that
-# compute takes several times longer than moving the 64 MiB, and the launch is noise.
-MULTIPLY_PEAK_N = per_device(cpu=2**17, gpu=2**24)
-MULTIPLY_PEAK_REPEATS = per_device(cpu=64, gpu=512)
+# Sizes for measuring the multiply rate where memory cannot be the limit. On a GPU: enough multiplies
+# per element that compute takes several times longer than moving the 64 MiB, and the launch is noise.
+# On a CPU the rate depends on the chain's length, so the roof is the best of several
+# (:func:`multiply_rates`), on a tensor whose 16 MiB working set stays in the 32 MiB L3 and whose calls
+# are long enough (about a millisecond) that the compiled call's own ~40 µs barely counts. Measured on
+# our 2-core CI machine (AMD EPYC, one thread, 2^21 elements): 8 repeats 38 GFLOP/s, 16 39, 32 30,
+# 64 22 (2^20 elements, 128 repeats: 16). Inductor unrolls the chain into one dependent multiply after
+# another on the same vector register; while a chain is short the core overlaps several elements'
+# chains and runs at its multiply throughput, and once one chain fills its out-of-order window it
+# waits on each multiply's latency. Far above the cache the sweep's 16, 32, 64 and 128 repeats ran at
+# 32-34, 31, 23 and 16 GFLOP/s: the code, not memory, sets that fall. The roof had been the 64-repeat chain alone, on 2^17
+# elements where the call's own time also counted: 20 GFLOP/s, which the sweep then beat by half at 16
+# and 32 repeats.
+MULTIPLY_PEAK_N = per_device(cpu=2**21, gpu=2**24)
+MULTIPLY_PEAK_CHAINS: tuple[int, ...] = per_device(cpu=(8, 16, 32, 64), gpu=(512,))
+
+
+def multiply_rates(dtype: torch.dtype = torch.float32, *, threads: int | None = None,
+                   chains: Sequence[int] = MULTIPLY_PEAK_CHAINS) -> dict[int, float]:
+    """FLOP/s of the compiled multiply chain of each length in ``chains``, on a tensor that stays in cache.
+
+    Compiled and timed as :func:`sweep` does (:func:`compile_chain`, ``threads``), so the roof and
+    the workload run the same code.
+    """
+    x = torch.rand(MULTIPLY_PEAK_N, device=DEVICE, dtype=dtype)
+    out = torch.empty_like(x)
+    rates = {}
+    for repeats in chains:
+        compiled = compile_chain(repeats, x, threads=threads)
+        timing = bench(lambda: compiled(out, x), threads=threads, budget_s=per_device(cpu=0.3, gpu=0.1))
+        rates[repeats] = timing.rate(repeats * MULTIPLY_PEAK_N)
+    return rates
 
 
 def multiply_peak(dtype: torch.dtype = torch.float32, *, threads: int | None = None) -> float:
@@ -133,13 +159,40 @@ def multiply_peak(dtype: torch.dtype = torch.float32, *, threads: int | None = N
     chain. A GPU fuses each multiply-add into one FMA instruction counted as 2
     FLOPs, so a chain of plain multiplies reaches only half that rate (the
     essay's 9.75 vs 19.5 TFLOP/s on an A100). Measuring the multiply chain itself
-    gives the roof this sweep actually meets.
+    gives the roof this sweep actually meets. It is the best of
+    :func:`multiply_rates`: a roof is the fastest the same code runs here, so no
+    point of the sweep should rise above it.
     """
-    x = torch.rand(MULTIPLY_PEAK_N, device=DEVICE, dtype=dtype)
-    out = torch.empty_like(x)
-    compiled = compile_chain(MULTIPLY_PEAK_REPEATS, x, threads=threads)
-    timing = bench(lambda: compiled(out, x), threads=threads, budget_s=per_device(cpu=0.3, gpu=0.1))
-    return timing.rate(MULTIPLY_PEAK_REPEATS * MULTIPLY_PEAK_N)
+    return max(multiply_rates(dtype, threads=threads).values())
+
+
+def flops_over_roof(points: Sequence[SweepPoint], roof_flops: float) -> float:
+    """The sweep's highest achieved FLOP/s over the compute roof: at most 1, less the noise, if it is one."""
+    return max(point.achieved_flops for point in points) / roof_flops
+
+
+def describe_flops(points: Sequence[SweepPoint], roof_flops: float, rates: dict[int, float]) -> str:
+    """Where the sweep's FLOP/s peaked against the roof, what the longest chain reached, and why, from the run.
+
+    ``rates`` are the in-cache rates of :func:`multiply_rates` the roof is the best of.
+    """
+    best = max(points, key=lambda point: point.achieved_flops)
+    last = max(points, key=lambda point: point.repeats)
+    text = (f"Achieved FLOP/s peaked at {best.repeats} repeats, {units.percent(best.achieved_flops / roof_flops)} "
+            f"of the multiply roof; at {last.repeats} repeats it was "
+            f"{units.percent(last.achieved_flops / roof_flops)}.")
+    if last is best or last.achieved_flops >= 0.75 * best.achieved_flops:
+        return text + " Past the knee FLOP/s stays under the roof, as the roofline says."
+    swept = {point.repeats: point for point in points}
+    both = [repeats for repeats in rates if repeats in swept and repeats > best.repeats]
+    if not both:
+        return text + " Past the knee the rate falls again."
+    common = max(both)
+    return (text + f" Past the knee the rate falls again, and not for want of memory: at {common} repeats the "
+            f"sweep ran at {units.percent(swept[common].achieved_flops / roof_flops)} of the roof and the same "
+            f"chain in cache at {units.percent(rates[common] / roof_flops)}. Each element's multiplies depend on "
+            "one another, and a long chain leaves the hardware waiting on each one where a short one lets it "
+            "work on several elements at once.")
 
 
 def predicted_knee(peak_flops: float, bandwidth: float, element_size: int = 4) -> float:
