@@ -128,9 +128,9 @@ def sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[int] = R
 # another on the same vector register; while a chain is short the core overlaps several elements'
 # chains and runs at its multiply throughput, and once one chain fills its out-of-order window it
 # waits on each multiply's latency. Far above the cache the sweep's 16, 32, 64 and 128 repeats ran at
-# 32-34, 31, 23 and 16 GFLOP/s: the code, not memory, sets that fall. The roof had been the 64-repeat chain alone, on 2^17
-# elements where the call's own time also counted: 20 GFLOP/s, which the sweep then beat by half at 16
-# and 32 repeats.
+# 32-34, 31, 23 and 16 GFLOP/s: the code, not memory, sets that fall. The roof had been the 64-repeat
+# chain alone, on 2^17 elements where the call's own time also counted: 20 GFLOP/s, which the sweep then
+# beat by half at 16 and 32 repeats.
 MULTIPLY_PEAK_N = per_device(cpu=2**21, gpu=2**24)
 MULTIPLY_PEAK_CHAINS: tuple[int, ...] = per_device(cpu=(8, 16, 32, 64), gpu=(512,))
 
