@@ -170,3 +170,13 @@ def test_the_cuda_target_is_measured_on_the_l2_sized_model(monkeypatch):
     monkeypatch.setattr(overhead, "graph_vs_eager", lambda size, shape=None: measured.append((size, shape)))
     overhead.TARGETS["cuda"].measure()
     assert measured == [(1, overhead.MlpShape(width=512, depth=overhead.MLP.depth))]
+
+
+def test_an_add_above_the_copy_roof_is_explained_by_the_cache_only_where_it_fits(monkeypatch):
+    """Notebook 30 said "three tensors this small stay in cache" of three 64 MiB tensors."""
+    from brrr.benchmarks import overhead as module
+
+    monkeypatch.setattr(module, "last_level_cache_bytes", lambda: 32 * 2**20)
+    assert "fit in the 32.0 MiB last-level cache" in module.why_add_above_copy(2**20)  # 12 MiB
+    far = module.why_add_above_copy(2**24)  # 192 MiB
+    assert "exceed the 32.0 MiB last-level cache, so this is DRAM" in far and "copy roof" in far

@@ -146,6 +146,20 @@ def add_bytes(n: int) -> int:
     return counting.pointwise(n, torch.float32, inputs=2, outputs=1).bytes
 
 
+def why_add_above_copy(n: int) -> str:
+    """Why an n-element ``a + b`` can stream faster than the copy roof, for the same line: its three
+    tensors fit in the last-level cache, or, where they do not, the copy roof is not the best this code
+    can do (the notebook used to say "stay in cache" of three 64 MiB tensors)."""
+    from brrr.benchmarks.compute import ABOVE_COPY
+
+    if add_bytes(n) <= last_level_cache_bytes():
+        return (f"its three tensors ({units.binary_bytes(add_bytes(n))}) fit in the "
+                f"{units.binary_bytes(last_level_cache_bytes())} last-level cache, which streams faster than "
+                "the DRAM that the copy roof measures")
+    return (f"its three tensors ({units.binary_bytes(add_bytes(n))}) exceed the "
+            f"{units.binary_bytes(last_level_cache_bytes())} last-level cache, so this is DRAM: {ABOVE_COPY}")
+
+
 # ---------------------------------------------------------------- the small MLP and its training step
 
 
