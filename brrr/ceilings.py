@@ -37,6 +37,18 @@ import torch
 
 from brrr import cache, reference, units
 from brrr.device import DEVICE, ON_GPU, device_name, far_above_cache, per_device, synchronize
+
+# Why a kernel can stream faster than the copy roof, for the line that shows it (units.fraction_of's above).
+# On a CPU dst.copy_ is not the fastest way to stream memory. Measured on our 2-core CI machine, one thread,
+# 128 MiB: copy_ 19 GB/s, a + b 22-23 (into a fresh or an existing output alike), an in-place x.mul_ 40,
+# counting what each reads and writes once; another day x.clone() and compiled kernels ran at 25-26.
+# A CPU reads each destination line before it writes it (write-allocate), traffic no byte count here
+# includes, and ops that write less per byte read, or write in place, pay less of it.
+ABOVE_COPY = per_device(
+    cpu="dst.copy_ is not this CPU's fastest stream: a CPU reads each line it writes first "
+        "(write-allocate), traffic the counted bytes leave out, and an op that reads more than it writes, "
+        "or writes in place, pays less of it; the copy roof is also one measurement, with its noise",
+    gpu="the copy roof is one measurement, with its noise")
 from brrr.stamp import environment, format_stamp
 from brrr.roofline import Roof  # noqa: F401  (re-exported: brrr.ceilings.Roof)
 from brrr.timing import bench, torch_threads

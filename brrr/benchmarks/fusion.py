@@ -49,7 +49,7 @@ import torch
 
 from brrr import counting, reference, roofline, targets, units
 from brrr.benchmarks.compiling import compile_for_timing
-from brrr.ceilings import measure_copy_bandwidth
+from brrr.ceilings import ABOVE_COPY, measure_copy_bandwidth  # ABOVE_COPY: why a kernel can beat the copy roof
 from brrr.device import DEVICE, ON_GPU, device_class, far_above_cache, per_device
 from brrr.kernels import pointwise, softmax
 from brrr.memory import settle_page_faults
@@ -151,16 +151,6 @@ def bias_gelu_scale_bytes(rows: int, cols: int, dtype: torch.dtype = torch.float
 
 
 # ---------------------------------------------------------------- measuring
-
-
-# Why a CPU kernel can stream faster than the copy bandwidth: measured on our 2-core CI machine, one
-# thread, 256 MiB, dst.copy_(src) into an existing buffer ran at 19 GB/s while x.clone(), x * 1.5 and
-# compiled kernels, which write a freshly allocated output, ran at 25-26 GB/s. The copy bandwidth times
-# the former. (On a GPU, with the L2 flushed between runs, no such gap is expected, so no note is given.)
-ABOVE_COPY = per_device(
-    cpu="on this CPU writing a freshly allocated output streams faster than dst.copy_ into an existing "
-        "buffer, which is what the copy bandwidth times",
-    gpu="")
 
 
 @dataclass(frozen=True)
@@ -467,7 +457,7 @@ def against_model(result: Measurement, n: int, cosines_per_element: int, passes:
     line = (f"{result.label:<26} {passes} pass(es), {cosines_per_element} cos/element: "
             f"predicted {units.seconds(predicted):>9} ({bound}-bound), measured {units.seconds(result.seconds):>9} "
             f"= {units.beside(ratio, 2, (1.0,))}x")
-    roof = ("the copy bandwidth: " + ABOVE_COPY) if bound == "memory" and ABOVE_COPY else (
+    roof = ("the copy bandwidth: " + ABOVE_COPY) if bound == "memory" else (
         f"the {bound} roof is below what this kernel reaches: a low roof, not a fast kernel")
     why = roofline.above_roof(1 / result.seconds, 1 / predicted, result.timing.spread, beyond=roof)
     return f"{line} (under the roofline's minimum, its rate {why})" if why else line

@@ -150,7 +150,7 @@ def why_add_above_copy(n: int) -> str:
     """Why an n-element ``a + b`` can stream faster than the copy roof, for the same line: its three
     tensors fit in the last-level cache, or, where they do not, the copy roof is not the best this code
     can do (the notebook used to say "stay in cache" of three 64 MiB tensors)."""
-    from brrr.benchmarks.compute import ABOVE_COPY
+    from brrr.ceilings import ABOVE_COPY
 
     if add_bytes(n) <= last_level_cache_bytes():
         return (f"its three tensors ({units.binary_bytes(add_bytes(n))}) fit in the "
