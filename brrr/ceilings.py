@@ -204,7 +204,8 @@ def raise_copy_ceiling(found: Ceilings, rate: float) -> Ceilings:
     :func:`measure` reads."""
     if rate <= found.copy_bandwidth:
         return found
-    raised = dataclasses.replace(found, copy_bandwidth=rate)
+    # dated today: the stamp printed beside the raised roof says when its figure was measured
+    raised = dataclasses.replace(found, copy_bandwidth=rate, env={**found.env, "date": environment()["date"]})
     cache.write_json(cache_path(found.threads), raised.to_json())  # measure() keeps threads None on a GPU
     return raised
 

@@ -201,6 +201,8 @@ def test_a_faster_reading_of_the_ceilings_copy_raises_the_ceiling_and_a_slow_one
     assert "3.46x the cached ceiling" in capsys.readouterr().out
     assert ceilings.measure().copy_bandwidth == 3.46e9  # the pages after this one read the raised ceiling
     assert ceilings.raise_copy_ceiling(raised, 2e9) is raised  # never lowered
+    yesterday = dataclasses.replace(found, env={**found.env, "date": "2026-11-23"})
+    assert ceilings.raise_copy_ceiling(yesterday, 4e9).env["date"] == ceilings.environment()["date"]  # its stamp
 
     readings = iter([0.3e9, 0.4e9])
     kept, best = ceilings.check_copy_ceiling(found, 0.2e9, again=lambda: next(readings), what="copy")
