@@ -47,20 +47,12 @@ def require_between(what: str, minimum: float, maximum: float, first: float,
     def meets(value: float) -> bool:
         return minimum <= value <= maximum
 
-    if show is None:
-        def show(value: float) -> str:
-            return units.beside(value, 2, (minimum, maximum)) + "x"
-
+    show = show or _ratio(minimum, maximum)
     values = measurements(first, again, meets, attempts=attempts)
     met = [value for value in values if meets(value)]
     middle = (minimum * maximum) ** 0.5
     best = met[0] if met else min(values, key=lambda value: max(value / middle, middle / value))
-    wanted = f"between {show(minimum)} and {show(maximum)}"
-    tried = ", ".join(show(value) for value in values)
-    print(f"target: {what}: {wanted}; measured {tried}: {'met' if met else 'NOT met'}")
-    if not met:
-        raise TargetMissed(f"{what}: {wanted} wanted, measured {tried} "
-                           f"in {len(values)} attempt(s) on {device_name()}")
+    _report(what, f"between {show(minimum)} and {show(maximum)}", values, bool(met), show)
     return best
 
 
@@ -78,17 +70,22 @@ def _require(what, first, again, attempts, show, *, bound: float, at_least: bool
     def meets(value: float) -> bool:
         return value >= bound if at_least else value <= bound
 
-    if show is None:
-        def show(value: float) -> str:
-            return units.beside(value, 2, (bound,)) + "x"
-
+    show = show or _ratio(bound)
     values = measurements(first, again, meets, attempts=attempts)
     best = max(values) if at_least else min(values)
-    met = meets(best)
-    wanted = f"{'at least' if at_least else 'at most'} {show(bound)}"
+    _report(what, f"{'at least' if at_least else 'at most'} {show(bound)}", values, meets(best), show)
+    return best
+
+
+def _ratio(*thresholds: float) -> Callable[[float], str]:
+    """A ratio as "1.23x", with the decimals that keep it on its side of each threshold."""
+    return lambda value: units.beside(value, 2, thresholds) + "x"
+
+
+def _report(what: str, wanted: str, values: list[float], met: bool, show: Callable[[float], str]) -> None:
+    """Print the target's line with every attempt; raise :class:`TargetMissed` if it was not met."""
     tried = ", ".join(show(value) for value in values)
     print(f"target: {what}: {wanted}; measured {tried}: {'met' if met else 'NOT met'}")
     if not met:
         raise TargetMissed(f"{what}: {wanted} wanted, measured {tried} "
                            f"in {len(values)} attempt(s) on {device_name()}")
-    return best
