@@ -139,3 +139,10 @@ def test_a_figure_is_never_rounded_across_the_line_its_rule_draws(judge, numbers
     assert shown in verdict.here, verdict.here
     if not_shown:
         assert not_shown not in verdict.here, verdict.here
+
+
+def test_rematerialization_held_without_a_faster_step_says_the_time_did_not_fall():
+    """The ledger said "held" for "lowers memory and runtime together" beside 1.00x the speed."""
+    flat, faster = claims.judge_rematerialization(1.8, 1.0), claims.judge_rematerialization(1.8, 1.09)
+    assert flat.held and "did not fall here" in flat.why
+    assert faster.held and faster.why == "less memory, and less time too"

@@ -75,7 +75,7 @@ def overhead_advice(share: float, between: float, launches: float, step_s: float
     else:
         gain = compile_gain(step_s, **compiled)
         how = (f"compile it (torch.compile): the step becomes one compiled call, at least "
-               f"{units.seconds(compiled['floor_s'])} here, plus its contractions, which stay library "
+               f"{units.seconds(compiled['floor_s'])} here, plus all its contractions, which stay library "
                f"calls ({units.percent(compiled['kept_share'])} of the step), each followed by a fused "
                "kernel; or grow the batch. CUDA graphs do not apply on a CPU: there are no kernel "
                "launches to replay, every op runs on the calling thread")
@@ -116,7 +116,7 @@ def contraction_advice(share: float, peak_fraction: float, dtype: str, ceilings,
     found = []
     tuned = amdahl(share * (1 - min(peak_fraction, 1.0)))
     found.append(Advice(
-        f"compute-bound: contractions take {units.percent(share)} of the step at "
+        f"compute-bound: the contractions above the ridge take {units.percent(share)} of the step at "
         f"{units.percent(peak_fraction)} of the measured {dtype} matmul peak "
         f"({units.flops(ceilings.matmul(dtype))}); larger or better-shaped matmuls can gain at most "
         f"{tuned:.2f}x", tuned, Regime.COMPUTE.value))
