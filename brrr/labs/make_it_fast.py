@@ -8,7 +8,8 @@ code often is. It carries the overheads of the overhead chapter
   its own ``autograd.grad``: a few dozen tiny ops per sample instead of per batch;
 - a host sync every step (``.item()`` in a logging line);
 - tensors created anew every step (the gradient accumulators, the learning rate);
-- tiny ops that could be one (the update is four elementwise ops per parameter);
+- tiny ops that could be fewer (the update is five elementwise ops per parameter
+  where two in-place ones would do);
 - on a GPU, all of it is kernel launches that a CUDA graph could replay.
 
 Students write ``fast_train(problem)``, which must return the same losses and
@@ -165,7 +166,7 @@ def given_train(problem: Problem) -> tuple[list[float], list[torch.Tensor]]:
         losses.append(loss.item())
         with torch.no_grad():
             lr = torch.tensor(LEARNING_RATE, device=x.device)  # another new tensor
-            for p, g in zip(params, grads):  # four tiny ops per parameter
+            for p, g in zip(params, grads):  # five tiny ops per parameter
                 g = g / x.shape[0]
                 g = g + WEIGHT_DECAY * p
                 p -= lr * g
