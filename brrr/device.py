@@ -120,11 +120,13 @@ def _language_built_for_a_gpu() -> bool:
     return isinstance(tl.standard.max, JITFunction)
 
 
+# What puts triton.language back where it was made to interpret below; None where nothing was changed.
+_restore_language: Callable[[], None] | None = None
 if TRITON_INTERPRETED:
     _explain_compiled_kernels_without_a_gpu()
     if _language_built_for_a_gpu():
         # On a CPU every kernel is interpreted, so the language's functions must be too: for good.
-        _restore_language: Callable[[], None] | None = interpret_jit_calls()
+        _restore_language = interpret_jit_calls()
 
 
 def device_class() -> str:
