@@ -149,7 +149,7 @@ def steady_sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[i
 
 
 # Sizes for measuring the multiply rate where memory cannot be the limit. On a GPU: enough multiplies
-# per element that compute takes several times longer than moving the 64 MiB, and the launch is noise.
+# per element that compute takes several times longer than moving the tensor, and the launch is noise.
 # On a CPU the rate depends on the chain's length, so the roof is the best of several
 # (:func:`multiply_rates`), on a tensor whose 16 MiB working set stays in the 32 MiB L3 and whose calls
 # are long enough (about a millisecond) that the compiled call's own ~40 µs barely counts. Measured on
@@ -161,8 +161,11 @@ def steady_sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[i
 # 32-34, 31, 23 and 16 GFLOP/s: the code, not memory, sets that fall. The roof had been the 64-repeat
 # chain alone, on 2^17 elements where the call's own time also counted: 20 GFLOP/s, which the sweep then
 # beat by half at 16 and 32 repeats.
-MULTIPLY_PEAK_N = per_device(cpu=2**21, gpu=2**24)
-MULTIPLY_PEAK_CHAINS: tuple[int, ...] = per_device(cpu=(8, 16, 32, 64), gpu=(512,))
+# On a GPU the roof is the best of 256 and 512 multiplies on 2^26 elements (about a millisecond a call at
+# 512): the H100 of 2026-11-24 swept 256 repeats at 32.4 TFLOP/s, 1.09x the 29.8 that 512 repeats on 2^24
+# elements had measured as its roof, which the sweep's roof check (at most 1.05x) would have failed.
+MULTIPLY_PEAK_N = per_device(cpu=2**21, gpu=2**26)
+MULTIPLY_PEAK_CHAINS: tuple[int, ...] = per_device(cpu=(8, 16, 32, 64), gpu=(256, 512))
 
 
 def multiply_rates(dtype: torch.dtype = torch.float32, *, threads: int | None = None,
