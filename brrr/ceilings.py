@@ -37,6 +37,9 @@ import torch
 
 from brrr import cache, reference, units
 from brrr.device import DEVICE, ON_GPU, device_name, far_above_cache, per_device, synchronize
+from brrr.stamp import environment, format_stamp
+from brrr.roofline import Roof  # noqa: F401  (re-exported: brrr.ceilings.Roof)
+from brrr.timing import bench, torch_threads
 
 # Why a kernel can stream faster than the copy roof, for the line that shows it (units.fraction_of's above).
 # On a CPU dst.copy_ is not the fastest way to stream memory. Measured on our 2-core CI machine, one thread,
@@ -49,9 +52,6 @@ ABOVE_COPY = per_device(
         "(write-allocate), traffic the counted bytes leave out, and an op that reads more than it writes, "
         "or writes in place, pays less of it; the copy roof is also one measurement, with its noise",
     gpu="the copy roof is one measurement, with its noise")
-from brrr.stamp import environment, format_stamp
-from brrr.roofline import Roof  # noqa: F401  (re-exported: brrr.ceilings.Roof)
-from brrr.timing import bench, torch_threads
 
 # 2: the vector peak is a throughput measurement (independent accumulators)
 # 3: the matmul size per dtype is recorded (a CPU times slow dtypes smaller)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Iterator
@@ -163,14 +164,14 @@ def time_matmul(m: int, n: int, k: int, dtype: str = "float32", *, budget_s: flo
     from cache, and a batch-1 matmul ran at 2.7x the copy roof.
     """
     torch_dtype = TORCH_DTYPES[dtype]
-    set_bytes = (m * k + k * n + m * n) * torch.empty((), dtype=torch_dtype).element_size()
-    sets = [(torch.randn(m, k, device=DEVICE, dtype=torch_dtype), torch.randn(k, n, device=DEVICE, dtype=torch_dtype),
-             torch.empty(m, n, device=DEVICE, dtype=torch_dtype))
-            for _ in range(_copies_above_cache(set_bytes) if from_memory else 1)]
-    turn = iter(range(10**9))
+    set_bytes = (m * k + k * n + m * n) * torch_dtype.itemsize
+    next_set = _in_turn([(torch.randn(m, k, device=DEVICE, dtype=torch_dtype),
+                          torch.randn(k, n, device=DEVICE, dtype=torch_dtype),
+                          torch.empty(m, n, device=DEVICE, dtype=torch_dtype))
+                         for _ in range(_copies_above_cache(set_bytes) if from_memory else 1)])
 
     def call():
-        a, b, out = sets[next(turn) % len(sets)]
+        a, b, out = next_set()
         return torch.mm(a, b, out=out)
 
     with tf32(dtype == "tf32"):
@@ -298,6 +299,12 @@ def elementwise_rate(n: int | None = None) -> tuple[float, float]:
 # ---------------------------------------------------------------- single layers, for the roofline
 
 
+def _in_turn(items: list):
+    """A function returning ``items`` one after another, round and round: each timed call gets the next."""
+    turns = itertools.cycle(items)
+    return lambda: next(turns)
+
+
 def _copies_above_cache(tensor_bytes: int) -> int:
     """How many distinct copies of a tensor make a working set far above the last-level cache."""
     return max(1, -(-far_above_cache(1) // tensor_bytes))
@@ -315,10 +322,10 @@ def time_linear(batch: int, in_features: int, out_features: int, dtype: str = "f
                for _ in range(_copies_above_cache(weight_bytes))]
     bias = torch.randn(out_features, device=DEVICE, dtype=torch_dtype)
     x = torch.randn(batch, in_features, device=DEVICE, dtype=torch_dtype)
-    turn = iter(range(10**9))
+    next_weight = _in_turn(weights)
 
     def call():
-        return torch.nn.functional.linear(x, weights[next(turn) % len(weights)], bias)
+        return torch.nn.functional.linear(x, next_weight(), bias)
 
     with tf32(False):
         return bench(call, threads=THREADS, budget_s=per_device(cpu=0.15, gpu=0.1)).median_s

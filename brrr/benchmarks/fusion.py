@@ -220,10 +220,10 @@ def copy_roof(*, threads: int | None = THREADS) -> tuple[float, str]:
     figure (10 GB/s against 18): kernels then ran at 158% of that roof, and the repeat sweep's knee was
     predicted from it. A roof is the best this machine was seen to do.
     """
-    from brrr.ceilings import measure
+    from brrr.ceilings import measure as measure_ceilings  # this module's measure() times a workload
 
     now = copy_bandwidth(threads=threads)
-    cached = measure(threads=threads)
+    cached = measure_ceilings(threads=threads)
     if cached.copy_bandwidth > now:
         return cached.copy_bandwidth, (f"the ceiling's, measured {cached.env.get('date', '?')} on a quieter "
                                        f"machine (now: {units.bandwidth(now)})")

@@ -152,12 +152,12 @@ def why_add_above_copy(n: int) -> str:
     can do (the notebook used to say "stay in cache" of three 64 MiB tensors)."""
     from brrr.ceilings import ABOVE_COPY
 
-    if add_bytes(n) <= last_level_cache_bytes():
-        return (f"its three tensors ({units.binary_bytes(add_bytes(n))}) fit in the "
-                f"{units.binary_bytes(last_level_cache_bytes())} last-level cache, which streams faster than "
+    tensors, cache = add_bytes(n), last_level_cache_bytes()
+    sizes = f"its three tensors ({units.binary_bytes(tensors)})"
+    if tensors <= cache:
+        return (f"{sizes} fit in the {units.binary_bytes(cache)} last-level cache, which streams faster than "
                 "the DRAM that the copy roof measures")
-    return (f"its three tensors ({units.binary_bytes(add_bytes(n))}) exceed the "
-            f"{units.binary_bytes(last_level_cache_bytes())} last-level cache, so this is DRAM: {ABOVE_COPY}")
+    return f"{sizes} exceed the {units.binary_bytes(cache)} last-level cache, so this is DRAM: {ABOVE_COPY}"
 
 
 # ---------------------------------------------------------------- the small MLP and its training step
