@@ -7,7 +7,7 @@ ratios of times measured back to back in one run.
 import pytest
 import torch
 
-from brrr.device import ON_GPU, per_device
+from brrr.device import ON_GPU
 
 from brrr.benchmarks import fusion
 
@@ -102,6 +102,17 @@ def test_every_attempt_is_reported(monkeypatch):
     # shown as this device's target kind shows it: "0.68x" on a CPU, "68% of the roofline's speedup" on a GPU
     shown = [fusion._value("cos_cos_compiled_speedup", value) for value in (speedup * 0.8, speedup * 1.1)]
     assert f"attempts: {shown[0]}, {shown[1]}" in result.detail
+
+
+def test_a_failing_row_never_shows_its_minimum():
+    """The table of `python -m brrr.benchmarks.fusion` (the GPU check's targets stage): a figure just
+    under its minimum printed as the minimum ("85%  >= 85%  FAIL", "1.50x  >= 1.50x  FAIL") before."""
+    cases = [(fusion.SPEEDUP, 1.5, 1.497, "1.50x"), (fusion.FRACTION_OF_COPY, 0.85, 0.8496, "85%"),
+             (fusion.OF_ROOFLINE_SPEEDUP, 0.85, 0.8496, "85%")]
+    for kind, minimum, measured, rounded in cases:
+        row = fusion.Result("check", "", measured, minimum, kind, False, "").row()
+        shown = row.split()[1]
+        assert shown != rounded and "FAIL" in row, (kind, row)
 
 
 def test_report_names_every_target(capsys):
@@ -259,6 +270,6 @@ def test_the_cosine_roof_is_a_roof():
                                             for label, fn in workloads.items()], budget_s=0.2, min_runs=3)
         over = {m.label: m.timing.rate(cosines[m.label] * n) / roof for m in measured}
         attempts.append(over)
-        if max(over.values()) <= 1 / per_device(cpu=fusion.MODEL_FLOOR, gpu=0.9):
+        if max(over.values()) <= 1 / fusion.MODEL_FLOOR:
             return
     pytest.fail(f"cosines/s over the cosine roof, above 1 beyond the noise: {attempts}")

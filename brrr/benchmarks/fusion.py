@@ -446,10 +446,11 @@ def predicted_cos_cos_speedup(n: int, bandwidth: float, rate: float, dtype: torc
 
 # The roofline's time is a lower bound: a measured time may fall below it only by the noise of two
 # medians on a shared machine (MODEL_FLOOR), and a kernel the model describes should not take more than
-# twice as long (MODEL_CEILING). On a GPU the floor stays at the 2x band the check had before (no GPU
-# run has yet recorded how close a Triton kernel comes to the copy bandwidth there); a CPU's lines, where
-# the cosine roof had let the compiled x.cos() run at 142% of it, are held to the noise.
-MODEL_FLOOR = per_device(cpu=0.9, gpu=0.5)
+# twice as long (MODEL_CEILING). Both devices hold the floor to the noise: on the H100 of 2026-11-24 every
+# cos variant ran within 0.3% of its model's time and the Triton kernel at 3.028 TB/s against a 3.026 TB/s
+# copy; on a CPU the cosine roof had once let the compiled x.cos() run at 142% of it. A floor of 0.5
+# would let a GPU time at half the model's lower bound pass (a copy roof measured low, say).
+MODEL_FLOOR = 0.9
 MODEL_CEILING = 2.0
 
 
@@ -622,12 +623,13 @@ class Result:
     detail: str
 
     def row(self) -> str:
+        line = (self.minimum,)  # a figure is never rounded onto the minimum it is judged against
         if self.kind == SPEEDUP:
-            value = f"{self.measured:.2f}x"
+            value = f"{units.beside(self.measured, 2, line)}x"
         elif self.kind in (FRACTION_OF_COPY, OF_ROOFLINE_SPEEDUP):
-            value = units.percent(self.measured)
+            value = units.percent(self.measured, line)
         else:
-            value = f"{units.percent(self.measured)} ok"
+            value = f"{units.percent(self.measured, line)} ok"
         wanted = Target(self.check, "", self.minimum, self.kind).describe_minimum()
         verdict = "pass" if self.passed else "FAIL"
         return f"{self.check:<26} {value:>12}  {wanted:<16} {verdict:<5} {self.detail}"

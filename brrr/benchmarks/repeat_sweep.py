@@ -38,8 +38,11 @@ from brrr.device import DEVICE, per_device
 from brrr.timing import Timing, bench
 
 # On a CPU the knee sits near 16 repeats and 128 shows the rising line well; compiling the 256-op
-# chain alone took longer than the rest of the sweep.
-REPEATS = per_device(cpu=(1, 2, 4, 8, 16, 32, 64, 128), gpu=(1, 2, 4, 8, 16, 32, 64, 128, 256))
+# chain alone took longer than the rest of the sweep. A GPU's knee is 8·P/B repeats for fp32: 79 on the
+# H100 of 2026-11-24, but 100-145 on a T4 (about 4 TFLOP/s of plain multiplies against 250-290 GB/s),
+# where 256 repeats cost less than the 2x the flat level that measured_knee needs to find the rising
+# line. 512 gives it 3.5x there and about 6x on an H100.
+REPEATS = per_device(cpu=(1, 2, 4, 8, 16, 32, 64, 128), gpu=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
@@ -166,11 +169,15 @@ def steady_sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[i
 # elements had measured as its roof, which the sweep's roof check (at most 1.05x) would have failed.
 MULTIPLY_PEAK_N = per_device(cpu=2**21, gpu=2**26)
 MULTIPLY_PEAK_CHAINS: tuple[int, ...] = per_device(cpu=(8, 16, 32, 64), gpu=(256, 512))
+# Where memory cannot limit the roof's chains: a CPU's 2^21 elements stay in its cache; a GPU's 2^26
+# (256 MiB) do not fit any L2, but 256 or more multiplies per element keep them compute-bound.
+MULTIPLY_PEAK_PLACE = per_device(cpu="in cache", gpu="compute-bound")
 
 
 def multiply_rates(dtype: torch.dtype = torch.float32, *, threads: int | None = None,
                    chains: Sequence[int] = MULTIPLY_PEAK_CHAINS) -> dict[int, float]:
-    """FLOP/s of the compiled multiply chain of each length in ``chains``, on a tensor that stays in cache.
+    """FLOP/s of the compiled multiply chain of each length in ``chains``, where memory cannot limit it
+    (:data:`MULTIPLY_PEAK_PLACE`: in cache on a CPU, long enough to be compute-bound on a GPU).
 
     Compiled and timed as :func:`sweep` does (:func:`compile_chain`, ``threads``), so the roof and
     the workload run the same code.
@@ -186,7 +193,7 @@ def multiply_rates(dtype: torch.dtype = torch.float32, *, threads: int | None = 
 
 
 def multiply_peak(dtype: torch.dtype = torch.float32, *, threads: int | None = None) -> float:
-    """FLOP/s of the compiled multiply chain on a tensor that stays in cache: this workload's compute roof.
+    """FLOP/s of the compiled multiply chain where memory cannot limit it: this workload's compute roof.
 
     The non-matmul peak in :mod:`brrr.ceilings` is measured on a multiply-add
     chain. A GPU fuses each multiply-add into one FMA instruction counted as 2
@@ -207,7 +214,8 @@ def flops_over_roof(points: Sequence[SweepPoint], roof_flops: float) -> float:
 def describe_flops(points: Sequence[SweepPoint], roof_flops: float, rates: dict[int, float]) -> str:
     """Where the sweep's FLOP/s peaked against the roof, what the longest chain reached, and why, from the run.
 
-    ``rates`` are the in-cache rates of :func:`multiply_rates` the roof is the best of.
+    ``rates`` are the rates of :func:`multiply_rates` (measured where memory cannot limit them) the roof
+    is the best of.
     """
     best = max(points, key=lambda point: point.achieved_flops)
     last = max(points, key=lambda point: point.repeats)
@@ -223,7 +231,7 @@ def describe_flops(points: Sequence[SweepPoint], roof_flops: float, rates: dict[
     common = max(both)
     return (text + f" Past the knee the rate falls again, and not for want of memory: at {common} repeats the "
             f"sweep ran at {units.percent(swept[common].achieved_flops / roof_flops)} of the roof and the same "
-            f"chain in cache at {units.percent(rates[common] / roof_flops)}. Each element's multiplies depend on "
+            f"chain {MULTIPLY_PEAK_PLACE} at {units.percent(rates[common] / roof_flops)}. Each element's multiplies depend on "
             "one another, and a long chain leaves the hardware waiting on each one where a short one lets it "
             "work on several elements at once.")
 
