@@ -142,19 +142,17 @@ def relu_margin(problem: Problem) -> float:
     """The smallest ``|input|`` of any ReLU over the problem's training run, replayed batched.
 
     The replay sums the gradients in the batched order, so its inputs differ from the given step's by
-    about 1e-7: far less than :data:`KINK_MARGIN`.
+    about 1e-7: far less than :data:`KINK_MARGIN`. A hidden layer's ReLU input is :func:`forward` of
+    the layers up to it (the last layer of a forward has no ReLU); the update is :func:`given_train`'s.
     """
     params, batches = make_problem(problem)
     closest = math.inf
     for x, y in batches:
         params = [p.detach().requires_grad_(True) for p in params]
-        h = x
-        for i in range(0, len(params), 2):
-            h = h @ params[i].T + params[i + 1]
-            if i < len(params) - 2:
-                closest = min(closest, float(h.detach().abs().min()))
-                h = torch.relu(h)
-        grads = torch.autograd.grad(F.mse_loss(h, y), params)
+        with torch.no_grad():
+            relu_inputs = [forward(params[:end], x) for end in range(2, len(params), 2)]
+        closest = min([closest] + [float(h.abs().min()) for h in relu_inputs])
+        grads = torch.autograd.grad(F.mse_loss(forward(params, x), y), params)
         with torch.no_grad():
             params = [p - LEARNING_RATE * (g + WEIGHT_DECAY * p) for p, g in zip(params, grads)]
     return closest
