@@ -623,13 +623,7 @@ class Result:
     detail: str
 
     def row(self) -> str:
-        line = (self.minimum,)  # a figure is never rounded onto the minimum it is judged against
-        if self.kind == SPEEDUP:
-            value = f"{units.beside(self.measured, 2, line)}x"
-        elif self.kind in (FRACTION_OF_COPY, OF_ROOFLINE_SPEEDUP):
-            value = units.percent(self.measured, line)
-        else:
-            value = f"{units.percent(self.measured, line)} ok"
+        value = _figure(self.kind, self.measured, self.minimum) + (" ok" if self.kind == CORRECT else "")
         wanted = Target(self.check, "", self.minimum, self.kind).describe_minimum()
         verdict = "pass" if self.passed else "FAIL"
         return f"{self.check:<26} {value:>12}  {wanted:<16} {verdict:<5} {self.detail}"
@@ -684,14 +678,19 @@ def require(check: str, first: float, again: Callable[[], float] | None = None, 
                            attempts=attempts, show=lambda value: _value(check, value))
 
 
+def _figure(kind: str, measured: float, minimum: float) -> str:
+    """``measured`` as a target of ``kind`` shows it ("1.497x", "85%"), never rounded onto ``minimum``
+    (:func:`brrr.units.beside`): the table's rows and the attempts' lines."""
+    if kind == SPEEDUP:
+        return f"{units.beside(measured, 2, (minimum,))}x"
+    return units.percent(measured, (minimum,))
+
+
 def _value(check: str, measured: float) -> str:
-    """``measured`` in the target's units, never rounded onto its minimum (:func:`brrr.units.beside`)."""
+    """``measured`` in the target's units, never rounded onto its minimum."""
     wanted = target(check)
-    if wanted.kind == SPEEDUP:
-        return f"{units.beside(measured, 2, (wanted.minimum,))}x"
-    if wanted.kind == OF_ROOFLINE_SPEEDUP:
-        return f"{units.percent(measured, (wanted.minimum,))} of the roofline's speedup"
-    return units.percent(measured, (wanted.minimum,))
+    suffix = " of the roofline's speedup" if wanted.kind == OF_ROOFLINE_SPEEDUP else ""
+    return _figure(wanted.kind, measured, wanted.minimum) + suffix
 
 
 def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Result:
