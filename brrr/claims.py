@@ -126,7 +126,7 @@ FIELDS = ("statement", "essay", "here", "verdict", "why", "stamp")
 
 def _ratio(value: float, *against: float) -> str:
     """``value`` as "1.23x", precise enough to stay on its side of each threshold in ``against``."""
-    return units.beside(value, 2, against) + "x"
+    return units.ratio(value, against)
 
 
 def judge_three_regimes(tiny: str, pointwise: str, matmul: str) -> Verdict:

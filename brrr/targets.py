@@ -79,7 +79,7 @@ def _require(what, first, again, attempts, show, *, bound: float, at_least: bool
 
 def _ratio(*thresholds: float) -> Callable[[float], str]:
     """A ratio as "1.23x", with the decimals that keep it on its side of each threshold."""
-    return lambda value: units.beside(value, 2, thresholds) + "x"
+    return lambda value: units.ratio(value, thresholds)
 
 
 def _report(what: str, wanted: str, values: list[float], met: bool, show: Callable[[float], str]) -> None:

@@ -56,6 +56,11 @@ def beside(value: float, decimals: int = 2, thresholds: tuple[float, ...] = ()) 
     return text
 
 
+def ratio(value: float, thresholds: tuple[float, ...] = (), decimals: int = 2) -> str:
+    """A ratio as "1.23x", kept on its side of each of ``thresholds`` (:func:`beside`)."""
+    return beside(value, decimals, thresholds) + "x"
+
+
 def seconds(value: float) -> str:
     """A duration with a fitting unit: '812 ns', '3.40 us', '12.1 ms', '2.05 s'."""
     magnitude = abs(value)

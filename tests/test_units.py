@@ -36,3 +36,9 @@ def test_a_figure_keeps_the_side_of_its_threshold_and_only_then_gains_decimals()
     # a small rate against a far larger roof is not "0%" (a CPU's matmul against an A100's)
     assert units.percent(177e9 / 312e12) == "0.057%" and units.percent(0.0) == "0%"
     assert "69.8% of" in units.fraction_of(0.698e12, 1e12, "B/s", "copy", thresholds=(0.7,))
+
+
+def test_a_ratio_stays_on_its_side_of_each_threshold():
+    assert units.ratio(1.234) == "1.23x"
+    assert units.ratio(1.497, (1.5,)) == "1.497x"  # not a "1.50x" beside a missed 1.5x
+    assert units.ratio(2.996, (3,), decimals=1) == "2.996x"

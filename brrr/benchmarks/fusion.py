@@ -261,7 +261,7 @@ def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> lis
         held[name] = small < SMALL_HELD_BACK * large
         lines.append(f"{name}: {units.percent(small)} of copy at the smallest size "
                      f"({units.seconds(results[0].seconds)} a call), {units.percent(large)} at the largest "
-                     f"({units.beside(small / large, 2, (SMALL_HELD_BACK,))}x of it)")
+                     f"({units.ratio(small / large, (SMALL_HELD_BACK,))} of it)")
     if all(held.values()):
         lines.append("At the smallest size every provider ran further below the copy line than at the "
                      "largest: a fixed cost per call, not bandwidth, set its time.")
@@ -476,7 +476,7 @@ def against_model(result: Measurement, n: int, cosines_per_element: int, passes:
     ratio = result.seconds / predicted
     line = (f"{result.label:<26} {passes} pass(es), {cosines_per_element} cos/element: "
             f"predicted {units.seconds(predicted):>9} ({bound}-bound), measured {units.seconds(result.seconds):>9} "
-            f"= {units.beside(ratio, 2, (1.0,))}x")
+            f"= {units.ratio(ratio, (1.0,))}")
     roof = ("the copy bandwidth: " + ABOVE_COPY) if bound == "memory" else (
         f"the {bound} roof is below what this kernel reaches: a low roof, not a fast kernel")
     why = roofline.above_roof(1 / result.seconds, 1 / predicted, result.timing.spread, beyond=roof)
@@ -506,11 +506,11 @@ def cos_model_summary(n: int, bandwidth: float, rate: float, fused_cos_s: float,
         return ("Two cosines per element fit inside the memory time of one pass: on this machine the fused "
                 f"x.cos().cos() should cost about as much as one x.cos(); it took {than_cos:.2f}x its time.")
     if one > 1:
-        text = (f"Even one cosine per element takes {units.beside(one, 2, (1.0,))}x the memory time of one "
+        text = (f"Even one cosine per element takes {units.ratio(one, (1.0,))} the memory time of one "
                 "pass: on this machine x.cos() itself is compute-bound, and the fused kernel, with two "
                 f"cosines per element, should take at least {model_than_cos:.2f}x its time; {took}")
     else:
-        text = (f"Two cosines per element take {units.beside(two, 2, (1.0,))}x the memory time of one pass: "
+        text = (f"Two cosines per element take {units.ratio(two, (1.0,))} the memory time of one pass: "
                 "on this machine the fused kernel is compute-bound, so it should take at least "
                 f"{model_than_cos:.2f}x the time of one x.cos(); {took}")
     if fused_cos_cos_s < eager_cos_cos_s:
@@ -682,7 +682,7 @@ def _figure(kind: str, measured: float, minimum: float) -> str:
     """``measured`` as a target of ``kind`` shows it ("1.497x", "85%"), never rounded onto ``minimum``
     (:func:`brrr.units.beside`): the table's rows and the attempts' lines."""
     if kind == SPEEDUP:
-        return f"{units.beside(measured, 2, (minimum,))}x"
+        return units.ratio(measured, (minimum,))
     return units.percent(measured, (minimum,))
 
 

@@ -98,7 +98,7 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
         baseline = bench(baseline_next, budget_s=0.3)
         speedup = baseline.median_s / fused.median_s
         return core.Attempt(speedup, speedup >= threshold.value,
-                            f"{units.beside(speedup, 2, (threshold.value,))}x: yours {units.seconds(fused.median_s)}, "
+                            f"{units.ratio(speedup, (threshold.value,))}: yours {units.seconds(fused.median_s)}, "
                             f"{timed.baseline_name} "
                             f"{units.seconds(baseline.median_s)}")
 

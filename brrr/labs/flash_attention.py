@@ -736,7 +736,7 @@ def _measure(student, check: str) -> str:
         ratio = other / mine
         return core.Attempt(ratio, ratio >= threshold.value,
                             f"yours {units.seconds(mine)} ({shape.flops / mine / 1e12:.0f} TFLOP/s), {label} "
-                            f"{units.seconds(other)}: {units.beside(ratio, 2, (threshold.value,))}x its speed")
+                            f"{units.seconds(other)}: {units.ratio(ratio, (threshold.value,))} its speed")
 
     best, history = core.repeat_until_pass(attempt)
     core.check_timed_outputs(name, SPEC.out_name, [(out, case.expected) for case, out in zip(cases, outs)], seed)
