@@ -131,15 +131,55 @@ def bench_together(
     load on the host's cores, which is what moves CPU timings, reaches them only
     through kernels too short to hide their launch.
     """
-    if not fns:
-        raise ValueError("nothing to time")
     if ON_GPU:
+        if not fns:
+            raise ValueError("nothing to time")
         return {name: bench(fn, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
                             threads=threads, flush_l2=flush_l2) for name, fn in fns.items()}
-    _require_run_counts(min_runs, max_runs)
-    with torch_threads(threads):
-        times = _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s)
+    times = rounds_in_turns(fns, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
+                            threads=threads, flush_l2=flush_l2)
     return {name: summarize(runs, str(DEVICE)) for name, runs in times.items()}
+
+
+def rounds_in_turns(
+    fns: dict[str, Callable[[], object]],
+    *,
+    warmup: int = 3,
+    min_runs: int = 5,
+    max_runs: int = 1000,
+    budget_s: float = 0.5,
+    threads: int | None = None,
+    flush_l2: bool = True,
+    on_cpu_clock: bool = False,
+) -> dict[str, list[float]]:
+    """Every run's seconds, by name, timed as :func:`bench_together` times them: on a CPU the k-th run of
+    each function lies in the same round, so a ratio taken round by round cancels a burst of load that
+    spans the round (a per-round median of ratios, where medians taken apart would not cancel it). On a
+    GPU each is timed as :func:`bench` times it, and the runs are cut to the shortest list.
+
+    ``on_cpu_clock`` (a CPU, ``threads=1``): time each run by the calling thread's CPU time, not the
+    wall clock. With one thread torch runs every kernel, eager or compiled, in the calling thread
+    (wall and thread time agree within 1% on a quiet machine), and the thread's clock stops while the
+    scheduler runs another process. On a machine with more runnable processes than cores a long call is
+    preempted and a short one often is not, so wall times of calls of unlike lengths stop cancelling
+    round by round: a 70 ms workload beside 2-8 ms roof kernels read up to 2.1x its roofline time
+    beside .ci/neighbour_load.py and a busy neighbour (load average 4 on 2 cores). Memory stalls and
+    a neighbour's traffic still count: they are the work running slower, not waiting to run.
+    """
+    if not fns:
+        raise ValueError("nothing to time")
+    _require_run_counts(min_runs, max_runs)
+    if ON_GPU:
+        with torch_threads(threads):
+            times = {name: _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2)
+                     for name, fn in fns.items()}
+        runs = min(len(values) for values in times.values())
+        return {name: values[:runs] for name, values in times.items()}
+    if on_cpu_clock and threads != 1:
+        raise ValueError("the calling thread's CPU time counts a kernel's work only with threads=1")
+    with torch_threads(threads):
+        return _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s,
+                                   clock=time.thread_time if on_cpu_clock else time.perf_counter)
 
 
 def _require_run_counts(min_runs: int, max_runs: int) -> None:
@@ -160,7 +200,7 @@ def _cpu_times(fn, warmup, min_runs, max_runs, budget_s) -> list[float]:
     return _cpu_times_in_turns({"fn": fn}, warmup, min_runs, max_runs, budget_s)["fn"]
 
 
-def _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s) -> dict[str, list[float]]:
+def _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s, clock=time.perf_counter) -> dict[str, list[float]]:
     """Warm each up, then rounds of one timed call each, until the one with the most time has had
     ``budget_s`` of it (and ``min_runs`` rounds), or ``max_runs`` rounds."""
     for _ in range(warmup):
@@ -171,9 +211,9 @@ def _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s) -> dict[str, 
     rounds = 0
     while rounds < max_runs and (rounds < min_runs or max(spent.values()) < budget_s):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            start = clock()
             fn()
-            elapsed = time.perf_counter() - start
+            elapsed = clock() - start
             times[name].append(elapsed)
             spent[name] += elapsed
         rounds += 1

@@ -192,3 +192,22 @@ def test_gpu_loop_flushes_before_every_timed_run_outside_its_events(gpu_loop_on_
     flushes.clear()
     bench(lambda: None, warmup=2, min_runs=5, max_runs=5, budget_s=0, flush_l2=False)
     assert flushes == []
+
+
+@pytest.mark.skipif(timing.ON_GPU, reason="the CPU clock applies to CPU timings")
+def test_rounds_on_the_cpu_clock_leave_out_time_spent_not_running():
+    """A run that waits (sleeps, or is preempted by another process) costs wall time, not the thread's
+    CPU time; a run that computes costs both. Only with one thread, where the kernel runs in the caller."""
+    def spin():
+        end = time.thread_time() + 0.01
+        while time.thread_time() < end:
+            pass
+
+    rounds = timing.rounds_in_turns({"waits": lambda: time.sleep(0.01), "works": spin}, warmup=0, min_runs=3,
+                                    max_runs=3, threads=1, on_cpu_clock=True)
+    assert len(rounds["waits"]) == len(rounds["works"]) == 3
+    assert max(rounds["waits"]) < 0.002 and min(rounds["works"]) >= 0.01
+    by_wall = timing.rounds_in_turns({"waits": lambda: time.sleep(0.01)}, warmup=0, min_runs=3, max_runs=3)
+    assert min(by_wall["waits"]) >= 0.01
+    with pytest.raises(ValueError, match="threads=1"):
+        timing.rounds_in_turns({"waits": lambda: None}, threads=2, on_cpu_clock=True)
