@@ -25,6 +25,11 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   a JavaScript error: repeated inline scripts are dropped. The theme logs an
   error when no colour mode is set: the default mode is "auto".
 
+- **Strict.** Every build sets ``BRRR_STRICT=1`` (``brrr.targets.STRICT``)
+  before any notebook runs, and the kernels inherit it: a missed target fails
+  the build, however it was started (``make book``, the tests, a bare
+  ``jupyter-book build``), and no miss lands in the execution cache as a page
+  that ran.
 - **Says when Colab cannot install brrr.** At the end of the build it prints,
   as a notice, why the Colab launch buttons open a set-up cell that cannot
   install brrr (``brrr.colab.release_problem``: ``repository.url`` is the
@@ -38,13 +43,14 @@ Launch buttons still point online: they are links, not assets.
 
 from __future__ import annotations
 
+import os
 import shutil
 from importlib import resources
 from pathlib import Path
 
 from sphinx.util import logging
 
-from brrr import colab
+from brrr import colab, targets
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +119,7 @@ def _copy_mathjax(app, exception) -> None:
 
 def _colab_notice(app, exception) -> None:
     """Print :func:`brrr.colab.release_problem` for this book, if any, when the build is done."""
-    if exception is not None:
+    if exception is not None or not (Path(app.srcdir) / "pyproject.toml").is_file():  # not brrr's own book
         return
     problem = colab.release_problem(Path(app.srcdir))
     if problem:
@@ -136,6 +142,7 @@ def _drop_repeated_scripts(app, pagename, templatename, context, doctree):
 
 def setup(app):
     mathjax_source()  # fail at the start of a build, not after it
+    os.environ[targets.STRICT] = "1"  # before any notebook's kernel starts (see above)
     app.connect("config-inited", _configure)
     # myst-parser fills mathjax3_config at builder-inited (priority 500).
     app.connect("builder-inited", _clear_mathjax3_config, priority=900)
