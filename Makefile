@@ -13,6 +13,9 @@ INSTALLED := $(VENV)/.installed
 export BRRR_CACHE_DIR := $(CURDIR)/.cache/brrr
 export TORCHINDUCTOR_CACHE_DIR := $(CURDIR)/.cache/inductor
 export PYTHONUNBUFFERED := 1
+# A missed timing target or measured claim fails what make runs (the book, the tests, gpu-check); in a
+# reader's own Jupyter or Colab session it is printed with how to measure again (brrr/targets.py).
+export BRRR_STRICT := 1
 # glibc hands large buffers back to the OS on free; every new tensor then pays page
 # faults. These keep freed memory in the process, as a caching allocator does on GPU.
 # `import brrr` applies the same settings itself (brrr/allocator.py); these cover

@@ -25,15 +25,34 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   a JavaScript error: repeated inline scripts are dropped. The theme logs an
   error when no colour mode is set: the default mode is "auto".
 
+- **Strict.** Every build sets ``BRRR_STRICT=1`` (``brrr.targets.STRICT``)
+  before any notebook runs, and the kernels inherit it: a missed target fails
+  the build, however it was started (``make book``, the tests, a bare
+  ``jupyter-book build``), and no miss lands in the execution cache as a page
+  that ran.
+- **Says when Colab cannot install brrr.** At the end of the build it prints,
+  as a notice, why the Colab launch buttons open a set-up cell that cannot
+  install brrr (``brrr.colab.release_problem``: ``repository.url`` is the
+  placeholder, or this checkout has no tag ``v<version>``). A notice, not a
+  Sphinx warning: the course ships with the placeholder, and ``-W`` builds
+  (``make book``, the tests) must pass with it.
+
 Launch buttons still point online: they are links, not assets.
 ``tests/test_book_build.py`` (with ``tests/book_browser.py``) loads every page with the network blocked.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from importlib import resources
 from pathlib import Path
+
+from sphinx.util import logging
+
+from brrr import colab, targets
+
+logger = logging.getLogger(__name__)
 
 STYLESHEET = "brrr.css"  # in brrr/book_static/, copied to _static/
 MATHJAX_PACKAGE = "jupyter_server_mathjax"
@@ -98,6 +117,15 @@ def _copy_mathjax(app, exception) -> None:
     shutil.copytree(mathjax_source(), target, dirs_exist_ok=True)
 
 
+def _colab_notice(app, exception) -> None:
+    """Print :func:`brrr.colab.release_problem` for this book, if any, when the build is done."""
+    if exception is not None or not (Path(app.srcdir) / "pyproject.toml").is_file():  # not brrr's own book
+        return
+    problem = colab.release_problem(Path(app.srcdir))
+    if problem:
+        logger.info(f"brrr: the Colab launch buttons: {problem}", color="darkred")
+
+
 def _drop_repeated_scripts(app, pagename, templatename, context, doctree):
     """Keep the first of identical scripts (an inline one may be listed with
     filename None once and '' once)."""
@@ -114,10 +142,12 @@ def _drop_repeated_scripts(app, pagename, templatename, context, doctree):
 
 def setup(app):
     mathjax_source()  # fail at the start of a build, not after it
+    os.environ[targets.STRICT] = "1"  # before any notebook's kernel starts (see above)
     app.connect("config-inited", _configure)
     # myst-parser fills mathjax3_config at builder-inited (priority 500).
     app.connect("builder-inited", _clear_mathjax3_config, priority=900)
     app.connect("html-page-context", _drop_repeated_scripts, priority=900)
     app.connect("build-finished", _copy_mathjax)
+    app.connect("build-finished", _colab_notice)
     app.add_css_file(STYLESHEET)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -17,6 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 os.environ.setdefault("BRRR_CACHE_DIR", str(ROOT / ".cache" / "brrr"))
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor"))
+# A miss fails here, in the tests and in every notebook they execute, the book build included (it inherits
+# this environment), however pytest was started (brrr.targets.strict).
+os.environ["BRRR_STRICT"] = "1"
 
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 BOOK_FLAGS = ["-W", "-n", "--keep-going"]

@@ -714,7 +714,7 @@ def require(check: str, first: float, again: Callable[[], float] | None = None, 
     """Enforce this device's target ``check`` where a notebook measures it (:func:`brrr.targets.require`).
 
     ``first`` is the measured speedup or fraction of copy; ``again()`` measures it
-    anew after a miss. Raises :class:`brrr.targets.TargetMissed` if every attempt misses.
+    anew after a miss. If every attempt misses, :func:`brrr.targets.missed` (raised where strict).
     """
     wanted = target(check)
     return targets.require(f"{wanted.description} ({device_class()})", wanted.minimum, first, again,

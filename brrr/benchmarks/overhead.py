@@ -518,7 +518,7 @@ def check(device_type: str = DEVICE.type, *, attempts: int = 2) -> Outcome:
 def require(first: Comparison, device_type: str = DEVICE.type, *, attempts: int = 3) -> Comparison:
     """Enforce this device's target where a notebook measured ``first``; a miss is measured again.
 
-    Returns the best comparison; raises :class:`brrr.targets.TargetMissed` if every attempt misses.
+    Returns the best comparison; if every attempt misses, :func:`brrr.targets.missed` (raised where strict).
     """
     target = TARGETS[device_type]
     tries = [first]
