@@ -226,6 +226,39 @@ def test_the_copy_ceiling_keeps_the_higher_of_two_readings_taken_apart(monkeypat
     assert ceilings.measure_all().copy_bandwidth == 18.5e9
 
 
+def test_the_vector_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypatch):
+    """The planted regression of notebook 00's memory-bound check: a two-thread vector peak read under load
+    (18.9 GFLOP/s against 139.7 quiet, in a fresh clone's run) must not become the roof."""
+    readings = iter([18.9e9, 139.7e9])
+    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 20e9)
+    monkeypatch.setattr(ceilings, "matmul_peak_size", lambda *a, **k: 64)
+    monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e11)
+    monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: next(readings))
+    monkeypatch.setattr(ceilings, "measure_dispatch_overhead", lambda *a, **k: 2e-6)
+    assert ceilings.measure_all().vector_peak == 139.7e9
+
+
+def test_roofs_combine_at_their_better_readings_and_are_never_lowered_in_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
+    cached = _fake(vector_peak=18.9e9, matmul_n={"float32": 512}, env={**_fake().env, "date": "2026-01-01"})
+    fresh = _fake(copy_bandwidth=15e9, vector_peak=139.7e9, dispatch_overhead=3e-6,
+                  matmul_peak={"float32": 250e9, "bfloat16": 50e9}, matmul_n={"float32": 1024},
+                  env={**_fake().env, "date": "2026-01-02"})
+    best = cached.best_with(fresh)
+    assert (best.copy_bandwidth, best.vector_peak, best.dispatch_overhead) == (20e9, 139.7e9, 2e-6)
+    assert best.matmul_peak == {"float32": 250e9, "bfloat16": 60e9} and best.matmul_n == {"float32": 1024}
+    assert best.env["date"] == "2026-01-02"
+    with pytest.raises(ValueError, match="threads"):
+        cached.best_with(dataclasses.replace(fresh, threads=1))
+
+    monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: fresh)
+    again = ceilings.measured_again(cached)
+    assert again == best and Ceilings.from_json(ceilings.cache.read_json(ceilings.cache_path(None))) == best
+    slower = _fake(copy_bandwidth=5e9, vector_peak=9e9, matmul_peak={"float32": 1e9, "bfloat16": 1e9})
+    monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: slower)
+    assert ceilings.measured_again(best) == best  # a reading under load lowers nothing
+
+
 def test_a_copy_sweep_gives_each_rate_over_the_ceiling_its_own_reason_and_notes_the_slow_ones():
     """A buffer that fits in the cache may beat the ceiling from it; a larger one over it was timed at
     another moment (load), never 'served by the cache'; readings under half the ceiling are named."""

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from brrr import counting, essay
-from brrr.roofline import Roof
+from brrr.roofline import Roof, require_memory_bound
 from brrr.roofline import (
     Regime,
     attainable_flops,
@@ -95,3 +95,21 @@ def test_a_value_above_its_roof_says_why_on_the_same_line():
     # the old cosine roof: the compiled x.cos() at 142% of it is no noise
     assert "beyond" in above_roof(1.42, 1.0, 0.04, beyond="measured on a 2-cosine chain")
     assert above_roof(1.42, 1.0, 0.04, beyond="measured on a 2-cosine chain").endswith("measured on a 2-cosine chain")
+
+
+def test_a_roof_read_low_is_measured_again_before_the_memory_bound_claim_fails(monkeypatch, capsys):
+    """The planted regression of notebooks 00 and 22's check: a vector peak read 7.4x low under load puts
+    layer norm and softmax right of the ridge. The claim measures the roofs again before it fails, and
+    fails where the new roof is as low."""
+    from brrr import counting, targets
+
+    monkeypatch.setenv(targets.STRICT, "1")
+    ops = {"layer norm": counting.layer_norm(4096, 1024), "softmax": counting.softmax(4096, 1024)}
+    quiet, loaded = Roof(139.7e9, 40e9, label="fp32 non-matmul"), Roof(18.9e9, 40e9, label="fp32 non-matmul")
+    assert all(regime(op.flops, op.bytes, loaded) is Regime.COMPUTE for op in ops.values())
+    assert require_memory_bound(ops, loaded, lambda: quiet) is True
+    assert "measuring the roofs again" in capsys.readouterr().out
+    with pytest.raises(targets.TargetMissed, match="expected memory-bound"):
+        require_memory_bound(ops, loaded, lambda: loaded)
+    with pytest.raises(targets.TargetMissed):
+        require_memory_bound(ops, loaded)
