@@ -93,20 +93,23 @@ def bench(
     budget_s: float = 0.5,
     threads: int | None = None,
     flush_l2: bool = True,
+    on_cpu_clock: bool = False,
 ) -> Timing:
     """Time ``fn()`` and return the median of many runs.
 
     ``fn`` takes no arguments: close over the inputs (rotate them yourself if a
     repeat must not see the same data). Runs continue until ``budget_s`` seconds
     of measured time are spent, at least ``min_runs`` and at most ``max_runs``.
+    ``on_cpu_clock``: see :func:`rounds_in_turns`.
     """
-    _require_run_counts(min_runs, max_runs)
-    with torch_threads(threads):
-        if ON_GPU:
+    if ON_GPU:
+        _require_run_counts(min_runs, max_runs)
+        with torch_threads(threads):
             times = _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2)
-        else:
-            times = _cpu_times(fn, warmup, min_runs, max_runs, budget_s)
-    return summarize(times, str(DEVICE))
+        return summarize(times, str(DEVICE))
+    times = rounds_in_turns({"fn": fn}, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
+                            threads=threads, on_cpu_clock=on_cpu_clock)
+    return summarize(times["fn"], str(DEVICE))
 
 
 def bench_together(
@@ -118,6 +121,7 @@ def bench_together(
     budget_s: float = 0.5,
     threads: int | None = None,
     flush_l2: bool = True,
+    on_cpu_clock: bool = False,
 ) -> dict[str, Timing]:
     """Time several functions whose times will be compared: a :class:`Timing` for each, by name.
 
@@ -137,8 +141,18 @@ def bench_together(
         return {name: bench(fn, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
                             threads=threads, flush_l2=flush_l2) for name, fn in fns.items()}
     times = rounds_in_turns(fns, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
-                            threads=threads, flush_l2=flush_l2)
+                            threads=threads, flush_l2=flush_l2, on_cpu_clock=on_cpu_clock)
     return {name: summarize(runs, str(DEVICE)) for name, runs in times.items()}
+
+
+def median_per_round(fns: dict[str, Callable[[], object]], per_round: Callable[[dict[str, float]], float],
+                     **timing) -> float:
+    """The median over rounds of ``per_round(seconds)``, where ``seconds`` maps each of ``fns`` to its run
+    in that round (:func:`rounds_in_turns`, which takes ``timing``'s keywords): a workload's time over a
+    roof's, say, each pair timed side by side, so a burst of load that spans a round cancels."""
+    times = rounds_in_turns(fns, **timing)
+    rounds = len(next(iter(times.values())))
+    return statistics.median(per_round({name: runs[k] for name, runs in times.items()}) for k in range(rounds))
 
 
 def rounds_in_turns(
@@ -182,6 +196,12 @@ def rounds_in_turns(
                                    clock=time.thread_time if on_cpu_clock else time.perf_counter)
 
 
+def thread_clock_for(threads: int | None) -> bool:
+    """Whether timings with ``threads`` can use the calling thread's CPU clock (``on_cpu_clock``): on a
+    CPU, with one thread, where every kernel runs in the calling thread."""
+    return not ON_GPU and threads == 1
+
+
 def _require_run_counts(min_runs: int, max_runs: int) -> None:
     if min_runs < 1 or max_runs < min_runs:
         raise ValueError(f"need 1 <= min_runs <= max_runs, got {min_runs} and {max_runs}")
@@ -194,10 +214,6 @@ def summarize(times: list[float], device: str) -> Timing:
         return Timing(only, only, only, 1, device)
     deciles = statistics.quantiles(ordered, n=10, method="inclusive")
     return Timing(statistics.median(ordered), deciles[1], deciles[7], len(ordered), device)
-
-
-def _cpu_times(fn, warmup, min_runs, max_runs, budget_s) -> list[float]:
-    return _cpu_times_in_turns({"fn": fn}, warmup, min_runs, max_runs, budget_s)["fn"]
 
 
 def _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s, clock=time.perf_counter) -> dict[str, list[float]]:

@@ -32,7 +32,9 @@ The notebooks import the workloads and the :func:`measure` helper from here, so
 the numbers a notebook prints and the numbers this script checks come from the
 same code. On a CPU everything is timed on one thread (:data:`THREADS`): on a
 small shared machine two threads stall at random, and a ratio of two noisy
-numbers is noisier still.
+numbers is noisier still. With one thread each run is timed on the calling
+thread's CPU clock (:func:`brrr.timing.rounds_in_turns`), which stops while
+other processes have the core.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ import argparse
 import dataclasses
 import functools
 import json
-import statistics
 import sys
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -55,7 +56,7 @@ from brrr.device import DEVICE, ON_GPU, device_class, far_above_cache, per_devic
 from brrr.kernels import pointwise, softmax
 from brrr.memory import settle_page_faults
 from brrr.stamp import environment, format_stamp
-from brrr.timing import Timing, bench, bench_together, rounds_in_turns, torch_threads
+from brrr.timing import Timing, bench, bench_together, median_per_round, thread_clock_for, torch_threads
 
 THREADS: int | None = per_device(cpu=1, gpu=None)
 
@@ -203,7 +204,7 @@ def measure_together(specs: list[tuple[str, Callable[[], object], float]], *, th
         for _, fn, _ in specs:
             settle_page_faults(fn)
     timings = bench_together({label: fn for label, fn, _ in specs}, threads=threads, budget_s=budget,
-                             warmup=warmup, min_runs=min_runs)
+                             warmup=warmup, min_runs=min_runs, on_cpu_clock=thread_clock_for(threads))
     return [Measurement(label, timings[label], float(bytes_moved)) for label, _, bytes_moved in specs]
 
 
@@ -385,7 +386,7 @@ def cos_rates(*, threads: int | None = THREADS, chains: tuple[int, ...] = COS_RA
         with torch_threads(threads):
             settle_page_faults(lambda: compiled(x))
         timing = bench(lambda: compiled(x), threads=threads, budget_s=per_device(cpu=0.3, gpu=0.1),
-                       flush_l2=False)
+                       flush_l2=False, on_cpu_clock=thread_clock_for(threads))
         rates[length] = timing.rate(length * COS_RATE_N)
     return rates
 
@@ -417,7 +418,8 @@ def eager_cos_rate(*, threads: int | None = THREADS) -> float:
     x = torch.randn(COS_RATE_N, device=DEVICE)
     with torch_threads(threads):
         settle_page_faults(lambda: cos_eager(x))
-    timing = bench(lambda: cos_eager(x), threads=threads, budget_s=0.3, flush_l2=False)
+    timing = bench(lambda: cos_eager(x), threads=threads, budget_s=0.3, flush_l2=False,
+                   on_cpu_clock=thread_clock_for(threads))
     return timing.rate(COS_RATE_N)
 
 
@@ -487,14 +489,14 @@ def model_ratio_in_turns(fn: Callable[[], object], n: int, cosines_per_element: 
     with torch_threads(threads):
         for call in timed.values():
             settle_page_faults(call)
-    times = rounds_in_turns(timed, threads=threads, budget_s=per_device(cpu=0.5, gpu=0.2), min_runs=7,
-                            flush_l2=False, on_cpu_clock=not ON_GPU and threads == 1)
-    ratios = []
-    for k, seconds in enumerate(times["workload"]):
-        rate = max(length * COS_RATE_N / times[length][k] for length in roofs)
-        bandwidth = 2 * n * 4 / times["copy"][k] if memory else float("inf")
-        ratios.append(seconds / predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate))
-    return statistics.median(ratios)
+
+    def per_round(seconds: dict) -> float:
+        rate = max(length * COS_RATE_N / seconds[length] for length in roofs)
+        bandwidth = 2 * n * 4 / seconds["copy"] if memory else float("inf")
+        return seconds["workload"] / predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate)
+
+    return median_per_round(timed, per_round, threads=threads, budget_s=per_device(cpu=0.5, gpu=0.2), min_runs=7,
+                            flush_l2=False, on_cpu_clock=thread_clock_for(threads))
 
 
 def cos_bound(n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float,
