@@ -42,7 +42,7 @@ from brrr import counting, reference, targets, units
 from brrr.ceilings import measure_dispatch_overhead
 from brrr.device import DEVICE, ON_GPU, last_level_cache_bytes, per_device, synchronize
 from brrr.stamp import stamp
-from brrr.timing import Timing, bench, torch_threads
+from brrr.timing import Timing, bench, bench_together, thread_clock_for, torch_threads
 
 THREADS = 1
 
@@ -54,8 +54,18 @@ def measured_stamp() -> str:
 
 
 def time_it(fn: Callable[[], object], *, budget_s: float = 0.3, threads: int | None = THREADS, **kwargs) -> Timing:
-    """:func:`brrr.timing.bench` with this module's choices: one thread, no L2 flush."""
+    """:func:`brrr.timing.bench` with this module's choices: one thread, no L2 flush, and on a CPU the
+    thread's own clock (host work is all this thread's: time preempted by other processes is left out)."""
+    kwargs.setdefault("on_cpu_clock", thread_clock_for(threads))
     return bench(fn, threads=threads, budget_s=budget_s, flush_l2=False, **kwargs)
+
+
+def time_together(fns: dict[str, Callable[[], object]], *, budget_s: float = 0.3,
+                  threads: int | None = THREADS) -> dict[str, Timing]:
+    """:func:`time_it` for work whose times are compared: timed in turns (:func:`brrr.timing.bench_together`),
+    so that a burst of other work lands on all of them alike."""
+    return bench_together(fns, threads=threads, budget_s=budget_s, flush_l2=False,
+                          on_cpu_clock=thread_clock_for(threads))
 
 
 @dataclass(frozen=True)
@@ -244,14 +254,14 @@ def step_flops(batch_size: int, shape: MlpShape = MLP) -> float:
     return (3 * shape.depth - 1) * one.flops
 
 
-def batch_sweep(batches: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.2) -> list[Timing]:
-    """Time one training step at each batch size, on one fresh model."""
+def batch_sweep(batches: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.4) -> list[Timing]:
+    """Time one training step at each batch size, on one fresh model, the sizes in turns
+    (:func:`time_together`): the ratios of neighbouring sizes are what the chapter reads."""
     step = TrainStep(small_mlp(shape))
-    timings = []
-    for size in batches:
-        x, y = batch(size, shape)
-        timings.append(time_it(lambda: step(x, y), budget_s=budget_s))
-    return timings
+    inputs = {size: batch(size, shape) for size in batches}
+    timings = time_together({str(size): (lambda x=x, y=y: step(x, y)) for size, (x, y) in inputs.items()},
+                            budget_s=budget_s)
+    return [timings[str(size)] for size in batches]
 
 
 def record_train_step_trace(batch_size: int, path, *, steps: int = 4, shape: MlpShape = MLP):
@@ -369,10 +379,9 @@ def compiled_vs_eager_tiny_ops(n: int = TINY_ELEMENTS, *, mode: str | None = Non
         synchronize()
 
     label = "compiled" if mode is None else mode
-    return Comparison(
-        f"{TINY_OPS} tiny ops on {n} fp32 elements, {DEVICE.type}",
-        "eager", time_it(eager_call), label, time_it(compiled_call),
-    )
+    timings = time_together({"eager": eager_call, label: compiled_call})
+    return Comparison(f"{TINY_OPS} tiny ops on {n} fp32 elements, {DEVICE.type}",
+                      "eager", timings["eager"], label, timings[label])
 
 
 # ---------------------------------------------------------------- CUDA graphs (GPU only)

@@ -144,6 +144,19 @@ def low_spread(points: Sequence[SweepPoint]) -> float:
     return max(times) / min(times)
 
 
+def rise_past_knee(points: Sequence[SweepPoint], knee: float) -> tuple[bool, str]:
+    """Whether the sweep's last point costs far more than its first, as compute-bound work must: at least
+    a third of the ``repeats / knee`` the roofline predicts, and at least 2x; and the line that says so.
+
+    Past the knee time grows with the repeats (about 6x on an H100 at 512 repeats, where the knee sits
+    higher than on a CPU). A chain whose multiplies were folded into one, doing less work, stays flat.
+    """
+    rise, predicted = points[-1].seconds / points[0].seconds, points[-1].repeats / knee
+    return rise > max(2.0, predicted / 3), (
+        f"{points[-1].repeats} repeats should cost far more than {points[0].repeats} (compute-bound): "
+        f"{rise:.2f}x the time, the multiply-rate knee predicts {predicted:.2f}x")
+
+
 def steady_sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[int] = REPEATS, *,
                  threads: int | None = None, attempts: int = 3) -> tuple[list[SweepPoint], list[str]]:
     """:func:`sweep`, measured again (``attempts`` runs at most) while its memory-bound first points
