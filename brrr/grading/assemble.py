@@ -30,7 +30,9 @@ import nbformat
 
 from brrr.labs import generate
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding brrr/
+# The instructor's checkout; None where brrr is installed from a wheel (PACKAGE_ROOT is site-packages then).
+CHECKOUT = PACKAGE_ROOT if generate.SOLUTIONS.is_dir() else None
 
 
 @dataclass

@@ -28,7 +28,9 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
    before the submission ran (:mod:`brrr.grading.integrity`): a change marks
    the submission ``tampered``, and a change to the Python environment stops
    grading (exit status 3). Every child process gets private caches and
-   writes no bytecode, so grading itself changes nothing watched.
+   IPython, Jupyter and matplotlib folders, and writes no bytecode, so grading
+   itself changes nothing watched and reads none of the instructor's per-user
+   configuration: a change there is reported at the end, charged to no one.
 6. **The record.** Only then is the grader process told to finish; it prints
    its results signed with a key only the gradebook and it know. The verdict
    is that, never a file or output the notebook could write. A grader process
@@ -457,8 +459,9 @@ class _Watch:
 
     After each submission the watched files are fingerprinted again and compared
     with the previous fingerprint. Whatever changed is charged to the
-    submissions that ran in between (one, with ``--jobs 1``). A change to the
-    environment stops the run: no later grade could be trusted.
+    submissions that ran in between (one, with ``--jobs 1``), except a change
+    to files no grading process reads: that is kept for :meth:`unread_report`.
+    A change to the environment stops the run: no later grade could be trusted.
     """
 
     def __init__(self, roots: list[integrity.Root], excluded: list[Path]):
@@ -468,6 +471,7 @@ class _Watch:
         self.running: set[int] = set()
         self.suspects: dict[int, Submission] = {}
         self.stopped = ""  # why grading stopped, once it has
+        self.unread: list[tuple[list[str], list[str]]] = []  # (unread paths that changed, who ran meanwhile)
 
     def fingerprint(self) -> integrity.Fingerprint:
         with IN_FLIGHT.lock:  # no reap in another thread may kill the walk's child process
@@ -486,15 +490,29 @@ class _Watch:
             suspects = list(self.suspects.values())
             self.last = now
             self.suspects = {key: s for key, s in self.suspects.items() if key in self.running}
-            if not changes:
+            if changes.unread:
+                self.unread.append((changes.unread, [s.name for s in suspects]))
+            if not changes.charged:
                 return
             for suspect in suspects:
-                suspect.tampered = changes.paths
+                suspect.tampered = changes.charged
             if changes.environment and not self.stopped:
                 names = ", ".join(s.name for s in suspects)
                 self.stopped = (f"While {names} ran, files of the Python environment that grades changed "
                                 f"({integrity.Changes(changes.environment, changes.kinds).describe(5)}). Restore "
                                 "the environment (reinstall it), then grade the remaining submissions again.")
+
+    def unread_report(self, limit: int = 10) -> str:
+        """For the instructor: per-user files that changed while grading ran and that no grading process
+        reads (a first Jupyter session writes some), with the submissions that ran meanwhile. '' if none."""
+        parts = []
+        for paths, names in self.unread:
+            shown = ", ".join(paths[:limit]) + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+            parts.append(f"{shown} (while {', '.join(names)} ran)")
+        if not parts:
+            return ""
+        return (f"changed while grading, read by no grading process: {'; '.join(parts)}. No grade depends on "
+                "these files and no submission was charged; if you did not make the change, look at it.")
 
 
 def tampered_note(submission: Submission, alone: bool) -> str:
@@ -630,8 +648,8 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
     work.mkdir(exist_ok=True)
     for cache in instructor_caches():  # made now, so a build filling them later adds no folder to the watch
         cache.mkdir(parents=True, exist_ok=True)
-    roots, excluded = integrity.watched_roots(checkout=assemble.PACKAGE_ROOT, submissions=folder, out=out,
-                                              unread=instructor_caches())
+    roots, excluded = integrity.watched_roots(checkout=assemble.CHECKOUT, submissions=folder, out=out,
+                                              left_out=instructor_caches())
     was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
     sys.dont_write_bytecode = True  # a lazy import here must not add files to the watched environment
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
@@ -659,6 +677,8 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
             submission.status, submission.results = "tampered", {}
     if watch.stopped:
         print(f"grading stopped: {watch.stopped}", file=sys.stderr, flush=True)
+    if report := watch.unread_report():
+        print(f"note: {report}", file=sys.stderr, flush=True)
     write_csv(submissions, _fresh_file(out / "grades.csv"))
     feedback_folder = _fresh_folder(out / "feedback")
     for submission in submissions:
