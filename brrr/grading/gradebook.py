@@ -294,23 +294,25 @@ def private_environment(folder: Path, base: dict[str, str] | None = None) -> dic
     env = dict(os.environ if base is None else base)
     env.pop(grader_env(), None)
     env.pop("BRRR_RECORD_REFERENCE", None)  # a graded run records nothing into the checkout (gpu-check sets it)
+    env.pop("PYTHONSTARTUP", None)  # a file of the instructor's that every IPython kernel would run
     for variable, name in PRIVATE_FOLDERS.items():
         (folder / name).mkdir(parents=True, exist_ok=True)
         env[variable] = str(folder / name)
-    for font_list in _MATPLOTLIB_FONT_LISTS:  # a copy, so matplotlib need not scan the fonts again (seconds)
-        shutil.copyfile(font_list, folder / "matplotlib" / font_list.name)
+    for name, data in _MATPLOTLIB_FONT_LISTS.items():  # so matplotlib need not scan the fonts again (seconds)
+        (folder / "matplotlib" / name).write_bytes(data)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("MPLBACKEND", "Agg")
     return env
 
 
-def _font_lists() -> list[Path]:
+def _font_lists() -> dict[str, bytes]:
+    """matplotlib's font lists in the instructor's cache, read once, before any submission runs."""
     try:
         import matplotlib
     except ImportError:
-        return []
-    return sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+        return {}
+    return {path.name: path.read_bytes() for path in sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))}
 
 
 _MATPLOTLIB_FONT_LISTS = _font_lists()
@@ -726,11 +728,13 @@ def grader_setup_problem() -> str | None:
     from jupyter_client.kernelspec import KernelSpecManager
 
     with tempfile.TemporaryDirectory(prefix="brrr-kernel-check-") as folder:
-        specs = KernelSpecManager(kernel_dirs=[str(_kernelspec(Path(folder), Path(folder)) / "kernels")])
-        manager = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
+        folder = Path(folder)
+        specs = KernelSpecManager(kernel_dirs=[str(_kernelspec(folder, folder) / "kernels")])
+        manager = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs,
+                                connection_file=str(folder / "connection.json"))
         client = None
         try:
-            manager.start_kernel()
+            manager.start_kernel(env=private_environment(folder / "private"))  # as a student's kernel starts
             client = manager.client()
             client.start_channels()
             client.wait_for_ready(timeout=60)
