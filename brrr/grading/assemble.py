@@ -13,6 +13,9 @@ once, when the gradebook starts. For every submission it then writes:
 - the **notebook** that runs (:func:`splice`): every cell comes from the lab as
   generated from ``solutions/``, except the answer cells (those that hold a
   ``### BEGIN SOLUTION`` block in the solution), which come from the submission.
+
+The solutions ship in the package as ``brrr/labs/solutions/`` (in a checkout, a
+link to ``solutions/``), so a pip-installed brrr grades as a checkout does.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from brrr.labs import generate
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding brrr/
 # The instructor's checkout; None where brrr is installed from a wheel (PACKAGE_ROOT is site-packages then).
 CHECKOUT = PACKAGE_ROOT if generate.SOLUTIONS.is_dir() else None
+SOLUTIONS = Path("brrr", "labs", "solutions")  # under PACKAGE_ROOT: the labs' solutions, as the package ships them
 
 
 @dataclass
@@ -54,7 +58,7 @@ class Snapshot:
                 self.files[str(path.relative_to(root))] = path.read_bytes()
         self.labs: dict[str, nbformat.NotebookNode] = {}
         self.answers: dict[str, list[str]] = {}
-        for path in sorted((root / "solutions").glob("*.ipynb")):
+        for path in sorted((root / SOLUTIONS).glob("*.ipynb")):
             solution = generate.read(path)
             self.labs[path.stem] = generate.lab_notebook(solution, name=path.name)
             self.answers[path.stem] = [cell.get("id") for cell in solution.cells
