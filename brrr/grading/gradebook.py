@@ -18,9 +18,9 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
    the record. Then nbval runs the notebook in its own Jupyter
    kernel, exactly as ``pytest --nbval-lax`` would, with a timeout per cell and
    one per notebook. The kernel gets a copy of ``brrr`` without the lab's
-   hidden modules, starts without site hooks (so the instructor's editable
-   install does not put them back), and reaches the grader through
-   ``$BRRR_GRADER``.
+   hidden modules, starts without site hooks, on a path where no import finds
+   the instructor's ``brrr`` (:func:`brrr.grading.assemble.kernel_path`), and
+   reaches the grader through ``$BRRR_GRADER``.
 4. **Nothing left behind.** When the notebook ends, by itself, by timeout or by
    a crash, every process it started is killed: its tree, and any orphan that
    escaped it (the gradebook adopts orphans as a Linux child subreaper).
@@ -199,10 +199,10 @@ class _InFlight:
 IN_FLIGHT = _InFlight()
 
 
-def _kernelspec(folder: Path, student_path: Path) -> Path:
-    """A Jupyter kernel that starts without site hooks, with the student copy of brrr first on its path."""
-    path = [str(student_path)] + [p for p in sys.path if p and Path(p).resolve() != assemble.PACKAGE_ROOT
-                                   and Path(p).resolve() != Path.cwd().resolve() and not (Path(p) / "brrr").exists()]
+def _kernelspec(folder: Path, student_copy: Path) -> Path:
+    """A Jupyter kernel that starts without site hooks, with ``student_copy`` its only brrr
+    (:func:`brrr.grading.assemble.kernel_path`)."""
+    path = assemble.kernel_path(student_copy, folder / "path-links")
     spec_dir = folder / "jupyter" / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True)
     (spec_dir / "kernel.json").write_text(json.dumps({
@@ -729,7 +729,7 @@ def grader_setup_problem() -> str | None:
 
     with tempfile.TemporaryDirectory(prefix="brrr-kernel-check-") as folder:
         folder = Path(folder)
-        specs = KernelSpecManager(kernel_dirs=[str(_kernelspec(folder, folder) / "kernels")])
+        specs = KernelSpecManager(kernel_dirs=[str(_kernelspec(folder, folder / "student") / "kernels")])
         manager = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs,
                                 connection_file=str(folder / "connection.json"))
         client = None
