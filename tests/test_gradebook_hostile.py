@@ -5,8 +5,18 @@ pytest-xdist can run it beside the other gradebook tests.)
 The attacks on Lab 1's timing checks are Lab 1 submissions; those that work on any lab (rebinding the
 grader cells, exiting under the grader, forging the record) are Lab 2's, the quicker lab to grade, in the
 same folder: the gradebook grades each notebook as the lab its cells say it is.
+
+The run grades in a fresh, empty home folder, and the instructor's first IPython session starts there
+while it runs, as a book build's first kernel did on a fresh machine (issue 24): that writes
+``~/.ipython``, which no grading process reads, so it is reported and charged to no submission.
 """
 
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import threading
 import time
 
 import nbformat
@@ -45,11 +55,29 @@ def hostile_graded(tmp_path_factory):
     made_up = submission_notebook(ROOFLINE, MADE_UP_LAB)  # also claims a lab of its own, with 3 checks
     made_up.metadata["brrr"] = {"lab": "99-three-easy-checks"}
     nbformat.write(made_up, str(submissions / f"{MADE_UP_LAB}.ipynb"))
-    out = tmp / "out"
-    graded = gradebook.grade(submissions, out, cell_timeout_s=HOSTILE_CELL_TIMEOUT_S, notebook_timeout_s=600,
-                             jobs=2)
+    out, home = tmp / "out", tmp / "home"
+    home.mkdir()
+    first_session = threading.Thread(target=start_ipython_once_grading_runs, args=(out, home))
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(io.StringIO()) as stderr:
+        patch.setenv("HOME", str(home))
+        first_session.start()
+        graded = gradebook.grade(submissions, out, cell_timeout_s=HOSTILE_CELL_TIMEOUT_S, notebook_timeout_s=600,
+                                 jobs=2)
+        first_session.join()
+    sys.stderr.write(stderr.getvalue())
+    (out / "stderr.txt").write_text(stderr.getvalue())
     time.sleep(5)  # longer than the daemon of forges_the_record waits, once its notebook is gone, to strike
     return out, {submission.name: submission for submission in graded}
+
+
+def start_ipython_once_grading_runs(out, home):
+    """The instructor's first IPython session, in ``home``, once the first submission is being graded."""
+    deadline = time.monotonic() + 300
+    while not list((out / "work").glob("*/submission.ipynb")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("IPYTHON", "JUPYTER"))}
+    subprocess.run([sys.executable, "-m", "IPython", "-c", "pass"], env=dict(env, HOME=str(home)),
+                   capture_output=True, timeout=120, check=True)
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +149,16 @@ def test_errors_other_than_failed_checks_reach_the_feedback(hostile_graded):
     others = feedback[feedback.index("## Other errors in your notebook"):]
     assert "ModuleNotFoundError: No module named 'brrr.ceilings'" in others, feedback
     assert "## Other errors" not in (out / "feedback" / "solution.md").read_text()
+
+
+def test_a_first_ipython_session_beside_grading_is_reported_and_charged_to_no_one(hostile_graded):
+    out, graded = hostile_graded
+    home = out.parent / "home"
+    readme = home / ".ipython" / "profile_default" / "startup" / "README"
+    assert readme.exists()  # the session did write its start-up folder while grading ran...
+    assert not [s.name for s in graded.values() if s.status in ("tampered", "not graded")], \
+        {s.name: s.status for s in graded.values()}  # ...and no submission was charged, none left ungraded
+    report = (out / "stderr.txt").read_text()
+    assert "read by no grading process" in report and str(readme) in report, report
+    # Grading itself wrote nothing to the home folder: every process it started had private folders.
+    assert [path for path in home.rglob("*") if ".ipython" not in path.relative_to(home).parts] == []

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from brrr.grading import integrity
-from brrr.grading.integrity import COURSE, ENVIRONMENT, Fingerprint, Root
+from brrr.grading.integrity import COURSE, ENVIRONMENT, UNREAD, Fingerprint, Root
 
 pytestmark = pytest.mark.device_independent  # the grader's file watching: the GPU check leaves it to CI
 
@@ -75,7 +75,13 @@ def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
     site_packages = Path(torch.__file__).resolve().parent.parent
     assert any(kind == ENVIRONMENT and (path == site_packages or path in site_packages.parents)
                for path, kind in kinds.items())
-    assert kinds[(tmp_path / "home" / ".ipython")] == ENVIRONMENT
+    # Per-user configuration no grading process reads (each has private folders): watched, charged to no one.
+    for name in (".ipython", ".jupyter", ".config/matplotlib", ".pythonrc.py", ".bashrc", ".ssh"):
+        assert kinds[tmp_path / "home" / name] == UNREAD, name
+    import site
+
+    user_site = Path(site.getuserbase()) / "lib"  # read where this Python reads the user's site-packages
+    assert kinds[user_site] == (ENVIRONMENT if site.ENABLE_USER_SITE else UNREAD)
 
 
 def test_a_site_packages_off_the_path_is_not_walked_and_the_one_on_it_is(tmp_path):
@@ -107,7 +113,7 @@ def test_the_instructors_caches_are_not_watched_but_the_rest_of_the_checkout_is(
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(inductor))
     assert inductor in gradebook.instructor_caches()
     roots, excluded = integrity.watched_roots(checkout=checkout, submissions=submissions, out=out,
-                                              home=tmp_path / "home", unread=gradebook.instructor_caches())
+                                              home=tmp_path / "home", left_out=gradebook.instructor_caches())
     course = [root for root in roots if root.kind == COURSE]
     before = integrity.Fingerprint.take(course, excluded)
     (inductor / "kernel.so").write_text("compiled by the book build")
@@ -115,3 +121,42 @@ def test_the_instructors_caches_are_not_watched_but_the_rest_of_the_checkout_is(
     (checkout / "brrr" / "grader.py").write_text("tampered")
     changes = before.changes(integrity.Fingerprint.take(course, excluded))
     assert changes and str(checkout / "brrr" / "grader.py") in str(changes)
+
+
+def _watch_over(tmp_path):
+    """A gradebook watch of one environment folder and one home's per-user configuration, and a submission."""
+    from brrr.grading import gradebook
+
+    environment, home = tmp_path / "site-packages", tmp_path / "home"
+    environment.mkdir()
+    (environment / "torch_module.py").write_text("original = True\n")
+    roots = [Root(environment, ENVIRONMENT)] + [Root(home / name, UNREAD) for name in integrity.USER_CONFIGURATION]
+    excluded = [home / pattern for pattern in integrity.USER_EXCLUDED]
+    return gradebook._Watch(roots, excluded), gradebook.Submission("alice", tmp_path / "alice.ipynb"), environment, home
+
+
+def test_a_change_no_grading_process_reads_is_reported_and_charged_to_no_one(tmp_path):
+    """The instructor's first IPython session writes ~/.ipython while a submission is graded (issue 24):
+    the submission is not tampered, grading goes on, and the report names the files."""
+    watch, alice, _, home = _watch_over(tmp_path)
+    watch.started(alice)
+    startup = home / ".ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "README").write_text("a first IPython session's")
+    watch.finished(alice)
+    assert alice.tampered == [] and watch.stopped == ""
+    report = watch.unread_report()
+    assert str(startup / "README") in report and "(while alice ran)" in report, report
+    assert "read by no grading process" in report and "no submission was charged" in report
+
+
+def test_a_change_to_the_environment_is_still_charged_and_stops_grading(tmp_path):
+    watch, alice, environment, home = _watch_over(tmp_path)
+    watch.started(alice)
+    (environment / "torch_module.py").write_text("original = False\n")
+    home.mkdir()
+    (home / ".bashrc").write_text("alias python=evil")
+    watch.finished(alice)
+    assert alice.tampered == [str(environment / "torch_module.py")]  # the unread change is reported, not charged
+    assert "alice" in watch.stopped and "torch_module.py" in watch.stopped
+    assert str(home / ".bashrc") in watch.unread_report()

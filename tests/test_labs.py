@@ -5,6 +5,7 @@ import json
 import runpy
 import shutil
 import sys
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -90,6 +91,16 @@ def test_writing_is_idempotent(tmp_path):
 def test_the_committed_labs_are_what_the_generator_writes():
     assert labs.stale() == [], "labs/ is out of date: run `make labs` and commit labs/"
     assert labs.main(["--check"]) == 0
+
+
+def test_the_package_ships_the_solutions_through_a_link_to_solutions():
+    """solutions/ is the one source: brrr/labs/solutions, which the wheel ships and the gradebook reads,
+    is a link to it, never a copy that could drift (tests/test_package.py compares the wheel's)."""
+    from brrr.grading import assemble
+
+    shipped = labs.ROOT / assemble.SOLUTIONS
+    assert shipped.is_symlink() and shipped.resolve() == labs.SOLUTIONS.resolve()
+    assert shipped.readlink() == Path("..", "..", "solutions")  # relative: it holds in any clone
 
 
 def _labs_command(tmp_path, monkeypatch, capsys, *flags) -> tuple[int, str]:

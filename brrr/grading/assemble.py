@@ -9,10 +9,14 @@ once, when the gradebook starts. For every submission it then writes:
   submission that edits files (the checkout, or any copy) cannot change the
   grader that grades it, or the submissions after it;
 - a **student copy** of ``brrr`` for the notebook's kernel, without the lab's
-  ``HIDDEN_MODULES``;
+  ``HIDDEN_MODULES``, and the kernel's import path (:func:`kernel_path`), on
+  which that copy is the only ``brrr``;
 - the **notebook** that runs (:func:`splice`): every cell comes from the lab as
   generated from ``solutions/``, except the answer cells (those that hold a
   ``### BEGIN SOLUTION`` block in the solution), which come from the submission.
+
+The solutions ship in the package as ``brrr/labs/solutions/`` (in a checkout, a
+link to ``solutions/``), so a pip-installed brrr grades as a checkout does.
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ from __future__ import annotations
 import ast
 import base64
 import copy
+import fnmatch
 import json
 import os
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +36,13 @@ import nbformat
 
 from brrr.labs import generate
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding brrr/
+# The instructor's checkout; None where brrr is installed from a wheel (PACKAGE_ROOT is site-packages then).
+CHECKOUT = PACKAGE_ROOT if generate.SOLUTIONS.is_dir() else None
+SOLUTIONS = Path("brrr", "labs", "solutions")  # under PACKAGE_ROOT: the labs' solutions, as the package ships them
+# Entries of a folder on sys.path that lead to the instructor's brrr: the package and its metadata, an
+# editable install's hooks, and .pth files (a kernel started with -S runs none; they name folders and hooks).
+TO_THE_INSTRUCTORS_BRRR = ("brrr", "brrr.py", "brrr-*", "__editable__*", "*.pth", "*.egg-link")
 
 
 @dataclass
@@ -52,7 +64,7 @@ class Snapshot:
                 self.files[str(path.relative_to(root))] = path.read_bytes()
         self.labs: dict[str, nbformat.NotebookNode] = {}
         self.answers: dict[str, list[str]] = {}
-        for path in sorted((root / "solutions").glob("*.ipynb")):
+        for path in sorted((root / SOLUTIONS).glob("*.ipynb")):
             solution = generate.read(path)
             self.labs[path.stem] = generate.lab_notebook(solution, name=path.name)
             self.answers[path.stem] = [cell.get("id") for cell in solution.cells
@@ -133,11 +145,45 @@ sys.exit(server.main(sys.argv[1:]))
 """
 
 
+def kernel_path(student_copy: Path, links: Path) -> list[str]:
+    """The student kernel's import path: ``student_copy`` first, then this process's path without any other brrr.
+
+    The checkout and the working folder are left out. A folder that holds
+    brrr or an editable install's hooks (site-packages, whether brrr was
+    installed from a wheel or as editable) is replaced by a new folder under
+    ``links`` holding a link to each of its other entries: the kernel imports
+    torch and ipykernel through those, and no import, however it searches the
+    path, finds the instructor's brrr and the hidden modules in it. Only a path
+    typed in or read off a link leads there, as to the checkout: no better
+    than pasting the module's source.
+    """
+    path = [str(student_copy)]
+    leave_out = {Path.cwd().resolve()} | ({CHECKOUT} if CHECKOUT else set())
+    for number, entry in enumerate(sys.path):
+        folder = Path(entry).resolve() if entry else None
+        if folder is None or folder in leave_out:
+            continue
+        names = sorted(os.listdir(folder)) if folder.is_dir() else []
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in names for pattern in TO_THE_INSTRUCTORS_BRRR):
+            path.append(entry)
+            continue
+        linked = links / str(number)
+        linked.mkdir(parents=True)
+        for name in names:
+            if not any(fnmatch.fnmatchcase(name, pattern) for pattern in TO_THE_INSTRUCTORS_BRRR):
+                (linked / name).symlink_to(folder / name)
+        path.append(str(linked))
+    return path
+
+
 def make_writable(target: Path) -> None:
-    """Undo :meth:`Snapshot.write_package`'s read-only bits, so the folder can be removed."""
+    """Undo :meth:`Snapshot.write_package`'s read-only bits, so the folder can be removed. Links are left
+    alone: a chmod would follow them (into site-packages, from :func:`kernel_path`'s folders)."""
     if not target.exists():
         return
     for path in [target, *target.rglob("*")]:
+        if path.is_symlink():
+            continue
         try:
             path.chmod(path.stat().st_mode | stat.S_IWUSR)
         except OSError:

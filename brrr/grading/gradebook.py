@@ -18,9 +18,9 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
    the record. Then nbval runs the notebook in its own Jupyter
    kernel, exactly as ``pytest --nbval-lax`` would, with a timeout per cell and
    one per notebook. The kernel gets a copy of ``brrr`` without the lab's
-   hidden modules, starts without site hooks (so the instructor's editable
-   install does not put them back), and reaches the grader through
-   ``$BRRR_GRADER``.
+   hidden modules, starts without site hooks, on a path where no import finds
+   the instructor's ``brrr`` (:func:`brrr.grading.assemble.kernel_path`), and
+   reaches the grader through ``$BRRR_GRADER``.
 4. **Nothing left behind.** When the notebook ends, by itself, by timeout or by
    a crash, every process it started is killed: its tree, and any orphan that
    escaped it (the gradebook adopts orphans as a Linux child subreaper).
@@ -28,7 +28,9 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
    before the submission ran (:mod:`brrr.grading.integrity`): a change marks
    the submission ``tampered``, and a change to the Python environment stops
    grading (exit status 3). Every child process gets private caches and
-   writes no bytecode, so grading itself changes nothing watched.
+   IPython, Jupyter and matplotlib folders, and writes no bytecode, so grading
+   itself changes nothing watched and reads none of the instructor's per-user
+   configuration: a change there is reported at the end, charged to no one.
 6. **The record.** Only then is the grader process told to finish; it prints
    its results signed with a key only the gradebook and it know. The verdict
    is that, never a file or output the notebook could write. A grader process
@@ -197,10 +199,10 @@ class _InFlight:
 IN_FLIGHT = _InFlight()
 
 
-def _kernelspec(folder: Path, student_path: Path) -> Path:
-    """A Jupyter kernel that starts without site hooks, with the student copy of brrr first on its path."""
-    path = [str(student_path)] + [p for p in sys.path if p and Path(p).resolve() != assemble.PACKAGE_ROOT
-                                   and Path(p).resolve() != Path.cwd().resolve() and not (Path(p) / "brrr").exists()]
+def _kernelspec(folder: Path, student_copy: Path) -> Path:
+    """A Jupyter kernel that starts without site hooks, with ``student_copy`` its only brrr
+    (:func:`brrr.grading.assemble.kernel_path`)."""
+    path = assemble.kernel_path(student_copy, folder / "path-links")
     spec_dir = folder / "jupyter" / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True)
     (spec_dir / "kernel.json").write_text(json.dumps({
@@ -292,23 +294,25 @@ def private_environment(folder: Path, base: dict[str, str] | None = None) -> dic
     env = dict(os.environ if base is None else base)
     env.pop(grader_env(), None)
     env.pop("BRRR_RECORD_REFERENCE", None)  # a graded run records nothing into the checkout (gpu-check sets it)
+    env.pop("PYTHONSTARTUP", None)  # a file of the instructor's that every IPython kernel would run
     for variable, name in PRIVATE_FOLDERS.items():
         (folder / name).mkdir(parents=True, exist_ok=True)
         env[variable] = str(folder / name)
-    for font_list in _MATPLOTLIB_FONT_LISTS:  # a copy, so matplotlib need not scan the fonts again (seconds)
-        shutil.copyfile(font_list, folder / "matplotlib" / font_list.name)
+    for name, data in _MATPLOTLIB_FONT_LISTS.items():  # so matplotlib need not scan the fonts again (seconds)
+        (folder / "matplotlib" / name).write_bytes(data)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("MPLBACKEND", "Agg")
     return env
 
 
-def _font_lists() -> list[Path]:
+def _font_lists() -> dict[str, bytes]:
+    """matplotlib's font lists in the instructor's cache, read once, before any submission runs."""
     try:
         import matplotlib
     except ImportError:
-        return []
-    return sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+        return {}
+    return {path.name: path.read_bytes() for path in sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))}
 
 
 _MATPLOTLIB_FONT_LISTS = _font_lists()
@@ -457,8 +461,9 @@ class _Watch:
 
     After each submission the watched files are fingerprinted again and compared
     with the previous fingerprint. Whatever changed is charged to the
-    submissions that ran in between (one, with ``--jobs 1``). A change to the
-    environment stops the run: no later grade could be trusted.
+    submissions that ran in between (one, with ``--jobs 1``), except a change
+    to files no grading process reads: that is kept for :meth:`unread_report`.
+    A change to the environment stops the run: no later grade could be trusted.
     """
 
     def __init__(self, roots: list[integrity.Root], excluded: list[Path]):
@@ -468,6 +473,7 @@ class _Watch:
         self.running: set[int] = set()
         self.suspects: dict[int, Submission] = {}
         self.stopped = ""  # why grading stopped, once it has
+        self.unread: list[tuple[list[str], list[str]]] = []  # (unread paths that changed, who ran meanwhile)
 
     def fingerprint(self) -> integrity.Fingerprint:
         with IN_FLIGHT.lock:  # no reap in another thread may kill the walk's child process
@@ -486,15 +492,29 @@ class _Watch:
             suspects = list(self.suspects.values())
             self.last = now
             self.suspects = {key: s for key, s in self.suspects.items() if key in self.running}
-            if not changes:
+            if changes.unread:
+                self.unread.append((changes.unread, [s.name for s in suspects]))
+            if not changes.charged:
                 return
             for suspect in suspects:
-                suspect.tampered = changes.paths
+                suspect.tampered = changes.charged
             if changes.environment and not self.stopped:
                 names = ", ".join(s.name for s in suspects)
                 self.stopped = (f"While {names} ran, files of the Python environment that grades changed "
                                 f"({integrity.Changes(changes.environment, changes.kinds).describe(5)}). Restore "
                                 "the environment (reinstall it), then grade the remaining submissions again.")
+
+    def unread_report(self, limit: int = 10) -> str:
+        """For the instructor: per-user files that changed while grading ran and that no grading process
+        reads (a first Jupyter session writes some), with the submissions that ran meanwhile. '' if none."""
+        parts = []
+        for paths, names in self.unread:
+            shown = ", ".join(paths[:limit]) + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+            parts.append(f"{shown} (while {', '.join(names)} ran)")
+        if not parts:
+            return ""
+        return (f"changed while grading, read by no grading process: {'; '.join(parts)}. No grade depends on "
+                "these files and no submission was charged; if you did not make the change, look at it.")
 
 
 def tampered_note(submission: Submission, alone: bool) -> str:
@@ -630,8 +650,8 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
     work.mkdir(exist_ok=True)
     for cache in instructor_caches():  # made now, so a build filling them later adds no folder to the watch
         cache.mkdir(parents=True, exist_ok=True)
-    roots, excluded = integrity.watched_roots(checkout=assemble.PACKAGE_ROOT, submissions=folder, out=out,
-                                              unread=instructor_caches())
+    roots, excluded = integrity.watched_roots(checkout=assemble.CHECKOUT, submissions=folder, out=out,
+                                              left_out=instructor_caches())
     was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
     sys.dont_write_bytecode = True  # a lazy import here must not add files to the watched environment
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
@@ -659,6 +679,8 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
             submission.status, submission.results = "tampered", {}
     if watch.stopped:
         print(f"grading stopped: {watch.stopped}", file=sys.stderr, flush=True)
+    if report := watch.unread_report():
+        print(f"note: {report}", file=sys.stderr, flush=True)
     write_csv(submissions, _fresh_file(out / "grades.csv"))
     feedback_folder = _fresh_folder(out / "feedback")
     for submission in submissions:
@@ -706,11 +728,13 @@ def grader_setup_problem() -> str | None:
     from jupyter_client.kernelspec import KernelSpecManager
 
     with tempfile.TemporaryDirectory(prefix="brrr-kernel-check-") as folder:
-        specs = KernelSpecManager(kernel_dirs=[str(_kernelspec(Path(folder), Path(folder)) / "kernels")])
-        manager = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
+        folder = Path(folder)
+        specs = KernelSpecManager(kernel_dirs=[str(_kernelspec(folder, folder / "student") / "kernels")])
+        manager = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs,
+                                connection_file=str(folder / "connection.json"))
         client = None
         try:
-            manager.start_kernel()
+            manager.start_kernel(env=private_environment(folder / "private"))  # as a student's kernel starts
             client = manager.client()
             client.start_channels()
             client.wait_for_ready(timeout=60)

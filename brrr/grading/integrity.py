@@ -14,20 +14,28 @@ and no unprivileged process can set it back, so a change cannot be disguised by
 restoring a file's content and modification time. Writes through a shared
 memory map update it too.
 
-The roots come in two kinds (:func:`watched_roots`):
+The roots come in three kinds (:func:`watched_roots`):
 
 ``environment``
     Where the code of the grader and of the notebooks comes from: every folder
     on ``sys.path`` (the standard library and site-packages), the interpreter,
-    the virtual environment's ``bin/``, and the per-user configuration that
-    Python, IPython, Jupyter and matplotlib read at start-up. A change here can
-    alter the grader of every later submission, so the gradebook stops.
+    the virtual environment's ``bin/``, and the user's site-packages where
+    Python reads it. A change here can alter the grader of every later
+    submission, so the gradebook stops.
 ``course``
     The instructor's checkout (of its ``.git``, only the hooks and the config:
     the objects are data), the submissions folder and the output folder (less
     the ``work/`` folder where submissions run). The grader runs from a
     snapshot held in memory and submissions are read into memory when grading
     starts, so grading carries on; the culprit is marked ``tampered``.
+``unread``
+    Per-user files that no grading process reads (:data:`USER_CONFIGURATION`):
+    every process the gradebook starts gets private IPython, Jupyter and
+    matplotlib folders and no ``PYTHONSTARTUP``, and none starts a shell or
+    ssh. A change here alters no grade, and the instructor's own first Jupyter
+    session makes one (``~/.ipython/profile_default/startup/README``), so it
+    is charged to no one and stops nothing: the gradebook reports it, for the
+    instructor to look at.
 
 The gradebook and every process it starts write no bytecode and keep their
 caches in private folders, so grading itself changes nothing watched. For the
@@ -35,8 +43,9 @@ same reason the instructor's own caches (the folders ``TORCHINDUCTOR_CACHE_DIR``
 ``TRITON_CACHE_DIR`` and ``BRRR_CACHE_DIR`` name, inside the checkout under
 ``make``) are not watched: no grading process reads them, and a book build
 running beside the gradebook fills them. Anything
-else that writes there while grading runs (an instructor editing the checkout,
-another Python program) is reported as well: the feedback lists the paths.
+else that writes to an ``environment`` or ``course`` root while grading runs (an
+instructor editing the checkout, another Python program) is charged as well: the
+feedback lists the paths.
 """
 
 from __future__ import annotations
@@ -52,9 +61,11 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ENVIRONMENT, COURSE = "environment", "course"
+ENVIRONMENT, COURSE, UNREAD = "environment", "course", "unread"
 
-# Per-user files and folders that Python, IPython, Jupyter and matplotlib read when they start.
+# Per-user files and folders that IPython, Jupyter, matplotlib, an interactive Python, shells and ssh read
+# when they start. No grading process reads them (the private folders and variables of
+# brrr.grading.gradebook.private_environment stand in for them), so they are UNREAD roots.
 USER_CONFIGURATION = (".ipython", ".jupyter", ".local/share/jupyter", ".config/matplotlib",
                       ".config/ipython", ".matplotlib", ".pythonrc.py", ".bashrc", ".profile",
                       ".bash_profile", ".zshrc", ".ssh")
@@ -67,19 +78,22 @@ USER_EXCLUDED = (".local/share/jupyter/runtime", ".ipython/profile_*/history.sql
 @dataclass(frozen=True)
 class Root:
     path: Path
-    kind: str  # ENVIRONMENT or COURSE
+    kind: str  # ENVIRONMENT, COURSE or UNREAD
 
 
-def watched_roots(*, checkout: Path, submissions: Path, out: Path, home: Path | None = None,
-                  unread: tuple[Path, ...] | list[Path] = ()) -> tuple[list[Root], list[Path]]:
+def watched_roots(*, checkout: Path | None, submissions: Path, out: Path, home: Path | None = None,
+                  left_out: tuple[Path, ...] | list[Path] = ()) -> tuple[list[Root], list[Path]]:
     """(roots, excluded paths) for a grading run: see the module docstring.
 
-    ``unread``: folders no grading process reads, left out of the watch (the
-    instructor's own compile and measurement caches, which a book build beside
-    the gradebook fills: every grading process has private ones).
+    ``checkout``: the instructor's checkout, or None where brrr is installed
+    from a wheel (its files are then in site-packages, an environment root).
+    ``left_out``: folders no grading process reads and others fill, left out of
+    the watch (the instructor's own compile and measurement caches, which a
+    book build beside the gradebook fills: every grading process has private
+    ones).
     """
     home = Path.home() if home is None else home
-    course = {checkout.resolve(), submissions.resolve(), out.resolve()}
+    course = {submissions.resolve(), out.resolve()} | ({checkout.resolve()} if checkout else set())
     course = {p for p in course if not _inside_any(p, course - {p})}
     installed = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
     environment: set[Path] = set()
@@ -93,16 +107,23 @@ def watched_roots(*, checkout: Path, submissions: Path, out: Path, home: Path | 
     environment.add(Path(sys.executable).resolve())
     if sys.prefix != sys.base_prefix:
         environment |= {Path(sys.prefix) / "bin", Path(sys.prefix) / "pyvenv.cfg"}
-    environment.add(Path(site.getuserbase()) / "lib")  # the user's site-packages
-    environment |= {home / name for name in USER_CONFIGURATION}
-    git = checkout.resolve() / ".git"
-    course |= {git / "hooks", git / "config"}  # what git runs or obeys; its objects are data
+    unread = {home / name for name in USER_CONFIGURATION}
+    # The user's site-packages, and Jupyter's data folder beside it: read where this Python has the user's
+    # site on (the nbval runner is this Python, and the kernel's path is this process's), else by no one.
+    user_base = Path(site.getuserbase())
+    (environment if site.ENABLE_USER_SITE else unread).update({user_base / "lib", user_base / "share" / "jupyter"})
+    if checkout:
+        git = checkout.resolve() / ".git"
+        course |= {git / "hooks", git / "config"}  # what git runs or obeys; its objects are data
     environment = {p for p in environment if not _inside_any(p, environment - {p})}
-    roots = [Root(p, COURSE) for p in sorted(course)] + [Root(p, ENVIRONMENT) for p in sorted(environment)]
+    unread = {p for p in unread if not _inside_any(p, environment | course | (unread - {p}))}
+    roots = ([Root(p, COURSE) for p in sorted(course)] + [Root(p, ENVIRONMENT) for p in sorted(environment)]
+             + [Root(p, UNREAD) for p in sorted(unread)])
     # An environment root inside a course root (a .venv in the checkout) is scanned once, as environment.
-    excluded = [out.resolve() / "work", git] + [home / name for name in USER_EXCLUDED]
+    excluded = [out.resolve() / "work"] + ([checkout.resolve() / ".git"] if checkout else [])
+    excluded += [home / name for name in USER_EXCLUDED]
     excluded += [p for p in environment if _inside_any(p, course)]
-    excluded += [Path(p).resolve() for p in unread]
+    excluded += [Path(p).resolve() for p in left_out]
     excluded += _packages_off_the_path(environment)
     return roots, excluded
 
@@ -170,6 +191,15 @@ class Changes:
     @property
     def environment(self) -> list[str]:
         return [p for p in self.paths if self.kinds[p] == ENVIRONMENT]
+
+    @property
+    def charged(self) -> list[str]:
+        """The changes a submission that ran meanwhile answers for: all but those to unread files."""
+        return [p for p in self.paths if self.kinds[p] != UNREAD]
+
+    @property
+    def unread(self) -> list[str]:
+        return [p for p in self.paths if self.kinds[p] == UNREAD]
 
     def describe(self, limit: int = 10) -> str:
         shown = ", ".join(self.paths[:limit])
