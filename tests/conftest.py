@@ -93,9 +93,9 @@ def book_build(tmp_path_factory) -> BookBuild:
 # these start while the book builds and no long file is left for the end. Each worker is given two
 # files up front: the third in this order (a quick one) goes to the book's worker.
 SLOW_FILES = ("test_gradebook_hostile.py", "test_units.py", "test_gradebook.py", "test_gradebook_tampering.py",
-              "test_labs.py", "test_gpu_kernels_compile.py", "test_diagnose.py", "test_grading_roofline.py",
-              "test_ceilings.py",
-              "test_grading_fixtures.py", "test_package.py", "test_device.py", "test_fusion_repeat_sweep.py",
+              "test_package.py", "test_labs.py", "test_gpu_kernels_compile.py", "test_timed_checks.py",
+              "test_diagnose.py", "test_grading_roofline.py", "test_ceilings.py",
+              "test_grading_fixtures.py", "test_device.py", "test_fusion_repeat_sweep.py",
               "test_grading_make_it_fast.py", "test_fusion_helpers.py", "test_grading_one_pass.py",
               "test_allocator.py", "test_gpu_check.py", "test_gradebook_setup.py")
 
