@@ -16,7 +16,10 @@ Targets (:data:`TARGETS`), each a speedup measured in one run:
   graph removes. (At width 1024 the update alone streams 32 MiB per step and
   keeps the GPU busy for tens of µs, which thins the ratio.)
 * **cpu:** ``torch.compile`` of :func:`tiny_ops` (50 pointwise ops on 1024
-  elements) is at least 3x faster than eager, on one thread.
+  elements) is at least 2x faster than eager, on one thread. Timed in turns on
+  the thread's clock it ran 3.4-3.7x on our quiet 2-core machine and 3.1-3.7x
+  beside ``.ci/neighbour_load.py``; the 3x it had been left a 3% margin there. A
+  compile that falls back to eager runs 1.0x: 2x sits between the two (in ratio).
 
 Timing choices, and why:
 
@@ -254,14 +257,30 @@ def step_flops(batch_size: int, shape: MlpShape = MLP) -> float:
     return (3 * shape.depth - 1) * one.flops
 
 
-def batch_sweep(batches: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.4) -> list[Timing]:
-    """Time one training step at each batch size, on one fresh model, the sizes in turns
-    (:func:`time_together`): the ratios of neighbouring sizes are what the chapter reads."""
+def batch_sweep(batches: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.2) -> list[Timing]:
+    """Time one training step at each batch size, on one fresh model, on the thread's clock (:func:`time_it`).
+
+    One size after another, not in turns: in turns the smallest step runs right after the largest, whose
+    4096-row activations have just evicted its weights from the cache, and batch 2 then timed 0.74x batch 1.
+    """
     step = TrainStep(small_mlp(shape))
-    inputs = {size: batch(size, shape) for size in batches}
+    timings = []
+    for size in batches:
+        x, y = batch(size, shape)
+        timings.append(time_it(lambda: step(x, y), budget_s=budget_s))
+    return timings
+
+
+def doubling_in_turns(pair: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.4) -> float:
+    """Step time at the larger of two batch sizes over the smaller, the two steps timed in turns on one model
+    (:func:`time_together`): a burst of other work lands on both, where one size timed after the other could
+    catch it alone (batch 1 -> 2 read 1.67x once that way beside .ci/neighbour_load.py, 1.15x twice)."""
+    step = TrainStep(small_mlp(shape))
+    small, large = sorted(pair)
+    inputs = {size: batch(size, shape) for size in (small, large)}
     timings = time_together({str(size): (lambda x=x, y=y: step(x, y)) for size, (x, y) in inputs.items()},
                             budget_s=budget_s)
-    return [timings[str(size)] for size in batches]
+    return timings[str(large)].median_s / timings[str(small)].median_s
 
 
 def record_train_step_trace(batch_size: int, path, *, steps: int = 4, shape: MlpShape = MLP):
@@ -490,7 +509,7 @@ TARGETS: dict[str, Target] = {
     "cuda": Target("CUDA-graph replay vs eager, one training step at batch 1 of an MLP whose weights and "
                    "gradients fit in half the L2 cache", 3.0,
                    lambda: graph_vs_eager(1, graph_target_shape())),
-    "cpu": Target(f"torch.compile vs eager, {TINY_OPS} tiny ops on {TINY_ELEMENTS} elements, one thread", 3.0,
+    "cpu": Target(f"torch.compile vs eager, {TINY_OPS} tiny ops on {TINY_ELEMENTS} elements, one thread", 2.0,
                   compiled_vs_eager_tiny_ops),
 }
 
