@@ -39,7 +39,7 @@ from brrr import cache, reference, units
 from brrr.device import DEVICE, ON_GPU, device_name, far_above_cache, per_device, synchronize
 from brrr.stamp import environment, format_stamp
 from brrr.roofline import Roof  # noqa: F401  (re-exported: brrr.ceilings.Roof)
-from brrr.timing import bench, thread_clock_for, torch_threads
+from brrr.timing import bench, torch_threads
 
 # Why a kernel can stream faster than the copy roof, for the line that shows it (units.fraction_of's above).
 # On a CPU dst.copy_ is not the fastest way to stream memory. Measured on our 2-core CI machine, one thread,
@@ -392,8 +392,7 @@ def measure_vector_peak(n: int | None = None, steps: int = VECTOR_STEPS, *, chai
 
 
 def measure_dispatch_overhead(ops: int = 2000, *, threads: int | None = None) -> float:
-    """Host seconds per eager ``a + b`` on one-element tensors: the per-op floor. With one thread, on the
-    thread's own clock: dispatch is this thread's work, and time preempted by other processes is not."""
+    """Host seconds per eager ``a + b`` on one-element tensors: the per-op floor."""
     a = torch.ones(1, device=DEVICE)
     b = torch.ones(1, device=DEVICE)
 
@@ -402,7 +401,7 @@ def measure_dispatch_overhead(ops: int = 2000, *, threads: int | None = None) ->
             a + b
         synchronize()
 
-    return bench(many_adds, threads=threads, budget_s=0.3, on_cpu_clock=thread_clock_for(threads)).median_s / ops
+    return bench(many_adds, threads=threads, budget_s=0.3).median_s / ops
 
 
 def measure_all(*, threads: int | None = None) -> Ceilings:

@@ -67,9 +67,14 @@ def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
     roots, excluded = integrity.watched_roots(checkout=checkout, submissions=submissions, out=out,
                                               home=tmp_path / "home")
     kinds = {root.path: root.kind for root in roots}
-    assert kinds[checkout.resolve()] == COURSE and kinds[submissions.resolve()] == COURSE
-    assert out.resolve() not in kinds  # inside the checkout, scanned with it...
-    assert out.resolve() / "work" in excluded  # ...less the folders where submissions run
+    assert kinds[submissions.resolve()] == COURSE and kinds[out.resolve()] == COURSE
+    assert out.resolve() / "work" in excluded  # less the folders where submissions run
+    # What grading reads from the checkout is course; the rest of it (the book's pages and outputs) unread,
+    # scanned without the course roots inside it.
+    for name in integrity.CHECKOUT_READ:
+        assert kinds[checkout.resolve() / name] == COURSE, name
+    assert kinds[checkout.resolve()] == UNREAD
+    assert checkout.resolve() / "brrr" in excluded and out.resolve() in excluded
     import torch
 
     site_packages = Path(torch.__file__).resolve().parent.parent
@@ -121,6 +126,23 @@ def test_the_instructors_caches_are_not_watched_but_the_rest_of_the_checkout_is(
     (checkout / "brrr" / "grader.py").write_text("tampered")
     changes = before.changes(integrity.Fingerprint.take(course, excluded))
     assert changes and str(checkout / "brrr" / "grader.py") in str(changes)
+
+
+def test_a_page_writing_into_the_checkout_is_unread_and_a_write_to_brrr_is_course(tmp_path):
+    """The regression of a fresh-clone run: the book's traces page wrote notebooks/traces/ in the checkout
+    while an unsolved lab was graded beside it, and the lab was charged 'tampered'."""
+    checkout, submissions, out = tmp_path / "course", tmp_path / "submissions", tmp_path / "out"
+    for folder in (checkout / "brrr", checkout / "notebooks", submissions, out):
+        folder.mkdir(parents=True)
+    roots, excluded = integrity.watched_roots(checkout=checkout, submissions=submissions, out=out,
+                                              home=tmp_path / "home")
+    before = integrity.Fingerprint.take(roots, excluded)
+    (checkout / "notebooks" / "traces").mkdir()
+    (checkout / "notebooks" / "traces" / "32-train-step-small-batch.json").write_text("{}")
+    changes = before.changes(integrity.Fingerprint.take(roots, excluded))
+    assert changes.paths and not changes.environment and not changes.charged
+    (checkout / "brrr" / "grader.py").write_text("tampered")
+    assert before.changes(integrity.Fingerprint.take(roots, excluded)).charged == [str(checkout / "brrr" / "grader.py")]
 
 
 def _watch_over(tmp_path):

@@ -42,7 +42,6 @@ import torch
 import torch.nn.functional as F
 
 from brrr import counting, reference, targets, units
-from brrr.ceilings import measure_dispatch_overhead
 from brrr.device import DEVICE, ON_GPU, last_level_cache_bytes, per_device, synchronize
 from brrr.stamp import stamp
 from brrr.timing import Timing, bench, bench_together, thread_clock_for, torch_threads
@@ -124,13 +123,12 @@ def eager_adds(a: torch.Tensor, b: torch.Tensor, ops: int = TORCH_OPS_PER_CALL) 
 def torch_ops_per_second(*, requires_grad: bool = False) -> float:
     """Eager ``a + b`` on one-element tensors per second: pure dispatch, no real work.
 
-    Without autograd this is :func:`brrr.ceilings.measure_dispatch_overhead`
-    inverted. With ``requires_grad=True`` each op also records a node of the
-    backward graph, which is what a training step pays.
+    Without autograd this is :func:`brrr.ceilings.measure_dispatch_overhead` inverted, timed as
+    :func:`time_it` times (on the thread's clock, like :func:`python_adds_per_second` beside it). With
+    ``requires_grad=True`` each op also records a node of the backward graph, which is what a training
+    step pays.
     """
-    if not requires_grad:
-        return 1.0 / measure_dispatch_overhead(TORCH_OPS_PER_CALL, threads=THREADS)
-    a = torch.ones(1, device=DEVICE, requires_grad=True)
+    a = torch.ones(1, device=DEVICE, requires_grad=requires_grad)
     b = torch.ones(1, device=DEVICE)
     return TORCH_OPS_PER_CALL / time_it(lambda: eager_adds(a, b)).median_s
 

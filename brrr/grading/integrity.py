@@ -23,13 +23,17 @@ The roots come in three kinds (:func:`watched_roots`):
     Python reads it. A change here can alter the grader of every later
     submission, so the gradebook stops.
 ``course``
-    The instructor's checkout (of its ``.git``, only the hooks and the config:
-    the objects are data), the submissions folder and the output folder (less
-    the ``work/`` folder where submissions run). The grader runs from a
+    What grading reads from the instructor's checkout (:data:`CHECKOUT_READ`:
+    ``brrr/``, the labs' sources, ``pyproject.toml``, git's hooks and config),
+    the submissions folder and the output folder (less the ``work/`` folder
+    where submissions run). The grader runs from a
     snapshot held in memory and submissions are read into memory when grading
     starts, so grading carries on; the culprit is marked ``tampered``.
 ``unread``
-    Per-user files that no grading process reads (:data:`USER_CONFIGURATION`):
+    The rest of the checkout (a book build beside the gradebook writes there,
+    the traces page into ``notebooks/traces``: a fresh-clone test run charged
+    an unsolved lab graded beside the build), and per-user files that no
+    grading process reads (:data:`USER_CONFIGURATION`):
     every process the gradebook starts gets private IPython, Jupyter and
     matplotlib folders and no ``PYTHONSTARTUP``, and none starts a shell or
     ssh. A change here alters no grade, and the instructor's own first Jupyter
@@ -75,6 +79,13 @@ USER_EXCLUDED = (".local/share/jupyter/runtime", ".ipython/profile_*/history.sql
                  ".ipython/profile_*/log", ".ipython/profile_*/pid", ".ipython/profile_*/security")
 
 
+# What a grading run reads from the instructor's checkout: brrr/ and the labs' sources when it starts (the
+# grader and every submission's notebook come from that snapshot), the project file, and what git runs or
+# obeys (its objects are data). The rest of the checkout (the book's pages, _build/, the traces a page
+# writes into notebooks/, caches) is read by no grading process: an UNREAD root.
+CHECKOUT_READ = ("brrr", "solutions", "labs", "pyproject.toml", ".git/hooks", ".git/config")
+
+
 @dataclass(frozen=True)
 class Root:
     path: Path
@@ -93,7 +104,9 @@ def watched_roots(*, checkout: Path | None, submissions: Path, out: Path, home: 
     ones).
     """
     home = Path.home() if home is None else home
-    course = {submissions.resolve(), out.resolve()} | ({checkout.resolve()} if checkout else set())
+    checkout = checkout.resolve() if checkout else None
+    read_from_checkout = {checkout / name for name in CHECKOUT_READ} if checkout else set()
+    course = {submissions.resolve(), out.resolve()} | read_from_checkout
     course = {p for p in course if not _inside_any(p, course - {p})}
     installed = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
     environment: set[Path] = set()
@@ -101,8 +114,8 @@ def watched_roots(*, checkout: Path | None, submissions: Path, out: Path, home: 
         path = Path(entry).resolve() if entry else None
         if path is None or not path.is_dir() or path == Path.cwd().resolve() and not _inside_any(path, installed):
             continue  # the working folder `python -m` puts first: nothing is imported from it once grading runs
-        if _inside_any(path, course) and not _inside_any(path, installed):
-            continue  # the checkout's own folders (tests/ under pytest): watched as course
+        if _inside_any(path, course | ({checkout} if checkout else set())) and not _inside_any(path, installed):
+            continue  # the checkout's own folders (tests/ under pytest): watched with the checkout
         environment.add(path)
     environment.add(Path(sys.executable).resolve())
     if sys.prefix != sys.base_prefix:
@@ -113,16 +126,16 @@ def watched_roots(*, checkout: Path | None, submissions: Path, out: Path, home: 
     user_base = Path(site.getuserbase())
     (environment if site.ENABLE_USER_SITE else unread).update({user_base / "lib", user_base / "share" / "jupyter"})
     if checkout:
-        git = checkout.resolve() / ".git"
-        course |= {git / "hooks", git / "config"}  # what git runs or obeys; its objects are data
+        unread.add(checkout)  # the rest of it: the book's pages and what building them writes
     environment = {p for p in environment if not _inside_any(p, environment - {p})}
     unread = {p for p in unread if not _inside_any(p, environment | course | (unread - {p}))}
     roots = ([Root(p, COURSE) for p in sorted(course)] + [Root(p, ENVIRONMENT) for p in sorted(environment)]
              + [Root(p, UNREAD) for p in sorted(unread)])
-    # An environment root inside a course root (a .venv in the checkout) is scanned once, as environment.
-    excluded = [out.resolve() / "work"] + ([checkout.resolve() / ".git"] if checkout else [])
+    # A root inside another (a .venv or brrr/ in the checkout) is scanned once, as its own kind.
+    excluded = [out.resolve() / "work"] + ([checkout / ".git"] if checkout else [])
     excluded += [home / name for name in USER_EXCLUDED]
-    excluded += [p for p in environment if _inside_any(p, course)]
+    excluded += [p for p in environment if _inside_any(p, course | unread)]
+    excluded += [p for p in course if _inside_any(p, unread)]
     excluded += [Path(p).resolve() for p in left_out]
     excluded += _packages_off_the_path(environment)
     return roots, excluded
