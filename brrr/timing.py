@@ -135,9 +135,9 @@ def bench_together(
     load on the host's cores, which is what moves CPU timings, reaches them only
     through kernels too short to hide their launch.
     """
+    if not fns:
+        raise ValueError("nothing to time")
     if ON_GPU:
-        if not fns:
-            raise ValueError("nothing to time")
         return {name: bench(fn, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
                             threads=threads, flush_l2=flush_l2) for name, fn in fns.items()}
     times = rounds_in_turns(fns, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
