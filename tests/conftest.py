@@ -93,15 +93,16 @@ def book_build(tmp_path_factory) -> BookBuild:
 # these start while the book builds and no long file is left for the end. Each worker is given two
 # files up front: the third in this order (a quick one) goes to the book's worker.
 SLOW_FILES = ("test_gradebook_hostile.py", "test_units.py", "test_gradebook.py", "test_gradebook_tampering.py",
-              "test_package.py", "test_labs.py", "test_gpu_kernels_compile.py", "test_timed_checks.py",
-              "test_diagnose.py", "test_grading_roofline.py", "test_ceilings.py",
-              "test_grading_fixtures.py", "test_device.py", "test_fusion_repeat_sweep.py",
-              "test_grading_make_it_fast.py", "test_fusion_helpers.py", "test_grading_one_pass.py",
-              "test_allocator.py", "test_gpu_check.py", "test_gradebook_setup.py")
+              "test_package.py", "test_labs.py", "test_gpu_kernels_compile.py", "test_grading_roofline.py",
+              "test_ceilings.py", "test_grading_fixtures.py", "test_device.py", "test_grading_make_it_fast.py",
+              "test_grading_one_pass.py", "test_allocator.py", "test_gpu_check.py", "test_gradebook_setup.py")
 
-# Last: these compile the graphs a notebook of the book compiles, and run in seconds from Inductor's
-# cache once the book has filled it (the rematerialization tests: 25 s after notebook 13, 39 s before).
-LAST_FILES = ("test_fusion_rematerialization.py",)
+# Last: these compile the graphs a notebook of the book compiles (notebooks 10-13 and 40), and run from
+# Inductor's cache once the book has filled it. Measured on this machine with an empty cache: the
+# rematerialization tests 25 s after notebook 13, 39 s before; the six others together 59 s after
+# those notebooks, 96 s before.
+LAST_FILES = ("test_fusion_helpers.py", "test_fusion_benchmark.py", "test_fusion_repeat_sweep.py",
+              "test_timed_checks.py", "test_diagnose.py", "test_capstone.py", "test_fusion_rematerialization.py")
 
 
 def pytest_configure(config):
@@ -149,7 +150,7 @@ def pytest_collection_modifyitems(config, items):
     (``--dist loadgroup`` cannot do this: pytest-xdist 3.8 marks groups in a test
     id attribute that pytest 9 no longer reads.)"""
     order = {"test_book_build.py": -1, **{name: rank for rank, name in enumerate(SLOW_FILES)},
-             **{name: len(SLOW_FILES) + 1 for name in LAST_FILES}}
+             **{name: len(SLOW_FILES) + 1 + rank for rank, name in enumerate(LAST_FILES)}}
     items.sort(key=lambda item: order.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept
 
 
@@ -165,6 +166,25 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_sep("=", f"book pages executed: {total:.0f} s")
         for line in sorted(lines, key=lambda line: -float(line.split()[0])):
             terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def grades_in_the_environment(tmp_path_factory):
+    """For a test that runs a gradebook in this Python environment (gradebook_helpers.the_grading_environment):
+    it waits while a test on the other worker changes the environment on purpose."""
+    from gradebook_helpers import the_grading_environment
+
+    with the_grading_environment(tmp_path_factory):
+        yield
+
+
+@pytest.fixture
+def changes_the_grading_environment(tmp_path_factory):
+    """For a test whose submission changes this Python environment: no other gradebook runs meanwhile."""
+    from gradebook_helpers import the_grading_environment
+
+    with the_grading_environment(tmp_path_factory, changes_it=True):
+        yield
 
 
 @pytest.fixture

@@ -1,11 +1,32 @@
 """What the gradebook tests share: the labs they grade, and how they read the outcome."""
 
+import contextlib
 import csv
+import fcntl
 import os
 from pathlib import Path
 
 LAB = "02-fuse-it"
 ROOFLINE = "01-roofline"
+
+
+@contextlib.contextmanager
+def the_grading_environment(tmp_path_factory, *, changes_it: bool = False):
+    """Hold the Python environment that grades while a gradebook runs in it: shared by the tests that
+    only grade, alone for a test whose submission changes the environment on purpose.
+
+    The gradebook's integrity watch stops grading when a file of its Python environment changes (as it
+    must: the graded code may have done it). A planted change under one worker then stopped a gradebook
+    run under the other: the unsolved labs of tests/test_labs.py came back "tampered" while
+    tests/test_gradebook_tampering.py touched nbformat's ``__init__.py``. The lock lives where the
+    pytest-xdist workers share the book's build (conftest.book_build)."""
+    lock_path = tmp_path_factory.getbasetemp().parent / "grading-environment.lock"
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if changes_it else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def processes_inside(folder: Path) -> list[int]:

@@ -10,6 +10,8 @@ from brrr.grading import gradebook
 from gradebook_helpers import LAB, processes_inside, read_rows
 from lab_fixtures import expected_reason, write_submission
 
+pytestmark = pytest.mark.usefixtures("grades_in_the_environment")
+
 def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path):
     submissions = tmp_path / "submissions"
     submissions.mkdir()

@@ -24,7 +24,7 @@ import pytest
 
 from brrr.grading import gradebook
 
-from gradebook_helpers import LAB, ROOFLINE, processes_inside, read_rows
+from gradebook_helpers import LAB, ROOFLINE, processes_inside, read_rows, the_grading_environment
 from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
 
 pytestmark = pytest.mark.device_independent  # hostile submissions against the grader's isolation: the GPU check leaves it to CI
@@ -58,7 +58,8 @@ def hostile_graded(tmp_path_factory):
     out, home = tmp / "out", tmp / "home"
     home.mkdir()
     first_session = threading.Thread(target=start_ipython_once_grading_runs, args=(out, home))
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(io.StringIO()) as stderr:
+    with (the_grading_environment(tmp_path_factory), pytest.MonkeyPatch.context() as patch,
+          contextlib.redirect_stderr(io.StringIO()) as stderr):
         patch.setenv("HOME", str(home))
         first_session.start()
         graded = gradebook.grade(submissions, out, cell_timeout_s=HOSTILE_CELL_TIMEOUT_S, notebook_timeout_s=600,

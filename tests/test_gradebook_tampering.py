@@ -39,7 +39,7 @@ for folder in targets:
 '''
 
 
-def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tmp_path):
+def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tmp_path, grades_in_the_environment):
     """The grader is read into memory when grading starts: editing files on disk afterwards changes nothing."""
     checkout = tmp_path / "instructor"
     shutil.copytree(ROOT / "brrr", checkout / "brrr", ignore=shutil.ignore_patterns("__pycache__"))
@@ -63,7 +63,8 @@ def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tm
     assert json.dumps(rows).count("vandalised") == 0
 
 
-def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp_path):
+def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp_path,
+                                                                           changes_the_grading_environment):
     """Integrity (brrr.grading.integrity): one at a time, so each change has one culprit.
 
     a: overwrites the other notebooks and plants a link where grades.csv goes;

@@ -164,7 +164,7 @@ def test_solutions_and_labs_are_stored_without_outputs():
                     assert cell["outputs"] == [] and cell["execution_count"] is None, path
 
 
-def test_each_unsolved_lab_is_rejected_by_its_grader(tmp_path):
+def test_each_unsolved_lab_is_rejected_by_its_grader(tmp_path, grades_in_the_environment):
     """Run the generated labs as submissions: every check must run and fail as 'not written yet'."""
     submissions = tmp_path / "submissions"
     submissions.mkdir()
