@@ -1,8 +1,8 @@
 """``import brrr`` keeps freed memory in the process (brrr/allocator.py).
 
 Without it, each fresh 64 MiB tensor pays page faults: ``clone()`` runs several
-times slower than ``copy_`` into an existing buffer (DESIGN.md measured 3.7
-against 21-31 GB/s). With it the two move the same bytes at close to the same
+times slower than ``copy_`` into an existing buffer (docs/DESIGN.md,
+"Timing"). With it the two move the same bytes at close to the same
 rate. Each side runs in a fresh process without the Makefile's ``MALLOC_*``
 variables, as a pip install or Colab would; only the ratio is compared.
 """

@@ -3,7 +3,7 @@
 This build is where the notebooks and the lab solutions run in the test suite: each executes once,
 and any exception, a failed check in a notebook or a grader cell of a solution, fails the build.
 
-DESIGN.md: build with ``-W -n --keep-going`` on a clean output folder; an
+docs/DESIGN.md, "The book build": build with ``-W -n --keep-going`` on a clean output folder; an
 incremental ``-W`` build can hide a failure it already saw.
 """
 

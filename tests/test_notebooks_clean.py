@@ -1,4 +1,4 @@
-"""Committed notebooks carry no outputs: Colab and nbval run them as they are (DESIGN.md)."""
+"""Committed notebooks carry no outputs: Colab and nbval run them as they are (docs/DESIGN.md, "The book build")."""
 
 import json
 

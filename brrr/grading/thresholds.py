@@ -3,7 +3,7 @@
 A threshold says how strict one check is on one class of device. Where it can,
 it is relative to something measured on the same machine in the same run (the
 copy bandwidth, the eager baseline, ``brrr.ceilings``), so that one table is
-fair on a laptop CPU, a T4 and an H100 alike (DESIGN.md, "Grading").
+fair on a laptop CPU, a T4 and an H100 alike (docs/DESIGN.md, "Grading").
 
 Device classes are ``"cpu"`` and ``"gpu"``; an entry keyed ``"any"`` applies to
 both. Which checks a lab grades on each device class is the lab's own list,

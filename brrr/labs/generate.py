@@ -1,6 +1,6 @@
 """Write the student labs from the solutions: ``labs/NN-name.ipynb`` from ``solutions/NN-name.ipynb``.
 
-One source for each lab (DESIGN.md, "Labs come from one source"). In a
+One source for each lab (docs/DESIGN.md, "Labs come from one source"). In a
 solution notebook, the answer code sits between nbgrader's markers::
 
     def ridge_point(peak_flops, bandwidth):
