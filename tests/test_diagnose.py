@@ -144,3 +144,23 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
     readings = targets.measurements(reached(), reached, lambda share: low <= share <= high)
     print(f"compiled speedup / predicted bound: {', '.join(f'{r:.2f}' for r in readings)}")
     assert low <= readings[-1] <= high, readings
+
+
+@pytest.mark.parametrize("bf16, faster", [(224e9, True), (3e9, False)])
+def test_cpu_bf16_advice_follows_the_two_measured_peaks(bf16, faster):
+    """The capstone's step once got "keep float32 here" beside a measured bf16 peak of 224 GFLOP/s against 103
+    for float32, while its own table showed bf16 1.50x faster: the CPU branch never compared the peaks."""
+    from brrr.ceilings import Ceilings
+    from brrr.diagnose.advice import contraction_advice
+
+    found = Ceilings(copy_bandwidth=2e10, matmul_peak={"float32": 103e9, "bfloat16": bf16}, vector_peak=4e10,
+                     dispatch_overhead=2e-6, threads=1)
+    advice = contraction_advice(0.6, 0.9, "float32", found, on_gpu=False, tensor_cores=False)
+    (bf16_advice,) = [a for a in advice if "bf16" in a.text]
+    if faster:
+        assert "torch.autocast('cpu', torch.bfloat16)" in bf16_advice.text and "keep float32" not in bf16_advice.text
+        assert bf16_advice.predicted_gain == pytest.approx(1 / (1 - 0.6 * (1 - 103 / 224)))  # Amdahl on the measured peaks
+    else:
+        assert "keep float32" in bf16_advice.text and bf16_advice.predicted_gain == 1.0
+    already_bf16 = contraction_advice(0.6, 0.9, "bfloat16", found, on_gpu=False, tensor_cores=False)
+    assert not [a for a in already_bf16 if "keep float32" in a.text or "autocast" in a.text]

@@ -20,7 +20,8 @@ compute-bound contractions
     share ``c`` of the step, running at ``a`` of the measured matmul peak of their
     dtype. Reaching the peak saves at most ``c·(1 - a)``; on a GPU with tensor
     cores, fp32 matmuls moved to bf16 (or TF32) save at most ``c·(1 - P32/P16)``
-    with both peaks measured here.
+    with both peaks measured here; on a CPU the same, where its measured bf16 peak
+    beats fp32's (bf16 matrix instructions), and nothing where it does not.
 """
 
 from __future__ import annotations
@@ -128,15 +129,24 @@ def contraction_advice(share: float, peak_fraction: float, dtype: str, ceilings,
                 f"fp32 matmuls on tensor-core hardware: bf16 (torch.autocast) or TF32 "
                 f"(torch.backends.cuda.matmul.allow_tf32 = True) run at {units.flops(fast)} measured against "
                 f"{units.flops(ceilings.matmul(dtype))}: at most {gain:.1f}x", gain, Regime.COMPUTE.value))
-    elif not on_gpu:
-        bf16 = ceilings.matmul_peak.get("bfloat16")
-        if bf16:
-            found.append(Advice(
-                f"bf16 and TF32 pay off on GPU tensor cores, which a CPU does not have: this CPU's measured "
-                f"bf16 matmul peak is {units.flops(bf16)} against "
-                f"{units.flops(ceilings.matmul('float32'))} for float32, so keep float32 here",
-                1.0, Regime.COMPUTE.value))
+    elif not on_gpu and dtype == "float32":
+        found += cpu_bf16_advice(share, ceilings)
     return found
+
+
+def cpu_bf16_advice(share: float, ceilings) -> list[Advice]:
+    """bf16 matmuls on a CPU, decided by the two measured peaks: faster where the CPU has bf16 matrix
+    instructions (AMX, AVX512-BF16), slower where torch emulates them. Nothing where bf16 was not measured."""
+    bf16, fp32 = ceilings.matmul_peak.get("bfloat16"), ceilings.matmul("float32")
+    if not bf16:
+        return []
+    measured = f"this CPU's measured bf16 matmul peak is {units.flops(bf16)} against {units.flops(fp32)} for float32"
+    if bf16 > fp32:
+        saved = share * (1 - fp32 / bf16)
+        return [Advice(f"fp32 matmuls on a CPU with bf16 matrix instructions: {measured}, so bf16 "
+                       f"(torch.autocast('cpu', torch.bfloat16)) saves at most {units.percent(saved)} of the step: "
+                       f"at most {amdahl(saved):.2f}x", amdahl(saved), Regime.COMPUTE.value)]
+    return [Advice(f"{measured}: bf16 would slow its matmuls down, so keep float32 here", 1.0, Regime.COMPUTE.value)]
 
 
 def advise(shares: dict[str, float], rows, dtype: str, ceilings, *, overhead: Advice | None, on_gpu: bool,
