@@ -1,0 +1,96 @@
+"""A result measured here beside each recorded GPU's and the essay's: the small table under a taught result.
+
+The essay's lesson is about GPUs, and a CPU alone can teach its opposite: a fused ``x.cos().cos()`` costs
+three times one ``x.cos()`` on a CPU, where the cosine is a software polynomial, and 1.00x on an H100,
+where both hide under the memory time. So a page that teaches a claim shows three kinds of machine side
+by side:
+
+* this machine, measured now;
+* every GPU recorded in ``brrr/data/reference/`` (by ``make gpu-check``), labelled recorded, with its date
+  and versions, or one row saying that none is recorded;
+* the essay's figure, quoted with its hardware.
+
+:func:`recorded` reads one section of every record; :class:`Beside` shows the rows as an HTML table in
+a notebook and as plain text elsewhere.
+"""
+
+from __future__ import annotations
+
+import html
+import textwrap
+from dataclasses import dataclass
+
+from brrr import reference
+
+NONE_RECORDED = "none recorded: make gpu-check on a GPU node records one (brrr/data/reference/)"
+
+
+@dataclass(frozen=True)
+class Row:
+    machine: str  # "this machine: ...", "recorded: <GPU>", "the essay (quoted)"
+    result: str
+    source: str  # when and with what it was measured, or where it is quoted from
+
+
+@dataclass(frozen=True)
+class Recorded:
+    device: str
+    values: dict
+    env: dict
+
+    @property
+    def source(self) -> str:
+        env = self.env
+        return f"recorded {env.get('date', '?')} · torch {env.get('torch', '?')} · triton {env.get('triton', '?')}"
+
+
+def recorded(section: str, folder=None) -> list[Recorded]:
+    """What each committed GPU record holds under ``section`` (a claim is ``claims/<key>``), by file name."""
+    found = []
+    for name, data in reference.load_all(folder).items():
+        entry = data.get("figures", {}).get(section)
+        if entry:
+            found.append(Recorded(entry.get("env", {}).get("device", name), entry["values"], entry.get("env", {})))
+    return found
+
+
+def machine_here(env: dict) -> str:
+    return f"this machine: {env.get('device', '?')} ({env.get('mode', '?')})"
+
+
+@dataclass(frozen=True)
+class Beside:
+    """Rows of (machine, result, source), shown as a table."""
+
+    title: str
+    rows: tuple[Row, ...]
+
+    def __str__(self) -> str:
+        lines = [self.title]
+        for row in self.rows:
+            lines.append(f"- {row.machine}: {row.result}")
+            lines.append(textwrap.indent(f"({row.source})", "    "))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        cells = "".join(
+            f"<tr><th scope='row'>{html.escape(row.machine)}</th><td>{html.escape(row.result)}</td>"
+            f"<td class='brrr-beside-source'>{html.escape(row.source)}</td></tr>" for row in self.rows)
+        return (f"<table class='brrr-beside'><caption>{html.escape(self.title)}</caption>"
+                f"<thead><tr><th>machine</th><th>result</th><th>measured</th></tr></thead>"
+                f"<tbody>{cells}</tbody></table>")
+
+
+def show(table: Beside) -> None:
+    """Display ``table`` in a notebook (HTML), or print it (a script, a plain Python session)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(table)
+    else:
+        print(table)
