@@ -188,6 +188,25 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# Below this gain a CUDA-graph stage is said to have gained nothing, and the table says why.
+GRAPHS_GAINED = 1.05
+
+
+def graphs_note(before: dict, row: dict) -> str:
+    """Why CUDA graphs gave about nothing in a recorded table: the step they were added to was already large
+    and compute-bound, where notebook 33's recorded sweep shows replay's gain gone."""
+    from brrr.benchmarks.graph_sweep import GraphSweep
+
+    gave = row["tokens_per_s"] / before["tokens_per_s"]
+    sweep = GraphSweep.recorded()
+    fade = f" Notebook 33's sweep shows the same fade: {sweep.sentence()}" if sweep else ""
+    bound = f", against the tool's bound of {row['predicted_gain']:.2f}x" if row.get("predicted_gain") else ""
+    return (f"{row['stage'].removeprefix('+ ')} gave {gave:.2f}x{bound}: they remove only the host's dispatch of "
+            f"each kernel, and this step, at batch {row['batch']}, was already {before['regime']} "
+            f"({units.percent(before['shares'][before['regime']])} of its time): the dispatch a graph removes "
+            f"was not what set its time.{fade}")
+
+
 def reference_tables() -> list[str]:
     """The capstone's table as ``make gpu-check`` recorded it on each reference GPU, with its stamp."""
     from brrr import reference
@@ -203,6 +222,8 @@ def reference_tables() -> list[str]:
                      "regime the fix addresses, and the fix also sped up work the bound left out."
                      for before, row in zip(rows, rows[1:]) if row["predicted_gain"]
                      and above_bound(row["tokens_per_s"] / before["tokens_per_s"], row["predicted_gain"])]
+            notes += [graphs_note(before, row) for before, row in zip(rows, rows[1:])
+                      if "CUDA graphs" in row["stage"] and row["tokens_per_s"] / before["tokens_per_s"] < GRAPHS_GAINED]
             found.append("\n".join([table(rows), *notes, in_all(rows[0]["tokens_per_s"], rows[-1]["tokens_per_s"]),
                                     format_stamp(figure["env"])]))
     return found

@@ -99,3 +99,23 @@ def test_a_reference_gpus_table_is_shown_with_its_stamp_and_a_gain_above_its_bou
     assert "Some GPU" in shown.splitlines()[-1] and "In all: 5.2x" in shown
     assert "bf16 weights and activations gave 5.00x, above the tool's bound of 4.00x" in shown
     assert "torch.compile gave" not in shown  # 1.04x, within its bound
+
+
+def test_a_recorded_cuda_graph_stage_that_gave_nothing_says_why(monkeypatch):
+    """Issue 25: the H100's table showed CUDA graphs at 1.00x with no word on why."""
+    def row(stage, tokens_per_s, bound=None, batch=64):
+        return {"stage": stage, "step_s": 1e-3, "tokens_per_s": tokens_per_s, "mfu": 0.5, "regime": COMPUTE,
+                "shares": {COMPUTE: 0.54}, "predicted_gain": bound, "batch": batch}
+
+    rows = [row("start (batch 1, eager fp32)", 100.0, batch=1), row("+ torch.compile", 400.0),
+            row("+ CUDA graphs (torch.compile mode='reduce-overhead')", 401.0, 1.21)]
+    env = {"device": "Some GPU", "mode": "GPU", "torch": "t", "triton": "r", "date": "2026-11-24"}
+    sweep = {"batches": [1, 4096], "eager_seconds": [1e-3, 2e-3], "replay_seconds": [1e-4, 1.98e-3]}
+    records = {"some-gpu": {"figures": {"capstone": {"env": env, "values": {"rows": rows}},
+                                        "overhead/cuda-graphs": {"env": env, "values": sweep}}}}
+    monkeypatch.setattr("brrr.reference.load_all", lambda folder=None: records)
+    (shown,) = capstone.reference_tables()
+    assert ("CUDA graphs (torch.compile mode='reduce-overhead') gave 1.00x, against the tool's bound of 1.21x"
+            in shown), shown
+    assert "was already compute-bound (54% of its time)" in shown
+    assert "10.0x faster than eager at batch 1, fading to 1.01x at batch 4096" in shown
