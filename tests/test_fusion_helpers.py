@@ -6,6 +6,7 @@ import time
 import pytest
 import torch
 
+from brrr.benchmarks import fusion
 from brrr.benchmarks.compiling import assert_matches_eager, compile_for_timing, more_recompiles
 from brrr.device import DEVICE, ON_GPU, synchronize
 from brrr.kernels.pointwise import cos_cos, cos_cos_kernel
@@ -132,3 +133,23 @@ def test_the_correctness_check_calls_the_compiled_function_at_the_timed_shape_on
     assert counter.frame_count == 1
     with pytest.raises(AssertionError):  # and the check can fail
         assert_matches_eager(compiled, fusion.cos_eager, x, count=1000)
+
+
+def test_every_page_divides_by_the_builds_copy_roof(monkeypatch):
+    """One roof per build (issue 25): a page's slower copy is said and changes nothing; a faster one raises
+    the ceiling, in the cache too, for every later page. Once each page kept the better of its own copy and
+    the ceiling, and one build printed seven copy bandwidths."""
+    from brrr import ceilings
+    from brrr.ceilings import Ceilings
+
+    cached = Ceilings(copy_bandwidth=20e9, matmul_peak={"float32": 1e11}, vector_peak=5e10, dispatch_overhead=2e-6,
+                      threads=1, env={"date": "2026-11-25"})
+    raised = []
+    monkeypatch.setattr(ceilings, "measure", lambda threads=None: cached)
+    monkeypatch.setattr(ceilings, "raise_copy_ceiling", lambda found, rate: raised.append(rate) or found)
+    monkeypatch.setattr(fusion, "copy_bandwidth", lambda n=None, threads=None: 12e9)
+    roof, how = fusion.copy_roof(threads=1)
+    assert roof == 20e9 and "12.0 GB/s" in how and not raised
+    monkeypatch.setattr(fusion, "copy_bandwidth", lambda n=None, threads=None: 23e9)
+    roof, how = fusion.copy_roof(threads=1)
+    assert roof == 23e9 and raised == [23e9] and "raised" in how
