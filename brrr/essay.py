@@ -22,6 +22,10 @@ OVERHEAD = {
     "pytorch_ops_per_s": 280e3,
 }
 
+# The essay's sweep of ``x * 2`` repeated on an A100 (fp32): "the runtime doesn't increase noticeably at all
+# until we're performing 64 multiplications", and memory-bandwidth-bound for repeat < 32.
+REPEAT_SWEEP = {"flat_until": 64, "memory_bound_below": 32}
+
 # Share of FLOPs and of runtime per operator class in BERT, percent: the essay's table, which it takes
 # from Ivanov et al., "Data Movement Is All You Need" (MLSys 2021). The essay names no GPU for it: label
 # it as the essay's BERT table, never with quoted(), which stamps the A100.

@@ -243,3 +243,35 @@ def vertical_marks(ax, marks: dict[str, float], *, legend: bool = True):
     if legend:
         ax.legend(fontsize=8)
     return ax
+
+
+def beside_recorded(
+    here: dict[str, tuple[Sequence[float], Sequence[float]]],
+    recorded: dict[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    stamps: Sequence[str],
+    logy: bool = True,
+    ax=None,
+):
+    """This machine's series (solid, circles) and a recorded GPU's (dashed, squares) on one pair of axes,
+    each ``label: (x, y)``, with every stamp under the chart: the figure a page that teaches a GPU's lesson
+    draws beside a CPU's numbers (brrr.beside)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    for label, (x, y) in here.items():
+        ax.plot(x, y, marker="o", markersize=3, label=label)
+    for label, (x, y) in recorded.items():
+        ax.plot(x, y, marker="s", markersize=3, linestyle="--", label=label)
+    ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7)
+    ax.figure.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color="gray", ha="left", va="bottom")
+    ax.figure.subplots_adjust(bottom=0.12 + 0.03 * len(stamps))
+    return ax

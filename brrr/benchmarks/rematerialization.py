@@ -280,6 +280,11 @@ class Split:
         return self.saved.timing.median_s / self.recomputed.timing.median_s
 
     @property
+    def remat_noise(self) -> float:
+        """How far ``remat_speedup`` may sit from 1 by noise alone: the two timings' spreads, added."""
+        return self.saved.timing.spread + self.recomputed.timing.spread
+
+    @property
     def remat_memory(self) -> float:
         return self.saved.peak_bytes / self.recomputed.peak_bytes
 

@@ -386,3 +386,74 @@ def place(n: int, dtype: str, repeats: int, roof: Roof) -> Placement:
     if n < 1 or repeats < 1:
         raise ValueError(f"need n >= 1 and repeats >= 1, got n={n}, repeats={repeats}")
     return Placement(n, dtype, repeats, roof)
+
+
+@dataclass(frozen=True)
+class RecordedSweep:
+    """A recorded GPU's sweep (``repeat-sweep`` in brrr/data/reference/), for the page's figure beside this
+    machine's."""
+
+    device: str
+    repeats: list[int]
+    seconds: list[float]
+    knee_measured: float
+    knee_predicted: float
+    stamp: str
+
+    @property
+    def relative(self) -> list[float]:
+        return [s / self.seconds[0] for s in self.seconds]
+
+
+def recorded_sweeps(folder=None) -> list[RecordedSweep]:
+    """Every recorded GPU's sweep, in repeat order."""
+    from brrr.beside import recorded
+    from brrr.stamp import format_stamp
+
+    found = []
+    for gpu in recorded("repeat-sweep", folder):
+        pairs = sorted((int(r), s) for r, s in gpu.values["seconds"].items())
+        found.append(RecordedSweep(gpu.device, [r for r, _ in pairs], [s for _, s in pairs],
+                                   gpu.values["knee_measured"], gpu.values["knee_predicted_multiply"],
+                                   "recorded " + format_stamp(gpu.env)))
+    return found
+
+
+def knees_sentence(knee_here: float, knee_predicted: float, gpus: Sequence[RecordedSweep]) -> str:
+    """Where the runtime stopped being flat: here, on each recorded GPU, and in the essay (quoted)."""
+    from brrr import essay
+
+    said = [f"Here the runtime stayed flat up to about {knee_here:.0f} multiplications per element "
+            f"(the roofs predicted {knee_predicted:.0f})"]
+    said += [f"on the recorded {gpu.device} up to about {gpu.knee_measured:.0f} (predicted "
+             f"{gpu.knee_predicted:.0f})" for gpu in gpus] or ["no recorded GPU holds this sweep"]
+    said.append(f"on the essay's A100 until {essay.REPEAT_SWEEP['flat_until']} (quoted)")
+    return "; ".join(said) + "."
+
+
+def plot_beside_recorded(repeats: Sequence[int], seconds: Sequence[float], knee_here: float, stamp: str,
+                         gpus: Sequence[RecordedSweep], ax=None):
+    """Runtime relative to one repeat, this machine's beside each recorded GPU's, with each knee."""
+    import matplotlib.pyplot as plt
+
+    from brrr import essay
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4.5))
+    line = ax.loglog(repeats, [s / seconds[0] for s in seconds], marker="o", markersize=3,
+                     label=f"this machine (knee {knee_here:.0f})")[0]
+    ax.axvline(knee_here, linestyle="--", linewidth=1, color=line.get_color())
+    for gpu in gpus:
+        line = ax.loglog(gpu.repeats, gpu.relative, marker="s", markersize=3,
+                         label=f"recorded: {gpu.device} (knee {gpu.knee_measured:.0f})")[0]
+        ax.axvline(gpu.knee_measured, linestyle="--", linewidth=1, color=line.get_color())
+    ax.axvline(essay.REPEAT_SWEEP["flat_until"], linestyle=":", linewidth=1, color="gray",
+               label=f"essay's A100: flat until {essay.REPEAT_SWEEP['flat_until']} (quoted)")
+    ax.set_xlabel("repeats (multiplications per element)")
+    ax.set_ylabel("runtime / runtime at 1 repeat")
+    ax.set_title("Flat while memory-bound, then rising: each machine at its own knee")
+    ax.legend(fontsize=8)
+    stamps = [stamp] + [gpu.stamp for gpu in gpus]
+    ax.figure.text(0.01, -0.02 - 0.035 * (len(stamps) - 1), "\n".join(stamps), fontsize=7, color="gray",
+                   va="top")
+    return ax
