@@ -30,6 +30,9 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   the build, however it was started (``make book``, the tests, a bare
   ``jupyter-book build``), and no miss lands in the execution cache as a page
   that ran.
+- **The essay's pictures.** When a build starts, every picture of :mod:`brrr.figures` is drawn
+  from its data into ``_figures/`` in the book's source folder (never committed), where the
+  chapters' ``figure`` directives find it.
 - **Says when Colab cannot install brrr.** At the end of the build it prints,
   as a notice, why the Colab launch buttons open a set-up cell that cannot
   install brrr (``brrr.colab.release_problem``: ``repository.url`` is the
@@ -106,6 +109,15 @@ def _configure(app, config) -> None:
         *config.nb_mime_priority_overrides, ("*", WIDGET_VIEW, None)]
 
 
+FIGURES_DIR = "_figures"
+
+
+def _draw_figures(app) -> None:
+    from brrr import figures  # matplotlib and the record: only for a build
+
+    figures.draw_all(Path(app.srcdir) / FIGURES_DIR)
+
+
 def _clear_mathjax3_config(app) -> None:
     app.config.mathjax3_config = None  # MyST's MathJax 3 settings; see above
 
@@ -146,6 +158,7 @@ def setup(app):
     app.connect("config-inited", _configure)
     # myst-parser fills mathjax3_config at builder-inited (priority 500).
     app.connect("builder-inited", _clear_mathjax3_config, priority=900)
+    app.connect("builder-inited", _draw_figures)
     app.connect("html-page-context", _drop_repeated_scripts, priority=900)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _colab_notice)

@@ -1,0 +1,258 @@
+"""The essay's pictures, drawn from data: the factory, fused and unfused trips, the roofline of three
+machines, GPU generations, FlashAttention's tiles.
+
+Each function returns a matplotlib ``Figure`` drawn from the numbers it is given (or the book's own data:
+``brrr.datasheets``, ``brrr.essay``, the GPU record), so a picture cannot disagree with the numbers
+beside it. :data:`FIGURES` names each picture with its alt text and a one-line caption; the book's Sphinx
+extension (:mod:`brrr.book_pages`) draws them all into ``_figures/`` when a build starts, and the
+chapters show them with MyST's ``figure`` directive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+from brrr import essay, units
+
+INK, MUTED, ACCENT, WARM, COOL = "#222222", "#777777", "#1f77b4", "#d62728", "#2ca02c"
+
+
+def _arrow(ax, start, end, text="", color=INK, width=2.0, style="-|>"):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, linewidth=width, color=color))
+    if text:
+        ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.25, text, ha="center", va="bottom",
+                fontsize=9, color=color)
+
+
+def _box(ax, x, y, w, h, title, body="", color=ACCENT):
+    ax.add_patch(Rectangle((x, y), w, h, facecolor=color, alpha=0.12, edgecolor=color, linewidth=1.5))
+    ax.text(x + w / 2, y + h - 0.3, title, ha="center", va="top", fontsize=10, weight="bold", color=INK)
+    if body:
+        ax.text(x + w / 2, y + h / 2 - 0.25, body, ha="center", va="center", fontsize=8, color=INK)
+
+
+def factory() -> plt.Figure:
+    """The essay's picture of a GPU: orders from the host, materials from the warehouse over a road, the
+    factory's work, and where each regime waits."""
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    ax.set_xlim(0, 18)
+    ax.set_ylim(0, 7.2)
+    ax.axis("off")
+    _box(ax, 0.3, 4.3, 3.6, 2.6, "host (CPU)", "Python, dispatch,\nkernel launches", MUTED)
+    _box(ax, 0.3, 0.4, 3.6, 2.8, "warehouse", "main memory\n(HBM on a GPU,\nDRAM on a CPU)", WARM)
+    _box(ax, 10.5, 0.4, 7.2, 6.5, "factory", "compute units:\ntensor cores for matmuls,\nvector units for the rest", COOL)
+    _arrow(ax, (3.9, 5.6), (10.5, 5.6), "orders: one per kernel", MUTED)
+    _arrow(ax, (3.9, 1.4), (10.5, 1.4), "the road: memory bandwidth (bytes/s)", WARM, width=3.5)
+    _arrow(ax, (10.5, 2.4), (3.9, 2.4), "", WARM, width=3.5)
+    ax.text(7.2, 3.4, "memory-bound: the factory\nwaits for the truck", ha="center", fontsize=8.5, color=WARM)
+    ax.text(7.2, 4.6, "overhead-bound: the factory\nwaits for its orders", ha="center", fontsize=8.5, color=MUTED)
+    ax.text(14.1, 1.2, "compute-bound: the factory\nis busy all the time", ha="center", fontsize=8.5, color=COOL)
+    return fig
+
+
+def trips(ops: int = 3, n: int = 2**28) -> plt.Figure:
+    """A chain of ``ops`` pointwise fp32 ops on ``n`` elements: each a round trip to memory, then one, fused;
+    the bytes are :func:`brrr.counting.pointwise`'s."""
+    from brrr.counting import pointwise
+
+    one_pass = pointwise(n).bytes
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
+    for ax, fused in zip(axes, (False, True)):
+        ax.set_xlim(0, 10)
+        ax.set_ylim(0, 6)
+        ax.axis("off")
+        ax.add_patch(Rectangle((0.2, 0.3), 9.6, 1.2, facecolor=WARM, alpha=0.12, edgecolor=WARM))
+        ax.text(5, 0.9, "memory", ha="center", va="center", fontsize=10, color=WARM)
+        ax.add_patch(Rectangle((0.2, 4.3), 9.6, 1.4, facecolor=COOL, alpha=0.12, edgecolor=COOL))
+        ax.text(5, 5.45, "compute: registers and on-chip memory", ha="center", va="center", fontsize=9, color=COOL)
+        if fused:
+            ax.text(5, 4.75, " → ".join(f"op {i + 1}" for i in range(ops)), ha="center", fontsize=9, color=INK)
+            _arrow(ax, (3.0, 1.5), (3.0, 4.3), "read", WARM)
+            _arrow(ax, (7.0, 4.3), (7.0, 1.5), "write", WARM)
+            moved = one_pass
+            ax.set_title(f"fused: one trip, {units.binary_bytes(moved)}", fontsize=10)
+        else:
+            for i in range(ops):
+                x = 0.9 + i * 9.0 / ops
+                ax.text(x + 0.9, 4.75, f"op {i + 1}", ha="center", fontsize=9, color=INK)
+                _arrow(ax, (x + 0.4, 1.5), (x + 0.4, 4.3), "", WARM, width=1.5)
+                _arrow(ax, (x + 1.4, 4.3), (x + 1.4, 1.5), "", WARM, width=1.5)
+            moved = ops * one_pass
+            ax.set_title(f"unfused: {ops} round trips, {units.binary_bytes(moved)}", fontsize=10)
+    fig.suptitle(f"A chain of {ops} pointwise ops on {n:,} fp32 elements: bytes moved", fontsize=11)
+    fig.subplots_adjust(top=0.78)
+    return fig
+
+
+@dataclass(frozen=True)
+class Generation:
+    name: str
+    year: int
+    bandwidth: float  # B/s, datasheet
+    tensor_flops: float  # FLOP/s, dense 16-bit tensor-core matmul, datasheet
+
+
+# Datasheet figures, dense (no structured sparsity): memory bandwidth and 16-bit tensor-core matmul peak.
+GENERATIONS = (
+    Generation("V100 SXM2", 2017, 900e9, 125e12),
+    Generation("T4", 2018, 320e9, 65e12),
+    Generation("A100 SXM4", 2020, 1.555e12, 312e12),
+    Generation("H100 SXM", 2022, 3.35e12, 989.5e12),
+    Generation("B200", 2024, 8e12, 2250e12),
+)
+
+
+def generations(measured: dict[str, tuple[float, float]] | None = None) -> plt.Figure:
+    """Datasheet bandwidth and 16-bit matmul peak of NVIDIA generations by year, and their ridge points;
+    ``measured``: ``{label: (bandwidth, matmul peak)}`` measured on a real GPU, drawn beside its datasheet."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    years = [g.year for g in GENERATIONS]
+    left.semilogy(years, [g.tensor_flops for g in GENERATIONS], marker="o", color=COOL,
+                  label="16-bit tensor-core FLOP/s")
+    left.semilogy(years, [g.bandwidth * 100 for g in GENERATIONS], marker="s", color=WARM,
+                  label="memory bandwidth × 100 (B/s)")
+    for g in GENERATIONS:
+        left.annotate(g.name, (g.year, g.tensor_flops), textcoords="offset points", xytext=(0, 6), ha="center",
+                      fontsize=7)
+    first, last = GENERATIONS[0], GENERATIONS[-1]
+    left.set_title(f"{first.year}→{last.year}: FLOP/s ×{last.tensor_flops / first.tensor_flops:.0f}, "
+                   f"bandwidth ×{last.bandwidth / first.bandwidth:.1f}", fontsize=10)
+    left.set_xlabel("year (datasheets)")
+    left.legend(fontsize=8)
+    right.bar([g.name for g in GENERATIONS], [g.tensor_flops / g.bandwidth for g in GENERATIONS], color=MUTED,
+              label="datasheet")
+    for label, (bandwidth, peak) in (measured or {}).items():
+        right.bar([label], [peak / bandwidth], color=ACCENT, label="measured (recorded)")
+    right.set_ylabel("ridge point (FLOPs per byte)")
+    right.set_title("The ridge point rises: more FLOPs per byte to stay compute-bound", fontsize=10)
+    right.tick_params(axis="x", labelsize=7, rotation=20)
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def roofline_three(machines: dict[str, tuple[float, float]]) -> plt.Figure:
+    """Rooflines of several machines on one pair of axes: ``{label: (peak FLOP/s, bandwidth B/s)}``."""
+    import numpy as np
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    intensity = np.logspace(-2, 4, 200)
+    for (label, (peak, bandwidth)), color in zip(machines.items(), (MUTED, ACCENT, WARM, COOL)):
+        ax.loglog(intensity, np.minimum(peak, intensity * bandwidth), color=color, label=label)
+        ax.plot([peak / bandwidth], [peak], marker="o", color=color)
+        ax.annotate(f"ridge {peak / bandwidth:.0f}", (peak / bandwidth, peak), textcoords="offset points",
+                    xytext=(6, -12), fontsize=7, color=color)
+    ax.set_xlabel("arithmetic intensity (FLOPs per byte)")
+    ax.set_ylabel("attainable FLOP/s")
+    ax.set_title("Memory-bound left of each ridge, compute-bound right of it", fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def flash_tiles(n_blocks: int = 4, step: int = 1) -> plt.Figure:
+    """FlashAttention for one head: the N×N scores in blocks; at one step a block of Q stays on chip while
+    blocks of K and V stream past, and no block of scores is ever written to HBM."""
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    ax.set_xlim(-3.2, n_blocks + 3.6)
+    ax.set_ylim(-1.6, n_blocks + 1.2)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    for i in range(n_blocks):
+        for j in range(n_blocks):
+            on_chip = i == step
+            done = i == step and j < step + 1
+            ax.add_patch(Rectangle((j, n_blocks - 1 - i), 1, 1, edgecolor=MUTED, linewidth=0.8,
+                                   facecolor=COOL if done else ("#dddddd" if on_chip else "white"),
+                                   alpha=0.5 if done else 1.0))
+    ax.text(n_blocks / 2, n_blocks + 0.4, "scores S = QKᵀ (N×N): computed block by block, never stored",
+            ha="center", fontsize=8.5)
+    for i in range(n_blocks):
+        ax.add_patch(Rectangle((-2.2, n_blocks - 1 - i), 1.2, 1, edgecolor=INK, linewidth=0.8,
+                               facecolor=ACCENT if i == step else "white", alpha=0.35 if i == step else 1))
+        ax.add_patch(Rectangle((n_blocks + 1.0, n_blocks - 1 - i), 1.2, 1, edgecolor=INK, linewidth=0.8,
+                               facecolor=COOL if i == step else "white", alpha=0.35 if i == step else 1))
+    ax.text(-1.6, -0.5, "Q blocks\n(one on chip)", ha="center", va="top", fontsize=8)
+    ax.text(n_blocks + 1.6, -0.5, "O blocks\n(one written)", ha="center", va="top", fontsize=8)
+    ax.text(n_blocks / 2, -0.5, "K, V blocks stream through on-chip memory;\na running max and sum keep the "
+            "softmax exact", ha="center", va="top", fontsize=8)
+    return fig
+
+
+@dataclass(frozen=True)
+class Picture:
+    name: str
+    draw: Callable[[], plt.Figure]
+    alt: str
+    caption: str
+
+
+def _recorded_gpu() -> dict[str, tuple[float, float]]:
+    """The recorded GPUs' measured (copy bandwidth, matmul peak), from Lab 1's record: ``{label: ...}``."""
+    from brrr.beside import recorded
+
+    return {f"{gpu.device.removeprefix('NVIDIA ').split()[0]} (measured)":
+            (gpu.values["copy_bandwidth"], gpu.values["matmul_peak"]) for gpu in recorded("lab-01-roofline")}
+
+
+def _three_machines() -> dict[str, tuple[float, float]]:
+    """The essay's A100 (quoted), each recorded GPU, and this machine's cached roofs where they exist."""
+    from brrr import cache
+    from brrr.ceilings import cache_path
+
+    machines = {"A100, the essay's figures (quoted)": (essay.A100["matmul_peak_bf16"], essay.A100["bandwidth"])}
+    machines.update({f"{label}, recorded": (peak, bandwidth) for label, (bandwidth, peak) in _recorded_gpu().items()})
+    here = cache.read_json(cache_path(None))
+    if here and here.get("matmul_peak"):
+        machines["this build's machine (measured)"] = (max(here["matmul_peak"].values()), here["copy_bandwidth"])
+    return machines
+
+
+FIGURES = (
+    Picture("factory", factory,
+            "A diagram of the essay's factory: the host on the left sends orders (one per kernel) to the factory "
+            "on the right, the compute units; the warehouse, main memory, sends materials to the factory and "
+            "takes products back over a road, the memory bandwidth. Labels mark where each regime waits: "
+            "overhead-bound on orders, memory-bound on the road, compute-bound busy all the time.",
+            "The three regimes are three places to wait: for orders, for the truck, or nowhere."),
+    Picture("trips", trips,
+            "Two panels of a chain of three pointwise ops between memory (bottom) and compute (top). Unfused, "
+            "each op reads its input from memory and writes its output back: three round trips, 6 GiB for "
+            "2^28 fp32 elements. Fused, the chain reads once and writes once: one trip, 2 GiB.",
+            "Fusion keeps the intermediates on chip: three round trips become one."),
+    Picture("roofline-three", lambda: roofline_three(_three_machines()),
+            "Rooflines on log-log axes, attainable FLOP/s against arithmetic intensity: the essay's A100, each "
+            "GPU recorded by make gpu-check and, where its roofs were measured before the build, this "
+            "machine. Each line rises along its memory bandwidth and flattens at its peak; a dot marks each "
+            "ridge point.",
+            "One formula, three machines: each is memory-bound left of its own ridge point."),
+    Picture("generations", lambda: generations(_recorded_gpu()),
+            "Left: datasheet 16-bit tensor-core FLOP/s and memory bandwidth of NVIDIA GPUs by year, V100 to "
+            "B200, on a log scale; FLOP/s grows far faster. Right: each generation's ridge point in FLOPs per "
+            "byte, rising, with the recorded H100's measured ridge point beside its datasheet's.",
+            "Compute grows faster than bandwidth: each generation needs more FLOPs per byte to stay busy."),
+    Picture("flash-tiles", flash_tiles,
+            "FlashAttention for one head as a grid of score blocks: one block of Q sits in on-chip memory while "
+            "blocks of K and V stream past; the score blocks it has computed are shaded and never written to "
+            "memory; one block of the output is written when the row of blocks is done.",
+            "FlashAttention keeps the N×N scores on chip, one tile at a time."),
+)
+
+
+def draw_all(folder, dpi: int = 90) -> list:
+    """Every picture of :data:`FIGURES` as ``<folder>/<name>.png``; returns the paths."""
+    from pathlib import Path
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for picture in FIGURES:
+        fig = picture.draw()
+        path = folder / f"{picture.name}.png"
+        fig.savefig(path, dpi=dpi, bbox_inches="tight", facecolor="white")
+        plt.close(fig)
+        paths.append(path)
+    return paths

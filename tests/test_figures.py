@@ -1,0 +1,56 @@
+"""The essay's pictures (brrr/figures.py): each is drawn from its data, with or without a GPU record,
+as a small image, and shown in a chapter with the alt text the module gives it."""
+
+import re
+
+import matplotlib.pyplot as plt
+import pytest
+
+from brrr import counting, figures, units
+from conftest import ROOT
+
+pytestmark = pytest.mark.device_independent
+
+CHAPTERS = sorted((ROOT / "chapters").glob("*.md"))
+DIRECTIVE = re.compile(r"```\{figure\} \.\./_figures/(?P<name>[\w-]+)\.png\n:alt: (?P<alt>.*)\n")
+
+
+@pytest.mark.parametrize("with_record", [True, False], ids=["recorded", "no-record"])
+def test_each_picture_draws_as_a_small_image(tmp_path, monkeypatch, with_record):
+    if not with_record:  # a fork without brrr/data/reference/, and no measured ceilings
+        monkeypatch.setattr("brrr.beside.recorded", lambda section, folder=None: [])
+        monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path / "empty-cache"))
+    paths = figures.draw_all(tmp_path / "figures")
+    assert [path.stem for path in paths] == [picture.name for picture in figures.FIGURES]
+    for path in paths:
+        size = path.stat().st_size
+        assert 5_000 < size < 200_000, f"{path.name}: {size} bytes"
+
+
+def test_the_trips_picture_shows_the_counted_bytes():
+    fig = figures.trips(ops=3, n=2**20)
+    titles = [ax.get_title() for ax in fig.axes]
+    one_pass = counting.pointwise(2**20).bytes
+    assert titles == [f"unfused: 3 round trips, {units.binary_bytes(3 * one_pass)}",
+                      f"fused: one trip, {units.binary_bytes(one_pass)}"], titles
+    plt.close(fig)
+
+
+def test_the_generations_chart_is_drawn_from_the_datasheets():
+    fig = figures.generations({"H100 (measured)": (3.0e12, 745e12)})
+    bars = [patch.get_height() for patch in fig.axes[1].patches]
+    expected = [g.tensor_flops / g.bandwidth for g in figures.GENERATIONS] + [745e12 / 3.0e12]
+    assert bars == pytest.approx(expected)
+    plt.close(fig)
+
+
+def test_each_picture_sits_in_one_chapter_with_its_alt_text():
+    shown = {}
+    for chapter in CHAPTERS:
+        for match in DIRECTIVE.finditer(chapter.read_text()):
+            shown.setdefault(match["name"], []).append((chapter.name, match["alt"]))
+    for picture in figures.FIGURES:
+        assert len(shown.get(picture.name, [])) == 1, f"{picture.name} is shown in {shown.get(picture.name)}"
+        (_, alt), = shown[picture.name]
+        assert alt == picture.alt, f"{picture.name}: the chapter's alt text differs from brrr.figures'"
+    assert set(shown) <= {picture.name for picture in figures.FIGURES}, "a chapter shows a picture nobody draws"
