@@ -77,7 +77,7 @@ def _target(role_text: str) -> tuple[str, str]:
 def _prose(text: str) -> str:
     """Text without front matter, headings, code, math blocks or fences.
 
-    Directives ({dropdown}, {admonition}, ...) keep their content: it is prose.
+    Directives ({dropdown}, {admonition}, ...) keep their content: it is prose; their options are not.
     """
     text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
     text = re.sub(r"\$\$.*?\$\$( *\([\w-]+\))?", "", text, flags=re.S)
@@ -89,8 +89,8 @@ def _prose(text: str) -> str:
         elif fence:
             fences.append(not fence.group(2).strip().startswith("{")
                           or fence.group(2).strip().startswith("{code"))
-        elif not any(fences) and not line.startswith("#"):
-            kept.append(line)
+        elif not any(fences) and not line.startswith("#") and not re.match(r"^:\w+:", line):
+            kept.append(line)  # a directive's options (:alt:, :name:) are not prose that can link
     return "\n".join(kept)
 
 
