@@ -229,22 +229,26 @@ def raise_copy_ceiling(found: Ceilings, rate: float) -> Ceilings:
 
 
 def describe_copy_sweep(sizes: list[int], rates: list[float], ceiling: float, cache_bytes: int) -> list[str]:
-    """One line per fp32 buffer size of a copy sweep, each rate against the copy ceiling, with the reason
-    on the line where a rate exceeds it, and a closing note when some ran far below it.
+    """One line per fp32 buffer size of a copy sweep, each rate against the copy ceiling; a rate above it is
+    marked, and each mark's reason is said once under the table, as is a note when some ran far below it.
 
     A buffer whose source and destination fit in ``cache_bytes`` can beat the
-    ceiling from the cache. A larger one over the ceiling was timed at another
+    ceiling from the cache (``*``). A larger one over the ceiling was timed at another
     moment than the ceiling, and load from other work moves every copy (a cache
-    larger than the one reported could also serve part of it): it gets that reason.
+    larger than the one reported could also serve part of it): ``†``.
     """
-    in_cache = "source and destination fit in the cache, which serves them"
-    other_moment = ("timed at another moment than the ceiling (load from other work slows any copy), "
-                    "or partly cached")
-    lines = []
+    reasons = {"*": "source and destination fit in the cache, which serves them",
+               "†": ("timed at another moment than the ceiling (load from other work slows any copy), "
+                     "or partly cached")}
+    lines, used = [], []
     for n, rate in zip(sizes, rates):
-        above = in_cache if 2 * 4 * n <= cache_bytes else other_moment
+        mark = ("*" if 2 * 4 * n <= cache_bytes else "†") if rate > ceiling else ""
+        if mark and mark not in used:
+            used.append(mark)
         lines.append(f"{units.binary_bytes(4 * n):>10} buffer: "
-                     + units.fraction_of(rate, ceiling, "B/s", "measured copy bandwidth", above=above))
+                     + units.fraction_of(rate, ceiling, "B/s", "measured copy bandwidth", thresholds=(1.0,))
+                     + (f" {mark}" if mark else ""))
+    lines += [f"{mark} above the ceiling: {reasons[mark]}." for mark in used]
     slow = [units.binary_bytes(4 * n) for n, rate in zip(sizes, rates) if rate < LOW_SHARE * ceiling]
     if slow:
         lines.append(f"Under half the ceiling: {', '.join(slow)}. Each size is one short reading; other "

@@ -157,18 +157,26 @@ def add_bytes(n: int) -> int:
     return counting.pointwise(n, torch.float32, inputs=2, outputs=1).bytes
 
 
-def why_add_above_copy(n: int) -> str:
-    """Why an n-element ``a + b`` can stream faster than the copy roof, for the same line: its three
-    tensors fit in the last-level cache, or, where they do not, the copy roof is not the best this code
-    can do (the notebook used to say "stay in cache" of three 64 MiB tensors)."""
+def describe_add_sweep(sizes: Sequence[int], timings: Sequence[Timing], copy_bandwidth: float) -> list[str]:
+    """One line per size of the ``a + b`` sweep, its bytes against the copy roof; a row above the roof is
+    marked, and each mark's reason is said once under the table (issue 27: five rows repeated one)."""
     from brrr.ceilings import ABOVE_COPY
 
-    tensors, cache = add_bytes(n), last_level_cache_bytes()
-    sizes = f"its three tensors ({units.binary_bytes(tensors)})"
-    if tensors <= cache:
-        return (f"{sizes} fit in the {units.binary_bytes(cache)} last-level cache, which streams faster than "
-                "the DRAM that the copy roof measures")
-    return f"{sizes} exceed the {units.binary_bytes(cache)} last-level cache, so this is DRAM: {ABOVE_COPY}"
+    cache = last_level_cache_bytes()
+    reasons = {"*": (f"its three tensors fit in the {units.binary_bytes(cache)} last-level cache, which "
+                     "streams faster than the DRAM that the copy roof measures"),
+               "†": f"its three tensors exceed the {units.binary_bytes(cache)} last-level cache, so this is DRAM: "
+                    f"{ABOVE_COPY}"}
+    lines, used = [], []
+    for n, timing in zip(sizes, timings):
+        achieved = add_bytes(n) / timing.median_s
+        mark = ("*" if add_bytes(n) <= cache else "†") if achieved > copy_bandwidth else ""
+        if mark and mark not in used:
+            used.append(mark)
+        lines.append(f"{n:>12,} elements  {units.seconds(timing.median_s):>9}  "
+                     + units.fraction_of(achieved, copy_bandwidth, "B/s", "measured copy bandwidth",
+                                         thresholds=(1.0,)) + (f" {mark}" if mark else ""))
+    return lines + [f"{mark} above the copy roof: {reasons[mark]}." for mark in used]
 
 
 # ---------------------------------------------------------------- the small MLP and its training step
