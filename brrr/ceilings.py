@@ -240,15 +240,11 @@ def describe_copy_sweep(sizes: list[int], rates: list[float], ceiling: float, ca
     reasons = {"*": "source and destination fit in the cache, which serves them",
                "†": ("timed at another moment than the ceiling (load from other work slows any copy), "
                      "or partly cached")}
-    lines, used = [], []
-    for n, rate in zip(sizes, rates):
-        mark = ("*" if 2 * 4 * n <= cache_bytes else "†") if rate > ceiling else ""
-        if mark and mark not in used:
-            used.append(mark)
-        lines.append(f"{units.binary_bytes(4 * n):>10} buffer: "
-                     + units.fraction_of(rate, ceiling, "B/s", "measured copy bandwidth", thresholds=(1.0,))
-                     + (f" {mark}" if mark else ""))
-    lines += [f"{mark} above the ceiling: {reasons[mark]}." for mark in used]
+    lines = units.footnoted(
+        [(f"{units.binary_bytes(4 * n):>10} buffer: "
+          + units.fraction_of(rate, ceiling, "B/s", "measured copy bandwidth", thresholds=(1.0,)),
+          ("*" if 2 * 4 * n <= cache_bytes else "†") if rate > ceiling else "") for n, rate in zip(sizes, rates)],
+        reasons, "ceiling")
     slow = [units.binary_bytes(4 * n) for n, rate in zip(sizes, rates) if rate < LOW_SHARE * ceiling]
     if slow:
         lines.append(f"Under half the ceiling: {', '.join(slow)}. Each size is one short reading; other "

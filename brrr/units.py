@@ -13,6 +13,7 @@ Sizes of buffers use binary prefixes (1 MiB = 2**20 bytes).
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 _DECIMAL = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, "")]
 
@@ -108,3 +109,12 @@ def fraction_of(value: float, ceiling: float, unit: str, ceiling_name: str, *, a
         thresholds = (*thresholds, 1.0)  # a value flagged above its ceiling never prints as "100%"
     text = f"{si(value, unit)} = {percent(value / ceiling, thresholds)} of {si(ceiling, unit)} {ceiling_name}"
     return f"{text} (above it: {above})" if above and value > ceiling else text
+
+
+def footnoted(rows: Sequence[tuple[str, str]], reasons: dict[str, str], roof: str) -> list[str]:
+    """Table lines from ``(line, mark)`` rows: a marked line ends in its mark, and each mark used is explained
+    once under the table ("* above the <roof>: <reason>."), in the order the marks first appear. A reason
+    repeated on every row it applies to drowns the table; said once, it is read."""
+    used = list(dict.fromkeys(mark for _, mark in rows if mark))
+    return ([f"{line} {mark}" if mark else line for line, mark in rows]
+            + [f"{mark} above the {roof}: {reasons[mark]}." for mark in used])

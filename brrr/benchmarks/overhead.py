@@ -167,16 +167,13 @@ def describe_add_sweep(sizes: Sequence[int], timings: Sequence[Timing], copy_ban
                      "streams faster than the DRAM that the copy roof measures"),
                "†": f"its three tensors exceed the {units.binary_bytes(cache)} last-level cache, so this is DRAM: "
                     f"{ABOVE_COPY}"}
-    lines, used = [], []
+    rows = []
     for n, timing in zip(sizes, timings):
         achieved = add_bytes(n) / timing.median_s
-        mark = ("*" if add_bytes(n) <= cache else "†") if achieved > copy_bandwidth else ""
-        if mark and mark not in used:
-            used.append(mark)
-        lines.append(f"{n:>12,} elements  {units.seconds(timing.median_s):>9}  "
-                     + units.fraction_of(achieved, copy_bandwidth, "B/s", "measured copy bandwidth",
-                                         thresholds=(1.0,)) + (f" {mark}" if mark else ""))
-    return lines + [f"{mark} above the copy roof: {reasons[mark]}." for mark in used]
+        rows.append((f"{n:>12,} elements  {units.seconds(timing.median_s):>9}  "
+                     + units.fraction_of(achieved, copy_bandwidth, "B/s", "measured copy bandwidth", thresholds=(1.0,)),
+                     ("*" if add_bytes(n) <= cache else "†") if achieved > copy_bandwidth else ""))
+    return units.footnoted(rows, reasons, "copy roof")
 
 
 # ---------------------------------------------------------------- the small MLP and its training step
