@@ -21,8 +21,10 @@ import textwrap
 from dataclasses import dataclass
 
 from brrr import reference
+from brrr.stamp import environment, format_stamp
 
 NONE_RECORDED = "none recorded: make gpu-check on a GPU node records one (brrr/data/reference/)"
+ESSAY_SOURCE = "Horace He, Making Deep Learning Go Brrrr"
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,11 @@ class Recorded:
         env = self.env
         return f"recorded {env.get('date', '?')} · torch {env.get('torch', '?')} · triton {env.get('triton', '?')}"
 
+    @property
+    def stamp(self) -> str:
+        """The record's full stamp, labelled recorded: ``recorded [measured on <GPU> (GPU) · ...]``."""
+        return "recorded " + format_stamp(self.env)
+
 
 def recorded(section: str, folder=None) -> list[Recorded]:
     """What each committed GPU record holds under ``section`` (a claim is ``claims/<key>``), by file name."""
@@ -58,6 +65,16 @@ def machine_here(env: dict) -> str:
     return f"this machine: {env.get('device', '?')} ({env.get('mode', '?')})"
 
 
+def three_machines(title: str, here: str, stamp: str, gpus: list[tuple[Recorded, str]], essay: str) -> Beside:
+    """``here`` (measured under ``stamp``) beside each recorded GPU's result (``(record, result)`` pairs, or
+    one row saying none is recorded) and the essay's figure, quoted."""
+    rows = [Row(machine_here(environment()), here, stamp.strip("[]"))]
+    rows += [Row(f"recorded: {gpu.device}", result, gpu.source) for gpu, result in gpus] or [
+        Row("recorded GPU", NONE_RECORDED, "")]
+    rows.append(Row("the essay (quoted)", essay, ESSAY_SOURCE))
+    return Beside(title, tuple(rows))
+
+
 @dataclass(frozen=True)
 class Beside:
     """Rows of (machine, result, source), shown as a table."""
@@ -69,7 +86,8 @@ class Beside:
         lines = [self.title]
         for row in self.rows:
             lines.append(f"- {row.machine}: {row.result}")
-            lines.append(textwrap.indent(f"({row.source})", "    "))
+            if row.source:
+                lines.append(textwrap.indent(f"({row.source})", "    "))
         return "\n".join(lines)
 
     __repr__ = __str__

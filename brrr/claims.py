@@ -38,9 +38,8 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from brrr import reference, units
-from brrr.beside import NONE_RECORDED, Beside, Row, machine_here, recorded, show
+from brrr.beside import Beside, Recorded, recorded, show, three_machines
 from brrr.targets import measurements
-from brrr.stamp import environment
 from brrr.stamp import stamp as current_stamp
 
 HELD, NOT_HELD = "held here", "did not hold here"
@@ -337,11 +336,11 @@ class Text:
         return self.text
 
 
-def values(verdict: Verdict, stamp: str) -> dict[str, str]:
-    """The texts glued for ``verdict``, by field."""
+def values(verdict: Verdict, stamp: str, gpus: list[Recorded]) -> dict[str, str]:
+    """The texts glued for ``verdict``, by field; ``gpus``: the claim's records (:func:`claim_records`)."""
     claim = CLAIMS[verdict.key]
     return {"statement": claim.statement, "essay": claim.essay, "here": verdict.here,
-            "verdict": verdict.word, "why": verdict.why, "stamp": stamp, "recorded": recorded_sentence(verdict.key)}
+            "verdict": verdict.word, "why": verdict.why, "stamp": stamp, "recorded": recorded_sentence(gpus)}
 
 
 def glue_text(key: str, text: str) -> None:
@@ -357,24 +356,26 @@ def held_there(values: dict) -> str:
     return "held there" if values["held"] else "did not hold there"  # "here" is always the page's machine
 
 
-def recorded_sentence(key: str, folder=None) -> str:
-    """What the recorded GPUs measured for claim ``key``, in one sentence, or that none did."""
-    found = recorded(f"claims/{key}", folder)
-    if not found:
+def claim_records(key: str, folder=None) -> list[Recorded]:
+    """What each committed GPU record holds for claim ``key``."""
+    return recorded(f"claims/{key}", folder)
+
+
+def recorded_sentence(gpus: list[Recorded]) -> str:
+    """What the recorded GPUs measured for a claim (its :func:`claim_records`), in one sentence, or that none
+    did."""
+    if not gpus:
         return "No recorded GPU has measured this claim yet."
     return " ".join(f"On the recorded {gpu.device}: {gpu.values['here']} ({held_there(gpu.values)}, "
-                    f"{gpu.env.get('date', '?')})." for gpu in found)
+                    f"{gpu.env.get('date', '?')})." for gpu in gpus)
 
 
-def beside(verdict: Verdict, stamp: str, folder=None) -> Beside:
-    """``verdict`` as measured here, beside every recorded GPU's and the essay's figure."""
+def beside(verdict: Verdict, stamp: str, gpus: list[Recorded]) -> Beside:
+    """``verdict`` as measured here, beside each recorded GPU's (its :func:`claim_records`) and the essay's
+    figure."""
     claim = CLAIMS[verdict.key]
-    rows = [Row(machine_here(environment()), f"{verdict.here} ({verdict.word})", stamp.strip("[]"))]
-    gpus = recorded(f"claims/{verdict.key}", folder)
-    rows += [Row(f"recorded: {gpu.device}", f"{gpu.values['here']} ({held_there(gpu.values)})", gpu.source)
-             for gpu in gpus] or [Row("recorded GPU", NONE_RECORDED, "")]
-    rows.append(Row("the essay (quoted)", claim.essay, "Horace He, Making Deep Learning Go Brrrr"))
-    return Beside(claim.statement, tuple(rows))
+    return three_machines(claim.statement, f"{verdict.here} ({verdict.word})", stamp,
+                          [(gpu, f"{gpu.values['here']} ({held_there(gpu.values)})") for gpu in gpus], claim.essay)
 
 
 def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
@@ -387,9 +388,10 @@ def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
     stamp = stamp or current_stamp()
     print(verdict.line())
     print(f"  {stamp}")
-    print(recorded_sentence(verdict.key))
-    show(beside(verdict, stamp))
-    for field, text in values(verdict, stamp).items():
+    gpus = claim_records(verdict.key)  # read once: the sentence, the table and the glue share it
+    print(recorded_sentence(gpus))
+    show(beside(verdict, stamp, gpus))
+    for field, text in values(verdict, stamp, gpus).items():
         glue_text(glue_key(verdict.key, field), text)
     reference.record(f"claims/{verdict.key}", asdict(verdict))
     return verdict
@@ -398,7 +400,7 @@ def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
 def reference_figures(claims: dict[str, Claim] = CLAIMS, folder=None) -> dict[str, str]:
     """Per claim, what the committed GPU reference files recorded for it, or that none did."""
     return {key: "; ".join(f"{gpu.device}: {gpu.values['here']} ({held_there(gpu.values)})"
-                           for gpu in recorded(f"claims/{key}", folder)) or "none recorded"
+                           for gpu in claim_records(key, folder)) or "none recorded"
             for key in claims}
 
 

@@ -107,21 +107,22 @@ def test_the_reference_column_reads_recorded_files(tmp_path):
 def test_a_published_claim_sits_beside_the_recorded_gpu_and_the_essay(tmp_path):
     """The three machines under a taught result: here, each recorded GPU (or "none recorded"), the essay."""
     verdict = claims.judge_cos_cos(3.3e-3, 1e-3, 2.0)
-    alone = claims.beside(verdict, "[measured here]", folder=tmp_path)
+    alone = claims.beside(verdict, "[measured here]", claims.claim_records(verdict.key, tmp_path))
     machines = [row.machine for row in alone.rows]
     assert machines[0].startswith("this machine: ") and machines[-1] == "the essay (quoted)", machines
     assert alone.rows[1].result.startswith("none recorded") and "make gpu-check" in alone.rows[1].result
-    assert claims.recorded_sentence(verdict.key, folder=tmp_path) == "No recorded GPU has measured this claim yet."
+    assert claims.recorded_sentence(claims.claim_records(verdict.key, tmp_path)) == (
+        "No recorded GPU has measured this claim yet.")
     assert alone.rows[-1].result == claims.CLAIMS[verdict.key].essay
     (tmp_path / "nvidia-h100.json").write_text(json.dumps({"figures": {"claims/cos-cos-one-cos": {
         "env": {"device": "NVIDIA H100", "date": "2026-11-24", "torch": "2.11.0"},
         "values": {"key": verdict.key, "held": True, "here": "1.00x <of> x.cos()", "why": ""}}}}))
-    shown = claims.beside(verdict, "[measured here]", folder=tmp_path)
+    shown = claims.beside(verdict, "[measured here]", claims.claim_records(verdict.key, tmp_path))
     assert [row.machine for row in shown.rows][1] == "recorded: NVIDIA H100"
     assert shown.rows[1].result == "1.00x <of> x.cos() (held there)" and "2026-11-24" in shown.rows[1].source
     assert "did not hold here" in shown.rows[0].result
     assert "1.00x &lt;of&gt; x.cos()" in shown._repr_html_()  # recorded text is escaped, not markup
-    assert claims.recorded_sentence(verdict.key, folder=tmp_path) == (
+    assert claims.recorded_sentence(claims.claim_records(verdict.key, tmp_path)) == (
         "On the recorded NVIDIA H100: 1.00x <of> x.cos() (held there, 2026-11-24).")
 
 

@@ -15,9 +15,8 @@ import torch
 import torch.nn.functional as F
 
 from brrr import reference
-from brrr.beside import NONE_RECORDED, Beside, Row, machine_here, recorded
+from brrr.beside import Beside, recorded, three_machines
 from brrr.benchmarks.compiling import compile_for_timing
-from brrr.stamp import environment
 
 SECTION = "activations"
 # gelu within this factor of relu's time is "about the same cost": the bar the fused-chain claim sets for
@@ -76,8 +75,7 @@ def record(costs: ActivationCosts) -> None:
 
 def beside(costs: ActivationCosts, stamp: str, folder=None) -> Beside:
     """This machine's ratio beside every recorded GPU's and the essay's words."""
-    rows = [Row(machine_here(environment()), costs.result(), stamp.strip("[]"))]
-    rows += [Row(f"recorded: {gpu.device}", ActivationCosts(gpu.values["relu_s"], gpu.values["gelu_s"]).result(),
-                 gpu.source) for gpu in recorded(SECTION, folder)] or [Row("recorded GPU", NONE_RECORDED, "")]
-    rows.append(Row("the essay (quoted)", ESSAY, "Horace He, Making Deep Learning Go Brrrr"))
-    return Beside("Activation functions: gelu against relu, each one fused pass", tuple(rows))
+    gpus = [(gpu, ActivationCosts(gpu.values["relu_s"], gpu.values["gelu_s"]).result())
+            for gpu in recorded(SECTION, folder)]
+    return three_machines("Activation functions: gelu against relu, each one fused pass", costs.result(), stamp,
+                          gpus, ESSAY)

@@ -524,6 +524,23 @@ def run(ceilings: Ceilings) -> tuple[Ceilings, list[MatmulPoint], opclasses.Clas
     return ceilings, points, table, checks
 
 
+def recorded_layers(folder=None) -> str:
+    """Notebook 22's result as each recorded GPU measured it, in one sentence per GPU, or that none did."""
+    from brrr.beside import recorded
+
+    said = []
+    for gpu in recorded("compute.layer_intensity", folder):
+        values = gpu.values
+        linear, rows = values["summary"]["linear over batch"], values["linear"]
+        moved = (f"moved from {linear['from']} to {linear['to']}" if linear["from"] != linear["to"]
+                 else f"stayed {linear['from']}")
+        rowwise = " and ".join(f"{row['op']} at {units.bandwidth(row['bytes_per_s'])}" for row in values["rowwise"])
+        said.append(f"On the recorded {gpu.device} ({values['dtype']}, {gpu.env.get('date', '?')}), the linear "
+                    f"layer {moved} between batch {rows[0]['batch']} and {rows[-1]['batch']}, and the row-wise "
+                    f"ops moved their counted bytes with {rowwise}.")
+    return " ".join(said) or "No recorded GPU holds this page's sweep yet."
+
+
 def main(argv: list[str] | None = None) -> int:
     from brrr.stamp import stamp
 
@@ -559,20 +576,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def recorded_layers(folder=None) -> str:
-    """Notebook 22's result as each recorded GPU measured it, in one sentence per GPU, or that none did."""
-    from brrr.beside import recorded
-
-    said = []
-    for gpu in recorded("compute.layer_intensity", folder):
-        values = gpu.values
-        linear, rows = values["summary"]["linear over batch"], values["linear"]
-        moved = (f"moved from {linear['from']} to {linear['to']}" if linear["from"] != linear["to"]
-                 else f"stayed {linear['from']}")
-        rowwise = " and ".join(f"{row['op']} at {units.bandwidth(row['bytes_per_s'])}" for row in values["rowwise"])
-        said.append(f"On the recorded {gpu.device} ({values['dtype']}, {gpu.env.get('date', '?')}), the linear "
-                    f"layer {moved} between batch {rows[0]['batch']} and {rows[-1]['batch']}, and the row-wise "
-                    f"ops moved their counted bytes with {rowwise}.")
-    return " ".join(said) or "No recorded GPU holds this page's sweep yet."

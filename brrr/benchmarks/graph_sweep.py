@@ -14,7 +14,6 @@ from typing import Sequence
 
 from brrr import units
 from brrr.beside import recorded
-from brrr.stamp import format_stamp
 
 SECTION = "overhead/cuda-graphs"
 
@@ -39,7 +38,7 @@ class GraphSweep:
         for gpu in recorded(SECTION, folder):
             values = gpu.values
             return cls(list(values["batches"]), list(values["eager_seconds"]), list(values["replay_seconds"]),
-                       f"recorded on {gpu.device}", "recorded " + format_stamp(gpu.env))
+                       f"recorded on {gpu.device}", gpu.stamp)
         return None
 
     @property
@@ -78,5 +77,5 @@ def recorded_reduce_overhead(folder=None) -> str | None:
     for gpu in recorded(SECTION, folder):
         eager, graphs = gpu.values["eager_seconds"][0], gpu.values["reduce_overhead_batch1_seconds"]
         return (f"{eager / graphs:.2f}x over eager ({units.seconds(graphs)} against {units.seconds(eager)} per "
-                f"step; the optimizer step stays eager)\n  recorded {format_stamp(gpu.env)}")
+                f"step; the optimizer step stays eager)\n  {gpu.stamp}")
     return None

@@ -408,14 +408,13 @@ class RecordedSweep:
 def recorded_sweeps(folder=None) -> list[RecordedSweep]:
     """Every recorded GPU's sweep, in repeat order."""
     from brrr.beside import recorded
-    from brrr.stamp import format_stamp
 
     found = []
     for gpu in recorded("repeat-sweep", folder):
         pairs = sorted((int(r), s) for r, s in gpu.values["seconds"].items())
         found.append(RecordedSweep(gpu.device, [r for r, _ in pairs], [s for _, s in pairs],
                                    gpu.values["knee_measured"], gpu.values["knee_predicted_multiply"],
-                                   "recorded " + format_stamp(gpu.env)))
+                                   gpu.stamp))
     return found
 
 
@@ -433,27 +432,20 @@ def knees_sentence(knee_here: float, knee_predicted: float, gpus: Sequence[Recor
 
 def plot_beside_recorded(repeats: Sequence[int], seconds: Sequence[float], knee_here: float, stamp: str,
                          gpus: Sequence[RecordedSweep], ax=None):
-    """Runtime relative to one repeat, this machine's beside each recorded GPU's, with each knee."""
-    import matplotlib.pyplot as plt
+    """Runtime relative to one repeat, this machine's beside each recorded GPU's (:func:`brrr.plots.
+    beside_recorded`), with each machine's knee in its colour and the essay's A100 knee."""
+    from brrr import essay, plots
 
-    from brrr import essay
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 4.5))
-    line = ax.loglog(repeats, [s / seconds[0] for s in seconds], marker="o", markersize=3,
-                     label=f"this machine (knee {knee_here:.0f})")[0]
-    ax.axvline(knee_here, linestyle="--", linewidth=1, color=line.get_color())
-    for gpu in gpus:
-        line = ax.loglog(gpu.repeats, gpu.relative, marker="s", markersize=3,
-                         label=f"recorded: {gpu.device} (knee {gpu.knee_measured:.0f})")[0]
-        ax.axvline(gpu.knee_measured, linestyle="--", linewidth=1, color=line.get_color())
-    ax.axvline(essay.REPEAT_SWEEP["flat_until"], linestyle=":", linewidth=1, color="gray",
-               label=f"essay's A100: flat until {essay.REPEAT_SWEEP['flat_until']} (quoted)")
-    ax.set_xlabel("repeats (multiplications per element)")
-    ax.set_ylabel("runtime / runtime at 1 repeat")
-    ax.set_title("Flat while memory-bound, then rising: each machine at its own knee")
-    ax.legend(fontsize=8)
-    stamps = [stamp] + [gpu.stamp for gpu in gpus]
-    ax.figure.text(0.01, -0.02 - 0.035 * (len(stamps) - 1), "\n".join(stamps), fontsize=7, color="gray",
-                   va="top")
+    ax = plots.beside_recorded(
+        {f"this machine (knee {knee_here:.0f})": (repeats, [s / seconds[0] for s in seconds])},
+        {f"recorded: {gpu.device} (knee {gpu.knee_measured:.0f})": (gpu.repeats, gpu.relative) for gpu in gpus},
+        xlabel="repeats (multiplications per element)", ylabel="runtime / runtime at 1 repeat",
+        title="Flat while memory-bound, then rising: each machine at its own knee",
+        stamps=[stamp] + [gpu.stamp for gpu in gpus], ax=ax)
+    for line, knee in zip(ax.get_lines(), [knee_here] + [gpu.knee_measured for gpu in gpus]):
+        ax.axvline(knee, linestyle="--", linewidth=1, color=line.get_color())
+    flat_until = essay.REPEAT_SWEEP["flat_until"]
+    ax.axvline(flat_until, linestyle=":", linewidth=1, color="gray",
+               label=f"essay's A100: flat until {flat_until} (quoted)")
+    ax.legend(fontsize=7)
     return ax

@@ -12,7 +12,6 @@ from typing import Callable
 
 from brrr import units
 from brrr.beside import Recorded, recorded
-from brrr.stamp import format_stamp
 
 
 def _roofline(v: dict) -> str:
@@ -48,4 +47,4 @@ def sentence(lab: str, folder=None) -> str:
         return (f"No recorded GPU has run this lab yet: `make gpu-check` on a GPU node records it "
                 f"(lab-{lab} in brrr/data/reference/).")
     return "\n".join(f"Recorded on {gpu.device} ({gpu.env.get('date', '?')}): {describe(gpu.values)}.\n"
-                     f"  recorded {format_stamp(gpu.env)}" for gpu in found)
+                     f"  {gpu.stamp}" for gpu in found)
