@@ -8,6 +8,7 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | timing     | ``bench()``: honest timings on GPU and CPU                  |
 | units      | formatting numbers with their units                         |
 | stamp      | the device/versions/date line printed beside every number   |
+| column     | printed text that fits the book's 100-character column      |
 | cache      | where per-user measurements are kept                        |
 | ceilings   | this machine's measured roofs: bandwidth, FLOP/s, overhead  |
 | roofline   | arithmetic intensity, ridge point, predicted time, regime   |
@@ -25,6 +26,7 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | widgets    | the interactive roofline explorer                           |
 | allocator  | keep freed memory in the process (applied at import, Linux) |
 | book_pages | Sphinx extension: the built book works offline, error-free  |
+| pages/     | what a book page checks, records and glues, in its hidden cell |
 | traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
 | diagnose/  | which regime any PyTorch step is in, and what to do about it: |
 |            | ``python -m brrr.diagnose module:callable``                 |

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-from brrr import reference, units
+from brrr import column, reference, units
 from brrr.beside import Beside, Recorded, recorded, show, three_machines
 from brrr.targets import measurements
 from brrr.stamp import stamp as current_stamp
@@ -386,10 +386,10 @@ def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
     process's (the overhead notebooks time on one thread inside their helpers).
     """
     stamp = stamp or current_stamp()
-    print(verdict.line())
+    print(column.fit(verdict.line()))
     print(f"  {stamp}")
     gpus = claim_records(verdict.key)  # read once: the sentence, the table and the glue share it
-    print(recorded_sentence(gpus))
+    print(column.fit(recorded_sentence(gpus)))
     show(beside(verdict, stamp, gpus))
     for field, text in values(verdict, stamp, gpus).items():
         glue_text(glue_key(verdict.key, field), text)

@@ -27,7 +27,7 @@ def triton_version() -> str:
 def environment() -> dict[str, str]:
     """The facts a stamp is made of, for writing next to measurements in JSON."""
     threads = torch.get_num_threads()
-    mode = "GPU" if ON_GPU else f"CPU, {threads} thread{'s' * (threads != 1)}, Triton interpreted"
+    mode = "GPU" if ON_GPU else f"CPU, {threads} thread{'s' * (threads != 1)}"
     return {
         "device": device_name(),
         "device_type": DEVICE.type,
@@ -40,7 +40,10 @@ def environment() -> dict[str, str]:
 
 
 def format_stamp(env: dict[str, str]) -> str:
-    return f"[measured on {env['device']} ({env['mode']}) · torch {env['torch']} · triton {env['triton']} · {env['date']}]"
+    """The stamp of ``env`` (:func:`environment`), on one line of the book's 100 characters where the
+    device's name allows: Triton's mode is said once, after its version."""
+    triton = f"triton {env['triton']}" + (" interpreted" if env.get("device_type") == "cpu" else "")
+    return f"[measured on {env['device']} ({env['mode']}) · torch {env['torch']} · {triton} · {env['date']}]"
 
 
 def stamp() -> str:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from typing import Callable
 
-from brrr import units
+from brrr import column, units
 
 # The one switch, read by strict() alone. Set to 1 by the Makefile (every target), tests/conftest.py (the
 # suite and the book build it runs), brrr.book_pages (any book build) and .ci/gpu-check.
@@ -134,7 +134,7 @@ def _ratio(*thresholds: float) -> Callable[[float], str]:
 def _report(what: str, wanted: str, values: list[float], met: bool, show: Callable[[float], str]) -> None:
     """Print the target's line with every attempt; if it was not met, :func:`missed`."""
     tried = ", ".join(show(value) for value in values)
-    print(f"target: {what}: {wanted}; measured {tried}: {'met' if met else 'NOT met'}")
+    print(column.fit(f"target: {what}: {wanted}; measured {tried}: {'met' if met else 'NOT met'}"))
     if not met:
         from brrr.device import device_name  # torch: this module imports without it (book_pages, roofline)
 

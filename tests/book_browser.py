@@ -35,6 +35,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 NOT_PAGES = ("_static", "_sources", "_images", "_downloads", "reports")
 RAW_TEX = ("\\(", "\\[", "$$", "\\begin{")
 MATHJAX_TIMEOUT_MS = 30_000
+WIDTH = 1280  # px: a laptop's browser window; every page must fit it
 TRACE_SUFFIX = ".json"  # the book's JSON downloads are the profiler chapter's traces
 REDIRECT = re.compile(r'<meta http-equiv="refresh" content="0; url=([^"]+)"', re.IGNORECASE)
 
@@ -45,6 +46,7 @@ INSPECT_PAGE = """async () => {
   await Promise.all(images.map(img => img.complete ? null :
       new Promise(done => { img.onload = img.onerror = done; })));
   const main = document.querySelector("main") || document.body;
+  const article = document.querySelector("article") || main;
   const visible = main.cloneNode(true);
   visible.querySelectorAll("pre, code, script, style, textarea").forEach(n => n.remove());
   // Sphinx's math elements (MathJax's own spans have class "math" too).
@@ -64,6 +66,15 @@ INSPECT_PAGE = """async () => {
                     .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
                     .map(pre => pre.textContent.split("\\n").reduce(
                         (a, b) => (b.length > a.length ? b : a), "").slice(0, 100)),
+    // Anything else wider than its box at this width (a table, an equation, a figure), and the
+    // page itself: the main column must fit the window without sideways scrolling.
+    sideways: Array.from(article.querySelectorAll("*"))
+                   .filter(el => !el.closest("div.cell pre")
+                                 && ["auto", "scroll"].includes(getComputedStyle(el).overflowX)
+                                 && el.scrollWidth > el.clientWidth + 1)
+                   .map(el => `${el.tagName.toLowerCase()}.${el.className}: `
+                              + el.textContent.trim().replace(/\\s+/g, " ").slice(0, 80)),
+    page_wider_than_window: document.documentElement.scrollWidth > window.innerWidth + 1,
   };
 }"""
 
@@ -183,6 +194,9 @@ class Reader:
         problems += [f"math not rendered: {text!r}" for text in shown["unrendered_math"]]
         problems += [f"raw TeX {tex!r} in the visible text" for tex in RAW_TEX if tex in shown["text"]]
         problems += [f"a block scrolls sideways; its longest line: {line!r}" for line in shown["scrolling"]]
+        problems += [f"wider than the column at {WIDTH} px: {what}" for what in shown["sideways"]]
+        if shown["page_wider_than_window"]:
+            problems.append(f"the page scrolls sideways at {WIDTH} px")
         # Leave the page before the next one starts: events it still had queued (a failed image's
         # response and console error) arrive now, and are charged to this page, not the next.
         self.page.goto("about:blank")

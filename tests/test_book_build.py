@@ -146,16 +146,20 @@ STAMPED = ("measured on ", "quoted from the essay", "synthetic, built by hand")
 
 
 def unstamped_cells(notebook: dict) -> list[str]:
-    """Code cells whose text output holds a measured figure but no stamp beside it."""
-    found = []
+    """Code cells whose text output holds a measured figure before the page has shown a stamp.
+
+    A page stamps once, before its first measured figure (its set-up cell prints it); each figure and
+    table carries its own. A figure printed before any stamp on the page has none."""
+    found, stamped = [], False
     for index, cell in enumerate(notebook["cells"]):
         if cell["cell_type"] != "code":
             continue
         text = "".join("".join(output.get("text", "")) for output in cell.get("outputs", []))
         text += "".join("".join(output.get("data", {}).get("text/plain", ""))
                         for output in cell.get("outputs", []) if "image/png" not in output.get("data", {}))
+        stamped = stamped or any(mark in text for mark in STAMPED)
         figure = MEASURED_FIGURE.search(text)
-        if figure and not any(mark in text for mark in STAMPED):
+        if figure and not stamped:
             found.append(f"cell {index}: {figure.group(0)!r} in {text[:80]!r}")
     return found
 
@@ -163,14 +167,29 @@ def unstamped_cells(notebook: dict) -> list[str]:
 def test_the_stamp_check_catches_an_unstamped_figure():
     cell = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": ["copy: 12.5 GB/s\n"]}]}
     assert unstamped_cells({"cells": [cell]})
+    stamp = {"cell_type": "code", "outputs": [{"output_type": "stream",
+                                               "text": ["[measured on a CPU · torch 2.13 · 2026-11-23]\n"]}]}
+    assert not unstamped_cells({"cells": [stamp, cell]})  # the page's stamp covers what follows
+    assert unstamped_cells({"cells": [cell, stamp]})  # and nothing before it
     cell["outputs"][0]["text"].append("[measured on a CPU · torch 2.13 · 2026-11-23]\n")
     assert not unstamped_cells({"cells": [cell]})
     counted = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": ["268 MB moved, 4.2 GFLOP\n"]}]}
     assert not unstamped_cells({"cells": [counted]})
 
 
+def stamp_lines(notebook: dict) -> int:
+    """How many stamps a page prints outside its figures and tables (``print(stamp())`` lines)."""
+    return sum("".join(cell["source"]).count("print(stamp())") for cell in notebook["cells"]
+               if cell["cell_type"] == "code")
+
+
+def test_a_page_prints_its_stamp_once():
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb")):
+        assert stamp_lines(json.loads(path.read_text())) <= 1, f"{path.name} prints its stamp more than once"
+
+
 def test_every_measured_number_carries_its_stamp(book_build):
-    """STYLE: every printed measurement is stamped with device, versions and date, in the same output."""
+    """STYLE: every printed measurement follows the page's stamp (device, versions, date)."""
     executed = book_build.html_dir.parent / "jupyter_execute"
     notebooks = sorted(executed.glob("notebooks/*.ipynb")) + sorted(executed.glob("solutions/*.ipynb"))
     assert len(notebooks) >= 12, f"executed notebooks not found under {executed}"
@@ -188,7 +207,7 @@ def test_every_page_renders_offline(browser, served_book):
     assert "index.html" in pages and len(pages) > 10, f"too few pages found in {html}: {pages}"
     failures: dict[str, list[str]] = {}
     pages_with_math, images, downloads = 0, 0, set()
-    context = browser.new_context()
+    context = browser.new_context(viewport={"width": book_browser.WIDTH, "height": 900})
     reader = book_browser.Reader(context, base)
     try:
         for name in pages:

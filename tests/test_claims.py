@@ -76,18 +76,26 @@ def test_glued_text_shows_as_itself():
     assert repr(claims.Text("held here")) == "held here"
 
 
-def test_the_ledger_page_has_one_row_per_claim_in_order():
-    rows = [line for line in LEDGER.read_text().splitlines() if re.match(r"\| \d+ \|", line)]
-    assert len(rows) == len(claims.CLAIMS)
-    for row, (key, claim) in zip(rows, claims.CLAIMS.items()):
+def test_the_ledger_page_has_one_entry_per_claim_in_order():
+    """One entry per claim (a numbered paragraph and its list: no wide table to scroll), each showing
+    the claim's own glued fields and its recorded-GPU figure."""
+    entries = re.split(r"^\*\*\d+\.\*\* ", LEDGER.read_text(), flags=re.MULTILINE)[1:]
+    assert len(entries) == len(claims.CLAIMS)
+    for entry, (key, claim) in zip(entries, claims.CLAIMS.items()):
+        entry = entry.split("\n## ")[0]
         for field in ("statement", "essay", "here", "verdict", "why"):
-            assert f"../{claim.notebook}.ipynb::{claims.glue_key(key, field)}:s`" in row, (key, field)
+            assert f"../{claim.notebook}.ipynb::{claims.glue_key(key, field)}:s`" in entry, (key, field)
+        assert f"{{glue:text}}`gpu-{key}`" in entry, key
+    assert not re.search(r"^\|", LEDGER.read_text(), flags=re.MULTILINE), "the ledger is not a table"
 
 
 def test_every_measuring_notebook_publishes_its_claims():
+    """In a reading cell, or in the page's ``brrr.pages`` module its hidden cell calls."""
     for key, claim in claims.CLAIMS.items():
         source = "".join("".join(cell["source"]) for cell in
                          json.loads((ROOT / f"{claim.notebook}.ipynb").read_text())["cells"])
+        for page in re.findall(r"from brrr\.pages import (\w+)", source):
+            source += (ROOT / "brrr" / "pages" / f"{page}.py").read_text()
         assert "publish(" in source, f"{claim.notebook} does not publish {key}"
 
 

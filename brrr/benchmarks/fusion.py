@@ -49,7 +49,7 @@ from typing import Callable
 
 import torch
 
-from brrr import counting, reference, roofline, targets, units
+from brrr import column, counting, reference, roofline, targets, units
 from brrr.benchmarks.compiling import compile_for_timing
 from brrr.ceilings import ABOVE_COPY, measure_copy_bandwidth  # ABOVE_COPY: why a kernel can beat the copy roof
 from brrr.device import DEVICE, ON_GPU, device_class, far_above_cache, per_device
@@ -173,10 +173,10 @@ class Measurement:
         return self.timing.rate(self.bytes_moved)
 
     def summary(self, copy_bandwidth: float) -> str:
-        """'label  12.3 ms  537 MB moved  11.0 GB/s = 85% of 13.0 GB/s measured copy bandwidth'."""
-        return (
-            f"{self.label:<30} {units.seconds(self.seconds):>9}  {units.si(self.bytes_moved, 'B'):>8} moved  "
-            f"{units.fraction_of(self.bandwidth, copy_bandwidth, 'B/s', 'measured copy bandwidth', above=ABOVE_COPY)}"
+        """'label  12.3 ms  537 MB moved  11.0 GB/s = 85% of 13.0 GB/s copy roof', in the column."""
+        return column.fit(
+            f"{self.label:<29} {units.seconds(self.seconds):>9} {units.si(self.bytes_moved, 'B'):>8} moved  "
+            f"{units.fraction_of(self.bandwidth, copy_bandwidth, 'B/s', 'copy roof', above=ABOVE_COPY)}"
         )
 
 
@@ -288,6 +288,31 @@ def speedup(baseline: Measurement, faster: Measurement) -> float:
     """How many times faster ``faster`` ran than ``baseline``."""
     return baseline.seconds / faster.seconds
 
+def time_triton_cos_cos(x: torch.Tensor, eager_cos_cos: Measurement,
+                        copy: float) -> tuple[Measurement, torch.Tensor]:
+    """On a GPU: time the Triton ``cos_cos`` kernel on ``x`` and its fast-math variant (``fast_cosf``, the
+    special-function unit, instead of ``tl.cos``'s accurate libdevice cosine); print each against the
+    copy roof, the speedups, and each one's largest error against float64 on the first 2**24 elements
+    (float64 copies of all of ``x`` would not fit a small GPU). Returns the accurate kernel's
+    measurement and its output buffer."""
+    n = x.numel()
+    out, fast_out = torch.empty_like(x), torch.empty_like(x)
+    accurate = measure("Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True))
+    fast = measure("Triton cos_cos, fast_cosf", lambda: pointwise.cos_cos(x, out=fast_out, fast=True),
+                   cos_cos_bytes(n, fused=True))
+    print(accurate.summary(copy))
+    print(f"fusion speedup: the Triton kernel runs {speedup(eager_cos_cos, accurate):.2f}x faster than "
+          "eager x.cos().cos()")
+    print(fast.summary(copy))
+    print(f"fast_cosf runs {speedup(accurate, fast):.2f}x as fast as the accurate kernel")
+    k = min(n, 2**24)
+    exact = x[:k].double().cos().cos()
+    for label, got in (("accurate (tl.cos)", out), ("fast_cosf", fast_out)):
+        error = (got[:k].double() - exact).abs().max().item()
+        print(f"{label:<18} largest error vs float64: {error:.1e} over {k:,} elements")
+    return accurate, out
+
+
 # ---------------------------------------------------------------- the control: code generation versus fusion
 
 
@@ -309,6 +334,17 @@ CHEAP_CHAIN = (times_one_and_a_half, plus_one_half, absolute)
 def cheap_chain_eager(x: torch.Tensor) -> torch.Tensor:
     """Three cheap pointwise ops, one FLOP each per element: three eager kernels, three passes over memory."""
     return (x * 1.5 + 0.5).abs()
+
+
+def one_by_one(ops: list[Callable[[torch.Tensor], torch.Tensor]], x: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """A call that runs ``ops`` on ``x`` one after another, each op its own kernel (the control of a fused
+    chain: the same code, every intermediate through memory)."""
+    def run() -> torch.Tensor:
+        y = x
+        for op in ops:
+            y = op(y)
+        return y
+    return run
 
 
 def chain_bytes(n: int, ops: int, dtype: torch.dtype = torch.float32, *, fused: bool) -> int:
@@ -345,10 +381,15 @@ class Factors:
         return speedup(self.eager, self.fused)
 
     def summary(self) -> str:
-        return (f"eager -> compiled and fused: {self.total:.2f}x = code generation {self.codegen:.2f}x "
+        """The factors in one line; below 1x fusion, what that means, in a second."""
+        text = (f"eager -> compiled and fused: {self.total:.2f}x = code generation {self.codegen:.2f}x "
                 f"(the same {self.kernels} kernels, compiled) x fusion {self.fusion:.2f}x "
                 f"(one kernel instead of {self.kernels})")
-
+        if self.fusion < 1:
+            text += (f"\nFusion below 1x: the fused kernel took {units.seconds(self.fused.seconds)}, the same "
+                     f"ops in {self.kernels} compiled kernels {units.seconds(self.separate.seconds)}. Saving "
+                     "passes over memory bought no time here.")
+        return column.fit(text)
 
 
 # Sizes for the cos rate, measured where memory cannot be the limit. On a GPU a long chain on a

@@ -226,6 +226,7 @@ class Grader:
 
     def __call__(self, check: str, function: Callable[..., Any]) -> str:
         from brrr import labs
+        from brrr.column import fit as column_fit
         from brrr.stamp import stamp
 
         wire_types = getattr(labs.module(self.lab), "WIRE_TYPES", {})
@@ -243,9 +244,9 @@ class Grader:
             raise
         message = str(request.get("message", ""))
         if not request.get("applies", True):
-            print(message)
+            print(column_fit(message))
             return Printed(message)
         if request.get("passed"):
-            print(f"PASS {self.lab} / {check}: {message}\n  {stamp()}")
+            print(column_fit(f"PASS {self.lab} / {check}: {message}") + f"\n  {stamp()}")
             return Passed(message)
         raise AssertionError(message)

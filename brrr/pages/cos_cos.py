@@ -1,0 +1,153 @@
+"""Notebook 10 (``cos`` against ``cos().cos()``): its verdicts, targets, record and sentences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from brrr import reference, targets, units
+from brrr.benchmarks import activations, fusion
+from brrr.claims import glue_text, judge_cos_cos, judge_fused_chain, judge_fusion_cuts_bytes, publish
+from brrr.device import ON_GPU
+from brrr.kernels import pointwise
+
+Measurement = fusion.Measurement
+
+
+@dataclass
+class Page:
+    """What notebook 10 measured, and the calls that measure it again."""
+
+    x: torch.Tensor
+    copy: float  # the copy roof the page divides by, bytes/s
+    eager_cos: Measurement
+    eager_cos_cos: Measurement
+    fused_cos: Measurement
+    fused_cos_cos: Measurement
+    triton_cos_cos: Measurement | None  # timed on a GPU only
+    compiled_cos: Callable
+    compiled_cos_cos: Callable
+    triton_out: torch.Tensor | None  # the Triton kernel's output buffer (GPU)
+    cos_factors: fusion.Factors  # eager, compiled twice, fused x.cos().cos()
+    cheap: fusion.Factors  # the same three for (x*1.5+0.5).abs()
+    ops_one_by_one: Callable  # the cheap chain, one compiled kernel per op
+    compiled_chain: Callable  # the cheap chain, fused
+    rates: dict[int, float]  # cosines/s of compiled chains, in cache
+    eager_rate: float  # cosines/s of eager x.cos(), in cache
+    activations: activations.ActivationCosts
+
+    @property
+    def n(self) -> int:
+        return self.x.numel()
+
+    def variants(self) -> list[tuple[Measurement, int, int, bool]]:
+        """(result, cosines per element, passes over memory, eager or not), as the page's model."""
+        rows = [(self.eager_cos, 1, 1, True), (self.eager_cos_cos, 2, 2, True),
+                (self.fused_cos, 1, 1, False), (self.fused_cos_cos, 2, 1, False)]
+        if self.triton_cos_cos:
+            rows.append((self.triton_cos_cos, 2, 1, False))
+        return rows
+
+    def calls(self) -> dict[str, Callable[[], object]]:
+        """Each timed variant's call, by its label."""
+        x = self.x
+        calls = {self.eager_cos.label: lambda: fusion.cos_eager(x),
+                 self.eager_cos_cos.label: lambda: fusion.cos_cos_eager(x),
+                 self.fused_cos.label: lambda: self.compiled_cos(x),
+                 self.fused_cos_cos.label: lambda: self.compiled_cos_cos(x)}
+        if self.triton_cos_cos:
+            calls[self.triton_cos_cos.label] = lambda: pointwise.cos_cos(x, out=self.triton_out)
+        return calls
+
+
+def finish(page: Page) -> None:
+    """Publish the page's three claims, enforce its speed targets and its model, record, glue."""
+    _chain_claims(page)
+    _speedup_targets(page)
+    _model_bounds(page)
+    reference.record("cos-cos", {
+        "n": page.n, "copy_bandwidth": page.copy,
+        **{result.label: {"seconds": result.seconds, "bandwidth": result.bandwidth}
+           for result, *_ in page.variants()},
+    })
+    activations.record(page.activations)  # for the GPU record (make gpu-check)
+    _glue(page)
+
+
+def _chain_claims(page: Page) -> None:
+    """Fusion of the cheap chain: bytes cut, and a fused chain costing about one op."""
+    n, x = page.n, page.x
+    three_passes, one_pass = fusion.chain_bytes(n, 3, fused=False), fusion.chain_bytes(n, 3, fused=True)
+    publish(judge_fusion_cuts_bytes(page.cheap.fusion, three_passes / one_pass))
+
+    def chain_again():
+        return fusion.measure_together([("op by op", page.ops_one_by_one, three_passes),
+                                        ("fused", lambda: page.compiled_chain(x), one_pass)])
+
+    def chain_over_one_op_again():
+        separate, fused = chain_again()
+        return fused.seconds / (separate.seconds / 3)
+
+    publish(judge_fused_chain(page.cheap.fused.seconds, page.cheap.separate.seconds / 3,
+                              chain_over_one_op_again))
+    if fusion.has_target("chain_fusion_speedup"):  # fusion's own CPU target
+        fusion.require("chain_fusion_speedup", page.cheap.fusion, lambda: fusion.speedup(*chain_again()))
+
+
+def _speedup_targets(page: Page) -> None:
+    """This device's fusion targets (``fusion.TARGETS``). The compiled one's first reading is the
+    control's, where eager and fused were timed in turns. On a GPU a speedup counts as a fraction of
+    the one the roofline predicts from this machine's cosine rate and copy bandwidth."""
+    x, n = page.x, page.n
+    fused_calls = {"cos_cos_compiled_speedup": lambda: page.compiled_cos_cos(x)}
+    first = {"cos_cos_compiled_speedup": page.cos_factors.total}
+    predicted = None
+    if ON_GPU:
+        fused_calls["cos_cos_triton_speedup"] = lambda: pointwise.cos_cos(x, out=page.triton_out)
+        first["cos_cos_triton_speedup"] = fusion.speedup(page.eager_cos_cos, page.triton_cos_cos)
+        predicted = fusion.predicted_cos_cos_speedup(n, page.copy, fusion.cos_rate())
+        print(f"the roofline predicts {predicted:.2f}x for fusing x.cos().cos() here")
+
+    def speedup_again(check, fused_call):
+        eager, fused = fusion.measure_together([
+            ("eager", lambda: fusion.cos_cos_eager(x), fusion.cos_cos_bytes(n, fused=False)),
+            ("fused", fused_call, fusion.cos_cos_bytes(n, fused=True))])
+        return fusion.target_value(check, fusion.speedup(eager, fused), predicted)
+
+    for check, fused_call in fused_calls.items():
+        fusion.require(check, fusion.target_value(check, first[check], predicted),
+                       lambda check=check, fused_call=fused_call: speedup_again(check, fused_call))
+
+
+def _model_bounds(page: Page) -> None:
+    """Each variant's time at least its roofline time (less the noise of the timing and the roof) and
+    at most twice it; a miss is timed again, in turns with a copy and the cosine roof's kernels. Then
+    the cos().cos() claim, judged against the same roofs."""
+    n, copy = page.n, page.copy
+    rate = max(page.rates.values())
+    calls = page.calls()
+    for result, cosines, passes, eager in page.variants():
+        def ratio_again(result=result, cosines=cosines, passes=passes, eager=eager):
+            return fusion.model_ratio_in_turns(calls[result.label], n, cosines, passes, eager=eager)
+
+        targets.require_between(
+            f"{result.label}: measured over the roofline's time", fusion.MODEL_FLOOR, fusion.MODEL_CEILING,
+            fusion.model_ratio(result, n, cosines, passes, copy, page.eager_rate if eager else rate),
+            ratio_again)
+    memory_s = fusion.cos_cos_bytes(n, fused=True) / copy
+    publish(judge_cos_cos(page.fused_cos_cos.seconds, page.fused_cos.seconds, 2 * n / rate / memory_s))
+
+
+def _glue(page: Page) -> None:
+    """The sentences of the page's "What it means", from this run's numbers."""
+    factors, cheap = page.cos_factors, page.cheap
+    glue_text("cos-factors", (
+        f"Here eager to fused x.cos().cos() was {factors.total:.2f}x: code generation "
+        f"{factors.codegen:.2f}x times fusion {factors.fusion:.2f}x. The cheap chain's fusion was "
+        f"{cheap.fusion:.2f}x, its code generation {cheap.codegen:.2f}x."))
+    glue_text("cos-rates", (
+        "Here the chains of " + ", ".join(str(k) for k in page.rates) + " cosines ran at "
+        + ", ".join(units.si(r, "cos/s") for r in page.rates.values()) + "."))
+    glue_text("activations", page.activations.sentence())
