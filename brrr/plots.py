@@ -70,8 +70,10 @@ def loglog_sweep(
     stamp: str = "",
     ax=None,
     marks: dict[str, float] | None = None,
+    roofs: dict[str, float] | None = None,
 ):
-    """One log-log line per series over a shared ``x``; ``marks`` draws labelled vertical lines.
+    """One log-log line per series over a shared ``x``; ``marks`` draws labelled vertical lines, ``roofs``
+    labelled horizontal ones (a measured roof, dotted, its label above its left end).
 
     A series shorter than ``x`` is a sweep cut short: it covers ``x``'s first values.
     """
@@ -92,6 +94,9 @@ def loglog_sweep(
             label, (position, 1), xycoords=("data", "axes fraction"),
             rotation=90, va="top", ha="right", fontsize=8, bbox=ground,
             textcoords="offset points", xytext=(-1, -2)))
+    for label, height in (roofs or {}).items():
+        ax.axhline(height, linestyle=":", color="gray")
+        ax.annotate(label, (x[0], height), va="bottom", fontsize=8, color="gray")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

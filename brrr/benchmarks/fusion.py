@@ -253,6 +253,29 @@ def near_copy(label: str, fraction: float) -> str:
 SMALL_HELD_BACK = 0.75
 
 
+def sweep_table(sweep_results: dict[str, list[Measurement]], sizes: list[str], copy: float) -> str:
+    """A sweep as a table in the column: one line per provider and size (its time and its share of the copy
+    roof), a mark on each rate above the roof, and the reason said once under the table."""
+    rows = []
+    for name, results in sweep_results.items():
+        for size, result in zip(sizes, results):
+            line = (f"{name:<30} {size:>12} {units.seconds(result.seconds):>9}  "
+                    + units.fraction_of(result.bandwidth, copy, "B/s", "copy"))
+            rows.append((line, "*" if result.bandwidth > copy else ""))
+    return column.fit("\n".join(units.footnoted(rows, {"*": ABOVE_COPY}, "copy roof")))
+
+
+def largest_sentences(sweep_results: dict[str, list[Measurement]], copy: float) -> list[str]:
+    """At a sweep's largest size: whether each fused provider (``torch.compile``, the Triton kernel) reached
+    the copy line, and eager's effective bandwidth, which counts the fused bytes though it moves about 3x."""
+    largest = {name: results[-1] for name, results in sweep_results.items()}
+    lines = [near_copy(f"{name}, fused,", largest[name].bandwidth / copy)
+             for name in ("torch.compile", "Triton bias_gelu_scale") if name in largest]
+    eager = largest["eager (3 kernels)"].bandwidth / copy
+    return lines + [f"eager, moving about 3x the fused bytes, reached {units.percent(eager)} of copy in "
+                    "effective bandwidth"]
+
+
 def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> list[str]:
     """Lines, from the run, on whether the smallest size of a sweep ran below the roof.
 
