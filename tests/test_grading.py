@@ -7,8 +7,9 @@ import torch
 
 import brrr.device  # noqa: F401
 from brrr import labs
-from brrr.grading import core as grading
-from brrr.grading import server, thresholds, wire
+from brrr.checks import core as grading
+from brrr.checks import thresholds
+from brrr.grading import server, wire
 
 
 def test_tolerances_fit_the_dtype():

@@ -14,7 +14,7 @@ import torch
 import brrr.device  # noqa: F401  (before triton: the interpreter on a CPU)
 from brrr import ceilings
 from brrr.device import ON_GPU
-from brrr.grading import core, thresholds
+from brrr.checks import core, thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import flash_attention as fa
 

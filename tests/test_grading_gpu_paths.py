@@ -12,7 +12,7 @@ import pytest
 import brrr.device  # noqa: F401
 from brrr import ceilings
 from brrr.device import ON_GPU
-from brrr.grading import thresholds
+from brrr.checks import thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import fuse_it as lab_fuse_it
 

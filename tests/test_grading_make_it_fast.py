@@ -18,7 +18,8 @@ import torch
 
 from brrr.benchmarks import make_it_fast as benchmark
 from brrr.device import ON_GPU
-from brrr.grading import gradebook, thresholds
+from brrr.checks import thresholds
+from brrr.grading import gradebook
 from brrr.grading.client import local_student
 from brrr.labs import make_it_fast as lab
 

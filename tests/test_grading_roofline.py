@@ -14,7 +14,7 @@ import torch
 
 import brrr.device  # noqa: F401
 from brrr.device import DEVICE, ON_GPU, synchronize
-from brrr.grading import thresholds
+from brrr.checks import thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import roofline as lab_roofline
 from brrr.timing import torch_threads

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from brrr.device import ON_GPU
-from brrr.grading import thresholds
+from brrr.checks import thresholds
 from brrr.grading.client import local_student
 from brrr.labs import make_it_fast as lab
 

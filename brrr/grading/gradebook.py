@@ -82,7 +82,8 @@ import nbformat
 
 from brrr import labs
 from brrr.device import device_class
-from brrr.grading import assemble, integrity, processes, server
+from brrr.checks import processes
+from brrr.grading import assemble, integrity, server
 
 DEFAULT_CELL_TIMEOUT_S = 600
 DEFAULT_NOTEBOOK_TIMEOUT_S = 1800

@@ -42,7 +42,7 @@ import time
 import traceback
 from typing import Any
 
-from brrr.grading import core, processes
+from brrr.checks import core, processes
 from brrr.grading.wire import Channel, WireError, decode, encode
 
 REQUEST_TIMEOUT_S = float(os.environ.get("BRRR_GRADER_REQUEST_TIMEOUT_S", 900))

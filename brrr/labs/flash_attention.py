@@ -25,7 +25,7 @@ head. The notebook gives ``causal_attention(q, k, v, out)``, the wrapper with
 ``causal=True``: query ``i`` sees keys ``0..i`` only.
 
 Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
-from :mod:`brrr.grading.thresholds`. As in Labs 2, 3 and 5 the student's wrapper
+from :mod:`brrr.checks.thresholds`. As in Labs 2, 3 and 5 the student's wrapper
 is only asked which kernels it launches; the grader checks the kernels' source
 (Triton only), builds them itself and replays them on its own tensors:
 
@@ -80,7 +80,7 @@ import torch
 
 from brrr import counting
 from brrr.device import DEVICE, ON_GPU, per_device
-from brrr.grading import core, isolation, thresholds
+from brrr.checks import core, isolation, thresholds
 
 LAB = "06-flash-attention"
 CHECKS = {
@@ -389,7 +389,7 @@ def prepare() -> None:
     import triton.language  # noqa: F401
 
     from brrr import ceilings, timing, traffic  # noqa: F401
-    from brrr.grading import kernels  # noqa: F401
+    from brrr.checks import kernels  # noqa: F401
 
     _REFERENCE_PREDICTION.update(reference_prediction())
 
@@ -613,7 +613,7 @@ def count_cases(name: str, cases, built, seed: int) -> dict:
 def grade_traffic(student) -> str:
     """CPU: only out is stored, the counted bytes are FlashAttention's for the launched BLOCK_M, well below naive."""
     from brrr import traffic as traffic_counter
-    from brrr.grading import kernels
+    from brrr.checks import kernels
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
     name = student.name
@@ -695,7 +695,7 @@ def _timed(student, check: str) -> str:
 def _measure(student, check: str) -> str:
     from brrr import ceilings, units
     from brrr.device import TRITON_INTERPRETED
-    from brrr.grading import kernels
+    from brrr.checks import kernels
     from brrr.timing import bench_together
 
     name = student.name
@@ -777,7 +777,7 @@ def compare_traffic(attention_fn) -> dict:
     and its bytes are the rule's for the ``BLOCK_M`` it launched.
     """
     from brrr import traffic
-    from brrr.grading import kernels
+    from brrr.checks import kernels
 
     result = {"sizes": list(TRAFFIC_SIZES), "counted": [], "rule": [], "block_m": [], "naive": [],
               "naive_scores": [], "d": TRAFFIC_D, "how": "counted" if not ON_GPU else "rule"}

@@ -17,9 +17,9 @@ Traffic (float32, n elements)::
     fused                                    x, y    out    ->  3n elements = 12 B per element
 
 Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
-from :mod:`brrr.grading.thresholds`. The student's wrapper is only asked which
+from :mod:`brrr.checks.thresholds`. The student's wrapper is only asked which
 kernels it launches; the grader checks their source (Triton only), compiles them
-itself and runs them on its own tensors (:mod:`brrr.grading.kernels`):
+itself and runs them on its own tensors (:mod:`brrr.checks.kernels`):
 
 - ``correct`` (any device): fresh inputs at odd sizes, NaN-filled output, at
   least one Triton kernel, every load and store in bounds (in the interpreter:
@@ -37,7 +37,7 @@ from __future__ import annotations
 import torch
 
 from brrr.device import DEVICE, ON_GPU, far_above_cache, memory_bounded, per_device
-from brrr.grading import core
+from brrr.checks import core
 
 LAB = "02-fuse-it"
 CHECKS = {"cpu": ("correct", "traffic"), "gpu": ("correct", "bandwidth", "speedup")}
@@ -115,7 +115,7 @@ def prepare() -> None:
     import triton.language  # noqa: F401
 
     from brrr import ceilings, timing, traffic  # noqa: F401
-    from brrr.grading import kernels, timed  # noqa: F401
+    from brrr.checks import kernels, timed  # noqa: F401
 
 
 def not_applicable(check: str, device_class: str) -> str:
@@ -143,7 +143,7 @@ def grade_correct(student) -> str:
 
 
 def traffic_failure(name: str, traffic: dict) -> str | None:
-    """Why ``traffic`` (a :func:`brrr.grading.core.count_traffic` count) is not one fused pass, or None.
+    """Why ``traffic`` (a :func:`brrr.checks.core.count_traffic` count) is not one fused pass, or None.
 
     This is the traffic rule alone: :func:`grade_traffic` applies it only to
     kernels whose values are right.
@@ -218,7 +218,7 @@ def grade_traffic(student) -> str:
 
 
 def _timed_check(student, check: str) -> str:
-    from brrr.grading import timed
+    from brrr.checks import timed
 
     n = timed_n()
     case = timed.TimedCase(n, f"n = {n:,} float32 elements", moved=FUSED_ELEMENTS_MOVED * n * 4, copy_n=n,

@@ -19,7 +19,7 @@ parameters, faster. ``problem`` is a :class:`Problem` (a seed and a
 the given step and returns the share of its time spent outside any op (on a
 CPU) or with the GPU idle (on a GPU), computed with :mod:`brrr.traces`.
 
-Grading, in the grader process (thresholds from :mod:`brrr.grading.thresholds`):
+Grading, in the grader process (thresholds from :mod:`brrr.checks.thresholds`):
 
 - ``same_result``: at every shape of :data:`SHAPES`, on a fresh seed, the
   student's losses and parameters match the grader's own run of
@@ -69,7 +69,7 @@ import torch.nn.functional as F
 
 from brrr import units
 from brrr.device import DEVICE, ON_GPU, per_device, synchronize
-from brrr.grading import core, processes, thresholds
+from brrr.checks import core, processes, thresholds
 
 LAB = "04-make-it-fast"
 CHECKS = {"cpu": ("same_result", "speedup", "diagnosis"), "gpu": ("same_result", "speedup", "diagnosis")}

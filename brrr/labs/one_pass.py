@@ -26,7 +26,7 @@ The prediction
     for the instructor to see.)
 
 Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
-from :mod:`brrr.grading.thresholds`. As in Lab 2 the student's wrappers are only
+from :mod:`brrr.checks.thresholds`. As in Lab 2 the student's wrappers are only
 asked which kernels they launch; the grader checks the kernels' source (Triton
 only), compiles them itself and runs them on its own tensors:
 
@@ -58,7 +58,7 @@ import torch
 import torch.nn.functional as F
 
 from brrr.device import DEVICE, ON_GPU, far_above_cache, memory_bounded, per_device
-from brrr.grading import core, thresholds
+from brrr.checks import core, thresholds
 
 LAB = "03-one-pass"
 KINDS = ("softmax", "layer_norm")
@@ -342,7 +342,7 @@ def prepare() -> None:
     from torch.utils import _python_dispatch, _pytree  # noqa: F401
 
     from brrr import ceilings, timing, traffic  # noqa: F401
-    from brrr.grading import kernels, timed  # noqa: F401
+    from brrr.checks import kernels, timed  # noqa: F401
 
     for kind in KINDS:  # the prediction's reference, computed once before any student code runs
         _REFERENCE_PREDICTION[kind] = eager_bytes_per_element(kind)
@@ -414,7 +414,7 @@ def grade_correct(kind: str, student) -> str:
 
 
 def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
-    """Why ``traffic`` (a :func:`brrr.grading.core.count_traffic` count) is not one pass, or None.
+    """Why ``traffic`` (a :func:`brrr.checks.core.count_traffic` count) is not one pass, or None.
 
     One pass: x loaded exactly once, out stored exactly once; for layer norm,
     weight and bias loaded at least once and at most once per program (row block)
@@ -532,7 +532,7 @@ def timed_rows(total_bytes: int | None = None) -> Rows:
 
 
 def _timed_check(student, kind: str, check: str) -> str:
-    from brrr.grading import timed
+    from brrr.checks import timed
 
     rows = timed_rows()
     weights = 2 * rows.cols * 4 if kind == "layer_norm" else 0  # weight and bias, read once

@@ -4,7 +4,7 @@ Students write their own timing code for two ceilings (copy bandwidth and matmul
 peak), compute the ridge point, count FLOPs and bytes for a list of ops, and
 classify each op as memory- or compute-bound on their machine.
 
-Grading, in the grader process (thresholds from :mod:`brrr.grading.thresholds`):
+Grading, in the grader process (thresholds from :mod:`brrr.checks.thresholds`):
 
 - ``copy_bandwidth`` and ``matmul_peak``: the grader asks the student's process
   to call the function, single-threaded, between two measurements by
@@ -35,7 +35,7 @@ import torch
 from brrr import counting, units
 from brrr.counting import OpCount
 from brrr.device import ON_GPU, far_above_cache, half_precision_dtype, per_device
-from brrr.grading import core, thresholds
+from brrr.checks import core, thresholds
 from brrr.roofline import Regime
 
 LAB = "01-roofline"

@@ -23,7 +23,7 @@ time, column by column, so that programs running together share strips of
 ``a`` and ``b`` in the L2 cache. ``GROUP_M = 1`` is plain row-major order.
 
 Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
-from :mod:`brrr.grading.thresholds`. As in Labs 2 and 3 the student's wrapper is
+from :mod:`brrr.checks.thresholds`. As in Labs 2 and 3 the student's wrapper is
 only asked which kernels it launches; the grader checks the kernel's source
 (Triton only), builds it itself and replays it on its own tensors:
 
@@ -60,7 +60,7 @@ import torch
 
 from brrr import counting
 from brrr.device import DEVICE, ON_GPU, half_precision_dtype, per_device
-from brrr.grading import core, isolation, thresholds
+from brrr.checks import core, isolation, thresholds
 
 LAB = "05-tile-it"
 CHECKS = {
@@ -238,7 +238,7 @@ def prepare() -> None:
     import triton.language  # noqa: F401
 
     from brrr import ceilings, timing, traffic  # noqa: F401
-    from brrr.grading import kernels  # noqa: F401
+    from brrr.checks import kernels  # noqa: F401
 
     _REFERENCE_PREDICTION.update(reference_prediction())
 
@@ -504,7 +504,7 @@ def with_group(recipe: dict, group_m: int) -> dict:
 def _measure(student, check: str) -> str:
     from brrr import ceilings, units
     from brrr.device import TRITON_INTERPRETED
-    from brrr.grading import kernels
+    from brrr.checks import kernels
     from brrr.timing import bench, bench_together
 
     name = student.name
