@@ -8,6 +8,7 @@
 | thresholds | every grading threshold, by lab, check and device class                  |
 | isolation  | run code so that a crash or a hang is an outcome, not a dead process     |
 | processes  | wait for a submission, watch its kernel, kill everything it left         |
+| reaper     | the program a submission runs under: it kills the orphans left behind    |
 | dtypes     | the dtypes a check's tensors may have, by name                           |
 
 The labs (:mod:`brrr.labs`) are built on these modules, and the gradebook
