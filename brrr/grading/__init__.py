@@ -7,6 +7,7 @@
 | gradebook  | grade a folder: one CSV row and one feedback file per submission         |
 | assemble   | the instructor's lab with the student's answer cells; copies of brrr     |
 | server     | the grader process: checks, inputs, timing and the signed record         |
+| bootstrap  | the grader process's first code: brrr imported from memory, not disk     |
 | client     | the grader cells' side: hand a function across, show the verdict         |
 | wire       | the messages between them: JSON and raw tensor bytes, never pickle       |
 | integrity  | notice a submission that changes the environment, the course or others   |
