@@ -30,7 +30,7 @@ Helper code for the book's notebooks and labs. Each module has one job:
 |            | ``python -m brrr.diagnose module:callable``                 |
 | checks/    | the check library the labs grade with: compare, replay,     |
 |            | time, thresholds, isolation                                 |
-| labs/      | one module per lab (given material and checks);             |
+| labs/      | one package per lab: given material and checks;             |
 |            | ``python -m brrr.labs`` writes labs/ from solutions/        |
 | grading/   | the grader, in its own process: ``python -m brrr.grading``  |
 |            | grades a folder of notebooks (see its package docstring)    |

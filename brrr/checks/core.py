@@ -35,8 +35,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, device_name, synchronize
 from brrr.checks import isolation, thresholds
+from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, device_name, synchronize
 
 
 # (rtol, atol) per dtype: a few ulps of the dtype, scaled for chains of a handful of ops.
@@ -80,6 +80,25 @@ def text_table(rows: Sequence[Sequence[str]]) -> str:
 def fail(message: str) -> AssertionError:
     """An AssertionError whose message ends with the device it was measured on."""
     return AssertionError(f"{message}\n[{where()}]")
+
+
+class Graders(dict):
+    """A lab's checks by name, each a function of the student's side (:class:`brrr.grading.server.Student`)
+    that returns what passed, in a sentence, or raises AssertionError (through :func:`fail`) with the reason.
+
+    Every lab keeps its checks in one (``GRADERS`` in its checks module) and
+    runs one the same way, :meth:`grade`, which the grader process calls.
+    """
+
+    def __init__(self, lab: str, graders: dict[str, Callable[[Any], str]]):
+        super().__init__(graders)
+        self.lab = lab
+
+    def grade(self, check: str, student) -> str:
+        """Run ``check`` against the student's side: a summary, or AssertionError with the reason."""
+        if check not in self:
+            raise KeyError(f"{self.lab} has no check {check!r}")
+        return self[check](student)
 
 
 # ---------------------------------------------------------------- comparing outputs

@@ -7,7 +7,7 @@ fair on a laptop CPU, a T4 and an H100 alike (docs/DESIGN.md, "Grading").
 
 Device classes are ``"cpu"`` and ``"gpu"``; an entry keyed ``"any"`` applies to
 both. Which checks a lab grades on each device class is the lab's own list,
-``CHECKS`` in its module under :mod:`brrr.labs`.
+``CHECKS`` in its checks module, ``brrr.labs.<lab>.checks``.
 
 To change how strict a check is, change it here and nowhere else; the grader's
 messages quote the value and its reason from this table.

@@ -17,8 +17,8 @@ from typing import Any, Callable
 import torch
 
 from brrr import units
-from brrr.device import TRITON_INTERPRETED
 from brrr.checks import core, isolation, thresholds
+from brrr.device import TRITON_INTERPRETED
 
 # A kernel faster than its bytes at this multiple of the measured copy bandwidth is impossible.
 IMPOSSIBLE_OVER_COPY = 1.25
