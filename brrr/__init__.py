@@ -30,10 +30,12 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
 | diagnose/  | which regime any PyTorch step is in, and what to do about it: |
 |            | ``python -m brrr.diagnose module:callable``                 |
+| checks/    | the check library the labs grade with: compare, replay,     |
+|            | time, thresholds, isolation                                 |
+| labs/      | one package per lab: given material and checks;             |
+|            | ``python -m brrr.labs`` writes labs/ from solutions/        |
 | grading/   | the grader, in its own process: ``python -m brrr.grading``  |
 |            | grades a folder of notebooks (see its package docstring)    |
-| labs/      | one module per lab (given material and checks);             |
-|            | ``python -m brrr.labs`` writes labs/ from solutions/        |
 
 Import what you use explicitly, e.g. ``from brrr.timing import bench``. Import
 ``brrr.device`` before ``triton`` so that, on a CPU, the Triton interpreter is on

@@ -191,7 +191,7 @@ def changes_the_grading_environment(tmp_path_factory):
 def builds_as_on_a_gpu(monkeypatch):
     """Kernels are built as on a GPU (compiled after the interpreted bounds check), but interpreted so
     they run here; the list records each build's kind, in order."""
-    from brrr.grading import core
+    from brrr.checks import core
 
     built_as = []
     original = core.build_kernels

@@ -70,3 +70,16 @@ def write_submission(folder: Path, lab: str, name: str, as_name: str | None = No
     path = folder / f"{as_name or name}.ipynb"
     nbformat.write(submission_notebook(lab, name), str(path))
     return path
+
+
+def patch_lab(monkeypatch, lab, name: str, value) -> None:
+    """Set ``name`` to ``value`` wherever the code of ``lab`` (its package, ``brrr.labs.fuse_it`` say) reads
+    it: the package, its given material and its checks each hold their own binding of a name they share
+    (``checks`` imports ``COPY_N`` from ``given``, both import ``ON_GPU`` from ``brrr.device``)."""
+    import importlib
+
+    modules = [lab] + [importlib.import_module(f"{lab.__name__}.{part}") for part in ("given", "checks")]
+    holding = [module for module in modules if hasattr(module, name)]
+    assert holding, f"no module of {lab.__name__} has {name}"
+    for module in holding:
+        monkeypatch.setattr(module, name, value)

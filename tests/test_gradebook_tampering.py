@@ -31,7 +31,7 @@ while pid > 1:
     except OSError:
         break
 for folder in targets:
-    lab = folder / "brrr" / "labs" / "fuse_it.py"
+    lab = folder / "brrr" / "labs" / "fuse_it" / "checks.py"
     if lab.exists() and (folder / "THROWAWAY_CHECKOUT").exists():  # the test's copy, never the real one
         os.chmod(lab, 0o644)
         lab.write_text(lab.read_text() + "\\n\\ndef grade(check, student):\\n    return 'PASS: vandalised'\\n")
@@ -58,7 +58,7 @@ def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tm
     assert (checkout / "VANDALISED").exists()  # the attack did reach the instructor's disk...
     rows = read_rows(checkout / "out")
     assert rows["a_vandal"]["status"] == "tampered" and rows["a_vandal"]["total"] == "0", rows  # ...was seen...
-    assert "fuse_it.py" in (checkout / "out" / "feedback" / "a_vandal.md").read_text()
+    assert "fuse_it/checks.py" in (checkout / "out" / "feedback" / "a_vandal.md").read_text()
     assert rows["b_unsolved"]["total"] == "0", rows  # ...and the next submission was graded as before
     assert json.dumps(rows).count("vandalised") == 0
 

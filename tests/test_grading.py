@@ -7,8 +7,9 @@ import torch
 
 import brrr.device  # noqa: F401
 from brrr import labs
-from brrr.grading import core as grading
-from brrr.grading import server, thresholds, wire
+from brrr.checks import core as grading
+from brrr.checks import thresholds
+from brrr.grading import server, wire
 
 
 def test_tolerances_fit_the_dtype():
@@ -89,7 +90,7 @@ def test_repeat_until_pass_stops_at_the_first_pass_and_reports_the_best_failure(
 
 def test_every_graded_check_has_a_threshold_on_its_device():
     for lab in labs.LABS:
-        for device, checks in labs.module(lab).CHECKS.items():
+        for device, checks in labs.lab(lab).CHECKS.items():
             for check in checks:
                 assert thresholds.threshold(lab, check, device).why
 

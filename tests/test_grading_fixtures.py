@@ -11,7 +11,7 @@ import pytest
 import brrr.device  # noqa: F401  (before triton: the interpreter on a CPU)
 from brrr.device import ON_GPU
 from brrr.grading.client import LocalStudent
-from brrr.labs import fuse_it
+from brrr.labs.fuse_it import checks as fuse_it
 
 from lab_fixtures import expected_reason, load_module
 

@@ -13,12 +13,13 @@ import torch
 
 import brrr.device  # noqa: F401  (before triton: the interpreter on a CPU)
 from brrr import ceilings
+from brrr.checks import core, thresholds
 from brrr.device import ON_GPU
-from brrr.grading import core, thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import flash_attention as fa
+from brrr.labs.flash_attention import checks as fa_checks
 
-from lab_fixtures import expected_reason, load_module, submission_notebook
+from lab_fixtures import expected_reason, load_module, patch_lab, submission_notebook
 
 LAB = "06-flash-attention"
 cpu_only = pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
@@ -32,10 +33,10 @@ def student(name, function="attention", forked=False):
 
 
 def test_a_correct_submission_passes_every_cpu_check():
-    assert "matches scaled_dot_product_attention's attention" in fa.grade("correct", student("correct"))
-    assert "causal attention (is_causal=True)" in fa.grade("causal", student("correct", "causal_attention"))
+    assert "matches scaled_dot_product_attention's attention" in fa_checks.grade("correct", student("correct"))
+    assert "causal attention (is_causal=True)" in fa_checks.grade("causal", student("correct", "causal_attention"))
     if not ON_GPU:
-        summary = fa.grade("traffic", student("correct"))
+        summary = fa_checks.grade("traffic", student("correct"))
         assert "moved exactly what FlashAttention moves" in summary and "stored nothing but out" in summary
         # BLOCK_M = 64 at d = 64: K and V read N / 64 times, exactly half the three kernels' bytes at every N
         assert "N = 512, BLOCK_M = 64: 4,718,592 B against 9,437,184 B for the three kernels (0.50× as much)" \
@@ -50,8 +51,8 @@ def test_the_traffic_rules_by_hand():
     once = 2 * 100 * 64 * 4
     assert fa.flash_bytes(shape, 64) == {"q": once, "k": 2 * once, "v": 2 * once, "out": once}
     assert fa.naive_bytes(shape) == {"q, k, v, out": 4 * once, "scores and probabilities": 2 * 4 * 100 * 100 * 4}
-    assert fa.score_matrix_bytes(shape) == 2 * 100 * 100 * 4
-    assert fa.reference_prediction() == {"flash": 64 * 1000 * 64 * 2 * (2 + 2 * 8),
+    assert fa_checks.score_matrix_bytes(shape) == 2 * 100 * 100 * 4
+    assert fa_checks.reference_prediction() == {"flash": 64 * 1000 * 64 * 2 * (2 + 2 * 8),
                                          "naive": 64 * (4 * 1000 * 64 + 4 * 1000 * 1000) * 2}
 
 
@@ -59,7 +60,7 @@ def test_the_traffic_ceiling_allows_block_m_64_and_refuses_32():
     shape = fa.traffic_shape(fa.TRAFFIC_SIZES[-1])
 
     def refused(block_m):
-        return fa.ceiling_failure("attention", shape, {"BLOCK_M": block_m, "programs": 1}) is not None
+        return fa_checks.ceiling_failure("attention", shape, {"BLOCK_M": block_m, "programs": 1}) is not None
 
     assert not refused(64) and not refused(128) and not refused(512)
     assert refused(32) and refused(16)
@@ -78,10 +79,10 @@ def _recipe(grid, **args):
 def test_the_blocks_are_read_from_the_launch(recipe, reason):
     shape = fa.Shape(1, 2, 100, 64)
     if reason is None:
-        assert fa.launch_blocks("attention", recipe, shape)["programs"] == 4
+        assert fa_checks.launch_blocks("attention", recipe, shape)["programs"] == 4
         return
     with pytest.raises(AssertionError, match=reason):
-        fa.launch_blocks("attention", recipe, shape)
+        fa_checks.launch_blocks("attention", recipe, shape)
 
 
 # ---------------------------------------------------------------- the inputs do what the lab says
@@ -89,11 +90,11 @@ def test_the_blocks_are_read_from_the_launch(recipe, reason):
 
 def test_large_logits_overflow_exp_and_rising_logits_raise_the_max_of_nearly_every_row():
     generator, _ = core.fresh_generator(0)
-    for shape in fa._CASES:
+    for shape in fa_checks._CASES:
         q, k, v = fa.make_inputs(shape, generator)
         scores = (q.double() @ k.double().transpose(-2, -1)) * shape.d ** -0.5
         if shape.logits == "large":
-            assert int((scores > fa.OVERFLOW).sum()) >= 10, shape  # a plain exp() is inf there
+            assert int((scores > fa_checks.OVERFLOW).sum()) >= 10, shape  # a plain exp() is inf there
         if shape.logits == "rising":
             for block_n in (32, 64, 128):
                 running = scores[..., :block_n].amax(-1)
@@ -107,12 +108,12 @@ def test_the_simulated_mistakes_differ_from_the_reference_and_a_right_output_get
     generator, _ = core.fresh_generator(1)
     inputs = fa.make_inputs(fa.Shape(1, 2, 200, 64, "float32", "rising"), generator)
     right = fa.attention_reference(*inputs)
-    assert torch.allclose(fa.simulate(*inputs, block_n=64).float(), right, atol=1e-5)  # the control
-    assert torch.allclose(fa.simulate(*inputs).float(), right, atol=1e-5)
-    assert not torch.allclose(fa.simulate(*inputs, block_n=64, rescale_acc=False).float(), right, atol=1e-2)
-    assert fa.diagnose(inputs, right) is None and fa.diagnose(inputs, right + 1) is None
-    assert "is not rescaled" in fa.diagnose(inputs, fa.simulate(*inputs, block_n=64, rescale_acc=False).float())
-    assert "without the causal mask" in fa.diagnose(inputs, right, causal=True)
+    assert torch.allclose(fa_checks.simulate(*inputs, block_n=64).float(), right, atol=1e-5)  # the control
+    assert torch.allclose(fa_checks.simulate(*inputs).float(), right, atol=1e-5)
+    assert not torch.allclose(fa_checks.simulate(*inputs, block_n=64, rescale_acc=False).float(), right, atol=1e-2)
+    assert fa_checks.diagnose(inputs, right) is None and fa_checks.diagnose(inputs, right + 1) is None
+    assert "is not rescaled" in fa_checks.diagnose(inputs, fa_checks.simulate(*inputs, block_n=64, rescale_acc=False).float())
+    assert "without the causal mask" in fa_checks.diagnose(inputs, right, causal=True)
 
 
 # ---------------------------------------------------------------- prediction
@@ -120,11 +121,11 @@ def test_the_simulated_mistakes_differ_from_the_reference_and_a_right_output_get
 
 def test_a_wrong_prediction_names_the_mistake_and_the_rule_but_not_the_answer():
     with pytest.raises(AssertionError) as failure:
-        fa.grade("prediction", student("wrong_prediction", "predicted_traffic"))
+        fa_checks.grade("prediction", student("wrong_prediction", "predicted_traffic"))
     message = str(failure.value)
     assert expected_reason(LAB, "wrong_prediction") in message and "The rule:" in message, message
     assert "FlashAttention: your bytes" not in message  # that one is right
-    for right in fa.reference_prediction().values():
+    for right in fa_checks.reference_prediction().values():
         assert f"{right:,}" not in message and f"{right}" not in message
 
 
@@ -138,12 +139,12 @@ def test_a_wrong_prediction_names_the_mistake_and_the_rule_but_not_the_answer():
 ])
 def test_a_malformed_or_inexact_prediction_fails(answer, reason):
     with pytest.raises(AssertionError, match=reason):
-        fa.grade("prediction", LocalStudent(lambda: answer, forked=False))
+        fa_checks.grade("prediction", LocalStudent(lambda: answer, forked=False))
 
 
 def test_the_reference_prediction_passes():
-    answer = fa.reference_prediction()
-    assert "predicted the traffic" in fa.grade("prediction", LocalStudent(lambda: answer, forked=False))
+    answer = fa_checks.reference_prediction()
+    assert "predicted the traffic" in fa_checks.grade("prediction", LocalStudent(lambda: answer, forked=False))
 
 
 # ---------------------------------------------------------------- wrong kernels
@@ -155,7 +156,7 @@ WRONG = (("no_rescale", "correct", "attention"), ("no_seq_mask", "correct", "att
 @pytest.mark.parametrize("name, check, function", WRONG)
 def test_a_wrong_kernel_fails_for_the_right_reason(name, check, function):
     with pytest.raises(AssertionError) as failure:
-        fa.grade(check, student(name, function))  # the student side only records launches
+        fa_checks.grade(check, student(name, function))  # the student side only records launches
     message = str(failure.value)
     assert expected_reason(LAB, name) in message, message
     assert "[on " in message
@@ -168,10 +169,10 @@ def test_a_wrong_kernel_fails_for_the_right_reason(name, check, function):
 @pytest.mark.parametrize("name", ("writes_scores", "three_kernels", "small_blocks"))
 def test_a_kernel_that_moves_too_much_fails_traffic_for_the_right_reason(name):
     with pytest.raises(AssertionError) as failure:
-        fa.grade("traffic", student(name))
+        fa_checks.grade("traffic", student(name))
     message = str(failure.value)
     assert expected_reason(LAB, name) in message, message
-    scores = fa.score_matrix_bytes(fa.traffic_shape(fa.TRAFFIC_SIZES[0]))
+    scores = fa_checks.score_matrix_bytes(fa.traffic_shape(fa.TRAFFIC_SIZES[0]))
     if name == "writes_scores":  # one N × N matrix per head, labelled by the kernel argument it went through
         assert f"s_ptr   {scores:,} B" in message and "1.00" in message, message
     if name == "three_kernels":  # the scores and the probabilities, each written and read once
@@ -185,7 +186,7 @@ def test_a_kernel_that_moves_too_much_fails_traffic_for_the_right_reason(name):
 
 @pytest.fixture
 def small_gpu_shape(monkeypatch):
-    monkeypatch.setattr(fa, "TIMED_SHAPE", fa.Shape(1, 1, 64, 32))  # float32: one interpreted program
+    patch_lab(monkeypatch, fa, "TIMED_SHAPE", fa.Shape(1, 1, 64, 32))  # float32: one interpreted program
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
     monkeypatch.setattr(thresholds, "device_class", lambda: "gpu")
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e15)
@@ -196,7 +197,7 @@ def small_gpu_shape(monkeypatch):
                                              ("speed_vs_sdpa", "scaled_dot_product_attention")])
 def test_the_speed_checks_time_the_kernel_against_the_baseline_in_the_same_run(small_gpu_shape, check, baseline):
     with pytest.raises(AssertionError) as failure:  # interpreted, the kernel is far slower than torch
-        fa.grade(check, student("correct"))
+        fa_checks.grade(check, student("correct"))
     message = str(failure.value)
     assert "yours " in message and baseline in message and "x its speed" in message, message
     assert f"Needed at least {thresholds.threshold(LAB, check, 'gpu').value:g}x" in message, message
@@ -207,7 +208,7 @@ def test_the_speed_checks_time_the_kernel_against_the_baseline_in_the_same_run(s
 def test_a_time_faster_than_the_matmul_peak_allows_is_flagged_as_impossible(small_gpu_shape, monkeypatch):
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1.0)
     with pytest.raises(AssertionError, match="impossible for a kernel that does the work"):
-        fa.grade("speed_vs_naive", student("correct"))
+        fa_checks.grade("speed_vs_naive", student("correct"))
 
 
 def test_the_notebook_comparisons_run(monkeypatch):
@@ -221,12 +222,12 @@ def test_the_notebook_comparisons_run(monkeypatch):
         assert counted["counted"] == counted["rule"] and counted["block_m"] == [64, 64, 64]
         assert counted["naive"] == [sum(fa.naive_bytes(fa.traffic_shape(n)).values()) for n in fa.TRAFFIC_SIZES]
         assert len(fa.plot_traffic(counted).lines) == 3
-    monkeypatch.setattr(fa, "ON_GPU", True)
+    patch_lab(monkeypatch, fa, "ON_GPU", True)
     by_rule = fa.compare_traffic(correct)
     assert by_rule["how"] == "rule" and by_rule["counted"] == [None] * 3
     assert by_rule["rule"] == [sum(fa.flash_bytes(fa.traffic_shape(n), 64).values()) for n in fa.TRAFFIC_SIZES]
     assert len(fa.plot_traffic(by_rule).lines) == 2
-    monkeypatch.setattr(fa, "GPU_SIZES", (64,))
+    patch_lab(monkeypatch, fa, "GPU_SIZES", (64,))
     seconds = {"yours": 3e-3, "naive": 2e-3, "sdpa": 1e-3}
 
     def fake_bench_together(fns, **kwargs):
@@ -239,15 +240,15 @@ def test_the_notebook_comparisons_run(monkeypatch):
 
 
 def test_the_checks_and_thresholds_agree():
-    assert set(fa.CHECKS["cpu"]) | set(fa.CHECKS["gpu"]) == set(fa.ALL_CHECKS)
-    for check in fa.ALL_CHECKS:
-        device = "cpu" if check in fa.CHECKS["cpu"] else "gpu"
+    assert set(fa_checks.CHECKS["cpu"]) | set(fa_checks.CHECKS["gpu"]) == set(fa_checks.ALL_CHECKS)
+    for check in fa_checks.ALL_CHECKS:
+        device = "cpu" if check in fa_checks.CHECKS["cpu"] else "gpu"
         assert thresholds.threshold(LAB, check, device).why
         other = "gpu" if device == "cpu" else "cpu"
-        if check not in fa.CHECKS[other]:
-            assert fa.not_applicable(check, other)
-    shape = fa.TIMED_SHAPE  # the timed shape's N × N matrices, three of them alive in eager, fit a 15 GB T4
-    assert 3 * fa.score_matrix_bytes(shape) < 4e9 and shape.n == 4096 and shape.d == 64
+        if check not in fa_checks.CHECKS[other]:
+            assert fa_checks.not_applicable(check, other)
+    shape = fa_checks.TIMED_SHAPE  # the timed shape's N × N matrices, three of them alive in eager, fit a 15 GB T4
+    assert 3 * fa_checks.score_matrix_bytes(shape) < 4e9 and shape.n == 4096 and shape.d == 64
     assert math.ceil(fa.TRAFFIC_SIZES[-1] / 64) == 8
 
 
@@ -261,7 +262,7 @@ def test_the_gradebook_matches_a_lab_6_submission_and_splices_its_answers(tmp_pa
     notebook = submission_notebook(LAB, "no_rescale")
     submission = gradebook.Submission("alice", tmp_path / "alice.ipynb")
     assert gradebook.choose_lab(submission, notebook, None, snapshot) == LAB
-    assert gradebook.lab_checks(LAB) == list(fa.CHECKS["gpu" if ON_GPU else "cpu"])
+    assert gradebook.lab_checks(LAB) == list(fa_checks.CHECKS["gpu" if ON_GPU else "cpu"])
     spliced = assemble.splice(snapshot.labs[LAB], snapshot.answers[LAB], notebook)
     assert sorted(spliced.answers_found) == ["attention", "prediction"]
     assert "acc = acc + tl.dot(" in next(c.source for c in spliced.notebook.cells if c.get("id") == "attention")

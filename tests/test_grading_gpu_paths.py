@@ -11,12 +11,13 @@ import pytest
 
 import brrr.device  # noqa: F401
 from brrr import ceilings
+from brrr.checks import thresholds
 from brrr.device import ON_GPU
-from brrr.grading import thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import fuse_it as lab_fuse_it
+from brrr.labs.fuse_it import checks as fuse_it_checks
 
-from lab_fixtures import expected_reason, load_module
+from lab_fixtures import expected_reason, load_module, patch_lab
 
 pytestmark = pytest.mark.skipif(ON_GPU, reason="on a GPU the real timing checks run instead")
 
@@ -25,7 +26,7 @@ SMALL = 20_011
 
 @pytest.fixture
 def small_gpu_sizes(monkeypatch):
-    monkeypatch.setattr(lab_fuse_it, "far_above_cache", lambda element_size=4: SMALL)
+    patch_lab(monkeypatch, lab_fuse_it, "far_above_cache", lambda element_size=4: SMALL)
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
     monkeypatch.setattr(thresholds, "device_class", lambda: "gpu")
 
@@ -33,7 +34,7 @@ def small_gpu_sizes(monkeypatch):
 def test_the_speedup_check_measures_both_and_fails_an_interpreted_kernel(small_gpu_sizes):
     fused_chain = load_module("02-fuse-it", "correct").fused_chain
     with pytest.raises(AssertionError) as failure:
-        lab_fuse_it.grade_speedup(LocalStudent(fused_chain))
+        fuse_it_checks.grade_speedup(LocalStudent(fused_chain))
     message = str(failure.value)
     assert f"n = {SMALL:,}" in message and "eager chain" in message and "Needed at least 2x the speed of the eager chain" in message
 
@@ -42,7 +43,7 @@ def test_the_bandwidth_check_compares_with_the_copy_bandwidth_measured_now(small
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
     fused_chain = load_module("02-fuse-it", "correct").fused_chain
     with pytest.raises(AssertionError) as failure:
-        lab_fuse_it.grade_bandwidth(LocalStudent(fused_chain))
+        fuse_it_checks.grade_bandwidth(LocalStudent(fused_chain))
     assert "copy bandwidth measured now" in str(failure.value) and "Needed at least 80%" in str(failure.value)
 
 
@@ -50,7 +51,7 @@ def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible(small_gpu_s
     """A kernel timed faster than its bytes can move at the copy bandwidth measured now did not do the work."""
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 1e3)  # 1 kB/s: every time is too fast
     with pytest.raises(AssertionError, match="impossible for a kernel that does the work"):
-        lab_fuse_it.grade_speedup(LocalStudent(load_module("02-fuse-it", "correct").fused_chain))
+        fuse_it_checks.grade_speedup(LocalStudent(load_module("02-fuse-it", "correct").fused_chain))
 
 
 def _fastest_chain(n: int, calls: int = 20) -> float:
@@ -66,7 +67,7 @@ def _fastest_chain(n: int, calls: int = 20) -> float:
 
 
 def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
-    monkeypatch.setattr(lab_fuse_it, "ON_GPU", True)
+    patch_lab(monkeypatch, lab_fuse_it, "ON_GPU", True)
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
     before = _fastest_chain(SMALL)  # the hand timing brackets the comparison: load only slows a call
     result = lab_fuse_it.compare_with_eager(load_module("02-fuse-it", "correct").fused_chain)
@@ -88,7 +89,7 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
 @pytest.fixture
 def build_order(builds_as_on_a_gpu, monkeypatch):
     """Pretend kernels compile (as on a GPU); record each build, and build them interpreted so they run here."""
-    monkeypatch.setattr(lab_fuse_it, "CORRECTNESS_SIZES", (1000, 17))
+    patch_lab(monkeypatch, lab_fuse_it, "CORRECTNESS_SIZES", (1000, 17))
     return builds_as_on_a_gpu
 
 
@@ -98,12 +99,12 @@ def test_an_unmasked_kernel_is_rejected_before_anything_compiled_runs(build_orde
     # the interpreted bounds check must reject it first.
     unmasked = load_module("02-fuse-it", "unmasked_load").fused_chain
     with pytest.raises(AssertionError, match=expected_reason("02-fuse-it", "unmasked_load")):
-        lab_fuse_it.grade_correct(LocalStudent(unmasked))
+        fuse_it_checks.grade_correct(LocalStudent(unmasked))
     assert build_order == ["interpreted"]
 
 
 def test_a_masked_kernel_is_bounds_checked_then_compiled(build_order):
-    message = lab_fuse_it.grade_correct(LocalStudent(load_module("02-fuse-it", "correct").fused_chain))
+    message = fuse_it_checks.grade_correct(LocalStudent(load_module("02-fuse-it", "correct").fused_chain))
     assert build_order == ["interpreted", "compiled"]
     assert "bounds checked in the interpreter at n = 1,000, 4,097" in message
 
@@ -111,7 +112,7 @@ def test_a_masked_kernel_is_bounds_checked_then_compiled(build_order):
 def test_the_timed_checks_fit_a_t4(monkeypatch):
     # Two rotated input sets, the copy and the eager chain's intermediates: 16 GiB at the 2**28
     # elements an H100 times, more than a T4's 15 GB. The timed n is bounded by the GPU's memory.
-    monkeypatch.setattr(lab_fuse_it, "far_above_cache", lambda element_size=4: 2**28)  # a GPU's 1 GiB
+    patch_lab(monkeypatch, lab_fuse_it, "far_above_cache", lambda element_size=4: 2**28)  # a GPU's 1 GiB
     t4 = 15_828_320_256  # total_memory of a T4, as torch reports it
     n = lab_fuse_it.timed_n(total_bytes=t4)
     assert n * lab_fuse_it.TIMED_BYTES_PER_ELEMENT <= t4 / 2

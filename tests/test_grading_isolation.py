@@ -1,4 +1,4 @@
-"""brrr.grading.isolation turns crashes, hangs and exceptions of student code into outcomes, never a dead run."""
+"""brrr.checks.isolation turns crashes, hangs and exceptions of student code into outcomes, never a dead run."""
 
 import ctypes
 import os
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import brrr.device  # noqa: F401
-from brrr.grading import isolation
+from brrr.checks import isolation
 from brrr.device import TRITON_INTERPRETED
 
 import triton

@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 
 from brrr import traffic
-from brrr.grading import kernels
+from brrr.checks import kernels
 
 
 def body(text: str) -> dict[str, str]:

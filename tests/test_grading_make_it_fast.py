@@ -17,12 +17,14 @@ import pytest
 import torch
 
 from brrr.benchmarks import make_it_fast as benchmark
+from brrr.checks import thresholds
 from brrr.device import ON_GPU
-from brrr.grading import gradebook, thresholds
+from brrr.grading import gradebook
 from brrr.grading.client import local_student
 from brrr.labs import make_it_fast as lab
+from brrr.labs.make_it_fast import checks as lab_checks
 
-from lab_fixtures import expected_reason, load_module
+from lab_fixtures import expected_reason, load_module, patch_lab
 
 LAB = lab.LAB
 
@@ -33,7 +35,7 @@ def student(name, function="fast_train", forked=True):
 
 def test_the_lab_is_registered_and_the_gradebook_knows_its_checks():
     assert gradebook.lab_checks(LAB) == ["same_result", "speedup", "diagnosis"]
-    for check in lab.ALL_CHECKS:
+    for check in lab_checks.ALL_CHECKS:
         thresholds.threshold(LAB, check, "cpu")
         thresholds.threshold(LAB, check, "gpu")
 
@@ -44,11 +46,11 @@ def test_the_given_step_and_the_batched_step_agree_and_a_seed_fixes_the_problem(
     again = lab.given_train(problem)
     assert losses == again[0] and all(torch.equal(a, b) for a, b in zip(params, again[1]))
     reply = local_student(load_module(LAB, "correct").fast_train, lab.WIRE_TYPES, forked=False).call(problem)
-    assert lab.result_failure("fast_train", reply, (losses, params), problem) is None
+    assert lab_checks.result_failure("fast_train", reply, (losses, params), problem) is None
     as_scalars = [[torch.tensor(v) for v in reply[0].tolist()], reply[1]]  # losses as one-element tensors
-    assert lab.result_failure("fast_train", as_scalars, (losses, params), problem) is None
+    assert lab_checks.result_failure("fast_train", as_scalars, (losses, params), problem) is None
     other = lab.given_train(lab.new_problem(lab.SHAPES[1], seed=4))
-    assert "loss at step 1" in lab.result_failure("fast_train", reply, other, problem)
+    assert "loss at step 1" in lab_checks.result_failure("fast_train", reply, other, problem)
 
 
 def test_a_problem_with_a_relu_input_at_zero_is_never_drawn():
@@ -58,7 +60,7 @@ def test_a_problem_with_a_relu_input_at_zero_is_never_drawn():
     close = lab.new_problem(lab.SHAPES[0], seed=1492458921844353942)
     assert lab.relu_margin(close) < lab.KINK_MARGIN
     reply = local_student(benchmark.reference_solution(), lab.WIRE_TYPES, forked=False).call(close)
-    failure = lab.result_failure("fast_train", reply, lab._expected(close), close)
+    failure = lab_checks.result_failure("fast_train", reply, lab_checks._expected(close), close)
     assert failure is not None and "W1" in failure  # why the margin exists: the reference solution fails it
     drawn = [lab.new_problem(shape) for shape in lab.SHAPES for _ in range(20)]
     assert all(lab.relu_margin(problem) >= lab.KINK_MARGIN for problem in drawn)
@@ -67,27 +69,27 @@ def test_a_problem_with_a_relu_input_at_zero_is_never_drawn():
 
 def test_the_reference_solution_passes_same_result():
     fast_train = benchmark.reference_solution()
-    assert "gives the given step's losses" in lab.grade("same_result", local_student(fast_train, lab.WIRE_TYPES))
+    assert "gives the given step's losses" in lab_checks.grade("same_result", local_student(fast_train, lab.WIRE_TYPES))
 
 
 def test_the_benchmark_script_grades_the_reference_solutions_speedup(capsys):
     """The speed check once, as the suite's share of `python -m brrr.benchmarks.make_it_fast` (20 runs)."""
     assert benchmark.main(["--runs", "1"]) == 0
     assert "1 of 1 passed" in capsys.readouterr().out
-    assert lab.last_speedup["best"] >= thresholds.threshold(LAB, "speedup").value
+    assert lab_checks.last_speedup["best"] >= thresholds.threshold(LAB, "speedup").value
 
 
 @pytest.mark.parametrize("name", ["skips_work", "skips_weight_decay", "changes_the_model"])
 def test_a_step_with_another_result_fails_same_result(name):
     with pytest.raises(AssertionError) as failure:
-        lab.grade("same_result", student(name))
+        lab_checks.grade("same_result", student(name))
     assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
 
 
 def test_a_step_that_caches_the_loss_passes_one_call_but_fails_while_timed():
-    lab.grade("same_result", student("caches_the_loss"))  # each call is fresh: right
+    lab_checks.grade("same_result", student("caches_the_loss"))  # each call is fresh: right
     with pytest.raises(AssertionError) as failure:
-        lab.grade("speedup", student("caches_the_loss", forked=False))  # the cache persists: wrong
+        lab_checks.grade("speedup", student("caches_the_loss", forked=False))  # the cache persists: wrong
     assert expected_reason(LAB, "caches_the_loss") in str(failure.value), str(failure.value)
 
 
@@ -100,19 +102,19 @@ def _burn(seconds):
 def test_the_cpu_clock_counts_threads_that_ended_and_processes_under_the_student():
     """Sequential CPU use, so that it holds on a machine with no free core: what the grader adds up."""
     pid = os.getpid()
-    before = lab.cpu_seconds([pid])
+    before = lab_checks.cpu_seconds([pid])
     helper = threading.Thread(target=_burn, args=(0.15,))
     helper.start()
     helper.join()  # the thread has ended: its CPU time still counts
-    assert lab.cpu_used(before, lab.cpu_seconds([pid])) >= 0.14
+    assert lab_checks.cpu_used(before, lab_checks.cpu_seconds([pid])) >= 0.14
 
     child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
                               "while time.process_time() - t < 0.15: pass\ntime.sleep(30)"])
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            tree = lab.process_tree(pid)
-            if child.pid in tree and lab.cpu_used({}, lab.cpu_seconds(tree)) - lab.cpu_used({}, lab.cpu_seconds([pid])) >= 0.14:
+            tree = lab_checks.process_tree(pid)
+            if child.pid in tree and lab_checks.cpu_used({}, lab_checks.cpu_seconds(tree)) - lab_checks.cpu_used({}, lab_checks.cpu_seconds([pid])) >= 0.14:
                 break
             time.sleep(0.05)
         else:
@@ -121,18 +123,18 @@ def test_the_cpu_clock_counts_threads_that_ended_and_processes_under_the_student
         child.kill()
         child.wait()
 
-    before, start = lab.cpu_seconds([pid]), time.perf_counter()
+    before, start = lab_checks.cpu_seconds([pid]), time.perf_counter()
     time.sleep(0.2)
-    assert lab.cpu_used(before, lab.cpu_seconds([pid])) < 0.1 * (time.perf_counter() - start)
+    assert lab_checks.cpu_used(before, lab_checks.cpu_seconds([pid])) < 0.1 * (time.perf_counter() - start)
 
 
 def test_a_step_that_uses_two_cores_fails_speedup(monkeypatch):
     """The rule, with a CPU clock that runs at twice the wall clock, as two busy cores would: fails for it.
     (Not twice the real CPU clock: beside other work a one-thread step gets half a core, and twice that
     is one core: within the rule. The CI machine showed it.)"""
-    monkeypatch.setattr(lab, "_process_cpu_clock", lambda pid: 2 * time.perf_counter())
+    patch_lab(monkeypatch, lab, "_process_cpu_clock", lambda pid: 2 * time.perf_counter())
     with pytest.raises(AssertionError) as failure:
-        lab.grade("speedup", student("correct", forked=False))
+        lab_checks.grade("speedup", student("correct", forked=False))
     assert "CPU-seconds per second" in str(failure.value), str(failure.value)
 
 
@@ -152,7 +154,7 @@ def test_a_step_that_uses_more_cores_fails_speedup(monkeypatch):
     monkeypatch.setitem(thresholds.ATTEMPTS, "cpu", 1)  # the CPU time is judged in every attempt: one will do
     free_before = _free_cores()
     try:
-        lab.grade("speedup", student("more_threads", forked=False))
+        lab_checks.grade("speedup", student("more_threads", forked=False))
     except AssertionError as failure:
         if expected_reason(LAB, "more_threads") in str(failure):
             return
@@ -169,20 +171,20 @@ def test_a_step_that_uses_more_cores_fails_speedup(monkeypatch):
 
 
 def test_a_correct_diagnosis_passes():
-    summary = lab.grade("diagnosis", student("correct_diagnosis", "diagnose"))
+    summary = lab_checks.grade("diagnosis", student("correct_diagnosis", "diagnose"))
     assert "narrow" in summary and "wide" in summary
 
 
 @pytest.mark.parametrize("name", ["typed_in_fraction", "busy_fraction", "profiles_another_step"])
 def test_a_wrong_diagnosis_fails_for_the_right_reason(name):
     with pytest.raises(AssertionError) as failure:
-        lab.grade("diagnosis", student(name, "diagnose"))
+        lab_checks.grade("diagnosis", student(name, "diagnose"))
     assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
 
 
 def test_the_narrow_and_wide_problems_lie_apart_so_the_number_right_for_one_fails_the_other(tmp_path):
-    narrow = statistics.median(lab.profile_given(lab.new_problem(lab.NARROW), tmp_path / "n.json")[0]
+    narrow = statistics.median(lab_checks.profile_given(lab.new_problem(lab.NARROW), tmp_path / "n.json")[0]
                                for _ in range(3))
-    wide = statistics.median(lab.profile_given(lab.new_problem(lab.WIDE), tmp_path / "w.json")[0]
+    wide = statistics.median(lab_checks.profile_given(lab.new_problem(lab_checks.WIDE), tmp_path / "w.json")[0]
                              for _ in range(3))
     assert narrow - wide > thresholds.threshold(LAB, "diagnosis").value, (narrow, wide)

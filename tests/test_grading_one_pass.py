@@ -11,12 +11,13 @@ import torch
 
 import brrr.device  # noqa: F401  (before triton: the interpreter on a CPU)
 from brrr import ceilings
+from brrr.checks import core, thresholds
 from brrr.device import ON_GPU
-from brrr.grading import core, thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import one_pass
+from brrr.labs.one_pass import checks as one_pass_checks
 
-from lab_fixtures import expected_reason, load_module, submission_notebook
+from lab_fixtures import expected_reason, load_module, patch_lab, submission_notebook
 
 LAB = "03-one-pass"
 cpu_only = pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
@@ -34,9 +35,9 @@ def student(name, function=None, forked=False):
 @pytest.mark.parametrize("kind", one_pass.KINDS)
 def test_a_correct_submission_passes_correctness_and_traffic(kind):
     name = f"correct_{kind}"
-    assert "match" in one_pass.grade(f"{kind}_correct", student(name))
+    assert "match" in one_pass_checks.grade(f"{kind}_correct", student(name))
     if not ON_GPU:
-        summary = one_pass.grade(f"{kind}_traffic", student(name))
+        summary = one_pass_checks.grade(f"{kind}_traffic", student(name))
         assert "loaded x once and stored out once" in summary, summary
         if kind == "layer_norm":  # four rows per program: weight and bias once per program, 16 programs
             assert "over 16 programs" in summary and "1 launch, 16 programs" in summary, summary
@@ -44,9 +45,9 @@ def test_a_correct_submission_passes_correctness_and_traffic(kind):
 
 def test_the_prediction_of_the_solution_passes_and_a_wrong_one_fails_with_the_count():
     right = LocalStudent(lambda: {"softmax": 32.0, "layer_norm": 48}, forked=False)
-    assert "32 B per element" in one_pass.grade("prediction", right)
+    assert "32 B per element" in one_pass_checks.grade("prediction", right)
     with pytest.raises(AssertionError) as failure:
-        one_pass.grade("prediction", student("wrong_prediction", "predicted_eager_bytes_per_element"))
+        one_pass_checks.grade("prediction", student("wrong_prediction", "predicted_eager_bytes_per_element"))
     message = str(failure.value)
     assert expected_reason(LAB, "wrong_prediction") in message
     assert "amax: reads 1, writes 0" in message and "The rules:" in message, message
@@ -60,22 +61,22 @@ def test_the_prediction_of_the_solution_passes_and_a_wrong_one_fails_with_the_co
 ])
 def test_a_malformed_or_inexact_prediction_fails(answer, reason):
     with pytest.raises(AssertionError, match=reason):
-        one_pass.grade("prediction", LocalStudent(lambda: answer, forked=False))
+        one_pass_checks.grade("prediction", LocalStudent(lambda: answer, forked=False))
 
 
 def test_the_predicted_count_follows_the_unfused_code(monkeypatch):
     """The reference answer is counted from the ops the unfused function runs, not typed in."""
-    assert one_pass.eager_bytes_per_element("softmax") == 32
-    assert one_pass.eager_bytes_per_element("layer_norm") == 48
+    assert one_pass_checks.eager_bytes_per_element("softmax") == 32
+    assert one_pass_checks.eager_bytes_per_element("layer_norm") == 48
 
     def softmax_with_a_copy(x):
         return one_pass.softmax_unfused(x.clone())  # one more op: reads x, writes the copy
 
     monkeypatch.setitem(one_pass.UNFUSED, "softmax", softmax_with_a_copy)
-    assert one_pass.eager_bytes_per_element("softmax") == 40
+    assert one_pass_checks.eager_bytes_per_element("softmax") == 40
     # views move nothing; every tensor, not only x's size, is counted when asked
     assert one_pass.count_eager(lambda x: x.view(-1), torch.randn(3, 5)) == []
-    assert one_pass.eager_bytes_per_element("layer_norm", rule=False) > 48
+    assert one_pass_checks.eager_bytes_per_element("layer_norm", rule=False) > 48
 
 
 # ---------------------------------------------------------------- wrong submissions
@@ -95,7 +96,7 @@ WRONG = {  # fixture -> the function it defines; each fails correctness
 def test_a_wrong_submission_fails_correctness_for_the_right_reason(name):
     kind = WRONG[name]
     with pytest.raises(AssertionError) as failure:
-        one_pass.grade(f"{kind}_correct", student(name))  # the student side only records launches
+        one_pass_checks.grade(f"{kind}_correct", student(name))  # the student side only records launches
     message = str(failure.value)
     assert expected_reason(LAB, name) in message, message
     assert "[on " in message
@@ -113,38 +114,38 @@ ONE_PASS_BROKEN = {  # right values, wrong traffic
 def test_a_correct_kernel_that_moves_too_much_fails_traffic(name):
     kind = ONE_PASS_BROKEN[name]
     with pytest.raises(AssertionError) as failure:  # the traffic check compares the values first: they are right
-        one_pass.grade(f"{kind}_traffic", student(name))
+        one_pass_checks.grade(f"{kind}_traffic", student(name))
     message = str(failure.value)
     assert expected_reason(LAB, name) in message and "moved the wrong number of bytes" in message, message
 
 
 @cpu_only
 def test_the_traffic_rule_alone_rejects_a_wrapper_whose_kernel_never_stores_out():
-    failure = one_pass.traffic_failure("softmax", "softmax",
-                                       one_pass.measure_traffic("softmax", student("torch_in_wrapper")))
+    failure = one_pass_checks.traffic_failure("softmax", "softmax",
+                                       one_pass_checks.measure_traffic("softmax", student("torch_in_wrapper")))
     assert failure is not None and "stored anything into out" in failure and "y_ptr" in failure, failure
 
 
 @cpu_only
 def test_the_traffic_rule_passes_one_pass_whatever_its_values():
     """Why the values come first: no max subtraction in one pass moves exactly the bytes a right answer does."""
-    traffic = one_pass.measure_traffic("softmax", student("no_max_softmax"))
-    assert one_pass.traffic_failure("softmax", "softmax", traffic) is None
+    traffic = one_pass_checks.measure_traffic("softmax", student("no_max_softmax"))
+    assert one_pass_checks.traffic_failure("softmax", "softmax", traffic) is None
 
 
 def test_the_diagnoses_name_the_mistake_and_nothing_else():
     x, weight, bias = one_pass.inputs_for_demo("layer_norm", 4, 33)
     right = one_pass.layer_norm_reference(x, weight, bias)
-    assert one_pass.diagnose_layer_norm((x, weight, bias), right) is None  # the control
+    assert one_pass_checks.diagnose_layer_norm((x, weight, bias), right) is None  # the control
     d = x - x.mean(-1, keepdim=True)
     unbiased = d / torch.sqrt(x.var(-1, keepdim=True) + one_pass.EPS) * weight + bias
-    assert "unbiased" in one_pass.diagnose_layer_norm((x, weight, bias), unbiased)
+    assert "unbiased" in one_pass_checks.diagnose_layer_norm((x, weight, bias), unbiased)
     (s,) = one_pass.inputs_for_demo("softmax", 4, 33)
-    assert one_pass.diagnose_softmax((s,), one_pass.softmax_reference(s)) is None
-    assert one_pass.diagnose_softmax((s,), one_pass.softmax_reference(s) * 1.01) is None  # wrong, but not that
+    assert one_pass_checks.diagnose_softmax((s,), one_pass.softmax_reference(s)) is None
+    assert one_pass_checks.diagnose_softmax((s,), one_pass.softmax_reference(s) * 1.01) is None  # wrong, but not that
     s[0] += 1000.0  # where a softmax without the max subtraction is told apart
     e = torch.exp(s)
-    assert "without subtracting the row maximum" in one_pass.diagnose_softmax((s,), e / e.sum(-1, keepdim=True))
+    assert "without subtracting the row maximum" in one_pass_checks.diagnose_softmax((s,), e / e.sum(-1, keepdim=True))
 
 
 def test_the_hard_rows_break_what_they_are_planted_for():
@@ -166,7 +167,7 @@ SMALL = one_pass.Rows(2, 4096, planted=False)
 
 @pytest.fixture
 def small_gpu_sizes(monkeypatch):
-    monkeypatch.setattr(one_pass, "timed_rows", lambda total_bytes=None: SMALL)
+    patch_lab(monkeypatch, one_pass, "timed_rows", lambda total_bytes=None: SMALL)
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
     monkeypatch.setattr(thresholds, "device_class", lambda: "gpu")
 
@@ -175,7 +176,7 @@ def small_gpu_sizes(monkeypatch):
 @pytest.mark.parametrize("kind", ["layer_norm"])  # softmax takes the same path
 def test_the_speedup_check_times_torch_and_fails_an_interpreted_kernel(small_gpu_sizes, kind):
     with pytest.raises(AssertionError) as failure:
-        one_pass.grade(f"{kind}_speedup", student(f"correct_{kind}"))
+        one_pass_checks.grade(f"{kind}_speedup", student(f"correct_{kind}"))
     torch_name = "torch.softmax" if kind == "softmax" else "F.layer_norm"
     message = str(failure.value)
     assert f"Needed at least 1x the speed of {torch_name}" in message and "2 rows of 4,096" in message, message
@@ -185,7 +186,7 @@ def test_the_speedup_check_times_torch_and_fails_an_interpreted_kernel(small_gpu
 def test_the_bandwidth_check_compares_with_the_copy_bandwidth_measured_now(small_gpu_sizes, monkeypatch):
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
     with pytest.raises(AssertionError) as failure:
-        one_pass.grade("layer_norm_bandwidth", student("correct_layer_norm"))
+        one_pass_checks.grade("layer_norm_bandwidth", student("correct_layer_norm"))
     message = str(failure.value)
     assert "copy bandwidth measured now" in message and "Needed at least 75%" in message, message
 
@@ -194,7 +195,7 @@ def test_the_bandwidth_check_compares_with_the_copy_bandwidth_measured_now(small
 def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible(small_gpu_sizes, monkeypatch):
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 1e3)
     with pytest.raises(AssertionError, match="impossible for a kernel that does the work"):
-        one_pass.grade("softmax_speedup", student("correct_softmax"))
+        one_pass_checks.grade("softmax_speedup", student("correct_softmax"))
 
 
 @cpu_only
@@ -223,7 +224,7 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
         monkeypatch.setitem(one_pass.UNFUSED, kind, tagged("unfused", one_pass.UNFUSED[kind]))
         monkeypatch.setitem(one_pass.FUSED_TORCH, kind, tagged("torch", one_pass.FUSED_TORCH[kind]))
     monkeypatch.setattr(timing, "bench", fake_bench)
-    monkeypatch.setattr(one_pass, "ON_GPU", True)
+    patch_lab(monkeypatch, one_pass, "ON_GPU", True)
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
     result = one_pass.compare_with_eager(tagged("yours", load_module(LAB, "correct_softmax").softmax),
                                          tagged("yours", load_module(LAB, "correct_layer_norm").layer_norm))
@@ -240,18 +241,18 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
 @cpu_only
 def test_on_a_gpu_an_unmasked_kernel_is_rejected_before_anything_compiled_runs(monkeypatch, builds_as_on_a_gpu):
     built_as = builds_as_on_a_gpu
-    monkeypatch.setattr(one_pass, "CORRECTNESS_CASES", (one_pass.Rows(4, 17),))
+    patch_lab(monkeypatch, one_pass, "CORRECTNESS_CASES", (one_pass.Rows(4, 17),))
     with pytest.raises(AssertionError, match="accessed memory outside its tensors"):
-        one_pass.grade("softmax_correct", student("unmasked_softmax", forked=True))
+        one_pass_checks.grade("softmax_correct", student("unmasked_softmax", forked=True))
     assert built_as == ["interpreted"]
     built_as.clear()
-    message = one_pass.grade("softmax_correct", student("correct_softmax"))
+    message = one_pass_checks.grade("softmax_correct", student("correct_softmax"))
     assert built_as == ["interpreted", "compiled"]
     assert "bounds checked in the interpreter at 7 rows of 17 float32; 3 rows of 781 float32" in message
 
 
 def test_the_timed_checks_fit_a_t4(monkeypatch):
-    monkeypatch.setattr(one_pass, "far_above_cache", lambda element_size=4: 2**28)
+    patch_lab(monkeypatch, one_pass, "far_above_cache", lambda element_size=4: 2**28)
     t4 = 15_828_320_256
     case = one_pass.timed_rows(total_bytes=t4)
     assert case.cols == one_pass.TIMED_COLS and case.numel * one_pass.TIMED_BYTES_PER_ELEMENT <= t4 / 2
@@ -268,7 +269,7 @@ def test_the_gradebook_matches_a_lab_3_submission_and_splices_its_answers(tmp_pa
     notebook = submission_notebook(LAB, "two_kernels")
     submission = gradebook.Submission("alice", tmp_path / "alice.ipynb")
     assert gradebook.choose_lab(submission, notebook, None, snapshot) == LAB
-    assert gradebook.lab_checks(LAB) == list(one_pass.CHECKS["gpu" if ON_GPU else "cpu"])
+    assert gradebook.lab_checks(LAB) == list(one_pass_checks.CHECKS["gpu" if ON_GPU else "cpu"])
     spliced = assemble.splice(snapshot.labs[LAB], snapshot.answers[LAB], notebook)
     assert sorted(spliced.answers_found) == ["layer-norm", "prediction", "softmax"]
     assert "stats_kernel" in next(c.source for c in spliced.notebook.cells if c.get("id") == "layer-norm")

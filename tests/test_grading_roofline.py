@@ -13,18 +13,21 @@ import pytest
 import torch
 
 import brrr.device  # noqa: F401
+from brrr.checks import thresholds
 from brrr.device import DEVICE, ON_GPU, synchronize
-from brrr.grading import thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import roofline as lab_roofline
+from brrr.labs.roofline import checks as roofline_checks
 from brrr.timing import torch_threads
+
+from lab_fixtures import patch_lab
 
 
 @pytest.fixture
 def small_copy(monkeypatch):
     """A smaller copy than the lab's (still above the cache), to keep the test quick; the student and
     brrr.ceilings both use it."""
-    monkeypatch.setattr(lab_roofline, "COPY_N", 2**24)  # 64 MiB: DRAM, where copy_ is steady
+    patch_lab(monkeypatch, lab_roofline, "COPY_N", 2**24)  # 64 MiB: DRAM, where copy_ is steady
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 2, "gpu": 2})
 
 
@@ -34,7 +37,7 @@ def copy_long_enough_to_time(monkeypatch):
     (a gibibyte and more), since 64 MiB copies there in 50 µs, less than one call to the student's process
     takes, and a number typed in could not be told from one measured."""
     if not ON_GPU:
-        monkeypatch.setattr(lab_roofline, "COPY_N", 2**24)
+        patch_lab(monkeypatch, lab_roofline, "COPY_N", 2**24)
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 2, "gpu": 2})
 
 
@@ -71,7 +74,7 @@ def test_counting_only_the_reads_is_outside_the_tolerance(small_copy):
     messages = []
     for _ in range(3):
         try:
-            lab_roofline.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
+            roofline_checks.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
         except AssertionError as failure:
             messages.append(str(failure))
     assert len(messages) >= 2, f"a 2x error passed {3 - len(messages)} of 3 gradings"
@@ -92,7 +95,7 @@ def test_a_reference_reading_taken_under_load_does_not_widen_the_band(small_copy
         return 6.5e9
 
     with pytest.raises(AssertionError, match=outside_the_band()):
-        lab_roofline.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
+        roofline_checks.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
 
 
 def test_an_honest_call_between_a_slow_and_a_fast_reading_passes(small_copy, monkeypatch):
@@ -108,12 +111,12 @@ def test_an_honest_call_between_a_slow_and_a_fast_reading_passes(small_copy, mon
         time.sleep(0.05)
         return (4.5e9 * 12e9) ** 0.5
 
-    assert "1.00x" in lab_roofline.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
+    assert "1.00x" in roofline_checks.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
 
 
 def test_a_typed_in_number_is_rejected(copy_long_enough_to_time):
     with pytest.raises(AssertionError, match="cannot have timed it"):
-        lab_roofline.grade_copy_bandwidth(LocalStudent(lambda n: 12e9))
+        roofline_checks.grade_copy_bandwidth(LocalStudent(lambda n: 12e9))
 
 
 def test_a_number_timed_once_and_then_repeated_is_rejected(copy_long_enough_to_time):
@@ -128,17 +131,17 @@ def test_a_number_timed_once_and_then_repeated_is_rejected(copy_long_enough_to_t
         return remembered[0]
 
     with pytest.raises(AssertionError, match="cannot have timed it"):
-        lab_roofline.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
+        roofline_checks.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
 
 
 def test_a_rate_that_is_not_a_positive_number_is_rejected(small_copy):
     with pytest.raises(AssertionError, match="a rate must be a positive, finite number"):
-        lab_roofline.grade_copy_bandwidth(LocalStudent(lambda n: float("nan")))
+        roofline_checks.grade_copy_bandwidth(LocalStudent(lambda n: float("nan")))
 
 
 def test_a_matmul_peak_in_the_wrong_unit_is_rejected(monkeypatch):
     """A student who times the matmul honestly but returns GFLOP/s: a billion times off, outside any noise."""
-    monkeypatch.setattr(lab_roofline, "MATMUL_N", 256)  # a smaller matmul, for the student and brrr.ceilings
+    patch_lab(monkeypatch, lab_roofline, "MATMUL_N", 256)  # a smaller matmul, for the student and brrr.ceilings
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
 
     def matmul_peak(n, dtype):
@@ -154,54 +157,54 @@ def test_a_matmul_peak_in_the_wrong_unit_is_rejected(monkeypatch):
         return 2 * n**3 / statistics.median(times) / 1e9  # GFLOP/s, not FLOP/s
 
     with pytest.raises(AssertionError) as failure:
-        lab_roofline.grade_matmul_peak(LocalStudent(matmul_peak))
+        roofline_checks.grade_matmul_peak(LocalStudent(matmul_peak))
     message = str(failure.value)
     assert "matmul_peak(256, " in message and "is not within ±" in message, message
     assert "a 256x256" in message and "brrr.ceilings" in message and "attempt 1:" in message, message
 
 
 def test_the_ridge_point_is_peak_over_bandwidth():
-    lab_roofline.grade_ridge_point(LocalStudent(lambda peak, bandwidth: peak / bandwidth))
+    roofline_checks.grade_ridge_point(LocalStudent(lambda peak, bandwidth: peak / bandwidth))
     with pytest.raises(AssertionError, match="the ridge point is peak / bandwidth"):
-        lab_roofline.grade_ridge_point(LocalStudent(lambda peak, bandwidth: bandwidth / peak))
+        roofline_checks.grade_ridge_point(LocalStudent(lambda peak, bandwidth: bandwidth / peak))
 
 
 def correct_count(op):
-    return lab_roofline.reference_count(op).flops, lab_roofline.reference_count(op).bytes
+    return roofline_checks.reference_count(op).flops, roofline_checks.reference_count(op).bytes
 
 
 def test_a_wrong_count_names_the_op_and_the_numbers():
-    lab_roofline.grade_intensities(LocalStudent(correct_count, lab_roofline.WIRE_TYPES))
+    roofline_checks.grade_intensities(LocalStudent(correct_count, lab_roofline.WIRE_TYPES))
 
     def five_flop_layer_norm(op):
         flops, moved = correct_count(op)
         return (flops * 5 / 7, moved) if op.kind == "layer_norm" else (flops, moved)
 
     with pytest.raises(AssertionError) as failure:
-        lab_roofline.grade_intensities(LocalStudent(five_flop_layer_norm, lab_roofline.WIRE_TYPES))
+        roofline_checks.grade_intensities(LocalStudent(five_flop_layer_norm, lab_roofline.WIRE_TYPES))
     message = str(failure.value)
     assert "1 of 6 ops are counted wrong" in message and "layer norm" in message and "FLOPs" in message
 
 
 def test_a_count_that_is_not_a_pair_is_rejected():
     with pytest.raises(AssertionError, match=r"must return \(flops, bytes\)"):
-        lab_roofline.grade_intensities(LocalStudent(lambda op: 1.0, lab_roofline.WIRE_TYPES))
+        roofline_checks.grade_intensities(LocalStudent(lambda op: 1.0, lab_roofline.WIRE_TYPES))
 
 
 def test_classes_follow_the_measured_ridge(monkeypatch):
-    monkeypatch.setattr(lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9})  # ridge 10
-    lab_roofline.grade_classes(LocalStudent(lambda intensity, ridge: "compute-bound" if intensity >= ridge
+    patch_lab(monkeypatch, lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9})  # ridge 10
+    roofline_checks.grade_classes(LocalStudent(lambda intensity, ridge: "compute-bound" if intensity >= ridge
                                             else "memory-bound"))
     with pytest.raises(AssertionError, match="classified wrong"):
-        lab_roofline.grade_classes(LocalStudent(lambda intensity, ridge: "memory-bound"))
+        roofline_checks.grade_classes(LocalStudent(lambda intensity, ridge: "memory-bound"))
     with pytest.raises(AssertionError, match="not written yet"):
-        lab_roofline.grade_classes(LocalStudent(lambda i, r: (_ for _ in ()).throw(NotImplementedError("stub"))))
+        roofline_checks.grade_classes(LocalStudent(lambda i, r: (_ for _ in ()).throw(NotImplementedError("stub"))))
 
 
 def test_the_solution_passes_the_correctness_checks_20_times_in_20(monkeypatch):
-    monkeypatch.setattr(lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9})
+    patch_lab(monkeypatch, lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9})
     for _ in range(20):
-        lab_roofline.grade_ridge_point(LocalStudent(lambda peak, bandwidth: peak / bandwidth, forked=False))
-        lab_roofline.grade_intensities(LocalStudent(correct_count, lab_roofline.WIRE_TYPES, forked=False))
-        lab_roofline.grade_classes(LocalStudent(lambda i, r: "compute-bound" if i >= r else "memory-bound",
+        roofline_checks.grade_ridge_point(LocalStudent(lambda peak, bandwidth: peak / bandwidth, forked=False))
+        roofline_checks.grade_intensities(LocalStudent(correct_count, lab_roofline.WIRE_TYPES, forked=False))
+        roofline_checks.grade_classes(LocalStudent(lambda i, r: "compute-bound" if i >= r else "memory-bound",
                                                 forked=False))

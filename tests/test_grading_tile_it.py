@@ -11,12 +11,13 @@ import torch
 
 import brrr.device  # noqa: F401  (before triton: the interpreter on a CPU)
 from brrr import ceilings
+from brrr.checks import core, thresholds
 from brrr.device import ON_GPU
-from brrr.grading import core, thresholds
 from brrr.grading.client import LocalStudent
 from brrr.labs import tile_it
+from brrr.labs.tile_it import checks as tile_it_checks
 
-from lab_fixtures import expected_reason, load_module, submission_notebook
+from lab_fixtures import expected_reason, load_module, patch_lab, submission_notebook
 
 LAB = "05-tile-it"
 cpu_only = pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
@@ -30,9 +31,9 @@ def student(name, function="matmul", forked=False):
 
 
 def test_a_correct_submission_passes_correctness_and_traffic():
-    assert "matches matmul_reference()" in tile_it.grade("correct", student("correct"))
+    assert "matches matmul_reference()" in tile_it_checks.grade("correct", student("correct"))
     if not ON_GPU:
-        summary = tile_it.grade("traffic", student("correct"))
+        summary = tile_it_checks.grade("traffic", student("correct"))
         assert "moved exactly what its 64 × 64 tiling implies" in summary, summary
         assert "3.00× the minimum" in summary and "16 programs" in summary, summary
 
@@ -41,26 +42,26 @@ def test_a_correct_submission_passes_correctness_and_traffic():
 
 
 def test_the_reference_prediction_passes_and_follows_the_rule():
-    answer = tile_it.reference_prediction()
+    answer = tile_it_checks.reference_prediction()
     assert answer["32x32"]["bytes"] == (3000 * 1024 * 64 + 1024 * 2048 * 94 + 3000 * 2048) * 2
     assert answer["128x64"]["bytes"] == (3000 * 1024 * 32 + 1024 * 2048 * 24 + 3000 * 2048) * 2
     rounded = {k: {"bytes": v["bytes"], "flop_per_byte": round(v["flop_per_byte"], 2)} for k, v in answer.items()}
-    assert "predicted the traffic of both tilings" in tile_it.grade("prediction", LocalStudent(lambda: rounded,
+    assert "predicted the traffic of both tilings" in tile_it_checks.grade("prediction", LocalStudent(lambda: rounded,
                                                                                              forked=False))
 
 
 def test_a_wrong_prediction_names_the_number_and_the_rule_but_not_the_answer():
     with pytest.raises(AssertionError) as failure:
-        tile_it.grade("prediction", student("wrong_prediction", "predicted_traffic"))
+        tile_it_checks.grade("prediction", student("wrong_prediction", "predicted_traffic"))
     message = str(failure.value)
     assert expected_reason(LAB, "wrong_prediction") in message and "The rule:" in message, message
-    for right in tile_it.reference_prediction().values():
+    for right in tile_it_checks.reference_prediction().values():
         assert f"{right['bytes']:,}" not in message and f"{right['bytes']}" not in message
         assert f"{right['flop_per_byte']:.4g}" not in message
 
 
 def _answer_with(key, **changes):
-    answer = tile_it.reference_prediction()
+    answer = tile_it_checks.reference_prediction()
     answer[key] = answer[key] | changes
     return answer
 
@@ -76,7 +77,7 @@ def _answer_with(key, **changes):
 ])
 def test_a_malformed_or_inexact_prediction_fails(answer, reason):
     with pytest.raises(AssertionError, match=reason):
-        tile_it.grade("prediction", LocalStudent(lambda: answer, forked=False))
+        tile_it_checks.grade("prediction", LocalStudent(lambda: answer, forked=False))
 
 
 # ---------------------------------------------------------------- wrong kernels
@@ -87,7 +88,7 @@ WRONG = ("no_k_mask", "half_accumulation", "torch_in_wrapper")
 @pytest.mark.parametrize("name", WRONG)
 def test_a_wrong_kernel_fails_correctness_for_the_right_reason(name):
     with pytest.raises(AssertionError) as failure:
-        tile_it.grade("correct", student(name))  # the student side only records launches
+        tile_it_checks.grade("correct", student(name))  # the student side only records launches
     message = str(failure.value)
     assert expected_reason(LAB, name) in message, message
     assert "[on " in message
@@ -97,7 +98,7 @@ def test_float16_accumulation_fails_the_long_k_case_and_float32_passes_it():
     """The margin both ways, for the BLOCK_K a student may choose: the K loop as the kernel runs it,
     each block's dot product in float32, the running sum in float16 or in float32."""
     generator, _ = core.fresh_generator(0)
-    a, b = tile_it.make_inputs(tile_it.LONG_K, generator)
+    a, b = tile_it.make_inputs(tile_it_checks.LONG_K, generator)
     expected = tile_it.matmul_reference(a, b).float()
     rtol, atol = core.tolerance(torch.float16)
     allowed = atol + rtol * expected.abs()
@@ -113,12 +114,12 @@ def test_float16_accumulation_fails_the_long_k_case_and_float32_passes_it():
 
 def test_the_float16_hint_is_given_only_for_an_error_of_rounding_size():
     generator, _ = core.fresh_generator(1)
-    a, b = tile_it.make_inputs(tile_it.LONG_K, generator)
+    a, b = tile_it.make_inputs(tile_it_checks.LONG_K, generator)
     right = tile_it.matmul_reference(a, b)
-    assert "float16 accumulator" in tile_it.diagnose((a, b), right + 4)  # about 0.3% off: rounding
-    assert tile_it.diagnose((a, b), torch.zeros_like(right)) is None  # another mistake
+    assert "float16 accumulator" in tile_it_checks.diagnose((a, b), right + 4)  # about 0.3% off: rounding
+    assert tile_it_checks.diagnose((a, b), torch.zeros_like(right)) is None  # another mistake
     small = tile_it.make_inputs(tile_it.Shape(8, 8, 8, "float16"), generator)
-    assert tile_it.diagnose(small, tile_it.matmul_reference(*small) + 0.01) is None  # K too short to say
+    assert tile_it_checks.diagnose(small, tile_it.matmul_reference(*small) + 0.01) is None  # K too short to say
 
 
 # ---------------------------------------------------------------- traffic (CPU)
@@ -130,7 +131,7 @@ TRAFFIC = ("small_tiles", "untiled", "reads_a_twice")
 @pytest.mark.parametrize("name", TRAFFIC)
 def test_a_kernel_that_moves_too_much_fails_traffic_for_the_right_reason(name):
     with pytest.raises(AssertionError) as failure:
-        tile_it.grade("traffic", student(name))
+        tile_it_checks.grade("traffic", student(name))
     message = str(failure.value)
     assert expected_reason(LAB, name) in message, message
     if name != "reads_a_twice":  # refused from the launch alone, before anything ran
@@ -141,7 +142,7 @@ def test_the_traffic_multiple_allows_64_tiles_and_refuses_32():
     shape = tile_it.TRAFFIC_SHAPE
 
     def refused(bm, bn):
-        return tile_it.tiling_failure("matmul", shape, {"BLOCK_M": bm, "BLOCK_N": bn, "programs": 1}) is not None
+        return tile_it_checks.tiling_failure("matmul", shape, {"BLOCK_M": bm, "BLOCK_N": bn, "programs": 1}) is not None
 
     assert not refused(64, 64) and not refused(128, 32) and not refused(256, 256)
     assert refused(32, 32) and refused(32, 64) and refused(16, 16) and refused(1, 1)
@@ -160,12 +161,12 @@ def _recipe(grid, **args):
 def test_the_tiling_is_read_from_the_launch(recipe, reason):
     shape = tile_it.TRAFFIC_SHAPE
     if reason is None:
-        assert tile_it.launch_tiling("matmul", recipe, shape)["programs"] == 16
-        assert tile_it.with_group(recipe, 1)["launches"][0]["args"]["GROUP_M"] == {"value": 1}
+        assert tile_it_checks.launch_tiling("matmul", recipe, shape)["programs"] == 16
+        assert tile_it_checks.with_group(recipe, 1)["launches"][0]["args"]["GROUP_M"] == {"value": 1}
         assert recipe["launches"][0]["args"]["GROUP_M"] == {"value": 8}  # a copy, the original unchanged
         return
     with pytest.raises(AssertionError, match=reason):
-        tile_it.launch_tiling("matmul", recipe, shape)
+        tile_it_checks.launch_tiling("matmul", recipe, shape)
 
 
 # ---------------------------------------------------------------- the GPU checks, exercised on a CPU
@@ -173,9 +174,9 @@ def test_the_tiling_is_read_from_the_launch(recipe, reason):
 
 @pytest.fixture
 def small_gpu_sizes(monkeypatch):
-    monkeypatch.setattr(tile_it, "PEAK_SIZES", {"peak_4096": 128, "peak_8192": 128})
-    monkeypatch.setattr(tile_it, "GROUPED_SIZE", 128)
-    monkeypatch.setattr(tile_it, "TIMED_DTYPE", "float32")  # bfloat16 arithmetic is wrong in the interpreter
+    patch_lab(monkeypatch, tile_it, "PEAK_SIZES", {"peak_4096": 128, "peak_8192": 128})
+    patch_lab(monkeypatch, tile_it, "GROUPED_SIZE", 128)
+    patch_lab(monkeypatch, tile_it, "TIMED_DTYPE", "float32")  # bfloat16 arithmetic is wrong in the interpreter
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
     monkeypatch.setattr(thresholds, "device_class", lambda: "gpu")
 
@@ -184,7 +185,7 @@ def small_gpu_sizes(monkeypatch):
 def test_the_peak_check_compares_with_the_matmul_peak_measured_now(small_gpu_sizes, monkeypatch):
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e12)
     with pytest.raises(AssertionError) as failure:
-        tile_it.grade("peak_4096", student("correct"))
+        tile_it_checks.grade("peak_4096", student("correct"))
     message = str(failure.value)
     assert "of the 1 TFLOP/s torch.mm reached now" in message and "Needed at least 70%" in message, message
     assert "64 × 64 × 32 tiles, GROUP_M=4" in message, message
@@ -194,13 +195,13 @@ def test_the_peak_check_compares_with_the_matmul_peak_measured_now(small_gpu_siz
 def test_a_time_faster_than_the_peak_allows_is_flagged_as_impossible(small_gpu_sizes, monkeypatch):
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1.0)
     with pytest.raises(AssertionError, match="impossible for a kernel that does the work"):
-        tile_it.grade("peak_8192", student("correct"))
+        tile_it_checks.grade("peak_8192", student("correct"))
 
 
 @cpu_only
 def test_the_grouped_order_check_times_the_same_kernel_with_group_m_1(small_gpu_sizes):
     try:
-        message = tile_it.grade("grouped_order", student("correct"))
+        message = tile_it_checks.grade("grouped_order", student("correct"))
     except AssertionError as failure:  # either way: in the interpreter the two orders take about as long
         message = str(failure)
     assert "GROUP_M=4" in message and "GROUP_M=1" in message and "the speed of row-major order" in message, message
@@ -210,7 +211,7 @@ def test_the_grouped_order_check_times_the_same_kernel_with_group_m_1(small_gpu_
         correct.matmul(a, b, out, dict(correct.TILE, GROUP_M=1))
 
     with pytest.raises(AssertionError, match="that is plain row-major order"):
-        tile_it.grade("grouped_order", LocalStudent(row_major, forked=False))
+        tile_it_checks.grade("grouped_order", LocalStudent(row_major, forked=False))
 
 
 @cpu_only
@@ -218,9 +219,9 @@ def test_the_gpu_comparison_for_the_notebook_runs(monkeypatch):
     """Each version is timed under its own name; the times are stand-ins, one per version."""
     from brrr import timing
 
-    monkeypatch.setattr(tile_it, "ON_GPU", True)
-    monkeypatch.setattr(tile_it, "GPU_SIZES", (64,))
-    monkeypatch.setattr(tile_it, "TIMED_DTYPE", "float32")
+    patch_lab(monkeypatch, tile_it, "ON_GPU", True)
+    patch_lab(monkeypatch, tile_it, "GPU_SIZES", (64,))
+    patch_lab(monkeypatch, tile_it, "TIMED_DTYPE", "float32")
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e9)
     called = []
 
@@ -244,13 +245,13 @@ def test_the_gpu_comparison_for_the_notebook_runs(monkeypatch):
 
 
 def test_the_checks_and_thresholds_agree():
-    assert set(tile_it.CHECKS["cpu"]) | set(tile_it.CHECKS["gpu"]) == set(tile_it.ALL_CHECKS)
-    for check in tile_it.ALL_CHECKS:
-        device = "cpu" if check in tile_it.CHECKS["cpu"] else "gpu"
+    assert set(tile_it_checks.CHECKS["cpu"]) | set(tile_it_checks.CHECKS["gpu"]) == set(tile_it_checks.ALL_CHECKS)
+    for check in tile_it_checks.ALL_CHECKS:
+        device = "cpu" if check in tile_it_checks.CHECKS["cpu"] else "gpu"
         assert thresholds.threshold(LAB, check, device).why
         other = "gpu" if device == "cpu" else "cpu"
-        if check not in tile_it.CHECKS[other]:
-            assert tile_it.not_applicable(check, other)
+        if check not in tile_it_checks.CHECKS[other]:
+            assert tile_it_checks.not_applicable(check, other)
 
 
 # ---------------------------------------------------------------- the gradebook finds Lab 5
@@ -263,7 +264,7 @@ def test_the_gradebook_matches_a_lab_5_submission_and_splices_its_answers(tmp_pa
     notebook = submission_notebook(LAB, "reads_a_twice")
     submission = gradebook.Submission("alice", tmp_path / "alice.ipynb")
     assert gradebook.choose_lab(submission, notebook, None, snapshot) == LAB
-    assert gradebook.lab_checks(LAB) == list(tile_it.CHECKS["gpu" if ON_GPU else "cpu"])
+    assert gradebook.lab_checks(LAB) == list(tile_it_checks.CHECKS["gpu" if ON_GPU else "cpu"])
     spliced = assemble.splice(snapshot.labs[LAB], snapshot.answers[LAB], notebook)
     assert sorted(spliced.answers_found) == ["matmul", "prediction"]
     assert "for half in range(2)" in next(c.source for c in spliced.notebook.cells if c.get("id") == "matmul")

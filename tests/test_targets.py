@@ -104,7 +104,8 @@ def test_gpu_check_is_strict_before_its_first_stage():
 def test_grading_never_reads_the_switch():
     """A lab's verdict comes from its grader process, whose checks raise on their own: nothing in grading
     goes through brrr.targets, so a student's kernel setting the variable changes nothing graded."""
-    sources = [*(ROOT / "brrr" / "grading").glob("*.py"), *(ROOT / "brrr" / "labs").glob("*.py")]
+    sources = [*(ROOT / "brrr" / "grading").glob("*.py"), *(ROOT / "brrr" / "checks").glob("*.py"),
+               *(ROOT / "brrr" / "labs").rglob("*.py")]
     assert len(sources) > 10
     for path in sources:
         text = path.read_text()

@@ -6,7 +6,7 @@
 The reference solution is the answer cell ``fast-train`` of
 ``solutions/04-make-it-fast.ipynb``, run as the notebook runs it. Each run is
 the ``speedup`` check exactly as the grader runs it
-(:func:`brrr.labs.make_it_fast.grade`), with the student's side served in this
+(:func:`brrr.labs.make_it_fast.checks.grade`), with the student's side served in this
 process (:func:`brrr.grading.client.local_student`): its own copy of the given
 step against the solution, one thread, fresh seeds every call, every timed
 result checked. The script prints each run's speedup and the pass count, and
@@ -23,10 +23,11 @@ from pathlib import Path
 
 import torch
 
+from brrr.checks import thresholds
 from brrr.device import ON_GPU
-from brrr.grading import thresholds
 from brrr.grading.client import local_student
 from brrr.labs import make_it_fast as lab
+from brrr.labs.make_it_fast import checks as lab_checks
 
 SOLUTION = Path(__file__).resolve().parent.parent.parent / "solutions" / f"{lab.LAB}.ipynb"
 CELL = "fast-train"
@@ -47,17 +48,17 @@ def reference_solution(path: Path = SOLUTION, cell: str = CELL):
 def run(runs: int) -> tuple[int, list[float], list[str]]:
     """Grade the speedup check ``runs`` times: (passes, best speedup of each run, failure messages)."""
     fast_train = reference_solution()
-    lab.prepare()
+    lab_checks.prepare()
     passes, speedups, failures = 0, [], []
     for number in range(runs):
         try:
-            summary = lab.grade("speedup", local_student(fast_train, lab.WIRE_TYPES, forked=False))
+            summary = lab_checks.grade("speedup", local_student(fast_train, lab.WIRE_TYPES, forked=False))
             passes += 1
             print(f"run {number + 1}: PASS {summary}", flush=True)
         except AssertionError as failure:
             failures.append(str(failure))
             print(f"run {number + 1}: FAIL {failure}", flush=True)
-        speedups.append(lab.last_speedup.get("best", float("nan")))
+        speedups.append(lab_checks.last_speedup.get("best", float("nan")))
     return passes, speedups, failures
 
 

@@ -5,9 +5,10 @@ once, when the gradebook starts. For every submission it then writes:
 
 - the **grader's** ``brrr``, handed to the grader process as those bytes
   (:meth:`Snapshot.grader_payload`) and imported from memory by
-  :data:`GRADER_BOOTSTRAP`. No copy of the grader exists on disk, so a
-  submission that edits files (the checkout, or any copy) cannot change the
-  grader that grades it, or the submissions after it;
+  :data:`GRADER_BOOTSTRAP` (:mod:`brrr.grading.bootstrap`). No copy of the
+  grader exists on disk, so a submission that edits files (the checkout, or
+  any copy) cannot change the grader that grades it, or the submissions after
+  it;
 - a **student copy** of ``brrr`` for the notebook's kernel, without the lab's
   ``HIDDEN_MODULES``, and the kernel's import path (:func:`kernel_path`), on
   which that copy is the only ``brrr``;
@@ -25,6 +26,7 @@ import ast
 import base64
 import copy
 import fnmatch
+import importlib.util
 import json
 import os
 import stat
@@ -92,57 +94,11 @@ class Snapshot:
         return json.dumps(files).encode() + b"\n"
 
 
-# Run with ``python -I -B -c GRADER_BOOTSTRAP --lab LAB --socket PATH``. It reads
-# :meth:`Snapshot.grader_payload` from standard input, puts a finder first on
-# sys.meta_path that serves ``brrr`` from those bytes (and refuses any brrr
-# module they do not hold, so nothing of brrr is ever read from disk), then runs
-# :func:`brrr.grading.server.main`. Its module paths name no real file; source
-# for tracebacks and ``inspect`` comes from the loader. ``-I`` keeps
-# PYTHONPATH, the user's site folder and the working directory off sys.path;
-# ``-B`` writes no bytecode next to the environment's modules.
-GRADER_BOOTSTRAP = r"""
-import base64, importlib.abc, importlib.util, json, sys
-
-FILES = json.loads(sys.stdin.buffer.readline())
-ROOT = "/<brrr grader, from memory>/"
-
-
-class Loader(importlib.abc.SourceLoader):
-    def __init__(self, relative):
-        self.relative = relative
-
-    def get_filename(self, fullname):
-        return ROOT + self.relative
-
-    def get_data(self, path):
-        relative = path[len(ROOT):] if path.startswith(ROOT) else None
-        if relative not in FILES:
-            raise OSError(f"{path} is not part of the grader")
-        return base64.b64decode(FILES[relative])
-
-
-class Finder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name != "brrr" and not name.startswith("brrr."):
-            return None
-        relative = name.replace(".", "/")
-        for file, package in ((relative + "/__init__.py", True), (relative + ".py", False)):
-            if file in FILES:
-                spec = importlib.util.spec_from_loader(
-                    name, Loader(file), origin=ROOT + file, is_package=package)
-                spec.has_location = True
-                if package:
-                    spec.submodule_search_locations = [ROOT + relative]
-                return spec
-        raise ModuleNotFoundError(f"No module named {name!r} in the grader", name=name)
-
-
-sys.meta_path.insert(0, Finder())
-from brrr.grading import server
-
-sys.argv[0] = "brrr.grading.server"
-sys.exit(server.main(sys.argv[1:]))
-"""
+# The grader process's program, run as ``python -I -B -c GRADER_BOOTSTRAP --lab LAB --socket PATH``: the
+# source of brrr.grading.bootstrap, read when this module is imported (by the gradebook, before any
+# submission runs). It reads :meth:`Snapshot.grader_payload` from standard input, imports ``brrr`` from
+# those bytes only, and runs :func:`brrr.grading.server.main`.
+GRADER_BOOTSTRAP = importlib.util.find_spec("brrr.grading.bootstrap").loader.get_source("brrr.grading.bootstrap")
 
 
 def kernel_path(student_copy: Path, links: Path) -> list[str]:

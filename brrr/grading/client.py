@@ -9,7 +9,7 @@ In a lab notebook::
 
 ``grade(check, function)`` connects to the grader process, names the check and
 then only *answers*: it calls ``function`` on the arguments the grader sends, or
-records the kernel launches it makes (:mod:`brrr.grading.kernels`), and sends
+records the kernel launches it makes (:mod:`brrr.checks.kernels`), and sends
 back plain data. The grader decides; this side prints ``PASS`` with the
 grader's summary, or raises ``AssertionError`` with its message.
 
@@ -19,7 +19,7 @@ submission (its socket is in ``$BRRR_GRADER``). Anywhere else (Jupyter, Colab,
 same program with the same checks; its verdicts are for the student's eyes
 only, and nothing is recorded.
 
-Student code runs under :func:`brrr.grading.isolation.run`: on a CPU in a forked
+Student code runs under :func:`brrr.checks.isolation.run`: on a CPU in a forked
 child, so a crash or a hang of the student's function is an answer ("it
 crashed"), not a dead notebook.
 """
@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from brrr.grading import isolation
+from brrr.checks import isolation
 from brrr.grading.wire import Channel, WireError, decode, encode
 
 GRADER_ENV = "BRRR_GRADER"
@@ -84,12 +84,12 @@ def _record(fn: Callable[..., Any], tensors: Mapping[str, Any], inputs: list[str
     import torch
 
     from brrr.device import DEVICE
-    from brrr.grading import kernels
-    from brrr.grading.wire import _DTYPES
+    from brrr.checks import kernels
+    from brrr.checks.dtypes import DTYPES
 
     made = []
     for name, (shape, dtype) in tensors.items():
-        dtype = _DTYPES[dtype]
+        dtype = DTYPES[dtype]
         if name in inputs and dtype.is_floating_point:
             made.append(torch.randn(shape, dtype=dtype, device=DEVICE))
         else:

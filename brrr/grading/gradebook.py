@@ -81,8 +81,9 @@ from pathlib import Path
 import nbformat
 
 from brrr import labs
+from brrr.checks import processes
 from brrr.device import device_class
-from brrr.grading import assemble, integrity, processes, server
+from brrr.grading import assemble, integrity, server
 
 DEFAULT_CELL_TIMEOUT_S = 600
 DEFAULT_NOTEBOOK_TIMEOUT_S = 1800
@@ -643,7 +644,7 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
     if lab is not None:
         labs.module(lab)  # an unknown --lab is refused before anything runs
     for name in labs.LABS:
-        labs.module(name)  # every lab module imported now: none is read from disk once student code runs
+        labs.lab(name)  # every lab imported now, its checks too: none is read from disk once student code runs
     folder, out = Path(folder).resolve(), Path(out).resolve()
     snapshot = assemble.Snapshot()
     processes.become_subreaper()

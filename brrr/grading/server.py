@@ -5,9 +5,9 @@
 A notebook's grader cells (:mod:`brrr.grading.client`) connect to this process
 and hand it the student's functions by name; everything else happens here:
 
-- the check functions of the lab (:mod:`brrr.labs`), their thresholds and
-  tolerances, are those this process imported at start-up, before any student
-  code ran;
+- the check functions of the lab (its checks module, a :class:`brrr.labs.Lab`),
+  their thresholds and tolerances, are those this process imported at start-up,
+  before any student code ran;
 - the student's process is only asked to *do* things: call a function on
   arguments sent from here, or record the kernel launches its wrapper makes.
   What comes back is decoded into plain data (:mod:`brrr.grading.wire`);
@@ -40,10 +40,13 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from brrr.grading import core, processes
+from brrr.checks import core, processes
 from brrr.grading.wire import Channel, WireError, decode, encode
+
+if TYPE_CHECKING:
+    from brrr.labs import Lab
 
 REQUEST_TIMEOUT_S = float(os.environ.get("BRRR_GRADER_REQUEST_TIMEOUT_S", 900))
 
@@ -158,9 +161,9 @@ def verify(line: str, key: bytes) -> dict:
 # ---------------------------------------------------------------- serving one connection
 
 
-def _run_check(lab_module, check: str, student: Student) -> tuple[bool, str]:
+def _run_check(lab: Lab, check: str, student: Student) -> tuple[bool, str]:
     try:
-        summary = lab_module.grade(check, student)
+        summary = lab.grade(check, student)
         return True, str(summary)
     except AssertionError as failure:  # a failed check, StudentError included
         return False, str(failure)
@@ -174,10 +177,10 @@ def _run_check(lab_module, check: str, student: Student) -> tuple[bool, str]:
 _one_check_at_a_time = threading.Lock()  # connections are served side by side, checks one after another
 
 
-def serve_connection(channel: Channel, lab_module, record: Record, device_class: str) -> None:
+def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: str) -> None:
     from brrr.device import device_name
 
-    checks = tuple(lab_module.CHECKS[device_class])
+    checks = tuple(lab.CHECKS[device_class])
     while True:
         try:
             message = channel.receive(None)
@@ -190,13 +193,13 @@ def serve_connection(channel: Channel, lab_module, record: Record, device_class:
         check = str(message.get("check", ""))
         function = str(message.get("function", "your function"))[:80]
         claimed_lab = message.get("lab")
-        if claimed_lab is not None and claimed_lab != lab_module.LAB:
+        if claimed_lab is not None and claimed_lab != lab.LAB:
             channel.send({"op": "verdict", "applies": False, "passed": False,
-                          "message": f"this grader grades lab {lab_module.LAB}, not {claimed_lab!r}"})
+                          "message": f"this grader grades lab {lab.LAB}, not {claimed_lab!r}"})
             continue
         if check not in checks:
-            note = lab_module.not_applicable(check, device_class) if check in lab_module.ALL_CHECKS else (
-                f"{lab_module.LAB} has no check {check!r}; its checks are {', '.join(lab_module.ALL_CHECKS)}")
+            note = lab.not_applicable(check, device_class) if check in lab.ALL_CHECKS else (
+                f"{lab.LAB} has no check {check!r}; its checks are {', '.join(lab.ALL_CHECKS)}")
             channel.send({"op": "verdict", "applies": False, "passed": False, "message": note})
             continue
         with _one_check_at_a_time:
@@ -208,7 +211,7 @@ def serve_connection(channel: Channel, lab_module, record: Record, device_class:
                                          + earlier["message"]})
                 continue
             started = time.monotonic()
-            passed, text = _run_check(lab_module, check, Student(channel, function))
+            passed, text = _run_check(lab, check, Student(channel, function))
             result = {"passed": passed, "message": text, "device": device_name(), "device_class": device_class,
                       "seconds": round(time.monotonic() - started, 2)}
             with record.lock:
@@ -231,9 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     from brrr import labs
     from brrr.device import device_class
 
-    lab_module = labs.module(args.lab)  # imported now, before any student code runs
-    lab_module.prepare()
-    record = Record(lab_module.LAB)
+    lab = labs.lab(args.lab)  # its checks imported now, before any student code runs
+    lab.prepare()
+    record = Record(lab.LAB)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(args.socket)
     os.chmod(args.socket, 0o600)
@@ -250,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def serve_and_close(channel: Channel) -> None:
         try:
-            serve_connection(channel, lab_module, record, klass)
+            serve_connection(channel, lab, record, klass)
         finally:
             channel.close()
 

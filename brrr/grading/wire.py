@@ -23,6 +23,9 @@ from typing import Any, Mapping
 
 import torch
 
+from brrr.checks.dtypes import DTYPES
+from brrr.checks.dtypes import dtype_name
+
 MAX_MESSAGE_BYTES = 64 << 20
 
 
@@ -30,13 +33,6 @@ class WireError(ValueError):
     """A message that is not one the other side may send."""
 
 
-_DTYPES = {str(d).removeprefix("torch."): d for d in (
-    torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
-    torch.int8, torch.uint8, torch.bool)}
-
-
-def dtype_name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
 def encode(value: Any) -> Any:
@@ -89,9 +85,9 @@ def decode(data: Any, *, dataclasses_by_name: Mapping[str, type] | None = None, 
             raise WireError(f"not a float: {text!r}")
         return float(text)
     if "$dtype" in data:
-        if data["$dtype"] not in _DTYPES:
+        if data["$dtype"] not in DTYPES:
             raise WireError(f"unknown dtype {data['$dtype']!r}")
-        return _DTYPES[data["$dtype"]]
+        return DTYPES[data["$dtype"]]
     if "$tensor" in data:
         return _decode_tensor(data["$tensor"])
     if "$dataclass" in data:
@@ -107,9 +103,9 @@ def decode(data: Any, *, dataclasses_by_name: Mapping[str, type] | None = None, 
 
 
 def _decode_tensor(spec: Any) -> torch.Tensor:
-    if not isinstance(spec, dict) or spec.get("dtype") not in _DTYPES:
+    if not isinstance(spec, dict) or spec.get("dtype") not in DTYPES:
         raise WireError("malformed tensor")
-    dtype = _DTYPES[spec["dtype"]]
+    dtype = DTYPES[spec["dtype"]]
     shape = spec.get("shape")
     if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
         raise WireError("malformed tensor shape")

@@ -1,31 +1,7 @@
-"""Lab 6, "FlashAttention forward": attention in one Triton kernel, with an online softmax.
-
-Attention for one head of ``N`` queries and keys of dimension ``d`` is
-``O = softmax(Q Kᵀ / √d) V``. Run as three kernels (``S = Q Kᵀ``, a softmax,
-``P V``) it writes the ``N × N`` scores, reads them, writes the probabilities and
-reads them again: ``4·N²`` elements per head beside the ``4·N·d`` of Q, K, V and
-O (:func:`brrr.counting.attention` with ``fused=False``). The students write the
-forward pass of FlashAttention instead (see the fusion chapter's FlashAttention
-section): one program per (batch·head, block of ``BLOCK_M`` queries), looping
-over blocks of ``BLOCK_N`` keys and values with a running max ``m``, a running
-sum ``ℓ`` and an unnormalised output accumulated in float32. The scores never
-leave the chip, so over the grid:
-
-- Q is read once and O written once; K and V are read once per query block,
-  ⌈N / BLOCK_M⌉ times (:func:`flash_bytes`, the lab's traffic rule,
-  :data:`PREDICTION_RULES`). The traffic grows as ``N²·d / BLOCK_M``, against
-  ``4·N²`` for the three kernels: for large N the ratio tends to ``d / (2·BLOCK_M)``.
-
-Students write ``attention_kernel`` and ``attention(q, k, v, out, causal=False)``:
-``q``, ``k``, ``v`` and ``out`` are contiguous ``(batch, heads, N, d)`` tensors of one
-dtype (float32 or float16), ``d`` is 32 or 64, and the scale is ``1/√d``. The
-kernel takes its block sizes as constexpr arguments named ``BLOCK_M`` and
-``BLOCK_N`` (:data:`BLOCK_ARGS`); the grid is one program per query block of each
-head. The notebook gives ``causal_attention(q, k, v, out)``, the wrapper with
-``causal=True``: query ``i`` sees keys ``0..i`` only.
+"""Lab 6, "FlashAttention forward": how it is graded (the task is in :mod:`brrr.labs.flash_attention`).
 
 Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
-from :mod:`brrr.grading.thresholds`. As in Labs 2, 3 and 5 the student's wrapper
+from :mod:`brrr.checks.thresholds`. As in Labs 2, 3 and 5 the student's wrapper
 is only asked which kernels it launches; the grader checks the kernels' source
 (Triton only), builds them itself and replays them on its own tensors:
 
@@ -74,90 +50,24 @@ of keys above the diagonal, and then reads about half as much of K and V.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
-from brrr import counting
-from brrr.device import DEVICE, ON_GPU, per_device
-from brrr.grading import core, isolation, thresholds
+from brrr.checks import core, isolation, thresholds
+from brrr.device import ON_GPU, per_device
+from brrr.labs.flash_attention import LAB
+from brrr.labs.flash_attention.given import (PREDICTION_BLOCK_M, PREDICTION_SHAPE, Shape, TRAFFIC_D, TRAFFIC_SIZES,
+                                             attention_reference, flash_bytes, make_inputs, naive_attention,
+                                             naive_bytes, sdpa_function, traffic_shape)
 
-LAB = "06-flash-attention"
 CHECKS = {
     "cpu": ("prediction", "correct", "causal", "traffic"),
     "gpu": ("prediction", "correct", "causal", "speed_vs_naive", "speed_vs_sdpa"),
 }
 ALL_CHECKS = ("prediction", "correct", "causal", "traffic", "speed_vs_naive", "speed_vs_sdpa")
-HIDDEN_MODULES: tuple[str, ...] = ()  # the reference is given: the grader runs only the student's kernel
-WIRE_TYPES: dict[str, type] = {}
 
 # The constexpr arguments of the lab's kernel the grader reads from the launch.
 BLOCK_ARGS = ("BLOCK_M", "BLOCK_N")
-
-
-# ---------------------------------------------------------------- shapes and the traffic rule
-
-
-@dataclass(frozen=True)
-class Shape:
-    """One attention call: ``q``, ``k``, ``v`` and ``out`` are ``(batch, heads, n, d)`` of ``dtype``.
-
-    ``logits``: ``"normal"`` draws q, k and v from N(0, 1), so the logits
-    ``q·k / √d`` are about N(0, 1); ``"large"`` multiplies q by
-    :data:`LARGE_LOGIT_STD`, so the logits have that standard deviation and
-    dozens of them pass 88.7, where ``exp`` overflows float32; ``"rising"`` sets
-    the first coordinate of every query to 1 and that of key ``j`` to
-    ``RISE·√d·j/(n-1)``, so the logits grow by :data:`RISE` along the keys and each
-    block of keys raises the running max of every row.
-    """
-
-    batch: int
-    heads: int
-    n: int
-    d: int
-    dtype: str = "float32"
-    logits: str = "normal"
-
-    def __str__(self) -> str:
-        text = f"({self.batch}, {self.heads}, {self.n}, {self.d}) {self.dtype}"  # (batch, heads, N, d)
-        return text + {"normal": "", "large": ", large logits", "rising": ", rising logits"}[self.logits]
-
-    @property
-    def heads_total(self) -> int:
-        return self.batch * self.heads
-
-    @property
-    def element_size(self) -> int:
-        return self.torch_dtype.itemsize
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return getattr(torch, self.dtype)
-
-    @property
-    def flops(self) -> int:
-        """``4·N²·d`` per head: the two matmuls, ``Q Kᵀ`` and ``P V`` (the softmax left out)."""
-        return 4 * self.n * self.n * self.d * self.heads_total
-
-
-def flash_bytes(shape: Shape, block_m: int) -> dict[str, int]:
-    """Bytes per tensor that FlashAttention with ``block_m`` queries per program moves, by the lab's rule.
-
-    Every head: Q read once, O written once, K and V read once per query block
-    (⌈n / block_m⌉ times). The scores never leave the chip.
-    """
-    once = shape.heads_total * shape.n * shape.d * shape.element_size
-    blocks = math.ceil(shape.n / block_m)
-    return {"q": once, "k": once * blocks, "v": once * blocks, "out": once}
-
-
-def naive_bytes(shape: Shape) -> dict[str, int]:
-    """Bytes of the three-kernel version by :func:`brrr.counting.attention`: Q, K, V and O, and the
-    ``N × N`` scores and probabilities (written, read, written, read: ``4·N²`` elements per head)."""
-    args = (shape.batch, shape.heads, shape.n, shape.d, shape.torch_dtype)
-    inputs_and_output = round(counting.attention(*args, fused=True).bytes)
-    total = round(counting.attention(*args, fused=False).bytes)
-    return {"q, k, v, out": inputs_and_output, "scores and probabilities": total - inputs_and_output}
 
 
 def score_matrix_bytes(shape: Shape) -> int:
@@ -165,8 +75,6 @@ def score_matrix_bytes(shape: Shape) -> int:
     return shape.heads_total * shape.n * shape.n * shape.element_size
 
 
-PREDICTION_SHAPE = Shape(4, 16, 1000, 64, "float16")
-PREDICTION_BLOCK_M = 128
 PREDICTION_RULES = (
     "every head of every batch moves its own Q, K, V and O (batch × heads of them)",
     "FlashAttention: Q is read once and O written once; K and V are each read once per query block, "
@@ -184,69 +92,12 @@ def reference_prediction() -> dict[str, int]:
     return {"flash": sum(flash_bytes(shape, PREDICTION_BLOCK_M).values()), "naive": sum(naive_bytes(shape).values())}
 
 
-# ---------------------------------------------------------------- the reference and the inputs
-
-
-def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` in float32 (its math backend, no TF32), cast to ``q``'s dtype.
-
-    One batch element at a time, so that the float32 scores of a timed shape fit a small GPU.
-    """
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    from brrr.ceilings import tf32
-
-    parts = []
-    with tf32(False), sdpa_kernel(SDPBackend.MATH):
-        for b in range(q.shape[0]):
-            parts.append(F.scaled_dot_product_attention(q[b:b + 1].float(), k[b:b + 1].float(),
-                                                        v[b:b + 1].float(), is_causal=causal))
-    return torch.cat(parts).to(q.dtype)
-
-
 def causal_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """:func:`attention_reference` with ``causal=True``: query ``i`` attends to keys ``0..i``."""
     return attention_reference(q, k, v, causal=True)
 
 
-def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
-    """Attention as eager PyTorch runs it, in three big kernels: the scores ``(q/√d) Kᵀ``, a softmax, ``P V``.
-
-    The scale is folded into q (``N·d`` elements, not ``N²``), so the ``N × N``
-    traffic is what :func:`naive_bytes` counts.
-    """
-    scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
-    if causal:
-        n = q.shape[-2]
-        above = torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1)
-        scores = scores.masked_fill(above, float("-inf"))
-    return torch.softmax(scores, dim=-1) @ v
-
-
-LARGE_LOGIT_STD = 30.0  # logits about N(0, 30²): dozens of a block's pass 88.7, where exp overflows float32
-RISE = 24.0  # "rising" logits grow by this much from the first key to the last
 OVERFLOW = 88.7  # exp(x) is inf in float32 above this
-
-
-def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fresh contiguous ``q``, ``k``, ``v`` for ``shape`` on the device (logits: see :class:`Shape`)."""
-    on_device = core.device_generator(generator)
-    size = (shape.batch, shape.heads, shape.n, shape.d)
-    q, k, v = (torch.randn(size, generator=on_device, device=DEVICE) for _ in range(3))
-    if shape.logits == "large":
-        q = q * LARGE_LOGIT_STD
-    elif shape.logits == "rising":
-        q[..., 0] = 1.0
-        k[..., 0] = torch.linspace(0.0, RISE * shape.d ** 0.5, shape.n, device=DEVICE)
-    return tuple(t.to(shape.torch_dtype).contiguous() for t in (q, k, v))
-
-
-def inputs_for_demo(n: int, d: int = 64, dtype: str = "float32", *, batch: int = 1, heads: int = 2,
-                    seed: int = 0):
-    """``q``, ``k``, ``v`` for trying things out in the notebook (the grader draws its own)."""
-    generator, _ = core.fresh_generator(seed)
-    return make_inputs(Shape(batch, heads, n, d, dtype), generator)
 
 
 # ---------------------------------------------------------------- known mistakes, for the messages
@@ -374,13 +225,6 @@ _CASES = (Shape(1, 2, 1, 32), Shape(2, 1, 17, 64), Shape(1, 2, 100, 32), Shape(1
 CORRECTNESS_CASES = per_device(cpu=_CASES, gpu=_CASES + (Shape(2, 4, 1031, 64, "float16"),
                                                          Shape(1, 8, 2048, 64, "float16", "large")))
 BOUNDS_CASES = (Shape(1, 2, 17, 64), Shape(1, 2, 100, 32, "float16"))  # GPU: checked in the interpreter first
-TRAFFIC_SIZES = (128, 256, 512)
-TRAFFIC_D = 64
-
-
-def traffic_shape(n: int) -> Shape:
-    """The shape the traffic check counts at: batch 1, 2 heads, d = 64, float32."""
-    return Shape(1, 2, n, TRAFFIC_D)
 
 
 def prepare() -> None:
@@ -389,7 +233,7 @@ def prepare() -> None:
     import triton.language  # noqa: F401
 
     from brrr import ceilings, timing, traffic  # noqa: F401
-    from brrr.grading import kernels  # noqa: F401
+    from brrr.checks import kernels  # noqa: F401
 
     _REFERENCE_PREDICTION.update(reference_prediction())
 
@@ -613,7 +457,7 @@ def count_cases(name: str, cases, built, seed: int) -> dict:
 def grade_traffic(student) -> str:
     """CPU: only out is stored, the counted bytes are FlashAttention's for the launched BLOCK_M, well below naive."""
     from brrr import traffic as traffic_counter
-    from brrr.grading import kernels
+    from brrr.checks import kernels
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
     name = student.name
@@ -657,29 +501,10 @@ def grade_traffic(student) -> str:
 # ---------------------------------------------------------------- time (GPU)
 
 TIMED_SHAPE = Shape(2, 16, 4096, 64, "float16")  # naive eager holds about 3 GB of N × N matrices: fits a T4
+
 # A kernel faster than this multiple of the float16 matmul peak measured in the same run is impossible.
 IMPOSSIBLE_OVER_PEAK = 1.25
 BASELINES = {"speed_vs_naive": "naive eager attention", "speed_vs_sdpa": "scaled_dot_product_attention"}
-
-
-def sdpa_function():
-    """``(F.scaled_dot_product_attention with its flash backend, a label)``, or the default backend where the GPU
-    has no flash kernel (a T4: compute capability 7.5)."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    probe = torch.zeros(1, 1, 128, 64, dtype=torch.float16, device=DEVICE)
-    try:
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            F.scaled_dot_product_attention(probe, probe, probe)
-    except RuntimeError:
-        return F.scaled_dot_product_attention, "the backend PyTorch picks (no flash backend on this GPU)"
-
-    def flash(q, k, v):
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            return F.scaled_dot_product_attention(q, k, v)
-
-    return flash, "its flash backend"
 
 
 def _timed(student, check: str) -> str:
@@ -695,7 +520,7 @@ def _timed(student, check: str) -> str:
 def _measure(student, check: str) -> str:
     from brrr import ceilings, units
     from brrr.device import TRITON_INTERPRETED
-    from brrr.grading import kernels
+    from brrr.checks import kernels
     from brrr.timing import bench_together
 
     name = student.name
@@ -748,126 +573,8 @@ def _measure(student, check: str) -> str:
     return f"{name} on {shape} ({launched}): {best.detail} (needed {threshold.describe()}x)"
 
 
-def grade(check: str, student) -> str:
-    """Run ``check`` against the student's function; a summary, or AssertionError with the reason."""
-    if check == "prediction":
-        return grade_prediction(student)
-    if check == "correct":
-        return grade_correct(student)
-    if check == "causal":
-        return grade_correct(student, causal=True)
-    if check == "traffic":
-        return grade_traffic(student)
-    if check in BASELINES:
-        return _timed(student, check)
-    raise KeyError(f"{LAB} has no check {check!r}")
-
-
-# ---------------------------------------------------------------- what fusion bought (for the notebook)
-
-GPU_SIZES = (1024, 2048, 4096)
-
-
-def compare_traffic(attention_fn) -> dict:
-    """Not graded. The bytes ``attention_fn(q, k, v, out)`` moves at :data:`TRAFFIC_SIZES` (batch 1, 2 heads,
-    d = 64, float32), beside FlashAttention's rule for the ``BLOCK_M`` it launched and the three kernels' bytes.
-
-    CPU: counted in the interpreter (:mod:`brrr.traffic`). GPU: the kernel is
-    compiled, and its loads cannot be counted; the launch is recorded (not run)
-    and its bytes are the rule's for the ``BLOCK_M`` it launched.
-    """
-    from brrr import traffic
-    from brrr.grading import kernels
-
-    result = {"sizes": list(TRAFFIC_SIZES), "counted": [], "rule": [], "block_m": [], "naive": [],
-              "naive_scores": [], "d": TRAFFIC_D, "how": "counted" if not ON_GPU else "rule"}
-    for n in TRAFFIC_SIZES:
-        shape = traffic_shape(n)
-        q, k, v = inputs_for_demo(n, TRAFFIC_D, batch=shape.batch, heads=shape.heads)
-        out = torch.empty_like(q)
-        recipe = kernels.record_launches(attention_fn, [q, k, v, out], ["q", "k", "v", "out"])
-        block_m = recipe["launches"][0]["args"]["BLOCK_M"]["value"]
-        rule = sum(flash_bytes(shape, block_m).values())
-        if ON_GPU:
-            result["counted"].append(None)
-        else:
-            with traffic.count({"q": q, "k": k, "v": v, "out": out}) as seen:
-                attention_fn(q, k, v, out)
-            result["counted"].append(seen.loaded_bytes + seen.stored_bytes)
-        naive = naive_bytes(shape)
-        result["rule"].append(rule)
-        result["block_m"].append(block_m)
-        result["naive"].append(sum(naive.values()))
-        result["naive_scores"].append(naive["scores and probabilities"])
-    return result
-
-
-def plot_traffic(result: dict, *, stamp: str = ""):
-    """Bytes against N: the three kernels (their N × N share shaded) and FlashAttention, counted or by the rule."""
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=(6.5, 3.5))
-    sizes = result["sizes"]
-    mb = [1e-6 * x for x in result["naive"]]
-    rest = [1e-6 * (x - s) for x, s in zip(result["naive"], result["naive_scores"])]
-    ax.fill_between(sizes, rest, mb, color="#ff7f0e", alpha=0.25, label="three kernels: N × N scores and "
-                                                                         "probabilities")
-    ax.fill_between(sizes, 0, rest, color="#999999", alpha=0.25, label="three kernels: Q, K, V, O")
-    ax.plot(sizes, mb, "-", color="#ff7f0e", label="three kernels, in all (by the rule)")
-    ax.plot(sizes, [1e-6 * x for x in result["rule"]], "-", color="#1f77b4",
-            label=f"FlashAttention, BLOCK_M = {result['block_m'][-1]} (the rule)")
-    if result["how"] == "counted":
-        ax.plot(sizes, [1e-6 * x for x in result["counted"]], "o", color="#1f77b4",
-                label="your kernel, counted")
-    ax.set_xticks(sizes, [str(n) for n in sizes])
-    ax.set_xlabel("N (keys and queries)")
-    ax.set_ylabel("MB moved")
-    ax.set_ylim(bottom=0)
-    ax.set_title(f"Attention's memory traffic, batch 1, 2 heads, d = {result['d']}, float32")
-    ax.legend(fontsize=7, loc="upper left")
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.2)
-    return ax
-
-
-def compare_times(attention_fn) -> dict:
-    """Not graded; GPU only. Seconds of ``attention_fn``, :func:`naive_attention` and
-    ``F.scaled_dot_product_attention`` in float16 at :data:`GPU_SIZES` (batch 2, 16 heads, d = 64)."""
-    from brrr.timing import bench_together
-
-    sdpa, backend = sdpa_function()
-    result = {"sizes": list(GPU_SIZES), "yours": [], "naive": [], "sdpa": [], "backend": backend,
-              "shape": "batch 2, 16 heads, d = 64, float16"}
-    for n in GPU_SIZES:
-        q, k, v = inputs_for_demo(n, 64, "float16", batch=2, heads=16)
-        out = torch.empty_like(q)
-        times = bench_together({"yours": lambda: attention_fn(q, k, v, out),
-                                "naive": lambda: naive_attention(q, k, v),
-                                "sdpa": lambda: sdpa(q, k, v)}, budget_s=0.3)
-        for key, timing in times.items():
-            result[key].append(timing.median_s)
-    return result
-
-
-def plot_times(result: dict, *, stamp: str = ""):
-    """Milliseconds against N for your kernel, naive eager attention and SDPA."""
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=(6.5, 3.5))
-    sizes = result["sizes"]
-    for key, label, color in (("naive", "naive eager (three kernels)", "#ff7f0e"),
-                              ("sdpa", f"scaled_dot_product_attention, {result['backend']}", "#2ca02c"),
-                              ("yours", "your kernel", "#1f77b4")):
-        ax.plot(sizes, [1e3 * s for s in result[key]], "o-", color=color, label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
-    ax.set_xlabel(f"N ({result['shape']})")
-    ax.set_ylabel("ms per call")
-    ax.set_title("Attention forward, measured")
-    ax.legend(fontsize=7)
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.2)
-    return ax
+GRADERS = core.Graders(LAB, {"prediction": grade_prediction, "correct": grade_correct,
+                             "causal": lambda student: grade_correct(student, causal=True),
+                             "traffic": grade_traffic,
+                             **{check: lambda student, check=check: _timed(student, check) for check in BASELINES}})
+grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from brrr.grading.wire import dtype_name
+from brrr.checks.dtypes import DTYPES, dtype_name
 
 MAX_LAUNCHES = 64
 MAX_PROGRAMS = 1 << 31
@@ -409,11 +409,9 @@ def poison(tensor: torch.Tensor) -> torch.Tensor:
 
 def scratch_tensors(recipe: Mapping[str, Any], device) -> dict[str, torch.Tensor]:
     """Poisoned buffers standing in for the ones the student's wrapper allocated (named scratch0, ...)."""
-    from brrr.grading.wire import _DTYPES
-
     made = {}
     for number, spec in enumerate(recipe.get("scratch", [])):
-        dtype = _DTYPES.get(spec.get("dtype"))
+        dtype = DTYPES.get(spec.get("dtype"))
         elements = spec.get("elements")
         if dtype is None or not isinstance(elements, int) or not 0 <= elements <= 1 << 34:
             raise KernelRejected("a scratch buffer of the wrapper is not one the grader can allocate")

@@ -1,10 +1,6 @@
-"""Lab 1, "your machine's roofline": the ops students analyse, and the checks that grade their work.
+"""Lab 1, "your machine's roofline": how it is graded (the task is in :mod:`brrr.labs.roofline`).
 
-Students write their own timing code for two ceilings (copy bandwidth and matmul
-peak), compute the ridge point, count FLOPs and bytes for a list of ops, and
-classify each op as memory- or compute-bound on their machine.
-
-Grading, in the grader process (thresholds from :mod:`brrr.grading.thresholds`):
+Grading, in the grader process (thresholds from :mod:`brrr.checks.thresholds`):
 
 - ``copy_bandwidth`` and ``matmul_peak``: the grader asks the student's process
   to call the function, single-threaded, between two measurements by
@@ -18,9 +14,6 @@ Grading, in the grader process (thresholds from :mod:`brrr.grading.thresholds`):
 - ``intensities``: FLOPs and bytes of every op in :data:`OPS` by the rules in
   the lab (those of :mod:`brrr.counting`), within 2%.
 - ``classes``: each op's regime by the ridge point the grader measured.
-
-This module imports neither ``brrr.ceilings`` nor ``brrr.timing`` at module
-level: the student's process imports it for the given material.
 """
 
 from __future__ import annotations
@@ -28,57 +21,22 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
 
 import torch
 
 from brrr import counting, units
+from brrr.checks import core, thresholds
 from brrr.counting import OpCount
-from brrr.device import ON_GPU, far_above_cache, half_precision_dtype, per_device
-from brrr.grading import core, thresholds
+from brrr.device import ON_GPU, per_device
+from brrr.labs.roofline import LAB
+from brrr.labs.roofline.given import COPY_N, DTYPE, MATMUL_N, OPS, Op
 from brrr.roofline import Regime
 
-LAB = "01-roofline"
 CHECKS = {
     "cpu": ("copy_bandwidth", "matmul_peak", "ridge_point", "intensities", "classes"),
     "gpu": ("copy_bandwidth", "matmul_peak", "ridge_point", "intensities", "classes"),
 }
 ALL_CHECKS = CHECKS["cpu"]
-HIDDEN_MODULES = ("ceilings", "timing")
-
-# The dtype of the matmul peak and of the ops: the tensor cores' 16-bit dtype on a GPU (bf16, or fp16
-# on a GPU before Ampere such as Colab's T4), fp32 on a CPU.
-DTYPE = torch.float32 if not ON_GPU else half_precision_dtype()
-COPY_N = far_above_cache(4)  # float32 elements copied by copy_bandwidth(n)
-MATMUL_N = per_device(cpu=1024, gpu=8192)  # square matmul size for matmul_peak(n, dtype)
-
-
-@dataclass(frozen=True)
-class Op:
-    """An op to analyse. ``shape`` is (n,) for pointwise, (rows, cols) for reduction and
-    layer norm, and (m, n, k) for a matmul of an m×k by a k×n matrix."""
-
-    name: str
-    kind: str  # "pointwise", "reduction", "matmul" or "layer_norm"
-    shape: tuple[int, ...]
-    dtype: torch.dtype = DTYPE
-
-    @property
-    def element_size(self) -> int:
-        return counting.element_size(self.dtype)
-
-
-WIRE_TYPES = {"Op": Op}
-
-
-OPS: tuple[Op, ...] = (
-    Op("cos of 16M elements", "pointwise", (2**24,)),
-    Op("row sums of 4096x4096", "reduction", (4096, 4096)),
-    Op("layer norm of 8192x1024", "layer_norm", (8192, 1024)),
-    Op("small matmul 64x64x64", "matmul", (64, 64, 64)),
-    Op("linear layer, batch 16, 4096->4096", "matmul", (16, 4096, 4096)),
-    Op("large matmul 8192x8192x8192", "matmul", (8192, 8192, 8192)),
-)
 
 
 def reference_count(op: Op) -> OpCount:
@@ -306,10 +264,7 @@ def grade_classes(student) -> str:
             f"({memory} memory-bound, {len(OPS) - memory} compute-bound)")
 
 
-GRADERS = {"copy_bandwidth": grade_copy_bandwidth, "matmul_peak": grade_matmul_peak,
-           "ridge_point": grade_ridge_point, "intensities": grade_intensities, "classes": grade_classes}
-
-
-def grade(check: str, student) -> str:
-    """Run ``check`` against the student's function; a summary, or AssertionError with the reason."""
-    return GRADERS[check](student)
+GRADERS = core.Graders(LAB, {"copy_bandwidth": grade_copy_bandwidth, "matmul_peak": grade_matmul_peak,
+                             "ridge_point": grade_ridge_point, "intensities": grade_intensities,
+                             "classes": grade_classes})
+grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

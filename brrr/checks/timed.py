@@ -6,7 +6,7 @@ itself, times them on the two sets in rotation (so no set stays in the L2 cache
 between calls), together with the copy bandwidth and the baseline, all in the
 same run, and afterwards checks every output the timed calls wrote. A time
 below what the bytes need at the measured copy bandwidth is flagged as
-impossible. Thresholds come from :mod:`brrr.grading.thresholds`.
+impossible. Thresholds come from :mod:`brrr.checks.thresholds`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, Callable
 import torch
 
 from brrr import units
+from brrr.checks import core, isolation, thresholds
 from brrr.device import TRITON_INTERPRETED
-from brrr.grading import core, isolation, thresholds
 
 # A kernel faster than its bytes at this multiple of the measured copy bandwidth is impossible.
 IMPOSSIBLE_OVER_COPY = 1.25
@@ -55,7 +55,7 @@ def check(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCase,
 def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCase, *, bandwidth: bool) -> str:
     """The fraction of the copy bandwidth (``bandwidth``) or the speedup over the baseline, by the threshold."""
     from brrr import ceilings
-    from brrr.grading import kernels
+    from brrr.checks import kernels
     from brrr.timing import bench
 
     name = student.name

@@ -1,25 +1,9 @@
-"""Lab 2, "fuse it": the unfused chain students fuse, and the checks that grade their kernel.
-
-The task: ``chain(x, y)`` below runs five pointwise ops, five kernels in eager
-PyTorch, each reading its inputs from and writing its output to global memory.
-Students write one Triton kernel that computes the same thing in one pass, and a
-wrapper ``fused_chain(x, y, out)`` that launches it and writes into ``out``.
-
-Traffic (float32, n elements)::
-
-    eager                                    reads   writes
-    s = sigmoid(x)                           x       s
-    h = x * s                                x, s    h
-    h = h * y                                h, y    h
-    h = h * 0.5                              h       h
-    out = h.clamp(-4, 4)                     h       out
-                                             7n      5n     -> 12n elements = 48 B per element
-    fused                                    x, y    out    ->  3n elements = 12 B per element
+"""Lab 2, "fuse it": how it is graded (the task is in :mod:`brrr.labs.fuse_it`).
 
 Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
-from :mod:`brrr.grading.thresholds`. The student's wrapper is only asked which
+from :mod:`brrr.checks.thresholds`. The student's wrapper is only asked which
 kernels it launches; the grader checks their source (Triton only), compiles them
-itself and runs them on its own tensors (:mod:`brrr.grading.kernels`):
+itself and runs them on its own tensors (:mod:`brrr.checks.kernels`):
 
 - ``correct`` (any device): fresh inputs at odd sizes, NaN-filled output, at
   least one Triton kernel, every load and store in bounds (in the interpreter:
@@ -34,50 +18,16 @@ itself and runs them on its own tensors (:mod:`brrr.grading.kernels`):
 
 from __future__ import annotations
 
-import torch
+from brrr.checks import core
+from brrr.device import per_device
+from brrr.labs.fuse_it import LAB
+from brrr.labs.fuse_it.given import EAGER_ELEMENTS_MOVED, FUSED_ELEMENTS_MOVED, TRAFFIC_N, chain, make_inputs, timed_n
 
-from brrr.device import DEVICE, ON_GPU, far_above_cache, memory_bounded, per_device
-from brrr.grading import core
-
-LAB = "02-fuse-it"
 CHECKS = {"cpu": ("correct", "traffic"), "gpu": ("correct", "bandwidth", "speedup")}
 ALL_CHECKS = ("correct", "traffic", "bandwidth", "speedup")
-HIDDEN_MODULES: tuple[str, ...] = ()  # the reference is given: the grader runs only the student's kernels
-WIRE_TYPES: dict[str, type] = {}
-
-
-def chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """SiLU(x) gated by y, halved and clamped: five pointwise ops, five kernels in eager mode."""
-    s = torch.sigmoid(x)  # read x, write s
-    h = x * s  # read x and s, write h   (this and the line above are SiLU)
-    h = h * y  # read h and y, write h   (the gate)
-    h = h * 0.5  # read h, write h
-    return h.clamp(-4.0, 4.0)  # read h, write out
 
 
 EAGER_KERNELS = 5
-EAGER_ELEMENTS_MOVED = 12  # per output element, see the module docstring
-FUSED_ELEMENTS_MOVED = 3  # read x and y, write out
-
-# Values where careless formulas break: sigmoid via exp(x) / (1 + exp(x)) is inf/inf = NaN above 88.7.
-EDGE_VALUES = (100.0, -100.0, 88.8, -88.8, 30.0, -30.0, 0.0, -0.0)
-
-
-def make_inputs(n: int, generator: torch.Generator, *, edges: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """x and y, n float32 elements each, on the device: spread N(0, 3²), with edge values planted in x.
-
-    ``generator`` (on the CPU) seeds a generator on the device, so that even a
-    GPU-sized input is drawn where it lives, quickly.
-    """
-    seed = int(torch.randint(2**62, (1,), generator=generator))
-    on_device = torch.Generator(device=DEVICE)
-    on_device.manual_seed(seed)
-    x = torch.randn(n, generator=on_device, device=DEVICE) * 3
-    y = torch.randn(n, generator=on_device, device=DEVICE) * 3
-    if edges and n >= 4 * len(EDGE_VALUES):
-        positions = torch.randint(0, n, (len(EDGE_VALUES),), generator=on_device, device=DEVICE)
-        x[positions] = torch.tensor(EDGE_VALUES, device=DEVICE)
-    return x, y
 
 
 SPEC = core.Spec(name="chain", reference=chain, make_inputs=make_inputs, input_names=("x", "y"), out_name="out")
@@ -85,29 +35,7 @@ SPEC = core.Spec(name="chain", reference=chain, make_inputs=make_inputs, input_n
 # Sizes that are a multiple of no power-of-two block, plus one that is.
 CORRECTNESS_SIZES = per_device(cpu=(1000, 1, 17, 4097, 65_536, 100_003),
                                gpu=(1000, 1, 17, 4097, 65_536, 1_000_003, 2**24 + 5))
-TRAFFIC_N = 100_003
 BOUNDS_SIZES = (1000, 4097)  # GPU: also run the kernel in the interpreter at these sizes to check bounds
-
-
-# Bytes per element of the timed checks' working set: two rotated input sets of x, y, the expected
-# result and out (8 float32s), the copy measured on the same n (2), and the eager chain's
-# intermediates while it runs (up to 3): 13 float32s, rounded up to 64 B.
-TIMED_BYTES_PER_ELEMENT = 64
-
-
-def timed_n(total_bytes: int | None = None) -> int:
-    """Elements for the timed GPU checks: far above the L2, within half the GPU's memory.
-
-    An 80 GB H100 times 2**28 elements (1 GiB per tensor); a 15 GB T4 fewer (about
-    120 million, 0.5 GiB per tensor, still over a hundred times its 4 MiB L2).
-    """
-    return memory_bounded(far_above_cache(4), TIMED_BYTES_PER_ELEMENT, total_bytes=total_bytes)
-
-
-def inputs_for_demo(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs for trying things out in the notebook (the grader draws its own)."""
-    generator, _ = core.fresh_generator(seed)
-    return make_inputs(n, generator, edges=False)
 
 
 def prepare() -> None:
@@ -115,7 +43,7 @@ def prepare() -> None:
     import triton.language  # noqa: F401
 
     from brrr import ceilings, timing, traffic  # noqa: F401
-    from brrr.grading import kernels, timed  # noqa: F401
+    from brrr.checks import kernels, timed  # noqa: F401
 
 
 def not_applicable(check: str, device_class: str) -> str:
@@ -143,7 +71,7 @@ def grade_correct(student) -> str:
 
 
 def traffic_failure(name: str, traffic: dict) -> str | None:
-    """Why ``traffic`` (a :func:`brrr.grading.core.count_traffic` count) is not one fused pass, or None.
+    """Why ``traffic`` (a :func:`brrr.checks.core.count_traffic` count) is not one fused pass, or None.
 
     This is the traffic rule alone: :func:`grade_traffic` applies it only to
     kernels whose values are right.
@@ -218,7 +146,7 @@ def grade_traffic(student) -> str:
 
 
 def _timed_check(student, check: str) -> str:
-    from brrr.grading import timed
+    from brrr.checks import timed
 
     n = timed_n()
     case = timed.TimedCase(n, f"n = {n:,} float32 elements", moved=FUSED_ELEMENTS_MOVED * n * 4, copy_n=n,
@@ -236,75 +164,6 @@ def grade_speedup(student) -> str:
     return _timed_check(student, "speedup")
 
 
-GRADERS = {"correct": grade_correct, "traffic": grade_traffic, "bandwidth": grade_bandwidth,
-           "speedup": grade_speedup}
-
-
-def grade(check: str, student) -> str:
-    """Run ``check`` against the student's wrapper; a summary, or AssertionError with the reason."""
-    return GRADERS[check](student)
-
-
-# ---------------------------------------------------------------- what fusion bought (for the notebook, not graded)
-
-
-def compare_with_eager(fused_chain) -> dict:
-    """Bytes per element and, on a GPU, time: the eager chain beside the fused kernel. Not graded.
-
-    GPU: times the eager chain, the fused kernel and a copy on :func:`timed_n`
-    elements, in this run, and returns seconds and achieved bandwidths.
-    CPU: counts the fused kernel's traffic in the interpreter at :data:`TRAFFIC_N`
-    elements and sets it beside the eager chain's from the model in this module's
-    docstring (the interpreter cannot be timed, and eager torch ops are not Triton
-    kernels that it could count).
-    """
-    from brrr import traffic
-
-    if ON_GPU:
-        from brrr import ceilings
-        from brrr.timing import bench
-
-        n = timed_n()
-        x, y = inputs_for_demo(n)
-        out = torch.full_like(x, float("nan"))
-        fused = bench(lambda: fused_chain(x, y, out), budget_s=0.3)
-        eager = bench(lambda: chain(x, y), budget_s=0.3)
-        copy = ceilings.measure_copy_bandwidth(n)
-        return {"device": "gpu", "n": n, "copy_bandwidth": copy,
-                "eager_s": eager.median_s, "fused_s": fused.median_s,
-                "roofline_s": FUSED_ELEMENTS_MOVED * 4 * n / copy,
-                "eager_bandwidth": EAGER_ELEMENTS_MOVED * 4 * n / eager.median_s,
-                "fused_bandwidth": FUSED_ELEMENTS_MOVED * 4 * n / fused.median_s}
-    n = TRAFFIC_N
-    x, y = inputs_for_demo(n)
-    out = torch.empty_like(x)
-    with traffic.count({"x": x, "y": y, "out": out}) as seen:
-        fused_chain(x, y, out)
-    return {"device": "cpu", "n": n, "eager_bytes_per_element": EAGER_ELEMENTS_MOVED * 4,
-            "fused_bytes_per_element": (seen.loaded_bytes + seen.stored_bytes) / n,
-            "minimum_bytes_per_element": FUSED_ELEMENTS_MOVED * 4, "launches": len(seen.launches)}
-
-
-def plot_comparison(result: dict, *, stamp: str = ""):
-    """Bars for :func:`compare_with_eager`: seconds per call on a GPU, bytes per element on a CPU."""
-    import matplotlib.pyplot as plt
-
-    _, ax = plt.subplots(figsize=(6, 3.5))
-    if result["device"] == "gpu":
-        labels = ["eager chain", "your fused kernel", "12 B/element at\ncopy bandwidth"]
-        values = [result["eager_s"] * 1e3, result["fused_s"] * 1e3, result["roofline_s"] * 1e3]
-        ax.set_ylabel(f"ms per call, n = {result['n']:,}")
-        ax.set_title("Time: eager against fused (measured)")
-    else:
-        labels = ["eager chain\n(model: 5 kernels)", "your fused kernel\n(counted)", "one read of x and y,\none write of out"]
-        values = [result["eager_bytes_per_element"], result["fused_bytes_per_element"],
-                  result["minimum_bytes_per_element"]]
-        ax.set_ylabel("bytes moved per element")
-        ax.set_title("Global-memory traffic: eager against fused")
-    bars = ax.bar(labels, values, color=["#999999", "#1f77b4", "#2ca02c"])
-    ax.bar_label(bars, fmt="%.3g", fontsize=8)
-    ax.tick_params(axis="x", labelsize=8)
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.22)
-    return ax
+GRADERS = core.Graders(LAB, {"correct": grade_correct, "traffic": grade_traffic, "bandwidth": grade_bandwidth,
+                             "speedup": grade_speedup})
+grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

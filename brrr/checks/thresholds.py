@@ -7,7 +7,7 @@ fair on a laptop CPU, a T4 and an H100 alike (docs/DESIGN.md, "Grading").
 
 Device classes are ``"cpu"`` and ``"gpu"``; an entry keyed ``"any"`` applies to
 both. Which checks a lab grades on each device class is the lab's own list,
-``CHECKS`` in its module under :mod:`brrr.labs`.
+``CHECKS`` in its checks module, ``brrr.labs.<lab>.checks``.
 
 To change how strict a check is, change it here and nowhere else; the grader's
 messages quote the value and its reason from this table.
@@ -32,7 +32,7 @@ class Threshold:
     - ``"absolute"``: a measured fraction must lie within ±value (absolute) of the reference.
     - ``"exact"``: counts must match exactly (value is unused, 0).
     - ``"dtype"``: outputs must match within the tolerance of their dtype
-      (``brrr.grading.TOLERANCES``; value is unused, 0).
+      (``brrr.checks.core.TOLERANCES``; value is unused, 0).
     """
 
     value: float
@@ -81,7 +81,7 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         0.0, "exact", "each op is memory- or compute-bound by the ridge point measured in this run"),
     # ---------------------------------------------------------------- lab 2: fuse it
     ("02-fuse-it", "correct", "any"): Threshold(
-        0.0, "dtype", "float32 outputs: rtol and atol of a few ulps, see brrr.grading.TOLERANCES"),
+        0.0, "dtype", "float32 outputs: rtol and atol of a few ulps, see brrr.checks.core.TOLERANCES"),
     ("02-fuse-it", "traffic", "cpu"): Threshold(
         0.0, "exact",
         "a fused kernel loads each input element once and stores each output element once, so "
@@ -100,9 +100,9 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         "the bytes per element follow from the op list and the counting rules stated in the lab: "
         "only rounding may differ"),
     ("03-one-pass", "softmax_correct", "any"): Threshold(
-        0.0, "dtype", "float32 and float16 outputs, accumulated in float32: see brrr.grading.TOLERANCES"),
+        0.0, "dtype", "float32 and float16 outputs, accumulated in float32: see brrr.checks.core.TOLERANCES"),
     ("03-one-pass", "layer_norm_correct", "any"): Threshold(
-        0.0, "dtype", "float32 and float16 outputs, accumulated in float32: see brrr.grading.TOLERANCES"),
+        0.0, "dtype", "float32 and float16 outputs, accumulated in float32: see brrr.checks.core.TOLERANCES"),
     ("03-one-pass", "softmax_traffic", "cpu"): Threshold(
         0.0, "exact",
         "one pass loads each element of x once and stores each element of out once, so the bytes "
@@ -171,7 +171,7 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         "FLOPs or bytes does not"),
     ("05-tile-it", "correct", "any"): Threshold(
         0.0, "dtype",
-        "float32 and float16 outputs of a float32 accumulation: see brrr.grading.TOLERANCES (inputs scaled so that "
+        "float32 and float16 outputs of a float32 accumulation: see brrr.checks.core.TOLERANCES (inputs scaled so that "
         "outputs are about N(0, 1) whatever K). The float16 case with K = 6,000 and values in [0, 1) sums to "
         "about 1,500, where float16 values are 1 apart: a float32 accumulator rounded once at the store stays "
         "within a third of the tolerance, a float16 accumulator rounded at every step of the K loop is "
@@ -203,7 +203,7 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
     ("06-flash-attention", "correct", "any"): Threshold(
         0.0, "dtype",
         "float32 and float16 outputs of a float32 accumulation against scaled_dot_product_attention in float32: "
-        "see brrr.grading.TOLERANCES. The large logits (a standard deviation of 30, up to about ±120) are float16 "
+        "see brrr.checks.core.TOLERANCES. The large logits (a standard deviation of 30, up to about ±120) are float16 "
         "inputs: float32 rounds a logit near 120 by about 1e-5 relative, the float32 tolerance itself, and a "
         "float16 output's tolerance (2e-3) holds such rounding with room to spare (a third of it is used)"),
     ("06-flash-attention", "causal", "any"): Threshold(
@@ -235,7 +235,7 @@ def threshold(lab: str, check: str, device: str | None = None) -> Threshold:
     for key in ((lab, check, device), (lab, check, "any")):
         if key in TABLE:
             return TABLE[key]
-    raise KeyError(f"no threshold for lab {lab!r}, check {check!r} on {device}; see brrr.thresholds.TABLE")
+    raise KeyError(f"no threshold for lab {lab!r}, check {check!r} on {device}; see brrr.checks.thresholds.TABLE")
 
 
 def attempts(device: str | None = None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import os
 import signal
 import subprocess
@@ -22,47 +23,12 @@ from pathlib import Path
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 
-# Runs a command as a child subreaper: orphans of its tree stay below it, and whatever is left when the
-# command ends is killed. It imports nothing from brrr, so files on disk cannot change what it does.
-# Its last line on stderr says how many processes it killed.
-REAPER = """
-import ctypes, os, signal, subprocess, sys
-ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)
-code = subprocess.call(sys.argv[1:])
-def parents():
-    found = {}
-    for name in os.listdir('/proc'):
-        if name.isdigit():
-            try:
-                with open(f'/proc/{name}/stat') as stat:
-                    found[int(name)] = int(stat.read().rsplit(')', 1)[1].split()[1])
-            except OSError:
-                pass
-    return found
-killed = 0
-for _ in range(20):
-    left = [pid for pid, parent in parents().items() if parent == os.getpid()]
-    if not left:
-        break
-    for pid in left:
-        try:
-            os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else None
-        except OSError:
-            pass
-        try:
-            with open(f'/proc/{pid}/stat') as stat:
-                alive = stat.read().rsplit(')', 1)[1].split()[0] not in ('Z', 'X')
-            os.kill(pid, signal.SIGKILL)
-            killed += alive
-        except OSError:
-            pass
-        try:
-            os.waitpid(pid, 0)
-        except OSError:
-            pass
-print(f"brrr-reaper: killed {killed} process(es) left behind", file=sys.stderr)
-sys.exit(code)
-"""
+# The program the gradebook runs each submission under (``python -c REAPER COMMAND...``): the source of
+# brrr.checks.reaper, read when this module is imported (by the gradebook, before any submission runs).
+# It runs the command as a child subreaper and kills whatever of its tree is left when it ends; it imports
+# nothing from brrr, so files on disk cannot change what it does. Its last line on stderr says how many
+# processes it killed.
+REAPER = importlib.util.find_spec("brrr.checks.reaper").loader.get_source("brrr.checks.reaper")
 
 
 def set_dumpable(dumpable: bool) -> bool:

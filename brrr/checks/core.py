@@ -18,10 +18,10 @@ Kernel correctness (:func:`check_kernels`)
     much, and the first bad indices with the inputs there.
 
 Crashes and hangs
-    Replays run under :func:`brrr.grading.isolation.run`: a crash or a hang
+    Replays run under :func:`brrr.checks.isolation.run`: a crash or a hang
     becomes a failed check with the reason.
 
-Thresholds come from :mod:`brrr.grading.thresholds`; nothing here hard-codes one.
+Thresholds come from :mod:`brrr.checks.thresholds`; nothing here hard-codes one.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from brrr.checks import isolation, thresholds
 from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, device_name, synchronize
-from brrr.grading import isolation, thresholds
 
 
 # (rtol, atol) per dtype: a few ulps of the dtype, scaled for chains of a handful of ops.
@@ -80,6 +80,25 @@ def text_table(rows: Sequence[Sequence[str]]) -> str:
 def fail(message: str) -> AssertionError:
     """An AssertionError whose message ends with the device it was measured on."""
     return AssertionError(f"{message}\n[{where()}]")
+
+
+class Graders(dict):
+    """A lab's checks by name, each a function of the student's side (:class:`brrr.grading.server.Student`)
+    that returns what passed, in a sentence, or raises AssertionError (through :func:`fail`) with the reason.
+
+    Every lab keeps its checks in one (``GRADERS`` in its checks module) and
+    runs one the same way, :meth:`grade`, which the grader process calls.
+    """
+
+    def __init__(self, lab: str, graders: dict[str, Callable[[Any], str]]):
+        super().__init__(graders)
+        self.lab = lab
+
+    def grade(self, check: str, student) -> str:
+        """Run ``check`` against the student's side: a summary, or AssertionError with the reason."""
+        if check not in self:
+            raise KeyError(f"{self.lab} has no check {check!r}")
+        return self[check](student)
 
 
 # ---------------------------------------------------------------- comparing outputs
@@ -290,7 +309,7 @@ class Case:
 
 def record_cases(student, spec: Spec, sizes: Sequence[int], generator: torch.Generator) -> list[Case]:
     """Draw the grader's inputs at each size and ask the student's wrapper which kernels it launches for them."""
-    from brrr.grading.wire import dtype_name
+    from brrr.checks.dtypes import dtype_name
 
     cases = []
     for n in sizes:
@@ -304,7 +323,7 @@ def record_cases(student, spec: Spec, sizes: Sequence[int], generator: torch.Gen
 
 def build_kernels(name: str, cases: Sequence[Case], *, interpreted: bool):
     """The student's kernels, checked and compiled here, from the sources their recordings carried."""
-    from brrr.grading import kernels
+    from brrr.checks import kernels
 
     sources: dict[str, str] = {}
     constants: dict[str, Any] = {}
@@ -328,7 +347,7 @@ def _replay_case(case: Case, built, spec: Spec, out: torch.Tensor, *, count: boo
     import numpy as np
 
     from brrr import traffic
-    from brrr.grading import kernels
+    from brrr.checks import kernels
 
     storages = dict(zip(spec.input_names, case.inputs)) | {spec.out_name: out}
     storages |= kernels.scratch_tensors(case.recipe, out.device)
@@ -354,7 +373,7 @@ class OutOfBounds(Exception):
 
 
 def _kernel_error(name: str, error: BaseException, context: str) -> str:
-    from brrr.grading import kernels
+    from brrr.checks import kernels
 
     if isinstance(error, OutOfBounds):
         return (f"{name}'s kernel accessed memory outside its tensors{context}: {error}. Mask every tl.load and "
@@ -420,7 +439,7 @@ def _diagnosis(spec: Spec, case: Case, out: torch.Tensor) -> str:
 
 
 def _scratch_hint(name: str, recipe: dict) -> str:
-    from brrr.grading import kernels
+    from brrr.checks import kernels
 
     scratch = sorted(set(kernels.scratch_names(recipe).values()))
     if not scratch:
@@ -436,8 +455,8 @@ def check_kernels(student, spec: Spec, sizes: Sequence[int], *, count_traffic_at
     """Grade the student's kernels against ``spec`` on fresh inputs of each size; raise AssertionError if wrong.
 
     The wrapper is asked only for its launches; the kernels are checked
-    (:func:`brrr.grading.kernels.validate`), compiled and run here, on inputs
-    drawn here, under :func:`brrr.grading.isolation.run`. Where kernels are
+    (:func:`brrr.checks.kernels.validate`), compiled and run here, on inputs
+    drawn here, under :func:`brrr.checks.isolation.run`. Where kernels are
     compiled (a GPU), they are first replayed in the interpreter at
     ``bounds_sizes``, where every load and store is bounds-checked, and only
     then compiled: an unmasked load that runs past its tensor is reported

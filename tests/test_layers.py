@@ -1,0 +1,106 @@
+"""The package's top layers import downwards only (docs/DESIGN.md, "Layers"): the check library
+(brrr/checks/) imports neither the labs nor the gradebook, and the labs (brrr/labs/) do not import the
+gradebook (brrr/grading/). Every import counts, at module level and inside functions alike.
+
+Each lab's package and given material are what the student's process imports: they import neither
+the lab's checks nor a module the lab hides from the student (its ``HIDDEN_MODULES``)."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from brrr import labs
+
+pytestmark = pytest.mark.device_independent
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "brrr"
+
+# A layer and the packages its modules may not import.
+FORBIDDEN = {"checks": ("brrr.labs", "brrr.grading"), "labs": ("brrr.grading",)}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, *, module_level_only: bool = False) -> list[tuple[int, str]]:
+    """(line, module) for every import in ``path``: ``import a.b`` gives ``a.b``, ``from a import b`` gives
+    ``a`` and ``a.b`` (b may be a module), a relative import is resolved against the file's package."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    nodes = tree.body if module_level_only else list(ast.walk(tree))
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[:len(anchor) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.append((node.lineno, base))
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def upward_imports(layer: str) -> list[str]:
+    wrong = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        for line, name in imports(path):
+            if any(within(name, forbidden) for forbidden in FORBIDDEN[layer]):
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    return wrong
+
+
+def test_the_imports_are_read_from_every_module():
+    """The control: the reader finds imports at module level and inside functions, relative ones too."""
+    server = imports(PACKAGE / "grading" / "server.py")
+    assert any(name == "brrr.labs" for _, name in server)  # inside main()
+    assert any(name == "brrr.checks.core" for _, name in server)  # at module level
+    assert len(list((PACKAGE / "checks").glob("*.py"))) >= 8 and len(list((PACKAGE / "labs").rglob("*.py"))) >= 20
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_no_import_runs_back_up(layer):
+    wrong = upward_imports(layer)
+    where = '(docs/DESIGN.md, "Layers")'
+    assert not wrong, f"brrr/{layer}/ may not import {' or '.join(FORBIDDEN[layer])} {where}:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("lab", sorted(labs.LABS))
+def test_what_the_student_imports_leaves_the_checks_and_the_hidden_modules_out(lab):
+    package = labs.module(lab)
+    folder = Path(package.__file__).parent
+    refused = [f"{package.__name__}.checks"] + [f"brrr.{name}" for name in package.HIDDEN_MODULES]
+    for path in (folder / "__init__.py", folder / "given.py"):
+        found = [f"{path.relative_to(ROOT)}:{line} imports {name}"
+                 for line, name in imports(path, module_level_only=True)
+                 if any(within(name, module) for module in refused)]
+        assert not found, "\n".join(found)
+    # and so it is at run time: importing the lab as the notebook does imports none of them
+    probe = (f"import sys, {package.__name__}; "
+             f"print(' '.join(m for m in {refused!r} if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"importing {package.__name__} imported {done.stdout.strip()}"
+
+
+@pytest.mark.parametrize("lab", sorted(labs.LABS))
+def test_every_lab_runs_its_checks_the_one_way(lab):
+    checks = labs.lab(lab)
+    assert checks.__name__ == f"{labs.LABS[lab]}.checks" and checks.LAB == lab
+    assert set(checks.GRADERS) == set(checks.ALL_CHECKS) == set().union(*checks.CHECKS.values())
+    assert checks.grade == checks.GRADERS.grade
+    with pytest.raises(KeyError, match=f"{lab} has no check 'nonsense'"):
+        checks.grade("nonsense", student=None)
