@@ -139,13 +139,20 @@ WITHOUT_A_PLANTED_REGRESSION = {
 CALL = re.compile(r"(targets\.(require\w*|check)|fusion\.require|overhead\.require|require_memory_bound)\(")
 
 
+PAGE_MODULE = re.compile(r"^from brrr\.pages import (\w+)", re.MULTILINE)
+
+
+def _page_source(path: Path) -> tuple[str, str]:
+    """A notebook's code cells, and the source of the ``brrr.pages`` modules it imports: a page's
+    verdicts sit in its hidden cell's module (brrr/pages/), and count as the notebook's."""
+    code = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
+    modules = "\n".join((ROOT / "brrr" / "pages" / f"{name}.py").read_text() for name in PAGE_MODULE.findall(code))
+    return code, modules
+
+
 def _notebook_calls(path: Path) -> int:
-    calls = 0
-    for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type == "code":
-            calls += sum(1 for line in cell.source.splitlines()
-                         if CALL.search(line) and not line.lstrip().startswith(("#", "from ", "import ")))
-    return calls
+    return sum(1 for line in "\n".join(_page_source(path)).splitlines()
+               if CALL.search(line) and not line.lstrip().startswith(("#", "from ", "import ")))
 
 
 def test_every_timed_verdict_in_a_notebook_has_a_row():
@@ -159,12 +166,20 @@ def test_every_timed_verdict_in_a_notebook_has_a_row():
     assert found == rows, "timed verdicts per notebook (calls found, rows in TIMED_CHECKS) differ"
 
 
+def test_a_verdict_moved_to_a_page_module_still_counts(tmp_path):
+    """A page whose verdicts moved to its brrr/pages module keeps its rows: the calls are counted there."""
+    assert _notebook_calls(ROOT / "notebooks" / "10-cos-cos.ipynb") == sum(
+        check.where.endswith("10-cos-cos.ipynb") for check in TIMED_CHECKS)
+    bare = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nbformat.write(bare, tmp_path / "bare.ipynb")
+    assert _notebook_calls(tmp_path / "bare.ipynb") == 0
+
+
 @pytest.mark.parametrize("check", TIMED_CHECKS, ids=lambda check: f"{Path(check.where).stem}:{check.marker[:30]}")
 def test_each_row_names_its_call_and_a_test_that_plants_its_regression(check):
     path = ROOT / check.where
-    source = ("\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
-              if path.suffix == ".ipynb" else path.read_text())
-    assert check.marker in source, f"{check.marker!r} is not in {check.where}"
+    source = "\n".join(_page_source(path)) if path.suffix == ".ipynb" else path.read_text()
+    assert check.marker in source, f"{check.marker!r} is not in {check.where} or its page module"
     module, name = check.planted.split("::")
     tree = ast.parse((ROOT / "tests" / module).read_text())
     tests = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
