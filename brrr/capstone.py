@@ -15,7 +15,7 @@ from typing import Callable
 
 import torch
 
-from brrr import units
+from brrr import column, units
 from brrr.device import DEVICE, ON_GPU, bf16_note, half_precision_dtype, per_device
 from brrr.models import gpt
 from brrr.roofline import Regime
@@ -172,18 +172,26 @@ def stage_table(stages: list[Stage]) -> str:
     return table(stage_rows(stages))
 
 
+STAGE_WIDTH = 28  # a longer stage name gets a line of its own, whole, above its numbers
+
+
 def table(rows: list[dict]) -> str:
-    """:func:`stage_table` from the JSON rows of :func:`stage_rows` (this run's, or a reference GPU's)."""
-    header = (f"{'stage':<34} {'step':>9} {'tokens/s':>10} {'vs start':>8} {'bound':>7} {'gave':>6} "
-              f"{'MFU':>6}  regime (share of the step)")
-    lines = [header, "-" * len(header)]
+    """:func:`stage_table` from the JSON rows of :func:`stage_rows` (this run's, or a reference GPU's), in
+    lines of at most :data:`brrr.column.WIDTH` characters."""
+    header = (f"{'stage':<{STAGE_WIDTH}} {'step':>8} {'tokens/s':>10} {'vs start':>8} {'bound':>6} {'gave':>6} "
+              f"{'MFU':>5}  regime (share)")
+    lines = [header, "-" * (len(header) + 6)]
     previous = None
     for row in rows:
         bound = f"{row['predicted_gain']:.2f}x" if row["predicted_gain"] else "-"
         gave = f"{row['tokens_per_s'] / previous['tokens_per_s']:.2f}x" if previous else "-"
-        lines.append(f"{row['stage'][:34]:<34} {units.seconds(row['step_s']):>9} {row['tokens_per_s']:>10,.0f} "
-                     f"{row['tokens_per_s'] / rows[0]['tokens_per_s']:>7.2f}x {bound:>7} {gave:>6} "
-                     f"{units.percent(row['mfu']):>6}  {row['regime']} ({units.percent(row['shares'][row['regime']])})")
+        stage = row["stage"]
+        if len(stage) > STAGE_WIDTH:
+            lines.append(stage)
+            stage = ""
+        lines.append(f"{stage:<{STAGE_WIDTH}} {units.seconds(row['step_s']):>8} {row['tokens_per_s']:>10,.0f} "
+                     f"{row['tokens_per_s'] / rows[0]['tokens_per_s']:>7.2f}x {bound:>6} {gave:>6} "
+                     f"{units.percent(row['mfu']):>5}  {row['regime']} ({units.percent(row['shares'][row['regime']])})")
         previous = row
     return "\n".join(lines)
 
@@ -224,8 +232,9 @@ def reference_tables() -> list[str]:
                      and above_bound(row["tokens_per_s"] / before["tokens_per_s"], row["predicted_gain"])]
             notes += [graphs_note(before, row) for before, row in zip(rows, rows[1:])
                       if "CUDA graphs" in row["stage"] and row["tokens_per_s"] / before["tokens_per_s"] < GRAPHS_GAINED]
-            found.append("\n".join([table(rows), *notes, in_all(rows[0]["tokens_per_s"], rows[-1]["tokens_per_s"]),
-                                    format_stamp(figure["env"])]))
+            found.append(column.fit("\n".join([table(rows), *notes,
+                                               in_all(rows[0]["tokens_per_s"], rows[-1]["tokens_per_s"]),
+                                               format_stamp(figure["env"])])))
     return found
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from brrr import capstone
+from brrr import capstone, column
 from brrr.ceilings import Ceilings
 from brrr.models import gpt
 
@@ -115,6 +115,8 @@ def test_a_recorded_cuda_graph_stage_that_gave_nothing_says_why(monkeypatch):
                                         "overhead/cuda-graphs": {"env": env, "values": sweep}}}}
     monkeypatch.setattr("brrr.reference.load_all", lambda folder=None: records)
     (shown,) = capstone.reference_tables()
+    assert max(len(line) for line in shown.splitlines()) <= column.WIDTH, shown  # it fits the book's column
+    shown = " ".join(shown.split())  # sentences wrapped to the column read as one line
     assert ("CUDA graphs (torch.compile mode='reduce-overhead') gave 1.00x, against the tool's bound of 1.21x"
             in shown), shown
     assert "was already compute-bound (54% of its time)" in shown

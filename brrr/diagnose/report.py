@@ -4,30 +4,48 @@ from __future__ import annotations
 
 import math
 
-from brrr import units
+from brrr import column, units
 from brrr.stamp import format_stamp
 
 JSON_FORMAT = 1
 
 
-def _rate_cell(rate: float, fraction: float, unit: str) -> str:
-    return f"{units.si(rate, unit)} ({units.percent(fraction)})" if rate > 0 else "-"
+NAME_WIDTH = 26  # a longer op name gets a line of its own, whole, above its numbers
+
+
+def _share(fraction: float) -> str:
+    """A share of a roof in at most five characters: a share under 0.1% reads "<0.1%"."""
+    return "<0.1%" if fraction < 0.001 else units.percent(fraction)
+
+
+def _ops_share(fraction: float) -> str:
+    """A row's share of the time inside ops, to a tenth of a percent, in five characters."""
+    return "100%" if fraction >= 0.9995 else f"{100 * fraction:.1f}%"
+
+
+def _rate_cells(rate: float, fraction: float, unit: str, width: int) -> str:
+    """The rate and its share of the roof, in two right-aligned columns; dashes where nothing was counted."""
+    return f"{units.si(rate, unit):>{width}} {_share(fraction):>5}" if rate > 0 else f"{'-':>{width}} {'-':>5}"
 
 
 def _table(rows, first: str, total: float) -> list[str]:
-    """One line per row; "% in ops" is the row's share of ``total``, the time inside all ops, so that a
-    table of the slowest few ops shows the same shares as the op classes they belong to."""
-    header = (f"{first:<28} {'time/step':>10} {'% in ops':>8} {'FLOPs':>10} {'bytes':>10} "
-              f"{'FLOP/s (% roof)':>20} {'B/s (% copy)':>19} {'FLOP/B':>7}  regime")
-    lines = [header, "-" * len(header)]
+    """One line per row, at most :data:`brrr.column.WIDTH` characters; "% ops" is the row's share of
+    ``total``, the time inside all ops, so that a table of the slowest few ops shows the same shares as the
+    op classes they belong to. The counted FLOPs and bytes are the rates times the time (and in the JSON)."""
+    header = (f"{first:<{NAME_WIDTH}} {'time/step':>9} {'% ops':>5} {'FLOP/s':>12} {'%roof':>5} "
+              f"{'B/s':>9} {'%copy':>5} {'FLOP/B':>6}  regime")
+    lines = [header, "-" * (len(header) + 8)]
     total = total or 1.0
     for row in rows:
-        intensity = f"{row.intensity:.3g}" if row.intensity is not None else "-"
+        intensity = f"{row.intensity:.2g}" if row.intensity is not None else "-"
+        name = row.name
+        if len(name) > NAME_WIDTH:
+            lines.append(name)
+            name = ""
         lines.append(
-            f"{row.name[:28]:<28} {units.seconds(row.seconds):>10} {100 * row.seconds / total:7.1f}% "
-            f"{units.si(row.flops, 'FLOP'):>10} {units.binary_bytes(row.bytes):>10} "
-            f"{_rate_cell(row.flop_rate, row.flops_fraction, 'FLOP/s'):>20} "
-            f"{_rate_cell(row.byte_rate, row.bandwidth_fraction, 'B/s'):>19} {intensity:>7}  {row.regime}")
+            f"{name:<{NAME_WIDTH}} {units.seconds(row.seconds):>9} {_ops_share(row.seconds / total):>5} "
+            f"{_rate_cells(row.flop_rate, row.flops_fraction, 'FLOP/s', 12)} "
+            f"{_rate_cells(row.byte_rate, row.bandwidth_fraction, 'B/s', 9)} {intensity:>6}  {row.regime}")
     return lines
 
 
@@ -73,7 +91,7 @@ def text(d) -> str:
                       f"{c['ops']} ops captured, {c['recompiles']} recompile(s) over repeated calls"]
         lines += [f"  break: {reason}" for reason in c["break_reasons"]]
     lines += ["", format_stamp(d.env)]
-    return "\n".join(lines)
+    return column.fit("\n".join(lines))
 
 
 def above_the_roofs(d) -> tuple[str, str]:
