@@ -1,5 +1,6 @@
 """The essay's pictures, drawn from data: the factory, fused and unfused trips, the roofline of three
-machines, GPU generations, FlashAttention's tiles.
+machines, GPU generations, the knee of the repeat sweep, a GPU waiting on its host, the capstone's
+fixes, FlashAttention's tiles.
 
 Each function returns a matplotlib ``Figure`` drawn from the numbers it is given (or the book's own data:
 ``brrr.datasheets``, ``brrr.essay``, the GPU record), so a picture cannot disagree with the numbers
@@ -190,6 +191,127 @@ class Picture:
     caption: str
 
 
+def _no_record(ax, what: str) -> None:
+    """An empty panel that says which record it waits for."""
+    ax.text(0.5, 0.5, f"no GPU has recorded {what} yet\n(make gpu-check on a GPU node records it)",
+            ha="center", va="center", fontsize=10, color=MUTED, transform=ax.transAxes)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _stamps(fig, stamps) -> None:
+    """The stamps of the records a picture is drawn from, small, under it."""
+    if stamps:
+        fig.tight_layout(rect=(0, 0.04 + 0.02 * len(stamps), 1, 1))
+        fig.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color=MUTED, va="bottom")
+
+
+def knee(sweeps: dict[str, dict], stamps: list[str] = ()) -> plt.Figure:
+    """Time per call of ``x * 2`` repeated, against the repeats, for each recorded sweep
+    (``{device: repeat-sweep record}``): flat while memory sets the time, rising past the knee, with the
+    knee the roofs predict and the one measured marked."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    if not sweeps:
+        _no_record(ax, "the repeat sweep")
+        return fig
+    for (device, values), color in zip(sweeps.items(), (ACCENT, WARM, COOL)):
+        repeats = sorted(int(r) for r in values["seconds"])
+        ax.semilogx(repeats, [values["seconds"][str(r)] * 1e3 for r in repeats], marker="o", color=color,
+                    label=f"{device}: time per call")
+        for key, style, label in (("knee_predicted_multiply", ":", "knee the roofs predict"),
+                                  ("knee_measured", "--", "knee measured")):
+            ax.axvline(values[key], color=color, linestyle=style, linewidth=1,
+                       label=f"{label} ({values[key]:.0f})")
+    ax.set_xlabel("multiplies per element (repeats)")
+    ax.set_ylabel("ms per call")
+    ax.set_ylim(bottom=0)
+    ax.set_title("Extra arithmetic is free until the ridge point", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left")
+    _stamps(fig, stamps)
+    return fig
+
+
+def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] = ()) -> plt.Figure:
+    """Above: a recorded GPU training step's trace, CPU ops over device kernels, the device's idle time
+    shaded (``trace``: a :class:`brrr.traces.ReferenceTrace` or None). Below: the share of its window the
+    device sat idle at each recorded batch (``idle``: the profiler-traces record's ``values``)."""
+    from brrr import traces
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 4.6), gridspec_kw={"height_ratios": [3, 2]})
+    if trace is None:
+        _no_record(top, "a training step's trace")
+    else:
+        traces.render_timeline(trace.trace, window=trace.window, title=title or "one training step", ax=top)
+    if not idle:
+        _no_record(bottom, "the idle share of its device")
+    else:
+        rows = sorted(idle.items(), key=lambda item: item[1]["batch"])
+        labels = [f"batch {values['batch']:,}" for _, values in rows]
+        shares = [values["idle_fraction"] for _, values in rows]
+        bottom.barh(labels, [1 - s for s in shares], color=COOL, label="device busy")
+        bottom.barh(labels, shares, left=[1 - s for s in shares], color=WARM, alpha=0.4, label="device idle")
+        for y, share in enumerate(shares):
+            bottom.text(1.01, y, f"{units.percent(share)} idle", va="center", fontsize=8)
+        bottom.set_xlim(0, 1.15)
+        bottom.set_xlabel("share of the profiled window: device busy (green), idle (red)")
+    fig.tight_layout()
+    _stamps(fig, stamps)
+    return fig
+
+
+def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
+    """Tokens per second after each fix of the capstone, as recorded on ``device`` (the capstone record's
+    rows), each bar labelled with the regime the diagnosis then found."""
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    if not rows:
+        _no_record(ax, "the capstone's fixes")
+        return fig
+    names = [row["stage"].removeprefix("+ ").split(" (torch.compile")[0] for row in rows]
+    rates = [row["tokens_per_s"] for row in rows]
+    colors = {"overhead-bound": WARM, "memory-bound": ACCENT, "compute-bound": COOL}
+    ax.barh(names[::-1], rates[::-1], color=[colors.get(row["regime"], MUTED) for row in rows][::-1])
+    for y, row in enumerate(rows[::-1]):
+        ax.text(row["tokens_per_s"] * 1.1, y, f"{row['regime']}, {row['tokens_per_s'] / rates[0]:.1f}x",
+                va="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlim(min(rates) / 2, max(rates) * 20)
+    ax.set_xlabel(f"tokens per second on the recorded {device} (log scale)")
+    ax.set_title("Each fix moves the step to the next regime, and the next fix follows it", fontsize=10)
+    fig.tight_layout()
+    _stamps(fig, stamps)
+    return fig
+
+
+def _recorded(section: str) -> list:
+    from brrr.beside import recorded
+
+    return recorded(section)
+
+
+def _recorded_knees():
+    found = _recorded("repeat-sweep")
+    return knee({gpu.device: gpu.values for gpu in found}, [gpu.stamp for gpu in found])
+
+
+def _recorded_waits():
+    from brrr import traces
+
+    found = _recorded("overhead/profiler-traces")
+    trace = traces.reference_trace()
+    trace = trace if trace is not None and not trace.synthetic else None
+    idle = found[0].values if found else {}
+    title = (f"{found[0].device}, batch {idle['small']['batch']}: one training step"
+             if found and "small" in idle else "")
+    return gpu_waits(trace, idle, title, [gpu.stamp for gpu in found])
+
+
+def _recorded_stages():
+    found = [gpu for gpu in _recorded("capstone") if gpu.values.get("rows")]
+    if not found:
+        return stages([], "")
+    return stages(found[0].values["rows"], found[0].device, [found[0].stamp])
+
+
 def _recorded_gpu() -> dict[str, tuple[float, float]]:
     """The recorded GPUs' measured (copy bandwidth, matmul peak), from Lab 1's record: ``{label: ...}``."""
     from brrr.beside import recorded
@@ -234,6 +356,21 @@ FIGURES = (
             "B200, on a log scale; FLOP/s grows far faster. Right: each generation's ridge point in FLOPs per "
             "byte, rising, with the recorded H100's measured ridge point beside its datasheet's.",
             "Compute grows faster than bandwidth: each generation needs more FLOPs per byte to stay busy."),
+    Picture("knee", _recorded_knees,
+            "Time per call of x = x * 2 repeated, against the multiplies per element on a log scale, as "
+            "recorded on a GPU: flat for dozens of multiplies, then rising; dotted, the knee the measured "
+            "roofs predict, dashed, the knee measured, close together.",
+            "On a GPU, dozens of multiplies per element cost nothing: memory sets the time up to the ridge."),
+    Picture("gpu-waits", _recorded_waits,
+            "Above: a recorded GPU training step at batch 1, CPU ops on one row and device kernels on the "
+            "row below, short kernels separated by long shaded gaps where the device waits for the CPU. "
+            "Below: the share of the profiled window the device sat idle, at batch 1 and at a large batch.",
+            "At a small batch the GPU waits for Python; a large batch keeps it busy."),
+    Picture("stages", _recorded_stages,
+            "Horizontal bars, one per stage of the capstone on the recorded GPU, tokens per second on a log "
+            "scale: start at batch 1 (overhead-bound), then a bigger batch, bf16, SDPA attention, "
+            "torch.compile and CUDA graphs, each bar labelled with its regime and its gain over the start.",
+            "A diagnosis names the regime; the fix for that regime moves the step on."),
     Picture("flash-tiles", flash_tiles,
             "FlashAttention for one head as a grid of score blocks: one block of Q sits in on-chip memory while "
             "blocks of K and V stream past; the score blocks it has computed are shaded and never written to "

@@ -63,3 +63,31 @@ def test_each_picture_sits_in_one_chapter_with_its_alt_text():
         (_, alt), = shown[picture.name]
         assert alt == picture.alt, f"{picture.name}: the chapter's alt text differs from brrr.figures'"
     assert set(shown) <= {picture.name for picture in figures.FIGURES}, "a chapter shows a picture nobody draws"
+
+
+def test_the_recorded_gpu_pictures_say_what_they_wait_for_without_a_record(monkeypatch):
+    """No record (a fork without brrr/data/reference/): each picture drawn from a GPU record is one panel
+    saying which record it waits for, not an empty or broken image."""
+    monkeypatch.setattr("brrr.beside.recorded", lambda section, folder=None: [])
+    monkeypatch.setattr("brrr.traces.reference_trace", lambda folder=None: None)
+    for picture in figures.FIGURES:
+        if picture.name in ("knee", "gpu-waits", "stages"):
+            fig = picture.draw()
+            said = " ".join(text.get_text() for ax in fig.axes for text in ax.texts)
+            assert "no GPU has recorded" in said, picture.name
+            plt.close(fig)
+
+
+def test_the_recorded_gpu_pictures_draw_the_record():
+    """With the committed record: the knee's sweep, the trace's kernels and idle shares, the stages' bars."""
+    knee = figures.knee({"GPU": {"seconds": {"1": 1e-3, "64": 1e-3, "256": 3e-3}, "knee_measured": 80.0,
+                                 "knee_predicted_multiply": 79.0}})
+    assert list(knee.axes[0].lines[0].get_ydata()) == [1.0, 1.0, 3.0]
+    waits = figures.gpu_waits(None, {"small": {"batch": 1, "idle_fraction": 0.96},
+                                     "large": {"batch": 4096, "idle_fraction": 0.15}})
+    assert [text.get_text() for text in waits.axes[1].texts] == ["96% idle", "15% idle"]
+    rows = [{"stage": "start", "tokens_per_s": 1e5, "regime": "overhead-bound"},
+            {"stage": "+ bigger batch", "tokens_per_s": 4e5, "regime": "compute-bound"}]
+    bars = [patch.get_width() for patch in figures.stages(rows, "GPU").axes[0].patches]
+    assert bars == [4e5, 1e5]
+    plt.close("all")
