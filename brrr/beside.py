@@ -47,7 +47,7 @@ class Recorded:
 
     @property
     def stamp(self) -> str:
-        """The record's full stamp, labelled recorded: ``recorded [measured on <GPU> (GPU) · ...]``."""
+        """The record's full stamp, labelled recorded: ``recorded [measured on <GPU> · ...]``."""
         return "recorded " + format_stamp(self.env)
 
 

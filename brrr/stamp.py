@@ -41,9 +41,10 @@ def environment() -> dict[str, str]:
 
 def format_stamp(env: dict[str, str]) -> str:
     """The stamp of ``env`` (:func:`environment`), on one line of the book's 100 characters where the
-    device's name allows: Triton's mode is said once, after its version."""
+    device's name allows: Triton's mode is said once, after its version, and a GPU's mode not at all."""
     triton = f"triton {env['triton']}" + (" interpreted" if env.get("device_type") == "cpu" else "")
-    return f"[measured on {env['device']} ({env['mode']}) · torch {env['torch']} · {triton} · {env['date']}]"
+    mode = "" if env["mode"] == "GPU" else f" ({env['mode']})"  # a GPU's name says it is one
+    return f"[measured on {env['device']}{mode} · torch {env['torch']} · {triton} · {env['date']}]"
 
 
 def stamp() -> str:

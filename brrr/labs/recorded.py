@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from brrr import units
+from brrr.column import fit
 from brrr.beside import Recorded, recorded
 
 
@@ -44,7 +45,7 @@ def sentence(lab: str, folder=None) -> str:
     found: list[Recorded] = recorded(f"lab-{lab}", folder)
     describe = DESCRIBE.get(lab)
     if not found or describe is None:
-        return (f"No recorded GPU has run this lab yet: `make gpu-check` on a GPU node records it "
-                f"(lab-{lab} in brrr/data/reference/).")
-    return "\n".join(f"Recorded on {gpu.device} ({gpu.env.get('date', '?')}): {describe(gpu.values)}.\n"
-                     f"  {gpu.stamp}" for gpu in found)
+        return fit(f"No recorded GPU has run this lab yet: `make gpu-check` on a GPU node records it "
+                   f"(lab-{lab} in brrr/data/reference/).")
+    return fit("\n".join(f"Recorded on {gpu.device} ({gpu.env.get('date', '?')}): {describe(gpu.values)}.\n"
+                         f"  {gpu.stamp}" for gpu in found))
