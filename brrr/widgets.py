@@ -48,6 +48,50 @@ def show_placement(placement: Placement, *, stamp: str = "", ax=None):
     return ax
 
 
+GRID_REPEATS = (1, 4, 16, 64, 256, 1024, 4096)
+GRID_DTYPES = ("float16", "float32", "float64")
+GRID_LOG2_SIZES = (10, 18, 26)  # a thousand elements (overhead), a quarter million, 64 million
+
+
+def recorded_roofs(folder=None) -> dict[str, Roof]:
+    """Each recorded GPU's roof for the x * 2 chain: its multiply rate and copy bandwidth from its repeat
+    sweep, its per-op overhead from its eager-op rate (``overhead/python-vs-pytorch``)."""
+    from brrr.beside import recorded
+
+    ops = {gpu.device: gpu.values for gpu in recorded("overhead/python-vs-pytorch", folder)}
+    return {f"recorded {gpu.device}": Roof(gpu.values["multiply_rate"], gpu.values["copy_bandwidth"],
+                                           1 / ops[gpu.device]["torch_ops_per_s"] if gpu.device in ops else 0.0,
+                                           f"x*2 chain, recorded on {gpu.device}")
+            for gpu in recorded("repeat-sweep", folder)}
+
+
+def placement_grid(machines: dict[str, Roof], *, stamps: tuple[str, ...] = (),
+                   log2_sizes=GRID_LOG2_SIZES, dtypes=GRID_DTYPES, repeats=GRID_REPEATS) -> Figure:
+    """The explorer's model precomputed, as small multiples: one row per machine, one panel per size, the
+    predicted time per call against the repeats for each dtype. Flat is memory (or, for a small tensor, the
+    overhead floor); rising is compute. What the sliders show one point at a time, all at once, for a page
+    without a kernel."""
+    figure = Figure(figsize=(3.2 * len(log2_sizes), 2.6 * len(machines) + 0.6))
+    axes = figure.subplots(len(machines), len(log2_sizes), squeeze=False, sharex=True)
+    for row, (label, roof) in zip(axes, machines.items()):
+        for ax, log2_n in zip(row, log2_sizes):
+            for dtype in dtypes:
+                times = [place(2**log2_n, dtype, r, roof).predicted_s for r in repeats]
+                ax.loglog(repeats, times, marker="o", markersize=3, label=dtype)
+            ax.set_title(f"{label}\nn = 2^{log2_n}", fontsize=8)
+            ax.set_xticks(list(repeats[::2]), [str(r) for r in repeats[::2]])
+            ax.minorticks_off()
+            ax.tick_params(labelsize=7)
+        row[0].set_ylabel("predicted s per call", fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("repeats", fontsize=8)
+    axes[0][0].legend(fontsize=7)
+    figure.tight_layout(rect=(0, 0.03 * max(1, len(stamps)), 1, 1))
+    if stamps:
+        figure.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color="gray", va="bottom")
+    return figure
+
+
 LIVE_NOTE = ("A snapshot at the default settings. In Jupyter and Colab the "
              "sliders are live: run this notebook to move them.")
 
