@@ -586,6 +586,16 @@ def reference_trace(folder=None) -> ReferenceTrace | None:
     return min(found, key=lambda entry: entry.synthetic, default=None)
 
 
+def copy_reference_trace(reference: ReferenceTrace, folder: str | os.PathLike) -> Path:
+    """Copy the file of ``reference`` (a committed trace) into ``folder``, so that a page can link it for
+    download (to open in Perfetto); returns the copy's path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{reference.name}.json"
+    target.write_bytes((reference_traces_dir() / f"{reference.name}.json").read_bytes())
+    return target
+
+
 def save_reference_trace(path: str | os.PathLike, folder: str | os.PathLike, *, description: str) -> Path:
     """Copy a trace ``torch.profiler`` exported at ``path`` into ``folder`` as ``<gpu>-train-step.json``.
 

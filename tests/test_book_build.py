@@ -232,4 +232,37 @@ def test_every_page_renders_offline(browser, served_book):
           f"{len(downloads)} download links: all rendered offline")
     assert pages_with_math > 0, "no page has math: the math check checked nothing"
     traces = [url for url in downloads if url.endswith(book_browser.TRACE_SUFFIX)]
-    assert len(traces) >= 2, f"expected the profiler chapter's trace downloads, found {sorted(downloads)}"
+    assert len(traces) >= 3, f"expected the profiler chapter's trace downloads (this run's two and the recorded GPU's), found {sorted(downloads)}"
+
+
+def test_the_trace_timeline_zooms_and_pans_offline(browser, served_book):
+    """The profiler page's interactive timeline (brrr.timeline), in Chromium with the network blocked: the
+    wheel zooms in (the view narrows and its readout says so), a drag pans, a double click shows it all."""
+    base, _ = served_book
+    context = browser.new_context(viewport={"width": book_browser.WIDTH, "height": 900})
+    reader = book_browser.Reader(context, base)
+    try:
+        page = reader.page
+        page.goto(base + "notebooks/32-profiler-traces.html", wait_until="load")
+        svg = page.locator("svg.brrr-timeline-svg").first
+        assert svg.count() == 1, "the profiler page shows no interactive timeline"
+        svg.scroll_into_view_if_needed()
+        whole = [float(v) for v in svg.get_attribute("viewBox").split()]
+        box = svg.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        for _ in range(4):
+            page.mouse.wheel(0, -100)
+        page.wait_for_timeout(100)
+        zoomed = [float(v) for v in svg.get_attribute("viewBox").split()]
+        assert zoomed[2] < 0.6 * whole[2], (whole, zoomed)
+        page.mouse.down()
+        page.mouse.move(box["x"] + box["width"] / 2 + 150, box["y"] + box["height"] / 2)
+        page.mouse.up()
+        panned = [float(v) for v in svg.get_attribute("viewBox").split()]
+        assert panned[0] < zoomed[0] and panned[2] == zoomed[2], (zoomed, panned)
+        svg.dblclick()
+        assert [float(v) for v in svg.get_attribute("viewBox").split()] == whole
+        assert not reader.problems, reader.problems
+    finally:
+        reader.close()
+        context.close()
