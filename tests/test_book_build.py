@@ -199,6 +199,61 @@ def test_every_measured_number_carries_its_stamp(book_build):
     assert not found, f"measured figures printed without a stamp: {found}"
 
 
+PRINTED_WIDTH = 100  # characters: a printed line in the book's column (brrr.column)
+MOST_WIDE_LINES = 0.02  # of all printed lines; the rest wrap where the column ends
+MOST_WORDS = 3_500  # a page, prose, code and printed output together
+
+
+def printed_lines(notebook: dict) -> list[str]:
+    """The lines a page prints as text (streams, and plain results shown without an image or HTML)."""
+    lines = []
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code" or "remove-output" in cell.get("metadata", {}).get("tags", []):
+            continue
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            text = output.get("text", "") or ("" if {"image/png", "text/html"} & data.keys()
+                                              else data.get("text/plain", ""))
+            lines += "".join(text).splitlines()
+    return lines
+
+
+def page_words(notebook: dict) -> int:
+    """Words a reader meets on a page: its markdown, the code it shows, and what it prints."""
+    shown = [cell for cell in notebook["cells"]
+             if not {"remove-cell", "remove-input"} & set(cell.get("metadata", {}).get("tags", []))]
+    text = " ".join("".join(cell["source"]) for cell in shown) + " " + " ".join(printed_lines(notebook))
+    return len(text.split())
+
+
+def test_printed_lines_fit_the_column_and_pages_stay_short(book_build):
+    executed = book_build.html_dir.parent / "jupyter_execute"
+    notebooks = sorted(executed.glob("notebooks/*.ipynb")) + sorted(executed.glob("solutions/*.ipynb"))
+    assert len(notebooks) >= 12, f"executed notebooks not found under {executed}"
+    total, wide, long_pages = 0, [], {}
+    for path in notebooks:
+        notebook = json.loads(path.read_text())
+        lines = printed_lines(notebook)
+        total += len(lines)
+        wide += [f"{path.stem}: {line[:90]}..." for line in lines if len(line) > PRINTED_WIDTH]
+        if page_words(notebook) > MOST_WORDS:
+            long_pages[path.stem] = page_words(notebook)
+    assert len(wide) <= MOST_WIDE_LINES * total, (
+        f"{len(wide)} of {total} printed lines are wider than {PRINTED_WIDTH} characters "
+        "(wrap sentences with brrr.column.fit; say a table's reason once under it):\n" + "\n".join(wide))
+    assert not long_pages, f"pages over {MOST_WORDS} words: {long_pages}"
+
+
+def test_the_width_and_length_checks_can_fail():
+    wide = {"cell_type": "code", "metadata": {}, "outputs": [{"output_type": "stream", "text": "x" * 101}]}
+    assert [len(line) for line in printed_lines({"cells": [wide]})] == [101]
+    image = {"cell_type": "code", "metadata": {}, "outputs": [{"output_type": "display_data",
+                                                               "data": {"image/png": "", "text/plain": "y" * 200}}]}
+    assert printed_lines({"cells": [image]}) == []
+    prose = {"cell_type": "markdown", "metadata": {}, "source": ["word " * 3_600]}
+    assert page_words({"cells": [prose]}) > MOST_WORDS
+
+
 def test_every_page_renders_offline(browser, served_book):
     """Every page in Chromium, offline: rendered math, loaded images, no console
     error, no block that scrolls sideways, working trace downloads (book_browser.py)."""

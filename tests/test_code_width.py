@@ -83,3 +83,31 @@ def test_the_check_catches_a_line_one_character_too_long():
                       "", "prose " * 30, "", "```python", over, "```"])
     assert too_wide("page.md", chapter_cells(page)) == [
         f"page.md, code cell 0 (starts on page line 4), line 3: {WIDTH + 1} characters: {over[:50]}"]
+
+
+# A page reads like a Triton tutorial: what it teaches, not the machinery (which sits in one hidden cell
+# calling the page's brrr/pages module). Counted as the reader sees it: non-blank lines of code cells the
+# book does not hide.
+MOST_CODE_LINES = 150
+HIDDEN = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
+
+
+def shown_code_lines(notebook: dict) -> int:
+    return sum(len([line for line in "".join(cell["source"]).splitlines() if line.strip()])
+               for cell in notebook["cells"]
+               if cell["cell_type"] == "code" and not HIDDEN & set(cell.get("metadata", {}).get("tags", [])))
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.parent.name != "labs"],
+                         ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_page_shows_at_most_150_lines_of_code(path):
+    shown = shown_code_lines(json.loads(path.read_text()))
+    assert shown <= MOST_CODE_LINES, (
+        f"{path.name} shows {shown} lines of code: move what the build needs and the reader does not "
+        f"(targets, retries, records, glue) into the page's brrr/pages module, called from a hidden cell")
+
+
+def test_the_count_leaves_out_hidden_cells():
+    cell = {"cell_type": "code", "source": ["a = 1\n", "\n", "b = 2"], "metadata": {}}
+    hidden = {"cell_type": "code", "source": ["c = 3"], "metadata": {"tags": ["remove-input"]}}
+    assert shown_code_lines({"cells": [cell, hidden]}) == 2
