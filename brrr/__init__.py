@@ -17,13 +17,14 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | reference  | GPU reference figures in brrr/data/reference/ (from gpu-check) |
 | plots      | roofline and log-log sweep charts                           |
 | traces     | profiler traces: parse, idle gaps, timeline figure          |
+| timeline   | a trace as a zoomable timeline in the static book, offline  |
 | opclasses  | FLOPs and runtime per operator class (the essay's BERT table) |
 | datasheets | vendor datasheet peaks of known GPUs, drawn beside measurements |
 | benchmarks | one script per chapter with its performance targets         |
 | kernels    | the Triton kernels the book teaches and benchmarks           |
 | memory     | peak memory, and waiting out page faults before timing      |
 | source     | showing a kernel's source in a notebook                     |
-| widgets    | the interactive roofline explorer                           |
+| widgets    | the roofline explorer: live sliders, and small multiples    |
 | allocator  | keep freed memory in the process (applied at import, Linux) |
 | book_pages | Sphinx extension: the built book works offline, error-free  |
 | pages/     | what a book page checks, records and glues, in its hidden cell |
