@@ -3,8 +3,11 @@ as a small image, and shown in a chapter with the alt text the module gives it."
 
 import re
 
+import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
 from brrr import counting, figures, units
 from conftest import ROOT
@@ -15,12 +18,47 @@ CHAPTERS = sorted((ROOT / "chapters").glob("*.md"))
 DIRECTIVE = re.compile(r"```\{figure\} \.\./_figures/(?P<name>[\w-]+)\.png\n:alt: (?P<alt>.*)\n")
 
 
-def test_each_picture_draws_as_a_small_image(tmp_path):
-    paths = figures.draw_all(tmp_path / "figures")
-    assert [path.stem for path in paths] == [picture.name for picture in figures.FIGURES]
-    for path in paths:
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """Every picture drawn in both themes, once for the tests that read the files."""
+    return figures.draw_all(tmp_path_factory.mktemp("figures"))
+
+
+def test_each_picture_draws_as_a_small_image_in_both_themes(drawn):
+    assert [path.stem for path in drawn] == [f"{picture.name}{theme.suffix}" for picture in figures.FIGURES
+                                             for theme in figures.THEMES]
+    for path in drawn:
         size = path.stat().st_size
         assert 5_000 < size < 200_000, f"{path.name}: {size} bytes"
+
+
+def _luminance(path) -> float:
+    """The mean luminance (0 black, 1 white) of a PNG's opaque pixels."""
+    pixels = mpimg.imread(path)
+    opaque = pixels[..., 3] > 0.5 if pixels.shape[-1] == 4 else np.ones(pixels.shape[:2], bool)
+    return float((pixels[..., :3][opaque] @ np.array([0.2126, 0.7152, 0.0722])).mean())
+
+
+def test_the_dark_pictures_are_dark_and_the_light_ones_light(drawn):
+    """The dark mode's picture sits on a dark page: mostly dark pixels, where the light one is mostly white."""
+    by_name = {path.name: path for path in drawn}
+    for picture in figures.FIGURES:
+        light, dark = (_luminance(by_name[f"{picture.name}{theme.suffix}.png"]) for theme in figures.THEMES)
+        assert light > 0.7, f"{picture.name}.png: mean luminance {light:.2f}"
+        assert dark < 0.3, f"{picture.name}-dark.png: mean luminance {dark:.2f} (light: {light:.2f})"
+
+
+def test_the_drawing_functions_colour_their_marks_in_the_theme_being_drawn():
+    """Text coloured explicitly (a box's title, a stamp) takes the theme's ink, not the light one's."""
+    for theme in figures.THEMES:
+        with figures.themed(theme):
+            fig = figures.factory()
+            colours = {to_hex(text.get_color()) for text in fig.axes[0].texts}
+            plt.close(fig)
+        assert to_hex(theme.ink) in colours, theme.name
+        other = next(t for t in figures.THEMES if t is not theme)
+        assert to_hex(other.ink) not in colours, theme.name
+    assert figures._colors() is figures.LIGHT, "themed() leaves the light theme behind it"
 
 
 def test_the_pictures_drawn_from_records_draw_without_one(tmp_path, monkeypatch):
