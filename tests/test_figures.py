@@ -15,7 +15,11 @@ from conftest import ROOT
 pytestmark = pytest.mark.device_independent
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.md"))
-DIRECTIVE = re.compile(r"```\{figure\} \.\./_figures/(?P<name>[\w-]+)\.png\n:alt: (?P<alt>.*)\n")
+# A picture in a chapter: its light drawing as a figure of class only-light (with its name and caption),
+# then its dark drawing as an image of class only-dark with the same alt text.
+DIRECTIVE = re.compile(r"```\{figure\} \.\./_figures/(?P<name>[\w-]+)\.png\n:alt: (?P<alt>.*)\n"
+                       r":class: only-light\n:name: fig-(?P=name)\n\n.+\n```\n\n"
+                       r"```\{image\} \.\./_figures/(?P=name)-dark\.png\n:alt: (?P=alt)\n:class: only-dark\n```\n")
 
 
 @pytest.fixture(scope="module")
@@ -92,10 +96,14 @@ def test_the_generations_chart_is_drawn_from_the_datasheets():
 
 
 def test_each_picture_sits_in_one_chapter_with_its_alt_text():
+    """Once, as a light figure and a dark image naming both files, each with the alt text of FIGURES."""
     shown = {}
     for chapter in CHAPTERS:
-        for match in DIRECTIVE.finditer(chapter.read_text()):
+        text = chapter.read_text()
+        for match in DIRECTIVE.finditer(text):
             shown.setdefault(match["name"], []).append((chapter.name, match["alt"]))
+        assert text.count("../_figures/") == 2 * len(DIRECTIVE.findall(text)), \
+            f"{chapter.name}: a picture shown without its light figure and dark image in the form above"
     for picture in figures.FIGURES:
         assert len(shown.get(picture.name, [])) == 1, f"{picture.name} is shown in {shown.get(picture.name)}"
         (_, alt), = shown[picture.name]
@@ -129,3 +137,29 @@ def test_the_recorded_gpu_pictures_draw_the_record():
     bars = [patch.get_width() for patch in figures.stages(rows, "GPU").axes[0].patches]
     assert bars == [4e5, 1e5]
     plt.close("all")
+
+
+def test_the_dark_image_joins_its_figure_under_one_caption():
+    """The theme hides a caption that follows a hidden image: brrr.book_pages moves the dark image into the
+    figure, both drawings in one div ahead of the caption (parsed as MyST, without Sphinx)."""
+    from docutils import nodes
+    from docutils.core import publish_doctree, publish_from_doctree
+    from myst_parser.parsers.docutils_ import Parser
+
+    from brrr.book_pages import LIGHT_DARK, pair_light_dark
+
+    text = (ROOT / "chapters" / "intro.md").read_text()
+    match = next(m for m in DIRECTIVE.finditer(text) if m["name"] == "factory")
+    doctree = publish_doctree(f"# A page\n\n{match[0]}\nAfter it.\n", parser=Parser(),
+                              settings_overrides={"report_level": 4})
+    assert pair_light_dark(doctree) == 1
+    figure, = doctree.findall(nodes.figure)
+    assert [child.tagname for child in figure.children] == ["container", "caption"]
+    assert figure[0]["classes"] == [LIGHT_DARK]
+    assert [(image["uri"], image["classes"]) for image in figure[0].children] == [
+        ("../_figures/factory.png", ["only-light"]), ("../_figures/factory-dark.png", ["only-dark"])]
+    assert not [image for image in doctree.findall(nodes.image) if image.parent is not figure[0]]
+    html = publish_from_doctree(doctree, writer_name="html5").decode()
+    assert re.search(r'<div class="[^"]*brrr-light-dark[^"]*">\s*<img[^>]*only-light[^>]*/>\s*'
+                     r'<img[^>]*only-dark[^>]*/>\s*</div>\s*<figcaption>', html), html
+    assert pair_light_dark(doctree) == 0, "a figure already paired is left alone"
