@@ -33,6 +33,11 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
 - **The essay's pictures.** When a build starts, every picture of :mod:`brrr.figures` is drawn
   from its data into ``_figures/`` in the book's source folder (never committed), where the
   chapters' ``figure`` directives find it.
+- **A picture for each colour mode.** A chapter shows a picture's light drawing with a ``figure``
+  of class ``only-light`` and its dark drawing with an ``image`` of class ``only-dark`` right
+  after it; the theme hides the one not in its mode. The theme also hides a caption that follows
+  a hidden image, so :func:`pair_light_dark` moves the dark image into the figure and wraps the
+  two in a ``div.brrr-light-dark``: one figure, one caption and one number in either mode.
 - **Says when Colab cannot install brrr.** At the end of the build it prints,
   as a notice, why the Colab launch buttons open a set-up cell that cannot
   install brrr (``brrr.colab.release_problem``: ``repository.url`` is the
@@ -51,6 +56,8 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
+from docutils import nodes
+from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 
 from brrr import colab, targets
@@ -118,6 +125,39 @@ def _draw_figures(app) -> None:
     figures.draw_all(Path(app.srcdir) / FIGURES_DIR)
 
 
+LIGHT_DARK = "brrr-light-dark"  # the class of the div that holds a figure's two drawings
+
+
+def pair_light_dark(doctree) -> int:
+    """Move each ``only-dark`` image that directly follows a figure whose image is ``only-light``
+    into that figure, beside its image, the two wrapped in a ``div.brrr-light-dark`` (the caption
+    then follows the div, not a hidden image, and stays shown); returns how many were moved."""
+    moved = 0
+    for figure in list(doctree.findall(nodes.figure)):
+        parent = figure.parent
+        index = parent.index(figure)
+        following = parent[index + 1] if index + 1 < len(parent) else None
+        light = figure.next_node(nodes.image)
+        if (not isinstance(following, nodes.image) or "only-dark" not in following["classes"]
+                or light is None or "only-light" not in light["classes"] or light.parent is not figure):
+            continue
+        parent.remove(following)
+        pair = nodes.container("", classes=[LIGHT_DARK])
+        figure.replace(light, pair)
+        pair += [light, following]
+        moved += 1
+    return moved
+
+
+class PairLightDark(SphinxTransform):
+    """:func:`pair_light_dark` on every page."""
+
+    default_priority = 500
+
+    def apply(self, **kwargs) -> None:
+        pair_light_dark(self.document)
+
+
 def _clear_mathjax3_config(app) -> None:
     app.config.mathjax3_config = None  # MyST's MathJax 3 settings; see above
 
@@ -162,5 +202,6 @@ def setup(app):
     app.connect("html-page-context", _drop_repeated_scripts, priority=900)
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _colab_notice)
+    app.add_transform(PairLightDark)
     app.add_css_file(STYLESHEET)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

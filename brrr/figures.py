@@ -7,12 +7,18 @@ Each function returns a matplotlib ``Figure`` drawn from the numbers it is given
 beside it. :data:`FIGURES` names each picture with its alt text and a one-line caption; the book's Sphinx
 extension (:mod:`brrr.book_pages`) draws them all into ``_figures/`` when a build starts, and the
 chapters show them with MyST's ``figure`` directive.
+
+Each picture is drawn twice, once for each mode of the book's theme (:data:`THEMES`): ``<name>.png`` on
+white and ``<name>-dark.png`` on the theme's dark page with light ink; :func:`themed` switches matplotlib's
+style and the colours the drawing functions read from :func:`_colors`, and the chapter shows the light one
+with class ``only-light`` and the dark one with class ``only-dark``.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle
@@ -22,36 +28,92 @@ from brrr import essay, units
 INK, MUTED, ACCENT, WARM, COOL = "#222222", "#777777", "#1f77b4", "#d62728", "#2ca02c"
 
 
-def _arrow(ax, start, end, text="", color=INK, width=2.0, style="-|>"):
+@dataclass(frozen=True)
+class Theme:
+    """The colours of a picture for one of the book theme's modes: its paper (the page behind it), its
+    ink, muted ink, a pale fill, and the three accents."""
+
+    name: str
+    suffix: str  # of the file: <name><suffix>.png
+    paper: str
+    ink: str
+    muted: str
+    shade: str
+    accent: str
+    warm: str
+    cool: str
+    style: str  # the matplotlib style the theme starts from
+
+
+LIGHT = Theme("light", "", "white", INK, MUTED, "#dddddd", ACCENT, WARM, COOL, "default")
+# The dark page of sphinx-book-theme (#121212) and pydata-sphinx-theme's text colours on it; the accents
+# lightened so that small text in them keeps a contrast above 4.5 on that page.
+DARK = Theme("dark", "-dark", "#121212", "#ced6dd", "#9ca4af", "#3a3f47", "#5aa9e6", "#ff6b6b", "#4cc94c",
+             "dark_background")
+THEMES = (LIGHT, DARK)
+
+_theme = LIGHT  # the theme the drawing functions read; themed() switches it
+
+
+def _colors() -> Theme:
+    """The colours of the theme being drawn: every explicitly coloured mark reads them here."""
+    return _theme
+
+
+@contextmanager
+def themed(theme: Theme) -> Iterator[Theme]:
+    """Draw in ``theme``: its matplotlib style with its paper and ink for text, axes, ticks and legends,
+    and its colours for the drawing functions' own marks."""
+    global _theme
+    rc = {"figure.facecolor": theme.paper, "axes.facecolor": theme.paper, "savefig.facecolor": theme.paper,
+          "figure.edgecolor": theme.paper, "savefig.edgecolor": theme.paper, "legend.facecolor": theme.paper,
+          "legend.edgecolor": theme.muted, "text.color": theme.ink, "axes.labelcolor": theme.ink,
+          "axes.titlecolor": theme.ink, "axes.edgecolor": theme.ink, "xtick.color": theme.ink,
+          "ytick.color": theme.ink, "grid.color": theme.muted,
+          "axes.prop_cycle": plt.rcParamsDefault["axes.prop_cycle"]}
+    previous = _theme
+    with plt.style.context([theme.style, rc]):
+        _theme = theme
+        try:
+            yield theme
+        finally:
+            _theme = previous
+
+
+def _arrow(ax, start, end, text="", color=None, width=2.0, style="-|>"):
+    color = color or _colors().ink
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, linewidth=width, color=color))
     if text:
         ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.25, text, ha="center", va="bottom",
                 fontsize=9, color=color)
 
 
-def _box(ax, x, y, w, h, title, body="", color=ACCENT):
+def _box(ax, x, y, w, h, title, body="", color=None):
+    c = _colors()
+    color = color or c.accent
     ax.add_patch(Rectangle((x, y), w, h, facecolor=color, alpha=0.12, edgecolor=color, linewidth=1.5))
-    ax.text(x + w / 2, y + h - 0.3, title, ha="center", va="top", fontsize=10, weight="bold", color=INK)
+    ax.text(x + w / 2, y + h - 0.3, title, ha="center", va="top", fontsize=10, weight="bold", color=c.ink)
     if body:
-        ax.text(x + w / 2, y + h / 2 - 0.25, body, ha="center", va="center", fontsize=8, color=INK)
+        ax.text(x + w / 2, y + h / 2 - 0.25, body, ha="center", va="center", fontsize=8, color=c.ink)
 
 
 def factory() -> plt.Figure:
     """The essay's picture of a GPU: orders from the host, materials from the warehouse over a road, the
     factory's work, and where each regime waits."""
+    c = _colors()
     fig, ax = plt.subplots(figsize=(9, 3.6))
     ax.set_xlim(0, 18)
     ax.set_ylim(0, 7.2)
     ax.axis("off")
-    _box(ax, 0.3, 4.3, 3.6, 2.6, "host (CPU)", "Python, dispatch,\nkernel launches", MUTED)
-    _box(ax, 0.3, 0.4, 3.6, 2.8, "warehouse", "main memory\n(HBM on a GPU,\nDRAM on a CPU)", WARM)
-    _box(ax, 10.5, 0.4, 7.2, 6.5, "factory", "compute units:\ntensor cores for matmuls,\nvector units for the rest", COOL)
-    _arrow(ax, (3.9, 5.6), (10.5, 5.6), "orders: one per kernel", MUTED)
-    _arrow(ax, (3.9, 1.4), (10.5, 1.4), "the road: memory bandwidth (bytes/s)", WARM, width=3.5)
-    _arrow(ax, (10.5, 2.4), (3.9, 2.4), "", WARM, width=3.5)
-    ax.text(7.2, 3.4, "memory-bound: the factory\nwaits for the truck", ha="center", fontsize=8.5, color=WARM)
-    ax.text(7.2, 4.6, "overhead-bound: the factory\nwaits for its orders", ha="center", fontsize=8.5, color=MUTED)
-    ax.text(14.1, 1.2, "compute-bound: the factory\nis busy all the time", ha="center", fontsize=8.5, color=COOL)
+    _box(ax, 0.3, 4.3, 3.6, 2.6, "host (CPU)", "Python, dispatch,\nkernel launches", c.muted)
+    _box(ax, 0.3, 0.4, 3.6, 2.8, "warehouse", "main memory\n(HBM on a GPU,\nDRAM on a CPU)", c.warm)
+    _box(ax, 10.5, 0.4, 7.2, 6.5, "factory", "compute units:\ntensor cores for matmuls,\nvector units for the rest", c.cool)
+    _arrow(ax, (3.9, 5.6), (10.5, 5.6), "orders: one per kernel", c.muted)
+    _arrow(ax, (3.9, 1.4), (10.5, 1.4), "the road: memory bandwidth (bytes/s)", c.warm, width=3.5)
+    _arrow(ax, (10.5, 2.4), (3.9, 2.4), "", c.warm, width=3.5)
+    ax.text(7.2, 3.4, "memory-bound: the factory\nwaits for the truck", ha="center", fontsize=8.5, color=c.warm)
+    ax.text(7.2, 4.6, "overhead-bound: the factory\nwaits for its orders", ha="center", fontsize=8.5, color=c.muted)
+    ax.text(14.1, 1.2, "compute-bound: the factory\nis busy all the time", ha="center", fontsize=8.5, color=c.cool)
     return fig
 
 
@@ -60,28 +122,29 @@ def trips(ops: int = 3, n: int = 2**28) -> plt.Figure:
     the bytes are :func:`brrr.counting.pointwise`'s."""
     from brrr.counting import pointwise
 
+    c = _colors()
     one_pass = pointwise(n).bytes
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
     for ax, fused in zip(axes, (False, True)):
         ax.set_xlim(0, 10)
         ax.set_ylim(0, 6)
         ax.axis("off")
-        ax.add_patch(Rectangle((0.2, 0.3), 9.6, 1.2, facecolor=WARM, alpha=0.12, edgecolor=WARM))
-        ax.text(5, 0.9, "memory", ha="center", va="center", fontsize=10, color=WARM)
-        ax.add_patch(Rectangle((0.2, 4.3), 9.6, 1.4, facecolor=COOL, alpha=0.12, edgecolor=COOL))
-        ax.text(5, 5.45, "compute: registers and on-chip memory", ha="center", va="center", fontsize=9, color=COOL)
+        ax.add_patch(Rectangle((0.2, 0.3), 9.6, 1.2, facecolor=c.warm, alpha=0.12, edgecolor=c.warm))
+        ax.text(5, 0.9, "memory", ha="center", va="center", fontsize=10, color=c.warm)
+        ax.add_patch(Rectangle((0.2, 4.3), 9.6, 1.4, facecolor=c.cool, alpha=0.12, edgecolor=c.cool))
+        ax.text(5, 5.45, "compute: registers and on-chip memory", ha="center", va="center", fontsize=9, color=c.cool)
         if fused:
-            ax.text(5, 4.75, " → ".join(f"op {i + 1}" for i in range(ops)), ha="center", fontsize=9, color=INK)
-            _arrow(ax, (3.0, 1.5), (3.0, 4.3), "read", WARM)
-            _arrow(ax, (7.0, 4.3), (7.0, 1.5), "write", WARM)
+            ax.text(5, 4.75, " → ".join(f"op {i + 1}" for i in range(ops)), ha="center", fontsize=9, color=c.ink)
+            _arrow(ax, (3.0, 1.5), (3.0, 4.3), "read", c.warm)
+            _arrow(ax, (7.0, 4.3), (7.0, 1.5), "write", c.warm)
             moved = one_pass
             ax.set_title(f"fused: one trip, {units.binary_bytes(moved)}", fontsize=10)
         else:
             for i in range(ops):
                 x = 0.9 + i * 9.0 / ops
-                ax.text(x + 0.9, 4.75, f"op {i + 1}", ha="center", fontsize=9, color=INK)
-                _arrow(ax, (x + 0.4, 1.5), (x + 0.4, 4.3), "", WARM, width=1.5)
-                _arrow(ax, (x + 1.4, 4.3), (x + 1.4, 1.5), "", WARM, width=1.5)
+                ax.text(x + 0.9, 4.75, f"op {i + 1}", ha="center", fontsize=9, color=c.ink)
+                _arrow(ax, (x + 0.4, 1.5), (x + 0.4, 4.3), "", c.warm, width=1.5)
+                _arrow(ax, (x + 1.4, 4.3), (x + 1.4, 1.5), "", c.warm, width=1.5)
             moved = ops * one_pass
             ax.set_title(f"unfused: {ops} round trips, {units.binary_bytes(moved)}", fontsize=10)
     fig.suptitle(f"A chain of {ops} pointwise ops on {n:,} fp32 elements: bytes moved", fontsize=11)
@@ -110,11 +173,12 @@ GENERATIONS = (
 def generations(measured: dict[str, tuple[float, float]] | None = None) -> plt.Figure:
     """Datasheet bandwidth and 16-bit matmul peak of NVIDIA generations by year, and their ridge points;
     ``measured``: ``{label: (bandwidth, matmul peak)}`` measured on a real GPU, drawn beside its datasheet."""
+    c = _colors()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     years = [g.year for g in GENERATIONS]
-    left.semilogy(years, [g.tensor_flops for g in GENERATIONS], marker="o", color=COOL,
+    left.semilogy(years, [g.tensor_flops for g in GENERATIONS], marker="o", color=c.cool,
                   label="16-bit tensor-core FLOP/s")
-    left.semilogy(years, [g.bandwidth * 100 for g in GENERATIONS], marker="s", color=WARM,
+    left.semilogy(years, [g.bandwidth * 100 for g in GENERATIONS], marker="s", color=c.warm,
                   label="memory bandwidth × 100 (B/s)")
     for g in GENERATIONS:
         left.annotate(g.name, (g.year, g.tensor_flops), textcoords="offset points", xytext=(0, 6), ha="center",
@@ -124,10 +188,10 @@ def generations(measured: dict[str, tuple[float, float]] | None = None) -> plt.F
                    f"bandwidth ×{last.bandwidth / first.bandwidth:.1f}", fontsize=10)
     left.set_xlabel("year (datasheets)")
     left.legend(fontsize=8)
-    right.bar([g.name for g in GENERATIONS], [g.tensor_flops / g.bandwidth for g in GENERATIONS], color=MUTED,
+    right.bar([g.name for g in GENERATIONS], [g.tensor_flops / g.bandwidth for g in GENERATIONS], color=c.muted,
               label="datasheet")
     for label, (bandwidth, peak) in (measured or {}).items():
-        right.bar([label], [peak / bandwidth], color=ACCENT, label="measured (recorded)")
+        right.bar([label], [peak / bandwidth], color=c.accent, label="measured (recorded)")
     right.set_ylabel("ridge point (FLOPs per byte)")
     right.set_title("The ridge point rises: more FLOPs per byte to stay compute-bound", fontsize=10)
     right.tick_params(axis="x", labelsize=7, rotation=20)
@@ -138,11 +202,12 @@ def generations(measured: dict[str, tuple[float, float]] | None = None) -> plt.F
 
 def roofline_three(machines: dict[str, tuple[float, float]]) -> plt.Figure:
     """Rooflines of several machines on one pair of axes: ``{label: (peak FLOP/s, bandwidth B/s)}``."""
+    c = _colors()
     import numpy as np
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     intensity = np.logspace(-2, 4, 200)
-    for (label, (peak, bandwidth)), color in zip(machines.items(), (MUTED, ACCENT, WARM, COOL)):
+    for (label, (peak, bandwidth)), color in zip(machines.items(), (c.muted, c.accent, c.warm, c.cool)):
         ax.loglog(intensity, np.minimum(peak, intensity * bandwidth), color=color, label=label)
         ax.plot([peak / bandwidth], [peak], marker="o", color=color)
         ax.annotate(f"ridge {peak / bandwidth:.0f}", (peak / bandwidth, peak), textcoords="offset points",
@@ -157,6 +222,7 @@ def roofline_three(machines: dict[str, tuple[float, float]]) -> plt.Figure:
 def flash_tiles(n_blocks: int = 4, step: int = 1) -> plt.Figure:
     """FlashAttention for one head: the N×N scores in blocks; at one step a block of Q stays on chip while
     blocks of K and V stream past, and no block of scores is ever written to HBM."""
+    c = _colors()
     fig, ax = plt.subplots(figsize=(7, 4.6))
     ax.set_xlim(-3.2, n_blocks + 3.6)
     ax.set_ylim(-1.6, n_blocks + 1.2)
@@ -166,16 +232,16 @@ def flash_tiles(n_blocks: int = 4, step: int = 1) -> plt.Figure:
         for j in range(n_blocks):
             on_chip = i == step
             done = i == step and j < step + 1
-            ax.add_patch(Rectangle((j, n_blocks - 1 - i), 1, 1, edgecolor=MUTED, linewidth=0.8,
-                                   facecolor=COOL if done else ("#dddddd" if on_chip else "white"),
+            ax.add_patch(Rectangle((j, n_blocks - 1 - i), 1, 1, edgecolor=c.muted, linewidth=0.8,
+                                   facecolor=c.cool if done else (c.shade if on_chip else c.paper),
                                    alpha=0.5 if done else 1.0))
     ax.text(n_blocks / 2, n_blocks + 0.4, "scores S = QKᵀ (N×N): computed block by block, never stored",
             ha="center", fontsize=8.5)
     for i in range(n_blocks):
-        ax.add_patch(Rectangle((-2.2, n_blocks - 1 - i), 1.2, 1, edgecolor=INK, linewidth=0.8,
-                               facecolor=ACCENT if i == step else "white", alpha=0.35 if i == step else 1))
-        ax.add_patch(Rectangle((n_blocks + 1.0, n_blocks - 1 - i), 1.2, 1, edgecolor=INK, linewidth=0.8,
-                               facecolor=COOL if i == step else "white", alpha=0.35 if i == step else 1))
+        ax.add_patch(Rectangle((-2.2, n_blocks - 1 - i), 1.2, 1, edgecolor=c.ink, linewidth=0.8,
+                               facecolor=c.accent if i == step else c.paper, alpha=0.35 if i == step else 1))
+        ax.add_patch(Rectangle((n_blocks + 1.0, n_blocks - 1 - i), 1.2, 1, edgecolor=c.ink, linewidth=0.8,
+                               facecolor=c.cool if i == step else c.paper, alpha=0.35 if i == step else 1))
     ax.text(-1.6, -0.5, "Q blocks\n(one on chip)", ha="center", va="top", fontsize=8)
     ax.text(n_blocks + 1.6, -0.5, "O blocks\n(one written)", ha="center", va="top", fontsize=8)
     ax.text(n_blocks / 2, -0.5, "K, V blocks stream through on-chip memory;\na running max and sum keep the "
@@ -193,28 +259,31 @@ class Picture:
 
 def _no_record(ax, what: str) -> None:
     """An empty panel that says which record it waits for."""
+    c = _colors()
     ax.text(0.5, 0.5, f"no GPU has recorded {what} yet\n(make gpu-check on a GPU node records it)",
-            ha="center", va="center", fontsize=10, color=MUTED, transform=ax.transAxes)
+            ha="center", va="center", fontsize=10, color=c.muted, transform=ax.transAxes)
     ax.set_xticks([])
     ax.set_yticks([])
 
 
 def _stamps(fig, stamps) -> None:
     """The stamps of the records a picture is drawn from, small, under it."""
+    c = _colors()
     if stamps:
         fig.tight_layout(rect=(0, 0.04 + 0.02 * len(stamps), 1, 1))
-        fig.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color=MUTED, va="bottom")
+        fig.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color=c.muted, va="bottom")
 
 
 def knee(sweeps: dict[str, dict], stamps: list[str] = ()) -> plt.Figure:
     """Time per call of ``x * 2`` repeated, against the repeats, for each recorded sweep
     (``{device: repeat-sweep record}``): flat while memory sets the time, rising past the knee, with the
     knee the roofs predict and the one measured marked."""
+    c = _colors()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     if not sweeps:
         _no_record(ax, "the repeat sweep")
         return fig
-    for (device, values), color in zip(sweeps.items(), (ACCENT, WARM, COOL)):
+    for (device, values), color in zip(sweeps.items(), (c.accent, c.warm, c.cool)):
         repeats = sorted(int(r) for r in values["seconds"])
         ax.semilogx(repeats, [values["seconds"][str(r)] * 1e3 for r in repeats], marker="o", color=color,
                     label=f"{device}: time per call")
@@ -237,6 +306,7 @@ def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] =
     device sat idle at each recorded batch (``idle``: the profiler-traces record's ``values``)."""
     from brrr import traces
 
+    c = _colors()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 4.6), gridspec_kw={"height_ratios": [3, 2]})
     if trace is None:
         _no_record(top, "a training step's trace")
@@ -248,8 +318,8 @@ def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] =
         rows = sorted(idle.items(), key=lambda item: item[1]["batch"])
         labels = [f"batch {values['batch']:,}" for _, values in rows]
         shares = [values["idle_fraction"] for _, values in rows]
-        bottom.barh(labels, [1 - s for s in shares], color=COOL, label="device busy")
-        bottom.barh(labels, shares, left=[1 - s for s in shares], color=WARM, alpha=0.4, label="device idle")
+        bottom.barh(labels, [1 - s for s in shares], color=c.cool, label="device busy")
+        bottom.barh(labels, shares, left=[1 - s for s in shares], color=c.warm, alpha=0.4, label="device idle")
         for y, share in enumerate(shares):
             bottom.text(1.01, y, f"{units.percent(share)} idle", va="center", fontsize=8)
         bottom.set_xlim(0, 1.15)
@@ -262,14 +332,15 @@ def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] =
 def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
     """Tokens per second after each fix of the capstone, as recorded on ``device`` (the capstone record's
     rows), each bar labelled with the regime the diagnosis then found."""
+    c = _colors()
     fig, ax = plt.subplots(figsize=(8, 3.8))
     if not rows:
         _no_record(ax, "the capstone's fixes")
         return fig
     names = [row["stage"].removeprefix("+ ").split(" (torch.compile")[0] for row in rows]
     rates = [row["tokens_per_s"] for row in rows]
-    colors = {"overhead-bound": WARM, "memory-bound": ACCENT, "compute-bound": COOL}
-    ax.barh(names[::-1], rates[::-1], color=[colors.get(row["regime"], MUTED) for row in rows][::-1])
+    colors = {"overhead-bound": c.warm, "memory-bound": c.accent, "compute-bound": c.cool}
+    ax.barh(names[::-1], rates[::-1], color=[colors.get(row["regime"], c.muted) for row in rows][::-1])
     for y, row in enumerate(rows[::-1]):
         ax.text(row["tokens_per_s"] * 1.1, y, f"{row['regime']}, {row['tokens_per_s'] / rates[0]:.1f}x",
                 va="center", fontsize=8)
@@ -380,16 +451,19 @@ FIGURES = (
 
 
 def draw_all(folder, dpi: int = 90) -> list:
-    """Every picture of :data:`FIGURES` as ``<folder>/<name>.png``; returns the paths."""
+    """Every picture of :data:`FIGURES` in each theme of :data:`THEMES`, as ``<folder>/<name>.png`` (light)
+    and ``<folder>/<name>-dark.png`` (dark); returns the paths, each picture's light one first."""
     from pathlib import Path
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for picture in FIGURES:
-        fig = picture.draw()
-        path = folder / f"{picture.name}.png"
-        fig.savefig(path, dpi=dpi, bbox_inches="tight", facecolor="white")
-        plt.close(fig)
-        paths.append(path)
+        for theme in THEMES:
+            with themed(theme):
+                fig = picture.draw()
+                path = folder / f"{picture.name}{theme.suffix}.png"
+                fig.savefig(path, dpi=dpi, bbox_inches="tight", facecolor=theme.paper)
+                plt.close(fig)
+            paths.append(path)
     return paths

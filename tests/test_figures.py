@@ -3,8 +3,11 @@ as a small image, and shown in a chapter with the alt text the module gives it."
 
 import re
 
+import matplotlib.image as mpimg
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
 from brrr import counting, figures, units
 from conftest import ROOT
@@ -12,15 +15,54 @@ from conftest import ROOT
 pytestmark = pytest.mark.device_independent
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.md"))
-DIRECTIVE = re.compile(r"```\{figure\} \.\./_figures/(?P<name>[\w-]+)\.png\n:alt: (?P<alt>.*)\n")
+# A picture in a chapter: its light drawing as a figure of class only-light (with its name and caption),
+# then its dark drawing as an image of class only-dark with the same alt text.
+DIRECTIVE = re.compile(r"```\{figure\} \.\./_figures/(?P<name>[\w-]+)\.png\n:alt: (?P<alt>.*)\n"
+                       r":class: only-light\n:name: fig-(?P=name)\n\n.+\n```\n\n"
+                       r"```\{image\} \.\./_figures/(?P=name)-dark\.png\n:alt: (?P=alt)\n:class: only-dark\n```\n")
 
 
-def test_each_picture_draws_as_a_small_image(tmp_path):
-    paths = figures.draw_all(tmp_path / "figures")
-    assert [path.stem for path in paths] == [picture.name for picture in figures.FIGURES]
-    for path in paths:
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    """Every picture drawn in both themes, once for the tests that read the files."""
+    return figures.draw_all(tmp_path_factory.mktemp("figures"))
+
+
+def test_each_picture_draws_as_a_small_image_in_both_themes(drawn):
+    assert [path.stem for path in drawn] == [f"{picture.name}{theme.suffix}" for picture in figures.FIGURES
+                                             for theme in figures.THEMES]
+    for path in drawn:
         size = path.stat().st_size
         assert 5_000 < size < 200_000, f"{path.name}: {size} bytes"
+
+
+def _luminance(path) -> float:
+    """The mean luminance (0 black, 1 white) of a PNG's opaque pixels."""
+    pixels = mpimg.imread(path)
+    opaque = pixels[..., 3] > 0.5 if pixels.shape[-1] == 4 else np.ones(pixels.shape[:2], bool)
+    return float((pixels[..., :3][opaque] @ np.array([0.2126, 0.7152, 0.0722])).mean())
+
+
+def test_the_dark_pictures_are_dark_and_the_light_ones_light(drawn):
+    """The dark mode's picture sits on a dark page: mostly dark pixels, where the light one is mostly white."""
+    by_name = {path.name: path for path in drawn}
+    for picture in figures.FIGURES:
+        light, dark = (_luminance(by_name[f"{picture.name}{theme.suffix}.png"]) for theme in figures.THEMES)
+        assert light > 0.7, f"{picture.name}.png: mean luminance {light:.2f}"
+        assert dark < 0.3, f"{picture.name}-dark.png: mean luminance {dark:.2f} (light: {light:.2f})"
+
+
+def test_the_drawing_functions_colour_their_marks_in_the_theme_being_drawn():
+    """Text coloured explicitly (a box's title, a stamp) takes the theme's ink, not the light one's."""
+    for theme in figures.THEMES:
+        with figures.themed(theme):
+            fig = figures.factory()
+            colours = {to_hex(text.get_color()) for text in fig.axes[0].texts}
+            plt.close(fig)
+        assert to_hex(theme.ink) in colours, theme.name
+        other = next(t for t in figures.THEMES if t is not theme)
+        assert to_hex(other.ink) not in colours, theme.name
+    assert figures._colors() is figures.LIGHT, "themed() leaves the light theme behind it"
 
 
 def test_the_pictures_drawn_from_records_draw_without_one(tmp_path, monkeypatch):
@@ -54,10 +96,14 @@ def test_the_generations_chart_is_drawn_from_the_datasheets():
 
 
 def test_each_picture_sits_in_one_chapter_with_its_alt_text():
+    """Once, as a light figure and a dark image naming both files, each with the alt text of FIGURES."""
     shown = {}
     for chapter in CHAPTERS:
-        for match in DIRECTIVE.finditer(chapter.read_text()):
+        text = chapter.read_text()
+        for match in DIRECTIVE.finditer(text):
             shown.setdefault(match["name"], []).append((chapter.name, match["alt"]))
+        assert text.count("../_figures/") == 2 * len(DIRECTIVE.findall(text)), \
+            f"{chapter.name}: a picture shown without its light figure and dark image in the form above"
     for picture in figures.FIGURES:
         assert len(shown.get(picture.name, [])) == 1, f"{picture.name} is shown in {shown.get(picture.name)}"
         (_, alt), = shown[picture.name]
@@ -91,3 +137,29 @@ def test_the_recorded_gpu_pictures_draw_the_record():
     bars = [patch.get_width() for patch in figures.stages(rows, "GPU").axes[0].patches]
     assert bars == [4e5, 1e5]
     plt.close("all")
+
+
+def test_the_dark_image_joins_its_figure_under_one_caption():
+    """The theme hides a caption that follows a hidden image: brrr.book_pages moves the dark image into the
+    figure, both drawings in one div ahead of the caption (parsed as MyST, without Sphinx)."""
+    from docutils import nodes
+    from docutils.core import publish_doctree, publish_from_doctree
+    from myst_parser.parsers.docutils_ import Parser
+
+    from brrr.book_pages import LIGHT_DARK, pair_light_dark
+
+    text = (ROOT / "chapters" / "intro.md").read_text()
+    match = next(m for m in DIRECTIVE.finditer(text) if m["name"] == "factory")
+    doctree = publish_doctree(f"# A page\n\n{match[0]}\nAfter it.\n", parser=Parser(),
+                              settings_overrides={"report_level": 4})
+    assert pair_light_dark(doctree) == 1
+    figure, = doctree.findall(nodes.figure)
+    assert [child.tagname for child in figure.children] == ["container", "caption"]
+    assert figure[0]["classes"] == [LIGHT_DARK]
+    assert [(image["uri"], image["classes"]) for image in figure[0].children] == [
+        ("../_figures/factory.png", ["only-light"]), ("../_figures/factory-dark.png", ["only-dark"])]
+    assert not [image for image in doctree.findall(nodes.image) if image.parent is not figure[0]]
+    html = publish_from_doctree(doctree, writer_name="html5").decode()
+    assert re.search(r'<div class="[^"]*brrr-light-dark[^"]*">\s*<img[^>]*only-light[^>]*/>\s*'
+                     r'<img[^>]*only-dark[^>]*/>\s*</div>\s*<figcaption>', html), html
+    assert pair_light_dark(doctree) == 0, "a figure already paired is left alone"

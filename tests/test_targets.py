@@ -78,7 +78,8 @@ def test_this_suite_and_the_book_build_it_runs_are_strict(monkeypatch, tmp_path)
 
 def test_every_book_build_is_strict_however_it_was_started(monkeypatch):
     monkeypatch.delenv(targets.STRICT, raising=False)
-    app = types.SimpleNamespace(connect=lambda *args, **kwargs: None, add_css_file=lambda *args: None)
+    app = types.SimpleNamespace(connect=lambda *args, **kwargs: None, add_css_file=lambda *args: None,
+                                add_transform=lambda *args: None)
     book_pages.setup(app)
     assert os.environ.get(targets.STRICT) == "1"  # the kernels it starts inherit it
 
