@@ -12,11 +12,12 @@ import textwrap
 WIDTH = 100  # characters: a printed line in the book's column at a 1280 px window
 
 
-def fit(text: str, width: int = WIDTH) -> str:
-    """``text`` with each line wider than ``width`` wrapped between words; a continuation keeps the
-    line's indentation plus two spaces. Lines that fit, and words longer than ``width``, are kept."""
+def fit(text: object, width: int = WIDTH) -> str:
+    """``text`` (anything ``print`` takes: its ``str()``) with each line wider than ``width`` wrapped
+    between words; a continuation keeps the line's indentation plus two spaces. Lines that fit, and words
+    longer than ``width``, are kept."""
     lines = []
-    for line in text.splitlines():
+    for line in str(text).splitlines():
         if len(line) <= width:
             lines.append(line)
             continue

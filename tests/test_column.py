@@ -14,3 +14,12 @@ def test_a_long_sentence_wraps_between_words_under_its_indentation():
 def test_lines_that_fit_and_unbreakable_words_are_kept():
     text = "short line\n" + "x" * (WIDTH + 20)
     assert fit(text) == text
+
+
+def test_anything_print_takes_is_fitted_as_its_str():
+    class Config:
+        def __str__(self):
+            return "Config(width=64)"
+
+    assert fit(Config()) == "Config(width=64)"
+    assert fit(3) == "3"
