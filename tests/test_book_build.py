@@ -273,6 +273,23 @@ def test_the_width_and_length_checks_can_fail():
     assert page_words({"cells": [prose]}) > MOST_WORDS
 
 
+@pytest.mark.parametrize("env, outcome", [
+    ({}, "fail"),
+    ({book_browser.SKIP_ENV: "1"}, "skip"),
+    ({book_browser.SKIP_ENV: "0"}, "fail"),
+    ({book_browser.SKIP_ENV: "1", "CI": "true"}, "fail"),  # CI must run it: .ci/run installs Chromium
+])
+def test_a_missing_browser_fails_unless_the_developer_skips_it_by_name(monkeypatch, env, outcome):
+    for name in ("CI", book_browser.SKIP_ENV):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(pytest.fail.Exception if outcome == "fail" else pytest.skip.Exception) as stopped:
+        book_browser._skip_or_fail("no Chromium found")
+    assert "no Chromium found" in str(stopped.value)
+    assert (book_browser.SKIP_ENV in str(stopped.value)) == (not env.get("CI")), str(stopped.value)
+
+
 def test_every_page_renders_offline(browser, served_book):
     """Every page in Chromium, offline: rendered math, loaded images, no console
     error, no block that scrolls sideways, working trace downloads (book_browser.py)."""
