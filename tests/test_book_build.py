@@ -104,7 +104,26 @@ def test_the_ledger_shows_what_the_notebooks_measured(book_build):
     for key in MUST_HOLD:
         assert verdicts[key]["verdict"] == claims.HELD, (
             f"{key} did not hold on this machine: {verdicts[key]['here']}; {verdicts[key]['why']}")
-    assert "none recorded" in ledger or claims.reference.load_all()
+    shown = _recorded_gpu_entries(ledger)
+    assert len(shown) == len(claims.CLAIMS), f"{len(shown)} 'Recorded GPU:' entries for {len(claims.CLAIMS)} claims"
+    for (key, figure), entry in zip(claims.reference_figures().items(), shown):  # "none recorded" where none is
+        assert figure in entry, f"the ledger shows {entry!r} as {key}'s recorded GPU, not {figure!r}"
+
+
+def _recorded_gpu_entries(ledger: str) -> list[str]:
+    """What each entry of the built ledger shows after its "Recorded GPU:" label, in page order (the
+    order of ``claims.CLAIMS``), up to the entry's next label."""
+    return [entry.split("Measured in:")[0] for entry in ledger.split("Recorded GPU:")[1:]]
+
+
+def test_the_recorded_gpu_entries_are_read_one_per_claim():
+    ledger = ('<th><p>Recorded GPU</p></th><li><p><strong>Recorded GPU:</strong> <span class="pasted-text">'
+              'NVIDIA H100: 1.00x (held there)</span></p></li><li><p><strong>Measured in:</strong> 10-cos-cos</p>'
+              '<li><p><strong>Recorded GPU:</strong> <span class="pasted-text">none recorded</span></p></li>'
+              '<li><p><strong>Measured in:</strong> 33-cuda-graphs</p>')
+    first, second = _recorded_gpu_entries(ledger)
+    assert "NVIDIA H100: 1.00x (held there)" in first and "none recorded" not in first
+    assert "none recorded" in second and "H100" not in second and "cuda-graphs" not in second
 
 
 def test_the_compute_chapter_shows_each_committed_gpu_reference(book_build):
@@ -252,6 +271,23 @@ def test_the_width_and_length_checks_can_fail():
     assert printed_lines({"cells": [image]}) == []
     prose = {"cell_type": "markdown", "metadata": {}, "source": ["word " * 3_600]}
     assert page_words({"cells": [prose]}) > MOST_WORDS
+
+
+@pytest.mark.parametrize("env, outcome", [
+    ({}, "fail"),
+    ({book_browser.SKIP_ENV: "1"}, "skip"),
+    ({book_browser.SKIP_ENV: "0"}, "fail"),
+    ({book_browser.SKIP_ENV: "1", "CI": "true"}, "fail"),  # CI must run it: .ci/run installs Chromium
+])
+def test_a_missing_browser_fails_unless_the_developer_skips_it_by_name(monkeypatch, env, outcome):
+    for name in ("CI", book_browser.SKIP_ENV):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(pytest.fail.Exception if outcome == "fail" else pytest.skip.Exception) as stopped:
+        book_browser._skip_or_fail("no Chromium found")
+    assert "no Chromium found" in str(stopped.value)
+    assert (book_browser.SKIP_ENV in str(stopped.value)) == (not env.get("CI")), str(stopped.value)
 
 
 def test_every_page_renders_offline(browser, served_book):

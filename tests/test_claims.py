@@ -14,42 +14,60 @@ from conftest import ROOT
 
 LEDGER = ROOT / "chapters" / "claims-ledger.md"
 
-# (judge, numbers that must hold, numbers that must not hold)
+# (judge, numbers that must hold, the figure their verdict shows, numbers that must not, the figure theirs
+# shows). Each pair sits either side of one line the rule draws: on the line where the rule holds there
+# (at least 4x, at most 1.3x), just across it for the other; a rule with several lines has a row for each.
 CASES = [
-    (claims.judge_three_regimes, ("overhead-bound", "memory-bound", "compute-bound"),
-     ("overhead-bound", "compute-bound", "compute-bound")),
-    (claims.judge_contractions, (0.995, 0.60), (0.995, 0.98)),
-    (claims.judge_contractions, (0.995, 0.60), (0.90, 0.10)),
-    (claims.judge_other_ops_rate, (250, 700, 16), (12, 40, 1.5)),
-    (claims.judge_matmul_gap, (312e12, 19.5e12), (1.2e11, 0.8e11)),
-    (claims.judge_fusion_cuts_bytes, (2.8, 3), (1.2, 3)),
-    (claims.judge_fused_chain, (0.011, 0.010), (0.025, 0.010)),
-    (claims.judge_cos_cos, (1.05, 1.0, 0.5), (1.9, 1.0, 3.0)),
-    (claims.judge_knee, (16, 12), (2, 12)),
-    (claims.judge_knee, (16, 12), (64, 8)),
-    (claims.judge_overhead_floor, (32e6, 280e3, 1.05), (32e6, 16e6, 1.0)),
-    (claims.judge_overhead_floor, (32e6, 280e3, 1.05), (32e6, 280e3, 4.0)),
-    (claims.judge_batch_doubling, (1.02, 40, 1.9), (1.02, 1.2, 1.9)),
-    (claims.judge_batch_doubling, (1.02, 40, 1.9), (1.02, 40, 1.1)),
-    (claims.judge_batch_doubling, (1.02, 40, 1.9), (1.8, 40, 1.9)),
-    (claims.judge_compile_overhead, (9.5,), (1.3,)),
-    (claims.judge_rematerialization, (1.8, 1.3), (1.02, 1.3)),
-    (claims.judge_rematerialization, (1.8, 1.3), (1.8, 0.7)),
+    (claims.judge_three_regimes, ("overhead-bound", "memory-bound", "compute-bound"), "a large x * 2 memory-bound",
+     ("overhead-bound", "compute-bound", "compute-bound"), "a large x * 2 compute-bound"),
+    (claims.judge_contractions, (0.95, 0.40), "contractions 95.00% of FLOPs",
+     (0.949, 0.40), "contractions 94.90% of FLOPs"),
+    (claims.judge_contractions, (0.995, 0.95), "0.50% of FLOPs (10x)", (0.995, 0.951), "0.50% of FLOPs (9.8x)"),
+    (claims.judge_other_ops_rate, (100, 700, 16), "normalization 100x", (99.6, 700, 1.5), "normalization 99.6x"),
+    (claims.judge_other_ops_rate, (250, 100, 16), "element-wise 100x", (250, 99, 1.5), "element-wise 99x"),
+    (claims.judge_matmul_gap, (4e12, 1e12), "matmul peak 4.00x", (3.99e12, 1e12), "matmul peak 3.99x"),
+    (claims.judge_fusion_cuts_bytes, (2.0, 3), "2.00x faster", (1.99, 3), "1.99x faster"),
+    (claims.judge_fused_chain, (1.3, 1.0), "fused chain 1.30x", (1.31, 1.0), "fused chain 1.31x"),
+    (claims.judge_cos_cos, (1.3, 1.0, 0.5), "x.cos().cos() 1.30x", (1.31, 1.0, 3.0), "x.cos().cos() 1.31x"),
+    (claims.judge_cos_cos, (1.3, 1.0, 0.5), "x.cos().cos() 1.30x", (1.31, 1.0, 0.5), "x.cos().cos() 1.31x"),
+    (claims.judge_knee, (4, 8), "about 4.0 repeats", (3.9, 8), "about 3.9 repeats"),
+    (claims.judge_knee, (16, 8), "about 16 repeats", (16.5, 8), "about 16.5 repeats"),
+    (claims.judge_knee, (4, 8), "about 4.0 repeats", (64, 8), "about 64 repeats"),
+    (claims.judge_overhead_floor, (32e6, 3.2e6, 1.0), "(10x fewer)", (32e6, 3.3e6, 1.0), "(9.7x fewer)"),
+    (claims.judge_overhead_floor, (32e6, 280e3, 1.5), "takes 1.50x a one-element add",
+     (32e6, 280e3, 1.51), "takes 1.51x a one-element add"),
+    (claims.judge_batch_doubling, (1.24, 40, 1.9), "first doubling 1.24x", (1.25, 40, 1.9), "first doubling 1.25x"),
+    (claims.judge_batch_doubling, (1.02, 2, 1.9), "at 2.0x its roofline", (1.02, 1.96, 1.9), "at 1.96x its roofline"),
+    (claims.judge_batch_doubling, (1.02, 40, 1.51), "last doubling 1.51x", (1.02, 40, 1.5), "last doubling 1.50x"),
+    (claims.judge_compile_overhead, (2.0,), "compiled 2.00x faster", (1.996,), "compiled 1.996x faster"),
+    (claims.judge_rematerialization, (1.1, 1.3), "1.10x less peak memory", (1.09, 1.3), "1.09x less peak memory"),
+    (claims.judge_rematerialization, (1.8, 0.95), "0.95x the speed", (1.8, 0.949), "0.949x the speed"),
 ]
 
 
-@pytest.mark.parametrize("judge, holds, fails", CASES, ids=[case[0].__name__ for case in CASES])
-def test_each_rule_passes_and_fails(judge, holds, fails):
+@pytest.mark.parametrize("judge, holds, holds_shows, fails, fails_shows", CASES,
+                         ids=[f"{case[0].__name__}-{case[3]}" for case in CASES])
+def test_each_rule_passes_and_fails(judge, holds, holds_shows, fails, fails_shows):
+    """The verdict follows from the figure, and says the figure it follows from, in what the ledger glues."""
     good, bad = judge(*holds), judge(*fails)
-    assert good.held and good.word == claims.HELD
-    assert not bad.held and bad.word == claims.NOT_HELD
+    assert good.held and good.word == claims.HELD, good
+    assert not bad.held and bad.word == claims.NOT_HELD, bad
     assert good.key == bad.key and good.key in claims.CLAIMS
+    assert holds_shows in good.here, good.here
+    assert fails_shows in bad.here and fails_shows not in good.here, bad.here
     assert bad.why and bad.why != good.why, "a claim that did not hold must say why"
+    for verdict in (good, bad):
+        glued = claims.values(verdict, "[stamp]", [])
+        assert (glued["verdict"], glued["here"], glued["why"]) == (verdict.word, verdict.here, verdict.why)
+        assert f"{verdict.word.capitalize()}: {verdict.here}." in verdict.line()
 
 
-def test_every_claim_has_a_rule():
+def test_every_claim_and_every_judge_has_a_row():
+    """A new claim, or a new judge_* function, without a row above fails here."""
     judged = {case[0](*case[1]).key for case in CASES}
-    assert judged == set(claims.CLAIMS)
+    assert judged == set(claims.CLAIMS), f"claims without a row in CASES: {set(claims.CLAIMS) - judged}"
+    judges = {value for name, value in vars(claims).items() if name.startswith("judge_") and callable(value)}
+    assert judges == {case[0] for case in CASES}, f"judges without a row: {judges - {case[0] for case in CASES}}"
     assert len(claims.CLAIMS) == 12
 
 

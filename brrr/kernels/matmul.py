@@ -73,7 +73,12 @@ def tile_for(dtype: torch.dtype, block: int | None = None) -> dict:
 
 def tiled_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
                  tile: dict | None = None) -> torch.Tensor:
-    """``a @ b`` for contiguous 2-D ``a`` and ``b`` of one dtype, tiled by ``tile`` (:func:`tile_for`)."""
+    """``a @ b`` for contiguous 2-D ``a`` and ``b`` of one dtype, tiled by ``tile`` (:func:`tile_for`).
+
+    One launch of ⌈M / BLOCK_M⌉ × ⌈N / BLOCK_N⌉ programs. It reads ``a`` ⌈N / BLOCK_N⌉ times and ``b``
+    ⌈M / BLOCK_M⌉ times and writes ``out`` once (the module's docstring;
+    :func:`brrr.counting.tiled_matmul_bytes`).
+    """
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"need a of M × K and b of K × N, got {tuple(a.shape)} and {tuple(b.shape)}")
     if a.dtype != b.dtype or not (a.is_contiguous() and b.is_contiguous()):

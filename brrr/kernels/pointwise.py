@@ -11,7 +11,9 @@ Traffic (minimum main-memory bytes, ``s`` = bytes per element):
   that: ``4·n·s`` (it writes ``x.cos()`` and reads it back).
 * ``bias_gelu_scale`` on a ``rows × cols`` input: read x, write out, read the
   bias once: ``2·rows·cols·s + cols·s``. Eager ``gelu(x + bias) * scale`` moves
-  ``6·rows·cols·s``: three kernels, each reading and writing a full tensor.
+  ``6·rows·cols·s``: three kernels, each reading and writing a full tensor. The
+  kernel here reads the bias once per row of tiles, ``⌈rows / BLOCK_M⌉·cols·s``:
+  the minimum when one tile holds every row.
 """
 
 from __future__ import annotations
@@ -106,7 +108,12 @@ def tile_for(cols: int) -> tuple[int, int]:
 
 
 def bias_gelu_scale(x: torch.Tensor, bias: torch.Tensor, scale: float, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``gelu(x + bias) * scale`` for a row-major ``(rows, cols)`` x and a ``(cols,)`` bias, in one kernel."""
+    """``gelu(x + bias) * scale`` for a row-major ``(rows, cols)`` x and a ``(cols,)`` bias, in one kernel.
+
+    One launch over ``BLOCK_M × BLOCK_N`` tiles (:func:`tile_for`). It reads x once and writes out once
+    (``rows·cols·s`` each); each program loads the bias values of its own columns, so the bias is read once
+    per row of tiles: ``⌈rows / BLOCK_M⌉·cols·s``.
+    """
     if x.dim() != 2 or not x.is_contiguous():
         raise ValueError(f"x must be a contiguous 2-D tensor, got shape {tuple(x.shape)}")
     if bias.shape != (x.shape[1],) or not bias.is_contiguous():
