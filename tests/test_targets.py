@@ -112,3 +112,23 @@ def test_grading_never_reads_the_switch():
         text = path.read_text()
         assert not re.search(r"brrr\.targets|from brrr import [^\n]*\btargets\b|require_memory_bound|BRRR_STRICT",
                              text), path
+
+
+def test_met_targets_keep_quiet_and_a_miss_shows_every_attempt(monkeypatch, capsys):
+    """brrr.pages holds a page's target lines back while they are met; a miss prints them all, in a
+    reader's session (printed) and in the build (raised)."""
+    monkeypatch.setenv(targets.STRICT, "0")
+    with targets.said_only_if_missed():
+        targets.require("held", 1.0, 2.0)
+    assert capsys.readouterr().out == ""
+    with targets.said_only_if_missed():
+        targets.require("missed", 3.0, 2.0, lambda: 2.5, attempts=2)
+    out = capsys.readouterr().out
+    assert "missed" in out and "NOT met" in out and "2.00x, 2.50x" in out
+    with targets.said_only_if_missed():
+        targets.check(False, "a claim that failed")
+    assert "a claim that failed" in capsys.readouterr().out
+    monkeypatch.setenv(targets.STRICT, "1")
+    with pytest.raises(targets.TargetMissed), targets.said_only_if_missed():
+        targets.require("missed", 3.0, 2.0, attempts=1)
+    assert "NOT met" in capsys.readouterr().out

@@ -355,7 +355,8 @@ CHEAP_CHAIN = (times_one_and_a_half, plus_one_half, absolute)
 
 
 def cheap_chain_eager(x: torch.Tensor) -> torch.Tensor:
-    """Three cheap pointwise ops, one FLOP each per element: three eager kernels, three passes over memory."""
+    """Three cheap pointwise ops, one FLOP each per element: three eager kernels, three passes over
+    memory."""
     return (x * 1.5 + 0.5).abs()
 
 

@@ -101,7 +101,8 @@ TORCH_OPS_PER_CALL = 2000
 
 
 def python_adds(n: int = PYTHON_ADDS_PER_CALL) -> float:
-    """``n`` float additions in a plain Python loop (the loop's own cost included, as in the essay)."""
+    """``n`` float additions in a plain Python loop (the loop's own cost included, as in the
+    essay)."""
     total = 0.0
     for _ in range(n):
         total = total + 1.0
@@ -114,7 +115,8 @@ def python_adds_per_second() -> float:
 
 
 def eager_adds(a: torch.Tensor, b: torch.Tensor, ops: int = TORCH_OPS_PER_CALL) -> None:
-    """``ops`` eager ``a + b`` calls, then wait for the device: the same loop as ``brrr.ceilings``."""
+    """``ops`` eager ``a + b`` calls, then wait for the device: the same loop as
+    ``brrr.ceilings``."""
     for _ in range(ops):
         a + b
     synchronize()
@@ -231,7 +233,8 @@ class TrainStep:
     waits for the device.
     """
 
-    def __init__(self, model: torch.nn.Module, *, forward: Callable | None = None, lr: float = LEARNING_RATE):
+    def __init__(self, model: torch.nn.Module, *, forward: Callable | None = None,
+                 lr: float = LEARNING_RATE):
         self.model = model
         self.forward = forward or model
         self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -317,8 +320,10 @@ def step_roofline_seconds(batch_size: int, peak_flops: float, bandwidth: float, 
     return (3 * shape.depth - 1) * max(one.flops / peak_flops, one.bytes / bandwidth)
 
 
-def doubling_verdict(ratio: float, predicted_ratio: float | None = None, over_roofline: float | None = None) -> str:
-    """Read one doubling: under 1.25x the batch rode along nearly free; over 1.75x the step scales with it.
+def doubling_verdict(ratio: float, predicted_ratio: float | None = None,
+                     over_roofline: float | None = None) -> str:
+    """Read one doubling: under 1.25x the batch rode along nearly free; over 1.75x the step scales
+    with it.
 
     A flat doubling is proof of overhead only if the work itself should have grown.
     The essay's footnote: while the batch is below the hidden size, doubling it
@@ -332,10 +337,10 @@ def doubling_verdict(ratio: float, predicted_ratio: float | None = None, over_ro
     if ratio < 1.25:
         if predicted_ratio is not None and predicted_ratio < 1.5:
             if over_roofline is not None and over_roofline >= 2:
-                return (f"overhead-bound: {over_roofline:.1f}x its roofline time (the roofline alone would be "
-                        f"flat here too, {predicted_ratio:.2f}x)")
-            return (f"flat, but the roofline predicts {predicted_ratio:.2f}x here (the weights' bytes dominate): "
-                    "not proof of overhead")
+                return (f"overhead-bound: {over_roofline:.1f}x its roofline time (the roofline "
+                        f"alone would be flat here too, {predicted_ratio:.2f}x)")
+            return (f"flat, but the roofline predicts {predicted_ratio:.2f}x here (the weights' bytes "
+                    "dominate): not proof of overhead")
         return "overhead-bound"
     if ratio > 1.75:
         return "scaling with the work"

@@ -62,7 +62,8 @@ EXPANSION = 4
 
 
 class PointwiseHeavyBlock(nn.Module):
-    """``x + down(chain(up(x)))`` where ``chain`` is five cheap pointwise ops on the wide hidden layer."""
+    """``x + down(chain(up(x)))`` where ``chain`` is five cheap pointwise ops on the wide hidden
+    layer."""
 
     def __init__(self, width: int, expansion: int = EXPANSION):
         super().__init__()

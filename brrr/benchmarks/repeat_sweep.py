@@ -58,7 +58,8 @@ def times_two(x: torch.Tensor, repeats: int) -> torch.Tensor:
 
 
 def times_two_into(out: torch.Tensor, x: torch.Tensor, repeats: int) -> None:
-    """``times_two`` with its result written into ``out``: compiled, still one kernel, and nothing to allocate.
+    """``times_two`` with its result written into ``out``: compiled, still one kernel, and nothing
+    to allocate.
 
     A function that returns a fresh 256 MiB tensor makes every call ask the
     allocator for memory, and on a CPU the operating system then maps it in page

@@ -64,7 +64,8 @@ def tile_for(dtype: torch.dtype, block: int | None = None) -> dict:
     if block is None:
         block = 128 if ON_GPU else 64
     options = dict(BLOCK_M=block, BLOCK_N=block, BLOCK_K=32 if dtype.itemsize == 4 else 64)
-    if ON_GPU:  # each pipeline stage holds a block of a and one of b in shared memory (a T4 has 64 KiB)
+    # each pipeline stage holds a block of a and one of b in shared memory (a T4 has 64 KiB)
+    if ON_GPU:
         stage_bytes = 2 * block * options["BLOCK_K"] * dtype.itemsize
         options.update(num_warps=8 if block >= 128 else 4 if block >= 64 else 2,
                        num_stages=pipeline_stages(stage_bytes))
@@ -73,14 +74,16 @@ def tile_for(dtype: torch.dtype, block: int | None = None) -> dict:
 
 def tiled_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
                  tile: dict | None = None) -> torch.Tensor:
-    """``a @ b`` for contiguous 2-D ``a`` and ``b`` of one dtype, tiled by ``tile`` (:func:`tile_for`).
+    """``a @ b`` for contiguous 2-D ``a`` and ``b`` of one dtype, tiled by ``tile``
+    (:func:`tile_for`).
 
-    One launch of ⌈M / BLOCK_M⌉ × ⌈N / BLOCK_N⌉ programs. It reads ``a`` ⌈N / BLOCK_N⌉ times and ``b``
-    ⌈M / BLOCK_M⌉ times and writes ``out`` once (the module's docstring;
+    One launch of ⌈M / BLOCK_M⌉ × ⌈N / BLOCK_N⌉ programs. It reads ``a`` ⌈N / BLOCK_N⌉ times and
+    ``b`` ⌈M / BLOCK_M⌉ times and writes ``out`` once (the module's docstring;
     :func:`brrr.counting.tiled_matmul_bytes`).
     """
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"need a of M × K and b of K × N, got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise ValueError(f"need a of M × K and b of K × N, got {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
     if a.dtype != b.dtype or not (a.is_contiguous() and b.is_contiguous()):
         raise ValueError("a and b must be contiguous and of one dtype")
     M, K = a.shape

@@ -53,7 +53,8 @@ def cos_cos_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr,
     tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)  # write n elements
 
 
-def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None, *, fast: bool = False) -> torch.Tensor:
+def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None, *,
+            fast: bool = False) -> torch.Tensor:
     """``x.cos().cos()`` in one kernel: one read and one write per element.
 
     ``fast=True`` (GPU only) uses ``libdevice.fast_cosf``, the GPU's
@@ -94,30 +95,36 @@ def bias_gelu_scale_kernel(x_ptr, bias_ptr, out_ptr, n_rows, n_cols, scale,
     mask = (rows[:, None] < n_rows) & col_mask[None, :]
     offsets = rows[:, None] * n_cols + cols[None, :]
     x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)  # read each element of x once
-    bias = tl.load(bias_ptr + cols, mask=col_mask).to(tl.float32)  # BLOCK_N values, reused for every row
+    # BLOCK_N values, reused for every row
+    bias = tl.load(bias_ptr + cols, mask=col_mask).to(tl.float32)
     h = x + bias[None, :]  # broadcast the bias down the rows, in registers
     gelu = 0.5 * h * (1.0 + tl.math.erf(h * 0.7071067811865476))  # exact GELU, as torch's default
     y = gelu * scale
-    tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)  # write each element once
+    # write each element once
+    tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def tile_for(cols: int) -> tuple[int, int]:
-    """(BLOCK_M, BLOCK_N): as wide as the rows (up to ``TILE_COLS``), then as many rows as fit in ``TILE``."""
+    """(BLOCK_M, BLOCK_N): as wide as the rows (up to ``TILE_COLS``), then as many rows as fit in
+    ``TILE``."""
     block_n = min(triton.next_power_of_2(max(cols, 1)), TILE_COLS)
     return max(1, TILE // block_n), block_n
 
 
-def bias_gelu_scale(x: torch.Tensor, bias: torch.Tensor, scale: float, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``gelu(x + bias) * scale`` for a row-major ``(rows, cols)`` x and a ``(cols,)`` bias, in one kernel.
+def bias_gelu_scale(x: torch.Tensor, bias: torch.Tensor, scale: float,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
+    """``gelu(x + bias) * scale`` for a row-major ``(rows, cols)`` x and a ``(cols,)`` bias, in one
+    kernel.
 
-    One launch over ``BLOCK_M × BLOCK_N`` tiles (:func:`tile_for`). It reads x once and writes out once
-    (``rows·cols·s`` each); each program loads the bias values of its own columns, so the bias is read once
-    per row of tiles: ``⌈rows / BLOCK_M⌉·cols·s``.
+    One launch over ``BLOCK_M × BLOCK_N`` tiles (:func:`tile_for`). It reads x once and writes out
+    once (``rows·cols·s`` each); each program loads the bias values of its own columns, so the bias
+    is read once per row of tiles: ``⌈rows / BLOCK_M⌉·cols·s``.
     """
     if x.dim() != 2 or not x.is_contiguous():
         raise ValueError(f"x must be a contiguous 2-D tensor, got shape {tuple(x.shape)}")
     if bias.shape != (x.shape[1],) or not bias.is_contiguous():
-        raise ValueError(f"bias must be contiguous with shape ({x.shape[1]},), got {tuple(bias.shape)}")
+        raise ValueError(f"bias must be contiguous with shape ({x.shape[1]},), "
+                         f"got {tuple(bias.shape)}")
     out = torch.empty_like(x) if out is None else out
     _check_out(out, x)
     _check_size(x)

@@ -93,7 +93,8 @@ def _chain_claims(page: Page) -> None:
     publish(judge_fused_chain(page.cheap.fused.seconds, page.cheap.separate.seconds / 3,
                               chain_over_one_op_again))
     if fusion.has_target("chain_fusion_speedup"):  # fusion's own CPU target
-        fusion.require("chain_fusion_speedup", page.cheap.fusion, lambda: fusion.speedup(*chain_again()))
+        with targets.said_only_if_missed():
+            fusion.require("chain_fusion_speedup", page.cheap.fusion, lambda: fusion.speedup(*chain_again()))
 
 
 def _speedup_targets(page: Page) -> None:
@@ -116,9 +117,10 @@ def _speedup_targets(page: Page) -> None:
             ("fused", fused_call, fusion.cos_cos_bytes(n, fused=True))])
         return fusion.target_value(check, fusion.speedup(eager, fused), predicted)
 
-    for check, fused_call in fused_calls.items():
-        fusion.require(check, fusion.target_value(check, first[check], predicted),
-                       lambda check=check, fused_call=fused_call: speedup_again(check, fused_call))
+    with targets.said_only_if_missed():
+        for check, fused_call in fused_calls.items():
+            fusion.require(check, fusion.target_value(check, first[check], predicted),
+                           lambda check=check, fused_call=fused_call: speedup_again(check, fused_call))
 
 
 def _model_bounds(page: Page) -> None:
@@ -128,14 +130,16 @@ def _model_bounds(page: Page) -> None:
     n, copy = page.n, page.copy
     rate = max(page.rates.values())
     calls = page.calls()
-    for result, cosines, passes, eager in page.variants():
-        def ratio_again(result=result, cosines=cosines, passes=passes, eager=eager):
-            return fusion.model_ratio_in_turns(calls[result.label], n, cosines, passes, eager=eager)
+    with targets.said_only_if_missed():
+        for result, cosines, passes, eager in page.variants():
+            def ratio_again(result=result, cosines=cosines, passes=passes, eager=eager):
+                return fusion.model_ratio_in_turns(calls[result.label], n, cosines, passes, eager=eager)
 
-        targets.require_between(
-            f"{result.label}: measured over the roofline's time", fusion.MODEL_FLOOR, fusion.MODEL_CEILING,
-            fusion.model_ratio(result, n, cosines, passes, copy, page.eager_rate if eager else rate),
-            ratio_again)
+            targets.require_between(
+                f"{result.label}: measured over the roofline's time", fusion.MODEL_FLOOR,
+                fusion.MODEL_CEILING,
+                fusion.model_ratio(result, n, cosines, passes, copy, page.eager_rate if eager else rate),
+                ratio_again)
     memory_s = fusion.cos_cos_bytes(n, fused=True) / copy
     publish(judge_cos_cos(page.fused_cos_cos.seconds, page.fused_cos.seconds, 2 * n / rate / memory_s))
 

@@ -115,7 +115,8 @@ def make_problem(problem: Problem) -> tuple[list[torch.Tensor], list[tuple[torch
 
 
 def forward(params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-    """The MLP: ``h = h @ W.T + b`` for each layer, with a ReLU between layers (none after the last)."""
+    """The MLP: ``h = h @ W.T + b`` for each layer, with a ReLU between layers (none after the
+    last)."""
     h = x
     for i in range(0, len(params), 2):
         h = h @ params[i].T + params[i + 1]
@@ -125,7 +126,8 @@ def forward(params: list[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
 
 
 def given_train(problem: Problem) -> tuple[list[float], list[torch.Tensor]]:
-    """``steps`` SGD steps (MSE loss, weight decay): the losses, and the parameters after the last step."""
+    """``steps`` SGD steps (MSE loss, weight decay): the losses, and the parameters after the last
+    step."""
     params, batches = make_problem(problem)
     for p in params:
         p.requires_grad_(True)

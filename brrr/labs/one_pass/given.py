@@ -43,7 +43,8 @@ def softmax_unfused(x: torch.Tensor) -> torch.Tensor:
 
 
 def layer_norm_unfused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """Layer norm written as separate eager ops: each line is its own kernel (two on the rsqrt line)."""
+    """Layer norm written as separate eager ops: each line is its own kernel (two on the rsqrt
+    line)."""
     mean = x.mean(dim=-1, keepdim=True)  # the row mean
     d = x - mean
     sq = d * d
