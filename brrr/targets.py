@@ -53,17 +53,17 @@ class TargetMissed(AssertionError):
 
 @contextlib.contextmanager
 def said_only_if_missed() -> Iterator[None]:
-    """Hold what the targets checked inside print, and show it only where one was missed (a line says
-    "NOT met", or a miss raised): a page whose targets all held keeps their bookkeeping out of the
-    reader's way, and a miss (a target's, or a claim's :func:`check`) still shows every attempt."""
-    held = io.StringIO()
+    """Hold what the targets checked inside print, and show it only where one was missed (:func:`missed`
+    ran, or a miss raised): a page whose targets all held keeps their bookkeeping out of the reader's
+    way, and a miss (a target's, or a claim's :func:`check`) still shows every attempt."""
+    held, misses_before = io.StringIO(), _misses
     try:
         with contextlib.redirect_stdout(held):
             yield
     except BaseException:
         sys.stdout.write(held.getvalue())
         raise
-    if "NOT met" in held.getvalue() or "Missed here" in held.getvalue():  # _report's line, READER_MISS
+    if _misses > misses_before:
         sys.stdout.write(held.getvalue())
 
 
@@ -72,9 +72,14 @@ def strict() -> bool:
     return os.environ.get(STRICT, "") not in ("", "0")
 
 
+_misses = 0  # every miss so far in this process, counted by missed(): said_only_if_missed reads it
+
+
 def missed(message: str) -> None:
     """A target or a measured claim missed: raise :class:`TargetMissed` where :func:`strict`; elsewhere print
     the miss, its likely causes and how to measure again (:data:`READER_MISS`), and return."""
+    global _misses
+    _misses += 1
     if strict():
         raise TargetMissed(message)
     print(READER_MISS.format(message=message, variable=STRICT))
