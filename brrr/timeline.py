@@ -13,7 +13,7 @@ import html
 import itertools
 
 from brrr import units
-from brrr.traces import Span, Trace, idle_gaps
+from brrr.traces import Span, Trace, idle_gaps, overlapping
 
 _COUNTER = itertools.count()
 ROWS = {"cpu": (10, "#1f77b4"), "device": (50, "#2ca02c")}  # y of each row's bars, and their colour
@@ -61,9 +61,8 @@ def interactive_html(trace: Trace, window: Span | None = None, *, title: str = "
     """``trace`` (its top-level CPU ops and its device kernels, inside ``window``) as an HTML block with
     a zoomable, pannable SVG timeline; the device's idle gaps are shaded."""
     start, end = window or trace.window
-    inside = lambda event: event.end_us > start and event.start_us < end  # noqa: E731
-    cpu = [(op.name, op.start_us, op.end_us) for op in trace.top_level_cpu_ops() if inside(op)]
-    device = [(k.name, k.start_us, k.end_us) for k in trace.device if inside(k)]
+    cpu = [(op.name, op.start_us, op.end_us) for op in overlapping(trace.top_level_cpu_ops(), (start, end))]
+    device = [(k.name, k.start_us, k.end_us) for k in overlapping(trace.device, (start, end))]
     gaps = idle_gaps(trace.device, (start, end)) if trace.has_device else []
     shaded = [f'<rect x="{a:.3f}" y="{ROWS["device"][0] - 4}" width="{b - a:.3f}" height="{BAR_HEIGHT + 8}" '
               f'fill="#d62728" fill-opacity="0.25"><title>device idle: {units.seconds((b - a) * 1e-6)}'

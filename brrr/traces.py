@@ -173,6 +173,12 @@ def _lane_of(event: dict) -> str:
 # ---------------------------------------------------------------- interval arithmetic
 
 
+def overlapping(events: Iterable[Interval], window: Span) -> list[Interval]:
+    """The events that overlap ``window`` (in part or whole), in their order."""
+    start, end = window
+    return [event for event in events if event.end_us > start and event.start_us < end]
+
+
 def top_level(events: Sequence[Interval]) -> tuple[Interval, ...]:
     """Events not contained in an earlier-starting event on the same lane."""
     result: list[Interval] = []
@@ -386,12 +392,12 @@ def render_timeline(
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 2.6))
     cpu_row, device_row, height = 1.0, 0.0, 0.7
-    ops = [op for op in trace.top_level_cpu_ops() if op.end_us > window[0] and op.start_us < window[1]]
+    ops = overlapping(trace.top_level_cpu_ops(), window)
     # alternate two shades so that back-to-back ops stay distinguishable
     ax.broken_barh([(op.start_us, op.duration_us) for op in ops], (cpu_row - height / 2, height),
                    facecolors=_alternating("tab:blue", "#7fb2e5", len(ops)), label="CPU op")
     if trace.has_device:
-        kernels = [k for k in trace.device if k.end_us > window[0] and k.start_us < window[1]]
+        kernels = overlapping(trace.device, window)
         ax.broken_barh([(k.start_us, k.duration_us) for k in kernels], (device_row - height / 2, height),
                        facecolors=_alternating("tab:green", "#8fd18f", len(kernels)), label="device kernel")
         gaps, gap_row = idle_gaps(trace.device, window, min_gap_us), device_row
