@@ -268,10 +268,11 @@ def _no_record(ax, what: str) -> None:
 
 def _stamps(fig, stamps) -> None:
     """The stamps of the records a picture is drawn from, small, under it."""
-    c = _colors()
+    from brrr.plots import add_stamp
+
     if stamps:
         fig.tight_layout(rect=(0, 0.04 + 0.02 * len(stamps), 1, 1))
-        fig.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color=c.muted, va="bottom")
+        add_stamp(fig, *stamps, color=_colors().muted)
 
 
 def knee(sweeps: dict[str, dict], stamps: list[str] = ()) -> plt.Figure:

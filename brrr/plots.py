@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
 import matplotlib.pyplot as plt
@@ -156,10 +157,20 @@ def _separate_labels(ax, labels, *, vertical: bool = False) -> None:
         placed.append(label.get_window_extent(renderer))
 
 
+def add_stamp(ax_or_figure, *stamps: str, bottom: float | None = None, color: str = "gray") -> None:
+    """The stamps of what a figure shows, one a line, small, at its bottom left (empty ones left out).
+    ``bottom`` makes room for them under the axes; without it the caller lays the figure out."""
+    figure = ax_or_figure if isinstance(ax_or_figure, Figure) else ax_or_figure.figure
+    stamps = [stamp for stamp in stamps if stamp]
+    if not stamps:
+        return
+    figure.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color=color, ha="left", va="bottom")
+    if bottom is not None:
+        figure.subplots_adjust(bottom=bottom)
+
+
 def _add_stamp(ax, stamp: str) -> None:
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.16)
+    add_stamp(ax, stamp, bottom=0.16)
 
 
 def share_bars(
@@ -277,6 +288,5 @@ def beside_recorded(
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7)
-    ax.figure.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color="gray", ha="left", va="bottom")
-    ax.figure.subplots_adjust(bottom=0.12 + 0.03 * len(stamps))
+    add_stamp(ax, *stamps, bottom=0.12 + 0.03 * len(stamps))
     return ax

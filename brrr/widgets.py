@@ -87,8 +87,7 @@ def placement_grid(machines: dict[str, Roof], *, stamps: tuple[str, ...] = (),
         ax.set_xlabel("repeats", fontsize=8)
     axes[0][0].legend(fontsize=7)
     figure.tight_layout(rect=(0, 0.03 * max(1, len(stamps)), 1, 1))
-    if stamps:
-        figure.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color="gray", va="bottom")
+    plots.add_stamp(figure, *stamps)
     return figure
 
 

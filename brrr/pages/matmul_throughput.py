@@ -14,7 +14,7 @@ from brrr.ceilings import Ceilings
 from brrr.claims import glue_text
 from brrr.column import fit
 from brrr.device import ON_GPU, bf16_note, device_name
-from brrr.plots import loglog_sweep
+from brrr.plots import add_stamp, loglog_sweep
 from brrr.roofline import attainable_flops
 
 Skinny = list[tuple[str, MatmulPoint]]
@@ -87,8 +87,7 @@ def plot_alignment(unaligned: list[MatmulPoint], peak: float, dtype: str, stamp:
     ax.set_xlabel("n (n×n @ n×n); green: multiples of 8")
     ax.set_ylabel("achieved FLOP/s")
     ax.set_title(f"{dtype} matmuls one size apart on {device_name()}", fontsize=10)
-    fig.text(0.01, 0.005, stamp, fontsize=6, color="gray")
-    fig.subplots_adjust(bottom=0.2)
+    add_stamp(ax, stamp, bottom=0.2)
     plt.show()
 
 

@@ -218,6 +218,8 @@ def plot_traffic(result: dict, *, stamp: str = ""):
     """Bytes against N: the three kernels (their N × N share shaded) and FlashAttention, counted or by the rule."""
     import matplotlib.pyplot as plt
 
+    from brrr.plots import add_stamp
+
     _, ax = plt.subplots(figsize=(6.5, 3.5))
     sizes = result["sizes"]
     mb = [1e-6 * x for x in result["naive"]]
@@ -237,9 +239,7 @@ def plot_traffic(result: dict, *, stamp: str = ""):
     ax.set_ylim(bottom=0)
     ax.set_title(f"Attention's memory traffic, batch 1, 2 heads, d = {result['d']}, float32")
     ax.legend(fontsize=7, loc="upper left")
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.2)
+    add_stamp(ax, stamp, bottom=0.2)
     return ax
 
 
@@ -266,6 +266,8 @@ def plot_times(result: dict, *, stamp: str = ""):
     """Milliseconds against N for your kernel, naive eager attention and SDPA."""
     import matplotlib.pyplot as plt
 
+    from brrr.plots import add_stamp
+
     _, ax = plt.subplots(figsize=(6.5, 3.5))
     sizes = result["sizes"]
     for key, label, color in (("naive", "naive eager (three kernels)", "#ff7f0e"),
@@ -279,7 +281,5 @@ def plot_times(result: dict, *, stamp: str = ""):
     ax.set_ylabel("ms per call")
     ax.set_title("Attention forward, measured")
     ax.legend(fontsize=7)
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.2)
+    add_stamp(ax, stamp, bottom=0.2)
     return ax

@@ -115,6 +115,8 @@ def plot_comparison(result: dict, *, stamp: str = ""):
     """Bars for :func:`compare_with_eager`: seconds per call on a GPU, bytes per element on a CPU."""
     import matplotlib.pyplot as plt
 
+    from brrr.plots import add_stamp
+
     _, ax = plt.subplots(figsize=(6, 3.5))
     if result["device"] == "gpu":
         labels = ["eager chain", "your fused kernel", "12 B/element at\ncopy bandwidth"]
@@ -130,7 +132,5 @@ def plot_comparison(result: dict, *, stamp: str = ""):
     bars = ax.bar(labels, values, color=["#999999", "#1f77b4", "#2ca02c"])
     ax.bar_label(bars, fmt="%.3g", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.22)
+    add_stamp(ax, stamp, bottom=0.22)
     return ax

@@ -176,13 +176,13 @@ def plot_comparison(result: dict, *, stamp: str = ""):
     """Bars of :func:`compare`: ms per training run, the given step against yours."""
     import matplotlib.pyplot as plt
 
+    from brrr.plots import add_stamp
+
     _, ax = plt.subplots(figsize=(6, 3.2))
     values = [result["given"].median_s * 1e3, result["fast"].median_s * 1e3]
     bars = ax.bar(["given step", "your step"], values, color=["#999999", "#1f77b4"])
     ax.bar_label(bars, fmt="%.3g ms", fontsize=8)
     ax.set_ylabel(f"ms per {result['shape'].steps}-step run (median)")
     ax.set_title(f"{result['speedup']:.1f}x faster, {result['device']}, one thread")
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.18)
+    add_stamp(ax, stamp, bottom=0.18)
     return ax

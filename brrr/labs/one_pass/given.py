@@ -246,6 +246,8 @@ def plot_comparison(result: dict, *, stamp: str = ""):
     """Grouped bars for :func:`compare_with_eager`: seconds per call on a GPU, bytes per element on a CPU."""
     import matplotlib.pyplot as plt
 
+    from brrr.plots import add_stamp
+
     _, ax = plt.subplots(figsize=(6.5, 3.5))
     names = {"unfused": "unfused eager", "torch": "torch (one op)", "yours": "your kernel"}
     colors = {"unfused": "#999999", "torch": "#ff7f0e", "yours": "#1f77b4"}
@@ -270,7 +272,5 @@ def plot_comparison(result: dict, *, stamp: str = ""):
         ax.set_title(f"Global-memory traffic, {result['rows']} × {result['cols']} float32")
     ax.set_xticks(range(len(KINDS)), ["softmax", "layer norm"])
     ax.legend(fontsize=7)
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.18)
+    add_stamp(ax, stamp, bottom=0.18)
     return ax

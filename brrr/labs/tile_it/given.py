@@ -164,6 +164,8 @@ def plot_tilings(result: dict, *, stamp: str = ""):
     """CPU: arithmetic intensity against the tile size, by the rule and counted. GPU: TFLOP/s against n."""
     import matplotlib.pyplot as plt
 
+    from brrr.plots import add_stamp
+
     _, ax = plt.subplots(figsize=(6.5, 3.5))
     if result["device"] == "gpu":
         sizes = result["sizes"]
@@ -199,7 +201,5 @@ def plot_tilings(result: dict, *, stamp: str = ""):
         ax.set_ylabel("FLOP per byte moved")
         ax.set_title(f"Arithmetic intensity of a tiled matmul, {shape}")
     ax.legend(fontsize=7)
-    if stamp:
-        ax.figure.text(0.01, 0.005, stamp, fontsize=6, color="gray", ha="left", va="bottom")
-        ax.figure.subplots_adjust(bottom=0.2)
+    add_stamp(ax, stamp, bottom=0.2)
     return ax
