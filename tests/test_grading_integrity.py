@@ -172,6 +172,33 @@ def test_a_change_no_grading_process_reads_is_reported_and_charged_to_no_one(tmp
     assert "read by no grading process" in report and "no submission was charged" in report
 
 
+def test_a_build_writing_many_files_beside_grading_does_not_hide_the_one_file_beside_them(tmp_path):
+    """A fresh-clone CI run: the book build wrote 21 figures into the checkout while an IPython session
+    wrote its start-up README, and a list cut at ten paths named only figures. A folder of many is folded
+    into one entry with its count; the lone file is still named."""
+    watch, alice, _, home = _watch_over(tmp_path)
+    figures = home / ".ipython" / "figures"
+    watch.started(alice)
+    figures.mkdir(parents=True)
+    for i in range(21):
+        (figures / f"figure-{i:02}.png").write_bytes(b"png")
+    startup = home / ".ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "README").write_text("a first IPython session's")
+    watch.finished(alice)
+    report = watch.unread_report()
+    assert str(startup / "README") in report and f"{figures}/ (22 changed)" in report, report
+    assert "figure-00.png" not in report and "more" not in report, report
+
+
+def test_a_long_list_of_paths_is_folded_by_folder_and_then_cut():
+    paths = [f"/course/notebooks/traces/t{i}.json" for i in range(30)] + ["/course/brrr/timing.py"]
+    assert integrity.summarize(paths) == "/course/brrr/timing.py, /course/notebooks/traces/ (30 changed)"
+    assert integrity.summarize(["/a", "/b"]) == "/a, /b"
+    scattered = [f"/{i}/x/y" for i in range(12)]  # nothing to fold: cut, with the count left out
+    assert integrity.summarize(scattered, 10).endswith("and 2 more")
+
+
 def test_a_change_to_the_environment_is_still_charged_and_stops_grading(tmp_path):
     watch, alice, environment, home = _watch_over(tmp_path)
     watch.started(alice)

@@ -513,8 +513,7 @@ class _Watch:
         reads (a first Jupyter session writes some), with the submissions that ran meanwhile. '' if none."""
         parts = []
         for paths, names in self.unread:
-            shown = ", ".join(paths[:limit]) + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
-            parts.append(f"{shown} (while {', '.join(names)} ran)")
+            parts.append(f"{integrity.summarize(paths, limit)} (while {', '.join(names)} ran)")
         if not parts:
             return ""
         return (f"changed while grading, read by no grading process: {'; '.join(parts)}. No grade depends on "
@@ -523,8 +522,8 @@ class _Watch:
 
 def tampered_note(submission: Submission, alone: bool) -> str:
     who = "Your notebook" if alone else "Your notebook, or one graded at the same time,"
-    shown = ", ".join(submission.tampered[:10]) + (" ..." if len(submission.tampered) > 10 else "")
-    return (f"{who} changed files outside its own work folder while it ran: {shown}. A submission may not "
+    return (f"{who} changed files outside its own work folder while it ran: "
+            f"{integrity.summarize(submission.tampered)}. A submission may not "
             "write to the course, the Python environment or other students' files, so every check scores 0.")
 
 

@@ -215,9 +215,28 @@ class Changes:
         return [p for p in self.paths if self.kinds[p] == UNREAD]
 
     def describe(self, limit: int = 10) -> str:
-        shown = ", ".join(self.paths[:limit])
-        more = f" and {len(self.paths) - limit} more" if len(self.paths) > limit else ""
-        return f"{len(self.paths)} path(s) changed: {shown}{more}"
+        return f"{len(self.paths)} path(s) changed: {summarize(self.paths, limit)}"
+
+
+def summarize(paths: list[str], limit: int = 10) -> str:
+    """``paths`` in at most ``limit`` entries: the folder holding the most of them
+    is folded into one entry (``folder/ (21 changed)``) until they fit, so a
+    build's 21 figures cannot hide the one start-up file beside them."""
+    counts = {path: 1 for path in paths}  # entry -> how many of paths it stands for
+    folded: set[str] = set()
+    while len(counts) > limit:
+        children: dict[str, list[str]] = {}
+        for entry in counts:
+            children.setdefault(os.path.dirname(entry), []).append(entry)
+        parent, entries = max(children.items(), key=lambda item: (len(item[1]) + (item[0] in counts), len(item[0])))
+        if len(entries) + (parent in counts) < 2:
+            break
+        total = counts.pop(parent, 0) + sum(counts.pop(entry) for entry in entries)
+        counts[parent] = total
+        folded.add(parent)
+    shown = [f"{entry.rstrip(os.sep)}{os.sep} ({counts[entry]} changed)" if entry in folded else entry for entry in sorted(counts)]
+    more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
+    return ", ".join(shown[:limit]) + more
 
 
 def _scan(root: Path, excluded: list[Path]) -> dict[str, tuple]:
