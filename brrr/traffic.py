@@ -307,83 +307,111 @@ def count(named: Mapping[str, object] | None = None, *, check_bounds: bool = Tru
     check_supported()
     if _active is not None:
         raise RuntimeError("brrr.traffic.count() blocks do not nest")
-    from triton.runtime import interpreter
-
     counter = _Counter(named or {}, check_bounds)
-    builder, executor = interpreter.InterpreterBuilder, interpreter.GridExecutor
-    originals = {name: builder.__dict__[name] for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)}
-    from triton.runtime.jit import JITFunction
+    _active = counter
+    try:
+        with _InterpreterPatch(counter):
+            yield counter.traffic
+    finally:
+        _active = None
 
-    original_compiled_run = JITFunction.__dict__["run"]
 
-    def compiled_run(self, *args, **kwargs):
-        raise TrafficCounterUnavailable(
-            f"{getattr(self, '__name__', 'this kernel')} is a compiled kernel: traffic is counted only in "
-            "Triton's interpreter. Set TRITON_INTERPRET=1 before the kernel is defined (on a CPU, "
-            "`import brrr.device` before `import triton` does it); a kernel defined earlier stays compiled, "
-            "which on a machine without a GPU fails with '0 active drivers'.")
-    original_init_args = executor.__dict__["_init_args_hst"]
+class _InterpreterPatch:
+    """While entered, the interpreter's load, store, atomic and launch methods report to ``counter``,
+    and launching a compiled kernel raises :class:`TrafficCounterUnavailable`; on exit every
+    method is put back, whatever happened inside."""
 
-    def wrap_load(method, masked):
-        def wrapped(self, pointers, *args, **kwargs):
-            if counter.depth == 0:
-                mask = args[0].data if masked else True
-                counter.account("load", pointers, mask)
+    def __init__(self, counter: _Counter):
+        from triton.runtime import interpreter
+        from triton.runtime.jit import JITFunction
+
+        self.counter = counter
+        builder, executor = interpreter.InterpreterBuilder, interpreter.GridExecutor
+        # (owner, attribute) -> the original, and the same keys -> the replacement
+        self.originals = {(builder, name): builder.__dict__[name]
+                          for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)}
+        self.originals[(executor, "_init_args_hst")] = executor.__dict__["_init_args_hst"]
+        self.originals[(JITFunction, "run")] = JITFunction.__dict__["run"]
+        original = {name: method for (_, name), method in self.originals.items()}
+        self.replacements = {
+            (builder, "create_load"): self._load(original["create_load"], masked=False),
+            (builder, "create_masked_load"): self._load(original["create_masked_load"], masked=True),
+            (builder, "create_store"): self._store(original["create_store"], masked=False),
+            (builder, "create_masked_store"): self._store(original["create_masked_store"], masked=True),
+            (builder, "create_atomic_rmw"): self._atomic(original["create_atomic_rmw"], pointer_at=1, mask_at=3),
+            (builder, "create_atomic_cas"): self._atomic(original["create_atomic_cas"], pointer_at=0, mask_at=None),
+            (builder, "set_grid_dim"): self._set_grid_dim(original["set_grid_dim"]),
+            (executor, "_init_args_hst"): self._init_args(original["_init_args_hst"]),
+            (JITFunction, "run"): _refuse_compiled_run,
+        }
+
+    def __enter__(self) -> "_InterpreterPatch":
+        for (owner, name), method in self.replacements.items():
+            setattr(owner, name, method)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for (owner, name), method in self.originals.items():
+            setattr(owner, name, method)
+
+    def _load(self, method, masked: bool):
+        counter = self.counter
+
+        def wrapped(builder, pointers, *args, **kwargs):
+            if counter.depth == 0:  # create_load delegates to create_masked_load: count the outermost
+                counter.account("load", pointers, args[0].data if masked else True)
             counter.depth += 1
             try:
-                return method(self, pointers, *args, **kwargs)
+                return method(builder, pointers, *args, **kwargs)
             finally:
                 counter.depth -= 1
         return wrapped
 
-    def wrap_store(method, masked):
-        def wrapped(self, pointers, value, *args, **kwargs):
+    def _store(self, method, masked: bool):
+        counter = self.counter
+
+        def wrapped(builder, pointers, value, *args, **kwargs):
             if counter.depth == 0:
-                mask = args[0].data if masked else True
-                counter.account("store", pointers, mask)
+                counter.account("store", pointers, args[0].data if masked else True)
             counter.depth += 1
             try:
-                return method(self, pointers, value, *args, **kwargs)
+                return method(builder, pointers, value, *args, **kwargs)
             finally:
                 counter.depth -= 1
         return wrapped
 
-    def wrap_atomic(method, pointer_at, mask_at):
-        def wrapped(self, *args, **kwargs):
+    def _atomic(self, method, pointer_at: int, mask_at: int | None):
+        counter = self.counter
+
+        def wrapped(builder, *args, **kwargs):
             mask = args[mask_at].data if mask_at is not None else True
             counter.account("load", args[pointer_at], mask)
             counter.account("store", args[pointer_at], mask)
-            return method(self, *args, **kwargs)
+            return method(builder, *args, **kwargs)
         return wrapped
 
-    def set_grid_dim(self, *grid):
-        counter.set_grid(grid)
-        return originals["set_grid_dim"](self, *grid)
+    def _set_grid_dim(self, method):
+        counter = self.counter
 
-    def init_args_hst(self, args_dev, kwargs):
-        args_hst, kwargs_hst = original_init_args(self, args_dev, kwargs)
-        counter.begin_launch(getattr(self.fn, "__name__", "kernel"), self.arg_names, args_hst, kwargs_hst)
-        return args_hst, kwargs_hst
+        def wrapped(builder, *grid):
+            counter.set_grid(grid)
+            return method(builder, *grid)
+        return wrapped
 
-    replacements = {
-        "create_load": wrap_load(originals["create_load"], masked=False),
-        "create_masked_load": wrap_load(originals["create_masked_load"], masked=True),
-        "create_store": wrap_store(originals["create_store"], masked=False),
-        "create_masked_store": wrap_store(originals["create_masked_store"], masked=True),
-        "create_atomic_rmw": wrap_atomic(originals["create_atomic_rmw"], pointer_at=1, mask_at=3),
-        "create_atomic_cas": wrap_atomic(originals["create_atomic_cas"], pointer_at=0, mask_at=None),
-        "set_grid_dim": set_grid_dim,
-    }
-    _active = counter
-    try:
-        for name, method in replacements.items():
-            setattr(builder, name, method)
-        executor._init_args_hst = init_args_hst
-        JITFunction.run = compiled_run
-        yield counter.traffic
-    finally:
-        JITFunction.run = original_compiled_run
-        for name, method in originals.items():
-            setattr(builder, name, method)
-        executor._init_args_hst = original_init_args
-        _active = None
+    def _init_args(self, method):
+        counter = self.counter
+
+        def wrapped(executor, args_dev, kwargs):
+            args_hst, kwargs_hst = method(executor, args_dev, kwargs)
+            counter.begin_launch(getattr(executor.fn, "__name__", "kernel"), executor.arg_names, args_hst,
+                                 kwargs_hst)
+            return args_hst, kwargs_hst
+        return wrapped
+
+
+def _refuse_compiled_run(kernel, *args, **kwargs):
+    raise TrafficCounterUnavailable(
+        f"{getattr(kernel, '__name__', 'this kernel')} is a compiled kernel: traffic is counted only in "
+        "Triton's interpreter. Set TRITON_INTERPRET=1 before the kernel is defined (on a CPU, "
+        "`import brrr.device` before `import triton` does it); a kernel defined earlier stays compiled, "
+        "which on a machine without a GPU fails with '0 active drivers'.")
