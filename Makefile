@@ -55,6 +55,10 @@ book: $(INSTALLED)
 	$(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
 	@echo "Book built: open _build/html/index.html"
 
+# Inductor compiles in the process that asks: a pool of compile workers costs each compiling process
+# (every notebook, every grader) 3-4 CPU-s of start-up on the 2-core CI machine and runs no compile
+# sooner there. It does not change what a compiled kernel measures.
+test: export TORCHINDUCTOR_COMPILE_THREADS := 1
 test: $(INSTALLED)
 	$(PY) -m pytest -n 2 --dist loadfile
 
