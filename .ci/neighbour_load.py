@@ -65,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--duty is a share of the time: more than 0, at most 1")
     stop_at = time.monotonic() + (args.seconds if args.seconds is not None else float("inf"))
     done = multiprocessing.Event()
-    neighbour = multiprocessing.Process(target=load, daemon=True,
-                                        args=(stop_at, args.duty, args.burst, args.buffer_mib, args.seed, done))
+    neighbour = multiprocessing.Process(
+        target=load, daemon=True, args=(stop_at, args.duty, args.burst, args.buffer_mib, args.seed, done)
+    )
     neighbour.start()
     try:
         status = subprocess.call(command) if command else neighbour.join() or 0

@@ -47,5 +47,4 @@ def keep_freed_memory() -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     # mallopt returns 1 on success
-    return (mallopt(M_MMAP_MAX, 0) == 1
-            and mallopt(M_TRIM_THRESHOLD, NEVER_TRIM) == 1)
+    return mallopt(M_MMAP_MAX, 0) == 1 and mallopt(M_TRIM_THRESHOLD, NEVER_TRIM) == 1

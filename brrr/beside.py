@@ -70,7 +70,8 @@ def three_machines(title: str, here: str, stamp: str, gpus: list[tuple[Recorded,
     one row saying none is recorded) and the essay's figure, quoted."""
     rows = [Row(machine_here(environment()), here, stamp.strip("[]"))]
     rows += [Row(f"recorded: {gpu.device}", result, gpu.source) for gpu, result in gpus] or [
-        Row("recorded GPU", NONE_RECORDED, "")]
+        Row("recorded GPU", NONE_RECORDED, "")
+    ]
     rows.append(Row("the essay (quoted)", essay, ESSAY_SOURCE))
     return Beside(title, tuple(rows))
 
@@ -95,10 +96,14 @@ class Beside:
     def _repr_html_(self) -> str:
         cells = "".join(
             f"<tr><th scope='row'>{html.escape(row.machine)}</th><td>{html.escape(row.result)}</td>"
-            f"<td class='brrr-beside-source'>{html.escape(row.source)}</td></tr>" for row in self.rows)
-        return (f"<table class='brrr-beside'><caption>{html.escape(self.title)}</caption>"
-                f"<thead><tr><th>machine</th><th>result</th><th>measured</th></tr></thead>"
-                f"<tbody>{cells}</tbody></table>")
+            f"<td class='brrr-beside-source'>{html.escape(row.source)}</td></tr>"
+            for row in self.rows
+        )
+        return (
+            f"<table class='brrr-beside'><caption>{html.escape(self.title)}</caption>"
+            f"<thead><tr><th>machine</th><th>result</th><th>measured</th></tr></thead>"
+            f"<tbody>{cells}</tbody></table>"
+        )
 
 
 def show(table: Beside) -> None:

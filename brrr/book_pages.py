@@ -85,8 +85,7 @@ MATHJAX2_CONFIG = {
         "imageFont": None,
         # MathJax 2 declares a blank font at about:blank, which Chromium
         # refuses with a console error; a missing local font is as blank.
-        "styles": {"@font-face": {"font-family": "MathJax_Blank",
-                                  "src": "local('MathJax_Blank')"}},
+        "styles": {"@font-face": {"font-family": "MathJax_Blank", "src": "local('MathJax_Blank')"}},
     },
     "messageStyle": "none",  # no "Loading MathJax" box in the corner
 }
@@ -106,14 +105,12 @@ def mathjax_source() -> Path:
 
 
 def _configure(app, config) -> None:
-    config.html_static_path = [*config.html_static_path,
-                               str(Path(__file__).with_name("book_static"))]
+    config.html_static_path = [*config.html_static_path, str(Path(__file__).with_name("book_static"))]
     config.mathjax_path = MATHJAX_PATH
     config.mathjax2_config = MATHJAX2_CONFIG
     config.html_context.setdefault("default_mode", "auto")  # pydata theme
     config.nb_ipywidgets_js = {}
-    config.nb_mime_priority_overrides = [
-        *config.nb_mime_priority_overrides, ("*", WIDGET_VIEW, None)]
+    config.nb_mime_priority_overrides = [*config.nb_mime_priority_overrides, ("*", WIDGET_VIEW, None)]
 
 
 FIGURES_DIR = "_figures"
@@ -138,8 +135,13 @@ def pair_light_dark(doctree) -> int:
         index = parent.index(figure)
         following = parent[index + 1] if index + 1 < len(parent) else None
         light = figure.next_node(nodes.image)
-        if (not isinstance(following, nodes.image) or "only-dark" not in following["classes"]
-                or light is None or "only-light" not in light["classes"] or light.parent is not figure):
+        if (
+            not isinstance(following, nodes.image)
+            or "only-dark" not in following["classes"]
+            or light is None
+            or "only-light" not in light["classes"]
+            or light.parent is not figure
+        ):
             continue
         parent.remove(following)
         pair = nodes.container("", classes=[LIGHT_DARK])
@@ -186,8 +188,7 @@ def _drop_repeated_scripts(app, pagename, templatename, context, doctree):
         return
     unique = {}
     for script in scripts:
-        key = (script.filename or "", script.priority,
-               tuple(sorted(script.attributes.items())))
+        key = (script.filename or "", script.priority, tuple(sorted(script.attributes.items())))
         unique.setdefault(key, script)
     scripts[:] = unique.values()
 

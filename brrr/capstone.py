@@ -26,8 +26,10 @@ THREADS: int | None = per_device(cpu=1, gpu=None)
 
 # CPU: small enough that batch 1 is overhead-bound on one thread and the page stays quick; GPU: a
 # GPT-2-small-like width, where batch 1 leaves the device idle between kernels.
-CONFIG = per_device(cpu=gpt.GPTConfig(vocab=512, seq_len=32, layers=2, heads=2, width=64),
-                    gpu=gpt.GPTConfig(vocab=8192, seq_len=256, layers=6, heads=12, width=768))
+CONFIG = per_device(
+    cpu=gpt.GPTConfig(vocab=512, seq_len=32, layers=2, heads=2, width=64),
+    gpu=gpt.GPTConfig(vocab=8192, seq_len=256, layers=6, heads=12, width=768),
+)
 BATCH_GROWTH = per_device(cpu=32, gpu=64)
 
 
@@ -75,36 +77,57 @@ def _half_not_here() -> str | None:
     half, fp32 = peaks.get(str(HALF).removeprefix("torch."), 0.0), peaks["float32"]
     if half > fp32:
         return None
-    return (f"This {'GPU' if ON_GPU else 'CPU'}'s measured {HALF_NAME} matmul peak is {units.flops(half)} "
-            f"against {units.flops(fp32)} for float32 (brrr.ceilings): {HALF_NAME} would slow its matmuls down")
+    return (
+        f"This {'GPU' if ON_GPU else 'CPU'}'s measured {HALF_NAME} matmul peak is {units.flops(half)} "
+        f"against {units.flops(fp32)} for float32 (brrr.ceilings): {HALF_NAME} would slow its matmuls down"
+    )
 
 
 def _cuda_graphs_not_here() -> str | None:
     if ON_GPU:
         return None
-    return ("A CUDA graph replays recorded kernel launches; a CPU launches none: every op runs on the calling "
-            "thread, and torch.compile already removed what a graph would")
+    return (
+        "A CUDA graph replays recorded kernel launches; a CPU launches none: every op runs on the calling "
+        "thread, and torch.compile already removed what a graph would"
+    )
 
 
 FIXES = (
-    Fix("bigger batch", Regime.OVERHEAD.value, lambda s: replace(s, batch=s.batch * BATCH_GROWTH),
-        bounded_by_advice=False),
-    Fix("torch.compile", Regime.OVERHEAD.value,
-        lambda s: replace(s, compile_mode=s.compile_mode or "default")),
-    Fix("SDPA attention", Regime.MEMORY.value, lambda s: replace(s, config=s.config.with_(sdpa=True)),
-        bounded_by_advice=False),
-    Fix(f"{HALF_NAME} weights and activations", Regime.COMPUTE.value, lambda s: replace(s, dtype=HALF),
-        why_not_here=_half_not_here),
-    Fix("CUDA graphs (torch.compile mode='reduce-overhead')", Regime.OVERHEAD.value,
-        lambda s: replace(s, compile_mode="reduce-overhead"), why_not_here=_cuda_graphs_not_here),
+    Fix(
+        "bigger batch",
+        Regime.OVERHEAD.value,
+        lambda s: replace(s, batch=s.batch * BATCH_GROWTH),
+        bounded_by_advice=False,
+    ),
+    Fix("torch.compile", Regime.OVERHEAD.value, lambda s: replace(s, compile_mode=s.compile_mode or "default")),
+    Fix(
+        "SDPA attention",
+        Regime.MEMORY.value,
+        lambda s: replace(s, config=s.config.with_(sdpa=True)),
+        bounded_by_advice=False,
+    ),
+    Fix(
+        f"{HALF_NAME} weights and activations",
+        Regime.COMPUTE.value,
+        lambda s: replace(s, dtype=HALF),
+        why_not_here=_half_not_here,
+    ),
+    Fix(
+        "CUDA graphs (torch.compile mode='reduce-overhead')",
+        Regime.OVERHEAD.value,
+        lambda s: replace(s, compile_mode="reduce-overhead"),
+        why_not_here=_cuda_graphs_not_here,
+    ),
 )
 
 
 def applicable(fixes=FIXES) -> tuple[list[Fix], list[tuple[Fix, str]]]:
     """(the fixes that apply on this device, (fix, why not) for those that do not)."""
     reasons = {fix.name: fix.why_not_here() for fix in fixes}
-    return ([fix for fix in fixes if reasons[fix.name] is None],
-            [(fix, reasons[fix.name]) for fix in fixes if reasons[fix.name] is not None])
+    return (
+        [fix for fix in fixes if reasons[fix.name] is None],
+        [(fix, reasons[fix.name]) for fix in fixes if reasons[fix.name] is not None],
+    )
 
 
 @dataclass(frozen=True)
@@ -125,11 +148,18 @@ def next_fix(diagnosis, remaining: list[Fix]) -> Choice:
         for fix in remaining:
             if fix.regime == advice.regime:
                 if fix.bounded_by_advice:
-                    return Choice(fix, f"the top advice ({advice.regime}, at most {advice.predicted_gain:.2f}x "
-                                       f"per step) points to {fix.name}", advice.predicted_gain)
-                return Choice(fix, f"the top advice is {advice.regime}, which points to {fix.name}; its bound "
-                                   f"(at most {advice.predicted_gain:.2f}x per step) does not cover this fix",
-                              None)
+                    return Choice(
+                        fix,
+                        f"the top advice ({advice.regime}, at most {advice.predicted_gain:.2f}x "
+                        f"per step) points to {fix.name}",
+                        advice.predicted_gain,
+                    )
+                return Choice(
+                    fix,
+                    f"the top advice is {advice.regime}, which points to {fix.name}; its bound "
+                    f"(at most {advice.predicted_gain:.2f}x per step) does not cover this fix",
+                    None,
+                )
     return Choice(remaining[0], "no remaining fix addresses the top advice; the next one in the list", None)
 
 
@@ -178,8 +208,10 @@ STAGE_WIDTH = 28  # a longer stage name gets a line of its own, whole, above its
 def table(rows: list[dict]) -> str:
     """:func:`stage_table` from the JSON rows of :func:`stage_rows` (this run's, or a reference GPU's), in
     lines of at most :data:`brrr.column.WIDTH` characters."""
-    header = (f"{'stage':<{STAGE_WIDTH}} {'step':>8} {'tokens/s':>10} {'vs start':>8} {'bound':>6} {'gave':>6} "
-              f"{'MFU':>5}  regime (share)")
+    header = (
+        f"{'stage':<{STAGE_WIDTH}} {'step':>8} {'tokens/s':>10} {'vs start':>8} {'bound':>6} {'gave':>6} "
+        f"{'MFU':>5}  regime (share)"
+    )
     lines = [header, "-" * (len(header) + 6)]
     previous = None
     for row in rows:
@@ -189,9 +221,11 @@ def table(rows: list[dict]) -> str:
         if len(stage) > STAGE_WIDTH:
             lines.append(stage)
             stage = ""
-        lines.append(f"{stage:<{STAGE_WIDTH}} {units.seconds(row['step_s']):>8} {row['tokens_per_s']:>10,.0f} "
-                     f"{row['tokens_per_s'] / rows[0]['tokens_per_s']:>7.2f}x {bound:>6} {gave:>6} "
-                     f"{units.percent(row['mfu']):>5}  {row['regime']} ({units.percent(row['shares'][row['regime']])})")
+        lines.append(
+            f"{stage:<{STAGE_WIDTH}} {units.seconds(row['step_s']):>8} {row['tokens_per_s']:>10,.0f} "
+            f"{row['tokens_per_s'] / rows[0]['tokens_per_s']:>7.2f}x {bound:>6} {gave:>6} "
+            f"{units.percent(row['mfu']):>5}  {row['regime']} ({units.percent(row['shares'][row['regime']])})"
+        )
         previous = row
     return "\n".join(lines)
 
@@ -209,10 +243,12 @@ def graphs_note(before: dict, row: dict) -> str:
     sweep = GraphSweep.recorded()
     fade = f" Notebook 33's sweep shows the same fade: {sweep.sentence()}" if sweep else ""
     bound = f", against the tool's bound of {row['predicted_gain']:.2f}x" if row.get("predicted_gain") else ""
-    return (f"{row['stage'].removeprefix('+ ')} gave {gave:.2f}x{bound}: they remove only the host's dispatch of "
-            f"each kernel, and this step, at batch {row['batch']}, was already {before['regime']} "
-            f"({units.percent(before['shares'][before['regime']])} of its time): the dispatch a graph removes "
-            f"was not what set its time.{fade}")
+    return (
+        f"{row['stage'].removeprefix('+ ')} gave {gave:.2f}x{bound}: they remove only the host's dispatch of "
+        f"each kernel, and this step, at batch {row['batch']}, was already {before['regime']} "
+        f"({units.percent(before['shares'][before['regime']])} of its time): the dispatch a graph removes "
+        f"was not what set its time.{fade}"
+    )
 
 
 def reference_tables() -> list[str]:
@@ -225,16 +261,31 @@ def reference_tables() -> list[str]:
         figure = data.get("figures", {}).get("capstone")
         if figure and figure.get("values", {}).get("rows"):
             rows = figure["values"]["rows"]
-            notes = [f"{row['stage'].removeprefix('+ ')} gave {row['tokens_per_s'] / before['tokens_per_s']:.2f}x, "
-                     f"above the tool's bound of {row['predicted_gain']:.2f}x: the bound counts only the time of the "
-                     "regime the fix addresses, and the fix also sped up work the bound left out."
-                     for before, row in zip(rows, rows[1:]) if row["predicted_gain"]
-                     and above_bound(row["tokens_per_s"] / before["tokens_per_s"], row["predicted_gain"])]
-            notes += [graphs_note(before, row) for before, row in zip(rows, rows[1:])
-                      if "CUDA graphs" in row["stage"] and row["tokens_per_s"] / before["tokens_per_s"] < GRAPHS_GAINED]
-            found.append(column.fit("\n".join([table(rows), *notes,
-                                               in_all(rows[0]["tokens_per_s"], rows[-1]["tokens_per_s"]),
-                                               format_stamp(figure["env"])])))
+            notes = [
+                f"{row['stage'].removeprefix('+ ')} gave {row['tokens_per_s'] / before['tokens_per_s']:.2f}x, "
+                f"above the tool's bound of {row['predicted_gain']:.2f}x: the bound counts only the time of the "
+                "regime the fix addresses, and the fix also sped up work the bound left out."
+                for before, row in zip(rows, rows[1:])
+                if row["predicted_gain"]
+                and above_bound(row["tokens_per_s"] / before["tokens_per_s"], row["predicted_gain"])
+            ]
+            notes += [
+                graphs_note(before, row)
+                for before, row in zip(rows, rows[1:])
+                if "CUDA graphs" in row["stage"] and row["tokens_per_s"] / before["tokens_per_s"] < GRAPHS_GAINED
+            ]
+            found.append(
+                column.fit(
+                    "\n".join(
+                        [
+                            table(rows),
+                            *notes,
+                            in_all(rows[0]["tokens_per_s"], rows[-1]["tokens_per_s"]),
+                            format_stamp(figure["env"]),
+                        ]
+                    )
+                )
+            )
     return found
 
 
@@ -251,22 +302,29 @@ def conclusions(stages: list[Stage]) -> list[str]:
     cannot disagree with its numbers)."""
     lines = []
     start = stages[0]
-    lines.append(f"At batch {start.setup.batch} the step was {start.diagnosis.regime} "
-                 f"({units.percent(start.diagnosis.shares[start.diagnosis.regime])} of its time), "
-                 f"at {units.percent(start.diagnosis.mfu)} MFU.")
+    lines.append(
+        f"At batch {start.setup.batch} the step was {start.diagnosis.regime} "
+        f"({units.percent(start.diagnosis.shares[start.diagnosis.regime])} of its time), "
+        f"at {units.percent(start.diagnosis.mfu)} MFU."
+    )
     for before, after in zip(stages, stages[1:]):
         gave = after.tokens_per_s / before.tokens_per_s
-        moved = ("and the step stayed " if after.diagnosis.regime == before.diagnosis.regime
-                 else "and the step became ") + after.diagnosis.regime
+        moved = (
+            "and the step stayed " if after.diagnosis.regime == before.diagnosis.regime else "and the step became "
+        ) + after.diagnosis.regime
         bound = ""
         if after.predicted_gain is not None:
             bound = f" (within the tool's bound of {after.predicted_gain:.2f}x)"
             if above_bound(gave, after.predicted_gain):
-                bound = (f" (above the tool's bound of {after.predicted_gain:.2f}x, which counts only the "
-                         f"{after.fix.regime} time: the fix also sped up work the bound left out)")
-        lines.append(f"{after.fix.name}: {gave:.2f}x the tokens per second{bound}, {moved} "
-                     f"({units.percent(after.diagnosis.shares[after.diagnosis.regime])}), "
-                     f"MFU {units.percent(after.diagnosis.mfu)}.")
+                bound = (
+                    f" (above the tool's bound of {after.predicted_gain:.2f}x, which counts only the "
+                    f"{after.fix.regime} time: the fix also sped up work the bound left out)"
+                )
+        lines.append(
+            f"{after.fix.name}: {gave:.2f}x the tokens per second{bound}, {moved} "
+            f"({units.percent(after.diagnosis.shares[after.diagnosis.regime])}), "
+            f"MFU {units.percent(after.diagnosis.mfu)}."
+        )
     lines.append(in_all(start.tokens_per_s, stages[-1].tokens_per_s))
     return lines
 
@@ -286,8 +344,19 @@ def in_all(start_tokens_per_s: float, end_tokens_per_s: float) -> str:
 
 def stage_rows(stages: list[Stage]) -> list[dict]:
     """The table as JSON, for the reference record of a GPU run."""
-    return [{"stage": stage.name, "batch": stage.setup.batch, "dtype": str(stage.setup.dtype),
-             "compile_mode": stage.setup.compile_mode, "sdpa": stage.setup.config.sdpa,
-             "step_s": stage.diagnosis.step_s, "tokens_per_s": stage.tokens_per_s, "mfu": stage.diagnosis.mfu,
-             "regime": stage.diagnosis.regime, "shares": stage.diagnosis.shares,
-             "predicted_gain": stage.predicted_gain} for stage in stages]
+    return [
+        {
+            "stage": stage.name,
+            "batch": stage.setup.batch,
+            "dtype": str(stage.setup.dtype),
+            "compile_mode": stage.setup.compile_mode,
+            "sdpa": stage.setup.config.sdpa,
+            "step_s": stage.diagnosis.step_s,
+            "tokens_per_s": stage.tokens_per_s,
+            "mfu": stage.diagnosis.mfu,
+            "regime": stage.diagnosis.regime,
+            "shares": stage.diagnosis.shares,
+            "predicted_gain": stage.predicted_gain,
+        }
+        for stage in stages
+    ]

@@ -49,9 +49,10 @@ from brrr.timing import bench, torch_threads
 # includes, and ops that write less per byte read, or write in place, pay less of it.
 ABOVE_COPY = per_device(
     cpu="dst.copy_ is not this CPU's fastest stream: a CPU reads each line it writes first "
-        "(write-allocate), traffic the counted bytes leave out, and an op that reads more than it writes, "
-        "or writes in place, pays less of it; the copy roof is also one measurement, with its noise",
-    gpu="the copy roof is one measurement, with its noise")
+    "(write-allocate), traffic the counted bytes leave out, and an op that reads more than it writes, "
+    "or writes in place, pays less of it; the copy roof is also one measurement, with its noise",
+    gpu="the copy roof is one measurement, with its noise",
+)
 
 # 2: the vector peak is a throughput measurement (independent accumulators)
 # 3: the matmul size per dtype is recorded (a CPU times slow dtypes smaller)
@@ -84,17 +85,29 @@ class Ceilings:
     def matmul(self, dtype: str | torch.dtype = "float32") -> float:
         name = dtype_name(dtype)
         if name not in self.matmul_peak:
-            raise KeyError(f"no matmul peak measured for {name} on {self.env.get('device')}; have {sorted(self.matmul_peak)}")
+            raise KeyError(
+                f"no matmul peak measured for {name} on {self.env.get('device')}; have {sorted(self.matmul_peak)}"
+            )
         return self.matmul_peak[name]
 
     def roof(self, kind: str = "matmul", dtype: str | torch.dtype = "float32") -> Roof:
         """The roofline for matmuls of ``dtype`` (``kind='matmul'``) or for other arithmetic (``'vector'``)."""
         if kind == "matmul":
-            return Roof(self.matmul(dtype), self.copy_bandwidth, self.dispatch_overhead, f"{dtype_name(dtype)} matmul",
-                        overhead_adds=self.overhead_adds)
+            return Roof(
+                self.matmul(dtype),
+                self.copy_bandwidth,
+                self.dispatch_overhead,
+                f"{dtype_name(dtype)} matmul",
+                overhead_adds=self.overhead_adds,
+            )
         if kind == "vector":
-            return Roof(self.vector_peak, self.copy_bandwidth, self.dispatch_overhead, "fp32 non-matmul",
-                        overhead_adds=self.overhead_adds)
+            return Roof(
+                self.vector_peak,
+                self.copy_bandwidth,
+                self.dispatch_overhead,
+                "fp32 non-matmul",
+                overhead_adds=self.overhead_adds,
+            )
         raise ValueError(f"kind must be 'matmul' or 'vector', not {kind!r}")
 
     @property
@@ -104,8 +117,10 @@ class Ceilings:
 
     def summary(self) -> str:
         lines = [f"Ceilings of {self.env.get('device', '?')}:"]
-        lines.append(f"  copy bandwidth      {units.bandwidth(self.copy_bandwidth)} "
-                     f"({copy_setup(self.threads, far_above_cache(4))})")
+        lines.append(
+            f"  copy bandwidth      {units.bandwidth(self.copy_bandwidth)} "
+            f"({copy_setup(self.threads, far_above_cache(4))})"
+        )
         for name, peak in self.matmul_peak.items():
             size = f" (n={self.matmul_n[name]})" if name in self.matmul_n else ""
             lines.append(f"  matmul peak {name:<8} {units.flops(peak)}{size}")
@@ -127,10 +142,14 @@ class Ceilings:
                 if name in other.matmul_n:
                     matmul_n[name] = other.matmul_n[name]
         return dataclasses.replace(
-            self, copy_bandwidth=max(self.copy_bandwidth, other.copy_bandwidth), matmul_peak=matmul_peak,
-            matmul_n=matmul_n, vector_peak=max(self.vector_peak, other.vector_peak),
+            self,
+            copy_bandwidth=max(self.copy_bandwidth, other.copy_bandwidth),
+            matmul_peak=matmul_peak,
+            matmul_n=matmul_n,
+            vector_peak=max(self.vector_peak, other.vector_peak),
             dispatch_overhead=min(self.dispatch_overhead, other.dispatch_overhead),
-            env=max(self.env, other.env, key=lambda env: env.get("date", "")))
+            env=max(self.env, other.env, key=lambda env: env.get("date", "")),
+        )
 
     def to_json(self) -> dict:
         return {"format": FORMAT_VERSION, **dataclasses.asdict(self)}
@@ -170,8 +189,7 @@ def describe_copy(rate: float, *, threads: int | None, n: int | None = None) -> 
     return f"{units.bandwidth(rate)} ({copy_setup(threads, n or far_above_cache(4))})"
 
 
-def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None,
-                           budget_s: float | None = None) -> float:
+def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None, budget_s: float | None = None) -> float:
     """B/s of ``dst.copy_(src)`` on ``n`` fp32 elements: reads 4n bytes, writes 4n bytes."""
     n = n or far_above_cache(4)
     src = torch.randn(n, device=DEVICE)
@@ -204,16 +222,20 @@ def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -
     shares = targets.measurements(rate / ceiling, lambda: again() / ceiling, lambda share: share >= LOW_SHARE)
     best = max(shares) * ceiling
     if best > ceiling:
-        print(f"{what}: {units.bandwidth(best)}, {best / ceiling:.2f}x the cached ceiling of "
-              f"{units.bandwidth(ceiling)} (measured {found.env.get('date', '?')}). It is the copy the ceiling "
-              "times, and load only ever slows a copy, so the ceiling was read in a busier moment. It is "
-              "raised to this reading, here and in the cache, for every page from now on.")
+        print(
+            f"{what}: {units.bandwidth(best)}, {best / ceiling:.2f}x the cached ceiling of "
+            f"{units.bandwidth(ceiling)} (measured {found.env.get('date', '?')}). It is the copy the ceiling "
+            "times, and load only ever slows a copy, so the ceiling was read in a busier moment. It is "
+            "raised to this reading, here and in the cache, for every page from now on."
+        )
         found = raise_copy_ceiling(found, best)
     elif best < LOW_SHARE * ceiling:
         tried = ", ".join(units.percent(share) for share in shares)
-        print(f"{what}: {tried} of the ceiling in {len(shares)} attempts. The ceiling was measured "
-              "on a quieter machine: other work running now slows every copy. Each rate on this page "
-              "is measured now; the ceiling is the best case.")
+        print(
+            f"{what}: {tried} of the ceiling in {len(shares)} attempts. The ceiling was measured "
+            "on a quieter machine: other work running now slows every copy. Each rate on this page "
+            "is measured now; the ceiling is the best case."
+        )
     return found, best
 
 
@@ -237,18 +259,28 @@ def describe_copy_sweep(sizes: list[int], rates: list[float], ceiling: float, ca
     moment than the ceiling, and load from other work moves every copy (a cache
     larger than the one reported could also serve part of it): ``†``.
     """
-    reasons = {"*": "source and destination fit in the cache, which serves them",
-               "†": ("timed at another moment than the ceiling (load from other work slows any copy), "
-                     "or partly cached")}
+    reasons = {
+        "*": "source and destination fit in the cache, which serves them",
+        "†": ("timed at another moment than the ceiling (load from other work slows any copy), or partly cached"),
+    }
     lines = units.footnoted(
-        [(f"{units.binary_bytes(4 * n):>10} buffer: "
-          + units.fraction_of(rate, ceiling, "B/s", "measured copy bandwidth", thresholds=(1.0,)),
-          ("*" if 2 * 4 * n <= cache_bytes else "†") if rate > ceiling else "") for n, rate in zip(sizes, rates)],
-        reasons, "ceiling")
+        [
+            (
+                f"{units.binary_bytes(4 * n):>10} buffer: "
+                + units.fraction_of(rate, ceiling, "B/s", "measured copy bandwidth", thresholds=(1.0,)),
+                ("*" if 2 * 4 * n <= cache_bytes else "†") if rate > ceiling else "",
+            )
+            for n, rate in zip(sizes, rates)
+        ],
+        reasons,
+        "ceiling",
+    )
     slow = [units.binary_bytes(4 * n) for n, rate in zip(sizes, rates) if rate < LOW_SHARE * ceiling]
     if slow:
-        lines.append(f"Under half the ceiling: {', '.join(slow)}. Each size is one short reading; other "
-                     "work running then slowed it (a cache does not make a copy slower).")
+        lines.append(
+            f"Under half the ceiling: {', '.join(slow)}. Each size is one short reading; other "
+            "work running then slowed it (a cache does not make a copy slower)."
+        )
     return lines
 
 
@@ -283,12 +315,12 @@ def matmul_peak_size(dtype: str, *, threads: int | None = None) -> int:
     a = torch.randn(probe, probe, dtype=_DTYPES[dtype])
     timing = bench(lambda: torch.mm(a, a), threads=threads, warmup=1, min_runs=1, max_runs=3, budget_s=0.05)
     rate = timing.rate(2 * probe**3)
-    return max((n for n in range(probe, MATMUL_PEAK_N + 1, 256) if 2 * n**3 / rate <= CPU_MATMUL_CALL_S),
-               default=probe)
+    return max((n for n in range(probe, MATMUL_PEAK_N + 1, 256) if 2 * n**3 / rate <= CPU_MATMUL_CALL_S), default=probe)
 
 
-def measure_matmul_peak(dtype: str, n: int | None = None, *, threads: int | None = None,
-                        budget_s: float | None = None) -> float:
+def measure_matmul_peak(
+    dtype: str, n: int | None = None, *, threads: int | None = None, budget_s: float | None = None
+) -> float:
     """FLOP/s of an n×n by n×n matmul: 2·n³ FLOPs. ``dtype='tf32'`` allows TF32 tensor cores.
 
     ``n`` defaults to :func:`matmul_peak_size`.
@@ -298,8 +330,12 @@ def measure_matmul_peak(dtype: str, n: int | None = None, *, threads: int | None
     b = torch.randn(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     out = torch.empty(n, n, device=DEVICE, dtype=_DTYPES[dtype])
     with tf32(dtype == "tf32"):
-        timing = bench(lambda: torch.mm(a, b, out=out), threads=threads, warmup=2,
-                       budget_s=budget_s or per_device(cpu=1.0, gpu=0.3))
+        timing = bench(
+            lambda: torch.mm(a, b, out=out),
+            threads=threads,
+            warmup=2,
+            budget_s=budget_s or per_device(cpu=1.0, gpu=0.3),
+        )
     return timing.rate(2 * n**3)
 
 
@@ -373,8 +409,9 @@ def vector_flops_per_element(steps: int = VECTOR_STEPS, chains: int = VECTOR_CHA
     return chains + 2 * steps * chains + (chains - 1)
 
 
-def measure_vector_peak(n: int | None = None, steps: int = VECTOR_STEPS, *, chains: int = VECTOR_CHAINS,
-                        threads: int | None = None) -> float:
+def measure_vector_peak(
+    n: int | None = None, steps: int = VECTOR_STEPS, *, chains: int = VECTOR_CHAINS, threads: int | None = None
+) -> float:
     """FLOP/s of fp32 multiply-adds on ``chains`` independent accumulators per element, compiled into one kernel.
 
     Each element does about ``2·steps·chains`` FLOPs (575 by default) for 8 bytes

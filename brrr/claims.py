@@ -66,62 +66,105 @@ class Verdict:
         return HELD if self.held else NOT_HELD
 
     def line(self) -> str:
-        return (f"{CLAIMS[self.key].statement} {self.word.capitalize()}: {self.here}. "
-                f"{self.why[:1].upper()}{self.why[1:]}.")
+        return (
+            f"{CLAIMS[self.key].statement} {self.word.capitalize()}: {self.here}. {self.why[:1].upper()}{self.why[1:]}."
+        )
 
 
 _CLAIMS = [
-    Claim("three-regimes", "Every op is compute-, memory- or overhead-bound, and which one decides the fix.",
-          "the essay's framework; no single figure", "notebooks/00-your-machine",
-          "on this machine's measured roofs, a one-element op is overhead-bound, a large pointwise op "
-          "memory-bound and a large matmul compute-bound"),
-    Claim("contractions-flops-vs-runtime",
-          "Contractions do nearly all the FLOPs but take much less of the runtime.",
-          "BERT: 99.80% of FLOPs and 61.0% of runtime in contractions (the essay's table, from Ivanov et al. "
-          "2021; no GPU named)", "notebooks/21-flops-vs-runtime",
-          "contractions do at least 95% of the FLOPs, and the other ops' share of runtime is at least 10x "
-          "their share of FLOPs"),
-    Claim("other-ops-fewer-flops", "Non-matmul ops achieve hundreds of times fewer FLOP/s than matmuls.",
-          "250x (normalization) and 700x (element-wise) fewer FLOP/s (the essay's BERT table; no GPU named)",
-          "notebooks/21-flops-vs-runtime", "both classes achieve at least 100x fewer FLOP/s than the contractions"),
-    Claim("matmul-gap", "Matmul hardware is far faster than the units for everything else.",
-          "312 TFLOP/s bf16 on tensor cores against 19.5 TFLOP/s fp32 non-matmul: 16x (A100 datasheet, quoted)",
-          "notebooks/00-your-machine", "the best measured matmul peak is at least 4x the measured non-matmul peak"),
-    Claim("fusion-cuts-bytes", "Fusion cuts the bytes moved, and the time falls with them.",
-          "x.cos().cos(): 4 global memory accesses become 2, so fusion speeds it up by 2x (A100, argued)",
-          "notebooks/10-cos-cos",
-          "a cheap three-op chain fused (1 pass) runs at least 2x faster than the same ops compiled "
-          "separately (3 passes)"),
-    Claim("fused-chain-one-op", "A fused chain of cheap pointwise ops costs about one op.",
-          "a fused x.cos().cos() takes nearly the same time as x.cos() (A100)", "notebooks/10-cos-cos",
-          "the fused three-op chain takes at most 1.3x the time of one of its ops compiled alone"),
-    Claim("cos-cos-one-cos", "A fused x.cos().cos() costs about one x.cos().",
-          "a fused x.cos().cos() takes nearly the same time as x.cos() (A100)", "notebooks/10-cos-cos",
-          "compiled x.cos().cos() takes at most 1.3x the time of compiled x.cos()"),
-    Claim("memory-bound-until-ridge",
-          "A pointwise kernel stays memory-bound for dozens of FLOPs per element, up to the ridge point.",
-          "x*2 repeated: runtime flat up to 64 multiplications, memory-bound below 32 (A100, fp32, measured "
-          "in the essay)", "notebooks/11-repeat-sweep",
-          "the measured knee is at 4 repeats or more, and within 2x of the knee the measured roofs predict"),
-    Claim("overhead-floor", "Every eager op pays a fixed overhead that tiny tensors cannot get under.",
-          "Python: 32 M float adds/s; PyTorch: 280 K ops/s on tiny tensors (the author's machine, 2022)",
-          "notebooks/30-python-vs-pytorch",
-          "eager ops are at least 10x slower than Python adds, and an add 1/16 of the predicted knee size "
-          "takes at most 1.5x the time of a one-element add"),
-    Claim("batch-doubling", "If doubling the batch barely changes the step time, the step is overhead-bound.",
-          "doubling the batch adds only ~10% to the runtime: likely overhead-bound (with a footnote: a bigger "
-          "batch also raises intensity)", "notebooks/31-batch-doubling",
-          "the first doubling adds under 25% while the step takes at least 2x its roofline time, and the last "
-          "doubling adds over 50%"),
-    Claim("compile-removes-overhead", "Tracing and compiling remove per-op overhead.",
-          "overhead-bound fixes: tracing, operator fusion, CUDA graphs (no figure)", "notebooks/33-cuda-graphs",
-          "torch.compile runs 50 tiny pointwise ops at least 2x faster than eager"),
-    Claim("remat-memory-and-time",
-          "With a fusing compiler, rematerialization lowers memory and runtime together.",
-          "'we can lower both memory and runtime through rematerialization' (AOTAutograd's min-cut pass; "
-          "no figure)", "notebooks/13-rematerialization",
-          "against the same compiled code with everything saved, recomputation cuts peak memory by at least "
-          "10% and costs at most 5% of the step time"),
+    Claim(
+        "three-regimes",
+        "Every op is compute-, memory- or overhead-bound, and which one decides the fix.",
+        "the essay's framework; no single figure",
+        "notebooks/00-your-machine",
+        "on this machine's measured roofs, a one-element op is overhead-bound, a large pointwise op "
+        "memory-bound and a large matmul compute-bound",
+    ),
+    Claim(
+        "contractions-flops-vs-runtime",
+        "Contractions do nearly all the FLOPs but take much less of the runtime.",
+        "BERT: 99.80% of FLOPs and 61.0% of runtime in contractions (the essay's table, from Ivanov et al. "
+        "2021; no GPU named)",
+        "notebooks/21-flops-vs-runtime",
+        "contractions do at least 95% of the FLOPs, and the other ops' share of runtime is at least 10x "
+        "their share of FLOPs",
+    ),
+    Claim(
+        "other-ops-fewer-flops",
+        "Non-matmul ops achieve hundreds of times fewer FLOP/s than matmuls.",
+        "250x (normalization) and 700x (element-wise) fewer FLOP/s (the essay's BERT table; no GPU named)",
+        "notebooks/21-flops-vs-runtime",
+        "both classes achieve at least 100x fewer FLOP/s than the contractions",
+    ),
+    Claim(
+        "matmul-gap",
+        "Matmul hardware is far faster than the units for everything else.",
+        "312 TFLOP/s bf16 on tensor cores against 19.5 TFLOP/s fp32 non-matmul: 16x (A100 datasheet, quoted)",
+        "notebooks/00-your-machine",
+        "the best measured matmul peak is at least 4x the measured non-matmul peak",
+    ),
+    Claim(
+        "fusion-cuts-bytes",
+        "Fusion cuts the bytes moved, and the time falls with them.",
+        "x.cos().cos(): 4 global memory accesses become 2, so fusion speeds it up by 2x (A100, argued)",
+        "notebooks/10-cos-cos",
+        "a cheap three-op chain fused (1 pass) runs at least 2x faster than the same ops compiled "
+        "separately (3 passes)",
+    ),
+    Claim(
+        "fused-chain-one-op",
+        "A fused chain of cheap pointwise ops costs about one op.",
+        "a fused x.cos().cos() takes nearly the same time as x.cos() (A100)",
+        "notebooks/10-cos-cos",
+        "the fused three-op chain takes at most 1.3x the time of one of its ops compiled alone",
+    ),
+    Claim(
+        "cos-cos-one-cos",
+        "A fused x.cos().cos() costs about one x.cos().",
+        "a fused x.cos().cos() takes nearly the same time as x.cos() (A100)",
+        "notebooks/10-cos-cos",
+        "compiled x.cos().cos() takes at most 1.3x the time of compiled x.cos()",
+    ),
+    Claim(
+        "memory-bound-until-ridge",
+        "A pointwise kernel stays memory-bound for dozens of FLOPs per element, up to the ridge point.",
+        "x*2 repeated: runtime flat up to 64 multiplications, memory-bound below 32 (A100, fp32, measured "
+        "in the essay)",
+        "notebooks/11-repeat-sweep",
+        "the measured knee is at 4 repeats or more, and within 2x of the knee the measured roofs predict",
+    ),
+    Claim(
+        "overhead-floor",
+        "Every eager op pays a fixed overhead that tiny tensors cannot get under.",
+        "Python: 32 M float adds/s; PyTorch: 280 K ops/s on tiny tensors (the author's machine, 2022)",
+        "notebooks/30-python-vs-pytorch",
+        "eager ops are at least 10x slower than Python adds, and an add 1/16 of the predicted knee size "
+        "takes at most 1.5x the time of a one-element add",
+    ),
+    Claim(
+        "batch-doubling",
+        "If doubling the batch barely changes the step time, the step is overhead-bound.",
+        "doubling the batch adds only ~10% to the runtime: likely overhead-bound (with a footnote: a bigger "
+        "batch also raises intensity)",
+        "notebooks/31-batch-doubling",
+        "the first doubling adds under 25% while the step takes at least 2x its roofline time, and the last "
+        "doubling adds over 50%",
+    ),
+    Claim(
+        "compile-removes-overhead",
+        "Tracing and compiling remove per-op overhead.",
+        "overhead-bound fixes: tracing, operator fusion, CUDA graphs (no figure)",
+        "notebooks/33-cuda-graphs",
+        "torch.compile runs 50 tiny pointwise ops at least 2x faster than eager",
+    ),
+    Claim(
+        "remat-memory-and-time",
+        "With a fusing compiler, rematerialization lowers memory and runtime together.",
+        "'we can lower both memory and runtime through rematerialization' (AOTAutograd's min-cut pass; no figure)",
+        "notebooks/13-rematerialization",
+        "against the same compiled code with everything saved, recomputation cuts peak memory by at least "
+        "10% and costs at most 5% of the step time",
+    ),
 ]
 CLAIMS: dict[str, Claim] = {claim.key: claim for claim in _CLAIMS}
 FIELDS = ("statement", "essay", "here", "verdict", "why", "stamp", "recorded")
@@ -135,12 +178,18 @@ def _ratio(value: float, *against: float) -> str:
 def judge_three_regimes(tiny: str, pointwise: str, matmul: str) -> Verdict:
     """Regimes (``str(brrr.roofline.Regime)``: "memory-bound", ...) of three ops on the measured roofs."""
     got = {"a one-element op": tiny, "a large x * 2": pointwise, "a 4096³ matmul": matmul}
-    expected = {"a one-element op": "overhead-bound", "a large x * 2": "memory-bound",
-                "a 4096³ matmul": "compute-bound"}
+    expected = {
+        "a one-element op": "overhead-bound",
+        "a large x * 2": "memory-bound",
+        "a 4096³ matmul": "compute-bound",
+    }
     here = "; ".join(f"{op} {regime}" for op, regime in got.items())
     wrong = [f"{op} came out {got[op]}, not {want}" for op, want in expected.items() if got[op] != want]
-    why = ("all three regimes occur on this machine's measured roofs" if not wrong
-           else "; ".join(wrong) + ", on this machine's measured roofs")
+    why = (
+        "all three regimes occur on this machine's measured roofs"
+        if not wrong
+        else "; ".join(wrong) + ", on this machine's measured roofs"
+    )
     return Verdict("three-regimes", not wrong, here, why)
 
 
@@ -160,33 +209,53 @@ def judge_contractions(flop_share: float, time_share: float) -> Verdict:
     other_flops, other_time = 1 - flop_share, 1 - time_share
     factor = other_time_over_flop_share(flop_share, time_share)
     flop_percent = units.beside(100 * flop_share, 2, (100 * CONTRACTION_FLOP_SHARE_MIN,))
-    here = (f"contractions {flop_percent}% of FLOPs, {100 * time_share:.1f}% of runtime; the other "
-            f"ops {100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs "
-            f"({units.beside(factor, 0, (OTHER_TIME_OVER_FLOP_SHARE_MIN,))}x)")
+    here = (
+        f"contractions {flop_percent}% of FLOPs, {100 * time_share:.1f}% of runtime; the other "
+        f"ops {100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs "
+        f"({units.beside(factor, 0, (OTHER_TIME_OVER_FLOP_SHARE_MIN,))}x)"
+    )
     if flop_share < CONTRACTION_FLOP_SHARE_MIN:
-        return Verdict("contractions-flops-vs-runtime", False, here,
-                       f"contractions did under {CONTRACTION_FLOP_SHARE_MIN:.0%} of the FLOPs in this layer")
+        return Verdict(
+            "contractions-flops-vs-runtime",
+            False,
+            here,
+            f"contractions did under {CONTRACTION_FLOP_SHARE_MIN:.0%} of the FLOPs in this layer",
+        )
     if factor < OTHER_TIME_OVER_FLOP_SHARE_MIN:
-        return Verdict("contractions-flops-vs-runtime", False, here,
-                       f"the other ops took under {OTHER_TIME_OVER_FLOP_SHARE_MIN:g}x their FLOP share of the "
-                       "runtime")
-    return Verdict("contractions-flops-vs-runtime", True, here,
-                   "the ops that do a fraction of a percent of the work take a large share of the time")
+        return Verdict(
+            "contractions-flops-vs-runtime",
+            False,
+            here,
+            f"the other ops took under {OTHER_TIME_OVER_FLOP_SHARE_MIN:g}x their FLOP share of the runtime",
+        )
+    return Verdict(
+        "contractions-flops-vs-runtime",
+        True,
+        here,
+        "the ops that do a fraction of a percent of the work take a large share of the time",
+    )
 
 
-def judge_other_ops_rate(normalization: float, elementwise: float, matmul_over_vector: float,
-                         measured: str = "") -> Verdict:
+def judge_other_ops_rate(
+    normalization: float, elementwise: float, matmul_over_vector: float, measured: str = ""
+) -> Verdict:
     """How many times fewer FLOP/s each class achieved than the contractions; the roofs' own ratio,
     and ``measured``: the roofs' dtype and thread count, since other pages quote other settings."""
     roofs = f"matmul roof ({measured})" if measured else "matmul roof"
-    here = (f"normalization {units.beside(normalization, 0, (100,))}x, element-wise "
-            f"{units.beside(elementwise, 0, (100,))}x fewer FLOP/s than the contractions")
+    here = (
+        f"normalization {units.beside(normalization, 0, (100,))}x, element-wise "
+        f"{units.beside(elementwise, 0, (100,))}x fewer FLOP/s than the contractions"
+    )
     if min(normalization, elementwise) >= 100:
         return Verdict("other-ops-fewer-flops", True, here, "hundreds of times fewer, as in the essay")
-    return Verdict("other-ops-fewer-flops", False, here,
-                   f"this machine's {roofs} is only {_ratio(matmul_over_vector)} its non-matmul roof "
-                   "(the A100 datasheet the essay quotes: 16x; its BERT table names no GPU), so the "
-                   "matmuls have less of a head start")
+    return Verdict(
+        "other-ops-fewer-flops",
+        False,
+        here,
+        f"this machine's {roofs} is only {_ratio(matmul_over_vector)} its non-matmul roof "
+        "(the A100 datasheet the essay quotes: 16x; its BERT table names no GPU), so the "
+        "matmuls have less of a head start",
+    )
 
 
 def judge_matmul_gap(matmul_peak: float, vector_peak: float, measured: str = "") -> Verdict:
@@ -195,23 +264,34 @@ def judge_matmul_gap(matmul_peak: float, vector_peak: float, measured: str = "")
     here = f"matmul peak {_ratio(gap, 4)} the non-matmul peak" + (f" ({measured})" if measured else "")
     if gap >= 4:
         return Verdict("matmul-gap", True, here, "matmuls have hardware the other ops cannot use")
-    return Verdict("matmul-gap", False, here,
-                   "no matrix units here: matmuls and other arithmetic run on the same vector units, so the "
-                   "gap is the matmul library's cache reuse, not special hardware")
+    return Verdict(
+        "matmul-gap",
+        False,
+        here,
+        "no matrix units here: matmuls and other arithmetic run on the same vector units, so the "
+        "gap is the matmul library's cache reuse, not special hardware",
+    )
 
 
 def judge_fusion_cuts_bytes(fusion_speedup: float, passes_saved: float) -> Verdict:
     """Control-to-fused speedup of a chain whose fused kernel makes ``passes_saved`` times fewer passes."""
-    here = (f"{passes_saved:.0f}x fewer bytes, {_ratio(fusion_speedup, 2 / 3 * passes_saved)} faster than the "
-            "same ops compiled separately")
+    here = (
+        f"{passes_saved:.0f}x fewer bytes, {_ratio(fusion_speedup, 2 / 3 * passes_saved)} faster than the "
+        "same ops compiled separately"
+    )
     if fusion_speedup >= 2 / 3 * passes_saved:
         return Verdict("fusion-cuts-bytes", True, here, "the time fell with the bytes")
-    return Verdict("fusion-cuts-bytes", False, here,
-                   "the fused kernel did not run near the copy bandwidth, so the bytes saved bought less time")
+    return Verdict(
+        "fusion-cuts-bytes",
+        False,
+        here,
+        "the fused kernel did not run near the copy bandwidth, so the bytes saved bought less time",
+    )
 
 
-def judge_fused_chain(fused_s: float, one_op_s: float, again: Callable[[], float] | None = None, *,
-                      attempts: int = 3) -> Verdict:
+def judge_fused_chain(
+    fused_s: float, one_op_s: float, again: Callable[[], float] | None = None, *, attempts: int = 3
+) -> Verdict:
     """Seconds of the fused chain, and of one of its ops compiled alone (the control's mean per op).
 
     On a miss, ``again()`` (the ratio measured anew) is asked up to ``attempts`` - 1 more times, as
@@ -225,8 +305,9 @@ def judge_fused_chain(fused_s: float, one_op_s: float, again: Callable[[], float
         here += f" (the best of {len(ratios)} measurements: {', '.join(_ratio(r, 1.3) for r in ratios)})"
     if ratio <= 1.3:
         return Verdict("fused-chain-one-op", True, here, "the extra ops hid under the memory time of one pass")
-    return Verdict("fused-chain-one-op", False, here,
-                   "the chain's arithmetic did not fit under one pass's memory time here")
+    return Verdict(
+        "fused-chain-one-op", False, here, "the chain's arithmetic did not fit under one pass's memory time here"
+    )
 
 
 def judge_cos_cos(fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memory: float) -> Verdict:
@@ -236,8 +317,10 @@ def judge_cos_cos(fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memor
     if ratio <= 1.3:
         return Verdict("cos-cos-one-cos", True, here, "the second cosine hid under the memory time")
     if two_cos_over_memory > 1:
-        why = (f"two cosines per element take {_ratio(two_cos_over_memory, 1)} the memory time of one pass: a "
-               "cosine is a software polynomial here, and the fused kernel is compute-bound")
+        why = (
+            f"two cosines per element take {_ratio(two_cos_over_memory, 1)} the memory time of one pass: a "
+            "cosine is a software polynomial here, and the fused kernel is compute-bound"
+        )
     else:
         why = "the fused kernel ran slower than the roofline predicts for it"
     return Verdict("cos-cos-one-cos", False, here, why)
@@ -248,23 +331,34 @@ def judge_knee(measured: float, predicted: float) -> Verdict:
     shown = units.beside(measured, 1 if measured < 10 else 0, (4, 0.5 * predicted, 2 * predicted))  # as printed
     here = f"flat up to about {shown} repeats; the measured roofs predict {predicted:.0f}"
     if measured < 4:
-        return Verdict("memory-bound-until-ridge", False, here,
-                       f"the knee came at {shown} repeats, under the 4 the rule asks: fewer than 4 "
-                       "multiplies per element were free on this machine")
+        return Verdict(
+            "memory-bound-until-ridge",
+            False,
+            here,
+            f"the knee came at {shown} repeats, under the 4 the rule asks: fewer than 4 "
+            "multiplies per element were free on this machine",
+        )
     if not 0.5 <= measured / predicted <= 2:
-        return Verdict("memory-bound-until-ridge", False, here,
-                       f"the knee came at {_ratio(measured / predicted, 0.5, 2)} the repeat count the measured "
-                       "roofs predict, outside the 0.5x to 2x the rule allows")
-    return Verdict("memory-bound-until-ridge", True, here,
-                   "extra arithmetic was free up to the ridge point, as the roofline says")
+        return Verdict(
+            "memory-bound-until-ridge",
+            False,
+            here,
+            f"the knee came at {_ratio(measured / predicted, 0.5, 2)} the repeat count the measured "
+            "roofs predict, outside the 0.5x to 2x the rule allows",
+        )
+    return Verdict(
+        "memory-bound-until-ridge", True, here, "extra arithmetic was free up to the ridge point, as the roofline says"
+    )
 
 
 def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: float) -> Verdict:
     """Python adds/s, eager ops/s, and the time of an add 1/16 of the knee size over a one-element add."""
     slower = python_per_s / torch_per_s
-    here = (f"Python {python_per_s / 1e6:.0f} M adds/s, eager PyTorch {torch_per_s / 1e3:.0f} K ops/s "
-            f"({units.beside(slower, 0, (10,))}x fewer); an add 1/16 of the knee size takes "
-            f"{_ratio(floor_growth, 1.5)} a one-element add")
+    here = (
+        f"Python {python_per_s / 1e6:.0f} M adds/s, eager PyTorch {torch_per_s / 1e3:.0f} K ops/s "
+        f"({units.beside(slower, 0, (10,))}x fewer); an add 1/16 of the knee size takes "
+        f"{_ratio(floor_growth, 1.5)} a one-element add"
+    )
     if slower < 10:
         return Verdict("overhead-floor", False, here, "eager ops were less than 10x slower than Python adds")
     if floor_growth > 1.5:
@@ -274,18 +368,25 @@ def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: 
 
 def judge_batch_doubling(first_ratio: float, first_over_roofline: float, last_ratio: float) -> Verdict:
     """Step-time ratios of the first and last doublings; the first step's time over its roofline time."""
-    here = (f"first doubling {_ratio(first_ratio, 1.25)} the time, at {units.beside(first_over_roofline, 1, (2,))}x "
-            f"its roofline time; last doubling {_ratio(last_ratio, 1.5)}")
+    here = (
+        f"first doubling {_ratio(first_ratio, 1.25)} the time, at {units.beside(first_over_roofline, 1, (2,))}x "
+        f"its roofline time; last doubling {_ratio(last_ratio, 1.5)}"
+    )
     if first_ratio >= 1.25:
         return Verdict("batch-doubling", False, here, "the smallest batch was not flat")
     if first_over_roofline < 2:
-        return Verdict("batch-doubling", False, here,
-                       "the flat step was within 2x of its roofline time: flat from intensity, not overhead "
-                       "(the essay's footnote)")
+        return Verdict(
+            "batch-doubling",
+            False,
+            here,
+            "the flat step was within 2x of its roofline time: flat from intensity, not overhead "
+            "(the essay's footnote)",
+        )
     if last_ratio <= 1.5:
         return Verdict("batch-doubling", False, here, "the largest batch did not reach the scaling regime")
-    return Verdict("batch-doubling", True, here,
-                   "flat while far above the roofline (overhead), then scaling with the work")
+    return Verdict(
+        "batch-doubling", True, here, "flat while far above the roofline (overhead), then scaling with the work"
+    )
 
 
 def judge_compile_overhead(speedup: float) -> Verdict:
@@ -304,18 +405,25 @@ def judge_rematerialization(memory_factor: float, speedup: float, noise: float =
 
     ``noise``: the two timings' own spread (``Split.remat_noise``). A speedup within it is not "less time":
     a page once said "less time too" at 1.03x, inside its own noise."""
-    here = (f"recomputation {_ratio(memory_factor, 1.1)} less peak memory, {_ratio(speedup, 0.95)} the speed of the "
-            "same compiled code with everything saved")
+    here = (
+        f"recomputation {_ratio(memory_factor, 1.1)} less peak memory, {_ratio(speedup, 0.95)} the speed of the "
+        "same compiled code with everything saved"
+    )
     if memory_factor < 1.1:
         return Verdict("remat-memory-and-time", False, here, "recomputing saved under 10% of the peak memory")
     if speedup < 0.95:
-        return Verdict("remat-memory-and-time", False, here,
-                       "recomputation cost time here: the recomputed ops were not free")
+        return Verdict(
+            "remat-memory-and-time", False, here, "recomputation cost time here: the recomputed ops were not free"
+        )
     if speedup >= 1 + max(noise, REMAT_TIME_NOISE):
         return Verdict("remat-memory-and-time", True, here, "less memory, and less time too")
-    return Verdict("remat-memory-and-time", True, here,
-                   f"less memory at no cost in time; the time did not fall here beyond the timings' own "
-                   f"{units.percent(max(noise, REMAT_TIME_NOISE))} noise, within the 5% the rule allows")
+    return Verdict(
+        "remat-memory-and-time",
+        True,
+        here,
+        f"less memory at no cost in time; the time did not fall here beyond the timings' own "
+        f"{units.percent(max(noise, REMAT_TIME_NOISE))} noise, within the 5% the rule allows",
+    )
 
 
 def glue_key(key: str, field: str) -> str:
@@ -339,8 +447,15 @@ class Text:
 def values(verdict: Verdict, stamp: str, gpus: list[Recorded]) -> dict[str, str]:
     """The texts glued for ``verdict``, by field; ``gpus``: the claim's records (:func:`claim_records`)."""
     claim = CLAIMS[verdict.key]
-    return {"statement": claim.statement, "essay": claim.essay, "here": verdict.here,
-            "verdict": verdict.word, "why": verdict.why, "stamp": stamp, "recorded": recorded_sentence(gpus)}
+    return {
+        "statement": claim.statement,
+        "essay": claim.essay,
+        "here": verdict.here,
+        "verdict": verdict.word,
+        "why": verdict.why,
+        "stamp": stamp,
+        "recorded": recorded_sentence(gpus),
+    }
 
 
 def glue_text(key: str, text: str) -> None:
@@ -366,16 +481,23 @@ def recorded_sentence(gpus: list[Recorded]) -> str:
     did."""
     if not gpus:
         return "No recorded GPU has measured this claim yet."
-    return " ".join(f"On the recorded {gpu.device}: {gpu.values['here']} ({held_there(gpu.values)}, "
-                    f"{gpu.env.get('date', '?')})." for gpu in gpus)
+    return " ".join(
+        f"On the recorded {gpu.device}: {gpu.values['here']} ({held_there(gpu.values)}, {gpu.env.get('date', '?')})."
+        for gpu in gpus
+    )
 
 
 def beside(verdict: Verdict, stamp: str, gpus: list[Recorded]) -> Beside:
     """``verdict`` as measured here, beside each recorded GPU's (its :func:`claim_records`) and the essay's
     figure."""
     claim = CLAIMS[verdict.key]
-    return three_machines(claim.statement, f"{verdict.here} ({verdict.word})", stamp,
-                          [(gpu, f"{gpu.values['here']} ({held_there(gpu.values)})") for gpu in gpus], claim.essay)
+    return three_machines(
+        claim.statement,
+        f"{verdict.here} ({verdict.word})",
+        stamp,
+        [(gpu, f"{gpu.values['here']} ({held_there(gpu.values)})") for gpu in gpus],
+        claim.essay,
+    )
 
 
 def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
@@ -399,9 +521,13 @@ def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
 
 def reference_figures(claims: dict[str, Claim] = CLAIMS, folder=None) -> dict[str, str]:
     """Per claim, what the committed GPU reference files recorded for it, or that none did."""
-    return {key: "; ".join(f"{gpu.device}: {gpu.values['here']} ({held_there(gpu.values)})"
-                           for gpu in claim_records(key, folder)) or "none recorded"
-            for key in claims}
+    return {
+        key: "; ".join(
+            f"{gpu.device}: {gpu.values['here']} ({held_there(gpu.values)})" for gpu in claim_records(key, folder)
+        )
+        or "none recorded"
+        for key in claims
+    }
 
 
 def reference_summary(folder=None) -> str:
@@ -409,11 +535,15 @@ def reference_summary(folder=None) -> str:
     recorded = reference.load_all(folder)
     if not recorded:
         where = "brrr/data/reference" if folder is None else folder
-        return (f"No GPU reference is committed yet: {where}/ holds no JSON file. "
-                "Run `make gpu-check` on a GPU node and commit its file to fill the column.")
+        return (
+            f"No GPU reference is committed yet: {where}/ holds no JSON file. "
+            "Run `make gpu-check` on a GPU node and commit its file to fill the column."
+        )
     lines = []
     for name, data in recorded.items():
         claims = sorted(key.split("/", 1)[1] for key in data.get("figures", {}) if key.startswith("claims/"))
-        lines.append(f"{name}.json: {len(claims)} of {len(CLAIMS)} claims recorded"
-                     + (f" ({', '.join(claims)})" if claims else ""))
+        lines.append(
+            f"{name}.json: {len(claims)} of {len(CLAIMS)} claims recorded"
+            + (f" ({', '.join(claims)})" if claims else "")
+        )
     return "\n".join(lines)

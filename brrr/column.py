@@ -22,7 +22,14 @@ def fit(text: object, width: int = WIDTH) -> str:
             lines.append(line)
             continue
         indent = line[: len(line) - len(line.lstrip())]
-        lines.extend(textwrap.wrap(line.strip(), width, initial_indent=indent,
-                                   subsequent_indent=indent + "  ", break_long_words=False,
-                                   break_on_hyphens=False))
+        lines.extend(
+            textwrap.wrap(
+                line.strip(),
+                width,
+                initial_indent=indent,
+                subsequent_indent=indent + "  ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
     return "\n".join(lines)

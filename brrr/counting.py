@@ -30,8 +30,15 @@ def element_size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-def pointwise(n: int, dtype: torch.dtype = torch.float32, *, inputs: int = 1, outputs: int = 1,
-              flops_per_element: int = 1, name: str = "pointwise") -> OpCount:
+def pointwise(
+    n: int,
+    dtype: torch.dtype = torch.float32,
+    *,
+    inputs: int = 1,
+    outputs: int = 1,
+    flops_per_element: int = 1,
+    name: str = "pointwise",
+) -> OpCount:
     """n elements: read ``inputs`` tensors, write ``outputs``. A unary fp32 op moves 8 bytes/element."""
     return OpCount(name, flops_per_element * n, (inputs + outputs) * n * element_size(dtype))
 
@@ -48,7 +55,6 @@ def matmul(m: int, n: int, k: int, dtype: torch.dtype = torch.float32, *, name: 
     return OpCount(name or f"matmul {m}x{k} @ {k}x{n}", 2 * m * n * k, (m * k + k * n + m * n) * size)
 
 
-
 def tiled_matmul_bytes(m: int, n: int, k: int, block_m: int, block_n: int, element_size: int) -> dict[str, int]:
     """Bytes per tensor that (m×k) @ (k×n) moves in ``block_m × block_n`` output tiles (a loop over K in each).
 
@@ -57,13 +63,14 @@ def tiled_matmul_bytes(m: int, n: int, k: int, block_m: int, block_n: int, eleme
     ⌈m / block_m⌉ times, ``out`` written once. One tile as large as the output is
     :func:`matmul`'s minimum.
     """
-    return {"a": m * k * -(-n // block_n) * element_size,
-            "b": k * n * -(-m // block_m) * element_size,
-            "out": m * n * element_size}
+    return {
+        "a": m * k * -(-n // block_n) * element_size,
+        "b": k * n * -(-m // block_m) * element_size,
+        "out": m * n * element_size,
+    }
 
 
-def tiled_matmul(m: int, n: int, k: int, block_m: int, block_n: int,
-                 dtype: torch.dtype = torch.float32) -> OpCount:
+def tiled_matmul(m: int, n: int, k: int, block_m: int, block_n: int, dtype: torch.dtype = torch.float32) -> OpCount:
     """(m×k) @ (k×n) in ``block_m × block_n`` tiles: 2·m·n·k FLOPs over :func:`tiled_matmul_bytes`."""
     nbytes = sum(tiled_matmul_bytes(m, n, k, block_m, block_n, element_size(dtype)).values())
     return OpCount(f"matmul {m}x{k} @ {k}x{n} in {block_m}x{block_n} tiles", 2 * m * n * k, nbytes)
@@ -76,6 +83,7 @@ def tiled_matmul_intensity_limit(block_m: int, block_n: int, element_size: int) 
     ``2·block_m·block_n`` FLOPs; the write of ``out`` is spread over all of K.
     """
     return 2 / (element_size * (1 / block_m + 1 / block_n))
+
 
 # FLOPs per element of the fused normalizations below; brrr.opclasses uses the same constants.
 SOFTMAX_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, sum, divide
@@ -101,8 +109,9 @@ def layer_norm(rows: int, cols: int, dtype: torch.dtype = torch.float32, *, affi
     return OpCount("layer norm", flops, (2 * rows * cols + params) * size)
 
 
-def linear(batch: int, in_features: int, out_features: int, dtype: torch.dtype = torch.float32, *,
-           bias: bool = True) -> OpCount:
+def linear(
+    batch: int, in_features: int, out_features: int, dtype: torch.dtype = torch.float32, *, bias: bool = True
+) -> OpCount:
     """``y = x @ W.T + b`` for ``batch`` rows: a (batch×in) @ (in×out) matmul plus a bias add.
 
     FLOPs: 2·batch·in·out for the matmul, batch·out more for the bias.
@@ -118,14 +127,16 @@ def linear(batch: int, in_features: int, out_features: int, dtype: torch.dtype =
     return OpCount(f"linear {in_features}->{out_features}, batch {batch}", flops, elements * size)
 
 
-def linear_over_batches(batches, in_features: int, out_features: int, dtype: torch.dtype = torch.float32, *,
-                        bias: bool = True) -> list[OpCount]:
+def linear_over_batches(
+    batches, in_features: int, out_features: int, dtype: torch.dtype = torch.float32, *, bias: bool = True
+) -> list[OpCount]:
     """:func:`linear` for each batch size in ``batches``, in order."""
     return [linear(batch, in_features, out_features, dtype, bias=bias) for batch in batches]
 
 
-def attention(batch: int, heads: int, seq: int, head_dim: int, dtype: torch.dtype = torch.float32, *,
-              fused: bool = True) -> OpCount:
+def attention(
+    batch: int, heads: int, seq: int, head_dim: int, dtype: torch.dtype = torch.float32, *, fused: bool = True
+) -> OpCount:
     """Self-attention ``softmax(Q Kᵀ / √d) V`` on (batch, heads, seq, head_dim) tensors, no masking.
 
     FLOPs: 2·s·s·d per head for Q Kᵀ, as many for P V, and a softmax over the s×s

@@ -65,7 +65,8 @@ def _explain_compiled_kernels_without_a_gpu() -> None:
                 f"{error}. The kernel {getattr(self, '__name__', '')} was defined before TRITON_INTERPRET=1 "
                 "was set, so Triton compiled it for a GPU this machine does not have. Import brrr.device "
                 "before defining kernels (before `import triton`, or at least before any @triton.jit), "
-                "then restart the kernel and run again.") from error
+                "then restart the kernel and run again."
+            ) from error
 
     run._brrr_explained = True  # type: ignore[attr-defined]
     JITFunction.run = run
@@ -228,8 +229,10 @@ def bf16_note(capability: tuple[int, int] | None = None) -> str:
     if capability is None:
         capability = torch.cuda.get_device_capability(DEVICE)
     major, minor = capability
-    return (f"bf16 needs compute capability 8.0 (Ampere) or later; this GPU is sm_{major}{minor}, "
-            "so the bf16 steps here run in fp16, which its tensor cores support.")
+    return (
+        f"bf16 needs compute capability 8.0 (Ampere) or later; this GPU is sm_{major}{minor}, "
+        "so the bf16 steps here run in fp16, which its tensor cores support."
+    )
 
 
 def kernel_dtypes(capability: tuple[int, int] | None = None) -> tuple[torch.dtype, ...]:
@@ -261,8 +264,9 @@ def pipeline_stages(bytes_per_stage: int, *, most: int = 3) -> int:
     return max(1, min(most, available // bytes_per_stage))
 
 
-def memory_bounded(elements: int, bytes_per_element: int, *, fraction: float = 0.5,
-                   total_bytes: int | None = None) -> int:
+def memory_bounded(
+    elements: int, bytes_per_element: int, *, fraction: float = 0.5, total_bytes: int | None = None
+) -> int:
     """``elements``, or fewer, so that ``elements · bytes_per_element`` stays within
     ``fraction`` of the GPU's memory (``total_bytes``, default: from its device
     properties). A CPU keeps ``elements``: its sizes are small already.

@@ -48,8 +48,9 @@ class Theme:
 LIGHT = Theme("light", "", "white", INK, MUTED, "#dddddd", ACCENT, WARM, COOL, "default")
 # The dark page of sphinx-book-theme (#121212) and pydata-sphinx-theme's text colours on it; the accents
 # lightened so that small text in them keeps a contrast above 4.5 on that page.
-DARK = Theme("dark", "-dark", "#121212", "#ced6dd", "#9ca4af", "#3a3f47", "#5aa9e6", "#ff6b6b", "#4cc94c",
-             "dark_background")
+DARK = Theme(
+    "dark", "-dark", "#121212", "#ced6dd", "#9ca4af", "#3a3f47", "#5aa9e6", "#ff6b6b", "#4cc94c", "dark_background"
+)
 THEMES = (LIGHT, DARK)
 
 _theme = LIGHT  # the theme the drawing functions read; themed() switches it
@@ -65,12 +66,23 @@ def themed(theme: Theme) -> Iterator[Theme]:
     """Draw in ``theme``: its matplotlib style with its paper and ink for text, axes, ticks and legends,
     and its colours for the drawing functions' own marks."""
     global _theme
-    rc = {"figure.facecolor": theme.paper, "axes.facecolor": theme.paper, "savefig.facecolor": theme.paper,
-          "figure.edgecolor": theme.paper, "savefig.edgecolor": theme.paper, "legend.facecolor": theme.paper,
-          "legend.edgecolor": theme.muted, "text.color": theme.ink, "axes.labelcolor": theme.ink,
-          "axes.titlecolor": theme.ink, "axes.edgecolor": theme.ink, "xtick.color": theme.ink,
-          "ytick.color": theme.ink, "grid.color": theme.muted,
-          "axes.prop_cycle": plt.rcParamsDefault["axes.prop_cycle"]}
+    rc = {
+        "figure.facecolor": theme.paper,
+        "axes.facecolor": theme.paper,
+        "savefig.facecolor": theme.paper,
+        "figure.edgecolor": theme.paper,
+        "savefig.edgecolor": theme.paper,
+        "legend.facecolor": theme.paper,
+        "legend.edgecolor": theme.muted,
+        "text.color": theme.ink,
+        "axes.labelcolor": theme.ink,
+        "axes.titlecolor": theme.ink,
+        "axes.edgecolor": theme.ink,
+        "xtick.color": theme.ink,
+        "ytick.color": theme.ink,
+        "grid.color": theme.muted,
+        "axes.prop_cycle": plt.rcParamsDefault["axes.prop_cycle"],
+    }
     previous = _theme
     with plt.style.context([theme.style, rc]):
         _theme = theme
@@ -84,8 +96,15 @@ def _arrow(ax, start, end, text="", color=None, width=2.0, style="-|>"):
     color = color or _colors().ink
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, linewidth=width, color=color))
     if text:
-        ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.25, text, ha="center", va="bottom",
-                fontsize=9, color=color)
+        ax.text(
+            (start[0] + end[0]) / 2,
+            (start[1] + end[1]) / 2 + 0.25,
+            text,
+            ha="center",
+            va="bottom",
+            fontsize=9,
+            color=color,
+        )
 
 
 def _box(ax, x, y, w, h, title, body="", color=None):
@@ -107,7 +126,16 @@ def factory() -> plt.Figure:
     ax.axis("off")
     _box(ax, 0.3, 4.3, 3.6, 2.6, "host (CPU)", "Python, dispatch,\nkernel launches", c.muted)
     _box(ax, 0.3, 0.4, 3.6, 2.8, "warehouse", "main memory\n(HBM on a GPU,\nDRAM on a CPU)", c.warm)
-    _box(ax, 10.5, 0.4, 7.2, 6.5, "factory", "compute units:\ntensor cores for matmuls,\nvector units for the rest", c.cool)
+    _box(
+        ax,
+        10.5,
+        0.4,
+        7.2,
+        6.5,
+        "factory",
+        "compute units:\ntensor cores for matmuls,\nvector units for the rest",
+        c.cool,
+    )
     _arrow(ax, (3.9, 5.6), (10.5, 5.6), "orders: one per kernel", c.muted)
     _arrow(ax, (3.9, 1.4), (10.5, 1.4), "the road: memory bandwidth (bytes/s)", c.warm, width=3.5)
     _arrow(ax, (10.5, 2.4), (3.9, 2.4), "", c.warm, width=3.5)
@@ -176,20 +204,30 @@ def generations(measured: dict[str, tuple[float, float]] | None = None) -> plt.F
     c = _colors()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     years = [g.year for g in GENERATIONS]
-    left.semilogy(years, [g.tensor_flops for g in GENERATIONS], marker="o", color=c.cool,
-                  label="16-bit tensor-core FLOP/s")
-    left.semilogy(years, [g.bandwidth * 100 for g in GENERATIONS], marker="s", color=c.warm,
-                  label="memory bandwidth × 100 (B/s)")
+    left.semilogy(
+        years, [g.tensor_flops for g in GENERATIONS], marker="o", color=c.cool, label="16-bit tensor-core FLOP/s"
+    )
+    left.semilogy(
+        years, [g.bandwidth * 100 for g in GENERATIONS], marker="s", color=c.warm, label="memory bandwidth × 100 (B/s)"
+    )
     for g in GENERATIONS:
-        left.annotate(g.name, (g.year, g.tensor_flops), textcoords="offset points", xytext=(0, 6), ha="center",
-                      fontsize=7)
+        left.annotate(
+            g.name, (g.year, g.tensor_flops), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7
+        )
     first, last = GENERATIONS[0], GENERATIONS[-1]
-    left.set_title(f"{first.year}→{last.year}: FLOP/s ×{last.tensor_flops / first.tensor_flops:.0f}, "
-                   f"bandwidth ×{last.bandwidth / first.bandwidth:.1f}", fontsize=10)
+    left.set_title(
+        f"{first.year}→{last.year}: FLOP/s ×{last.tensor_flops / first.tensor_flops:.0f}, "
+        f"bandwidth ×{last.bandwidth / first.bandwidth:.1f}",
+        fontsize=10,
+    )
     left.set_xlabel("year (datasheets)")
     left.legend(fontsize=8)
-    right.bar([g.name for g in GENERATIONS], [g.tensor_flops / g.bandwidth for g in GENERATIONS], color=c.muted,
-              label="datasheet")
+    right.bar(
+        [g.name for g in GENERATIONS],
+        [g.tensor_flops / g.bandwidth for g in GENERATIONS],
+        color=c.muted,
+        label="datasheet",
+    )
     for label, (bandwidth, peak) in (measured or {}).items():
         right.bar([label], [peak / bandwidth], color=c.accent, label="measured (recorded)")
     right.set_ylabel("ridge point (FLOPs per byte)")
@@ -210,8 +248,14 @@ def roofline_three(machines: dict[str, tuple[float, float]]) -> plt.Figure:
     for (label, (peak, bandwidth)), color in zip(machines.items(), (c.muted, c.accent, c.warm, c.cool)):
         ax.loglog(intensity, np.minimum(peak, intensity * bandwidth), color=color, label=label)
         ax.plot([peak / bandwidth], [peak], marker="o", color=color)
-        ax.annotate(f"ridge {peak / bandwidth:.0f}", (peak / bandwidth, peak), textcoords="offset points",
-                    xytext=(6, -12), fontsize=7, color=color)
+        ax.annotate(
+            f"ridge {peak / bandwidth:.0f}",
+            (peak / bandwidth, peak),
+            textcoords="offset points",
+            xytext=(6, -12),
+            fontsize=7,
+            color=color,
+        )
     ax.set_xlabel("arithmetic intensity (FLOPs per byte)")
     ax.set_ylabel("attainable FLOP/s")
     ax.set_title("Memory-bound left of each ridge, compute-bound right of it", fontsize=10)
@@ -232,20 +276,57 @@ def flash_tiles(n_blocks: int = 4, step: int = 1) -> plt.Figure:
         for j in range(n_blocks):
             on_chip = i == step
             done = i == step and j < step + 1
-            ax.add_patch(Rectangle((j, n_blocks - 1 - i), 1, 1, edgecolor=c.muted, linewidth=0.8,
-                                   facecolor=c.cool if done else (c.shade if on_chip else c.paper),
-                                   alpha=0.5 if done else 1.0))
-    ax.text(n_blocks / 2, n_blocks + 0.4, "scores S = QKᵀ (N×N): computed block by block, never stored",
-            ha="center", fontsize=8.5)
+            ax.add_patch(
+                Rectangle(
+                    (j, n_blocks - 1 - i),
+                    1,
+                    1,
+                    edgecolor=c.muted,
+                    linewidth=0.8,
+                    facecolor=c.cool if done else (c.shade if on_chip else c.paper),
+                    alpha=0.5 if done else 1.0,
+                )
+            )
+    ax.text(
+        n_blocks / 2,
+        n_blocks + 0.4,
+        "scores S = QKᵀ (N×N): computed block by block, never stored",
+        ha="center",
+        fontsize=8.5,
+    )
     for i in range(n_blocks):
-        ax.add_patch(Rectangle((-2.2, n_blocks - 1 - i), 1.2, 1, edgecolor=c.ink, linewidth=0.8,
-                               facecolor=c.accent if i == step else c.paper, alpha=0.35 if i == step else 1))
-        ax.add_patch(Rectangle((n_blocks + 1.0, n_blocks - 1 - i), 1.2, 1, edgecolor=c.ink, linewidth=0.8,
-                               facecolor=c.cool if i == step else c.paper, alpha=0.35 if i == step else 1))
+        ax.add_patch(
+            Rectangle(
+                (-2.2, n_blocks - 1 - i),
+                1.2,
+                1,
+                edgecolor=c.ink,
+                linewidth=0.8,
+                facecolor=c.accent if i == step else c.paper,
+                alpha=0.35 if i == step else 1,
+            )
+        )
+        ax.add_patch(
+            Rectangle(
+                (n_blocks + 1.0, n_blocks - 1 - i),
+                1.2,
+                1,
+                edgecolor=c.ink,
+                linewidth=0.8,
+                facecolor=c.cool if i == step else c.paper,
+                alpha=0.35 if i == step else 1,
+            )
+        )
     ax.text(-1.6, -0.5, "Q blocks\n(one on chip)", ha="center", va="top", fontsize=8)
     ax.text(n_blocks + 1.6, -0.5, "O blocks\n(one written)", ha="center", va="top", fontsize=8)
-    ax.text(n_blocks / 2, -0.5, "K, V blocks stream through on-chip memory;\na running max and sum keep the "
-            "softmax exact", ha="center", va="top", fontsize=8)
+    ax.text(
+        n_blocks / 2,
+        -0.5,
+        "K, V blocks stream through on-chip memory;\na running max and sum keep the softmax exact",
+        ha="center",
+        va="top",
+        fontsize=8,
+    )
     return fig
 
 
@@ -260,8 +341,16 @@ class Picture:
 def _no_record(ax, what: str) -> None:
     """An empty panel that says which record it waits for."""
     c = _colors()
-    ax.text(0.5, 0.5, f"no GPU has recorded {what} yet\n(make gpu-check on a GPU node records it)",
-            ha="center", va="center", fontsize=10, color=c.muted, transform=ax.transAxes)
+    ax.text(
+        0.5,
+        0.5,
+        f"no GPU has recorded {what} yet\n(make gpu-check on a GPU node records it)",
+        ha="center",
+        va="center",
+        fontsize=10,
+        color=c.muted,
+        transform=ax.transAxes,
+    )
     ax.set_xticks([])
     ax.set_yticks([])
 
@@ -286,12 +375,18 @@ def knee(sweeps: dict[str, dict], stamps: list[str] = ()) -> plt.Figure:
         return fig
     for (device, values), color in zip(sweeps.items(), (c.accent, c.warm, c.cool)):
         repeats = sorted(int(r) for r in values["seconds"])
-        ax.semilogx(repeats, [values["seconds"][str(r)] * 1e3 for r in repeats], marker="o", color=color,
-                    label=f"{device}: time per call")
-        for key, style, label in (("knee_predicted_multiply", ":", "knee the roofs predict"),
-                                  ("knee_measured", "--", "knee measured")):
-            ax.axvline(values[key], color=color, linestyle=style, linewidth=1,
-                       label=f"{label} ({values[key]:.0f})")
+        ax.semilogx(
+            repeats,
+            [values["seconds"][str(r)] * 1e3 for r in repeats],
+            marker="o",
+            color=color,
+            label=f"{device}: time per call",
+        )
+        for key, style, label in (
+            ("knee_predicted_multiply", ":", "knee the roofs predict"),
+            ("knee_measured", "--", "knee measured"),
+        ):
+            ax.axvline(values[key], color=color, linestyle=style, linewidth=1, label=f"{label} ({values[key]:.0f})")
     ax.set_xlabel("multiplies per element (repeats)")
     ax.set_ylabel("ms per call")
     ax.set_ylim(bottom=0)
@@ -343,8 +438,13 @@ def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
     colors = {"overhead-bound": c.warm, "memory-bound": c.accent, "compute-bound": c.cool}
     ax.barh(names[::-1], rates[::-1], color=[colors.get(row["regime"], c.muted) for row in rows][::-1])
     for y, row in enumerate(rows[::-1]):
-        ax.text(row["tokens_per_s"] * 1.1, y, f"{row['regime']}, {row['tokens_per_s'] / rates[0]:.1f}x",
-                va="center", fontsize=8)
+        ax.text(
+            row["tokens_per_s"] * 1.1,
+            y,
+            f"{row['regime']}, {row['tokens_per_s'] / rates[0]:.1f}x",
+            va="center",
+            fontsize=8,
+        )
     ax.set_xscale("log")
     ax.set_xlim(min(rates) / 2, max(rates) * 20)
     ax.set_xlabel(f"tokens per second on the recorded {device} (log scale)")
@@ -372,8 +472,7 @@ def _recorded_waits():
     trace = traces.reference_trace()
     trace = trace if trace is not None and not trace.synthetic else None
     idle = found[0].values if found else {}
-    title = (f"{found[0].device}, batch {idle['small']['batch']}: one training step"
-             if found and "small" in idle else "")
+    title = f"{found[0].device}, batch {idle['small']['batch']}: one training step" if found and "small" in idle else ""
     return gpu_waits(trace, idle, title, [gpu.stamp for gpu in found])
 
 
@@ -388,8 +487,13 @@ def _recorded_gpu() -> dict[str, tuple[float, float]]:
     """The recorded GPUs' measured (copy bandwidth, matmul peak), from Lab 1's record: ``{label: ...}``."""
     from brrr.beside import recorded
 
-    return {f"{gpu.device.removeprefix('NVIDIA ').split()[0]} (measured)":
-            (gpu.values["copy_bandwidth"], gpu.values["matmul_peak"]) for gpu in recorded("lab-01-roofline")}
+    return {
+        f"{gpu.device.removeprefix('NVIDIA ').split()[0]} (measured)": (
+            gpu.values["copy_bandwidth"],
+            gpu.values["matmul_peak"],
+        )
+        for gpu in recorded("lab-01-roofline")
+    }
 
 
 def _three_machines() -> dict[str, tuple[float, float]]:
@@ -406,48 +510,72 @@ def _three_machines() -> dict[str, tuple[float, float]]:
 
 
 FIGURES = (
-    Picture("factory", factory,
-            "A diagram of the essay's factory: the host on the left sends orders (one per kernel) to the factory "
-            "on the right, the compute units; the warehouse, main memory, sends materials to the factory and "
-            "takes products back over a road, the memory bandwidth. Labels mark where each regime waits: "
-            "overhead-bound on orders, memory-bound on the road, compute-bound busy all the time.",
-            "The three regimes are three places to wait: for orders, for the truck, or nowhere."),
-    Picture("trips", trips,
-            "Two panels of a chain of three pointwise ops between memory (bottom) and compute (top). Unfused, "
-            "each op reads its input from memory and writes its output back: three round trips, 6 GiB for "
-            "2^28 fp32 elements. Fused, the chain reads once and writes once: one trip, 2 GiB.",
-            "Fusion keeps the intermediates on chip: three round trips become one."),
-    Picture("roofline-three", lambda: roofline_three(_three_machines()),
-            "Rooflines on log-log axes, attainable FLOP/s against arithmetic intensity: the essay's A100, each "
-            "GPU recorded by make gpu-check and, where its roofs were measured before the build, this "
-            "machine. Each line rises along its memory bandwidth and flattens at its peak; a dot marks each "
-            "ridge point.",
-            "One formula, three machines: each is memory-bound left of its own ridge point."),
-    Picture("generations", lambda: generations(_recorded_gpu()),
-            "Left: datasheet 16-bit tensor-core FLOP/s and memory bandwidth of NVIDIA GPUs by year, V100 to "
-            "B200, on a log scale; FLOP/s grows far faster. Right: each generation's ridge point in FLOPs per "
-            "byte, rising, with the recorded H100's measured ridge point beside its datasheet's.",
-            "Compute grows faster than bandwidth: each generation needs more FLOPs per byte to stay busy."),
-    Picture("knee", _recorded_knees,
-            "Time per call of x = x * 2 repeated, against the multiplies per element on a log scale, as "
-            "recorded on a GPU: flat for dozens of multiplies, then rising; dotted, the knee the measured "
-            "roofs predict, dashed, the knee measured, close together.",
-            "On a GPU, dozens of multiplies per element cost nothing: memory sets the time up to the ridge."),
-    Picture("gpu-waits", _recorded_waits,
-            "Above: a recorded GPU training step at batch 1, CPU ops on one row and device kernels on the "
-            "row below, short kernels separated by long shaded gaps where the device waits for the CPU. "
-            "Below: the share of the profiled window the device sat idle, at batch 1 and at a large batch.",
-            "At a small batch the GPU waits for Python; a large batch keeps it busy."),
-    Picture("stages", _recorded_stages,
-            "Horizontal bars, one per stage of the capstone on the recorded GPU, tokens per second on a log "
-            "scale: start at batch 1 (overhead-bound), then a bigger batch, bf16, SDPA attention, "
-            "torch.compile and CUDA graphs, each bar labelled with its regime and its gain over the start.",
-            "A diagnosis names the regime; the fix for that regime moves the step on."),
-    Picture("flash-tiles", flash_tiles,
-            "FlashAttention for one head as a grid of score blocks: one block of Q sits in on-chip memory while "
-            "blocks of K and V stream past; the score blocks it has computed are shaded and never written to "
-            "memory; one block of the output is written when the row of blocks is done.",
-            "FlashAttention keeps the N×N scores on chip, one tile at a time."),
+    Picture(
+        "factory",
+        factory,
+        "A diagram of the essay's factory: the host on the left sends orders (one per kernel) to the factory "
+        "on the right, the compute units; the warehouse, main memory, sends materials to the factory and "
+        "takes products back over a road, the memory bandwidth. Labels mark where each regime waits: "
+        "overhead-bound on orders, memory-bound on the road, compute-bound busy all the time.",
+        "The three regimes are three places to wait: for orders, for the truck, or nowhere.",
+    ),
+    Picture(
+        "trips",
+        trips,
+        "Two panels of a chain of three pointwise ops between memory (bottom) and compute (top). Unfused, "
+        "each op reads its input from memory and writes its output back: three round trips, 6 GiB for "
+        "2^28 fp32 elements. Fused, the chain reads once and writes once: one trip, 2 GiB.",
+        "Fusion keeps the intermediates on chip: three round trips become one.",
+    ),
+    Picture(
+        "roofline-three",
+        lambda: roofline_three(_three_machines()),
+        "Rooflines on log-log axes, attainable FLOP/s against arithmetic intensity: the essay's A100, each "
+        "GPU recorded by make gpu-check and, where its roofs were measured before the build, this "
+        "machine. Each line rises along its memory bandwidth and flattens at its peak; a dot marks each "
+        "ridge point.",
+        "One formula, three machines: each is memory-bound left of its own ridge point.",
+    ),
+    Picture(
+        "generations",
+        lambda: generations(_recorded_gpu()),
+        "Left: datasheet 16-bit tensor-core FLOP/s and memory bandwidth of NVIDIA GPUs by year, V100 to "
+        "B200, on a log scale; FLOP/s grows far faster. Right: each generation's ridge point in FLOPs per "
+        "byte, rising, with the recorded H100's measured ridge point beside its datasheet's.",
+        "Compute grows faster than bandwidth: each generation needs more FLOPs per byte to stay busy.",
+    ),
+    Picture(
+        "knee",
+        _recorded_knees,
+        "Time per call of x = x * 2 repeated, against the multiplies per element on a log scale, as "
+        "recorded on a GPU: flat for dozens of multiplies, then rising; dotted, the knee the measured "
+        "roofs predict, dashed, the knee measured, close together.",
+        "On a GPU, dozens of multiplies per element cost nothing: memory sets the time up to the ridge.",
+    ),
+    Picture(
+        "gpu-waits",
+        _recorded_waits,
+        "Above: a recorded GPU training step at batch 1, CPU ops on one row and device kernels on the "
+        "row below, short kernels separated by long shaded gaps where the device waits for the CPU. "
+        "Below: the share of the profiled window the device sat idle, at batch 1 and at a large batch.",
+        "At a small batch the GPU waits for Python; a large batch keeps it busy.",
+    ),
+    Picture(
+        "stages",
+        _recorded_stages,
+        "Horizontal bars, one per stage of the capstone on the recorded GPU, tokens per second on a log "
+        "scale: start at batch 1 (overhead-bound), then a bigger batch, bf16, SDPA attention, "
+        "torch.compile and CUDA graphs, each bar labelled with its regime and its gain over the start.",
+        "A diagnosis names the regime; the fix for that regime moves the step on.",
+    ),
+    Picture(
+        "flash-tiles",
+        flash_tiles,
+        "FlashAttention for one head as a grid of score blocks: one block of Q sits in on-chip memory while "
+        "blocks of K and V stream past; the score blocks it has computed are shaded and never written to "
+        "memory; one block of the output is written when the row of blocks is done.",
+        "FlashAttention keeps the N×N scores on chip, one tile at a time.",
+    ),
 )
 
 

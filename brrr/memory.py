@@ -55,7 +55,9 @@ def _peak_profiled_cpu(fn) -> int:
         events = prof.profiler.kineto_results.events()
         changes = sorted((event.start_ns(), event.nbytes()) for event in events if event.name() == "[memory]")
     except AttributeError as error:  # the profiler's result API moved
-        raise RuntimeError(f"cannot read allocation events from this torch's profiler ({torch.__version__}): {error}") from error
+        raise RuntimeError(
+            f"cannot read allocation events from this torch's profiler ({torch.__version__}): {error}"
+        ) from error
     return peak_of(change for _, change in changes)
 
 

@@ -81,37 +81,112 @@ ESSAY_KEYS = {
 # ---------------------------------------------------------------- the classification
 
 CONTRACTIONS = {
-    "mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "vdot", "_scaled_mm",
-    "convolution", "_convolution", "convolution_backward", "cudnn_convolution", "convolution_overrideable",
-    "_slow_conv2d_forward", "_scaled_dot_product_efficient_attention",
-    "_scaled_dot_product_efficient_attention_backward", "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_cudnn_attention",
-    "_scaled_dot_product_cudnn_attention_backward", "_flash_attention_forward", "_flash_attention_backward",
-    "_efficient_attention_forward", "_efficient_attention_backward",
-    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "addbmm",
+    "mv",
+    "addmv",
+    "dot",
+    "vdot",
+    "_scaled_mm",
+    "convolution",
+    "_convolution",
+    "convolution_backward",
+    "cudnn_convolution",
+    "convolution_overrideable",
+    "_slow_conv2d_forward",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "_flash_attention_forward",
+    "_flash_attention_backward",
+    "_efficient_attention_forward",
+    "_efficient_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
 }
 
 # Element-wise ops: FLOPs per output element (reductions: per input element, see
 # _REDUCTIONS). 0 for ops that only move data (copies, fills).
 ELEMENTWISE_FLOPS = {
     # arithmetic
-    "add": 1, "add_": 1, "sub": 1, "sub_": 1, "rsub": 1, "mul": 1, "mul_": 1, "div": 1, "div_": 1,
-    "neg": 1, "reciprocal": 1, "pow": 1, "sqrt": 1, "rsqrt": 1, "exp": 1, "log": 1, "abs": 1,
-    "addcmul": 2, "addcmul_": 2, "addcdiv": 2, "addcdiv_": 2, "lerp_": 2,
+    "add": 1,
+    "add_": 1,
+    "sub": 1,
+    "sub_": 1,
+    "rsub": 1,
+    "mul": 1,
+    "mul_": 1,
+    "div": 1,
+    "div_": 1,
+    "neg": 1,
+    "reciprocal": 1,
+    "pow": 1,
+    "sqrt": 1,
+    "rsqrt": 1,
+    "exp": 1,
+    "log": 1,
+    "abs": 1,
+    "addcmul": 2,
+    "addcmul_": 2,
+    "addcdiv": 2,
+    "addcdiv_": 2,
+    "lerp_": 2,
     # activations and their gradients
-    "relu": 1, "relu_": 1, "threshold_backward": 1, "sigmoid": 1, "sigmoid_backward": 2,
-    "tanh": 1, "tanh_backward": 2, "silu": 3, "silu_backward": 6,
+    "relu": 1,
+    "relu_": 1,
+    "threshold_backward": 1,
+    "sigmoid": 1,
+    "sigmoid_backward": 2,
+    "tanh": 1,
+    "tanh_backward": 2,
+    "silu": 3,
+    "silu_backward": 6,
     "gelu": 5,  # 0.5·x·(1 + erf(x/√2)): scale, erf, add, two multiplies
     "gelu_backward": 11,  # dy·(Φ(x) + x·φ(x)): erf term (4), gaussian term (5), add, multiply by dy
     # dropout: a random draw compared with p, then a scale
-    "bernoulli_": 1, "native_dropout": 2, "native_dropout_backward": 2,
+    "bernoulli_": 1,
+    "native_dropout": 2,
+    "native_dropout_backward": 2,
     # comparisons and selections
-    "where": 1, "isneginf": 1, "masked_fill": 1, "masked_fill_": 1, "eq": 1, "ne": 1, "lt": 1, "gt": 1,
-    "le": 1, "ge": 1, "logical_not": 1, "clamp": 1, "clamp_min": 1, "clamp_max": 1,
+    "where": 1,
+    "isneginf": 1,
+    "masked_fill": 1,
+    "masked_fill_": 1,
+    "eq": 1,
+    "ne": 1,
+    "lt": 1,
+    "gt": 1,
+    "le": 1,
+    "ge": 1,
+    "logical_not": 1,
+    "clamp": 1,
+    "clamp_min": 1,
+    "clamp_max": 1,
     # data movement only
-    "copy_": 0, "clone": 0, "_to_copy": 0, "fill_": 0, "zero_": 0, "zeros_like": 0,
-    "ones_like": 0, "full_like": 0, "cat": 0, "stack": 0, "index_select": 0, "select_backward": 0,
-    "slice_backward": 0, "embedding": 0, "embedding_dense_backward": 0, "zeros": 0, "ones": 0, "full": 0,
+    "copy_": 0,
+    "clone": 0,
+    "_to_copy": 0,
+    "fill_": 0,
+    "zero_": 0,
+    "zeros_like": 0,
+    "ones_like": 0,
+    "full_like": 0,
+    "cat": 0,
+    "stack": 0,
+    "index_select": 0,
+    "select_backward": 0,
+    "slice_backward": 0,
+    "embedding": 0,
+    "embedding_dense_backward": 0,
+    "zeros": 0,
+    "ones": 0,
+    "full": 0,
     "scalar_tensor": 0,
 }
 
@@ -149,11 +224,45 @@ _NORMALIZATION_WRAPPERS = {"softmax", "log_softmax", "layer_norm", "batch_norm",
 
 # Views, metadata and allocation: no arithmetic and no memory traffic.
 LAYOUT = {
-    "view", "_unsafe_view", "_reshape_alias", "reshape", "as_strided", "t", "transpose", "permute", "expand",
-    "select", "slice", "squeeze", "unsqueeze", "split", "split_with_sizes", "chunk", "unbind", "narrow",
-    "detach", "alias", "lift_fresh", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "resize_", "set_", "resolve_conj", "resolve_neg", "to", "flatten", "unflatten", "view_as",
-    "_local_scalar_dense", "item", "is_same_size", "result_type", "_has_compatible_shallow_copy_type",
+    "view",
+    "_unsafe_view",
+    "_reshape_alias",
+    "reshape",
+    "as_strided",
+    "t",
+    "transpose",
+    "permute",
+    "expand",
+    "select",
+    "slice",
+    "squeeze",
+    "unsqueeze",
+    "split",
+    "split_with_sizes",
+    "chunk",
+    "unbind",
+    "narrow",
+    "detach",
+    "alias",
+    "lift_fresh",
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "resize_",
+    "set_",
+    "resolve_conj",
+    "resolve_neg",
+    "to",
+    "flatten",
+    "unflatten",
+    "view_as",
+    "_local_scalar_dense",
+    "item",
+    "is_same_size",
+    "result_type",
+    "_has_compatible_shallow_copy_type",
 }
 
 
@@ -161,7 +270,7 @@ def op_name(op) -> str:
     """The bare aten name of an op: ``'aten::addmm'``, ``aten.addmm.default`` and ``aten.addmm`` give ``'addmm'``."""
     text = str(getattr(op, "_overloadpacket", op))
     if text.startswith("aten::"):
-        return text[len("aten::"):]
+        return text[len("aten::") :]
     if text.startswith("aten."):
         return text.split(".")[1]
     return text
@@ -183,8 +292,15 @@ def classify(op) -> OpClass | None:
         return OpClass.NORMALIZATION
     if name in ELEMENTWISE_FLOPS:
         return OpClass.ELEMENTWISE
-    if name in LAYOUT or name in ("linear", "matmul", "einsum", "dropout", "scaled_dot_product_attention",
-                                  "_scaled_dot_product_attention_math", "contiguous"):
+    if name in LAYOUT or name in (
+        "linear",
+        "matmul",
+        "einsum",
+        "dropout",
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_attention_math",
+        "contiguous",
+    ):
         # views, or wrappers whose own (self) time is only dispatch
         return OpClass.OTHER
     return None
@@ -212,12 +328,14 @@ def _first_shape(value):
 def _per_output_element(flops: int):
     def formula(*args, out_shape=None, **kwargs):
         return flops * _numel(_first_shape(out_shape))
+
     return formula
 
 
 def _per_input_element(flops: int):
     def formula(*args, out_shape=None, **kwargs):
         return flops * _numel(_first_shape(args[0] if args else out_shape))
+
     return formula
 
 
@@ -427,7 +545,8 @@ class ClassTable:
         quoted = essay.BERT_TABLE.get(ESSAY_KEYS.get(cls, ""))
         if quoted:
             text += ("; " if flops > 0 else " (") + (
-                f"the essay's BERT table: {quoted['runtime']:.1f}% for {quoted['flops']:.2f}%")
+                f"the essay's BERT table: {quoted['runtime']:.1f}% for {quoted['flops']:.2f}%"
+            )
         return text + (")" if flops > 0 or quoted else "")
 
     def rows(self) -> list[dict]:
@@ -435,28 +554,37 @@ class ClassTable:
         out = []
         for cls in ALL_CLASSES:
             quoted = essay.BERT_TABLE.get(ESSAY_KEYS.get(cls, ""), {})
-            out.append({
-                "class": cls.value,
-                "flop_pct": 100 * self.flop_share(cls),
-                "time_pct": 100 * self.time_share(cls),
-                "essay_flop_pct": quoted.get("flops"),
-                "essay_time_pct": quoted.get("runtime"),
-                "flops": self.flops[cls],
-                "seconds": self.seconds[cls],
-                "rate": self.rate(cls) if self.seconds[cls] > 0 else None,  # FLOP/s; None: no time measured
-            })
+            out.append(
+                {
+                    "class": cls.value,
+                    "flop_pct": 100 * self.flop_share(cls),
+                    "time_pct": 100 * self.time_share(cls),
+                    "essay_flop_pct": quoted.get("flops"),
+                    "essay_time_pct": quoted.get("runtime"),
+                    "flops": self.flops[cls],
+                    "seconds": self.seconds[cls],
+                    "rate": self.rate(cls) if self.seconds[cls] > 0 else None,  # FLOP/s; None: no time measured
+                }
+            )
         return out
 
     def format(self) -> str:
-        header = f"{'operator class':<27} {'% FLOPs':>9} {'% runtime':>10}   {'essay (BERT table)':>19}   {'achieved':>14}"
+        header = (
+            f"{'operator class':<27} {'% FLOPs':>9} {'% runtime':>10}   {'essay (BERT table)':>19}   {'achieved':>14}"
+        )
         lines = [header, "-" * len(header)]
         for row in self.rows():
-            quoted = ("" if row["essay_flop_pct"] is None
-                      else f"{row['essay_flop_pct']:6.2f} / {row['essay_time_pct']:4.1f}")
+            quoted = (
+                "" if row["essay_flop_pct"] is None else f"{row['essay_flop_pct']:6.2f} / {row['essay_time_pct']:4.1f}"
+            )
             rate = units.flops(row["rate"]) if row["rate"] is not None else "-"
-            lines.append(f"{row['class']:<27} {row['flop_pct']:9.2f} {row['time_pct']:10.1f}   {quoted:>19}   {rate:>14}")
-        lines.append(f"per step: {units.si(sum(self.flops.values()), 'FLOP')} in {units.seconds(self.step_seconds)} "
-                     f"of {self.clock} time")
+            lines.append(
+                f"{row['class']:<27} {row['flop_pct']:9.2f} {row['time_pct']:10.1f}   {quoted:>19}   {rate:>14}"
+            )
+        lines.append(
+            f"per step: {units.si(sum(self.flops.values()), 'FLOP')} in {units.seconds(self.step_seconds)} "
+            f"of {self.clock} time"
+        )
         return "\n".join(lines)
 
     def to_json(self) -> dict:

@@ -44,14 +44,15 @@ def roofline(
     x = np.logspace(np.log10(low), np.log10(high), 400)
     for roof in roofs:
         y = [attainable_flops(i, roof) for i in x]
-        line, = ax.loglog(x, y, label=f"{roof.label}: {units.flops(roof.peak_flops)}, {units.bandwidth(roof.bandwidth)}")
+        (line,) = ax.loglog(
+            x, y, label=f"{roof.label}: {units.flops(roof.peak_flops)}, {units.bandwidth(roof.bandwidth)}"
+        )
         ax.axvline(roof.ridge_point, color=line.get_color(), linestyle=":", linewidth=1)
     labels = []
     for label, op_intensity, achieved in points:
         y = attainable_flops(op_intensity, roofs[0]) if achieved is None else achieved
         ax.scatter([op_intensity], [y], zorder=3)
-        labels.append(ax.annotate(label, (op_intensity, y), fontsize=8,
-                                  textcoords="offset points", xytext=(4, 4)))
+        labels.append(ax.annotate(label, (op_intensity, y), fontsize=8, textcoords="offset points", xytext=(4, 4)))
     ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax.set_ylabel("attainable FLOP/s")
     ax.set_title(title)
@@ -83,18 +84,27 @@ def loglog_sweep(
     for name, values in series.items():
         if len(values) > len(x):
             raise ValueError(f"series {name!r} has {len(values)} values for {len(x)} x values")
-        ax.loglog(x[:len(values)], values, marker="o", markersize=3, label=name)
+        ax.loglog(x[: len(values)], values, marker="o", markersize=3, label=name)
     labels = []
     ground = dict(facecolor="white", edgecolor="none", alpha=0.8, pad=1)
-    for label, position in sorted((marks or {}).items(),
-                                  key=lambda item: item[1]):
+    for label, position in sorted((marks or {}).items(), key=lambda item: item[1]):
         ax.axvline(position, linestyle="--", linewidth=1, color="gray")
         # Left of its line, on a white ground: a curve it crosses stays
         # behind it.
-        labels.append(ax.annotate(
-            label, (position, 1), xycoords=("data", "axes fraction"),
-            rotation=90, va="top", ha="right", fontsize=8, bbox=ground,
-            textcoords="offset points", xytext=(-1, -2)))
+        labels.append(
+            ax.annotate(
+                label,
+                (position, 1),
+                xycoords=("data", "axes fraction"),
+                rotation=90,
+                va="top",
+                ha="right",
+                fontsize=8,
+                bbox=ground,
+                textcoords="offset points",
+                xytext=(-1, -2),
+            )
+        )
     for label, height in (roofs or {}).items():
         ax.axhline(height, linestyle=":", color="gray")
         ax.annotate(label, (x[0], height), va="bottom", fontsize=8, color="gray")
@@ -112,16 +122,13 @@ def loglog_sweep(
 # Where to try a label, in points from its anchor, until it overlaps no
 # other label and stays inside the axes: beside the point, then further
 # above and below.
-_POINT_OFFSETS = [(4, 4), (4, -12), (-4, 4), (-4, -12), (4, 16), (4, -24),
-                  (-4, 16), (-4, -24), (4, 28), (4, -36)]
+_POINT_OFFSETS = [(4, 4), (4, -12), (-4, 4), (-4, -12), (4, 16), (4, -24), (-4, 16), (-4, -24), (4, 28), (4, -36)]
 # A rotated label on a vertical line: left of the line, right of it, lower.
-_MARK_OFFSETS = [(-1, -2), (1, -2), (-1, -60), (1, -60), (-1, -120),
-                 (1, -120)]
+_MARK_OFFSETS = [(-1, -2), (1, -2), (-1, -60), (1, -60), (-1, -120), (1, -120)]
 
 
 def _inside(box: Bbox, frame: Bbox) -> bool:
-    return (frame.x0 <= box.x0 and box.x1 <= frame.x1
-            and frame.y0 <= box.y0 and box.y1 <= frame.y1)
+    return frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
 
 
 def _separate_labels(ax, labels, *, vertical: bool = False) -> None:
@@ -223,7 +230,8 @@ def bars(
     annotations: Sequence[str] | None = None,
     lines: dict[str, float] | None = None,
 ):
-    """One bar per label (linear scale); ``annotations`` are printed on the bars, ``lines`` are horizontal lines named in the legend."""
+    """One bar per label (linear scale); ``annotations`` are printed on the bars, ``lines`` are horizontal
+    lines named in the legend."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     positions = np.arange(len(labels))

@@ -74,6 +74,5 @@ def load_all(folder: Path | Traversable | None = None) -> dict[str, dict]:
     folder = committed() if folder is None else folder
     if not folder.is_dir():
         return {}
-    files = sorted((entry for entry in folder.iterdir() if entry.name.endswith(".json")),
-                   key=lambda entry: entry.name)
+    files = sorted((entry for entry in folder.iterdir() if entry.name.endswith(".json")), key=lambda entry: entry.name)
     return {entry.name.removesuffix(".json"): cache.read_json(entry) or {} for entry in files}

@@ -111,20 +111,27 @@ def require_memory_bound(ops: dict, roof: Roof, measure_again: Callable[[], Roof
     cache. So before the claim fails, ``measure_again()`` (the roofs measured
     anew, e.g. :func:`brrr.ceilings.measured_again`) gives the roof to judge by.
     """
+
     def wrong_against(judged: Roof) -> dict[str, str]:
         found = {name: regime(op.flops, op.bytes, judged) for name, op in ops.items()}
         return {name: str(kind) for name, kind in found.items() if kind is not Regime.MEMORY}
 
     wrong = wrong_against(roof)
     if wrong and measure_again is not None:
-        print(f"{', '.join(wrong)}: not memory-bound against the {roof.label} roof "
-              f"({roof.peak_flops:.3g} FLOP/s); measuring the roofs again")
+        print(
+            f"{', '.join(wrong)}: not memory-bound against the {roof.label} roof "
+            f"({roof.peak_flops:.3g} FLOP/s); measuring the roofs again"
+        )
         roof = measure_again()
         wrong = wrong_against(roof)
-    return targets.check(not wrong, (
-        f"expected memory-bound, got {wrong} against {roof.label} roof "
-        f"({roof.peak_flops:.3g} FLOP/s, {roof.bandwidth:.3g} B/s, ridge {roof.ridge_point:.2f} FLOP/byte): "
-        "check the ceilings (python -m brrr.ceilings --refresh)"))
+    return targets.check(
+        not wrong,
+        (
+            f"expected memory-bound, got {wrong} against {roof.label} roof "
+            f"({roof.peak_flops:.3g} FLOP/s, {roof.bandwidth:.3g} B/s, ridge {roof.ridge_point:.2f} FLOP/byte): "
+            "check the ceilings (python -m brrr.ceilings --refresh)"
+        ),
+    )
 
 
 # A measured rate may exceed a roof measured in the same run by its own spread plus this much before it
@@ -143,7 +150,9 @@ def above_roof(value: float, roof: float, spread: float, *, beyond: str = "") ->
     if excess <= 0:
         return ""
     if excess <= spread + ROOF_NOISE:
-        return (f"{units.percent(excess)} over, within this run's spread ({units.percent(spread)}) "
-                "and the roof's own noise")
-    return (f"{units.percent(excess)} over, beyond this run's spread ({units.percent(spread)}): "
-            + (beyond or "the roof is below what the same code reaches here: a low roof, not a fast kernel"))
+        return (
+            f"{units.percent(excess)} over, within this run's spread ({units.percent(spread)}) and the roof's own noise"
+        )
+    return f"{units.percent(excess)} over, beyond this run's spread ({units.percent(spread)}): " + (
+        beyond or "the roof is below what the same code reaches here: a low roof, not a fast kernel"
+    )

@@ -93,8 +93,15 @@ def check(held: bool, message: str) -> bool:
     return held
 
 
-def require(what: str, minimum: float, first: float, again: Callable[[], float] | None = None, *,
-            attempts: int = 3, show: Callable[[float], str] | None = None) -> float:
+def require(
+    what: str,
+    minimum: float,
+    first: float,
+    again: Callable[[], float] | None = None,
+    *,
+    attempts: int = 3,
+    show: Callable[[float], str] | None = None,
+) -> float:
     """Check ``first`` (and, on a miss, ``again()``) against ``minimum``; return the best value.
 
     ``what`` names the target, ``show`` formats a value (by default a ratio, "1.23x", with the decimals
@@ -104,19 +111,34 @@ def require(what: str, minimum: float, first: float, again: Callable[[], float] 
     return _require(what, first, again, attempts, show, bound=minimum, at_least=True)
 
 
-def require_at_most(what: str, maximum: float, first: float, again: Callable[[], float] | None = None, *,
-                    attempts: int = 3, show: Callable[[float], str] | None = None) -> float:
+def require_at_most(
+    what: str,
+    maximum: float,
+    first: float,
+    again: Callable[[], float] | None = None,
+    *,
+    attempts: int = 3,
+    show: Callable[[float], str] | None = None,
+) -> float:
     """:func:`require` for a value that must stay at or below ``maximum`` (a ratio of times that should
     be flat, say); returns the lowest value measured."""
     return _require(what, first, again, attempts, show, bound=maximum, at_least=False)
 
 
-def require_between(what: str, minimum: float, maximum: float, first: float,
-                    again: Callable[[], float] | None = None, *, attempts: int = 3,
-                    show: Callable[[float], str] | None = None) -> float:
+def require_between(
+    what: str,
+    minimum: float,
+    maximum: float,
+    first: float,
+    again: Callable[[], float] | None = None,
+    *,
+    attempts: int = 3,
+    show: Callable[[float], str] | None = None,
+) -> float:
     """:func:`require` for a value that must lie in ``[minimum, maximum]`` (a measured time over a model's
     lower bound, say: not far below it, which would break the bound, nor far above); returns the value
     closest to the range's middle (in ratio), the first one that meets it if any does."""
+
     def meets(value: float) -> bool:
         return minimum <= value <= maximum
 
@@ -129,8 +151,9 @@ def require_between(what: str, minimum: float, maximum: float, first: float,
     return best
 
 
-def measurements(first: float, again: Callable[[], float] | None, meets: Callable[[float], bool], *,
-                 attempts: int = 3) -> list[float]:
+def measurements(
+    first: float, again: Callable[[], float] | None, meets: Callable[[float], bool], *, attempts: int = 3
+) -> list[float]:
     """``first``, then ``again()`` while the latest value misses (``meets`` is false), ``attempts`` values at
     most: a stall on a shared machine gets more chances, and every value is kept to be shown."""
     values = [first]

@@ -52,9 +52,11 @@ SCRIPT = """(function () {
 
 def _bars(spans, row: str) -> list[str]:
     y, colour = ROWS[row]
-    return [f'<rect x="{start:.3f}" y="{y}" width="{max(end - start, 0.01):.3f}" height="{BAR_HEIGHT}" '
-            f'fill="{colour}"><title>{html.escape(name)}: {units.seconds((end - start) * 1e-6)}</title></rect>'
-            for name, start, end in spans]
+    return [
+        f'<rect x="{start:.3f}" y="{y}" width="{max(end - start, 0.01):.3f}" height="{BAR_HEIGHT}" '
+        f'fill="{colour}"><title>{html.escape(name)}: {units.seconds((end - start) * 1e-6)}</title></rect>'
+        for name, start, end in spans
+    ]
 
 
 def interactive_html(trace: Trace, window: Span | None = None, *, title: str = "", stamp: str = "") -> str:
@@ -64,22 +66,31 @@ def interactive_html(trace: Trace, window: Span | None = None, *, title: str = "
     cpu = [(op.name, op.start_us, op.end_us) for op in overlapping(trace.top_level_cpu_ops(), (start, end))]
     device = [(k.name, k.start_us, k.end_us) for k in overlapping(trace.device, (start, end))]
     gaps = idle_gaps(trace.device, (start, end)) if trace.has_device else []
-    shaded = [f'<rect x="{a:.3f}" y="{ROWS["device"][0] - 4}" width="{b - a:.3f}" height="{BAR_HEIGHT + 8}" '
-              f'fill="#d62728" fill-opacity="0.25"><title>device idle: {units.seconds((b - a) * 1e-6)}'
-              f"</title></rect>" for a, b in gaps]
+    shaded = [
+        f'<rect x="{a:.3f}" y="{ROWS["device"][0] - 4}" width="{b - a:.3f}" height="{BAR_HEIGHT + 8}" '
+        f'fill="#d62728" fill-opacity="0.25"><title>device idle: {units.seconds((b - a) * 1e-6)}'
+        f"</title></rect>"
+        for a, b in gaps
+    ]
     ident = f"brrr-timeline-{next(_COUNTER)}"
     script = SCRIPT % {"id": ident, "start": start, "width": end - start, "height": HEIGHT}
-    legend = ("CPU ops (top row, blue), device kernels (bottom row, green), device idle (red). "
-              "Wheel to zoom, drag to pan, double-click for the whole window; hover a bar for its op.")
-    return "".join([
-        f'<div class="brrr-timeline">',
-        f"<p><strong>{html.escape(title)}</strong></p>" if title else "",
-        f'<svg id="{ident}" class="brrr-timeline-svg" viewBox="{start} 0 {end - start} {HEIGHT}" '
-        f'preserveAspectRatio="none" width="100%" height="{HEIGHT * 1.6:.0f}" role="img" '
-        f'aria-label="{html.escape(legend)}">',
-        *shaded, *_bars(cpu, "cpu"), *_bars(device, "device"),
-        "</svg>",
-        f'<p class="brrr-timeline-readout"><span id="{ident}-shown"></span> · {html.escape(legend)}</p>',
-        f'<p class="brrr-timeline-stamp">{html.escape(stamp)}</p>' if stamp else "",
-        f"<script>{script}</script></div>",
-    ])
+    legend = (
+        "CPU ops (top row, blue), device kernels (bottom row, green), device idle (red). "
+        "Wheel to zoom, drag to pan, double-click for the whole window; hover a bar for its op."
+    )
+    return "".join(
+        [
+            '<div class="brrr-timeline">',
+            f"<p><strong>{html.escape(title)}</strong></p>" if title else "",
+            f'<svg id="{ident}" class="brrr-timeline-svg" viewBox="{start} 0 {end - start} {HEIGHT}" '
+            f'preserveAspectRatio="none" width="100%" height="{HEIGHT * 1.6:.0f}" role="img" '
+            f'aria-label="{html.escape(legend)}">',
+            *shaded,
+            *_bars(cpu, "cpu"),
+            *_bars(device, "device"),
+            "</svg>",
+            f'<p class="brrr-timeline-readout"><span id="{ident}-shown"></span> · {html.escape(legend)}</p>',
+            f'<p class="brrr-timeline-stamp">{html.escape(stamp)}</p>' if stamp else "",
+            f"<script>{script}</script></div>",
+        ]
+    )

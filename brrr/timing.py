@@ -107,8 +107,15 @@ def bench(
         with torch_threads(threads):
             times = _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2)
         return summarize(times, str(DEVICE))
-    times = rounds_in_turns({"fn": fn}, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
-                            threads=threads, on_cpu_clock=on_cpu_clock)
+    times = rounds_in_turns(
+        {"fn": fn},
+        warmup=warmup,
+        min_runs=min_runs,
+        max_runs=max_runs,
+        budget_s=budget_s,
+        threads=threads,
+        on_cpu_clock=on_cpu_clock,
+    )
     return summarize(times["fn"], str(DEVICE))
 
 
@@ -138,15 +145,34 @@ def bench_together(
     if not fns:
         raise ValueError("nothing to time")
     if ON_GPU:
-        return {name: bench(fn, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
-                            threads=threads, flush_l2=flush_l2) for name, fn in fns.items()}
-    times = rounds_in_turns(fns, warmup=warmup, min_runs=min_runs, max_runs=max_runs, budget_s=budget_s,
-                            threads=threads, flush_l2=flush_l2, on_cpu_clock=on_cpu_clock)
+        return {
+            name: bench(
+                fn,
+                warmup=warmup,
+                min_runs=min_runs,
+                max_runs=max_runs,
+                budget_s=budget_s,
+                threads=threads,
+                flush_l2=flush_l2,
+            )
+            for name, fn in fns.items()
+        }
+    times = rounds_in_turns(
+        fns,
+        warmup=warmup,
+        min_runs=min_runs,
+        max_runs=max_runs,
+        budget_s=budget_s,
+        threads=threads,
+        flush_l2=flush_l2,
+        on_cpu_clock=on_cpu_clock,
+    )
     return {name: summarize(runs, str(DEVICE)) for name, runs in times.items()}
 
 
-def median_per_round(fns: dict[str, Callable[[], object]], per_round: Callable[[dict[str, float]], float],
-                     **timing) -> float:
+def median_per_round(
+    fns: dict[str, Callable[[], object]], per_round: Callable[[dict[str, float]], float], **timing
+) -> float:
     """The median over rounds of ``per_round(seconds)``, where ``seconds`` maps each of ``fns`` to its run
     in that round (:func:`rounds_in_turns`, which takes ``timing``'s keywords): a workload's time over a
     roof's, say, each pair timed side by side, so a burst of load that spans a round cancels."""
@@ -185,15 +211,15 @@ def rounds_in_turns(
     _require_run_counts(min_runs, max_runs)
     if ON_GPU:
         with torch_threads(threads):
-            times = {name: _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2)
-                     for name, fn in fns.items()}
+            times = {name: _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2) for name, fn in fns.items()}
         runs = min(len(values) for values in times.values())
         return {name: values[:runs] for name, values in times.items()}
     if on_cpu_clock and threads != 1:
         raise ValueError("the calling thread's CPU time counts a kernel's work only with threads=1")
     with torch_threads(threads):
-        return _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s,
-                                   clock=time.thread_time if on_cpu_clock else time.perf_counter)
+        return _cpu_times_in_turns(
+            fns, warmup, min_runs, max_runs, budget_s, clock=time.thread_time if on_cpu_clock else time.perf_counter
+        )
 
 
 def thread_clock_for(threads: int | None) -> bool:

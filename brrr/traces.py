@@ -287,14 +287,24 @@ def quiet_native_stderr() -> Iterator[None]:
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)
-            kept = [line for line in captured.read().decode(errors="replace").splitlines(keepends=True)
-                    if not _PROFILER_MARKER.match(line)]
+            kept = [
+                line
+                for line in captured.read().decode(errors="replace").splitlines(keepends=True)
+                if not _PROFILER_MARKER.match(line)
+            ]
             if kept:
                 sys.stderr.write("".join(kept))
 
 
-def profile_steps(step: Callable[[], object], steps: int, *, on_gpu: bool | None = None, label: str = "step",
-                  synchronize_each: bool = False, profiler_warmup: int = 0):
+def profile_steps(
+    step: Callable[[], object],
+    steps: int,
+    *,
+    on_gpu: bool | None = None,
+    label: str = "step",
+    synchronize_each: bool = False,
+    profiler_warmup: int = 0,
+):
     """Profile ``steps`` calls of ``step``, each inside ``record_function(label)``; return the profiler.
 
     On a GPU the device activity is recorded too and the device is synchronized
@@ -394,20 +404,40 @@ def render_timeline(
     cpu_row, device_row, height = 1.0, 0.0, 0.7
     ops = overlapping(trace.top_level_cpu_ops(), window)
     # alternate two shades so that back-to-back ops stay distinguishable
-    ax.broken_barh([(op.start_us, op.duration_us) for op in ops], (cpu_row - height / 2, height),
-                   facecolors=_alternating("tab:blue", "#7fb2e5", len(ops)), label="CPU op")
+    ax.broken_barh(
+        [(op.start_us, op.duration_us) for op in ops],
+        (cpu_row - height / 2, height),
+        facecolors=_alternating("tab:blue", "#7fb2e5", len(ops)),
+        label="CPU op",
+    )
     if trace.has_device:
         kernels = overlapping(trace.device, window)
-        ax.broken_barh([(k.start_us, k.duration_us) for k in kernels], (device_row - height / 2, height),
-                       facecolors=_alternating("tab:green", "#8fd18f", len(kernels)), label="device kernel")
+        ax.broken_barh(
+            [(k.start_us, k.duration_us) for k in kernels],
+            (device_row - height / 2, height),
+            facecolors=_alternating("tab:green", "#8fd18f", len(kernels)),
+            label="device kernel",
+        )
         gaps, gap_row = idle_gaps(trace.device, window, min_gap_us), device_row
     else:
-        ax.text((window[0] + window[1]) / 2, device_row,
-                "no device in this trace: on a GPU, its kernels would run here, behind the CPU row",
-                ha="center", va="center", fontsize=8, color="gray")
+        ax.text(
+            (window[0] + window[1]) / 2,
+            device_row,
+            "no device in this trace: on a GPU, its kernels would run here, behind the CPU row",
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="gray",
+        )
         gaps, gap_row = idle_gaps(ops, window, min_gap_us), cpu_row
-    ax.broken_barh([(start, end - start) for start, end in gaps], (gap_row - 0.45, 0.9),
-                   facecolors="tab:red", alpha=0.3, linewidths=0, label=GAP_LABELS[trace.has_device])
+    ax.broken_barh(
+        [(start, end - start) for start, end in gaps],
+        (gap_row - 0.45, 0.9),
+        facecolors="tab:red",
+        alpha=0.3,
+        linewidths=0,
+        label=GAP_LABELS[trace.has_device],
+    )
     # The legend sits in a clear band above the CPU row, not on top of its bars.
     ax.legend(fontsize=7, loc="upper right", ncols=3)
     ax.set_yticks([device_row, cpu_row], ["device kernels" if trace.has_device else "device", "CPU ops"])
@@ -480,43 +510,86 @@ def synthetic_gpu_train_step(steps: int = 2) -> dict:
     """
     events: list[dict] = [
         {"ph": "M", "name": "process_name", **_HOST, "ts": _BASE_US, "args": {"name": "python (synthetic)"}},
-        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "ts": _BASE_US,
-         "args": {"name": "GPU 0 (synthetic)"}},
+        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "ts": _BASE_US, "args": {"name": "GPU 0 (synthetic)"}},
         {"ph": "M", "name": "thread_name", **_DEVICE, "ts": _BASE_US, "args": {"name": "stream 7"}},
     ]
     correlation = 0
     for step in range(steps):
         t0 = _BASE_US + step * SYNTHETIC_STEP_US
-        events.append({"ph": "X", "cat": "user_annotation", "name": "step", **_HOST, "ts": t0,
-                       "dur": SYNTHETIC_STEP_US, "args": {}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "step",
+                **_HOST,
+                "ts": t0,
+                "dur": SYNTHETIC_STEP_US,
+                "args": {},
+            }
+        )
         for op, inner, (start, end), (launch_start, launch_end), kernel, (k_start, k_end) in SYNTHETIC_STEP:
             correlation += 1
-            events.append({"ph": "X", "cat": "cpu_op", "name": op, **_HOST, "ts": t0 + start,
-                           "dur": end - start, "args": {}})
+            events.append(
+                {"ph": "X", "cat": "cpu_op", "name": op, **_HOST, "ts": t0 + start, "dur": end - start, "args": {}}
+            )
             if inner is not None:
-                events.append({"ph": "X", "cat": "cpu_op", "name": inner, **_HOST, "ts": t0 + start + 2,
-                               "dur": end - start - 4, "args": {}})
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", **_HOST,
-                           "ts": t0 + launch_start, "dur": launch_end - launch_start,
-                           "args": {"correlation": correlation}})
-            events.append({"ph": "X", "cat": "kernel", "name": kernel, **_DEVICE, "ts": t0 + k_start,
-                           "dur": k_end - k_start,
-                           "args": {"stream": 7, "device": 0, "correlation": correlation}})
-            events.append({"ph": "s", "cat": "ac2g", "name": "ac2g", "id": correlation, **_HOST,
-                           "ts": t0 + launch_start})
-            events.append({"ph": "f", "cat": "ac2g", "name": "ac2g", "id": correlation, "bp": "e", **_DEVICE,
-                           "ts": t0 + k_start})
+                events.append(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": inner,
+                        **_HOST,
+                        "ts": t0 + start + 2,
+                        "dur": end - start - 4,
+                        "args": {},
+                    }
+                )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    **_HOST,
+                    "ts": t0 + launch_start,
+                    "dur": launch_end - launch_start,
+                    "args": {"correlation": correlation},
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": kernel,
+                    **_DEVICE,
+                    "ts": t0 + k_start,
+                    "dur": k_end - k_start,
+                    "args": {"stream": 7, "device": 0, "correlation": correlation},
+                }
+            )
+            events.append(
+                {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": correlation, **_HOST, "ts": t0 + launch_start}
+            )
+            events.append(
+                {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": correlation, "bp": "e", **_DEVICE, "ts": t0 + k_start}
+            )
     return {
         "schemaVersion": 1,
         "displayTimeUnit": "ms",
         "deviceProperties": [{"id": 0, "name": "synthetic: no GPU ran this trace"}],
         "brrr": {
             "synthetic": True,
-            "description": (f"{steps} small-batch training steps of a two-layer MLP, built by hand by "
-                            "brrr.traces.synthetic_gpu_train_step: no GPU ran it. It shows the rows a GPU "
-                            "trace has until `make gpu-check` records a real one."),
-            "env": {"device": "no device (synthetic trace)", "mode": "synthetic", "torch": "n/a",
-                    "triton": "n/a", "date": SYNTHETIC_DATE},
+            "description": (
+                f"{steps} small-batch training steps of a two-layer MLP, built by hand by "
+                "brrr.traces.synthetic_gpu_train_step: no GPU ran it. It shows the rows a GPU "
+                "trace has until `make gpu-check` records a real one."
+            ),
+            "env": {
+                "device": "no device (synthetic trace)",
+                "mode": "synthetic",
+                "torch": "n/a",
+                "triton": "n/a",
+                "date": SYNTHETIC_DATE,
+            },
         },
         "traceEvents": events,
     }
@@ -586,8 +659,11 @@ def reference_trace(folder=None) -> ReferenceTrace | None:
     folder = reference_traces_dir() if folder is None else folder
     if not folder.is_dir():
         return None
-    found = [read_reference_trace(entry) for entry in sorted(folder.iterdir(), key=lambda e: e.name)
-             if entry.name.endswith(".json")]
+    found = [
+        read_reference_trace(entry)
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name)
+        if entry.name.endswith(".json")
+    ]
     found = [entry for entry in found if entry.trace.has_device]
     return min(found, key=lambda entry: entry.synthetic, default=None)
 
@@ -615,10 +691,13 @@ def save_reference_trace(path: str | os.PathLike, folder: str | os.PathLike, *, 
 
     with open(path, encoding="utf-8") as stream:
         data = json.load(stream)
-    kept = [event for event in data.get("traceEvents", [])
-            if event.get("ph") == "M"
-            or (event.get("ph") == "X" and _row_of(str(event.get("cat", ""))) is not None)
-            or (event.get("ph") in ("s", "f") and event.get("cat") == "ac2g")]
+    kept = [
+        event
+        for event in data.get("traceEvents", [])
+        if event.get("ph") == "M"
+        or (event.get("ph") == "X" and _row_of(str(event.get("cat", ""))) is not None)
+        or (event.get("ph") in ("s", "f") and event.get("cat") == "ac2g")
+    ]
     out = {key: data[key] for key in ("schemaVersion", "displayTimeUnit", "deviceProperties") if key in data}
     out["brrr"] = {"synthetic": False, "description": description, "env": environment()}
     out["traceEvents"] = kept

@@ -81,8 +81,10 @@ class Violation:
 
     def __str__(self) -> str:
         verb = "loaded" if self.kind == "load" else "stored"
-        return (f"{self.kernel} {verb} {self.elements:,} element(s) out of bounds; "
-                f"the first is {self.where or 'at an unknown address'}")
+        return (
+            f"{self.kernel} {verb} {self.elements:,} element(s) out of bounds; "
+            f"the first is {self.where or 'at an unknown address'}"
+        )
 
 
 @dataclass
@@ -121,9 +123,11 @@ class Traffic:
         def by_name(table: dict[str, int]) -> str:
             return ", ".join(f"{name} {nbytes:,} B" for name, nbytes in table.items()) or "nothing"
 
-        return (f"{len(self.launches)} launch(es) ({', '.join(self.kernels) or 'none'}); "
-                f"loaded {self.loaded_bytes:,} B ({by_name(self.loaded)}); "
-                f"stored {self.stored_bytes:,} B ({by_name(self.stored)})")
+        return (
+            f"{len(self.launches)} launch(es) ({', '.join(self.kernels) or 'none'}); "
+            f"loaded {self.loaded_bytes:,} B ({by_name(self.loaded)}); "
+            f"stored {self.stored_bytes:,} B ({by_name(self.stored)})"
+        )
 
     def as_dict(self) -> dict:
         """Plain data, for passing between processes and writing to logs."""
@@ -158,19 +162,27 @@ def check_supported() -> None:
         raise TrafficCounterUnavailable(
             f"brrr.traffic wraps internals of Triton's interpreter and was tested with triton "
             f"{low[0]}.{low[1]} to {high[0]}.{high[1]}; this is triton {version[0]}.{version[1]}. "
-            f"Set {UNTESTED_OK_ENV}=1 to try anyway, and check tests/test_traffic.py passes.")
+            f"Set {UNTESTED_OK_ENV}=1 to try anyway, and check tests/test_traffic.py passes."
+        )
     try:
         from triton.runtime import interpreter
     except Exception as error:  # noqa: BLE001 - any import failure means the same thing here
         raise TrafficCounterUnavailable(f"cannot import triton.runtime.interpreter: {error}") from error
-    missing = [f"InterpreterBuilder.{name}" for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)
-               if not hasattr(getattr(interpreter, "InterpreterBuilder", None), name)]
-    missing += [f"GridExecutor.{name}" for name in ("_init_args_hst",)
-                if not hasattr(getattr(interpreter, "GridExecutor", None), name)]
+    missing = [
+        f"InterpreterBuilder.{name}"
+        for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)
+        if not hasattr(getattr(interpreter, "InterpreterBuilder", None), name)
+    ]
+    missing += [
+        f"GridExecutor.{name}"
+        for name in ("_init_args_hst",)
+        if not hasattr(getattr(interpreter, "GridExecutor", None), name)
+    ]
     if missing:
         raise TrafficCounterUnavailable(
             f"triton {version[0]}.{version[1]}'s interpreter no longer has {', '.join(missing)}; "
-            "brrr.traffic must be updated for it")
+            "brrr.traffic must be updated for it"
+        )
 
 
 def supported() -> bool:
@@ -246,8 +258,9 @@ class _Counter:
             if not inside.all():
                 outside = addresses[~inside]
                 nearest = [owner] if inside.any() else launch.regions
-                violation = Violation(kind, launch.kernel, int(outside.size), int(outside[0]),
-                                      _locate(int(outside[0]), nearest, itemsize))
+                violation = Violation(
+                    kind, launch.kernel, int(outside.size), int(outside[0]), _locate(int(outside[0]), nearest, itemsize)
+                )
                 self.traffic.violations.append(violation)
                 raise OutOfBoundsAccess(str(violation))
         table = self.traffic.loaded if kind == "load" else self.traffic.stored
@@ -328,8 +341,9 @@ class _InterpreterPatch:
         self.counter = counter
         builder, executor = interpreter.InterpreterBuilder, interpreter.GridExecutor
         # (owner, attribute) -> the original, and the same keys -> the replacement
-        self.originals = {(builder, name): builder.__dict__[name]
-                          for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)}
+        self.originals = {
+            (builder, name): builder.__dict__[name] for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)
+        }
         self.originals[(executor, "_init_args_hst")] = executor.__dict__["_init_args_hst"]
         self.originals[(JITFunction, "run")] = JITFunction.__dict__["run"]
         original = {name: method for (_, name), method in self.originals.items()}
@@ -365,6 +379,7 @@ class _InterpreterPatch:
                 return method(builder, pointers, *args, **kwargs)
             finally:
                 counter.depth -= 1
+
         return wrapped
 
     def _store(self, method, masked: bool):
@@ -378,6 +393,7 @@ class _InterpreterPatch:
                 return method(builder, pointers, value, *args, **kwargs)
             finally:
                 counter.depth -= 1
+
         return wrapped
 
     def _atomic(self, method, pointer_at: int, mask_at: int | None):
@@ -388,6 +404,7 @@ class _InterpreterPatch:
             counter.account("load", args[pointer_at], mask)
             counter.account("store", args[pointer_at], mask)
             return method(builder, *args, **kwargs)
+
         return wrapped
 
     def _set_grid_dim(self, method):
@@ -396,6 +413,7 @@ class _InterpreterPatch:
         def wrapped(builder, *grid):
             counter.set_grid(grid)
             return method(builder, *grid)
+
         return wrapped
 
     def _init_args(self, method):
@@ -403,9 +421,9 @@ class _InterpreterPatch:
 
         def wrapped(executor, args_dev, kwargs):
             args_hst, kwargs_hst = method(executor, args_dev, kwargs)
-            counter.begin_launch(getattr(executor.fn, "__name__", "kernel"), executor.arg_names, args_hst,
-                                 kwargs_hst)
+            counter.begin_launch(getattr(executor.fn, "__name__", "kernel"), executor.arg_names, args_hst, kwargs_hst)
             return args_hst, kwargs_hst
+
         return wrapped
 
 
@@ -414,4 +432,5 @@ def _refuse_compiled_run(kernel, *args, **kwargs):
         f"{getattr(kernel, '__name__', 'this kernel')} is a compiled kernel: traffic is counted only in "
         "Triton's interpreter. Set TRITON_INTERPRET=1 before the kernel is defined (on a CPU, "
         "`import brrr.device` before `import triton` does it); a kernel defined earlier stays compiled, "
-        "which on a machine without a GPU fails with '0 active drivers'.")
+        "which on a machine without a GPU fails with '0 active drivers'."
+    )

@@ -46,6 +46,7 @@ def beside(value: float, decimals: int = 2, thresholds: tuple[float, ...] = ()) 
     >>> beside(1.503, 2, (1.5,)), beside(3.46, 0, (4,)), beside(3.96, 0, (4,))
     ('1.503', '3', '3.96')
     """
+
     def side(x: float, threshold: float) -> int:
         return (x > threshold) - (x < threshold)
 
@@ -97,8 +98,9 @@ def percent(fraction: float, thresholds: tuple[float, ...] = ()) -> str:
     return beside(value, decimals, lines) + "%"
 
 
-def fraction_of(value: float, ceiling: float, unit: str, ceiling_name: str, *, above: str = "",
-                thresholds: tuple[float, ...] = ()) -> str:
+def fraction_of(
+    value: float, ceiling: float, unit: str, ceiling_name: str, *, above: str = "", thresholds: tuple[float, ...] = ()
+) -> str:
     """'<value> = <pct> of <ceiling> <ceiling_name>', both in ``unit`` with SI prefixes.
 
     A roof that a measurement exceeds needs its reason on the same line: ``above``
@@ -116,5 +118,6 @@ def footnoted(rows: Sequence[tuple[str, str]], reasons: dict[str, str], roof: st
     once under the table ("* above the <roof>: <reason>."), in the order the marks first appear. A reason
     repeated on every row it applies to drowns the table; said once, it is read."""
     used = list(dict.fromkeys(mark for _, mark in rows if mark))
-    return ([f"{line} {mark}" if mark else line for line, mark in rows]
-            + [f"{mark} above the {roof}: {reasons[mark]}." for mark in used])
+    return [f"{line} {mark}" if mark else line for line, mark in rows] + [
+        f"{mark} above the {roof}: {reasons[mark]}." for mark in used
+    ]

@@ -59,14 +59,25 @@ def recorded_roofs(folder=None) -> dict[str, Roof]:
     from brrr.beside import recorded
 
     ops = {gpu.device: gpu.values for gpu in recorded("overhead/python-vs-pytorch", folder)}
-    return {f"recorded {gpu.device}": Roof(gpu.values["multiply_rate"], gpu.values["copy_bandwidth"],
-                                           1 / ops[gpu.device]["torch_ops_per_s"] if gpu.device in ops else 0.0,
-                                           f"x*2 chain, recorded on {gpu.device}")
-            for gpu in recorded("repeat-sweep", folder)}
+    return {
+        f"recorded {gpu.device}": Roof(
+            gpu.values["multiply_rate"],
+            gpu.values["copy_bandwidth"],
+            1 / ops[gpu.device]["torch_ops_per_s"] if gpu.device in ops else 0.0,
+            f"x*2 chain, recorded on {gpu.device}",
+        )
+        for gpu in recorded("repeat-sweep", folder)
+    }
 
 
-def placement_grid(machines: dict[str, Roof], *, stamps: tuple[str, ...] = (),
-                   log2_sizes=GRID_LOG2_SIZES, dtypes=GRID_DTYPES, repeats=GRID_REPEATS) -> Figure:
+def placement_grid(
+    machines: dict[str, Roof],
+    *,
+    stamps: tuple[str, ...] = (),
+    log2_sizes=GRID_LOG2_SIZES,
+    dtypes=GRID_DTYPES,
+    repeats=GRID_REPEATS,
+) -> Figure:
     """The explorer's model precomputed, as small multiples: one row per machine, one panel per size, the
     predicted time per call against the repeats for each dtype. Flat is memory (or, for a small tensor, the
     overhead floor); rising is compute. What the sliders show one point at a time, all at once, for a page
@@ -91,8 +102,9 @@ def placement_grid(machines: dict[str, Roof], *, stamps: tuple[str, ...] = (),
     return figure
 
 
-LIVE_NOTE = ("A snapshot at the default settings. In Jupyter and Colab the "
-             "sliders are live: run this notebook to move them.")
+LIVE_NOTE = (
+    "A snapshot at the default settings. In Jupyter and Colab the sliders are live: run this notebook to move them."
+)
 
 
 def static_snapshot(placement: Placement, *, stamp: str = "") -> str:
@@ -109,10 +121,12 @@ def static_snapshot(placement: Placement, *, stamp: str = "") -> str:
     figure.savefig(png, format="png", bbox_inches="tight", dpi=100)
     image = base64.b64encode(png.getvalue()).decode("ascii")
     alt = html.escape(placement.describe().splitlines()[0], quote=True)
-    return (f'<div class="brrr-explorer-snapshot">'
-            f"<p><em>{html.escape(LIVE_NOTE)}</em></p>"
-            f'<img src="data:image/png;base64,{image}" alt="{alt}">'
-            f"<pre>{html.escape(printed.getvalue().rstrip())}</pre></div>")
+    return (
+        f'<div class="brrr-explorer-snapshot">'
+        f"<p><em>{html.escape(LIVE_NOTE)}</em></p>"
+        f'<img src="data:image/png;base64,{image}" alt="{alt}">'
+        f"<pre>{html.escape(printed.getvalue().rstrip())}</pre></div>"
+    )
 
 
 class Explorer:

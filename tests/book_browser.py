@@ -31,8 +31,16 @@ import pytest
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
 # What the machine notes say a headless Chromium needs on a closed network.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 NOT_PAGES = ("_static", "_sources", "_images", "_downloads", "reports")
 RAW_TEX = ("\\(", "\\[", "$$", "\\begin{")
 MATHJAX_TIMEOUT_MS = 30_000
@@ -107,8 +115,10 @@ def _skip_or_fail(reason: str):
         pytest.fail(f"{reason}; CI must run the browser test (.ci/run installs Chromium)")
     if os.environ.get(SKIP_ENV) == "1":
         pytest.skip(f"{reason}; skipped as {SKIP_ENV}=1 asks")
-    pytest.fail(f"{reason}. The browser test checks every page of the book offline; to run the suite "
-                f"without it, set {SKIP_ENV}=1")
+    pytest.fail(
+        f"{reason}. The browser test checks every page of the book offline; to run the suite "
+        f"without it, set {SKIP_ENV}=1"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -147,8 +157,11 @@ def served_book(book_build):
 
 def book_pages(html: Path) -> list[str]:
     """Every HTML page of the book, as paths relative to its root."""
-    return sorted(path.relative_to(html).as_posix() for path in html.rglob("*.html")
-                  if path.relative_to(html).parts[0] not in NOT_PAGES)
+    return sorted(
+        path.relative_to(html).as_posix()
+        for path in html.rglob("*.html")
+        if path.relative_to(html).parts[0] not in NOT_PAGES
+    )
 
 
 def redirect_target(html: Path, name: str) -> str | None:

@@ -28,9 +28,10 @@ BOOK_FLAGS = ["-W", "-n", "--keep-going"]
 def build_book(source: Path, config: Path, output: Path) -> subprocess.CompletedProcess:
     """``jupyter-book build`` with the flags of ``make book``, into ``output``."""
     return subprocess.run(
-        [str(JUPYTER_BOOK), "build", str(source), *BOOK_FLAGS, "--config", str(config),
-         "--path-output", str(output)],
-        capture_output=True, text=True, timeout=1800,
+        [str(JUPYTER_BOOK), "build", str(source), *BOOK_FLAGS, "--config", str(config), "--path-output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
 
 
@@ -61,10 +62,10 @@ def _forced_build(folder: Path) -> BookBuild:
     config_path = folder / "_config.yml"
     config_path.write_text(yaml.safe_dump(config))
     result = build_book(ROOT, config_path, folder / "out")
-    (folder / NOTEBOOK_TIMES).write_text("".join(
-        f"{seconds:>7} s  {page}\n" for page, seconds in EXECUTED.findall(result.stdout)))
-    return BookBuild(result.returncode, result.stdout, result.stderr,
-                     str(folder / "out" / "_build" / "html"))
+    (folder / NOTEBOOK_TIMES).write_text(
+        "".join(f"{seconds:>7} s  {page}\n" for page, seconds in EXECUTED.findall(result.stdout))
+    )
+    return BookBuild(result.returncode, result.stdout, result.stderr, str(folder / "out" / "_build" / "html"))
 
 
 @pytest.fixture(scope="session")
@@ -92,17 +93,38 @@ def book_build(tmp_path_factory) -> BookBuild:
 # pytest-xdist hands out files in collection order (pytest_configure keeps it from re-sorting them), so
 # these start while the book builds and no long file is left for the end. Each worker is given two
 # files up front: the third in this order (a quick one) goes to the book's worker.
-SLOW_FILES = ("test_gradebook_hostile.py", "test_units.py", "test_gradebook.py", "test_gradebook_tampering.py",
-              "test_package.py", "test_labs.py", "test_gpu_kernels_compile.py", "test_grading_roofline.py",
-              "test_ceilings.py", "test_grading_fixtures.py", "test_device.py", "test_grading_make_it_fast.py",
-              "test_grading_one_pass.py", "test_allocator.py", "test_gpu_check.py", "test_gradebook_setup.py")
+SLOW_FILES = (
+    "test_gradebook_hostile.py",
+    "test_units.py",
+    "test_gradebook.py",
+    "test_gradebook_tampering.py",
+    "test_package.py",
+    "test_labs.py",
+    "test_gpu_kernels_compile.py",
+    "test_grading_roofline.py",
+    "test_ceilings.py",
+    "test_grading_fixtures.py",
+    "test_device.py",
+    "test_grading_make_it_fast.py",
+    "test_grading_one_pass.py",
+    "test_allocator.py",
+    "test_gpu_check.py",
+    "test_gradebook_setup.py",
+)
 
 # Last: these compile the graphs a notebook of the book compiles (notebooks 10-13 and 40), and run from
 # Inductor's cache once the book has filled it. Measured on this machine with an empty cache: the
 # rematerialization tests 25 s after notebook 13, 39 s before; the six others together 59 s after
 # those notebooks, 96 s before.
-LAST_FILES = ("test_fusion_helpers.py", "test_fusion_benchmark.py", "test_fusion_repeat_sweep.py",
-              "test_timed_checks.py", "test_diagnose.py", "test_capstone.py", "test_fusion_rematerialization.py")
+LAST_FILES = (
+    "test_fusion_helpers.py",
+    "test_fusion_benchmark.py",
+    "test_fusion_repeat_sweep.py",
+    "test_timed_checks.py",
+    "test_diagnose.py",
+    "test_capstone.py",
+    "test_fusion_rematerialization.py",
+)
 
 
 def pytest_configure(config):
@@ -138,8 +160,10 @@ def _measure_ceilings_while_quiet(config) -> None:
         found = ceilings.measure(threads=threads, refresh=True)
         if config.option.verbose >= 0:
             setting = "default threads" if threads is None else f"{threads} thread{'s' * (threads != 1)}"
-            print(f"ceilings ({setting}): copy {found.copy_bandwidth / 1e9:.1f} GB/s, "
-                  f"float32 matmul {found.matmul('float32') / 1e9:.1f} GFLOP/s · {found.env.get('date')}")
+            print(
+                f"ceilings ({setting}): copy {found.copy_bandwidth / 1e9:.1f} GB/s, "
+                f"float32 matmul {found.matmul('float32') / 1e9:.1f} GFLOP/s · {found.env.get('date')}"
+            )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -149,8 +173,11 @@ def pytest_collection_modifyitems(config, items):
     reads the build is in that one file, so no worker waits on the other's build.
     (``--dist loadgroup`` cannot do this: pytest-xdist 3.8 marks groups in a test
     id attribute that pytest 9 no longer reads.)"""
-    order = {"test_book_build.py": -1, **{name: rank for rank, name in enumerate(SLOW_FILES)},
-             **{name: len(SLOW_FILES) + 1 + rank for rank, name in enumerate(LAST_FILES)}}
+    order = {
+        "test_book_build.py": -1,
+        **{name: rank for rank, name in enumerate(SLOW_FILES)},
+        **{name: len(SLOW_FILES) + 1 + rank for rank, name in enumerate(LAST_FILES)},
+    }
     items.sort(key=lambda item: order.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept
 
 

@@ -23,8 +23,14 @@ FIXTURES = ROOT / "tests" / "fixtures" / "submissions"
 SOLUTIONS = ROOT / "solutions"
 
 # The id of the cell in each lab that a submission's fixture replaces.
-EXERCISE_CELL = {"02-fuse-it": "fused-chain", "01-roofline": "copy-bandwidth", "03-one-pass": "softmax",
-                 "04-make-it-fast": "fast-train", "05-tile-it": "matmul", "06-flash-attention": "attention"}
+EXERCISE_CELL = {
+    "02-fuse-it": "fused-chain",
+    "01-roofline": "copy-bandwidth",
+    "03-one-pass": "softmax",
+    "04-make-it-fast": "fast-train",
+    "05-tile-it": "matmul",
+    "06-flash-attention": "attention",
+}
 
 
 def fixture_path(lab: str, name: str) -> Path:

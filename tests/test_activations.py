@@ -22,9 +22,11 @@ def test_the_ratio_sits_beside_each_recorded_gpu_and_the_essay(tmp_path):
     alone = activations.beside(costs, "[measured here]", folder=tmp_path)
     assert alone.rows[1].result.startswith("none recorded") and alone.rows[-1].machine == "the essay (quoted)"
     env = {"device": "NVIDIA H100", "date": "2026-11-24", "torch": "2.11", "triton": "3.6"}
-    (tmp_path / "h100.json").write_text(json.dumps({"figures": {"activations": {
-        "env": env, "values": {"relu_s": 7.1e-4, "gelu_s": 7.2e-4, "ratio": 1.01}}}}))
+    (tmp_path / "h100.json").write_text(
+        json.dumps(
+            {"figures": {"activations": {"env": env, "values": {"relu_s": 7.1e-4, "gelu_s": 7.2e-4, "ratio": 1.01}}}}
+        )
+    )
     shown = activations.beside(costs, "[measured here]", folder=tmp_path)
     assert shown.rows[1].machine == "recorded: NVIDIA H100"
     assert shown.rows[1].result == "compiled gelu 1.01x the time of compiled relu"
-

@@ -44,10 +44,12 @@ CLOSE_TO_COPY = 0.5  # with page faults it was 0.12-0.23 here (64 MiB: 0.18-0.19
 
 
 def clone_rate_over_copy_rate(mode: str) -> float:
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith("MALLOC_") and key != allocator.OPT_OUT}
-    result = subprocess.run([sys.executable, "-c", MEASURE, mode], env=env,
-                            capture_output=True, text=True, timeout=120, check=True)
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith("MALLOC_") and key != allocator.OPT_OUT
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", MEASURE, mode], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
     return float(result.stdout.split()[-1])
 
 
@@ -56,7 +58,8 @@ def test_importing_brrr_makes_a_fresh_tensor_as_cheap_as_a_copy():
     torch_only = clone_rate_over_copy_rate("torch-only")
     assert with_brrr >= CLOSE_TO_COPY, (
         f"after import brrr, clone() ran at {with_brrr:.0%} of copy_'s rate "
-        f"(torch alone: {torch_only:.0%}); freed memory is not kept")
+        f"(torch alone: {torch_only:.0%}); freed memory is not kept"
+    )
 
 
 def test_the_settings_apply_on_linux_and_can_be_turned_off(monkeypatch):

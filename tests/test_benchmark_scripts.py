@@ -20,8 +20,7 @@ def no_recording(monkeypatch):
 
 @pytest.mark.parametrize("met", [True, False])
 def test_the_compute_script_exits_1_on_a_missed_check(monkeypatch, capsys, met):
-    checks = [compute.Check("fake table check", True, "fine"),
-              compute.Check("fake matmul check", met, "fake")]
+    checks = [compute.Check("fake table check", True, "fine"), compute.Check("fake matmul check", met, "fake")]
     monkeypatch.setattr(compute, "measured_ceilings", lambda: None)
     monkeypatch.setattr(compute, "run", lambda ceilings: (ceilings, [], _FakeTable(), checks))
     assert compute.main([]) == (0 if met else 1)
@@ -44,8 +43,9 @@ def test_the_overhead_script_exits_1_on_a_missed_target(monkeypatch, capsys, spe
         calls.append(1)
         return comparison
 
-    monkeypatch.setitem(overhead.TARGETS, overhead.DEVICE.type,
-                        overhead.Target(target.what, target.required_speedup, measure))
+    monkeypatch.setitem(
+        overhead.TARGETS, overhead.DEVICE.type, overhead.Target(target.what, target.required_speedup, measure)
+    )
     code = overhead.main([])
     printed = capsys.readouterr().out
     assert code == (0 if speedup >= target.required_speedup else 1), printed
@@ -85,10 +85,10 @@ def test_notebook_helpers_enforce_this_devices_targets(monkeypatch):
         fusion.require("cos_cos_compiled_speedup", speedup * 0.8, lambda: speedup * 0.8)
     assert fusion.require("cos_cos_compiled_speedup", speedup * 1.1) == pytest.approx(speedup * 1.1)
     target = overhead.TARGETS[overhead.DEVICE.type]
-    slow = overhead.Comparison("fake", "eager", Timing(2.0, 2.0, 2.0, 5, "fake"),
-                               "compiled", Timing(1.0, 1.0, 1.0, 5, "fake"))
-    monkeypatch.setitem(overhead.TARGETS, overhead.DEVICE.type,
-                        overhead.Target(target.what, 3.0, lambda: slow))
+    slow = overhead.Comparison(
+        "fake", "eager", Timing(2.0, 2.0, 2.0, 5, "fake"), "compiled", Timing(1.0, 1.0, 1.0, 5, "fake")
+    )
+    monkeypatch.setitem(overhead.TARGETS, overhead.DEVICE.type, overhead.Target(target.what, 3.0, lambda: slow))
     with pytest.raises(targets.TargetMissed, match="2.00x, 2.00x, 2.00x"):
         overhead.require(slow)
 
@@ -113,7 +113,9 @@ def test_a_ratio_that_must_lie_in_a_band_fails_on_either_side(capsys):
     assert targets.require_between("model", 0.9, 2.0, 1.2) == 1.2
     assert "between 0.90x and 2.00x; measured 1.20x: met" in capsys.readouterr().out
     # 0.70x: a time 30% under the roofline's minimum (the compiled x.cos() against the old cosine roof)
-    with pytest.raises(targets.TargetMissed, match=r"between 0\.90x and 2\.00x wanted, measured 0\.70x, 0\.71x, 0\.69x"):
+    with pytest.raises(
+        targets.TargetMissed, match=r"between 0\.90x and 2\.00x wanted, measured 0\.70x, 0\.71x, 0\.69x"
+    ):
         targets.require_between("model", 0.9, 2.0, 0.7, iter([0.71, 0.69]).__next__)
     with pytest.raises(targets.TargetMissed):
         targets.require_between("model", 0.9, 2.0, 2.5, lambda: 2.4)

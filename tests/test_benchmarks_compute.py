@@ -18,8 +18,14 @@ H100 = "NVIDIA H100 80GB HBM3"  # torch's name for the H100 SXM: 989.5 TFLOP/s d
 
 
 def _ceilings(bf16_peak, device=H100, vector_peak=50e12):
-    return Ceilings(copy_bandwidth=3e12, matmul_peak={"bfloat16": bf16_peak, "float32": 50e12},
-                    vector_peak=vector_peak, dispatch_overhead=1e-6, threads=None, env={"device": device})
+    return Ceilings(
+        copy_bandwidth=3e12,
+        matmul_peak={"bfloat16": bf16_peak, "float32": 50e12},
+        vector_peak=vector_peak,
+        dispatch_overhead=1e-6,
+        threads=None,
+        env={"device": device},
+    )
 
 
 def _square(n, seconds, dtype="bfloat16"):
@@ -28,8 +34,11 @@ def _square(n, seconds, dtype="bfloat16"):
 
 def _sweep(tflops_at_8192):
     """4096³ at 687 TFLOP/s; 8192³ at the given rate; a fast fp32 point that must be ignored."""
-    return [_square(4096, 0.2e-3), _square(8192, 2 * 8192**3 / (tflops_at_8192 * 1e12)),
-            _square(16384, 1e-6, "float32")]
+    return [
+        _square(4096, 0.2e-3),
+        _square(8192, 2 * 8192**3 / (tflops_at_8192 * 1e12)),
+        _square(16384, 1e-6, "float32"),
+    ]
 
 
 def test_matmul_check_uses_the_largest_square_bf16_matmul():
@@ -85,11 +94,20 @@ def _table(contraction_flops_pct: float, contraction_time_pct: float) -> ClassTa
     """A hand-built table: the rest of the FLOPs and time split between normalization and element-wise."""
     rest_flops, rest_time = 100 - contraction_flops_pct, 100 - contraction_time_pct
     return ClassTable(
-        flops={OpClass.CONTRACTION: contraction_flops_pct, OpClass.NORMALIZATION: rest_flops / 2,
-               OpClass.ELEMENTWISE: rest_flops / 2, OpClass.OTHER: 0.0},
-        seconds={OpClass.CONTRACTION: contraction_time_pct, OpClass.NORMALIZATION: rest_time / 2,
-                 OpClass.ELEMENTWISE: rest_time / 2, OpClass.OTHER: 0.0},
-        clock="CPU")
+        flops={
+            OpClass.CONTRACTION: contraction_flops_pct,
+            OpClass.NORMALIZATION: rest_flops / 2,
+            OpClass.ELEMENTWISE: rest_flops / 2,
+            OpClass.OTHER: 0.0,
+        },
+        seconds={
+            OpClass.CONTRACTION: contraction_time_pct,
+            OpClass.NORMALIZATION: rest_time / 2,
+            OpClass.ELEMENTWISE: rest_time / 2,
+            OpClass.OTHER: 0.0,
+        },
+        clock="CPU",
+    )
 
 
 FLOPS = "contraction share of FLOPs"
@@ -168,8 +186,14 @@ def test_a_gpu_without_bf16_runs_the_layer_and_the_matmul_target_in_fp16(monkeyp
     monkeypatch.setattr(compute, "square_sweep", lambda: [_square(8192, 2 * 8192**3 / 60e12, "float16")])
     monkeypatch.setattr(compute, "bert_table", lambda: None)
     monkeypatch.setattr(compute, "table_checks", lambda table: [])
-    t4 = Ceilings(copy_bandwidth=300e9, matmul_peak={"float32": 8e12, "float16": 65e12}, vector_peak=8e12,
-                  dispatch_overhead=5e-6, threads=None, env={"device": "Tesla T4"})
+    t4 = Ceilings(
+        copy_bandwidth=300e9,
+        matmul_peak={"float32": 8e12, "float16": 65e12},
+        vector_peak=8e12,
+        dispatch_overhead=5e-6,
+        threads=None,
+        env={"device": "Tesla T4"},
+    )
     _, _, _, checks = compute.run(t4)
     assert len(checks) == 1 and "float16" in checks[0].name, checks
 
@@ -179,18 +203,30 @@ def test_the_sweep_is_described_as_it_moved_not_as_the_prose_expects():
     from brrr.ceilings import Ceilings
     from brrr.benchmarks.compute import MatmulPoint, above_peak_at, sweep_shape
 
-    ceilings = Ceilings(copy_bandwidth=1e10, matmul_peak={"float32": 100e9, "bfloat16": 3e9}, vector_peak=5e10,
-                        dispatch_overhead=2e-6, threads=1, matmul_n={"float32": 1536, "bfloat16": 128})
+    ceilings = Ceilings(
+        copy_bandwidth=1e10,
+        matmul_peak={"float32": 100e9, "bfloat16": 3e9},
+        vector_peak=5e10,
+        dispatch_overhead=2e-6,
+        threads=1,
+        matmul_n={"float32": 1536, "bfloat16": 128},
+    )
 
     def point(dtype, n, rate):
         return MatmulPoint(n, n, n, dtype, 2 * n**3 / rate, 2 * n**3)
 
-    points = [point("float32", 64, 70e9), point("float32", 512, 98e9), point("float32", 1536, 97e9),
-              point("bfloat16", 64, 3e9), point("bfloat16", 512, 1.3e9)]
+    points = [
+        point("float32", 64, 70e9),
+        point("float32", 512, 98e9),
+        point("float32", 1536, 97e9),
+        point("bfloat16", 64, 3e9),
+        point("bfloat16", 512, 1.3e9),
+    ]
     float32, bfloat16 = sweep_shape(points, ceilings)
     assert float32.startswith("float32: rose from n=64 (70% of the peak) to its best at n=512")
     assert "held within 10%" in float32
-    assert bfloat16 == ("bfloat16: fastest at the smallest size, n=64 (100% of the peak), then fell to n=512 "
-                        "(43% of the peak)")
+    assert bfloat16 == (
+        "bfloat16: fastest at the smallest size, n=64 (100% of the peak), then fell to n=512 (43% of the peak)"
+    )
     assert "this same size, 128" in above_peak_at(ceilings, "bfloat16", 128)
     assert "one size, 1536, and this one, 512" in above_peak_at(ceilings, "float32", 512)

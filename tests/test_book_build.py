@@ -41,9 +41,11 @@ def _images_without_alt(page_html: Path) -> list[str]:
     own path (myst-nb's default)."""
     parser = _Images()
     parser.feed(page_html.read_text())
-    return [src for src, alt in parser.alts
-            if not (alt or "").strip() or alt == src
-            or re.search(r"\.(png|jpe?g|gif|svg)$", alt)]
+    return [
+        src
+        for src, alt in parser.alts
+        if not (alt or "").strip() or alt == src or re.search(r"\.(png|jpe?g|gif|svg)$", alt)
+    ]
 
 
 def _pages_in_toc(toc: dict) -> list[str]:
@@ -60,8 +62,10 @@ def test_book_builds_with_every_notebook_executed(book_build):
     html_dir = book_build.html_dir
     reports = sorted((html_dir / "reports").rglob("*.log"))
     failed = "\n\n".join(f"{report.name}:\n{report.read_text()[-3000:]}" for report in reports)
-    assert book_build.returncode == 0, (f"book build failed.\nNotebooks that raised:\n{failed or 'none'}\n"
-                                        f"{book_build.stdout[-6000:]}\n{book_build.stderr[-4000:]}")
+    assert book_build.returncode == 0, (
+        f"book build failed.\nNotebooks that raised:\n{failed or 'none'}\n"
+        f"{book_build.stdout[-6000:]}\n{book_build.stderr[-4000:]}"
+    )
     for page in _pages_in_toc(yaml.safe_load((ROOT / "_toc.yml").read_text())):
         page_html = html_dir / f"{Path(page).with_suffix('')}.html"
         assert page_html.exists(), f"{page} did not render"
@@ -71,12 +75,10 @@ def test_book_builds_with_every_notebook_executed(book_build):
             bare = _images_without_alt(page_html)
             assert not bare, f"{page}: images without alt text: {bare}"
     folded = re.compile(r'<details class="[^"]*sd-dropdown[^"]*">')
-    for chapter in ("memory-bandwidth", "operator-fusion", "compute",
-                    "overhead"):
+    for chapter in ("memory-bandwidth", "operator-fusion", "compute", "overhead"):
         page_html = (html_dir / "chapters" / f"{chapter}.html").read_text()
-        exercises = page_html[page_html.index('id="exercises"'):]
-        assert len(folded.findall(exercises)) >= 3, (
-            f"{chapter}: the exercises' answers did not render folded")
+        exercises = page_html[page_html.index('id="exercises"') :]
+        assert len(folded.findall(exercises)) >= 3, f"{chapter}: the exercises' answers did not render folded"
 
 
 # Claims that must hold on any machine the book is built on, a 2-core CPU included: each was
@@ -103,7 +105,8 @@ def test_the_ledger_shows_what_the_notebooks_measured(book_build):
         verdicts[key] = texts
     for key in MUST_HOLD:
         assert verdicts[key]["verdict"] == claims.HELD, (
-            f"{key} did not hold on this machine: {verdicts[key]['here']}; {verdicts[key]['why']}")
+            f"{key} did not hold on this machine: {verdicts[key]['here']}; {verdicts[key]['why']}"
+        )
     shown = _recorded_gpu_entries(ledger)
     assert len(shown) == len(claims.CLAIMS), f"{len(shown)} 'Recorded GPU:' entries for {len(claims.CLAIMS)} claims"
     for (key, figure), entry in zip(claims.reference_figures().items(), shown):  # "none recorded" where none is
@@ -117,10 +120,12 @@ def _recorded_gpu_entries(ledger: str) -> list[str]:
 
 
 def test_the_recorded_gpu_entries_are_read_one_per_claim():
-    ledger = ('<th><p>Recorded GPU</p></th><li><p><strong>Recorded GPU:</strong> <span class="pasted-text">'
-              'NVIDIA H100: 1.00x (held there)</span></p></li><li><p><strong>Measured in:</strong> 10-cos-cos</p>'
-              '<li><p><strong>Recorded GPU:</strong> <span class="pasted-text">none recorded</span></p></li>'
-              '<li><p><strong>Measured in:</strong> 33-cuda-graphs</p>')
+    ledger = (
+        '<th><p>Recorded GPU</p></th><li><p><strong>Recorded GPU:</strong> <span class="pasted-text">'
+        "NVIDIA H100: 1.00x (held there)</span></p></li><li><p><strong>Measured in:</strong> 10-cos-cos</p>"
+        '<li><p><strong>Recorded GPU:</strong> <span class="pasted-text">none recorded</span></p></li>'
+        "<li><p><strong>Measured in:</strong> 33-cuda-graphs</p>"
+    )
     first, second = _recorded_gpu_entries(ledger)
     assert "NVIDIA H100: 1.00x (held there)" in first and "none recorded" not in first
     assert "none recorded" in second and "H100" not in second and "cuda-graphs" not in second
@@ -143,8 +148,9 @@ def test_a_broken_cross_reference_fails_the_build(tmp_path):
     book = tmp_path / "book"
     book.mkdir()
     (book / "_toc.yml").write_text("format: jb-book\nroot: index\n")
-    (book / "index.md").write_text("# Index\n\n(a-label)=\n## A section\n\n"
-                                   "See {doc}`no-such-page`, {ref}`no-such-label` and {ref}`a-label`.\n")
+    (book / "index.md").write_text(
+        "# Index\n\n(a-label)=\n## A section\n\nSee {doc}`no-such-page`, {ref}`no-such-label` and {ref}`a-label`.\n"
+    )
     shutil.copy(ROOT / "references.bib", book / "references.bib")
     config = {"title": "broken", "execute": {"execute_notebooks": "off"}, "bibtex_bibfiles": ["references.bib"]}
     (book / "_config.yml").write_text(yaml.safe_dump(config))
@@ -158,8 +164,10 @@ def test_a_broken_cross_reference_fails_the_build(tmp_path):
 
 
 # A measured figure: a time or a rate. Counted FLOPs and bytes are not measured.
-MEASURED_FIGURE = re.compile(r"\d(?:[\d.,]*\d)?\s?(?:ms|us|µs|ns|s|[kMGTP]?B/s|[kMGTP]?FLOP/s"
-                             r"|[kMG]?op/s|[kMG]?adds/s|[kMG]?cos/s)(?![\w/])")
+MEASURED_FIGURE = re.compile(
+    r"\d(?:[\d.,]*\d)?\s?(?:ms|us|µs|ns|s|[kMGTP]?B/s|[kMGTP]?FLOP/s"
+    r"|[kMG]?op/s|[kMG]?adds/s|[kMG]?cos/s)(?![\w/])"
+)
 # A synthetic trace (notebook 32 on a CPU) is labelled as such: its figures were never measured.
 STAMPED = ("measured on ", "quoted from the essay", "synthetic, built by hand")
 
@@ -174,8 +182,11 @@ def unstamped_cells(notebook: dict) -> list[str]:
         if cell["cell_type"] != "code":
             continue
         text = "".join("".join(output.get("text", "")) for output in cell.get("outputs", []))
-        text += "".join("".join(output.get("data", {}).get("text/plain", ""))
-                        for output in cell.get("outputs", []) if "image/png" not in output.get("data", {}))
+        text += "".join(
+            "".join(output.get("data", {}).get("text/plain", ""))
+            for output in cell.get("outputs", [])
+            if "image/png" not in output.get("data", {})
+        )
         stamped = stamped or any(mark in text for mark in STAMPED)
         figure = MEASURED_FIGURE.search(text)
         if figure and not stamped:
@@ -186,8 +197,10 @@ def unstamped_cells(notebook: dict) -> list[str]:
 def test_the_stamp_check_catches_an_unstamped_figure():
     cell = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": ["copy: 12.5 GB/s\n"]}]}
     assert unstamped_cells({"cells": [cell]})
-    stamp = {"cell_type": "code", "outputs": [{"output_type": "stream",
-                                               "text": ["[measured on a CPU · torch 2.13 · 2026-11-23]\n"]}]}
+    stamp = {
+        "cell_type": "code",
+        "outputs": [{"output_type": "stream", "text": ["[measured on a CPU · torch 2.13 · 2026-11-23]\n"]}],
+    }
     assert not unstamped_cells({"cells": [stamp, cell]})  # the page's stamp covers what follows
     assert unstamped_cells({"cells": [cell, stamp]})  # and nothing before it
     cell["outputs"][0]["text"].append("[measured on a CPU · torch 2.13 · 2026-11-23]\n")
@@ -198,8 +211,10 @@ def test_the_stamp_check_catches_an_unstamped_figure():
 
 def stamp_lines(notebook: dict) -> int:
     """How many stamps a page prints outside its figures and tables (``print(stamp())`` lines)."""
-    return sum(source.count("print(stamp())") + source.count('print(f"  {STAMP}")')
-               for source in ("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"))
+    return sum(
+        source.count("print(stamp())") + source.count('print(f"  {STAMP}")')
+        for source in ("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
+    )
 
 
 def test_a_page_prints_its_stamp_once():
@@ -212,8 +227,7 @@ def test_every_measured_number_carries_its_stamp(book_build):
     executed = book_build.html_dir.parent / "jupyter_execute"
     notebooks = sorted(executed.glob("notebooks/*.ipynb")) + sorted(executed.glob("solutions/*.ipynb"))
     assert len(notebooks) >= 12, f"executed notebooks not found under {executed}"
-    found = {path.relative_to(executed).as_posix(): unstamped_cells(json.loads(path.read_text()))
-             for path in notebooks}
+    found = {path.relative_to(executed).as_posix(): unstamped_cells(json.loads(path.read_text())) for path in notebooks}
     found = {name: cells for name, cells in found.items() if cells}
     assert not found, f"measured figures printed without a stamp: {found}"
 
@@ -231,16 +245,20 @@ def printed_lines(notebook: dict) -> list[str]:
             continue
         for output in cell.get("outputs", []):
             data = output.get("data", {})
-            text = output.get("text", "") or ("" if {"image/png", "text/html"} & data.keys()
-                                              else data.get("text/plain", ""))
+            text = output.get("text", "") or (
+                "" if {"image/png", "text/html"} & data.keys() else data.get("text/plain", "")
+            )
             lines += "".join(text).splitlines()
     return lines
 
 
 def page_words(notebook: dict) -> int:
     """Words a reader meets on a page: its markdown, the code it shows, and what it prints."""
-    shown = [cell for cell in notebook["cells"]
-             if not {"remove-cell", "remove-input"} & set(cell.get("metadata", {}).get("tags", []))]
+    shown = [
+        cell
+        for cell in notebook["cells"]
+        if not {"remove-cell", "remove-input"} & set(cell.get("metadata", {}).get("tags", []))
+    ]
     text = " ".join("".join(cell["source"]) for cell in shown) + " " + " ".join(printed_lines(notebook))
     return len(text.split())
 
@@ -259,26 +277,33 @@ def test_printed_lines_fit_the_column_and_pages_stay_short(book_build):
             long_pages[path.stem] = page_words(notebook)
     assert len(wide) <= MOST_WIDE_LINES * total, (
         f"{len(wide)} of {total} printed lines are wider than {PRINTED_WIDTH} characters "
-        "(wrap sentences with brrr.column.fit; say a table's reason once under it):\n" + "\n".join(wide))
+        "(wrap sentences with brrr.column.fit; say a table's reason once under it):\n" + "\n".join(wide)
+    )
     assert not long_pages, f"pages over {MOST_WORDS} words: {long_pages}"
 
 
 def test_the_width_and_length_checks_can_fail():
     wide = {"cell_type": "code", "metadata": {}, "outputs": [{"output_type": "stream", "text": "x" * 101}]}
     assert [len(line) for line in printed_lines({"cells": [wide]})] == [101]
-    image = {"cell_type": "code", "metadata": {}, "outputs": [{"output_type": "display_data",
-                                                               "data": {"image/png": "", "text/plain": "y" * 200}}]}
+    image = {
+        "cell_type": "code",
+        "metadata": {},
+        "outputs": [{"output_type": "display_data", "data": {"image/png": "", "text/plain": "y" * 200}}],
+    }
     assert printed_lines({"cells": [image]}) == []
     prose = {"cell_type": "markdown", "metadata": {}, "source": ["word " * 3_600]}
     assert page_words({"cells": [prose]}) > MOST_WORDS
 
 
-@pytest.mark.parametrize("env, outcome", [
-    ({}, "fail"),
-    ({book_browser.SKIP_ENV: "1"}, "skip"),
-    ({book_browser.SKIP_ENV: "0"}, "fail"),
-    ({book_browser.SKIP_ENV: "1", "CI": "true"}, "fail"),  # CI must run it: .ci/run installs Chromium
-])
+@pytest.mark.parametrize(
+    "env, outcome",
+    [
+        ({}, "fail"),
+        ({book_browser.SKIP_ENV: "1"}, "skip"),
+        ({book_browser.SKIP_ENV: "0"}, "fail"),
+        ({book_browser.SKIP_ENV: "1", "CI": "true"}, "fail"),  # CI must run it: .ci/run installs Chromium
+    ],
+)
 def test_a_missing_browser_fails_unless_the_developer_skips_it_by_name(monkeypatch, env, outcome):
     for name in ("CI", book_browser.SKIP_ENV):
         monkeypatch.delenv(name, raising=False)
@@ -319,11 +344,16 @@ def test_every_page_renders_offline(browser, served_book):
         context.close()
     report = "\n".join(f"{name}:\n  " + "\n  ".join(problems) for name, problems in failures.items())
     assert not failures, f"{len(failures)} of {len(pages)} pages have problems:\n{report}"
-    print(f"{len(pages)} pages, {pages_with_math} with math, {images} images, "
-          f"{len(downloads)} download links: all rendered offline")
+    print(
+        f"{len(pages)} pages, {pages_with_math} with math, {images} images, "
+        f"{len(downloads)} download links: all rendered offline"
+    )
     assert pages_with_math > 0, "no page has math: the math check checked nothing"
     traces = [url for url in downloads if url.endswith(book_browser.TRACE_SUFFIX)]
-    assert len(traces) >= 3, f"expected the profiler chapter's trace downloads (this run's two and the recorded GPU's), found {sorted(downloads)}"
+    assert len(traces) >= 3, (
+        "expected the profiler chapter's trace downloads (this run's two and the recorded GPU's), "
+        f"found {sorted(downloads)}"
+    )
 
 
 def test_the_trace_timeline_zooms_and_pans_offline(browser, served_book):

@@ -44,9 +44,11 @@ def test_the_next_fix_addresses_the_top_advice_and_carries_its_bound_only_where_
 def test_the_table_and_the_sentences_follow_the_numbers():
     setup = capstone.Setup()
     compiled = replace(setup, compile_mode="default")
-    stages = [capstone.Stage(setup, None, "", None, diagnosis(OVERHEAD, step_s=1e-3, mfu=0.16)),
-              capstone.Stage(compiled, by_name("torch.compile"), "", 2.0, diagnosis(OVERHEAD, step_s=0.8e-3)),
-              capstone.Stage(compiled, by_name("torch.compile"), "", 1.1, diagnosis(COMPUTE, step_s=0.5e-3))]
+    stages = [
+        capstone.Stage(setup, None, "", None, diagnosis(OVERHEAD, step_s=1e-3, mfu=0.16)),
+        capstone.Stage(compiled, by_name("torch.compile"), "", 2.0, diagnosis(OVERHEAD, step_s=0.8e-3)),
+        capstone.Stage(compiled, by_name("torch.compile"), "", 1.1, diagnosis(COMPUTE, step_s=0.5e-3)),
+    ]
     table = capstone.stage_table(stages)
     assert "1.25x" in table and "2.00x" in table and table.count("overhead-bound (80%)") == 2
     said = capstone.conclusions(stages)
@@ -62,8 +64,13 @@ def test_the_table_and_the_sentences_follow_the_numbers():
 
 @pytest.mark.parametrize("bf16, applies", [(1.25e9, False), (2e11, True)])
 def test_bf16_applies_where_its_measured_peak_beats_fp32(monkeypatch, bf16, applies):
-    found = Ceilings(copy_bandwidth=1e10, matmul_peak={"float32": 7e10, "bfloat16": bf16}, vector_peak=4e10,
-                     dispatch_overhead=2e-6, threads=1)
+    found = Ceilings(
+        copy_bandwidth=1e10,
+        matmul_peak={"float32": 7e10, "bfloat16": bf16},
+        vector_peak=4e10,
+        dispatch_overhead=2e-6,
+        threads=1,
+    )
     monkeypatch.setattr("brrr.ceilings.measure", lambda threads=None: found)
     fixes, not_here = capstone.applicable()
     names = [fix.name for fix in fixes]
@@ -87,14 +94,29 @@ def test_fused_attention_computes_what_the_textbook_attention_computes():
 
 def test_a_reference_gpus_table_is_shown_with_its_stamp_and_a_gain_above_its_bound_explained(monkeypatch):
     def row(stage, tokens_per_s, bound=None):
-        return {"stage": stage, "step_s": 1e-3, "tokens_per_s": tokens_per_s, "mfu": 0.5, "regime": COMPUTE,
-                "shares": {COMPUTE: 0.6}, "predicted_gain": bound}
+        return {
+            "stage": stage,
+            "step_s": 1e-3,
+            "tokens_per_s": tokens_per_s,
+            "mfu": 0.5,
+            "regime": COMPUTE,
+            "shares": {COMPUTE: 0.6},
+            "predicted_gain": bound,
+        }
 
-    rows = [row("start (batch 1, eager fp32)", 100.0), row("+ bf16 weights and activations", 500.0, 4.0),
-            row("+ torch.compile", 520.0, 1.5)]
+    rows = [
+        row("start (batch 1, eager fp32)", 100.0),
+        row("+ bf16 weights and activations", 500.0, 4.0),
+        row("+ torch.compile", 520.0, 1.5),
+    ]
     env = {"device": "Some GPU", "mode": "GPU", "torch": "t", "triton": "r", "date": "2026-11-24"}
-    monkeypatch.setattr("brrr.reference.load_all", lambda: {"some-gpu": {"figures": {"capstone": {
-        "env": env, "values": {"rows": rows}}}}, "cpu-only": {"ceilings": {}}})
+    monkeypatch.setattr(
+        "brrr.reference.load_all",
+        lambda: {
+            "some-gpu": {"figures": {"capstone": {"env": env, "values": {"rows": rows}}}},
+            "cpu-only": {"ceilings": {}},
+        },
+    )
     (shown,) = capstone.reference_tables()
     assert "Some GPU" in shown.splitlines()[-1] and "In all: 5.2x" in shown
     assert "bf16 weights and activations gave 5.00x, above the tool's bound of 4.00x" in shown
@@ -103,21 +125,40 @@ def test_a_reference_gpus_table_is_shown_with_its_stamp_and_a_gain_above_its_bou
 
 def test_a_recorded_cuda_graph_stage_that_gave_nothing_says_why(monkeypatch):
     """Issue 25: the H100's table showed CUDA graphs at 1.00x with no word on why."""
-    def row(stage, tokens_per_s, bound=None, batch=64):
-        return {"stage": stage, "step_s": 1e-3, "tokens_per_s": tokens_per_s, "mfu": 0.5, "regime": COMPUTE,
-                "shares": {COMPUTE: 0.54}, "predicted_gain": bound, "batch": batch}
 
-    rows = [row("start (batch 1, eager fp32)", 100.0, batch=1), row("+ torch.compile", 400.0),
-            row("+ CUDA graphs (torch.compile mode='reduce-overhead')", 401.0, 1.21)]
+    def row(stage, tokens_per_s, bound=None, batch=64):
+        return {
+            "stage": stage,
+            "step_s": 1e-3,
+            "tokens_per_s": tokens_per_s,
+            "mfu": 0.5,
+            "regime": COMPUTE,
+            "shares": {COMPUTE: 0.54},
+            "predicted_gain": bound,
+            "batch": batch,
+        }
+
+    rows = [
+        row("start (batch 1, eager fp32)", 100.0, batch=1),
+        row("+ torch.compile", 400.0),
+        row("+ CUDA graphs (torch.compile mode='reduce-overhead')", 401.0, 1.21),
+    ]
     env = {"device": "Some GPU", "mode": "GPU", "torch": "t", "triton": "r", "date": "2026-11-24"}
     sweep = {"batches": [1, 4096], "eager_seconds": [1e-3, 2e-3], "replay_seconds": [1e-4, 1.98e-3]}
-    records = {"some-gpu": {"figures": {"capstone": {"env": env, "values": {"rows": rows}},
-                                        "overhead/cuda-graphs": {"env": env, "values": sweep}}}}
+    records = {
+        "some-gpu": {
+            "figures": {
+                "capstone": {"env": env, "values": {"rows": rows}},
+                "overhead/cuda-graphs": {"env": env, "values": sweep},
+            }
+        }
+    }
     monkeypatch.setattr("brrr.reference.load_all", lambda folder=None: records)
     (shown,) = capstone.reference_tables()
     assert max(len(line) for line in shown.splitlines()) <= column.WIDTH, shown  # it fits the book's column
     shown = " ".join(shown.split())  # sentences wrapped to the column read as one line
-    assert ("CUDA graphs (torch.compile mode='reduce-overhead') gave 1.00x, against the tool's bound of 1.21x"
-            in shown), shown
+    assert (
+        "CUDA graphs (torch.compile mode='reduce-overhead') gave 1.00x, against the tool's bound of 1.21x" in shown
+    ), shown
     assert "was already compute-bound (54% of its time)" in shown
     assert "10.0x faster than eager at batch 1, fading to 1.01x at batch 4096" in shown

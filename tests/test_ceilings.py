@@ -18,7 +18,14 @@ def _fake(**overrides) -> Ceilings:
         vector_peak=30e9,
         dispatch_overhead=2e-6,
         threads=None,
-        env={"device": "Test CPU", "device_type": "cpu", "torch": "x", "triton": "y", "mode": "CPU", "date": "2026-01-01"},
+        env={
+            "device": "Test CPU",
+            "device_type": "cpu",
+            "torch": "x",
+            "triton": "y",
+            "mode": "CPU",
+            "date": "2026-01-01",
+        },
     )
     values.update(overrides)
     return Ceilings(**values)
@@ -60,8 +67,10 @@ def _against_fresh_timings() -> dict[str, tuple[float, float, float]]:
     n = per_device(cpu=2**22, gpu=far_above_cache(4))
     src = torch.randn(n, device=DEVICE)
     dst = torch.empty_like(src)
-    bandwidth, copy = _best_in_turns(lambda: ceilings.measure_copy_bandwidth(n=n, threads=1),
-                                     lambda: 2 * 4 * n / _fastest(lambda: dst.copy_(src), 15))
+    bandwidth, copy = _best_in_turns(
+        lambda: ceilings.measure_copy_bandwidth(n=n, threads=1),
+        lambda: 2 * 4 * n / _fastest(lambda: dst.copy_(src), 15),
+    )
 
     small, large = per_device(cpu=(64, 256), gpu=(256, 4096))
     rates = {}
@@ -69,8 +78,10 @@ def _against_fresh_timings() -> dict[str, tuple[float, float, float]]:
         a, b = torch.randn(size, size, device=DEVICE), torch.randn(size, size, device=DEVICE)
         rates[size] = 2 * size**3 / _fastest(lambda: torch.mm(a, b), 50)
     a, b = torch.randn(large, large, device=DEVICE), torch.randn(large, large, device=DEVICE)
-    peak, rates[large] = _best_in_turns(lambda: ceilings.measure_matmul_peak("float32", n=large, threads=1),
-                                        lambda: 2 * large**3 / _fastest(lambda: torch.mm(a, b), 25))
+    peak, rates[large] = _best_in_turns(
+        lambda: ceilings.measure_matmul_peak("float32", n=large, threads=1),
+        lambda: 2 * large**3 / _fastest(lambda: torch.mm(a, b), 25),
+    )
 
     ops = 200
     overhead = ceilings.measure_dispatch_overhead(ops=ops, threads=1)
@@ -188,7 +199,9 @@ def test_only_default_thread_ceilings_are_recorded_as_the_reference(tmp_path, mo
     monkeypatch.setattr(ceilings, "ON_GPU", False)  # a GPU has one set of roofs, whatever the thread count
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(reference.ENV_VAR, str(tmp_path / "reference"))
-    monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: _fake(threads=threads, env=ceilings.environment()))
+    monkeypatch.setattr(
+        ceilings, "measure_all", lambda threads=None: _fake(threads=threads, env=ceilings.environment())
+    )
     ceilings.measure(threads=1)  # what the overhead notebooks ask for
     assert not (tmp_path / "reference").exists()
     ceilings.measure()  # what `python -m brrr.ceilings --refresh` measures
@@ -197,13 +210,17 @@ def test_only_default_thread_ceilings_are_recorded_as_the_reference(tmp_path, mo
 
 
 def test_a_faster_reading_of_the_ceilings_copy_raises_the_ceiling_and_a_slow_one_is_timed_again_and_explained(
-        tmp_path, monkeypatch, capsys):
+    tmp_path, monkeypatch, capsys
+):
     """Load only slows a copy, so a ceiling is the best reading of its copy: one that beats it (a ceiling
     read while other work ran) raises it, in the cache too, with the reason; a slow reading is timed again
     (best of three) and, if it stays slow, the page says why instead of failing."""
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: _fake(threads=threads, copy_bandwidth=1e9,
-                                                                          env=ceilings.environment()))
+    monkeypatch.setattr(
+        ceilings,
+        "measure_all",
+        lambda threads=None: _fake(threads=threads, copy_bandwidth=1e9, env=ceilings.environment()),
+    )
     found = ceilings.measure()
     assert found.copy_bandwidth == 1e9
 
@@ -252,9 +269,14 @@ def test_the_vector_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypatc
 def test_roofs_combine_at_their_better_readings_and_are_never_lowered_in_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
     cached = _fake(vector_peak=18.9e9, matmul_n={"float32": 512}, env={**_fake().env, "date": "2026-01-01"})
-    fresh = _fake(copy_bandwidth=15e9, vector_peak=139.7e9, dispatch_overhead=3e-6,
-                  matmul_peak={"float32": 250e9, "bfloat16": 50e9}, matmul_n={"float32": 1024},
-                  env={**_fake().env, "date": "2026-01-02"})
+    fresh = _fake(
+        copy_bandwidth=15e9,
+        vector_peak=139.7e9,
+        dispatch_overhead=3e-6,
+        matmul_peak={"float32": 250e9, "bfloat16": 50e9},
+        matmul_n={"float32": 1024},
+        env={**_fake().env, "date": "2026-01-02"},
+    )
     best = cached.best_with(fresh)
     assert (best.copy_bandwidth, best.vector_peak, best.dispatch_overhead) == (20e9, 139.7e9, 2e-6)
     assert best.matmul_peak == {"float32": 250e9, "bfloat16": 60e9} and best.matmul_n == {"float32": 1024}
@@ -275,8 +297,7 @@ def test_a_copy_sweep_marks_each_rate_over_the_ceiling_and_says_each_reason_once
     another moment (load), never 'served by the cache'; each reason is said once under the table, not on
     every row (issue 27: notebook 00 repeated one six times); readings under half the ceiling are named."""
     mib = 2**20 // 4  # fp32 elements in 1 MiB
-    lines = ceilings.describe_copy_sweep([mib, 2 * mib, 64 * mib, 128 * mib], [50e9, 40e9, 23e9, 4e9], 11e9,
-                                         32 * 2**20)
+    lines = ceilings.describe_copy_sweep([mib, 2 * mib, 64 * mib, 128 * mib], [50e9, 40e9, 23e9, 4e9], 11e9, 32 * 2**20)
     assert "1.00 MiB" in lines[0] and lines[0].endswith(" *") and lines[1].endswith(" *")
     assert "64.0 MiB" in lines[2] and lines[2].endswith(" †")
     assert not lines[3].endswith(("*", "†"))

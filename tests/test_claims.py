@@ -18,10 +18,20 @@ LEDGER = ROOT / "chapters" / "claims-ledger.md"
 # shows). Each pair sits either side of one line the rule draws: on the line where the rule holds there
 # (at least 4x, at most 1.3x), just across it for the other; a rule with several lines has a row for each.
 CASES = [
-    (claims.judge_three_regimes, ("overhead-bound", "memory-bound", "compute-bound"), "a large x * 2 memory-bound",
-     ("overhead-bound", "compute-bound", "compute-bound"), "a large x * 2 compute-bound"),
-    (claims.judge_contractions, (0.95, 0.40), "contractions 95.00% of FLOPs",
-     (0.949, 0.40), "contractions 94.90% of FLOPs"),
+    (
+        claims.judge_three_regimes,
+        ("overhead-bound", "memory-bound", "compute-bound"),
+        "a large x * 2 memory-bound",
+        ("overhead-bound", "compute-bound", "compute-bound"),
+        "a large x * 2 compute-bound",
+    ),
+    (
+        claims.judge_contractions,
+        (0.95, 0.40),
+        "contractions 95.00% of FLOPs",
+        (0.949, 0.40),
+        "contractions 94.90% of FLOPs",
+    ),
     (claims.judge_contractions, (0.995, 0.95), "0.50% of FLOPs (10x)", (0.995, 0.951), "0.50% of FLOPs (9.8x)"),
     (claims.judge_other_ops_rate, (100, 700, 16), "normalization 100x", (99.6, 700, 1.5), "normalization 99.6x"),
     (claims.judge_other_ops_rate, (250, 100, 16), "element-wise 100x", (250, 99, 1.5), "element-wise 99x"),
@@ -34,8 +44,13 @@ CASES = [
     (claims.judge_knee, (16, 8), "about 16 repeats", (16.5, 8), "about 16.5 repeats"),
     (claims.judge_knee, (4, 8), "about 4.0 repeats", (64, 8), "about 64 repeats"),
     (claims.judge_overhead_floor, (32e6, 3.2e6, 1.0), "(10x fewer)", (32e6, 3.3e6, 1.0), "(9.7x fewer)"),
-    (claims.judge_overhead_floor, (32e6, 280e3, 1.5), "takes 1.50x a one-element add",
-     (32e6, 280e3, 1.51), "takes 1.51x a one-element add"),
+    (
+        claims.judge_overhead_floor,
+        (32e6, 280e3, 1.5),
+        "takes 1.50x a one-element add",
+        (32e6, 280e3, 1.51),
+        "takes 1.51x a one-element add",
+    ),
     (claims.judge_batch_doubling, (1.24, 40, 1.9), "first doubling 1.24x", (1.25, 40, 1.9), "first doubling 1.25x"),
     (claims.judge_batch_doubling, (1.02, 2, 1.9), "at 2.0x its roofline", (1.02, 1.96, 1.9), "at 1.96x its roofline"),
     (claims.judge_batch_doubling, (1.02, 40, 1.51), "last doubling 1.51x", (1.02, 40, 1.5), "last doubling 1.50x"),
@@ -45,8 +60,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("judge, holds, holds_shows, fails, fails_shows", CASES,
-                         ids=[f"{case[0].__name__}-{case[3]}" for case in CASES])
+@pytest.mark.parametrize(
+    "judge, holds, holds_shows, fails, fails_shows", CASES, ids=[f"{case[0].__name__}-{case[3]}" for case in CASES]
+)
 def test_each_rule_passes_and_fails(judge, holds, holds_shows, fails, fails_shows):
     """The verdict follows from the figure, and says the figure it follows from, in what the ledger glues."""
     good, bad = judge(*holds), judge(*fails)
@@ -110,8 +126,9 @@ def test_the_ledger_page_has_one_entry_per_claim_in_order():
 def test_every_measuring_notebook_publishes_its_claims():
     """In a reading cell, or in the page's ``brrr.pages`` module its hidden cell calls."""
     for key, claim in claims.CLAIMS.items():
-        source = "".join("".join(cell["source"]) for cell in
-                         json.loads((ROOT / f"{claim.notebook}.ipynb").read_text())["cells"])
+        source = "".join(
+            "".join(cell["source"]) for cell in json.loads((ROOT / f"{claim.notebook}.ipynb").read_text())["cells"]
+        )
         for page in re.findall(r"from brrr\.pages import (\w+)", source):
             source += (ROOT / "brrr" / "pages" / f"{page}.py").read_text()
         assert "publish(" in source, f"{claim.notebook} does not publish {key}"
@@ -121,9 +138,18 @@ def test_the_reference_column_reads_recorded_files(tmp_path):
     assert claims.reference_figures(folder=tmp_path)["batch-doubling"] == "none recorded"
     assert "No GPU reference is committed yet" in claims.reference_summary(tmp_path)
     verdict = claims.judge_compile_overhead(12.0)
-    (tmp_path / "nvidia-h100.json").write_text(json.dumps({"figures": {"claims/compile-removes-overhead": {
-        "env": {"device": "NVIDIA H100"}, "values": {"key": verdict.key, "held": True, "here": verdict.here,
-                                                     "why": verdict.why}}}}))
+    (tmp_path / "nvidia-h100.json").write_text(
+        json.dumps(
+            {
+                "figures": {
+                    "claims/compile-removes-overhead": {
+                        "env": {"device": "NVIDIA H100"},
+                        "values": {"key": verdict.key, "held": True, "here": verdict.here, "why": verdict.why},
+                    }
+                }
+            }
+        )
+    )
     figures = claims.reference_figures(folder=tmp_path)
     assert figures["compile-removes-overhead"] == f"NVIDIA H100: {verdict.here} (held there)"
     assert figures["batch-doubling"] == "none recorded"
@@ -138,18 +164,29 @@ def test_a_published_claim_sits_beside_the_recorded_gpu_and_the_essay(tmp_path):
     assert machines[0].startswith("this machine: ") and machines[-1] == "the essay (quoted)", machines
     assert alone.rows[1].result.startswith("none recorded") and "make gpu-check" in alone.rows[1].result
     assert claims.recorded_sentence(claims.claim_records(verdict.key, tmp_path)) == (
-        "No recorded GPU has measured this claim yet.")
+        "No recorded GPU has measured this claim yet."
+    )
     assert alone.rows[-1].result == claims.CLAIMS[verdict.key].essay
-    (tmp_path / "nvidia-h100.json").write_text(json.dumps({"figures": {"claims/cos-cos-one-cos": {
-        "env": {"device": "NVIDIA H100", "date": "2026-11-24", "torch": "2.11.0"},
-        "values": {"key": verdict.key, "held": True, "here": "1.00x <of> x.cos()", "why": ""}}}}))
+    (tmp_path / "nvidia-h100.json").write_text(
+        json.dumps(
+            {
+                "figures": {
+                    "claims/cos-cos-one-cos": {
+                        "env": {"device": "NVIDIA H100", "date": "2026-11-24", "torch": "2.11.0"},
+                        "values": {"key": verdict.key, "held": True, "here": "1.00x <of> x.cos()", "why": ""},
+                    }
+                }
+            }
+        )
+    )
     shown = claims.beside(verdict, "[measured here]", claims.claim_records(verdict.key, tmp_path))
     assert [row.machine for row in shown.rows][1] == "recorded: NVIDIA H100"
     assert shown.rows[1].result == "1.00x <of> x.cos() (held there)" and "2026-11-24" in shown.rows[1].source
     assert "did not hold here" in shown.rows[0].result
     assert "1.00x &lt;of&gt; x.cos()" in shown._repr_html_()  # recorded text is escaped, not markup
     assert claims.recorded_sentence(claims.claim_records(verdict.key, tmp_path)) == (
-        "On the recorded NVIDIA H100: 1.00x <of> x.cos() (held there, 2026-11-24).")
+        "On the recorded NVIDIA H100: 1.00x <of> x.cos() (held there, 2026-11-24)."
+    )
 
 
 def test_the_committed_reference_is_read_by_default():
@@ -158,7 +195,8 @@ def test_the_committed_reference_is_read_by_default():
     figures = claims.reference_figures()
     assert set(figures) == set(claims.CLAIMS)
     assert ("No GPU reference is committed yet" in summary) == all(
-        figure == "none recorded" for figure in figures.values())
+        figure == "none recorded" for figure in figures.values()
+    )
 
 
 def test_a_missed_chain_claim_is_measured_again_before_it_is_the_verdict():
@@ -170,16 +208,19 @@ def test_a_missed_chain_claim_is_measured_again_before_it_is_the_verdict():
     assert "best of" not in claims.judge_fused_chain(0.011, 0.010, lambda: 1 / 0).here  # a hit is not re-timed
 
 
-@pytest.mark.parametrize("judge, numbers, shown, not_shown", [
-    (claims.judge_knee, (3.5, 9), "about 3.5 repeats", "about 4 repeats"),
-    (claims.judge_knee, (3.96, 9), "about 3.96 repeats", "about 4.0 repeats"),
-    (claims.judge_knee, (5.2, 9), "about 5.2 repeats", None),
-    (claims.judge_knee, (86.4, 79), "about 86 repeats", None),
-    (claims.judge_fused_chain, (1.2999, 1.0), "1.2999x", "1.30x"),
-    (claims.judge_compile_overhead, (1.996,), "1.996x", "2.00x"),
-    (claims.judge_other_ops_rate, (99.6, 300, 2), "normalization 99.6x", "normalization 100x"),
-    (claims.judge_batch_doubling, (1.02, 1.96, 1.9), "at 1.96x its roofline", "at 2.0x its roofline"),
-])
+@pytest.mark.parametrize(
+    "judge, numbers, shown, not_shown",
+    [
+        (claims.judge_knee, (3.5, 9), "about 3.5 repeats", "about 4 repeats"),
+        (claims.judge_knee, (3.96, 9), "about 3.96 repeats", "about 4.0 repeats"),
+        (claims.judge_knee, (5.2, 9), "about 5.2 repeats", None),
+        (claims.judge_knee, (86.4, 79), "about 86 repeats", None),
+        (claims.judge_fused_chain, (1.2999, 1.0), "1.2999x", "1.30x"),
+        (claims.judge_compile_overhead, (1.996,), "1.996x", "2.00x"),
+        (claims.judge_other_ops_rate, (99.6, 300, 2), "normalization 99.6x", "normalization 100x"),
+        (claims.judge_batch_doubling, (1.02, 1.96, 1.9), "at 1.96x its roofline", "at 2.0x its roofline"),
+    ],
+)
 def test_a_figure_is_never_rounded_across_the_line_its_rule_draws(judge, numbers, shown, not_shown):
     """3.5 repeats printed as "about 4" beside "fewer than 4 were free" read as a contradiction: a figure
     gets the decimals that keep it on its side of the rule's threshold, and only those."""

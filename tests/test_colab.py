@@ -73,15 +73,25 @@ def _book(tmp_path: Path, repository: str) -> Path:
     root = tmp_path / "book"
     root.mkdir(exist_ok=True)
     (root / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
-    config = re.sub(r"(^repository:\s*\n(?:\s+.*\n)*?\s+url:\s*)\S+", rf"\g<1>{repository}",
-                    (ROOT / "_config.yml").read_text(), flags=re.MULTILINE)
+    config = re.sub(
+        r"(^repository:\s*\n(?:\s+.*\n)*?\s+url:\s*)\S+",
+        rf"\g<1>{repository}",
+        (ROOT / "_config.yml").read_text(),
+        flags=re.MULTILINE,
+    )
     (root / "_config.yml").write_text(config)
     assert colab.book_repository(root) == repository
     return root
 
 
-def _on_colab(tmp_path: Path, source: str, *, pip_status: int = 0, gpu: bool = False,
-              versions=(("torch", "2.13.0+cu126"), ("triton", "3.9.0"))):
+def _on_colab(
+    tmp_path: Path,
+    source: str,
+    *,
+    pip_status: int = 0,
+    gpu: bool = False,
+    versions=(("torch", "2.13.0+cu126"), ("triton", "3.9.0")),
+):
     """Run ``source`` as Colab would: (the finished process, the pip calls it made)."""
     runtime = tmp_path / "runtime"
     (runtime / "pip").mkdir(parents=True)
@@ -97,11 +107,18 @@ def _on_colab(tmp_path: Path, source: str, *, pip_status: int = 0, gpu: bool = F
         (tools / "nvidia-smi").write_text("#!/bin/sh\n")
         (tools / "nvidia-smi").chmod(0o755)
     log = tmp_path / "pip-calls.jsonl"
-    env = {**os.environ, "COLAB_RELEASE_TAG": "release-colab-test", "PYTHONPATH": str(runtime),
-           "PATH": str(tools), "TMPDIR": str(tmp_path), "FAKE_PIP_LOG": str(log),
-           "FAKE_PIP_STATUS": str(pip_status)}
-    done = subprocess.run([sys.executable, "-c", source], env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        **os.environ,
+        "COLAB_RELEASE_TAG": "release-colab-test",
+        "PYTHONPATH": str(runtime),
+        "PATH": str(tools),
+        "TMPDIR": str(tmp_path),
+        "FAKE_PIP_LOG": str(log),
+        "FAKE_PIP_STATUS": str(pip_status),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", source], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return done, calls
 
@@ -149,8 +166,9 @@ def test_a_failed_install_says_how_to_try_again_without_a_traceback(tmp_path):
 
 
 def test_a_runtime_with_an_older_torch_than_brrr_needs_is_told_so_and_left_alone(tmp_path):
-    done, calls = _on_colab(tmp_path, colab.cell_source(_book(tmp_path, FORK)),
-                            versions=(("torch", "2.9.0+cu126"), ("triton", "3.5.0")))
+    done, calls = _on_colab(
+        tmp_path, colab.cell_source(_book(tmp_path, FORK)), versions=(("torch", "2.9.0+cu126"), ("triton", "3.5.0"))
+    )
     printed = _clean(done)
     least = colab.least_versions()["torch"]
     assert "This runtime has torch 2.9.0+cu126" in printed
@@ -160,8 +178,12 @@ def test_a_runtime_with_an_older_torch_than_brrr_needs_is_told_so_and_left_alone
 
 def test_the_cells_torch_and_triton_floors_are_the_packages():
     dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    floors = {name: tuple(int(part) for part in bound.split(">=")[1].split(".")[:2])
-              for bound in dependencies for name in colab.PINNED if bound.startswith(f"{name}>=")}
+    floors = {
+        name: tuple(int(part) for part in bound.split(">=")[1].split(".")[:2])
+        for bound in dependencies
+        for name in colab.PINNED
+        if bound.startswith(f"{name}>=")
+    }
     assert colab.least_versions() == floors and set(floors) == {"torch", "triton"}
 
 
@@ -169,8 +191,9 @@ def test_the_cells_torch_and_triton_floors_are_the_packages():
 
 
 def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True, capture_output=True
+    )
 
 
 def test_the_build_names_the_placeholder_and_a_missing_tag(tmp_path):

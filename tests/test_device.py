@@ -15,8 +15,10 @@ import torch
 
 from brrr import device
 
-PROBE = ("import os; from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED; "
-         "print(DEVICE.type, ON_GPU, os.environ.get('TRITON_INTERPRET'), TRITON_INTERPRETED)")
+PROBE = (
+    "import os; from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED; "
+    "print(DEVICE.type, ON_GPU, os.environ.get('TRITON_INTERPRET'), TRITON_INTERPRETED)"
+)
 
 
 def probe(forced: str | None = None, *, cuda: bool | None = None, hide_gpus: bool = False):
@@ -86,9 +88,16 @@ def test_cache_size_parsing(text, expected):
 # ---------------------------------------------------------------- choices per GPU, from its properties
 
 
-@pytest.mark.parametrize("capability, dtype", [((7, 5), torch.float16), ((7, 0), torch.float16),
-                                               ((8, 0), torch.bfloat16), ((8, 6), torch.bfloat16),
-                                               ((9, 0), torch.bfloat16)])
+@pytest.mark.parametrize(
+    "capability, dtype",
+    [
+        ((7, 5), torch.float16),
+        ((7, 0), torch.float16),
+        ((8, 0), torch.bfloat16),
+        ((8, 6), torch.bfloat16),
+        ((9, 0), torch.bfloat16),
+    ],
+)
 def test_bf16_from_ampere_on_fp16_before(capability, dtype):
     assert device.half_precision_dtype(capability) == dtype
 

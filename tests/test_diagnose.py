@@ -58,14 +58,27 @@ def command_run(tmp_path_factory):
     """The command on the overhead-bound example, once: its report, JSON and figure."""
     folder = tmp_path_factory.mktemp("diagnose")
     result = subprocess.run(
-        [sys.executable, "-m", "brrr.diagnose", "brrr.diagnose.examples:tiny_mlp", "--threads", str(THREADS),
-         "--json", str(folder / "tiny.json"), "--figure", str(folder / "tiny.png")],
-        capture_output=True, text=True, cwd=ROOT, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "brrr.diagnose",
+            "brrr.diagnose.examples:tiny_mlp",
+            "--threads",
+            str(THREADS),
+            "--json",
+            str(folder / "tiny.json"),
+            "--figure",
+            str(folder / "tiny.png"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     return result, folder
 
 
-@pytest.mark.parametrize("name, regime", [("big_matmul", "compute-bound"),
-                                          ("pointwise_chain", "memory-bound")])
+@pytest.mark.parametrize("name, regime", [("big_matmul", "compute-bound"), ("pointwise_chain", "memory-bound")])
 def test_example_gets_its_label_by_a_wide_margin(name, regime):
     step, args = getattr(examples, name)()
     found = diagnose(step, *args, threads=THREADS)
@@ -115,8 +128,11 @@ def test_command_labels_the_tiny_mlp_and_writes_stamped_json_and_a_figure(comman
     assert (folder / "tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's compile bound (compiled call, kept "
-                    "contractions, a dispatch each); on a GPU the bound is the host-wait share")
+@pytest.mark.skipif(
+    torch.cuda.is_available(),
+    reason="the CPU's compile bound (compiled call, kept "
+    "contractions, a dispatch each); on a GPU the bound is the host-wait share",
+)
 def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
     result, folder = command_run
     assert result.returncode == 0, result.stderr
@@ -140,8 +156,9 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
 
     def reached() -> float:
         """The compiled speedup over the bound, both from the eager step timed now."""
-        timed = bench_together({"eager": lambda: step(*args), "compiled": lambda: compiled(*args)},
-                               threads=THREADS, budget_s=0.3)  # in turns: load slows both alike
+        timed = bench_together(
+            {"eager": lambda: step(*args), "compiled": lambda: compiled(*args)}, threads=THREADS, budget_s=0.3
+        )  # in turns: load slows both alike
         eager, fast = timed["eager"].median_s, timed["compiled"].median_s
         return eager / fast / compile_gain(eager, **basis)
 
@@ -158,13 +175,20 @@ def test_cpu_bf16_advice_follows_the_two_measured_peaks(bf16, faster):
     from brrr.ceilings import Ceilings
     from brrr.diagnose.advice import contraction_advice
 
-    found = Ceilings(copy_bandwidth=2e10, matmul_peak={"float32": 103e9, "bfloat16": bf16}, vector_peak=4e10,
-                     dispatch_overhead=2e-6, threads=1)
+    found = Ceilings(
+        copy_bandwidth=2e10,
+        matmul_peak={"float32": 103e9, "bfloat16": bf16},
+        vector_peak=4e10,
+        dispatch_overhead=2e-6,
+        threads=1,
+    )
     advice = contraction_advice(0.6, 0.9, "float32", found, on_gpu=False, tensor_cores=False)
     (bf16_advice,) = [a for a in advice if "bf16" in a.text]
     if faster:
         assert "torch.autocast('cpu', torch.bfloat16)" in bf16_advice.text and "keep float32" not in bf16_advice.text
-        assert bf16_advice.predicted_gain == pytest.approx(1 / (1 - 0.6 * (1 - 103 / 224)))  # Amdahl on the measured peaks
+        assert bf16_advice.predicted_gain == pytest.approx(
+            1 / (1 - 0.6 * (1 - 103 / 224))
+        )  # Amdahl on the measured peaks
     else:
         assert "keep float32" in bf16_advice.text and bf16_advice.predicted_gain == 1.0
     already_bf16 = contraction_advice(0.6, 0.9, "bfloat16", found, on_gpu=False, tensor_cores=False)

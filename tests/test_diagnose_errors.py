@@ -39,12 +39,15 @@ def test_a_gpu_step_that_returns_nothing_and_runs_no_kernel_is_refused():
     require_device_work(None, with_kernel, on_gpu=True)  # an optimizer step returns nothing and is fine
 
 
-@pytest.mark.parametrize("target, reason", [
-    ("no_such_module_here:build", "module 'no_such_module_here' cannot be imported"),
-    ("brrr.diagnose.examples:no_such_thing", "has no callable named 'no_such_thing'"),
-    ("brrr.diagnose.examples", "not of the form module:callable"),
-    ("brrr.diagnose.examples:CHAIN_OPS", "has no callable named 'CHAIN_OPS'"),
-])
+@pytest.mark.parametrize(
+    "target, reason",
+    [
+        ("no_such_module_here:build", "module 'no_such_module_here' cannot be imported"),
+        ("brrr.diagnose.examples:no_such_thing", "has no callable named 'no_such_thing'"),
+        ("brrr.diagnose.examples", "not of the form module:callable"),
+        ("brrr.diagnose.examples:CHAIN_OPS", "has no callable named 'CHAIN_OPS'"),
+    ],
+)
 def test_a_bad_target_says_what_is_wrong(target, reason):
     with pytest.raises(DiagnoseError, match="returns \\(step, args\\)") as caught:
         load_target(target)

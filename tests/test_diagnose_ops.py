@@ -6,15 +6,26 @@ import pytest
 from brrr.ceilings import Ceilings
 from brrr.diagnose import ops
 
-CPU = Ceilings(copy_bandwidth=1e10, matmul_peak={"float32": 7e10}, vector_peak=4e10, dispatch_overhead=2e-6,
-               threads=1, env={"device_type": "cpu"})
+CPU = Ceilings(
+    copy_bandwidth=1e10,
+    matmul_peak={"float32": 7e10},
+    vector_peak=4e10,
+    dispatch_overhead=2e-6,
+    threads=1,
+    env={"device_type": "cpu"},
+)
 N = 2**25  # elements of a 128 MiB fp32 tensor
 
 
 def test_rows_join_profiler_and_dispatch_names_and_take_their_regimes():
-    rows = ops.op_rows({"aten::mm": 0.03, "aten::mul": 0.03, "aten::view": 1e-6},
-                       {"mm": 2 * 1024**3, "mul": N}, {"mm": 3 * 1024**2 * 4, "mul": 8 * N},
-                       {"mm": 1, "mul": 1, "view": 1}, CPU, "float32")
+    rows = ops.op_rows(
+        {"aten::mm": 0.03, "aten::mul": 0.03, "aten::view": 1e-6},
+        {"mm": 2 * 1024**3, "mul": N},
+        {"mm": 3 * 1024**2 * 4, "mul": 8 * N},
+        {"mm": 1, "mul": 1, "view": 1},
+        CPU,
+        "float32",
+    )
     found = {row.name: row for row in rows}
     assert found["mm"].regime == "compute-bound" and found["mm"].op_class == "tensor contraction"
     assert found["mm"].flops_fraction == pytest.approx(2 * 1024**3 / 0.03 / 7e10)
@@ -25,9 +36,14 @@ def test_rows_join_profiler_and_dispatch_names_and_take_their_regimes():
 
 
 def test_compiled_code_gets_the_work_of_the_ops_it_fused():
-    rows = ops.op_rows({"## Call CompiledFxGraph abc ##": 0.05, "TorchDynamo Cache Lookup": 5e-5},
-                       {"mul": N, "add": N, "abs": N}, {"mul": 8 * N, "add": 8 * N, "abs": 8 * N},
-                       {"mul": 1, "add": 1, "abs": 1}, CPU, "float32")
+    rows = ops.op_rows(
+        {"## Call CompiledFxGraph abc ##": 0.05, "TorchDynamo Cache Lookup": 5e-5},
+        {"mul": N, "add": N, "abs": N},
+        {"mul": 8 * N, "add": 8 * N, "abs": 8 * N},
+        {"mul": 1, "add": 1, "abs": 1},
+        CPU,
+        "float32",
+    )
     merged = ops.merge_compiled(rows, CPU, "float32")
     assert [row.name for row in merged] == [ops.FUSED_NAME, "TorchDynamo Cache Lookup"]
     fused = merged[0]
@@ -45,9 +61,14 @@ def test_rates_above_a_roof_are_named_with_their_reason():
 
     from brrr.diagnose import report
 
-    rows = ops.op_rows({"aten::mm": 0.01, "aten::mul": 0.03, "aten::add": 0.03},
-                       {"mm": 2 * 1024**3, "mul": N, "add": N}, {"mm": 3 * 1024**2 * 4, "mul": 8 * N, "add": 4e7},
-                       {"mm": 1, "mul": 1, "add": 1}, CPU, "float32")
+    rows = ops.op_rows(
+        {"aten::mm": 0.01, "aten::mul": 0.03, "aten::add": 0.03},
+        {"mm": 2 * 1024**3, "mul": N, "add": N},
+        {"mm": 3 * 1024**2 * 4, "mul": 8 * N, "add": 4e7},
+        {"mm": 1, "mul": 1, "add": 1},
+        CPU,
+        "float32",
+    )
     found = {row.name: row for row in rows}
     assert found["mm"].flops_fraction > 1 and found["mul"].bandwidth_fraction < 1
     diagnosis = SimpleNamespace(mfu=1.2, rows=rows, ceilings=CPU)
@@ -71,8 +92,13 @@ def test_the_slowest_ops_table_gives_shares_of_all_the_time_inside_ops():
     """Shares of the listed ops alone made one addmm 41% of the step beside its class's 36%."""
     from brrr.diagnose import report
 
-    rows = ops.op_rows({"aten::mm": 0.01, "aten::mul": 0.03, "aten::add": 0.03},
-                       {"mm": 2 * 1024**3, "mul": N, "add": N}, {"mm": 3 * 1024**2 * 4, "mul": 8 * N, "add": 8 * N},
-                       {"mm": 1, "mul": 1, "add": 1}, CPU, "float32")
+    rows = ops.op_rows(
+        {"aten::mm": 0.01, "aten::mul": 0.03, "aten::add": 0.03},
+        {"mm": 2 * 1024**3, "mul": N, "add": N},
+        {"mm": 3 * 1024**2 * 4, "mul": 8 * N, "add": 8 * N},
+        {"mm": 1, "mul": 1, "add": 1},
+        CPU,
+        "float32",
+    )
     slowest = report._table(rows[:1], "slowest ops", sum(row.seconds for row in rows))
     assert slowest[2].split()[0] == rows[0].name and "42.9%" in slowest[2], slowest[2]

@@ -34,18 +34,50 @@ def hand_built_trace(steps: int = 2) -> dict:
     correlation = 0
     for index in range(steps):
         t0 = 5_000.0 + index * STEP
-        events.append({"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": t0,
-                       "dur": STEP, "args": {}})
-        events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 1,
-                       "dur": 70, "args": {}})
+        events.append(
+            {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": t0, "dur": STEP, "args": {}}
+        )
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 1, "dur": 70, "args": {}}
+        )
         for name, stream, (l0, l1), (k0, k1) in LAUNCHES:
             correlation += 1
-            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
-                           "ts": t0 + l0, "dur": l1 - l0, "args": {"correlation": correlation}})
-            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": t0 + k0,
-                           "dur": k1 - k0, "args": {"stream": stream, "correlation": correlation}})
-    events.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 7,
-                   "ts": 5_000.0 + steps * STEP + 50, "dur": 5, "args": {"stream": 7}})  # after the steps
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": t0 + l0,
+                    "dur": l1 - l0,
+                    "args": {"correlation": correlation},
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": name,
+                    "pid": 0,
+                    "tid": stream,
+                    "ts": t0 + k0,
+                    "dur": k1 - k0,
+                    "args": {"stream": stream, "correlation": correlation},
+                }
+            )
+    events.append(
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy HtoD",
+            "pid": 0,
+            "tid": 7,
+            "ts": 5_000.0 + steps * STEP + 50,
+            "dur": 5,
+            "args": {"stream": 7},
+        }
+    )  # after the steps
     return {"traceEvents": events}
 
 
@@ -72,10 +104,12 @@ def test_gaps_are_host_wait_only_when_the_next_launch_came_later():
 
 
 def test_cpu_split_is_inside_against_between_top_level_ops():
-    events = [{"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
-              {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 30},
-              {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 15, "dur": 20},
-              {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 60, "dur": 15}]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 30},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 15, "dur": 20},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 60, "dur": 15},
+    ]
     found = split.time_split(traces.load(events))
     assert found.clock == "CPU"
     assert found[split.INSIDE_OPS] == pytest.approx(0.45)
@@ -97,10 +131,11 @@ def test_an_op_with_no_work_counted_is_overhead_on_a_cpu_and_data_movement_on_a_
 
 
 def test_cpu_launches_count_aten_ops_inside_a_compiled_region():
-    events = [{"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
-              {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "pid": 1, "tid": 1, "ts": 5,
-               "dur": 90},
-              {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 20},
-              {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 12, "dur": 5},
-              {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 50, "dur": 20}]
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "pid": 1, "tid": 1, "ts": 5, "dur": 90},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 20},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 12, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 50, "dur": 20},
+    ]
     assert split.launches_per_step(traces.load(events)) == 2  # two library calls; copy_ runs inside one

@@ -17,9 +17,11 @@ pytestmark = pytest.mark.device_independent
 CHAPTERS = sorted((ROOT / "chapters").glob("*.md"))
 # A picture in a chapter: its light drawing as a figure of class only-light (with its name and caption),
 # then its dark drawing as an image of class only-dark with the same alt text.
-DIRECTIVE = re.compile(r"```\{figure\} \.\./_figures/(?P<name>[\w-]+)\.png\n:alt: (?P<alt>.*)\n"
-                       r":class: only-light\n:name: fig-(?P=name)\n\n.+\n```\n\n"
-                       r"```\{image\} \.\./_figures/(?P=name)-dark\.png\n:alt: (?P=alt)\n:class: only-dark\n```\n")
+DIRECTIVE = re.compile(
+    r"```\{figure\} \.\./_figures/(?P<name>[\w-]+)\.png\n:alt: (?P<alt>.*)\n"
+    r":class: only-light\n:name: fig-(?P=name)\n\n.+\n```\n\n"
+    r"```\{image\} \.\./_figures/(?P=name)-dark\.png\n:alt: (?P=alt)\n:class: only-dark\n```\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +31,9 @@ def drawn(tmp_path_factory):
 
 
 def test_each_picture_draws_as_a_small_image_in_both_themes(drawn):
-    assert [path.stem for path in drawn] == [f"{picture.name}{theme.suffix}" for picture in figures.FIGURES
-                                             for theme in figures.THEMES]
+    assert [path.stem for path in drawn] == [
+        f"{picture.name}{theme.suffix}" for picture in figures.FIGURES for theme in figures.THEMES
+    ]
     for path in drawn:
         size = path.stat().st_size
         assert 5_000 < size < 200_000, f"{path.name}: {size} bytes"
@@ -82,8 +85,10 @@ def test_the_trips_picture_shows_the_counted_bytes():
     fig = figures.trips(ops=3, n=2**20)
     titles = [ax.get_title() for ax in fig.axes]
     one_pass = counting.pointwise(2**20).bytes
-    assert titles == [f"unfused: 3 round trips, {units.binary_bytes(3 * one_pass)}",
-                      f"fused: one trip, {units.binary_bytes(one_pass)}"], titles
+    assert titles == [
+        f"unfused: 3 round trips, {units.binary_bytes(3 * one_pass)}",
+        f"fused: one trip, {units.binary_bytes(one_pass)}",
+    ], titles
     plt.close(fig)
 
 
@@ -102,11 +107,12 @@ def test_each_picture_sits_in_one_chapter_with_its_alt_text():
         text = chapter.read_text()
         for match in DIRECTIVE.finditer(text):
             shown.setdefault(match["name"], []).append((chapter.name, match["alt"]))
-        assert text.count("../_figures/") == 2 * len(DIRECTIVE.findall(text)), \
+        assert text.count("../_figures/") == 2 * len(DIRECTIVE.findall(text)), (
             f"{chapter.name}: a picture shown without its light figure and dark image in the form above"
+        )
     for picture in figures.FIGURES:
         assert len(shown.get(picture.name, [])) == 1, f"{picture.name} is shown in {shown.get(picture.name)}"
-        (_, alt), = shown[picture.name]
+        ((_, alt),) = shown[picture.name]
         assert alt == picture.alt, f"{picture.name}: the chapter's alt text differs from brrr.figures'"
     assert set(shown) <= {picture.name for picture in figures.FIGURES}, "a chapter shows a picture nobody draws"
 
@@ -126,14 +132,24 @@ def test_the_recorded_gpu_pictures_say_what_they_wait_for_without_a_record(monke
 
 def test_the_recorded_gpu_pictures_draw_the_record():
     """With the committed record: the knee's sweep, the trace's kernels and idle shares, the stages' bars."""
-    knee = figures.knee({"GPU": {"seconds": {"1": 1e-3, "64": 1e-3, "256": 3e-3}, "knee_measured": 80.0,
-                                 "knee_predicted_multiply": 79.0}})
+    knee = figures.knee(
+        {
+            "GPU": {
+                "seconds": {"1": 1e-3, "64": 1e-3, "256": 3e-3},
+                "knee_measured": 80.0,
+                "knee_predicted_multiply": 79.0,
+            }
+        }
+    )
     assert list(knee.axes[0].lines[0].get_ydata()) == [1.0, 1.0, 3.0]
-    waits = figures.gpu_waits(None, {"small": {"batch": 1, "idle_fraction": 0.96},
-                                     "large": {"batch": 4096, "idle_fraction": 0.15}})
+    waits = figures.gpu_waits(
+        None, {"small": {"batch": 1, "idle_fraction": 0.96}, "large": {"batch": 4096, "idle_fraction": 0.15}}
+    )
     assert [text.get_text() for text in waits.axes[1].texts] == ["96% idle", "15% idle"]
-    rows = [{"stage": "start", "tokens_per_s": 1e5, "regime": "overhead-bound"},
-            {"stage": "+ bigger batch", "tokens_per_s": 4e5, "regime": "compute-bound"}]
+    rows = [
+        {"stage": "start", "tokens_per_s": 1e5, "regime": "overhead-bound"},
+        {"stage": "+ bigger batch", "tokens_per_s": 4e5, "regime": "compute-bound"},
+    ]
     bars = [patch.get_width() for patch in figures.stages(rows, "GPU").axes[0].patches]
     assert bars == [4e5, 1e5]
     plt.close("all")
@@ -150,16 +166,22 @@ def test_the_dark_image_joins_its_figure_under_one_caption():
 
     text = (ROOT / "chapters" / "intro.md").read_text()
     match = next(m for m in DIRECTIVE.finditer(text) if m["name"] == "factory")
-    doctree = publish_doctree(f"# A page\n\n{match[0]}\nAfter it.\n", parser=Parser(),
-                              settings_overrides={"report_level": 4})
+    doctree = publish_doctree(
+        f"# A page\n\n{match[0]}\nAfter it.\n", parser=Parser(), settings_overrides={"report_level": 4}
+    )
     assert pair_light_dark(doctree) == 1
-    figure, = doctree.findall(nodes.figure)
+    (figure,) = doctree.findall(nodes.figure)
     assert [child.tagname for child in figure.children] == ["container", "caption"]
     assert figure[0]["classes"] == [LIGHT_DARK]
     assert [(image["uri"], image["classes"]) for image in figure[0].children] == [
-        ("../_figures/factory.png", ["only-light"]), ("../_figures/factory-dark.png", ["only-dark"])]
+        ("../_figures/factory.png", ["only-light"]),
+        ("../_figures/factory-dark.png", ["only-dark"]),
+    ]
     assert not [image for image in doctree.findall(nodes.image) if image.parent is not figure[0]]
     html = publish_from_doctree(doctree, writer_name="html5").decode()
-    assert re.search(r'<div class="[^"]*brrr-light-dark[^"]*">\s*<img[^>]*only-light[^>]*/>\s*'
-                     r'<img[^>]*only-dark[^>]*/>\s*</div>\s*<figcaption>', html), html
+    assert re.search(
+        r'<div class="[^"]*brrr-light-dark[^"]*">\s*<img[^>]*only-light[^>]*/>\s*'
+        r"<img[^>]*only-dark[^>]*/>\s*</div>\s*<figcaption>",
+        html,
+    ), html
     assert pair_light_dark(doctree) == 0, "a figure already paired is left alone"

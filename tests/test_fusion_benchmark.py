@@ -62,9 +62,12 @@ def test_correctness_check_catches_a_wrong_kernel(monkeypatch):
     assert all(case.passed for case in cases if case.kernel != "cos_cos")
 
 
-@pytest.mark.skipif(not ON_GPU, reason="on a CPU, notebook 10 enforces these speed targets in the book build "
-                    "(fusion.require; tests/test_book_build.py), and test_kernels_pass_the_benchmarks_correctness_"
-                    "check the correctness one: timing them twice cost the suite half a minute")
+@pytest.mark.skipif(
+    not ON_GPU,
+    reason="on a CPU, notebook 10 enforces these speed targets in the book build "
+    "(fusion.require; tests/test_book_build.py), and test_kernels_pass_the_benchmarks_correctness_"
+    "check the correctness one: timing them twice cost the suite half a minute",
+)
 def test_this_devices_fusion_targets_are_met():
     """The benchmark script's own targets, enforced (`make gpu-check` runs this on a GPU,
     with the GPU's targets). Three attempts against a stall on a shared machine; each
@@ -77,10 +80,14 @@ def test_this_devices_fusion_targets_are_met():
 
 def test_a_missed_target_makes_the_script_exit_1(monkeypatch, capsys):
     """``python -m brrr.benchmarks.fusion`` exits 1 when any target misses (a fake run)."""
+
     def fake_run(met):
         def run(n=None):
-            return 1e10, [fusion._result(t.check, t.minimum * (1.2 if met else 0.7), "fake")
-                          for t in fusion.TARGETS[fusion.device_class()]]
+            return 1e10, [
+                fusion._result(t.check, t.minimum * (1.2 if met else 0.7), "fake")
+                for t in fusion.TARGETS[fusion.device_class()]
+            ]
+
         return run
 
     monkeypatch.setattr(fusion.reference, "record", lambda *args, **kwargs: None)
@@ -95,8 +102,9 @@ def test_every_attempt_is_reported(monkeypatch):
     """A target that needs a retry shows both attempts; the best one counts."""
     speedup = fusion.target("cos_cos_compiled_speedup").minimum
     values = iter([speedup * 0.8, speedup * 1.1])
-    monkeypatch.setattr(fusion, "_timed_target",
-                        lambda check, n, copy, threads: fusion._result(check, next(values), "timed"))
+    monkeypatch.setattr(
+        fusion, "_timed_target", lambda check, n, copy, threads: fusion._result(check, next(values), "timed")
+    )
     result = fusion._measure_target("cos_cos_compiled_speedup", 10, 1.0, None, attempts=3)
     assert result.passed and result.measured == pytest.approx(speedup * 1.1)
     # shown as this device's target kind shows it: "0.68x" on a CPU, "68% of the roofline's speedup" on a GPU
@@ -107,8 +115,11 @@ def test_every_attempt_is_reported(monkeypatch):
 def test_a_failing_row_never_shows_its_minimum():
     """The table of `python -m brrr.benchmarks.fusion` (the GPU check's targets stage): a figure just
     under its minimum printed as the minimum ("85%  >= 85%  FAIL", "1.50x  >= 1.50x  FAIL") before."""
-    cases = [(fusion.SPEEDUP, 1.5, 1.497, "1.50x"), (fusion.FRACTION_OF_COPY, 0.85, 0.8496, "85%"),
-             (fusion.OF_ROOFLINE_SPEEDUP, 0.85, 0.8496, "85%")]
+    cases = [
+        (fusion.SPEEDUP, 1.5, 1.497, "1.50x"),
+        (fusion.FRACTION_OF_COPY, 0.85, 0.8496, "85%"),
+        (fusion.OF_ROOFLINE_SPEEDUP, 0.85, 0.8496, "85%"),
+    ]
     for kind, minimum, measured, rounded in cases:
         row = fusion.Result("check", "", measured, minimum, kind, False, "").row()
         shown = row.split()[1]
@@ -117,8 +128,10 @@ def test_a_failing_row_never_shows_its_minimum():
 
 def test_report_names_every_target(capsys):
     copy = 1e10
-    results = [fusion._result(t.check, t.minimum * (1.1 if i % 2 else 0.5), "detail")
-               for i, t in enumerate(fusion.TARGETS[fusion.device_class()])]
+    results = [
+        fusion._result(t.check, t.minimum * (1.1 if i % 2 else 0.5), "detail")
+        for i, t in enumerate(fusion.TARGETS[fusion.device_class()])
+    ]
     text = fusion.report(copy, results, {"device": "d", "mode": "m", "torch": "t", "triton": "tr", "date": "today"})
     for result in results:
         assert result.check in text
@@ -150,8 +163,7 @@ def gpu_cos_target(monkeypatch):
             return fusion.Measurement(label, Timing(seconds, seconds, seconds, 1, "fake"), bytes_moved)
 
         monkeypatch.setattr(fusion, "measure", measure)
-        monkeypatch.setattr(fusion, "measure_together",
-                            lambda specs, **kwargs: [measure(*spec) for spec in specs])
+        monkeypatch.setattr(fusion, "measure_together", lambda specs, **kwargs: [measure(*spec) for spec in specs])
         monkeypatch.setattr(fusion, "cos_rate", lambda **kwargs: rate)
         return fusion._timed_target("cos_cos_triton_speedup", n=10**6, copy=8e9, threads=None)
 
@@ -202,8 +214,10 @@ def test_the_small_size_verdict_follows_the_measured_shares():
     assert "about as close to the copy line as at the largest, or closer" in cpu_like[-1]
     assert cpu_like[0].startswith("eager: 28% of copy at the smallest size") and "(1.12x of it)" in cpu_like[0]
     mixed = fusion.small_sizes({"eager": run(0.28, 0.25), "compiled": run(0.2099, 0.28)}, 1.0)
-    assert mixed[-1] == ("At the smallest size, held back by a fixed cost per call rather than bandwidth: "
-                         "compiled; about as close to the copy line as at the largest, or closer: eager.")
+    assert mixed[-1] == (
+        "At the smallest size, held back by a fixed cost per call rather than bandwidth: "
+        "compiled; about as close to the copy line as at the largest, or closer: eager."
+    )
     assert "(0.7496x of it)" in mixed[1]  # never printed as 0.75 beside a verdict drawn at 0.75
 
 
@@ -255,17 +269,22 @@ def _compiled_cos_workloads():
     from brrr.device import DEVICE, far_above_cache
 
     x = torch.randn(far_above_cache(4), device=DEVICE)
-    workloads = {label: (compile_for_timing(fn, x, threads=fusion.THREADS), cosines)
-                 for label, fn, cosines in (("compiled x.cos()", fusion.cos_eager, 1),
-                                            ("compiled x.cos().cos()", fusion.cos_cos_eager, 2))}
+    workloads = {
+        label: (compile_for_timing(fn, x, threads=fusion.THREADS), cosines)
+        for label, fn, cosines in (
+            ("compiled x.cos()", fusion.cos_eager, 1),
+            ("compiled x.cos().cos()", fusion.cos_cos_eager, 2),
+        )
+    }
     return x, workloads
 
 
 def _over_the_roof(x, workloads) -> dict[str, float]:
     """Each workload's cosines/s over the cosine roof timed in the same rounds (memory left out)."""
-    return {label: 1 / fusion.model_ratio_in_turns(lambda fn=fn: fn(x), x.numel(), cosines, 1, eager=False,
-                                                    memory=False)
-            for label, (fn, cosines) in workloads.items()}
+    return {
+        label: 1 / fusion.model_ratio_in_turns(lambda fn=fn: fn(x), x.numel(), cosines, 1, eager=False, memory=False)
+        for label, (fn, cosines) in workloads.items()
+    }
 
 
 def test_the_cosine_roof_is_a_roof():

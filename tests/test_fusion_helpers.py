@@ -56,11 +56,13 @@ def test_peak_memory_sees_live_tensors_not_sequential_ones():
 
 def _faulting(pages: int):
     """A call that writes one byte into each page of a fresh anonymous mapping: ``pages`` page faults."""
+
     def call():
         region = mmap.mmap(-1, pages * mmap.PAGESIZE)
         for offset in range(0, len(region), mmap.PAGESIZE):
             region[offset] = 1
         region.close()
+
     return call
 
 
@@ -142,8 +144,14 @@ def test_every_page_divides_by_the_builds_copy_roof(monkeypatch):
     from brrr import ceilings
     from brrr.ceilings import Ceilings
 
-    cached = Ceilings(copy_bandwidth=20e9, matmul_peak={"float32": 1e11}, vector_peak=5e10, dispatch_overhead=2e-6,
-                      threads=1, env={"date": "2026-11-25"})
+    cached = Ceilings(
+        copy_bandwidth=20e9,
+        matmul_peak={"float32": 1e11},
+        vector_peak=5e10,
+        dispatch_overhead=2e-6,
+        threads=1,
+        env={"date": "2026-11-25"},
+    )
     raised = []
     monkeypatch.setattr(ceilings, "measure", lambda threads=None: cached)
     monkeypatch.setattr(ceilings, "raise_copy_ceiling", lambda found, rate: raised.append(rate) or found)

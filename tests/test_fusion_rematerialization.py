@@ -17,8 +17,9 @@ BATCH, WIDTH, BLOCKS = remat.SIZES
 @pytest.fixture(scope="module")
 def results():
     model, x = remat.build(BATCH, WIDTH, BLOCKS)
-    return {name: remat.measure_variant(name, model, x, threads=fusion.THREADS, budget_s=0.05)
-            for name in remat.VARIANTS}
+    return {
+        name: remat.measure_variant(name, model, x, threads=fusion.THREADS, budget_s=0.05) for name in remat.VARIANTS
+    }
 
 
 def test_eager_saves_what_the_model_predicts(results):

@@ -88,9 +88,10 @@ def test_runtime_is_flat_then_rises():
     chains = {repeats: repeat_sweep.compile_chain(repeats, x, threads=fusion.THREADS) for repeats in (1, 4, high)}
     attempts = []
     for _ in range(3):  # a stall on a shared machine gets two more chances
-        times = {repeats: bench(lambda: chain(out, x), threads=fusion.THREADS, warmup=1, min_runs=5,
-                                budget_s=0.3).median_s
-                 for repeats, chain in chains.items()}
+        times = {
+            repeats: bench(lambda: chain(out, x), threads=fusion.THREADS, warmup=1, min_runs=5, budget_s=0.3).median_s
+            for repeats, chain in chains.items()
+        }
         attempts.append(times)
         if times[4] < 1.5 * times[1] and times[high] > 2.0 * times[1]:
             return
@@ -162,8 +163,7 @@ def test_a_sweep_whose_flat_points_disagree_is_measured_again_and_the_steadiest_
     from types import SimpleNamespace
 
     runs = iter([[2.0, 3.0, 1.4, 5.0], [1.0, 1.1, 1.05, 5.0]])
-    monkeypatch.setattr(repeat_sweep, "sweep", lambda *args, **kwargs: [SimpleNamespace(seconds=s)
-                                                                        for s in next(runs)])
+    monkeypatch.setattr(repeat_sweep, "sweep", lambda *args, **kwargs: [SimpleNamespace(seconds=s) for s in next(runs)])
     points, notes = repeat_sweep.steady_sweep(1024)
     assert [p.seconds for p in points] == [1.0, 1.1, 1.05, 5.0]
     assert len(notes) == 1 and "differed by 2.14x" in notes[0]

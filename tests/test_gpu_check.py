@@ -14,8 +14,9 @@ from pathlib import Path
 from conftest import ROOT
 
 
-def _run(tmp_path: Path, *, wheelhouse: bool, python: str | None = None,
-         stages: str | None = None) -> subprocess.CompletedProcess:
+def _run(
+    tmp_path: Path, *, wheelhouse: bool, python: str | None = None, stages: str | None = None
+) -> subprocess.CompletedProcess:
     (tmp_path / ".ci").mkdir(exist_ok=True)
     shutil.copy(ROOT / ".ci" / "gpu-check", tmp_path / ".ci" / "gpu-check")
     if wheelhouse:
@@ -33,8 +34,9 @@ def _run(tmp_path: Path, *, wheelhouse: bool, python: str | None = None,
     env.pop("GPU_CHECK_STAGES", None)
     if stages is not None:
         env["GPU_CHECK_STAGES"] = stages
-    return subprocess.run(["bash", str(tmp_path / ".ci" / "gpu-check")], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        ["bash", str(tmp_path / ".ci" / "gpu-check")], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_without_a_wheelhouse_it_says_how_to_make_one(tmp_path):
@@ -73,13 +75,32 @@ def test_without_torch_it_says_the_node_needs_its_own(tmp_path):
 
 def test_the_clock_prints_each_files_time_as_soon_as_the_file_is_done(tmp_path):
     """A stage stopped at its limit never reaches --durations: each file's time must already be out."""
-    (tmp_path / "test_first.py").write_text("import time\n\ndef test_a():\n    time.sleep(0.3)\n\n"
-                                           "def test_b():\n    pass\n")
+    (tmp_path / "test_first.py").write_text(
+        "import time\n\ndef test_a():\n    time.sleep(0.3)\n\ndef test_b():\n    pass\n"
+    )
     (tmp_path / "test_second.py").write_text("def test_c():\n    print('second ran')\n")
     env = dict(os.environ, PYTHONPATH=f"{ROOT / '.ci'}:{os.environ.get('PYTHONPATH', '')}")
-    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "notebook_clock", "-p", "no:cacheprovider",
-                             "-s", "-o", "addopts=", "test_first.py", "test_second.py"],
-                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "notebook_clock",
+            "-p",
+            "no:cacheprovider",
+            "-s",
+            "-o",
+            "addopts=",
+            "test_first.py",
+            "test_second.py",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     first = result.stdout.index("clock: test_first.py took")
     assert first < result.stdout.index("second ran"), "the first file's time came after the next file ran"

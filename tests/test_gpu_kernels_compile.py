@@ -17,7 +17,7 @@ from conftest import ROOT
 # Opt-in shared memory per block (Triton's max_shared_mem), from NVIDIA's tables for each architecture.
 TARGETS = {"H100 (sm_90)": (90, 232_448), "T4 (sm_75)": (75, 65_536)}
 
-SCRIPT = r'''
+SCRIPT = r"""
 import importlib.util, json, os, sys
 os.environ.pop("TRITON_INTERPRET", None)
 import torch
@@ -86,12 +86,17 @@ for gpu, (capability, smem) in targets.items():
                "CAUSAL": "constexpr"},
               blocks | {"HEAD_DIM": 64, "CAUSAL": True}, options)
 print(json.dumps(results))
-'''
+"""
 
 
 def test_the_book_and_lab_kernels_compile_for_an_h100_and_a_t4_within_their_shared_memory(tmp_path):
-    result = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT), str(tmp_path), json.dumps(TARGETS)],
-                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(ROOT), str(tmp_path), json.dumps(TARGETS)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, f"a kernel did not compile:\n{result.stderr[-4000:]}"
     compiled = json.loads(result.stdout.strip().splitlines()[-1])
     for gpu, (_, shared_memory) in TARGETS.items():

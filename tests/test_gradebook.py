@@ -12,6 +12,7 @@ from lab_fixtures import expected_reason, write_submission
 
 pytestmark = pytest.mark.usefixtures("grades_in_the_environment")
 
+
 def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path):
     submissions = tmp_path / "submissions"
     submissions.mkdir()
@@ -29,8 +30,9 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
     header = list(rows["correct"])
     assert header[:3] == ["submission", "lab", "status"] and header[-2:] == ["total", "max"]
     checks = header[3:-2]
-    assert checks == (["correct", "traffic"] if gradebook.device_class() != "gpu"
-                      else ["correct", "bandwidth", "speedup"])
+    assert checks == (
+        ["correct", "traffic"] if gradebook.device_class() != "gpu" else ["correct", "bandwidth", "speedup"]
+    )
 
     def summary(name):
         row = rows[name]
@@ -59,12 +61,16 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
 
 
 def test_feedback_lists_other_errors_but_not_failed_checks():
-    submission = gradebook.Submission("alice", Path("alice.ipynb"), lab=LAB, status="failed",
-                                      results={"correct": {"passed": False, "message": "wrong at index 3"}},
-                                      cell_errors=["Cell 4: NameError: name 'h' is not defined",
-                                                   "Cell 9: AssertionError: wrong at index 3"])
+    submission = gradebook.Submission(
+        "alice",
+        Path("alice.ipynb"),
+        lab=LAB,
+        status="failed",
+        results={"correct": {"passed": False, "message": "wrong at index 3"}},
+        cell_errors=["Cell 4: NameError: name 'h' is not defined", "Cell 9: AssertionError: wrong at index 3"],
+    )
     text = gradebook.feedback(submission, ["correct", "traffic"])
-    others = text[text.index("## Other errors in your notebook"):]
+    others = text[text.index("## Other errors in your notebook") :]
     assert "- Cell 4: NameError: name 'h' is not defined" in others and "AssertionError" not in others
     assert "## correct: failed" in text and "wrong at index 3" in text
     assert "## traffic: not run, scored 0" in text
@@ -79,14 +85,34 @@ def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkey
 
     monkeypatch.setattr(gradebook, "grade", fake_grade)
     monkeypatch.setattr(gradebook, "grader_setup_problem", lambda: None)
-    assert gradebook.main([str(tmp_path), "--out", str(tmp_path / "out"), "--cell-timeout", "12.5",
-                           "--notebook-timeout", "99", "--jobs", "3", "--lab", LAB]) == 0
+    assert (
+        gradebook.main(
+            [
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "out"),
+                "--cell-timeout",
+                "12.5",
+                "--notebook-timeout",
+                "99",
+                "--jobs",
+                "3",
+                "--lab",
+                LAB,
+            ]
+        )
+        == 0
+    )
     assert gradebook.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
     (folder, out, given), (_, _, defaults) = calls
     assert (folder, out) == (tmp_path, tmp_path / "out")
     assert given == {"cell_timeout_s": 12.5, "notebook_timeout_s": 99.0, "lab": LAB, "jobs": 3}
-    assert defaults == {"cell_timeout_s": gradebook.DEFAULT_CELL_TIMEOUT_S,
-                        "notebook_timeout_s": gradebook.DEFAULT_NOTEBOOK_TIMEOUT_S, "lab": None, "jobs": 1}
+    assert defaults == {
+        "cell_timeout_s": gradebook.DEFAULT_CELL_TIMEOUT_S,
+        "notebook_timeout_s": gradebook.DEFAULT_NOTEBOOK_TIMEOUT_S,
+        "lab": None,
+        "jobs": 1,
+    }
 
 
 def test_a_notebook_past_its_time_limit_is_killed_kernel_and_all(tmp_path):
@@ -120,5 +146,3 @@ def test_an_unknown_lab_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         gradebook.main([str(tmp_path), "--out", str(tmp_path / "out"), "--lab", "99-made-up"])
     assert "unknown lab" in capsys.readouterr().err
-
-

@@ -27,11 +27,19 @@ from brrr.grading import gradebook
 from gradebook_helpers import LAB, ROOFLINE, processes_inside, read_rows, the_grading_environment
 from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
 
-pytestmark = pytest.mark.device_independent  # hostile submissions against the grader's isolation: the GPU check leaves it to CI
+pytestmark = (
+    pytest.mark.device_independent
+)  # hostile submissions against the grader's isolation: the GPU check leaves it to CI
 
 
-HOSTILE = {"rebinds_the_grader": ROOFLINE, "patches_the_clock": ROOFLINE, "calls_ceilings": ROOFLINE,
-           "forges_the_record": LAB, "rebinds_grade": LAB, "exits_under_the_grader": LAB}
+HOSTILE = {
+    "rebinds_the_grader": ROOFLINE,
+    "patches_the_clock": ROOFLINE,
+    "calls_ceilings": ROOFLINE,
+    "forges_the_record": LAB,
+    "rebinds_grade": LAB,
+    "exits_under_the_grader": LAB,
+}
 # A lab's maximum is its number of checks on this device class (Lab 2 has a timed check on a GPU).
 MAX = {lab: str(len(gradebook.lab_checks(lab))) for lab in (ROOFLINE, LAB)}
 
@@ -58,12 +66,16 @@ def hostile_graded(tmp_path_factory):
     out, home = tmp / "out", tmp / "home"
     home.mkdir()
     first_session = threading.Thread(target=start_ipython_once_grading_runs, args=(out, home))
-    with (the_grading_environment(tmp_path_factory), pytest.MonkeyPatch.context() as patch,
-          contextlib.redirect_stderr(io.StringIO()) as stderr):
+    with (
+        the_grading_environment(tmp_path_factory),
+        pytest.MonkeyPatch.context() as patch,
+        contextlib.redirect_stderr(io.StringIO()) as stderr,
+    ):
         patch.setenv("HOME", str(home))
         first_session.start()
-        graded = gradebook.grade(submissions, out, cell_timeout_s=HOSTILE_CELL_TIMEOUT_S, notebook_timeout_s=600,
-                                 jobs=2)
+        graded = gradebook.grade(
+            submissions, out, cell_timeout_s=HOSTILE_CELL_TIMEOUT_S, notebook_timeout_s=600, jobs=2
+        )
         first_session.join()
     sys.stderr.write(stderr.getvalue())
     (out / "stderr.txt").write_text(stderr.getvalue())
@@ -77,8 +89,13 @@ def start_ipython_once_grading_runs(out, home):
     while not list((out / "work").glob("*/submission.ipynb")) and time.monotonic() < deadline:
         time.sleep(0.2)
     env = {key: value for key, value in os.environ.items() if not key.startswith(("IPYTHON", "JUPYTER"))}
-    subprocess.run([sys.executable, "-m", "IPython", "-c", "pass"], env=dict(env, HOME=str(home)),
-                   capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [sys.executable, "-m", "IPython", "-c", "pass"],
+        env=dict(env, HOME=str(home)),
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +164,7 @@ def test_errors_other_than_failed_checks_reach_the_feedback(hostile_graded):
     errors = graded["calls_ceilings"].cell_errors
     assert any("ModuleNotFoundError: No module named 'brrr.ceilings'" in error for error in errors), errors
     feedback = (out / "feedback" / "calls_ceilings.md").read_text()
-    others = feedback[feedback.index("## Other errors in your notebook"):]
+    others = feedback[feedback.index("## Other errors in your notebook") :]
     assert "ModuleNotFoundError: No module named 'brrr.ceilings'" in others, feedback
     assert "## Other errors" not in (out / "feedback" / "solution.md").read_text()
 
@@ -157,8 +174,9 @@ def test_a_first_ipython_session_beside_grading_is_reported_and_charged_to_no_on
     home = out.parent / "home"
     readme = home / ".ipython" / "profile_default" / "startup" / "README"
     assert readme.exists()  # the session did write its start-up folder while grading ran...
-    assert not [s.name for s in graded.values() if s.status in ("tampered", "not graded")], \
-        {s.name: s.status for s in graded.values()}  # ...and no submission was charged, none left ungraded
+    assert not [s.name for s in graded.values() if s.status in ("tampered", "not graded")], {
+        s.name: s.status for s in graded.values()
+    }  # ...and no submission was charged, none left ungraded
     report = (out / "stderr.txt").read_text()
     assert "read by no grading process" in report and str(readme) in report, report
     # Grading itself wrote nothing to the home folder: every process it started had private folders.

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.device_independent  # the grader's isolation: the GPU c
 HIDDEN = ("ceilings", "timing")  # Lab 1's
 
 # Each trick prints what it reached; reaching the instructor's brrr.ceilings prints its file.
-TRICKS = r'''
+TRICKS = r"""
 import glob, importlib, importlib.machinery, importlib.util, os, sys
 
 import brrr
@@ -60,18 +60,20 @@ for path in sys.path[1:]:  # brrr searched for on every folder of the path but t
             sys.modules["brrr.ceilings"] = importlib.util.module_from_spec(found)
             reached(f"brrr found on {path}")
 print("done")
-'''
+"""
 
 
 def kernel_run(folder: Path) -> str:
     """Run TRICKS with the Python, flags and path of the student kernel the gradebook would start here."""
     student_copy = assemble.Snapshot().write_package(folder / "student", hidden=HIDDEN)
-    spec = json.loads((gradebook._kernelspec(folder, student_copy) / "kernels" / gradebook.KERNEL_NAME
-                       / "kernel.json").read_text())
+    spec = json.loads(
+        (gradebook._kernelspec(folder, student_copy) / "kernels" / gradebook.KERNEL_NAME / "kernel.json").read_text()
+    )
     python, flag = spec["argv"][:2]
     env = dict(os.environ, **spec["env"])
-    done = subprocess.run([python, flag, "-c", TRICKS], env=env, cwd=folder, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [python, flag, "-c", TRICKS], env=env, cwd=folder, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

@@ -30,9 +30,12 @@ def grade_without(modules: str, tmp_path) -> subprocess.CompletedProcess:
     submissions.mkdir()
     (submissions / "student.ipynb").write_bytes((ROOT / "labs" / f"{LAB}.ipynb").read_bytes())
     return subprocess.run(
-        [sys.executable, "-c", RUN_WITHOUT, modules, str(submissions), "--out", str(tmp_path / "out"),
-         "--lab", LAB],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        [sys.executable, "-c", RUN_WITHOUT, modules, str(submissions), "--out", str(tmp_path / "out"), "--lab", LAB],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
 
 
 def test_missing_grader_dependencies_stop_the_run_and_charge_no_student(tmp_path):

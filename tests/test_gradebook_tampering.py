@@ -18,7 +18,7 @@ from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submi
 pytestmark = pytest.mark.device_independent  # the gradebook's tamper detection: the GPU check leaves it to CI
 
 
-VANDAL = '''
+VANDAL = """
 import os
 from pathlib import Path
 
@@ -36,7 +36,7 @@ for folder in targets:
         os.chmod(lab, 0o644)
         lab.write_text(lab.read_text() + "\\n\\ndef grade(check, student):\\n    return 'PASS: vandalised'\\n")
         (folder / "VANDALISED").write_text(str(lab))
-'''
+"""
 
 
 def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tmp_path, grades_in_the_environment):
@@ -52,8 +52,14 @@ def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tm
     nbformat.write(vandal, str(submissions / "a_vandal.ipynb"))
     (submissions / "b_unsolved.ipynb").write_bytes((ROOT / "labs" / f"{LAB}.ipynb").read_bytes())
     env = dict(os.environ, PYTHONPATH=str(checkout))
-    done = subprocess.run([sys.executable, "-m", "brrr.grading", str(submissions), "--out", "out", "--lab", LAB],
-                          cwd=checkout, env=env, capture_output=True, text=True, timeout=400)
+    done = subprocess.run(
+        [sys.executable, "-m", "brrr.grading", str(submissions), "--out", "out", "--lab", LAB],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (checkout / "VANDALISED").exists()  # the attack did reach the instructor's disk...
     rows = read_rows(checkout / "out")
@@ -63,8 +69,7 @@ def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tm
     assert json.dumps(rows).count("vandalised") == 0
 
 
-def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp_path,
-                                                                           changes_the_grading_environment):
+def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp_path, changes_the_grading_environment):
     """Integrity (brrr.grading.integrity): one at a time, so each change has one culprit.
 
     a: overwrites the other notebooks and plants a link where grades.csv goes;
@@ -75,8 +80,12 @@ def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp
     """
     submissions = tmp_path / "submissions"
     submissions.mkdir()
-    for name, fixture in (("a_sabotage", "sabotages_others"), ("b_kill", "kills_the_grader"),
-                          ("d_environment", "tampers_with_the_environment"), ("e_correct", "correct")):
+    for name, fixture in (
+        ("a_sabotage", "sabotages_others"),
+        ("b_kill", "kills_the_grader"),
+        ("d_environment", "tampers_with_the_environment"),
+        ("e_correct", "correct"),
+    ):
         write_submission(submissions, LAB, fixture, as_name=name)
     out = tmp_path / "out"
 
@@ -84,8 +93,12 @@ def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp
 
     rows = read_rows(out)
     status = {name: (row["status"], row["total"]) for name, row in rows.items()}
-    assert status == {"a_sabotage": ("tampered", "0"), "b_kill": ("grader-killed", "0"),
-                      "d_environment": ("tampered", "0"), "e_correct": ("not graded", "0")}, status
+    assert status == {
+        "a_sabotage": ("tampered", "0"),
+        "b_kill": ("grader-killed", "0"),
+        "d_environment": ("tampered", "0"),
+        "e_correct": ("not graded", "0"),
+    }, status
     assert code == 3  # grading did not finish: the instructor must restore the environment
     feedback = {path.stem: path.read_text() for path in (out / "feedback").glob("*.md")}
     assert expected_reason(LAB, "sabotages_others") in feedback["a_sabotage"]

@@ -14,7 +14,9 @@ from brrr.grading import server, wire
 
 def test_tolerances_fit_the_dtype():
     assert grading.tolerance(torch.float32) == (1e-5, 1e-5)
-    assert grading.tolerance(torch.bfloat16)[0] > grading.tolerance(torch.float16)[0] > grading.tolerance(torch.float32)[0]
+    assert (
+        grading.tolerance(torch.bfloat16)[0] > grading.tolerance(torch.float16)[0] > grading.tolerance(torch.float32)[0]
+    )
     assert grading.tolerance(torch.int32) == (0.0, 0.0)
 
 
@@ -48,8 +50,9 @@ def test_unwritten_elements_at_the_end_are_called_a_tail():
 
 def test_an_output_never_written_says_to_write_into_out():
     unwritten = torch.ones(10, dtype=torch.bool)
-    report = grading.diff_report("out", torch.full((10,), float("nan")), torch.ones(10), rtol=0, atol=0,
-                                 unwritten=unwritten)
+    report = grading.diff_report(
+        "out", torch.full((10,), float("nan")), torch.ones(10), rtol=0, atol=0, unwritten=unwritten
+    )
     assert "Nothing was written" in report and "That is every element." in report
     assert "the last" not in report and "triton.cdiv" not in report
 
@@ -96,12 +99,18 @@ def test_every_graded_check_has_a_threshold_on_its_device():
 
 
 def test_the_wire_carries_plain_data_and_tensors_only():
-    value = {"a": [1, 2.5, "x", None, True], "t": torch.arange(6.0).reshape(2, 3), "d": torch.float16,
-             "nan": float("nan")}
+    value = {
+        "a": [1, 2.5, "x", None, True],
+        "t": torch.arange(6.0).reshape(2, 3),
+        "d": torch.float16,
+        "nan": float("nan"),
+    }
     back = wire.decode(json.loads(json.dumps(wire.encode(value))))
     assert back["a"] == [1, 2.5, "x", None, True] and back["d"] is torch.float16
     assert torch.equal(back["t"], value["t"]) and back["nan"] != back["nan"]
-    assert torch.equal(wire.decode(wire.encode(torch.ones(3, dtype=torch.bfloat16))), torch.ones(3, dtype=torch.bfloat16))
+    assert torch.equal(
+        wire.decode(wire.encode(torch.ones(3, dtype=torch.bfloat16))), torch.ones(3, dtype=torch.bfloat16)
+    )
 
 
 class Sly(float):
@@ -111,12 +120,15 @@ class Sly(float):
         return True
 
 
-@pytest.mark.parametrize("bad", [
-    {"$dataclass": "Op", "fields": {}},  # no dataclass is rebuilt on the grader's side
-    {"$dtype": "object"},
-    {"$float": "__import__('os')"},
-    {"$tensor": {"dtype": "float32", "shape": [4], "data": "AAAA"}},  # 3 bytes for 16
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"$dataclass": "Op", "fields": {}},  # no dataclass is rebuilt on the grader's side
+        {"$dtype": "object"},
+        {"$float": "__import__('os')"},
+        {"$tensor": {"dtype": "float32", "shape": [4], "data": "AAAA"}},  # 3 bytes for 16
+    ],
+)
 def test_the_grader_refuses_anything_but_plain_data(bad):
     with pytest.raises(wire.WireError):
         wire.decode(bad)

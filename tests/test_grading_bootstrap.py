@@ -16,8 +16,13 @@ pytestmark = pytest.mark.device_independent
 
 def _run(payload: bytes, *args: str) -> subprocess.CompletedProcess:
     """The bootstrap as the gradebook runs it, in an empty working folder, with ``payload`` on its input."""
-    return subprocess.run([sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, *args], input=payload,
-                          capture_output=True, timeout=300, cwd=Path(assemble.__file__).anchor)
+    return subprocess.run(
+        [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, *args],
+        input=payload,
+        capture_output=True,
+        timeout=300,
+        cwd=Path(assemble.__file__).anchor,
+    )
 
 
 def _payload(files: dict[str, str]) -> bytes:
@@ -50,8 +55,13 @@ def test_the_bootstrap_refuses_input_that_is_not_its_payload():
 
 def test_a_module_missing_from_the_payload_is_not_read_from_disk():
     """This environment can import brrr (an editable install, a checkout): the grader still may not."""
-    done = _run(_payload({"brrr/__init__.py": "import brrr.ceilings\n", "brrr/grading/__init__.py": ""}),
-                "--lab", "02-fuse-it", "--socket", "unused")
+    done = _run(
+        _payload({"brrr/__init__.py": "import brrr.ceilings\n", "brrr/grading/__init__.py": ""}),
+        "--lab",
+        "02-fuse-it",
+        "--socket",
+        "unused",
+    )
     assert done.returncode != 0
     assert b"No module named 'brrr.ceilings' in the grader" in done.stderr
 

@@ -16,8 +16,18 @@ from brrr.labs.fuse_it import checks as fuse_it
 from lab_fixtures import expected_reason, load_module
 
 LAB = "02-fuse-it"
-WRONG = ["wrong_math", "nan_overflow", "unwritten_tail", "unmasked_load", "calls_reference", "cached_result",
-         "decoy_eager", "torch_in_kernel", "reads_grader_frames", "dunder_escape"]
+WRONG = [
+    "wrong_math",
+    "nan_overflow",
+    "unwritten_tail",
+    "unmasked_load",
+    "calls_reference",
+    "cached_result",
+    "decoy_eager",
+    "torch_in_kernel",
+    "reads_grader_frames",
+    "dunder_escape",
+]
 
 
 def student(name, forked=True):

@@ -39,8 +39,9 @@ def test_a_correct_submission_passes_every_cpu_check():
         summary = fa_checks.grade("traffic", student("correct"))
         assert "moved exactly what FlashAttention moves" in summary and "stored nothing but out" in summary
         # BLOCK_M = 64 at d = 64: K and V read N / 64 times, exactly half the three kernels' bytes at every N
-        assert "N = 512, BLOCK_M = 64: 4,718,592 B against 9,437,184 B for the three kernels (0.50× as much)" \
-            in summary, summary
+        assert (
+            "N = 512, BLOCK_M = 64: 4,718,592 B against 9,437,184 B for the three kernels (0.50× as much)" in summary
+        ), summary
 
 
 # ---------------------------------------------------------------- the rules
@@ -52,8 +53,10 @@ def test_the_traffic_rules_by_hand():
     assert fa.flash_bytes(shape, 64) == {"q": once, "k": 2 * once, "v": 2 * once, "out": once}
     assert fa.naive_bytes(shape) == {"q, k, v, out": 4 * once, "scores and probabilities": 2 * 4 * 100 * 100 * 4}
     assert fa_checks.score_matrix_bytes(shape) == 2 * 100 * 100 * 4
-    assert fa_checks.reference_prediction() == {"flash": 64 * 1000 * 64 * 2 * (2 + 2 * 8),
-                                         "naive": 64 * (4 * 1000 * 64 + 4 * 1000 * 1000) * 2}
+    assert fa_checks.reference_prediction() == {
+        "flash": 64 * 1000 * 64 * 2 * (2 + 2 * 8),
+        "naive": 64 * (4 * 1000 * 64 + 4 * 1000 * 1000) * 2,
+    }
 
 
 def test_the_traffic_ceiling_allows_block_m_64_and_refuses_32():
@@ -70,12 +73,15 @@ def _recipe(grid, **args):
     return {"launches": [{"kernel": "k", "grid": grid, "args": {k: {"value": v} for k, v in args.items()}}]}
 
 
-@pytest.mark.parametrize("recipe, reason", [
-    (_recipe([2, 2, 1], BLOCK_M=64, BLOCK_N=64), None),
-    (_recipe([2, 2, 1], BLOCK_M=64), "has no constexpr argument BLOCK_N"),
-    (_recipe([2, 1, 1], BLOCK_M=64, BLOCK_N=64), "launched 2 programs"),
-    ({"launches": []}, "launched 0 kernels"),
-])
+@pytest.mark.parametrize(
+    "recipe, reason",
+    [
+        (_recipe([2, 2, 1], BLOCK_M=64, BLOCK_N=64), None),
+        (_recipe([2, 2, 1], BLOCK_M=64), "has no constexpr argument BLOCK_N"),
+        (_recipe([2, 1, 1], BLOCK_M=64, BLOCK_N=64), "launched 2 programs"),
+        ({"launches": []}, "launched 0 kernels"),
+    ],
+)
 def test_the_blocks_are_read_from_the_launch(recipe, reason):
     shape = fa.Shape(1, 2, 100, 64)
     if reason is None:
@@ -92,16 +98,16 @@ def test_large_logits_overflow_exp_and_rising_logits_raise_the_max_of_nearly_eve
     generator, _ = core.fresh_generator(0)
     for shape in fa_checks._CASES:
         q, k, v = fa.make_inputs(shape, generator)
-        scores = (q.double() @ k.double().transpose(-2, -1)) * shape.d ** -0.5
+        scores = (q.double() @ k.double().transpose(-2, -1)) * shape.d**-0.5
         if shape.logits == "large":
             assert int((scores > fa_checks.OVERFLOW).sum()) >= 10, shape  # a plain exp() is inf there
         if shape.logits == "rising":
             for block_n in (32, 64, 128):
                 running = scores[..., :block_n].amax(-1)
                 for start in range(block_n, shape.n, block_n):
-                    raised = scores[..., start:start + block_n].amax(-1) > running
+                    raised = scores[..., start : start + block_n].amax(-1) > running
                     assert raised.float().mean() > 0.8, (shape, block_n, start)
-                    running = torch.maximum(running, scores[..., start:start + block_n].amax(-1))
+                    running = torch.maximum(running, scores[..., start : start + block_n].amax(-1))
 
 
 def test_the_simulated_mistakes_differ_from_the_reference_and_a_right_output_gets_no_hint():
@@ -112,7 +118,9 @@ def test_the_simulated_mistakes_differ_from_the_reference_and_a_right_output_get
     assert torch.allclose(fa_checks.simulate(*inputs).float(), right, atol=1e-5)
     assert not torch.allclose(fa_checks.simulate(*inputs, block_n=64, rescale_acc=False).float(), right, atol=1e-2)
     assert fa_checks.diagnose(inputs, right) is None and fa_checks.diagnose(inputs, right + 1) is None
-    assert "is not rescaled" in fa_checks.diagnose(inputs, fa_checks.simulate(*inputs, block_n=64, rescale_acc=False).float())
+    assert "is not rescaled" in fa_checks.diagnose(
+        inputs, fa_checks.simulate(*inputs, block_n=64, rescale_acc=False).float()
+    )
     assert "without the causal mask" in fa_checks.diagnose(inputs, right, causal=True)
 
 
@@ -129,14 +137,17 @@ def test_a_wrong_prediction_names_the_mistake_and_the_rule_but_not_the_answer():
         assert f"{right:,}" not in message and f"{right}" not in message
 
 
-@pytest.mark.parametrize("answer, reason", [
-    ({"flash": 1}, "must return a dict with the keys 'flash' and 'naive'"),
-    ({"flash": "1", "naive": 1}, "must be a positive number"),
-    ({"flash": 147_456_000, "naive": float("nan")}, "must be a positive number"),
-    ({"flash": 147_456_000 * 2, "naive": 544_768_000}, "4 bytes per element"),
-    ({"flash": 64 * 1000 * 64 * 2 * 4, "naive": 544_768_000}, "K and V read once: that is the minimum"),
-    ({"flash": 147_456_000, "naive": 544_768_000 // 64}, "one head"),
-])
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        ({"flash": 1}, "must return a dict with the keys 'flash' and 'naive'"),
+        ({"flash": "1", "naive": 1}, "must be a positive number"),
+        ({"flash": 147_456_000, "naive": float("nan")}, "must be a positive number"),
+        ({"flash": 147_456_000 * 2, "naive": 544_768_000}, "4 bytes per element"),
+        ({"flash": 64 * 1000 * 64 * 2 * 4, "naive": 544_768_000}, "K and V read once: that is the minimum"),
+        ({"flash": 147_456_000, "naive": 544_768_000 // 64}, "one head"),
+    ],
+)
 def test_a_malformed_or_inexact_prediction_fails(answer, reason):
     with pytest.raises(AssertionError, match=reason):
         fa_checks.grade("prediction", LocalStudent(lambda: answer, forked=False))
@@ -149,8 +160,12 @@ def test_the_reference_prediction_passes():
 
 # ---------------------------------------------------------------- wrong kernels
 
-WRONG = (("no_rescale", "correct", "attention"), ("no_seq_mask", "correct", "attention"),
-         ("no_causal_mask", "causal", "causal_attention"), ("torch_in_wrapper", "correct", "attention"))
+WRONG = (
+    ("no_rescale", "correct", "attention"),
+    ("no_seq_mask", "correct", "attention"),
+    ("no_causal_mask", "causal", "causal_attention"),
+    ("torch_in_wrapper", "correct", "attention"),
+)
 
 
 @pytest.mark.parametrize("name, check, function", WRONG)
@@ -193,8 +208,9 @@ def small_gpu_shape(monkeypatch):
 
 
 @cpu_only
-@pytest.mark.parametrize("check, baseline", [("speed_vs_naive", "naive eager attention"),
-                                             ("speed_vs_sdpa", "scaled_dot_product_attention")])
+@pytest.mark.parametrize(
+    "check, baseline", [("speed_vs_naive", "naive eager attention"), ("speed_vs_sdpa", "scaled_dot_product_attention")]
+)
 def test_the_speed_checks_time_the_kernel_against_the_baseline_in_the_same_run(small_gpu_shape, check, baseline):
     with pytest.raises(AssertionError) as failure:  # interpreted, the kernel is far slower than torch
         fa_checks.grade(check, student("correct"))

@@ -36,7 +36,11 @@ def test_the_speedup_check_measures_both_and_fails_an_interpreted_kernel(small_g
     with pytest.raises(AssertionError) as failure:
         fuse_it_checks.grade_speedup(LocalStudent(fused_chain))
     message = str(failure.value)
-    assert f"n = {SMALL:,}" in message and "eager chain" in message and "Needed at least 2x the speed of the eager chain" in message
+    assert (
+        f"n = {SMALL:,}" in message
+        and "eager chain" in message
+        and "Needed at least 2x the speed of the eager chain" in message
+    )
 
 
 def test_the_bandwidth_check_compares_with_the_copy_bandwidth_measured_now(small_gpu_sizes, monkeypatch):

@@ -48,7 +48,8 @@ def test_ipython_history_is_no_change_but_a_startup_file_is(tmp_path):
     assert not before.changes(Fingerprint.take(roots, excluded))
     (profile / "startup" / "00-run-in-every-kernel.py").write_text("import os")
     assert before.changes(Fingerprint.take(roots, excluded)).paths == [
-        str(profile / "startup" / "00-run-in-every-kernel.py")]
+        str(profile / "startup" / "00-run-in-every-kernel.py")
+    ]
 
 
 def test_find_and_python_walk_the_same_entries(tmp_path):
@@ -64,8 +65,9 @@ def test_find_and_python_walk_the_same_entries(tmp_path):
 
 def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
     checkout, submissions, out = tmp_path / "course", tmp_path / "submissions", tmp_path / "course" / "grades"
-    roots, excluded = integrity.watched_roots(checkout=checkout, submissions=submissions, out=out,
-                                              home=tmp_path / "home")
+    roots, excluded = integrity.watched_roots(
+        checkout=checkout, submissions=submissions, out=out, home=tmp_path / "home"
+    )
     kinds = {root.path: root.kind for root in roots}
     assert kinds[submissions.resolve()] == COURSE and kinds[out.resolve()] == COURSE
     assert out.resolve() / "work" in excluded  # less the folders where submissions run
@@ -78,8 +80,9 @@ def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
     import torch
 
     site_packages = Path(torch.__file__).resolve().parent.parent
-    assert any(kind == ENVIRONMENT and (path == site_packages or path in site_packages.parents)
-               for path, kind in kinds.items())
+    assert any(
+        kind == ENVIRONMENT and (path == site_packages or path in site_packages.parents) for path, kind in kinds.items()
+    )
     # Per-user configuration no grading process reads (each has private folders): watched, charged to no one.
     for name in (".ipython", ".jupyter", ".config/matplotlib", ".pythonrc.py", ".bashrc", ".ssh"):
         assert kinds[tmp_path / "home" / name] == UNREAD, name
@@ -94,8 +97,9 @@ def test_a_site_packages_off_the_path_is_not_walked_and_the_one_on_it_is(tmp_pat
     standard library: it is left out of the walk. A site-packages on sys.path never is."""
     import sysconfig
 
-    roots, excluded = integrity.watched_roots(checkout=tmp_path / "course", submissions=tmp_path / "s",
-                                              out=tmp_path / "out", home=tmp_path / "home")
+    roots, excluded = integrity.watched_roots(
+        checkout=tmp_path / "course", submissions=tmp_path / "s", out=tmp_path / "out", home=tmp_path / "home"
+    )
     base = Path(sysconfig.get_path("purelib", vars={"base": sys.base_prefix})).resolve()
     on_path = {Path(entry).resolve() for entry in sys.path if entry}
     assert (base in excluded) == (sys.prefix != sys.base_prefix and base not in on_path)
@@ -117,8 +121,13 @@ def test_the_instructors_caches_are_not_watched_but_the_rest_of_the_checkout_is(
         folder.mkdir(parents=True, exist_ok=True)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(inductor))
     assert inductor in gradebook.instructor_caches()
-    roots, excluded = integrity.watched_roots(checkout=checkout, submissions=submissions, out=out,
-                                              home=tmp_path / "home", left_out=gradebook.instructor_caches())
+    roots, excluded = integrity.watched_roots(
+        checkout=checkout,
+        submissions=submissions,
+        out=out,
+        home=tmp_path / "home",
+        left_out=gradebook.instructor_caches(),
+    )
     course = [root for root in roots if root.kind == COURSE]
     before = integrity.Fingerprint.take(course, excluded)
     (inductor / "kernel.so").write_text("compiled by the book build")
@@ -134,8 +143,9 @@ def test_a_page_writing_into_the_checkout_is_unread_and_a_write_to_brrr_is_cours
     checkout, submissions, out = tmp_path / "course", tmp_path / "submissions", tmp_path / "out"
     for folder in (checkout / "brrr", checkout / "notebooks", submissions, out):
         folder.mkdir(parents=True)
-    roots, excluded = integrity.watched_roots(checkout=checkout, submissions=submissions, out=out,
-                                              home=tmp_path / "home")
+    roots, excluded = integrity.watched_roots(
+        checkout=checkout, submissions=submissions, out=out, home=tmp_path / "home"
+    )
     before = integrity.Fingerprint.take(roots, excluded)
     (checkout / "notebooks" / "traces").mkdir()
     (checkout / "notebooks" / "traces" / "32-train-step-small-batch.json").write_text("{}")

@@ -9,7 +9,7 @@ import sys
 
 from conftest import ROOT
 
-SCRIPT = r'''
+SCRIPT = r"""
 import os, sys
 os.environ.pop("TRITON_INTERPRET", None)
 import triton  # imported as on a GPU node: no interpreter
@@ -35,17 +35,18 @@ cases = [(one_pass, load_module("03-one-pass", "correct_softmax").softmax, "soft
 for module, function, check in cases:
     print(check, module.grade(check, LocalStudent(function, forked=False))[:60])
 assert isinstance(tl.max, JITFunction) and type(tl.tensor.sum) is JITFunction, "not put back"
-'''
+"""
 
 
 def test_kernels_calling_triton_language_jit_functions_are_interpreted_where_triton_was_imported_for_a_gpu():
-    result = subprocess.run([sys.executable, "-c", SCRIPT, str(ROOT / "tests")], capture_output=True, text=True,
-                            timeout=300, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(ROOT / "tests")], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert result.stdout.count("match") == 4, result.stdout
 
 
-CPU_SCRIPT = r'''
+CPU_SCRIPT = r"""
 import os
 os.environ.pop("TRITON_INTERPRET", None)
 from torch.utils.flop_counter import FlopCounterMode  # noqa: F401  imports triton, without the interpreter
@@ -54,13 +55,19 @@ from brrr.kernels import softmax
 x = torch.randn(7, 17)
 torch.testing.assert_close(softmax.softmax(x), torch.softmax(x, dim=-1))
 print("interpreted")
-'''
+"""
 
 
 def test_on_a_cpu_kernels_work_when_torch_imported_triton_before_brrr():
     """test_opclasses (torch.utils.flop_counter imports triton) run before test_fusion_benchmark in one worker
     failed the softmax kernel with the message above: brrr.device came second and set the interpreter for
     kernels defined later, while tl.max stayed a compiled JITFunction."""
-    result = subprocess.run([sys.executable, "-c", CPU_SCRIPT], capture_output=True, text=True, timeout=300,
-                            cwd=ROOT, env={**__import__("os").environ, "BRRR_DEVICE": "cpu"})
+    result = subprocess.run(
+        [sys.executable, "-c", CPU_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**__import__("os").environ, "BRRR_DEVICE": "cpu"},
+    )
     assert result.returncode == 0 and "interpreted" in result.stdout, result.stderr[-3000:]

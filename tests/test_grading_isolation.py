@@ -16,8 +16,9 @@ import triton.language as tl
 
 # The tests marked with this exercise the forked child. On a GPU, run() never forks (see
 # brrr.isolation): there a segfault or os._exit would end this pytest process itself.
-forked = pytest.mark.skipif(not isolation.can_fork()[0],
-                            reason=f"this process does not fork: {isolation.can_fork()[1]}")
+forked = pytest.mark.skipif(
+    not isolation.can_fork()[0], reason=f"this process does not fork: {isolation.can_fork()[1]}"
+)
 
 
 def segfault():
@@ -81,7 +82,7 @@ def test_os_exit_in_student_code_does_not_end_the_caller():
 
 @forked
 def test_an_unpicklable_result_is_reported():
-    outcome = isolation.run(lambda: (lambda: None))
+    outcome = isolation.run(lambda: lambda: None)
     assert not outcome.ok and "could not be sent back" in outcome.error
 
 

@@ -15,44 +15,49 @@ def body(text: str) -> dict[str, str]:
     return {"k": "def k(x_ptr, n, BLOCK: tl.constexpr):\n" + "".join(f"    {line}\n" for line in text.splitlines())}
 
 
-@pytest.mark.parametrize("line, reason", [
-    ("import os", "`Import` is not allowed"),
-    ("torch.sigmoid(x_ptr)", "`torch` is not Triton"),
-    ("np.exp(1.0)", "`np` is not Triton"),
-    ("__import__('os')", "not allowed"),
-    ("tl.load.__globals__", "`__globals__` is not allowed"),
-    ("x_ptr.handle", "`.handle` is not an attribute"),
-    ("tl.inline_asm_elementwise('', '', [], dtype=tl.float32, is_pure=True, pack=1)", "inline assembly"),
-    ("tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))", "block pointers"),
-    ("tl.extra.cuda.libdevice.fast_cosf(1.0)", "tl.extra"),
-    ("(lambda: 0)()", "not allowed"),
-    ("[i for i in range(3)]", "not allowed"),
-    ("getattr(tl, 'load')", "`getattr` is not Triton"),
-    ("open('/etc/passwd')", "`open` is not Triton"),
-    ("global n", "not allowed"),
-])
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ("import os", "`Import` is not allowed"),
+        ("torch.sigmoid(x_ptr)", "`torch` is not Triton"),
+        ("np.exp(1.0)", "`np` is not Triton"),
+        ("__import__('os')", "not allowed"),
+        ("tl.load.__globals__", "`__globals__` is not allowed"),
+        ("x_ptr.handle", "`.handle` is not an attribute"),
+        ("tl.inline_asm_elementwise('', '', [], dtype=tl.float32, is_pure=True, pack=1)", "inline assembly"),
+        ("tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))", "block pointers"),
+        ("tl.extra.cuda.libdevice.fast_cosf(1.0)", "tl.extra"),
+        ("(lambda: 0)()", "not allowed"),
+        ("[i for i in range(3)]", "not allowed"),
+        ("getattr(tl, 'load')", "`getattr` is not Triton"),
+        ("open('/etc/passwd')", "`open` is not Triton"),
+        ("global n", "not allowed"),
+    ],
+)
 def test_what_a_kernel_body_may_not_use(line, reason):
     with pytest.raises(kernels.KernelRejected, match=reason):
         kernels.validate(body(line))
 
 
 def test_a_kernel_body_of_triton_is_accepted():
-    kernels.validate(body(
-        "pid = tl.program_id(0)\n"
-        "offsets = pid * BLOCK + tl.arange(0, BLOCK)\n"
-        "x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0).to(tl.float32)\n"
-        "for i in range(3):\n"
-        "    x = tl.math.exp(x) if i > 1 else tl.maximum(x, 0.0)\n"
-        "tl.store(x_ptr + offsets, tl.sum(x, axis=0) + x * x_ptr.dtype.element_ty.primitive_bitwidth, "
-        "mask=offsets < n)"))
+    kernels.validate(
+        body(
+            "pid = tl.program_id(0)\n"
+            "offsets = pid * BLOCK + tl.arange(0, BLOCK)\n"
+            "x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0).to(tl.float32)\n"
+            "for i in range(3):\n"
+            "    x = tl.math.exp(x) if i > 1 else tl.maximum(x, 0.0)\n"
+            "tl.store(x_ptr + offsets, tl.sum(x, axis=0) + x * x_ptr.dtype.element_ty.primitive_bitwidth, "
+            "mask=offsets < n)"
+        )
+    )
 
 
 @triton.jit
 def add_shifted(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(a_ptr + offsets, mask=mask) + tl.load(b_ptr + offsets, mask=mask),
-             mask=mask)
+    tl.store(out_ptr + offsets, tl.load(a_ptr + offsets, mask=mask) + tl.load(b_ptr + offsets, mask=mask), mask=mask)
 
 
 def wrapper(x, out):
@@ -98,8 +103,11 @@ def atomic_scatter(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
     tl.atomic_add(total_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
 
 
-@pytest.mark.skipif(brrr.device.ON_GPU, reason="this kernel is compiled here (a GPU): the grader counts through "
-                    "its interpreted replay, which tests/test_grading_interpreter_on_gpu.py covers")
+@pytest.mark.skipif(
+    brrr.device.ON_GPU,
+    reason="this kernel is compiled here (a GPU): the grader counts through "
+    "its interpreted replay, which tests/test_grading_interpreter_on_gpu.py covers",
+)
 def test_atomics_are_counted_and_bounds_checked():
     x, total = torch.ones(100), torch.zeros(1)
     with traffic.count({"x": x, "total": total}) as seen:

@@ -18,7 +18,6 @@ import torch
 
 from brrr.benchmarks import make_it_fast as benchmark
 from brrr.checks import thresholds
-from brrr.device import ON_GPU
 from brrr.grading import gradebook
 from brrr.grading.client import local_student
 from brrr.labs import make_it_fast as lab
@@ -108,13 +107,23 @@ def test_the_cpu_clock_counts_threads_that_ended_and_processes_under_the_student
     helper.join()  # the thread has ended: its CPU time still counts
     assert lab_checks.cpu_used(before, lab_checks.cpu_seconds([pid])) >= 0.14
 
-    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                              "while time.process_time() - t < 0.15: pass\ntime.sleep(30)"])
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.15: pass\ntime.sleep(30)",
+        ]
+    )
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             tree = lab_checks.process_tree(pid)
-            if child.pid in tree and lab_checks.cpu_used({}, lab_checks.cpu_seconds(tree)) - lab_checks.cpu_used({}, lab_checks.cpu_seconds([pid])) >= 0.14:
+            if (
+                child.pid in tree
+                and lab_checks.cpu_used({}, lab_checks.cpu_seconds(tree))
+                - lab_checks.cpu_used({}, lab_checks.cpu_seconds([pid]))
+                >= 0.14
+            ):
                 break
             time.sleep(0.05)
         else:
@@ -146,7 +155,8 @@ def _free_cores(seconds=0.3) -> float:
         child.wait()
     after = os.times()
     return ((after.children_user + after.children_system) - (before.children_user + before.children_system)) / (
-        time.perf_counter() - start)
+        time.perf_counter() - start
+    )
 
 
 def test_a_step_that_uses_more_cores_fails_speedup(monkeypatch):
@@ -165,8 +175,10 @@ def test_a_step_that_uses_more_cores_fails_speedup(monkeypatch):
     # before and after the grading says the helper thread had one while it was graded.
     free = min(free_before, _free_cores())
     if free < 1.6:  # its helper shared one core with the step: slower, and no more than one core's CPU time
-        pytest.skip(f"no second core free on this machine now ({free:.2f} CPU-s/s for two spinning "
-                    f"processes); the fixture was rejected otherwise: {message[:200]}")
+        pytest.skip(
+            f"no second core free on this machine now ({free:.2f} CPU-s/s for two spinning "
+            f"processes); the fixture was rejected otherwise: {message[:200]}"
+        )
     pytest.fail(f"with {free:.2f} cores free, the fixture was not rejected for its CPU time: {message}")
 
 
@@ -183,8 +195,10 @@ def test_a_wrong_diagnosis_fails_for_the_right_reason(name):
 
 
 def test_the_narrow_and_wide_problems_lie_apart_so_the_number_right_for_one_fails_the_other(tmp_path):
-    narrow = statistics.median(lab_checks.profile_given(lab.new_problem(lab.NARROW), tmp_path / "n.json")[0]
-                               for _ in range(3))
-    wide = statistics.median(lab_checks.profile_given(lab.new_problem(lab_checks.WIDE), tmp_path / "w.json")[0]
-                             for _ in range(3))
+    narrow = statistics.median(
+        lab_checks.profile_given(lab.new_problem(lab.NARROW), tmp_path / "n.json")[0] for _ in range(3)
+    )
+    wide = statistics.median(
+        lab_checks.profile_given(lab.new_problem(lab_checks.WIDE), tmp_path / "w.json")[0] for _ in range(3)
+    )
     assert narrow - wide > thresholds.threshold(LAB, "diagnosis").value, (narrow, wide)

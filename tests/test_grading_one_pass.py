@@ -53,12 +53,15 @@ def test_the_prediction_of_the_solution_passes_and_a_wrong_one_fails_with_the_co
     assert "amax: reads 1, writes 0" in message and "The rules:" in message, message
 
 
-@pytest.mark.parametrize("answer, reason", [
-    ({"softmax": 32}, "must return a dict"),
-    ({"softmax": 32, "layer_norm": "48"}, "must be a number"),
-    ({"softmax": 32, "layer_norm": float("nan")}, "must be a number"),
-    ({"softmax": 32.5, "layer_norm": 48}, "softmax: you predicted 32.5"),
-])
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        ({"softmax": 32}, "must return a dict"),
+        ({"softmax": 32, "layer_norm": "48"}, "must be a number"),
+        ({"softmax": 32, "layer_norm": float("nan")}, "must be a number"),
+        ({"softmax": 32.5, "layer_norm": 48}, "softmax: you predicted 32.5"),
+    ],
+)
 def test_a_malformed_or_inexact_prediction_fails(answer, reason):
     with pytest.raises(AssertionError, match=reason):
         one_pass_checks.grade("prediction", LocalStudent(lambda: answer, forked=False))
@@ -121,8 +124,9 @@ def test_a_correct_kernel_that_moves_too_much_fails_traffic(name):
 
 @cpu_only
 def test_the_traffic_rule_alone_rejects_a_wrapper_whose_kernel_never_stores_out():
-    failure = one_pass_checks.traffic_failure("softmax", "softmax",
-                                       one_pass_checks.measure_traffic("softmax", student("torch_in_wrapper")))
+    failure = one_pass_checks.traffic_failure(
+        "softmax", "softmax", one_pass_checks.measure_traffic("softmax", student("torch_in_wrapper"))
+    )
     assert failure is not None and "stored anything into out" in failure and "y_ptr" in failure, failure
 
 
@@ -212,6 +216,7 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
         def run(*args):
             called.append(name)
             return fn(*args)
+
         return run
 
     def fake_bench(fn, **kwargs):
@@ -226,8 +231,10 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
     monkeypatch.setattr(timing, "bench", fake_bench)
     patch_lab(monkeypatch, one_pass, "ON_GPU", True)
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
-    result = one_pass.compare_with_eager(tagged("yours", load_module(LAB, "correct_softmax").softmax),
-                                         tagged("yours", load_module(LAB, "correct_layer_norm").layer_norm))
+    result = one_pass.compare_with_eager(
+        tagged("yours", load_module(LAB, "correct_softmax").softmax),
+        tagged("yours", load_module(LAB, "correct_layer_norm").layer_norm),
+    )
     assert result["device"] == "gpu" and result["rows"] == SMALL.rows
     for kind in one_pass.KINDS:
         row = result["kinds"][kind]

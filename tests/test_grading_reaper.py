@@ -13,24 +13,34 @@ import pytest
 
 from brrr.checks import processes, reaper
 
-pytestmark = [pytest.mark.device_independent,
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux only")]
+pytestmark = [
+    pytest.mark.device_independent,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux only"),
+]
 
 
 _alive = processes._alive  # running, not a zombie: the gradebook's own test
 
 
 def _reap(*command: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", processes.REAPER, *command], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", processes.REAPER, *command], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_the_reaper_is_the_module_and_imports_nothing_from_brrr():
     assert processes.REAPER == Path(reaper.__file__).read_text()
-    imported = {alias.name for node in ast.walk(ast.parse(processes.REAPER))
-                if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module for node in ast.walk(ast.parse(processes.REAPER))
-                 if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name
+        for node in ast.walk(ast.parse(processes.REAPER))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        node.module
+        for node in ast.walk(ast.parse(processes.REAPER))
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert imported and not any(name == "brrr" or name.startswith("brrr.") for name in imported), imported
 
 

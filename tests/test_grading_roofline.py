@@ -67,6 +67,7 @@ def test_counting_only_the_reads_is_outside_the_tolerance(small_copy):
     happens to catch the reference readings and not the calls between them; two of three must not.
     (A band reaching down to the lower reading let it through 3 of 3 times beside a book build; one
     call between two readings, 2 of 3 in CI: the pairs of _grade_ceiling are the answer to that.)"""
+
     def copy_bandwidth(n):
         with torch_threads(1):  # the reference is single-threaded; two threads copy nearly 2x faster
             return timed_copies(n, 4)  # forgets the 4n bytes written
@@ -193,8 +194,9 @@ def test_a_count_that_is_not_a_pair_is_rejected():
 
 def test_classes_follow_the_measured_ridge(monkeypatch):
     patch_lab(monkeypatch, lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9})  # ridge 10
-    roofline_checks.grade_classes(LocalStudent(lambda intensity, ridge: "compute-bound" if intensity >= ridge
-                                            else "memory-bound"))
+    roofline_checks.grade_classes(
+        LocalStudent(lambda intensity, ridge: "compute-bound" if intensity >= ridge else "memory-bound")
+    )
     with pytest.raises(AssertionError, match="classified wrong"):
         roofline_checks.grade_classes(LocalStudent(lambda intensity, ridge: "memory-bound"))
     with pytest.raises(AssertionError, match="not written yet"):
@@ -206,5 +208,6 @@ def test_the_solution_passes_the_correctness_checks_20_times_in_20(monkeypatch):
     for _ in range(20):
         roofline_checks.grade_ridge_point(LocalStudent(lambda peak, bandwidth: peak / bandwidth, forked=False))
         roofline_checks.grade_intensities(LocalStudent(correct_count, lab_roofline.WIRE_TYPES, forked=False))
-        roofline_checks.grade_classes(LocalStudent(lambda i, r: "compute-bound" if i >= r else "memory-bound",
-                                                forked=False))
+        roofline_checks.grade_classes(
+            LocalStudent(lambda i, r: "compute-bound" if i >= r else "memory-bound", forked=False)
+        )

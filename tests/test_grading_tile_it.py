@@ -46,8 +46,9 @@ def test_the_reference_prediction_passes_and_follows_the_rule():
     assert answer["32x32"]["bytes"] == (3000 * 1024 * 64 + 1024 * 2048 * 94 + 3000 * 2048) * 2
     assert answer["128x64"]["bytes"] == (3000 * 1024 * 32 + 1024 * 2048 * 24 + 3000 * 2048) * 2
     rounded = {k: {"bytes": v["bytes"], "flop_per_byte": round(v["flop_per_byte"], 2)} for k, v in answer.items()}
-    assert "predicted the traffic of both tilings" in tile_it_checks.grade("prediction", LocalStudent(lambda: rounded,
-                                                                                             forked=False))
+    assert "predicted the traffic of both tilings" in tile_it_checks.grade(
+        "prediction", LocalStudent(lambda: rounded, forked=False)
+    )
 
 
 def test_a_wrong_prediction_names_the_number_and_the_rule_but_not_the_answer():
@@ -66,15 +67,23 @@ def _answer_with(key, **changes):
     return answer
 
 
-@pytest.mark.parametrize("answer, reason", [
-    ({"32x32": {"bytes": 1, "flop_per_byte": 1}}, "must return a dict with the keys"),
-    (_answer_with("32x32", bytes="1"), "must be a positive number"),
-    (_answer_with("128x64", flop_per_byte=float("nan")), "must be a positive number"),
-    (_answer_with("32x32", bytes=799_768_577), "32 × 32: your bytes, 799,768,577, are wrong; your intensity is right"),
-    (_answer_with("128x64", flop_per_byte=40.65 / 2), "yours is half of that"),
-    (_answer_with("128x64", bytes=(3000 * 1024 * 32 + 1024 * 2048 * 24 + 3000 * 2048) * 4),
-     "4 bytes per element: the inputs are float16"),
-])
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        ({"32x32": {"bytes": 1, "flop_per_byte": 1}}, "must return a dict with the keys"),
+        (_answer_with("32x32", bytes="1"), "must be a positive number"),
+        (_answer_with("128x64", flop_per_byte=float("nan")), "must be a positive number"),
+        (
+            _answer_with("32x32", bytes=799_768_577),
+            "32 × 32: your bytes, 799,768,577, are wrong; your intensity is right",
+        ),
+        (_answer_with("128x64", flop_per_byte=40.65 / 2), "yours is half of that"),
+        (
+            _answer_with("128x64", bytes=(3000 * 1024 * 32 + 1024 * 2048 * 24 + 3000 * 2048) * 4),
+            "4 bytes per element: the inputs are float16",
+        ),
+    ],
+)
 def test_a_malformed_or_inexact_prediction_fails(answer, reason):
     with pytest.raises(AssertionError, match=reason):
         tile_it_checks.grade("prediction", LocalStudent(lambda: answer, forked=False))
@@ -105,7 +114,7 @@ def test_float16_accumulation_fails_the_long_k_case_and_float32_passes_it():
     for block_k in (32, 64, 128):
         half, single = torch.zeros(expected.shape, dtype=torch.float16), torch.zeros(expected.shape)
         for k in range(0, a.shape[1], block_k):
-            part = a[:, k:k + block_k].float() @ b[k:k + block_k].float()
+            part = a[:, k : k + block_k].float() @ b[k : k + block_k].float()
             half = (half.float() + part.half().float()).half()
             single += part
         assert ((half.float() - expected).abs() > allowed).sum() >= 50, block_k
@@ -152,12 +161,15 @@ def _recipe(grid, **args):
     return {"launches": [{"kernel": "k", "grid": grid, "args": {k: {"value": v} for k, v in args.items()}}]}
 
 
-@pytest.mark.parametrize("recipe, reason", [
-    (_recipe([16, 1, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32), "has no constexpr argument GROUP_M"),
-    (_recipe([4, 4, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8), None),
-    (_recipe([8, 1, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8), "launched 8 programs"),
-    ({"launches": []}, "launched 0 kernels"),
-])
+@pytest.mark.parametrize(
+    "recipe, reason",
+    [
+        (_recipe([16, 1, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32), "has no constexpr argument GROUP_M"),
+        (_recipe([4, 4, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8), None),
+        (_recipe([8, 1, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8), "launched 8 programs"),
+        ({"launches": []}, "launched 0 kernels"),
+    ],
+)
 def test_the_tiling_is_read_from_the_launch(recipe, reason):
     shape = tile_it.TRAFFIC_SHAPE
     if reason is None:
@@ -214,14 +226,22 @@ def timed_orders(monkeypatch, seconds: dict[str, float]):
 
 
 @cpu_only
-@pytest.mark.parametrize("yours_s, passed, says", [
-    (1.0e-3, True, "GROUP_M=4 1.00 ms, GROUP_M=1 1.00 ms: 1.000x the speed of row-major order (needed"),
-    (1.05e-3, True, "0.952x the speed of row-major order"),
-    (1.06e-3, False, "0.943x the speed of row-major order. Needed at least 0.95x the speed of the same kernel "
-                     "with GROUP_M = 1"),
-], ids=["as-fast", "5%-slower", "6%-slower"])
-def test_the_grouped_order_check_times_the_same_kernel_with_group_m_1(small_gpu_sizes, monkeypatch, yours_s,
-                                                                       passed, says):
+@pytest.mark.parametrize(
+    "yours_s, passed, says",
+    [
+        (1.0e-3, True, "GROUP_M=4 1.00 ms, GROUP_M=1 1.00 ms: 1.000x the speed of row-major order (needed"),
+        (1.05e-3, True, "0.952x the speed of row-major order"),
+        (
+            1.06e-3,
+            False,
+            "0.943x the speed of row-major order. Needed at least 0.95x the speed of the same kernel with GROUP_M = 1",
+        ),
+    ],
+    ids=["as-fast", "5%-slower", "6%-slower"],
+)
+def test_the_grouped_order_check_times_the_same_kernel_with_group_m_1(
+    small_gpu_sizes, monkeypatch, yours_s, passed, says
+):
     """The student's kernel at its own GROUP_M against the same kernel at GROUP_M = 1, passed at 0.95x the
     speed of row-major order or more (thresholds: 5% slower is noise), failed below, saying both times."""
     timed_orders(monkeypatch, {"yours": yours_s, "GROUP_M=1": 1.0e-3})
@@ -267,8 +287,7 @@ def test_the_gpu_comparison_for_the_notebook_runs(monkeypatch):
         return timing.Timing(seconds, seconds, seconds, 1, "fake")
 
     monkeypatch.setattr(timing, "bench", fake_bench)
-    result = tile_it.compare_tilings(yours, lambda dtype: {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32,
-                                                           "GROUP_M": 4})
+    result = tile_it.compare_tilings(yours, lambda dtype: {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4})
     assert called == [("yours", 64)]
     assert result["yours"] == [pytest.approx(2 * 64**3 / 2e-3)] and result["torch"] == [pytest.approx(2 * 64**3 / 1e-3)]
     ax = tile_it.plot_tilings(result)

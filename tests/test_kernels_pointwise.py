@@ -76,8 +76,9 @@ def test_bias_is_broadcast_per_column():
 
 def test_eager_version_is_the_same_function():
     x, bias = fresh(7, 300), fresh(300)
-    torch.testing.assert_close(pointwise.bias_gelu_scale_eager(x, bias, 0.5),
-                               pointwise.bias_gelu_scale_reference(x, bias, 0.5))
+    torch.testing.assert_close(
+        pointwise.bias_gelu_scale_eager(x, bias, 0.5), pointwise.bias_gelu_scale_reference(x, bias, 0.5)
+    )
 
 
 @pytest.mark.parametrize("cols", [1, 3, 1000, 4096, pointwise.TILE_COLS, pointwise.TILE_COLS * 4 + 1])
@@ -102,7 +103,9 @@ def test_gpu_block_sizes_are_correct_too(monkeypatch):
     monkeypatch.setattr(pointwise, "TILE", 4096)
     monkeypatch.setattr(pointwise, "TILE_COLS", 1024)
     x = fresh(3 * 1024 + 7)
-    torch.testing.assert_close(pointwise.cos_cos(x, out=torch.full_like(x, float("nan"))), pointwise.cos_cos_reference(x))
+    torch.testing.assert_close(
+        pointwise.cos_cos(x, out=torch.full_like(x, float("nan"))), pointwise.cos_cos_reference(x)
+    )
     for shape in [(9, 4096), (5, 3001), (2, 1)]:
         x, bias = fresh(*shape), fresh(shape[1])
         got = pointwise.bias_gelu_scale(x, bias, 0.5, out=torch.full_like(x, float("nan")))

@@ -56,11 +56,14 @@ def test_cos_cos_reads_x_once_and_writes_out_once_in_one_launch(n, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, cols", [
-    (3, 1000),  # one tile holds every row: the bias is read once
-    (37, 4099),  # several rows of tiles, each reading the whole bias
-    (2, pointwise.TILE_COLS + 3),  # rows wider than a tile: two columns of tiles too
-])
+@pytest.mark.parametrize(
+    "rows, cols",
+    [
+        (3, 1000),  # one tile holds every row: the bias is read once
+        (37, 4099),  # several rows of tiles, each reading the whole bias
+        (2, pointwise.TILE_COLS + 3),  # rows wider than a tile: two columns of tiles too
+    ],
+)
 def test_bias_gelu_scale_reads_x_once_and_the_bias_once_per_row_of_tiles(rows, cols, dtype):
     """x read once and out written once (``rows·cols·s`` each); each program loads the ``BLOCK_N`` bias values
     of its columns, so the bias is read once per row of tiles: ``⌈rows / BLOCK_M⌉·cols·s``."""
@@ -82,11 +85,14 @@ def test_bias_gelu_scale_reads_x_once_and_the_bias_once_per_row_of_tiles(rows, c
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("rows, cols, row_stride", [
-    (37, 1000, 1000),
-    (5, 4099, 4099),
-    (37, 1000, 1003),  # rows of a wider tensor: the 3 columns between them are never touched
-])
+@pytest.mark.parametrize(
+    "rows, cols, row_stride",
+    [
+        (37, 1000, 1000),
+        (5, 4099, 4099),
+        (37, 1000, 1003),  # rows of a wider tensor: the 3 columns between them are never touched
+    ],
+)
 def test_softmax_reads_each_row_once_and_writes_it_once_in_one_launch(rows, cols, row_stride, dtype):
     """``rows·cols·s`` read and as many written (:func:`brrr.counting.softmax`); one program per row."""
     x = torch.randn(rows, row_stride).to(dtype)[:, :cols]
@@ -137,7 +143,12 @@ def test_every_public_kernel_wrapper_is_counted_here():
     counted = {pointwise: {"cos_cos", "bias_gelu_scale"}, softmax: {"softmax"}, matmul: {"tiled_matmul"}}
     for module, tested in counted.items():
         kernels = [name for name, value in vars(module).items() if isinstance(value, JIT_TYPES)]
-        launching = {name for name, value in vars(module).items()
-                     if inspect.isfunction(value) and value.__module__ == module.__name__ and not name.startswith("_")
-                     and any(f"{kernel}[" in inspect.getsource(value) for kernel in kernels)}
+        launching = {
+            name
+            for name, value in vars(module).items()
+            if inspect.isfunction(value)
+            and value.__module__ == module.__name__
+            and not name.startswith("_")
+            and any(f"{kernel}[" in inspect.getsource(value) for kernel in kernels)
+        }
         assert launching == tested, (module.__name__, launching)

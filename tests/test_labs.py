@@ -13,19 +13,23 @@ import pytest
 from brrr.grading import gradebook
 from brrr.labs import generate as labs
 
-pytestmark = pytest.mark.device_independent  # lab generation, and unsolved labs failing as 'not written yet': the GPU check leaves it to CI
+pytestmark = (
+    pytest.mark.device_independent
+)  # lab generation, and unsolved labs failing as 'not written yet': the GPU check leaves it to CI
 
 
 def test_a_solution_block_becomes_a_stub_at_its_indentation():
-    source = "\n".join([
-        "def ridge_point(peak, bandwidth):",
-        '    """The ridge point."""',
-        "    ### BEGIN SOLUTION",
-        "    return peak / bandwidth",
-        "    ### END SOLUTION",
-        "",
-        "print('given')",
-    ])
+    source = "\n".join(
+        [
+            "def ridge_point(peak, bandwidth):",
+            '    """The ridge point."""',
+            "    ### BEGIN SOLUTION",
+            "    return peak / bandwidth",
+            "    ### END SOLUTION",
+            "",
+            "print('given')",
+        ]
+    )
     assert labs.strip_solutions(source).split("\n") == [
         "def ridge_point(peak, bandwidth):",
         '    """The ridge point."""',
@@ -39,26 +43,32 @@ def test_a_stub_too_wide_for_a_code_cell_breaks_after_the_parenthesis():
     name = "a_kernel_whose_name_is_long"
     source = f"def {name}():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION"
     stub = labs.strip_solutions(source).split("\n")[1:]
-    assert stub == ["    raise NotImplementedError(",
-                    f'        "Exercise: write the body of {name}()")']
+    assert stub == ["    raise NotImplementedError(", f'        "Exercise: write the body of {name}()")']
     assert all(len(line) <= labs.WIDTH for line in stub)
 
 
 def test_a_block_names_its_innermost_function():
-    source = "def outer():\n    def inner():\n        ### BEGIN SOLUTION\n        pass\n        ### END SOLUTION\n    return inner\n"
-    assert 'write the body of inner()' in labs.strip_solutions(source)
+    source = (
+        "def outer():\n    def inner():\n        ### BEGIN SOLUTION\n        pass\n        ### END SOLUTION\n"
+        "    return inner\n"
+    )
+    assert "write the body of inner()" in labs.strip_solutions(source)
 
 
 def test_a_block_outside_a_function_gets_a_generic_stub():
     assert labs.strip_solutions("### BEGIN SOLUTION\nx = 1\n### END SOLUTION") == (
-        'raise NotImplementedError("Exercise: write this part")')
+        'raise NotImplementedError("Exercise: write this part")'
+    )
 
 
-@pytest.mark.parametrize("source, problem", [
-    ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
-    ("x = 1\n### END SOLUTION\n", "never opened"),
-    ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "inside another"),
-])
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ("### BEGIN SOLUTION\nx = 1\n", "never closed"),
+        ("x = 1\n### END SOLUTION\n", "never opened"),
+        ("### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n", "inside another"),
+    ],
+)
 def test_malformed_markers_are_refused(source, problem):
     with pytest.raises(labs.LabError, match=problem):
         labs.strip_solutions(source, where="test cell")
@@ -106,8 +116,11 @@ def test_the_package_ships_the_solutions_through_a_link_to_solutions():
 def _labs_command(tmp_path, monkeypatch, capsys, *flags) -> tuple[int, str]:
     """``python -m brrr.labs`` on the copies under ``tmp_path`` (run as __main__ here: its exit status
     and output, without a second interpreter importing nbformat for seconds)."""
-    monkeypatch.setattr(sys, "argv", ["python -m brrr.labs", *flags, "--solutions", str(tmp_path / "solutions"),
-                                      "--labs", str(tmp_path / "labs")])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["python -m brrr.labs", *flags, "--solutions", str(tmp_path / "solutions"), "--labs", str(tmp_path / "labs")],
+    )
     with pytest.raises(SystemExit) as exit_:
         runpy.run_module("brrr.labs", run_name="__main__", alter_sys=True)
     return exit_.value.code, capsys.readouterr().out

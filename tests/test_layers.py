@@ -43,7 +43,7 @@ def imports(path: Path, *, module_level_only: bool = False) -> list[tuple[int, s
             base = node.module or ""
             if node.level:
                 anchor = package.split(".")
-                anchor = anchor[:len(anchor) - node.level + 1]
+                anchor = anchor[: len(anchor) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
             found.append((node.lineno, base))
             found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
@@ -113,8 +113,9 @@ CONTROL = ("brrr.labs.fuse_it", ["brrr.checks.core", "brrr.labs.fuse_it.checks"]
 @pytest.fixture(scope="module")
 def loaded_by_importing_each_lab() -> dict[str, str]:
     cases = {lab: (labs.module(lab).__name__, refused_modules(lab)) for lab in labs.LABS} | {"control": CONTROL}
-    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(cases)], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(cases)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -129,9 +130,11 @@ def test_what_the_student_imports_leaves_the_checks_and_the_hidden_modules_out(l
     folder = Path(package.__file__).parent
     refused = refused_modules(lab)
     for path in (folder / "__init__.py", folder / "given.py"):
-        found = [f"{path.relative_to(ROOT)}:{line} imports {name}"
-                 for line, name in imports(path, module_level_only=True)
-                 if any(within(name, module) for module in refused)]
+        found = [
+            f"{path.relative_to(ROOT)}:{line} imports {name}"
+            for line, name in imports(path, module_level_only=True)
+            if any(within(name, module) for module in refused)
+        ]
         assert not found, "\n".join(found)
     # and so it is at run time: importing the lab as the notebook does imports none of them
     loaded = loaded_by_importing_each_lab[lab]

@@ -16,7 +16,11 @@ def test_there_are_notebooks_to_check():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_notebook_has_no_outputs(path):
     notebook = json.loads(path.read_text())
-    dirty = [i for i, cell in enumerate(notebook["cells"]) if cell["cell_type"] == "code" and (cell.get("outputs") or cell.get("execution_count"))]
+    dirty = [
+        i
+        for i, cell in enumerate(notebook["cells"])
+        if cell["cell_type"] == "code" and (cell.get("outputs") or cell.get("execution_count"))
+    ]
     assert not dirty, f"{path.name}: cells {dirty} carry outputs; strip them (e.g. `jupyter nbconvert --clear-output`)"
 
 

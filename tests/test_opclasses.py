@@ -106,8 +106,12 @@ def test_table_rows_carry_the_essay_figures():
     for contraction_seconds, passes in ((0.83, True), (0.98, False)):
         shares = opclasses.ClassTable(
             flops={OpClass.CONTRACTION: 99.7, OpClass.NORMALIZATION: 0.2, OpClass.ELEMENTWISE: 0.1, OpClass.OTHER: 0.0},
-            seconds={OpClass.CONTRACTION: contraction_seconds, OpClass.NORMALIZATION: (1 - contraction_seconds) / 2,
-                     OpClass.ELEMENTWISE: (1 - contraction_seconds) / 2, OpClass.OTHER: 0.0},
+            seconds={
+                OpClass.CONTRACTION: contraction_seconds,
+                OpClass.NORMALIZATION: (1 - contraction_seconds) / 2,
+                OpClass.ELEMENTWISE: (1 - contraction_seconds) / 2,
+                OpClass.OTHER: 0.0,
+            },
             clock="CPU",
         )
         assert table_checks(shares)[1].passed is passes

@@ -69,7 +69,12 @@ def test_batch_doubling_helpers():
     # floor · peak / F(1) with F(1) = (3·3 - 1)·2·4·4 = 256 FLOPs
     assert overhead.predicted_regime_change(1e-3, 1e9, TINY_SHAPE) == 1e-3 * 1e9 / 256
     assert [overhead.doubling_verdict(r) for r in (1.0, 1.24, 1.25, 1.75, 1.76, 2.0)] == [
-        "overhead-bound", "overhead-bound", "in between", "in between", "scaling with the work", "scaling with the work",
+        "overhead-bound",
+        "overhead-bound",
+        "in between",
+        "in between",
+        "scaling with the work",
+        "scaling with the work",
     ]
     # the essay's footnote: a flat doubling the roofline also predicts is not proof of overhead
     assert "not proof of overhead" in overhead.doubling_verdict(1.1, predicted_ratio=1.05)
@@ -95,9 +100,12 @@ def test_record_train_step_trace_marks_each_step(tmp_path):
     assert trace.has_device == ON_GPU
 
 
-@pytest.mark.skipif(not ON_GPU, reason="on a CPU, notebook 33 enforces this target (compiled tiny ops) in the "
-                    "book build (overhead.require; tests/test_book_build.py): timing it twice cost the suite "
-                    "a quarter of a minute")
+@pytest.mark.skipif(
+    not ON_GPU,
+    reason="on a CPU, notebook 33 enforces this target (compiled tiny ops) in the "
+    "book build (overhead.require; tests/test_book_build.py): timing it twice cost the suite "
+    "a quarter of a minute",
+)
 def test_this_devices_performance_target(capsys):
     """GPU: graph replay >= 3x eager (batch-1 step). CPU: compiled >= 3x eager (50 tiny ops). One run, as ratios."""
     code = overhead.main([])
@@ -112,13 +120,16 @@ def test_gpu_only_helpers_refuse_clearly_on_cpu(monkeypatch):
     monkeypatch.setattr(overhead, "DEVICE", torch.device("cpu"))
     step = overhead.TrainStep(overhead.small_mlp(TINY_SHAPE, device=torch.device("cpu")))
     x, y = overhead.batch(1, TINY_SHAPE, device=torch.device("cpu"))
-    for name, call in (("capture_train_step", lambda: overhead.capture_train_step(step, x, y)),
-                       ("graph_vs_eager", lambda: overhead.graph_vs_eager(1)),
-                       ("reduce_overhead_vs_eager", lambda: overhead.reduce_overhead_vs_eager(1))):
+    for name, call in (
+        ("capture_train_step", lambda: overhead.capture_train_step(step, x, y)),
+        ("graph_vs_eager", lambda: overhead.graph_vs_eager(1)),
+        ("reduce_overhead_vs_eager", lambda: overhead.reduce_overhead_vs_eager(1)),
+    ):
         with pytest.raises(RuntimeError) as refusal:
             call()
-        assert str(refusal.value) == (f"{name} needs a CUDA GPU; this process runs on cpu (CUDA graphs do not "
-                                      "exist on a CPU)")
+        assert str(refusal.value) == (
+            f"{name} needs a CUDA GPU; this process runs on cpu (CUDA graphs do not exist on a CPU)"
+        )
 
 
 @pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a CUDA GPU")
@@ -186,10 +197,15 @@ def test_an_add_above_the_copy_roof_is_explained_by_the_cache_only_where_it_fits
         seconds = module.add_bytes(n) / (copy * over)
         return Timing(median_s=seconds, p20_s=seconds, p80_s=seconds, runs=5, device="cpu")
 
-    lines = module.describe_add_sweep(sizes, [timing(2**18, 1.5), timing(2**20, 1.2), timing(2**24, 1.1),
-                                              timing(2**24, 0.5)], copy)
+    lines = module.describe_add_sweep(
+        sizes, [timing(2**18, 1.5), timing(2**20, 1.2), timing(2**24, 1.1), timing(2**24, 0.5)], copy
+    )
     assert [line[-1] for line in lines[:4]] == ["*", "*", "†", "h"], lines
     assert lines[4].startswith("* above the copy roof: its three tensors fit in the 32.0 MiB last-level cache")
-    assert lines[5].startswith("† above the copy roof: its three tensors exceed the 32.0 MiB last-level cache, "
-                               "so this is DRAM") and "copy roof" in lines[5]
+    assert (
+        lines[5].startswith(
+            "† above the copy roof: its three tensors exceed the 32.0 MiB last-level cache, so this is DRAM"
+        )
+        and "copy roof" in lines[5]
+    )
     assert len(lines) == 6

@@ -55,16 +55,32 @@ def build_wheel(work: Path) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
     (source / "brrr" / "data" / "reference" / f"{MADE_UP_GPU}.json").write_text('{"ceilings": {}}')
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--no-index", "--wheel-dir", str(work / "dist"), str(source)])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--wheel-dir",
+            str(work / "dist"),
+            str(source),
+        ]
+    )
     (wheel,) = (work / "dist").glob("brrr-*.whl")
     return wheel
 
 
 def clean_environment(work: Path) -> dict[str, str]:
     """This process's variables less those that would reach into this checkout or its environment."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("MALLOC_", "PYTHON", "JUPYTER", "BRRR_", "TORCHINDUCTOR_", "VIRTUAL_ENV"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("MALLOC_", "PYTHON", "JUPYTER", "BRRR_", "TORCHINDUCTOR_", "VIRTUAL_ENV"))
+    }
     env.update(MPLBACKEND="Agg", BRRR_CACHE_DIR=str(work / "cache"))
     return env
 
@@ -78,11 +94,37 @@ def wheel_env(tmp_path_factory):
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
     version = importlib.metadata.version("torch")
-    run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(work / "wheels"),
-         f"torch=={version}"])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--dest",
+            str(work / "wheels"),
+            f"torch=={version}",
+        ]
+    )
     (torch_wheel,) = (work / "wheels").glob(f"torch-{version}-*.whl")
-    run([sys.executable, "-m", "uv", "pip", "install", "--quiet", "--no-cache", "--python", str(python),
-         "--constraint", str(ROOT / "requirements.txt"), str(torch_wheel), f"{wheel}[grade]"])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-cache",
+            "--python",
+            str(python),
+            "--constraint",
+            str(ROOT / "requirements.txt"),
+            str(torch_wheel),
+            f"{wheel}[grade]",
+        ]
+    )
     return python, work, clean_environment(work)
 
 
@@ -123,8 +165,14 @@ def test_the_gradebook_grades_a_solution_an_unsolved_lab_and_a_wrong_answer_from
     shutil.copy(ROOT / "solutions" / f"{LAB}.ipynb", submissions / "solution.ipynb")
     shutil.copy(ROOT / "labs" / f"{LAB}.ipynb", submissions / "unsolved.ipynb")
     write_submission(submissions, LAB, "unfused", as_name="wrong")
-    result = subprocess.run([str(python), "-m", "brrr.grading", str(submissions), "--out", str(work / "grades"),
-                             "--lab", LAB], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [str(python), "-m", "brrr.grading", str(submissions), "--out", str(work / "grades"), "--lab", LAB],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     rows = read_rows(work / "grades")
     status = {name: (row["status"], row["total"], row["max"]) for name, row in rows.items()}
@@ -142,10 +190,12 @@ def test_the_gradebook_grades_a_solution_an_unsolved_lab_and_a_wrong_answer_from
 
 def test_the_labs_command_says_it_needs_a_checkout(wheel_env):
     python, work, env = wheel_env
-    result = subprocess.run([str(python), "-m", "brrr.labs"], cwd=work, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [str(python), "-m", "brrr.labs"], cwd=work, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 2
     assert "checkout" in result.stderr and "make labs" in result.stderr
-    installed = Path(run([str(python), "-c", "import brrr; print(brrr.__file__)"], cwd=work, env=env)
-                     .stdout.strip()).parent
+    installed = Path(
+        run([str(python), "-c", "import brrr; print(brrr.__file__)"], cwd=work, env=env).stdout.strip()
+    ).parent
     assert not (installed.parent / "labs").exists(), "it wrote labs/ into site-packages"

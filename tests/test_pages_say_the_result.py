@@ -20,9 +20,11 @@ DEFERS = re.compile(
     r"|\blines?\s+(?:below|above)\s+(?:say|show|tell)\b"
     r"|\bsays?\s+which\s+happened\b"
     r"|\bcompare\s+the\s+printed\b",
-    re.IGNORECASE)
-PAGES = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb")) \
-    + sorted(ROOT.glob("chapters/*.md"))
+    re.IGNORECASE,
+)
+PAGES = (
+    sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb")) + sorted(ROOT.glob("chapters/*.md"))
+)
 
 
 def prose(path) -> str:
@@ -35,13 +37,16 @@ def prose(path) -> str:
 @pytest.mark.parametrize("page", PAGES, ids=lambda path: path.relative_to(ROOT).as_posix())
 def test_no_sentence_sends_the_reader_to_printed_lines(page):
     text = " ".join(prose(page).split())
-    found = [text[max(0, m.start() - 60):m.end() + 30] for m in DEFERS.finditer(text)]
+    found = [text[max(0, m.start() - 60) : m.end() + 30] for m in DEFERS.finditer(text)]
     assert not found, f"{page.name} defers to printed output instead of saying it: {found}"
 
 
 def test_the_scan_catches_a_deferring_sentence():
-    for sentence in ("The lines below say which happened here.", "the printed gap says how much",
-                     "Compare your ridge point with the A100's printed above.",
-                     "The line under the sweep's table says which happened here."):
+    for sentence in (
+        "The lines below say which happened here.",
+        "the printed gap says how much",
+        "Compare your ridge point with the A100's printed above.",
+        "The line under the sweep's table says which happened here.",
+    ):
         assert DEFERS.search(" ".join(sentence.split())), sentence
     assert not DEFERS.search("The page on doing the labs says how to run a lab.")

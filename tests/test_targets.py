@@ -7,7 +7,6 @@ The targets' attempts and figures are tested in tests/test_benchmark_scripts.py 
 import os
 import re
 import subprocess
-import sys
 import types
 
 import pytest
@@ -22,7 +21,8 @@ MISSES = {
     "require_between": lambda: targets.require_between("model", 0.9, 2.0, 0.7, iter([0.71, 0.69]).__next__),
     "check": lambda: targets.check(False, "the small batch idles less than the large one"),
     "require_memory_bound": lambda: roofline.require_memory_bound(
-        {"softmax": counting.softmax(1024, 1024)}, roofline.Roof(1e9, 1e12, label="fp32 non-matmul")),
+        {"softmax": counting.softmax(1024, 1024)}, roofline.Roof(1e9, 1e12, label="fp32 non-matmul")
+    ),
 }
 
 
@@ -43,8 +43,7 @@ def test_in_a_readers_session_a_miss_is_printed_and_the_notebook_goes_on(monkeyp
     returned = MISSES[miss]()
     printed = capsys.readouterr().out
     assert "Missed here: " in printed and "Traceback" not in printed
-    for says in ("other work busy", "battery", "first run", "re-run this cell",
-                 "python -m brrr.ceilings --refresh"):
+    for says in ("other work busy", "battery", "first run", "re-run this cell", "python -m brrr.ceilings --refresh"):
         assert says in printed, says
     if miss == "require":
         assert returned == 1.3  # the best attempt, as when the target is met
@@ -78,8 +77,9 @@ def test_this_suite_and_the_book_build_it_runs_are_strict(monkeypatch, tmp_path)
 
 def test_every_book_build_is_strict_however_it_was_started(monkeypatch):
     monkeypatch.delenv(targets.STRICT, raising=False)
-    app = types.SimpleNamespace(connect=lambda *args, **kwargs: None, add_css_file=lambda *args: None,
-                                add_transform=lambda *args: None)
+    app = types.SimpleNamespace(
+        connect=lambda *args, **kwargs: None, add_css_file=lambda *args: None, add_transform=lambda *args: None
+    )
     book_pages.setup(app)
     assert os.environ.get(targets.STRICT) == "1"  # the kernels it starts inherit it
 
@@ -87,10 +87,16 @@ def test_every_book_build_is_strict_however_it_was_started(monkeypatch):
 def test_every_make_target_is_strict(tmp_path):
     """What a recipe of the Makefile sees, asked through a second makefile added beside it."""
     probe = tmp_path / "probe.mk"
-    probe.write_text("brrr-probe-strict:\n\t@echo \"strict=$$BRRR_STRICT\"\n")
+    probe.write_text('brrr-probe-strict:\n\t@echo "strict=$$BRRR_STRICT"\n')
     env = {name: value for name, value in os.environ.items() if name != targets.STRICT}
-    done = subprocess.run(["make", "--no-print-directory", "-s", "-f", "Makefile", "-f", str(probe),
-                           "brrr-probe-strict"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["make", "--no-print-directory", "-s", "-f", "Makefile", "-f", str(probe), "brrr-probe-strict"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "strict=1"
 
@@ -105,13 +111,17 @@ def test_gpu_check_is_strict_before_its_first_stage():
 def test_grading_never_reads_the_switch():
     """A lab's verdict comes from its grader process, whose checks raise on their own: nothing in grading
     goes through brrr.targets, so a student's kernel setting the variable changes nothing graded."""
-    sources = [*(ROOT / "brrr" / "grading").glob("*.py"), *(ROOT / "brrr" / "checks").glob("*.py"),
-               *(ROOT / "brrr" / "labs").rglob("*.py")]
+    sources = [
+        *(ROOT / "brrr" / "grading").glob("*.py"),
+        *(ROOT / "brrr" / "checks").glob("*.py"),
+        *(ROOT / "brrr" / "labs").rglob("*.py"),
+    ]
     assert len(sources) > 10
     for path in sources:
         text = path.read_text()
-        assert not re.search(r"brrr\.targets|from brrr import [^\n]*\btargets\b|require_memory_bound|BRRR_STRICT",
-                             text), path
+        assert not re.search(
+            r"brrr\.targets|from brrr import [^\n]*\btargets\b|require_memory_bound|BRRR_STRICT", text
+        ), path
 
 
 def test_met_targets_keep_quiet_and_a_miss_shows_every_attempt(monkeypatch, capsys):

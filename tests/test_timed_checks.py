@@ -42,87 +42,173 @@ class TimedCheck:
 
 TIMED_CHECKS = (
     # ---------------------------------------------------------------- notebooks
-    TimedCheck("notebooks/00-your-machine.ipynb", "require_memory_bound(normalization",
-               "a non-matmul roof read 7.4x low under load",
-               "test_roofline.py::test_a_roof_read_low_is_measured_again_before_the_memory_bound_claim_fails"),
-    TimedCheck("notebooks/10-cos-cos.ipynb", 'fusion.require("chain_fusion_speedup"',
-               "an unfused chain: graph breaks between the ops",
-               "test_timed_checks.py::test_an_unfused_chain_misses_the_chain_fusion_target", "cpu"),
-    TimedCheck("notebooks/10-cos-cos.ipynb", "fusion.require(check, fusion.target_value(",
-               "a compile that falls back to eager",
-               "test_timed_checks.py::test_a_compile_that_falls_back_to_eager_misses_the_cos_cos_target"),
-    TimedCheck("notebooks/10-cos-cos.ipynb", "targets.require_between(",
-               "a cosine roof measured 2x low",
-               "test_fusion_benchmark.py::test_a_cosine_roof_measured_2x_low_fails_the_model"),
-    TimedCheck("notebooks/11-repeat-sweep.ipynb", "repeat_sweep.OVER_ROOF_TOLERANCE",
-               "a multiply roof measured 2x low",
-               "test_fusion_repeat_sweep.py::test_a_multiply_roof_measured_2x_low_fails_the_roof_check"),
-    TimedCheck("notebooks/11-repeat-sweep.ipynb", "repeat_sweep.FLAT_SPREAD",
-               "an unfused chain: every repeat its own pass over memory",
-               "test_timed_checks.py::test_an_unfused_sweep_is_not_flat_while_memory_bound"),
-    TimedCheck("notebooks/11-repeat-sweep.ipynb", "repeat_sweep.rise_past_knee(",
-               "a step that does less work: the multiplies folded into one",
-               "test_timed_checks.py::test_a_folded_chain_does_not_rise_past_the_knee"),
-    TimedCheck("notebooks/12-triton-kernels.ipynb", 'fusion.require("pointwise_bandwidth"',
-               "an unfused kernel: three eager passes",
-               "test_timed_checks.py::test_an_unfused_pointwise_kernel_misses_its_bandwidth_target", "gpu"),
-    TimedCheck("notebooks/12-triton-kernels.ipynb", 'fusion.require("softmax_bandwidth"',
-               "an unfused softmax: one pass per op",
-               "test_timed_checks.py::test_an_unfused_softmax_misses_its_bandwidth_target", "gpu"),
-    TimedCheck("notebooks/20-matmul-throughput.ipynb", "targets.check(check.passed",
-               "a slow matmul path, with a measured peak as slow",
-               "test_benchmarks_compute.py::test_a_slow_matmul_path_fails_though_the_measured_peak_is_as_slow",
-               "gpu"),
-    TimedCheck("notebooks/21-flops-vs-runtime.ipynb", "targets.check(all(check.passed",
-               "contractions that take the runtime their FLOPs ask",
-               "test_benchmarks_compute.py::test_table_checks_are_the_ledgers_rule"),
-    TimedCheck("notebooks/22-layer-intensity.ipynb", "roofline.require_memory_bound(",
-               "a non-matmul roof read 7.4x low under load",
-               "test_roofline.py::test_a_roof_read_low_is_measured_again_before_the_memory_bound_claim_fails"),
-    TimedCheck("notebooks/22-layer-intensity.ipynb", "targets.check(linear_regimes",
-               "a matmul roof read far low: the linear layer compute-bound at batch 1",
-               "test_timed_checks.py::test_a_matmul_roof_read_low_keeps_the_linear_layer_from_crossing"),
-    TimedCheck("notebooks/30-python-vs-pytorch.ipynb", "targets.check(python_rate > 3 * ops_rate",
-               "Python adds that pay a torch op each",
-               "test_timed_checks.py::test_python_adds_that_dispatch_a_torch_op_fail_the_overhead_claim"),
-    TimedCheck("notebooks/30-python-vs-pytorch.ipynb", 'targets.require_at_most("adds of 1, 4 and 16',
-               "an add that does work per element in Python",
-               "test_timed_checks.py::test_an_add_that_loops_over_elements_is_not_flat"),
-    TimedCheck("notebooks/31-batch-doubling.ipynb", 'targets.require_at_most("batch 1 -> 2',
-               "a step that does work per sample in Python",
-               "test_timed_checks.py::test_a_step_that_loops_over_samples_is_not_overhead_bound"),
-    TimedCheck("notebooks/31-batch-doubling.ipynb", 'targets.require(f"batch {batches[-2]}',
-               "a step that does less work: the batch ignored",
-               "test_timed_checks.py::test_a_step_that_ignores_the_batch_is_not_compute_bound"),
-    TimedCheck("notebooks/33-cuda-graphs.ipynb", 'overhead.require(overhead.TARGETS["cuda"]',
-               "graph replay replaced by the eager step",
-               "test_timed_checks.py::test_an_eager_step_passed_off_as_a_graph_misses_the_cuda_target", "gpu"),
-    TimedCheck("notebooks/33-cuda-graphs.ipynb", "overhead.require(tiny)",
-               "a compile that falls back to eager",
-               "test_timed_checks.py::test_a_compile_that_falls_back_to_eager_misses_the_tiny_ops_target", "cpu"),
+    TimedCheck(
+        "notebooks/00-your-machine.ipynb",
+        "require_memory_bound(normalization",
+        "a non-matmul roof read 7.4x low under load",
+        "test_roofline.py::test_a_roof_read_low_is_measured_again_before_the_memory_bound_claim_fails",
+    ),
+    TimedCheck(
+        "notebooks/10-cos-cos.ipynb",
+        'fusion.require("chain_fusion_speedup"',
+        "an unfused chain: graph breaks between the ops",
+        "test_timed_checks.py::test_an_unfused_chain_misses_the_chain_fusion_target",
+        "cpu",
+    ),
+    TimedCheck(
+        "notebooks/10-cos-cos.ipynb",
+        "fusion.require(check, fusion.target_value(",
+        "a compile that falls back to eager",
+        "test_timed_checks.py::test_a_compile_that_falls_back_to_eager_misses_the_cos_cos_target",
+    ),
+    TimedCheck(
+        "notebooks/10-cos-cos.ipynb",
+        "targets.require_between(",
+        "a cosine roof measured 2x low",
+        "test_fusion_benchmark.py::test_a_cosine_roof_measured_2x_low_fails_the_model",
+    ),
+    TimedCheck(
+        "notebooks/11-repeat-sweep.ipynb",
+        "repeat_sweep.OVER_ROOF_TOLERANCE",
+        "a multiply roof measured 2x low",
+        "test_fusion_repeat_sweep.py::test_a_multiply_roof_measured_2x_low_fails_the_roof_check",
+    ),
+    TimedCheck(
+        "notebooks/11-repeat-sweep.ipynb",
+        "repeat_sweep.FLAT_SPREAD",
+        "an unfused chain: every repeat its own pass over memory",
+        "test_timed_checks.py::test_an_unfused_sweep_is_not_flat_while_memory_bound",
+    ),
+    TimedCheck(
+        "notebooks/11-repeat-sweep.ipynb",
+        "repeat_sweep.rise_past_knee(",
+        "a step that does less work: the multiplies folded into one",
+        "test_timed_checks.py::test_a_folded_chain_does_not_rise_past_the_knee",
+    ),
+    TimedCheck(
+        "notebooks/12-triton-kernels.ipynb",
+        'fusion.require("pointwise_bandwidth"',
+        "an unfused kernel: three eager passes",
+        "test_timed_checks.py::test_an_unfused_pointwise_kernel_misses_its_bandwidth_target",
+        "gpu",
+    ),
+    TimedCheck(
+        "notebooks/12-triton-kernels.ipynb",
+        'fusion.require("softmax_bandwidth"',
+        "an unfused softmax: one pass per op",
+        "test_timed_checks.py::test_an_unfused_softmax_misses_its_bandwidth_target",
+        "gpu",
+    ),
+    TimedCheck(
+        "notebooks/20-matmul-throughput.ipynb",
+        "targets.check(check.passed",
+        "a slow matmul path, with a measured peak as slow",
+        "test_benchmarks_compute.py::test_a_slow_matmul_path_fails_though_the_measured_peak_is_as_slow",
+        "gpu",
+    ),
+    TimedCheck(
+        "notebooks/21-flops-vs-runtime.ipynb",
+        "targets.check(all(check.passed",
+        "contractions that take the runtime their FLOPs ask",
+        "test_benchmarks_compute.py::test_table_checks_are_the_ledgers_rule",
+    ),
+    TimedCheck(
+        "notebooks/22-layer-intensity.ipynb",
+        "roofline.require_memory_bound(",
+        "a non-matmul roof read 7.4x low under load",
+        "test_roofline.py::test_a_roof_read_low_is_measured_again_before_the_memory_bound_claim_fails",
+    ),
+    TimedCheck(
+        "notebooks/22-layer-intensity.ipynb",
+        "targets.check(linear_regimes",
+        "a matmul roof read far low: the linear layer compute-bound at batch 1",
+        "test_timed_checks.py::test_a_matmul_roof_read_low_keeps_the_linear_layer_from_crossing",
+    ),
+    TimedCheck(
+        "notebooks/30-python-vs-pytorch.ipynb",
+        "targets.check(python_rate > 3 * ops_rate",
+        "Python adds that pay a torch op each",
+        "test_timed_checks.py::test_python_adds_that_dispatch_a_torch_op_fail_the_overhead_claim",
+    ),
+    TimedCheck(
+        "notebooks/30-python-vs-pytorch.ipynb",
+        'targets.require_at_most("adds of 1, 4 and 16',
+        "an add that does work per element in Python",
+        "test_timed_checks.py::test_an_add_that_loops_over_elements_is_not_flat",
+    ),
+    TimedCheck(
+        "notebooks/31-batch-doubling.ipynb",
+        'targets.require_at_most("batch 1 -> 2',
+        "a step that does work per sample in Python",
+        "test_timed_checks.py::test_a_step_that_loops_over_samples_is_not_overhead_bound",
+    ),
+    TimedCheck(
+        "notebooks/31-batch-doubling.ipynb",
+        'targets.require(f"batch {batches[-2]}',
+        "a step that does less work: the batch ignored",
+        "test_timed_checks.py::test_a_step_that_ignores_the_batch_is_not_compute_bound",
+    ),
+    TimedCheck(
+        "notebooks/33-cuda-graphs.ipynb",
+        'overhead.require(overhead.TARGETS["cuda"]',
+        "graph replay replaced by the eager step",
+        "test_timed_checks.py::test_an_eager_step_passed_off_as_a_graph_misses_the_cuda_target",
+        "gpu",
+    ),
+    TimedCheck(
+        "notebooks/33-cuda-graphs.ipynb",
+        "overhead.require(tiny)",
+        "a compile that falls back to eager",
+        "test_timed_checks.py::test_a_compile_that_falls_back_to_eager_misses_the_tiny_ops_target",
+        "cpu",
+    ),
     # ---------------------------------------------------------------- the labs' performance checks
-    TimedCheck("brrr/labs/roofline/checks.py", "def grade_copy_bandwidth",
-               "a copy that counts only its reads",
-               "test_grading_roofline.py::test_counting_only_the_reads_is_outside_the_tolerance"),
-    TimedCheck("brrr/labs/roofline/checks.py", "def grade_matmul_peak",
-               "a peak in the wrong unit",
-               "test_grading_roofline.py::test_a_matmul_peak_in_the_wrong_unit_is_rejected"),
-    TimedCheck("brrr/labs/fuse_it/checks.py", '"speedup"',
-               "an interpreted (unfused, unoptimized) kernel",
-               "test_grading_gpu_paths.py::test_the_speedup_check_measures_both_and_fails_an_interpreted_kernel", "gpu"),
-    TimedCheck("brrr/labs/one_pass/checks.py", "_speedup",
-               "an interpreted kernel",
-               "test_grading_one_pass.py::test_the_speedup_check_times_torch_and_fails_an_interpreted_kernel", "gpu"),
-    TimedCheck("brrr/labs/make_it_fast/checks.py", '"speedup"',
-               "a step that caches the loss: less work while timed",
-               "test_grading_make_it_fast.py::test_a_step_that_caches_the_loss_passes_one_call_but_fails_while_timed"),
-    TimedCheck("brrr/labs/tile_it/checks.py", "grouped",
-               "the same kernel timed with GROUP_M = 1",
-               "test_grading_tile_it.py::test_the_grouped_order_check_times_the_same_kernel_with_group_m_1", "gpu"),
-    TimedCheck("brrr/labs/flash_attention/checks.py", "bench_together",
-               "a time faster than the matmul peak allows",
-               "test_grading_flash_attention.py::test_a_time_faster_than_the_matmul_peak_allows_is_flagged_as_impossible",
-               "gpu"),
+    TimedCheck(
+        "brrr/labs/roofline/checks.py",
+        "def grade_copy_bandwidth",
+        "a copy that counts only its reads",
+        "test_grading_roofline.py::test_counting_only_the_reads_is_outside_the_tolerance",
+    ),
+    TimedCheck(
+        "brrr/labs/roofline/checks.py",
+        "def grade_matmul_peak",
+        "a peak in the wrong unit",
+        "test_grading_roofline.py::test_a_matmul_peak_in_the_wrong_unit_is_rejected",
+    ),
+    TimedCheck(
+        "brrr/labs/fuse_it/checks.py",
+        '"speedup"',
+        "an interpreted (unfused, unoptimized) kernel",
+        "test_grading_gpu_paths.py::test_the_speedup_check_measures_both_and_fails_an_interpreted_kernel",
+        "gpu",
+    ),
+    TimedCheck(
+        "brrr/labs/one_pass/checks.py",
+        "_speedup",
+        "an interpreted kernel",
+        "test_grading_one_pass.py::test_the_speedup_check_times_torch_and_fails_an_interpreted_kernel",
+        "gpu",
+    ),
+    TimedCheck(
+        "brrr/labs/make_it_fast/checks.py",
+        '"speedup"',
+        "a step that caches the loss: less work while timed",
+        "test_grading_make_it_fast.py::test_a_step_that_caches_the_loss_passes_one_call_but_fails_while_timed",
+    ),
+    TimedCheck(
+        "brrr/labs/tile_it/checks.py",
+        "grouped",
+        "the same kernel timed with GROUP_M = 1",
+        "test_grading_tile_it.py::test_the_grouped_order_check_times_the_same_kernel_with_group_m_1",
+        "gpu",
+    ),
+    TimedCheck(
+        "brrr/labs/flash_attention/checks.py",
+        "bench_together",
+        "a time faster than the matmul peak allows",
+        "test_grading_flash_attention.py::test_a_time_faster_than_the_matmul_peak_allows_is_flagged_as_impossible",
+        "gpu",
+    ),
 )
 
 # Timed verdicts with no planted regression yet, each with the reason. Page 32's claim (the small batch's
@@ -131,8 +217,10 @@ TIMED_CHECKS = (
 # 0.03-0.12 at batch 1024, so the claim holds honestly by a wide margin but cannot tell that regression
 # from noise until it reads a steadier figure (more steps per trace).
 WITHOUT_A_PLANTED_REGRESSION = {
-    ("notebooks/32-profiler-traces.ipynb", 'targets.check(idle["small"] > idle["large"]'):
-        "a batch-1 trace's idle share varies too much between runs to tell a planted regression from noise",
+    (
+        "notebooks/32-profiler-traces.ipynb",
+        'targets.check(idle["small"] > idle["large"]',
+    ): "a batch-1 trace's idle share varies too much between runs to tell a planted regression from noise",
 }
 
 # A notebook call that makes a timed verdict.
@@ -151,16 +239,21 @@ def _page_source(path: Path) -> tuple[str, str]:
 
 
 def _notebook_calls(path: Path) -> int:
-    return sum(1 for line in "\n".join(_page_source(path)).splitlines()
-               if CALL.search(line) and not line.lstrip().startswith(("#", "from ", "import ")))
+    return sum(
+        1
+        for line in "\n".join(_page_source(path)).splitlines()
+        if CALL.search(line) and not line.lstrip().startswith(("#", "from ", "import "))
+    )
 
 
 def test_every_timed_verdict_in_a_notebook_has_a_row():
     listed: dict[str, int] = {}
     for where in [check.where for check in TIMED_CHECKS] + [where for where, _ in WITHOUT_A_PLANTED_REGRESSION]:
         listed[where] = listed.get(where, 0) + 1
-    found = {str(path.relative_to(ROOT)): _notebook_calls(path)
-             for path in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))}
+    found = {
+        str(path.relative_to(ROOT)): _notebook_calls(path)
+        for path in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
+    }
     found = {where: count for where, count in found.items() if count}
     rows = {where: count for where, count in listed.items() if where.endswith(".ipynb")}
     assert found == rows, "timed verdicts per notebook (calls found, rows in TIMED_CHECKS) differ"
@@ -169,7 +262,8 @@ def test_every_timed_verdict_in_a_notebook_has_a_row():
 def test_a_verdict_moved_to_a_page_module_still_counts(tmp_path):
     """A page whose verdicts moved to its brrr/pages module keeps its rows: the calls are counted there."""
     assert _notebook_calls(ROOT / "notebooks" / "10-cos-cos.ipynb") == sum(
-        check.where.endswith("10-cos-cos.ipynb") for check in TIMED_CHECKS)
+        check.where.endswith("10-cos-cos.ipynb") for check in TIMED_CHECKS
+    )
     bare = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
     nbformat.write(bare, tmp_path / "bare.ipynb")
     assert _notebook_calls(tmp_path / "bare.ipynb") == 0
@@ -244,17 +338,25 @@ def test_an_unfused_sweep_is_not_flat_while_memory_bound(monkeypatch):
     """Planted: the chain left to eager, every ``x * 2`` its own pass over memory; 1, 2 and 4 repeats then
     cost 2, 3 and 5 passes (with the copy into ``out``), 2.5x apart against the 1.5x allowed."""
     _strict(monkeypatch)
-    monkeypatch.setattr(repeat_sweep, "compile_chain", lambda repeats, example, *, threads=None: _eager(
-        lambda out, x: repeat_sweep.times_two_into(out, x, repeats), torch.empty_like(example), example,
-        threads=threads))
+    monkeypatch.setattr(
+        repeat_sweep,
+        "compile_chain",
+        lambda repeats, example, *, threads=None: _eager(
+            lambda out, x: repeat_sweep.times_two_into(out, x, repeats),
+            torch.empty_like(example),
+            example,
+            threads=threads,
+        ),
+    )
     n = far_above_cache(4)
 
     def spread():
         return repeat_sweep.low_spread(repeat_sweep.sweep(n, torch.float32, (1, 2, 4), threads=fusion.THREADS))
 
     with pytest.raises(targets.TargetMissed, match="slowest over fastest"):
-        targets.require_at_most("1 to 4 repeats, memory-bound: slowest over fastest", repeat_sweep.FLAT_SPREAD,
-                                spread(), attempts=1)
+        targets.require_at_most(
+            "1 to 4 repeats, memory-bound: slowest over fastest", repeat_sweep.FLAT_SPREAD, spread(), attempts=1
+        )
 
 
 def test_a_folded_chain_does_not_rise_past_the_knee(monkeypatch):
@@ -284,8 +386,11 @@ def test_an_unfused_pointwise_kernel_misses_its_bandwidth_target(monkeypatch):
     from brrr.kernels import pointwise
 
     _strict(monkeypatch)
-    monkeypatch.setattr(pointwise, "bias_gelu_scale",
-                        lambda x, bias, scale, out=None: out.copy_(pointwise.bias_gelu_scale_eager(x, bias, scale)))
+    monkeypatch.setattr(
+        pointwise,
+        "bias_gelu_scale",
+        lambda x, bias, scale, out=None: out.copy_(pointwise.bias_gelu_scale_eager(x, bias, scale)),
+    )
     n = far_above_cache(4)
     copy = fusion.copy_bandwidth(n)
     result = fusion._timed_target("pointwise_bandwidth", n, copy, fusion.THREADS)
@@ -345,8 +450,10 @@ def test_python_adds_that_dispatch_a_torch_op_fail_the_overhead_claim(monkeypatc
     monkeypatch.setattr(overhead, "PYTHON_ADDS_PER_CALL", overhead.PYTHON_ADDS_PER_CALL // 100)
     python_rate, ops_rate = overhead.python_adds_per_second(), overhead.torch_ops_per_second()
     with pytest.raises(targets.TargetMissed, match="per-op overhead is missing"):
-        targets.check(python_rate > 3 * ops_rate, f"Python adds {python_rate:.3g}/s, eager ops {ops_rate:.3g}/s: "
-                      "the per-op overhead is missing")
+        targets.check(
+            python_rate > 3 * ops_rate,
+            f"Python adds {python_rate:.3g}/s, eager ops {ops_rate:.3g}/s: the per-op overhead is missing",
+        )
 
 
 def test_an_add_that_loops_over_elements_is_not_flat(monkeypatch):
@@ -361,7 +468,8 @@ def test_an_add_that_loops_over_elements_is_not_flat(monkeypatch):
 
     monkeypatch.setattr(overhead.torch, "add", add_per_element)
     spread = max(t.median_s for t in overhead.add_time_by_size([1, 4, 16])) / min(
-        t.median_s for t in overhead.add_time_by_size([1]))
+        t.median_s for t in overhead.add_time_by_size([1])
+    )
     with pytest.raises(targets.TargetMissed, match="slowest over fastest"):
         targets.require_at_most("adds of 1, 4 and 16 elements: slowest over fastest", 1.5, spread)
 
@@ -377,13 +485,14 @@ def test_a_step_that_loops_over_samples_is_not_overhead_bound(monkeypatch):
 
     def per_sample(self, x, y):
         for i in range(x.shape[0]):
-            loss = real_step(self, x[i:i + 1], y[i:i + 1])
+            loss = real_step(self, x[i : i + 1], y[i : i + 1])
         return loss
 
     monkeypatch.setattr(overhead.TrainStep, "__call__", per_sample)
     with pytest.raises(targets.TargetMissed, match="overhead-bound"):
-        targets.require_at_most("batch 1 -> 2, overhead-bound: step time ratio", 1.5,
-                                overhead.doubling_in_turns([1, 2]))
+        targets.require_at_most(
+            "batch 1 -> 2, overhead-bound: step time ratio", 1.5, overhead.doubling_in_turns([1, 2])
+        )
 
 
 def test_a_step_that_ignores_the_batch_is_not_compute_bound(monkeypatch):
@@ -393,8 +502,9 @@ def test_a_step_that_ignores_the_batch_is_not_compute_bound(monkeypatch):
     real_batch = overhead.batch
     monkeypatch.setattr(overhead, "batch", lambda size, *args, **kwargs: real_batch(2048, *args, **kwargs))
     with pytest.raises(targets.TargetMissed, match="compute-bound"):
-        targets.require("batch 2048 -> 4096, compute-bound: step time ratio", 1.5,
-                        overhead.doubling_in_turns([2048, 4096]))
+        targets.require(
+            "batch 2048 -> 4096, compute-bound: step time ratio", 1.5, overhead.doubling_in_turns([2048, 4096])
+        )
 
 
 # ---------------------------------------------------------------- notebook 33: overhead targets

@@ -50,6 +50,7 @@ class _LoadedClock:
         def run():
             self.now += seconds * (3 if self.calls in self.burst else 1)
             self.calls += 1
+
         return run
 
 
@@ -81,9 +82,12 @@ def test_bench_together_runs_in_turns_until_each_has_its_budget(monkeypatch):
     clock = _LoadedClock(burst=range(0))
     monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
     slow, fast = clock.work(0.25), clock.work(0.0)
-    result = bench_together({"slow": lambda: (order.append("slow"), slow()),
-                             "fast": lambda: (order.append("fast"), fast())},
-                            warmup=1, min_runs=3, budget_s=1.0)
+    result = bench_together(
+        {"slow": lambda: (order.append("slow"), slow()), "fast": lambda: (order.append("fast"), fast())},
+        warmup=1,
+        min_runs=3,
+        budget_s=1.0,
+    )
     assert order == ["slow", "fast"] * 5  # one warm-up round, then rounds of one call each
     assert result["slow"].runs == result["fast"].runs == 4
     assert result["slow"].median_s == 0.25 and result["fast"].median_s == 0.0
@@ -198,13 +202,20 @@ def test_gpu_loop_flushes_before_every_timed_run_outside_its_events(gpu_loop_on_
 def test_rounds_on_the_cpu_clock_leave_out_time_spent_not_running():
     """A run that waits (sleeps, or is preempted by another process) costs wall time, not the thread's
     CPU time; a run that computes costs both. Only with one thread, where the kernel runs in the caller."""
+
     def spin():
         end = time.thread_time() + 0.01
         while time.thread_time() < end:
             pass
 
-    rounds = timing.rounds_in_turns({"waits": lambda: time.sleep(0.01), "works": spin}, warmup=0, min_runs=3,
-                                    max_runs=3, threads=1, on_cpu_clock=True)
+    rounds = timing.rounds_in_turns(
+        {"waits": lambda: time.sleep(0.01), "works": spin},
+        warmup=0,
+        min_runs=3,
+        max_runs=3,
+        threads=1,
+        on_cpu_clock=True,
+    )
     assert len(rounds["waits"]) == len(rounds["works"]) == 3
     assert max(rounds["waits"]) < 0.002 and min(rounds["works"]) >= 0.01
     by_wall = timing.rounds_in_turns({"waits": lambda: time.sleep(0.01)}, warmup=0, min_runs=3, max_runs=3)

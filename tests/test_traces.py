@@ -31,11 +31,20 @@ def trace() -> traces.Trace:
 
 def test_rows_hold_the_right_events(trace):
     assert [op.name for op in trace.cpu_ops] == [
-        "aten::linear", "aten::addmm", "aten::relu", "aten::clamp_min", "aten::sum",
-        "autograd::engine::evaluate_function: AddmmBackward0", "aten::mm",
+        "aten::linear",
+        "aten::addmm",
+        "aten::relu",
+        "aten::clamp_min",
+        "aten::sum",
+        "autograd::engine::evaluate_function: AddmmBackward0",
+        "aten::mm",
     ]
     assert [e.name for e in trace.launches] == [
-        "cudaLaunchKernel", "cudaLaunchKernel", "cudaLaunchKernel", "cuLaunchKernel", "cudaMemcpyAsync",
+        "cudaLaunchKernel",
+        "cudaLaunchKernel",
+        "cudaLaunchKernel",
+        "cuLaunchKernel",
+        "cudaMemcpyAsync",
     ]
     # gpu_user_annotation spans 20-100 on stream 7 but is not device work: it must not appear
     assert [(e.start_us, e.end_us) for e in trace.device] == [(20, 35), (50, 55), (52, 60), (80, 82), (90, 100)]
@@ -140,10 +149,12 @@ def test_timeline_shades_exactly_the_device_gaps(trace):
 def test_timeline_of_a_cpu_only_trace_shades_the_gaps_between_ops():
     import matplotlib.pyplot as plt
 
-    trace = traces.parse([
-        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 0, "dur": 3, "tid": 1},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "ts": 5, "dur": 2, "tid": 1},
-    ])
+    trace = traces.parse(
+        [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "ts": 0, "dur": 3, "tid": 1},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "ts": 5, "dur": 2, "tid": 1},
+        ]
+    )
     ax = traces.render_timeline(trace)
     assert traces.drawn_gaps(ax) == [(3, 5)]
     assert any("no device in this trace" in t.get_text() for t in ax.texts)
@@ -157,15 +168,20 @@ def test_quiet_native_stderr_drops_profiler_chatter_and_keeps_the_rest(capfd):
 
     with quiet_native_stderr():
         os.write(2, b"USDT: Profiler start\n")
-        os.write(2, b"[W1122 03:48:39.9 CPUAllocator.cpp:245] Memory block of unknown size was allocated before the profiling started, profiler results will not include the deallocation event\n")
+        os.write(
+            2,
+            b"[W1122 03:48:39.9 CPUAllocator.cpp:245] Memory block of unknown size was allocated before the "
+            b"profiling started, profiler results will not include the deallocation event\n",
+        )
         os.write(2, b"a real error\n")
     assert capfd.readouterr().err == "a real error\n"
 
 
-CPU_ONLY = traces.parse([  # ops and Python gaps across the whole window
-    {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "ts": 10 * i,
-     "dur": 7, "tid": 1} for i in range(10)
-])
+CPU_ONLY = traces.parse(
+    [  # ops and Python gaps across the whole window
+        {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "ts": 10 * i, "dur": 7, "tid": 1} for i in range(10)
+    ]
+)
 
 
 @pytest.mark.parametrize("panels", [1, 2])
@@ -173,6 +189,7 @@ CPU_ONLY = traces.parse([  # ops and Python gaps across the whole window
 def test_timeline_legend_stays_clear_of_the_bars(which, panels, request):
     trace = request.getfixturevalue("trace") if which == "fixture" else CPU_ONLY
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -240,8 +257,10 @@ def test_a_recorded_gpu_trace_replaces_the_synthetic_one(tmp_path):
     traces.write_trace_json(traces.synthetic_gpu_train_step(), folder / f"{traces.SYNTHETIC_NAME}.json")
     assert traces.reference_trace(folder).synthetic
     # a CPU-only recording (no device rows) does not replace it
-    cpu_only = {"brrr": {"synthetic": False}, "traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}]}
+    cpu_only = {
+        "brrr": {"synthetic": False},
+        "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}],
+    }
     traces.write_trace_json(cpu_only, folder / "a-cpu-train-step.json")
     assert traces.reference_trace(folder).synthetic
     # a GPU recording saved by notebook 32 does, and carries that run's stamp
@@ -254,4 +273,7 @@ def test_a_recorded_gpu_trace_replaces_the_synthetic_one(tmp_path):
     assert not [e for e in kept if e.get("cat") in ("python_function", "Trace")]
     original = traces.load(FIXTURE)
     assert (shown.trace.cpu_ops, shown.trace.device, shown.trace.launches) == (
-        original.cpu_ops, original.device, original.launches)
+        original.cpu_ops,
+        original.device,
+        original.launches,
+    )

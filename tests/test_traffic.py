@@ -155,7 +155,9 @@ def test_counting_blocks_do_not_nest():
 def test_an_untested_triton_version_fails_with_a_clear_message(monkeypatch):
     monkeypatch.setattr(traffic, "triton_version", lambda: (4, 0))
     monkeypatch.delenv(traffic.UNTESTED_OK_ENV, raising=False)
-    with pytest.raises(traffic.TrafficCounterUnavailable, match=r"tested with triton 3\.6 to 3\.9; this is triton 4\.0"):
+    with pytest.raises(
+        traffic.TrafficCounterUnavailable, match=r"tested with triton 3\.6 to 3\.9; this is triton 4\.0"
+    ):
         with traffic.count():
             pass
     assert not traffic.supported()

@@ -54,7 +54,7 @@ def test_the_static_explorer_precomputes_every_size_dtype_and_repeat_for_each_ma
     for ax in axes:
         assert [line.get_label() for line in ax.get_lines()] == list(GRID_DTYPES)
     first = axes[0].get_lines()[1]  # here, the smallest size, float32
-    expected = [place(2**GRID_LOG2_SIZES[0], "float32", r, machines["here"]).predicted_s for r in GRID_REPEATS]
+    expected = [place(2 ** GRID_LOG2_SIZES[0], "float32", r, machines["here"]).predicted_s for r in GRID_REPEATS]
     assert list(first.get_ydata()) == pytest.approx(expected)
 
 
@@ -64,8 +64,18 @@ def test_recorded_roofs_come_from_the_record(tmp_path):
     from brrr.widgets import recorded_roofs
 
     assert recorded_roofs(tmp_path) == {}
-    (tmp_path / "gpu.json").write_text(json.dumps({"figures": {
-        "repeat-sweep": {"env": {"device": "GPU X"}, "values": {"multiply_rate": 3e13, "copy_bandwidth": 3e12}},
-        "overhead/python-vs-pytorch": {"env": {"device": "GPU X"}, "values": {"torch_ops_per_s": 1e5}}}}))
+    (tmp_path / "gpu.json").write_text(
+        json.dumps(
+            {
+                "figures": {
+                    "repeat-sweep": {
+                        "env": {"device": "GPU X"},
+                        "values": {"multiply_rate": 3e13, "copy_bandwidth": 3e12},
+                    },
+                    "overhead/python-vs-pytorch": {"env": {"device": "GPU X"}, "values": {"torch_ops_per_s": 1e5}},
+                }
+            }
+        )
+    )
     (roof,) = recorded_roofs(tmp_path).values()
     assert (roof.peak_flops, roof.bandwidth, roof.overhead_s) == (3e13, 3e12, pytest.approx(1e-5))

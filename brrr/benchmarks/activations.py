@@ -22,8 +22,10 @@ SECTION = "activations"
 # gelu within this factor of relu's time is "about the same cost": the bar the fused-chain claim sets for
 # a chain of cheap ops against one of them (brrr.claims, fused-chain-one-op).
 SAME_COST = 1.3
-ESSAY = ("'activation functions are nearly all the same cost, despite gelu obviously consisting of many more "
-         "operations than relu' (A100, argued)")
+ESSAY = (
+    "'activation functions are nearly all the same cost, despite gelu obviously consisting of many more "
+    "operations than relu' (A100, argued)"
+)
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:
@@ -52,10 +54,14 @@ class ActivationCosts:
 
     def sentence(self) -> str:
         if self.same_cost:
-            return (f"Here {self.result()}: about the same cost, as the essay says, because gelu's extra "
-                    "arithmetic hid under the memory time of the pass.")
-        return (f"Here {self.result()}: not the same cost. gelu's erf is a long polynomial, and on this "
-                "machine its arithmetic takes longer than streaming the tensor, so it does not hide.")
+            return (
+                f"Here {self.result()}: about the same cost, as the essay says, because gelu's extra "
+                "arithmetic hid under the memory time of the pass."
+            )
+        return (
+            f"Here {self.result()}: not the same cost. gelu's erf is a long polynomial, and on this "
+            "machine its arithmetic takes longer than streaming the tensor, so it does not hide."
+        )
 
 
 def measure(x: torch.Tensor, *, threads: int | None) -> ActivationCosts:
@@ -64,8 +70,9 @@ def measure(x: torch.Tensor, *, threads: int | None) -> ActivationCosts:
 
     compiled = {name: compile_for_timing(fn, x, threads=threads) for name, fn in (("relu", relu), ("gelu", gelu))}
     one_pass = 8 * x.numel()
-    relu_run, gelu_run = measure_together([(name, lambda fn=fn: fn(x), one_pass) for name, fn in compiled.items()],
-                                          threads=threads)
+    relu_run, gelu_run = measure_together(
+        [(name, lambda fn=fn: fn(x), one_pass) for name, fn in compiled.items()], threads=threads
+    )
     return ActivationCosts(relu_run.seconds, gelu_run.seconds)
 
 
@@ -75,7 +82,9 @@ def record(costs: ActivationCosts) -> None:
 
 def beside(costs: ActivationCosts, stamp: str, folder=None) -> Beside:
     """This machine's ratio beside every recorded GPU's and the essay's words."""
-    gpus = [(gpu, ActivationCosts(gpu.values["relu_s"], gpu.values["gelu_s"]).result())
-            for gpu in recorded(SECTION, folder)]
-    return three_machines("Activation functions: gelu against relu, each one fused pass", costs.result(), stamp,
-                          gpus, ESSAY)
+    gpus = [
+        (gpu, ActivationCosts(gpu.values["relu_s"], gpu.values["gelu_s"]).result()) for gpu in recorded(SECTION, folder)
+    ]
+    return three_machines(
+        "Activation functions: gelu against relu, each one fused pass", costs.result(), stamp, gpus, ESSAY
+    )

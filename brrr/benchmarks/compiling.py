@@ -71,8 +71,9 @@ class Compiled:
         return f"<compiled {getattr(self.source, '__name__', self.source)!s}, first call took {self.compile_s:.2f} s>"
 
 
-def compile_for_timing(fn: Callable, *example_args, dynamic: bool = False, threads: int | None = None,
-                       **compile_options) -> Compiled:
+def compile_for_timing(
+    fn: Callable, *example_args, dynamic: bool = False, threads: int | None = None, **compile_options
+) -> Compiled:
     """``torch.compile(fn)``, called once on ``example_args`` so that the compile is paid now.
 
     ``dynamic=False`` specializes on the example's shapes, as a benchmark of one

@@ -67,8 +67,10 @@ def pin_threads() -> str:
     if THREADS is None:
         return f"torch uses its default threads on {DEVICE}"
     torch.set_num_threads(THREADS)
-    return (f"CPU: torch pinned to {THREADS} thread, and the ceilings compared with are measured on "
-            f"{THREADS} thread too (two threads on a shared two-core machine stall at random)")
+    return (
+        f"CPU: torch pinned to {THREADS} thread, and the ceilings compared with are measured on "
+        f"{THREADS} thread too (two threads on a shared two-core machine stall at random)"
+    )
 
 
 def measured_ceilings(*, refresh: bool = False) -> Ceilings:
@@ -91,8 +93,9 @@ def matmul_peaks_now(ceilings: Ceilings) -> Ceilings:
     """
     if not ON_GPU:
         return ceilings
-    best = {name: ceilings_module.measure_best_matmul_peak(name, threads=ceilings.threads)
-            for name in ceilings.matmul_peak}
+    best = {
+        name: ceilings_module.measure_best_matmul_peak(name, threads=ceilings.threads) for name in ceilings.matmul_peak
+    }
     peaks = {name: rate for name, (rate, _) in best.items()}
     sizes = {name: n for name, (_, n) in best.items()}
     env = dict(ceilings.env, matmul_peak="measured again just before the sweep")
@@ -100,9 +103,11 @@ def matmul_peaks_now(ceilings: Ceilings) -> Ceilings:
 
 
 # Why a matmul can print above the measured peak (units.fraction_of's ``above``).
-ABOVE_PEAK = ("brrr.ceilings times the peak on one size, and a size that suits the "
-              "library better, or a quieter moment on a shared machine, runs faster: "
-              "the roof is a measurement, with its noise")
+ABOVE_PEAK = (
+    "brrr.ceilings times the peak on one size, and a size that suits the "
+    "library better, or a quieter moment on a shared machine, runs faster: "
+    "the roof is a measurement, with its noise"
+)
 
 
 ABOVE_COPY = ceilings_module.ABOVE_COPY  # why a kernel can beat the copy roof
@@ -118,10 +123,14 @@ def above_peak_at(ceilings: Ceilings, dtype: str, n: int) -> str:
     """Why an n³ ``dtype`` matmul can read above the cached peak, naming the size the peak was timed at."""
     timed = ceilings.matmul_n.get(dtype)
     if timed == n:
-        return (f"brrr.ceilings timed this same size, {n}, at a busier moment on a shared machine: the roof "
-                "is a measurement, with its noise (python -m brrr.ceilings --refresh measures it again)")
-    return (f"brrr.ceilings times one size, {timed}, and this one, {n}, suits the library better, or ran at "
-            "a quieter moment on a shared machine: the roof is a measurement, with its noise")
+        return (
+            f"brrr.ceilings timed this same size, {n}, at a busier moment on a shared machine: the roof "
+            "is a measurement, with its noise (python -m brrr.ceilings --refresh measures it again)"
+        )
+    return (
+        f"brrr.ceilings times one size, {timed}, and this one, {n}, suits the library better, or ran at "
+        "a quieter moment on a shared machine: the roof is a measurement, with its noise"
+    )
 
 
 def has_tf32() -> bool:
@@ -153,8 +162,9 @@ class MatmulPoint:
         return self.flops / self.seconds
 
 
-def time_matmul(m: int, n: int, k: int, dtype: str = "float32", *, budget_s: float | None = None,
-                from_memory: bool = False) -> MatmulPoint:
+def time_matmul(
+    m: int, n: int, k: int, dtype: str = "float32", *, budget_s: float | None = None, from_memory: bool = False
+) -> MatmulPoint:
     """Median time of ``torch.mm`` of an (m×k) by a (k×n) matrix, written into a preallocated output.
 
     ``dtype`` is a :mod:`brrr.ceilings` name; ``'tf32'`` times float32 with TF32
@@ -165,18 +175,28 @@ def time_matmul(m: int, n: int, k: int, dtype: str = "float32", *, budget_s: flo
     """
     torch_dtype = TORCH_DTYPES[dtype]
     set_bytes = (m * k + k * n + m * n) * torch_dtype.itemsize
-    next_set = _in_turn([(torch.randn(m, k, device=DEVICE, dtype=torch_dtype),
-                          torch.randn(k, n, device=DEVICE, dtype=torch_dtype),
-                          torch.empty(m, n, device=DEVICE, dtype=torch_dtype))
-                         for _ in range(_copies_above_cache(set_bytes) if from_memory else 1)])
+    next_set = _in_turn(
+        [
+            (
+                torch.randn(m, k, device=DEVICE, dtype=torch_dtype),
+                torch.randn(k, n, device=DEVICE, dtype=torch_dtype),
+                torch.empty(m, n, device=DEVICE, dtype=torch_dtype),
+            )
+            for _ in range(_copies_above_cache(set_bytes) if from_memory else 1)
+        ]
+    )
 
     def call():
         a, b, out = next_set()
         return torch.mm(a, b, out=out)
 
     with tf32(dtype == "tf32"):
-        timing = bench(call, warmup=2, threads=THREADS,
-                       budget_s=budget_s if budget_s is not None else per_device(cpu=0.15, gpu=0.1))
+        timing = bench(
+            call,
+            warmup=2,
+            threads=THREADS,
+            budget_s=budget_s if budget_s is not None else per_device(cpu=0.15, gpu=0.1),
+        )
     return MatmulPoint(m, n, k, dtype, timing.median_s, 2 * m * n * k)
 
 
@@ -231,8 +251,11 @@ def sweep_shape(points: list[MatmulPoint], ceilings: Ceilings) -> list[str]:
         else:
             text = f"rose from {at(first)} to its best at {at(best)}"
         if best is not last:
-            text += (f", then fell to {at(last)}" if last.rate < 0.9 * best.rate
-                     else f", and held within 10% of it up to {at(last)}")
+            text += (
+                f", then fell to {at(last)}"
+                if last.rate < 0.9 * best.rate
+                else f", and held within 10% of it up to {at(last)}"
+            )
         lines.append(f"{dtype}: {text}")
     return lines
 
@@ -249,9 +272,11 @@ def cut_short(points: list[MatmulPoint], sizes: list[int] | None = None) -> list
     for dtype in dict.fromkeys(p.dtype for p in points):
         last = [p for p in points if p.dtype == dtype][-1]
         if last.n < largest:
-            notes.append(f"{dtype} stops at n={last.n}: at its rate there "
-                         f"({units.flops(last.rate)}), n={largest} would take "
-                         f"{units.seconds(predicted_call_s(last, largest))} a call")
+            notes.append(
+                f"{dtype} stops at n={last.n}: at its rate there "
+                f"({units.flops(last.rate)}), n={largest} would take "
+                f"{units.seconds(predicted_call_s(last, largest))} a call"
+            )
     return notes
 
 
@@ -318,8 +343,10 @@ def time_linear(batch: int, in_features: int, out_features: int, dtype: str = "f
     """
     torch_dtype = TORCH_DTYPES[dtype]
     weight_bytes = in_features * out_features * torch.empty((), dtype=torch_dtype).element_size()
-    weights = [torch.randn(out_features, in_features, device=DEVICE, dtype=torch_dtype)
-               for _ in range(_copies_above_cache(weight_bytes))]
+    weights = [
+        torch.randn(out_features, in_features, device=DEVICE, dtype=torch_dtype)
+        for _ in range(_copies_above_cache(weight_bytes))
+    ]
     bias = torch.randn(out_features, device=DEVICE, dtype=torch_dtype)
     x = torch.randn(batch, in_features, device=DEVICE, dtype=torch_dtype)
     next_weight = _in_turn(weights)
@@ -336,11 +363,15 @@ def time_rowwise(op: str, rows: int, cols: int, dtype: str = "float32") -> float
     torch_dtype = TORCH_DTYPES[dtype]
     x = torch.randn(rows, cols, device=DEVICE, dtype=torch_dtype)
     if op == "layer_norm":
-        weight, bias = torch.ones(cols, device=DEVICE, dtype=torch_dtype), torch.zeros(cols, device=DEVICE, dtype=torch_dtype)
+        weight, bias = (
+            torch.ones(cols, device=DEVICE, dtype=torch_dtype),
+            torch.zeros(cols, device=DEVICE, dtype=torch_dtype),
+        )
 
         def call():
             return torch.nn.functional.layer_norm(x, (cols,), weight, bias)
     elif op == "softmax":
+
         def call():
             return torch.softmax(x, dim=-1)
     else:
@@ -393,9 +424,18 @@ def encoder_training_step(config: EncoderConfig):
     each step, as ``optimizer.zero_grad()`` does, so no step accumulates into the last.
     """
     torch_dtype = TORCH_DTYPES[config.dtype]
-    layer = torch.nn.TransformerEncoderLayer(
-        config.d_model, config.heads, config.d_ff, dropout=config.dropout, activation="gelu", batch_first=True,
-    ).to(device=DEVICE, dtype=torch_dtype).train()
+    layer = (
+        torch.nn.TransformerEncoderLayer(
+            config.d_model,
+            config.heads,
+            config.d_ff,
+            dropout=config.dropout,
+            activation="gelu",
+            batch_first=True,
+        )
+        .to(device=DEVICE, dtype=torch_dtype)
+        .train()
+    )
     x = torch.randn(config.batch, config.seq, config.d_model, device=DEVICE, dtype=torch_dtype, requires_grad=True)
 
     def step():
@@ -456,12 +496,17 @@ def table_checks(table: opclasses.ClassTable) -> list[Check]:
     other_flops, other_time = 1 - flop_share, 1 - time_share
     factor = claims.other_time_over_flop_share(flop_share, time_share)
     return [
-        Check("contraction share of FLOPs", flop_share >= CONTRACTION_FLOP_SHARE_TARGET,
-              f"{100 * flop_share:.2f}% (target at least {100 * CONTRACTION_FLOP_SHARE_TARGET:.0f}%)"),
-        Check("non-contraction ops take far more of the runtime than of the FLOPs",
-              factor >= OTHER_TIME_OVER_FLOP_SHARE_TARGET,
-              f"{100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs, {factor:.0f}x "
-              f"(target at least {OTHER_TIME_OVER_FLOP_SHARE_TARGET:.0f}x)"),
+        Check(
+            "contraction share of FLOPs",
+            flop_share >= CONTRACTION_FLOP_SHARE_TARGET,
+            f"{100 * flop_share:.2f}% (target at least {100 * CONTRACTION_FLOP_SHARE_TARGET:.0f}%)",
+        ),
+        Check(
+            "non-contraction ops take far more of the runtime than of the FLOPs",
+            factor >= OTHER_TIME_OVER_FLOP_SHARE_TARGET,
+            f"{100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs, {factor:.0f}x "
+            f"(target at least {OTHER_TIME_OVER_FLOP_SHARE_TARGET:.0f}x)",
+        ),
     ]
 
 
@@ -489,21 +534,27 @@ def matmul_check(points: list[MatmulPoint], ceilings: Ceilings, dtype: str = "bf
     largest = max((p for p in points if p.dtype == dtype and p.m == p.n == p.k), key=lambda p: p.m)
     peak = ceilings.matmul(dtype)
     near_peak = largest.rate >= MATMUL_TARGET_FRACTION * peak
-    parts = [units.fraction_of(largest.rate, peak, "FLOP/s", f"measured {dtype} matmul peak")
-             + f" (target at least {units.percent(MATMUL_TARGET_FRACTION)})"]
+    parts = [
+        units.fraction_of(largest.rate, peak, "FLOP/s", f"measured {dtype} matmul peak")
+        + f" (target at least {units.percent(MATMUL_TARGET_FRACTION)})"
+    ]
     device = ceilings.env.get("device", "")
     sheet = datasheets.lookup(device)
     if sheet is not None and dtype in sheet.peaks:
         figure = sheet.peaks[dtype]
         fast = largest.rate >= MATMUL_DATASHEET_FRACTION * figure
-        parts.append(units.fraction_of(largest.rate, figure, "FLOP/s", f"{sheet.product} datasheet {dtype} (dense)")
-                     + f" (target at least {units.percent(MATMUL_DATASHEET_FRACTION)})")
+        parts.append(
+            units.fraction_of(largest.rate, figure, "FLOP/s", f"{sheet.product} datasheet {dtype} (dense)")
+            + f" (target at least {units.percent(MATMUL_DATASHEET_FRACTION)})"
+        )
         against = "measured peak and datasheet"
     else:
         gap = largest.rate / ceilings.vector_peak
         fast = gap >= MATMUL_OVER_VECTOR_TARGET
-        parts.append(f"{gap:.1f}x the measured non-matmul peak of {units.flops(ceilings.vector_peak)} "
-                     f"(target at least {MATMUL_OVER_VECTOR_TARGET:g}x; no datasheet known for {device or '?'})")
+        parts.append(
+            f"{gap:.1f}x the measured non-matmul peak of {units.flops(ceilings.vector_peak)} "
+            f"(target at least {MATMUL_OVER_VECTOR_TARGET:g}x; no datasheet known for {device or '?'})"
+        )
         against = "measured peak and non-matmul peak"
     return Check(f"largest {dtype} matmul ({largest.m}³) vs {against}", near_peak and fast, "; ".join(parts))
 
@@ -532,12 +583,17 @@ def recorded_layers(folder=None) -> str:
     for gpu in recorded("compute.layer_intensity", folder):
         values = gpu.values
         linear, rows = values["summary"]["linear over batch"], values["linear"]
-        moved = (f"moved from {linear['from']} to {linear['to']}" if linear["from"] != linear["to"]
-                 else f"stayed {linear['from']}")
+        moved = (
+            f"moved from {linear['from']} to {linear['to']}"
+            if linear["from"] != linear["to"]
+            else f"stayed {linear['from']}"
+        )
         rowwise = " and ".join(f"{row['op']} at {units.bandwidth(row['bytes_per_s'])}" for row in values["rowwise"])
-        said.append(f"On the recorded {gpu.device} ({values['dtype']}, {gpu.env.get('date', '?')}), the linear "
-                    f"layer {moved} between batch {rows[0]['batch']} and {rows[-1]['batch']}, and the row-wise "
-                    f"ops moved their counted bytes with {rowwise}.")
+        said.append(
+            f"On the recorded {gpu.device} ({values['dtype']}, {gpu.env.get('date', '?')}), the linear "
+            f"layer {moved} between batch {rows[0]['batch']} and {rows[-1]['batch']}, and the row-wise "
+            f"ops moved their counted bytes with {rowwise}."
+        )
     return " ".join(said) or "No recorded GPU holds this page's sweep yet."
 
 
@@ -554,8 +610,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Square matmuls on {DEVICE}:")
     for point in points:
         peak = ceilings.matmul_peak.get(point.dtype)
-        rate = (units.fraction_of(point.rate, peak, "FLOP/s", f"measured {point.dtype} peak") if peak
-                else units.flops(point.rate))
+        rate = (
+            units.fraction_of(point.rate, peak, "FLOP/s", f"measured {point.dtype} peak")
+            if peak
+            else units.flops(point.rate)
+        )
         print(f"  {point.dtype:<9} n={point.n:<6} {units.seconds(point.seconds):>9}  {rate}")
     print("\nOne training step of a BERT-like encoder layer, per operator class:")
     print(table.format())
@@ -566,11 +625,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         import json
 
-        print(json.dumps({"matmuls": [asdict(p) for p in points], "table": table.to_json(),
-                          "checks": [asdict(c) for c in checks]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "matmuls": [asdict(p) for p in points],
+                    "table": table.to_json(),
+                    "checks": [asdict(c) for c in checks],
+                },
+                indent=2,
+            )
+        )
     if ON_GPU:  # `make gpu-check` keeps every target's figure in brrr/data/reference
-        reference.record("compute-benchmark", {"checks": [asdict(c) for c in checks],
-                                               "matmuls": [asdict(p) for p in points]})
+        reference.record(
+            "compute-benchmark", {"checks": [asdict(c) for c in checks], "matmuls": [asdict(p) for p in points]}
+        )
     return 0 if all(check.passed for check in checks) else 1
 
 

@@ -96,10 +96,18 @@ TARGETS: dict[str, tuple[Target, ...]] = {
     "gpu": (
         # Of the speedup the roofline predicts from this run's cosine rate and copy bandwidth (2x while the
         # cosines hide under the memory time; less where the fused kernel is compute-bound).
-        Target("cos_cos_compiled_speedup", "torch.compile'd x.cos().cos() vs eager, far above L2",
-               COS_MODEL_FRACTION, OF_ROOFLINE_SPEEDUP),
-        Target("cos_cos_triton_speedup", "Triton cos_cos kernel vs eager x.cos().cos(), far above L2",
-               COS_MODEL_FRACTION, OF_ROOFLINE_SPEEDUP),
+        Target(
+            "cos_cos_compiled_speedup",
+            "torch.compile'd x.cos().cos() vs eager, far above L2",
+            COS_MODEL_FRACTION,
+            OF_ROOFLINE_SPEEDUP,
+        ),
+        Target(
+            "cos_cos_triton_speedup",
+            "Triton cos_cos kernel vs eager x.cos().cos(), far above L2",
+            COS_MODEL_FRACTION,
+            OF_ROOFLINE_SPEEDUP,
+        ),
         Target("pointwise_bandwidth", "Triton bias_gelu_scale, fp32, far above L2", 0.85, FRACTION_OF_COPY),
         Target("softmax_bandwidth", f"Triton softmax, fp32 rows of {COLS}, far above L2", 0.75, FRACTION_OF_COPY),
     ),
@@ -107,9 +115,18 @@ TARGETS: dict[str, tuple[Target, ...]] = {
         Target("cos_cos_compiled_speedup", "torch.compile'd x.cos().cos() vs eager, far above the LLC", 1.5, SPEEDUP),
         # Code generation alone can meet the target above (a compiled cosine beats eager's); this one is
         # fusion's own: the same compiled ops, fused against one at a time (the control).
-        Target("chain_fusion_speedup", "fused (x*1.5+0.5).abs() vs its ops compiled one at a time, far above the LLC",
-               1.5, SPEEDUP),
-        Target("triton_kernels_correct", "cos_cos, bias_gelu_scale and softmax match torch in the interpreter", 1.0, CORRECT),
+        Target(
+            "chain_fusion_speedup",
+            "fused (x*1.5+0.5).abs() vs its ops compiled one at a time, far above the LLC",
+            1.5,
+            SPEEDUP,
+        ),
+        Target(
+            "triton_kernels_correct",
+            "cos_cos, bias_gelu_scale and softmax match torch in the interpreter",
+            1.0,
+            CORRECT,
+        ),
     ),
 }
 
@@ -180,8 +197,16 @@ class Measurement:
         )
 
 
-def measure(label: str, fn: Callable[[], object], bytes_moved: float, *, threads: int | None = THREADS,
-            budget_s: float | None = None, warmup: int = 3, min_runs: int = 5) -> Measurement:
+def measure(
+    label: str,
+    fn: Callable[[], object],
+    bytes_moved: float,
+    *,
+    threads: int | None = THREADS,
+    budget_s: float | None = None,
+    warmup: int = 3,
+    min_runs: int = 5,
+) -> Measurement:
     """Time ``fn()`` (:func:`brrr.timing.bench`, through :func:`measure_together`) and pair it with the bytes it
     moves.
 
@@ -189,13 +214,20 @@ def measure(label: str, fn: Callable[[], object], bytes_moved: float, *, threads
     :func:`settle_page_faults`), so that the timed runs measure the kernel, not
     the operating system handing out fresh memory.
     """
-    (only,) = measure_together([(label, fn, bytes_moved)], threads=threads, budget_s=budget_s, warmup=warmup,
-                                min_runs=min_runs)
+    (only,) = measure_together(
+        [(label, fn, bytes_moved)], threads=threads, budget_s=budget_s, warmup=warmup, min_runs=min_runs
+    )
     return only
 
 
-def measure_together(specs: list[tuple[str, Callable[[], object], float]], *, threads: int | None = THREADS,
-                     budget_s: float | None = None, warmup: int = 3, min_runs: int = 5) -> list[Measurement]:
+def measure_together(
+    specs: list[tuple[str, Callable[[], object], float]],
+    *,
+    threads: int | None = THREADS,
+    budget_s: float | None = None,
+    warmup: int = 3,
+    min_runs: int = 5,
+) -> list[Measurement]:
     """:func:`measure` for variants whose times are compared: ``(label, fn, bytes_moved)`` each,
     timed in turns (:func:`brrr.timing.bench_together`), so that load from other work
     moves their ratios as little as it can."""
@@ -203,8 +235,14 @@ def measure_together(specs: list[tuple[str, Callable[[], object], float]], *, th
     with torch_threads(threads):
         for _, fn, _ in specs:
             settle_page_faults(fn)
-    timings = bench_together({label: fn for label, fn, _ in specs}, threads=threads, budget_s=budget,
-                             warmup=warmup, min_runs=min_runs, on_cpu_clock=thread_clock_for(threads))
+    timings = bench_together(
+        {label: fn for label, fn, _ in specs},
+        threads=threads,
+        budget_s=budget,
+        warmup=warmup,
+        min_runs=min_runs,
+        on_cpu_clock=thread_clock_for(threads),
+    )
     return [Measurement(label, timings[label], float(bytes_moved)) for label, _, bytes_moved in specs]
 
 
@@ -231,10 +269,14 @@ def copy_roof(*, threads: int | None = THREADS) -> tuple[float, str]:
     now = copy_bandwidth(threads=threads)
     if now > cached.copy_bandwidth:
         raise_copy_ceiling(cached, now)
-        return now, (f"this build's ceiling, raised now: this page's copy ran faster than the "
-                     f"{units.bandwidth(cached.copy_bandwidth)} measured {cached.env.get('date', '?')}")
-    return cached.copy_bandwidth, (f"this build's ceiling, measured {cached.env.get('date', '?')} on a quiet "
-                                   f"machine (this page's copy now: {units.bandwidth(now)})")
+        return now, (
+            f"this build's ceiling, raised now: this page's copy ran faster than the "
+            f"{units.bandwidth(cached.copy_bandwidth)} measured {cached.env.get('date', '?')}"
+        )
+    return cached.copy_bandwidth, (
+        f"this build's ceiling, measured {cached.env.get('date', '?')} on a quiet "
+        f"machine (this page's copy now: {units.bandwidth(now)})"
+    )
 
 
 NEAR_COPY = 0.7  # a fused kernel at 70% of copy bandwidth or more is "near the copy line"
@@ -244,8 +286,10 @@ def near_copy(label: str, fraction: float) -> str:
     """A sentence, from the run, on whether ``label`` reached the copy line (``fraction`` of copy bandwidth)."""
     if fraction >= NEAR_COPY:
         return f"{label} ran near the copy line ({units.percent(fraction)} of it): memory set its time"
-    return (f"{label} ran well below the copy line ({units.percent(fraction)} of it): something other than "
-            "memory, such as its arithmetic, set its time here")
+    return (
+        f"{label} ran well below the copy line ({units.percent(fraction)} of it): something other than "
+        "memory, such as its arithmetic, set its time here"
+    )
 
 
 # A provider whose smallest size runs below this fraction of the copy-bandwidth share it reaches at
@@ -259,8 +303,9 @@ def sweep_table(sweep_results: dict[str, list[Measurement]], sizes: list[str], c
     rows = []
     for name, results in sweep_results.items():
         for size, result in zip(sizes, results):
-            line = (f"{name:<30} {size:>12} {units.seconds(result.seconds):>9}  "
-                    + units.fraction_of(result.bandwidth, copy, "B/s", "copy"))
+            line = f"{name:<30} {size:>12} {units.seconds(result.seconds):>9}  " + units.fraction_of(
+                result.bandwidth, copy, "B/s", "copy"
+            )
             rows.append((line, "*" if result.bandwidth > copy else ""))
     return column.fit("\n".join(units.footnoted(rows, {"*": ABOVE_COPY}, "copy roof")))
 
@@ -269,11 +314,15 @@ def largest_sentences(sweep_results: dict[str, list[Measurement]], copy: float) 
     """At a sweep's largest size: whether each fused provider (``torch.compile``, the Triton kernel) reached
     the copy line, and eager's effective bandwidth, which counts the fused bytes though it moves about 3x."""
     largest = {name: results[-1] for name, results in sweep_results.items()}
-    lines = [near_copy(f"{name}, fused,", largest[name].bandwidth / copy)
-             for name in ("torch.compile", "Triton bias_gelu_scale") if name in largest]
+    lines = [
+        near_copy(f"{name}, fused,", largest[name].bandwidth / copy)
+        for name in ("torch.compile", "Triton bias_gelu_scale")
+        if name in largest
+    ]
     eager = largest["eager (3 kernels)"].bandwidth / copy
-    return lines + [f"eager, moving about 3x the fused bytes, reached {units.percent(eager)} of copy in "
-                    "effective bandwidth"]
+    return lines + [
+        f"eager, moving about 3x the fused bytes, reached {units.percent(eager)} of copy in effective bandwidth"
+    ]
 
 
 def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> list[str]:
@@ -289,21 +338,29 @@ def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> lis
     for name, results in sweep_results.items():
         small, large = results[0].bandwidth / copy, results[-1].bandwidth / copy
         held[name] = small < SMALL_HELD_BACK * large
-        lines.append(f"{name}: {units.percent(small)} of copy at the smallest size "
-                     f"({units.seconds(results[0].seconds)} a call), {units.percent(large)} at the largest "
-                     f"({units.ratio(small / large, (SMALL_HELD_BACK,))} of it)")
+        lines.append(
+            f"{name}: {units.percent(small)} of copy at the smallest size "
+            f"({units.seconds(results[0].seconds)} a call), {units.percent(large)} at the largest "
+            f"({units.ratio(small / large, (SMALL_HELD_BACK,))} of it)"
+        )
     if all(held.values()):
-        lines.append("At the smallest size every provider ran further below the copy line than at the "
-                     "largest: a fixed cost per call, not bandwidth, set its time.")
+        lines.append(
+            "At the smallest size every provider ran further below the copy line than at the "
+            "largest: a fixed cost per call, not bandwidth, set its time."
+        )
     elif not any(held.values()):
-        lines.append("At the smallest size every provider ran about as close to the copy line as at the "
-                     "largest, or closer: each call took long enough that a fixed cost per call was lost in "
-                     "it, and the bytes or the arithmetic set its time even there.")
+        lines.append(
+            "At the smallest size every provider ran about as close to the copy line as at the "
+            "largest, or closer: each call took long enough that a fixed cost per call was lost in "
+            "it, and the bytes or the arithmetic set its time even there."
+        )
     else:
-        lines.append("At the smallest size, held back by a fixed cost per call rather than bandwidth: "
-                     + ", ".join(name for name, h in held.items() if h) + "; about as close to the copy "
-                     "line as at the largest, or closer: "
-                     + ", ".join(name for name, h in held.items() if not h) + ".")
+        lines.append(
+            "At the smallest size, held back by a fixed cost per call rather than bandwidth: "
+            + ", ".join(name for name, h in held.items() if h)
+            + "; about as close to the copy "
+            "line as at the largest, or closer: " + ", ".join(name for name, h in held.items() if not h) + "."
+        )
     return lines
 
 
@@ -311,8 +368,8 @@ def speedup(baseline: Measurement, faster: Measurement) -> float:
     """How many times faster ``faster`` ran than ``baseline``."""
     return baseline.seconds / faster.seconds
 
-def time_triton_cos_cos(x: torch.Tensor, eager_cos_cos: Measurement,
-                        copy: float) -> tuple[Measurement, torch.Tensor]:
+
+def time_triton_cos_cos(x: torch.Tensor, eager_cos_cos: Measurement, copy: float) -> tuple[Measurement, torch.Tensor]:
     """On a GPU: time the Triton ``cos_cos`` kernel on ``x`` and its fast-math variant (``fast_cosf``, the
     special-function unit, instead of ``tl.cos``'s accurate libdevice cosine); print each against the
     copy roof, the speedups, and each one's largest error against float64 on the first 2**24 elements
@@ -321,11 +378,14 @@ def time_triton_cos_cos(x: torch.Tensor, eager_cos_cos: Measurement,
     n = x.numel()
     out, fast_out = torch.empty_like(x), torch.empty_like(x)
     accurate = measure("Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True))
-    fast = measure("Triton cos_cos, fast_cosf", lambda: pointwise.cos_cos(x, out=fast_out, fast=True),
-                   cos_cos_bytes(n, fused=True))
+    fast = measure(
+        "Triton cos_cos, fast_cosf", lambda: pointwise.cos_cos(x, out=fast_out, fast=True), cos_cos_bytes(n, fused=True)
+    )
     print(accurate.summary(copy))
-    print(f"fusion speedup: the Triton kernel runs {speedup(eager_cos_cos, accurate):.2f}x faster than "
-          "eager x.cos().cos()")
+    print(
+        f"fusion speedup: the Triton kernel runs {speedup(eager_cos_cos, accurate):.2f}x faster than "
+        "eager x.cos().cos()"
+    )
     print(fast.summary(copy))
     print(f"fast_cosf runs {speedup(accurate, fast):.2f}x as fast as the accurate kernel")
     k = min(n, 2**24)
@@ -363,11 +423,13 @@ def cheap_chain_eager(x: torch.Tensor) -> torch.Tensor:
 def one_by_one(ops: list[Callable[[torch.Tensor], torch.Tensor]], x: torch.Tensor) -> Callable[[], torch.Tensor]:
     """A call that runs ``ops`` on ``x`` one after another, each op its own kernel (the control of a fused
     chain: the same code, every intermediate through memory)."""
+
     def run() -> torch.Tensor:
         y = x
         for op in ops:
             y = op(y)
         return y
+
     return run
 
 
@@ -406,13 +468,17 @@ class Factors:
 
     def summary(self) -> str:
         """The factors in one line; below 1x fusion, what that means, in a second."""
-        text = (f"eager -> compiled and fused: {self.total:.2f}x = code generation {self.codegen:.2f}x "
-                f"(the same {self.kernels} kernels, compiled) x fusion {self.fusion:.2f}x "
-                f"(one kernel instead of {self.kernels})")
+        text = (
+            f"eager -> compiled and fused: {self.total:.2f}x = code generation {self.codegen:.2f}x "
+            f"(the same {self.kernels} kernels, compiled) x fusion {self.fusion:.2f}x "
+            f"(one kernel instead of {self.kernels})"
+        )
         if self.fusion < 1:
-            text += (f"\nFusion below 1x: the fused kernel took {units.seconds(self.fused.seconds)}, the same "
-                     f"ops in {self.kernels} compiled kernels {units.seconds(self.separate.seconds)}. Saving "
-                     "passes over memory bought no time here.")
+            text += (
+                f"\nFusion below 1x: the fused kernel took {units.seconds(self.fused.seconds)}, the same "
+                f"ops in {self.kernels} compiled kernels {units.seconds(self.separate.seconds)}. Saving "
+                "passes over memory bought no time here."
+            )
         return column.fit(text)
 
 
@@ -455,8 +521,13 @@ def cos_rates(*, threads: int | None = THREADS, chains: tuple[int, ...] = COS_RA
         compiled = compile_for_timing(cos_chain_of(length), x, threads=threads)
         with torch_threads(threads):
             settle_page_faults(lambda: compiled(x))
-        timing = bench(lambda: compiled(x), threads=threads, budget_s=per_device(cpu=0.3, gpu=0.1),
-                       flush_l2=False, on_cpu_clock=thread_clock_for(threads))
+        timing = bench(
+            lambda: compiled(x),
+            threads=threads,
+            budget_s=per_device(cpu=0.3, gpu=0.1),
+            flush_l2=False,
+            on_cpu_clock=thread_clock_for(threads),
+        )
         rates[length] = timing.rate(length * COS_RATE_N)
     return rates
 
@@ -488,13 +559,15 @@ def eager_cos_rate(*, threads: int | None = THREADS) -> float:
     x = torch.randn(COS_RATE_N, device=DEVICE)
     with torch_threads(threads):
         settle_page_faults(lambda: cos_eager(x))
-    timing = bench(lambda: cos_eager(x), threads=threads, budget_s=0.3, flush_l2=False,
-                   on_cpu_clock=thread_clock_for(threads))
+    timing = bench(
+        lambda: cos_eager(x), threads=threads, budget_s=0.3, flush_l2=False, on_cpu_clock=thread_clock_for(threads)
+    )
     return timing.rate(COS_RATE_N)
 
 
-def predicted_cos_seconds(n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float,
-                          dtype: torch.dtype = torch.float32) -> float:
+def predicted_cos_seconds(
+    n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float, dtype: torch.dtype = torch.float32
+) -> float:
     """Roofline time of ``passes`` kernels that together apply ``cosines_per_element`` cosines.
 
     Each pass reads and writes the tensor once (memory time) and does its share
@@ -531,8 +604,16 @@ MODEL_FLOOR = per_device(cpu=0.7, gpu=0.9)
 MODEL_CEILING = 2.0
 
 
-def model_ratio_in_turns(fn: Callable[[], object], n: int, cosines_per_element: int, passes: int, *,
-                         eager: bool, memory: bool = True, threads: int | None = THREADS) -> float:
+def model_ratio_in_turns(
+    fn: Callable[[], object],
+    n: int,
+    cosines_per_element: int,
+    passes: int,
+    *,
+    eager: bool,
+    memory: bool = True,
+    threads: int | None = THREADS,
+) -> float:
     """:func:`model_ratio` of ``fn`` measured again, with both of its roofs timed in the same rounds.
 
     Each round times ``fn``, a copy of ``n`` fp32 elements (the memory roof, as :mod:`brrr.ceilings`
@@ -549,8 +630,10 @@ def model_ratio_in_turns(fn: Callable[[], object], n: int, cosines_per_element: 
     if eager and not ON_GPU:
         roofs = {1: lambda: cos_eager(small)}
     else:
-        roofs = {length: functools.partial(compile_for_timing(cos_chain_of(length), small, threads=threads), small)
-                 for length in COS_RATE_CHAINS}
+        roofs = {
+            length: functools.partial(compile_for_timing(cos_chain_of(length), small, threads=threads), small)
+            for length in COS_RATE_CHAINS
+        }
     timed = {"workload": fn, **roofs}
     if memory:
         src = torch.randn(n, device=DEVICE)
@@ -565,41 +648,63 @@ def model_ratio_in_turns(fn: Callable[[], object], n: int, cosines_per_element: 
         bandwidth = 2 * n * 4 / seconds["copy"] if memory else float("inf")
         return seconds["workload"] / predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate)
 
-    return median_per_round(timed, per_round, threads=threads, budget_s=per_device(cpu=0.5, gpu=0.2), min_runs=7,
-                            flush_l2=False, on_cpu_clock=thread_clock_for(threads))
+    return median_per_round(
+        timed,
+        per_round,
+        threads=threads,
+        budget_s=per_device(cpu=0.5, gpu=0.2),
+        min_runs=7,
+        flush_l2=False,
+        on_cpu_clock=thread_clock_for(threads),
+    )
 
 
-def cos_bound(n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float,
-              dtype: torch.dtype = torch.float32) -> str:
+def cos_bound(
+    n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float, dtype: torch.dtype = torch.float32
+) -> str:
     """'memory' or 'compute': which of a pass's two times the roofline takes (:func:`predicted_cos_seconds`)."""
     memory_s = counting.pointwise(n, dtype).bytes / bandwidth
     return "memory" if memory_s >= n * cosines_per_element / passes / rate else "compute"
 
 
-def model_ratio(result: Measurement, n: int, cosines_per_element: int, passes: int, bandwidth: float,
-                rate: float) -> float:
+def model_ratio(
+    result: Measurement, n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float
+) -> float:
     """Measured time over the roofline's time: at least 1 if the roofs are roofs, about 1 where one sets it."""
     return result.seconds / predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate)
 
 
-def against_model(result: Measurement, n: int, cosines_per_element: int, passes: int, bandwidth: float,
-                  rate: float) -> str:
+def against_model(
+    result: Measurement, n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float
+) -> str:
     """One line: the roofline's time for ``result``, the measured time, their ratio, and, where the
     measurement beat the roofline's minimum, why, on the same line (:func:`brrr.roofline.above_roof`)."""
     predicted = predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate)
     bound = cos_bound(n, cosines_per_element, passes, bandwidth, rate)
     ratio = result.seconds / predicted
-    line = (f"{result.label:<26} {passes} pass(es), {cosines_per_element} cos/element: "
-            f"predicted {units.seconds(predicted):>9} ({bound}-bound), measured {units.seconds(result.seconds):>9} "
-            f"= {units.ratio(ratio, (1.0,))}")
-    roof = ("the copy bandwidth: " + ABOVE_COPY) if bound == "memory" else (
-        f"the {bound} roof is below what this kernel reaches: a low roof, not a fast kernel")
+    line = (
+        f"{result.label:<26} {passes} pass(es), {cosines_per_element} cos/element: "
+        f"predicted {units.seconds(predicted):>9} ({bound}-bound), measured {units.seconds(result.seconds):>9} "
+        f"= {units.ratio(ratio, (1.0,))}"
+    )
+    roof = (
+        ("the copy bandwidth: " + ABOVE_COPY)
+        if bound == "memory"
+        else (f"the {bound} roof is below what this kernel reaches: a low roof, not a fast kernel")
+    )
     why = roofline.above_roof(1 / result.seconds, 1 / predicted, result.timing.spread, beyond=roof)
     return f"{line} (under the roofline's minimum, its rate {why})" if why else line
 
 
-def cos_model_summary(n: int, bandwidth: float, rate: float, fused_cos_s: float, fused_cos_cos_s: float,
-                      eager_cos_cos_s: float, dtype: torch.dtype = torch.float32) -> str:
+def cos_model_summary(
+    n: int,
+    bandwidth: float,
+    rate: float,
+    fused_cos_s: float,
+    fused_cos_cos_s: float,
+    eager_cos_cos_s: float,
+    dtype: torch.dtype = torch.float32,
+) -> str:
     """What the roofline says about the fused x.cos().cos() here, in sentences that follow the run.
 
     ``rate`` is the cosine roof (:func:`cos_rate`); the three seconds are the compiled x.cos(), the
@@ -610,24 +715,33 @@ def cos_model_summary(n: int, bandwidth: float, rate: float, fused_cos_s: float,
     than_cos = fused_cos_cos_s / fused_cos_s
     # what the model asks of the ratio, and how far the compiled x.cos() itself sat from its roofline time
     model_than_cos = predicted_cos_seconds(n, 2, 1, bandwidth, rate, dtype) / predicted_cos_seconds(
-        n, 1, 1, bandwidth, rate, dtype)
+        n, 1, 1, bandwidth, rate, dtype
+    )
     cos_over_model = fused_cos_s / predicted_cos_seconds(n, 1, 1, bandwidth, rate, dtype)
     took = f"it took {than_cos:.2f}x."
     if than_cos < MODEL_FLOOR * model_than_cos:
-        took = (f"it took only {than_cos:.2f}x, because the compiled x.cos() itself ran at {cos_over_model:.2f}x "
-                "its roofline time in this run, slowed by something the model leaves out (load from other "
-                "work on the machine shows as a large spread).")
+        took = (
+            f"it took only {than_cos:.2f}x, because the compiled x.cos() itself ran at {cos_over_model:.2f}x "
+            "its roofline time in this run, slowed by something the model leaves out (load from other "
+            "work on the machine shows as a large spread)."
+        )
     if two <= 1:
-        return ("Two cosines per element fit inside the memory time of one pass: on this machine the fused "
-                f"x.cos().cos() should cost about as much as one x.cos(); it took {than_cos:.2f}x its time.")
+        return (
+            "Two cosines per element fit inside the memory time of one pass: on this machine the fused "
+            f"x.cos().cos() should cost about as much as one x.cos(); it took {than_cos:.2f}x its time."
+        )
     if one > 1:
-        text = (f"Even one cosine per element takes {units.ratio(one, (1.0,))} the memory time of one "
-                "pass: on this machine x.cos() itself is compute-bound, and the fused kernel, with two "
-                f"cosines per element, should take at least {model_than_cos:.2f}x its time; {took}")
+        text = (
+            f"Even one cosine per element takes {units.ratio(one, (1.0,))} the memory time of one "
+            "pass: on this machine x.cos() itself is compute-bound, and the fused kernel, with two "
+            f"cosines per element, should take at least {model_than_cos:.2f}x its time; {took}"
+        )
     else:
-        text = (f"Two cosines per element take {units.ratio(two, (1.0,))} the memory time of one pass: "
-                "on this machine the fused kernel is compute-bound, so it should take at least "
-                f"{model_than_cos:.2f}x the time of one x.cos(); {took}")
+        text = (
+            f"Two cosines per element take {units.ratio(two, (1.0,))} the memory time of one pass: "
+            "on this machine the fused kernel is compute-bound, so it should take at least "
+            f"{model_than_cos:.2f}x the time of one x.cos(); {took}"
+        )
     if fused_cos_cos_s < eager_cos_cos_s:
         return f"{text} It still beat eager's two passes, {eager_cos_cos_s / fused_cos_cos_s:.2f}x."
     return f"{text} It did not beat eager's two passes here ({eager_cos_cos_s / fused_cos_cos_s:.2f}x)."
@@ -645,8 +759,15 @@ def target_value(check: str, measured_speedup: float, predicted_speedup: float |
 # ---------------------------------------------------------------- sweeps
 
 
-def sweep(providers: dict[str, Callable], make_inputs: Callable[[int], tuple], bytes_moved: Callable[[int], float],
-          sizes: list[int], *, threads: int | None = THREADS, budget_s: float | None = None) -> dict[str, list[Measurement]]:
+def sweep(
+    providers: dict[str, Callable],
+    make_inputs: Callable[[int], tuple],
+    bytes_moved: Callable[[int], float],
+    sizes: list[int],
+    *,
+    threads: int | None = THREADS,
+    budget_s: float | None = None,
+) -> dict[str, list[Measurement]]:
     """Time every provider on the inputs ``make_inputs(size)`` for each size, Triton-tutorial style.
 
     ``providers`` maps a name to a function of the inputs; ``bytes_moved(size)``
@@ -657,8 +778,9 @@ def sweep(providers: dict[str, Callable], make_inputs: Callable[[int], tuple], b
     results: dict[str, list[Measurement]] = {name: [] for name in providers}
     for size in sizes:
         inputs = make_inputs(size)
-        specs = [(name, functools.partial(provider, *inputs), bytes_moved(size))
-                 for name, provider in providers.items()]
+        specs = [
+            (name, functools.partial(provider, *inputs), bytes_moved(size)) for name, provider in providers.items()
+        ]
         for result in measure_together(specs, threads=threads, budget_s=budget, warmup=1, min_runs=3):
             results[result.label].append(result)
     return results
@@ -789,8 +911,14 @@ def require(check: str, first: float, again: Callable[[], float] | None = None, 
     anew after a miss. If every attempt misses, :func:`brrr.targets.missed` (raised where strict).
     """
     wanted = target(check)
-    return targets.require(f"{wanted.description} ({device_class()})", wanted.minimum, first, again,
-                           attempts=attempts, show=lambda value: _value(check, value))
+    return targets.require(
+        f"{wanted.description} ({device_class()})",
+        wanted.minimum,
+        first,
+        again,
+        attempts=attempts,
+        show=lambda value: _value(check, value),
+    )
 
 
 def _figure(kind: str, measured: float, minimum: float) -> str:
@@ -819,15 +947,18 @@ def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Resul
             fused_spec = ("Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True))
         eager, fused = measure_together(
             [("eager x.cos().cos()", lambda: cos_cos_eager(x), cos_cos_bytes(n, fused=False)), fused_spec],
-            threads=threads)
+            threads=threads,
+        )
         detail = f"eager {units.seconds(eager.seconds)}, {fused.label} {units.seconds(fused.seconds)}, n={n}"
         measured = speedup(eager, fused)
         if target(check).kind != OF_ROOFLINE_SPEEDUP:
             return _result(check, measured, detail)
         rate = cos_rate(threads=threads)
         predicted = predicted_cos_cos_speedup(n, copy, rate)
-        detail += (f"; {measured:.2f}x over eager, the roofline predicts {predicted:.2f}x "
-                   f"from {units.si(rate, 'cos/s')} and {units.bandwidth(copy)} copy")
+        detail += (
+            f"; {measured:.2f}x over eager, the roofline predicts {predicted:.2f}x "
+            f"from {units.si(rate, 'cos/s')} and {units.bandwidth(copy)} copy"
+        )
         return _result(check, target_value(check, measured, predicted), detail)
     if check == "chain_fusion_speedup":
         x = torch.randn(n, device=DEVICE)
@@ -840,9 +971,13 @@ def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Resul
                 y = op(y)
             return y
 
-        separate, fused = measure_together([("compiled op by op", one_at_a_time, chain_bytes(n, 3, fused=False)),
-                                            ("compiled and fused", lambda: chain(x), chain_bytes(n, 3, fused=True))],
-                                           threads=threads)
+        separate, fused = measure_together(
+            [
+                ("compiled op by op", one_at_a_time, chain_bytes(n, 3, fused=False)),
+                ("compiled and fused", lambda: chain(x), chain_bytes(n, 3, fused=True)),
+            ],
+            threads=threads,
+        )
         detail = f"op by op {units.seconds(separate.seconds)}, fused {units.seconds(fused.seconds)}, n={n}"
         return _result(check, speedup(separate, fused), detail)
     if check == "pointwise_bandwidth":
@@ -850,15 +985,20 @@ def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Resul
         x = torch.randn(rows, COLS, device=DEVICE)
         bias = torch.randn(COLS, device=DEVICE)
         out = torch.empty_like(x)
-        kernel = measure("Triton bias_gelu_scale", lambda: pointwise.bias_gelu_scale(x, bias, 0.5, out=out),
-                         bias_gelu_scale_bytes(rows, COLS, fused=True), threads=threads)
+        kernel = measure(
+            "Triton bias_gelu_scale",
+            lambda: pointwise.bias_gelu_scale(x, bias, 0.5, out=out),
+            bias_gelu_scale_bytes(rows, COLS, fused=True),
+            threads=threads,
+        )
         return _result(check, kernel.bandwidth / copy, f"{units.bandwidth(kernel.bandwidth)} on {rows}x{COLS}")
     if check == "softmax_bandwidth":
         rows = max(1, n // COLS)
         x = torch.randn(rows, COLS, device=DEVICE)
         out = torch.empty_like(x)
-        kernel = measure("Triton softmax", lambda: softmax.softmax(x, out=out),
-                         counting.softmax(rows, COLS).bytes, threads=threads)
+        kernel = measure(
+            "Triton softmax", lambda: softmax.softmax(x, out=out), counting.softmax(rows, COLS).bytes, threads=threads
+        )
         return _result(check, kernel.bandwidth / copy, f"{units.bandwidth(kernel.bandwidth)} on {rows}x{COLS}")
     raise KeyError(f"no measurement for target {check!r}")
 
@@ -877,7 +1017,9 @@ def report(copy: float, results: list[Result], env: dict[str, str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m brrr.benchmarks.fusion", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--n", type=int, default=None, help="elements per tensor (default: far above the last-level cache)")
+    parser.add_argument(
+        "--n", type=int, default=None, help="elements per tensor (default: far above the last-level cache)"
+    )
     args = parser.parse_args(argv)
     with torch_threads(THREADS):
         env = environment()

@@ -29,16 +29,26 @@ class GraphSweep:
     @classmethod
     def of_runs(cls, batches: Sequence[int], runs, stamp: str) -> GraphSweep:
         """From ``overhead.graph_vs_eager`` comparisons, one per batch size."""
-        return cls(list(batches), [r.baseline.median_s for r in runs], [r.faster.median_s for r in runs],
-                   "measured here", stamp)
+        return cls(
+            list(batches),
+            [r.baseline.median_s for r in runs],
+            [r.faster.median_s for r in runs],
+            "measured here",
+            stamp,
+        )
 
     @classmethod
     def recorded(cls, folder=None) -> GraphSweep | None:
         """The first recorded GPU's sweep, or None where no record holds one."""
         for gpu in recorded(SECTION, folder):
             values = gpu.values
-            return cls(list(values["batches"]), list(values["eager_seconds"]), list(values["replay_seconds"]),
-                       f"recorded on {gpu.device}", gpu.stamp)
+            return cls(
+                list(values["batches"]),
+                list(values["eager_seconds"]),
+                list(values["replay_seconds"]),
+                f"recorded on {gpu.device}",
+                gpu.stamp,
+            )
         return None
 
     @property
@@ -55,27 +65,38 @@ class GraphSweep:
         """The result in one sentence: the gain at the smallest batch and at the largest."""
         first, last = self.speedups[0], self.speedups[-1]
         fades = "fading to" if last < first else "rising to"
-        return (f"{self.where[:1].upper()}{self.where[1:]}: graph replay ran a training step {first:.1f}x faster than eager at "
-                f"batch {self.batches[0]}, {fades} {last:.2f}x at batch {self.batches[-1]}, where the replayed "
-                f"step took {units.seconds(self.replay_s[-1])} against eager's {units.seconds(self.eager_s[-1])}.")
+        return (
+            f"{self.where[:1].upper()}{self.where[1:]}: graph replay ran a training step {first:.1f}x faster than "
+            "eager at "
+            f"batch {self.batches[0]}, {fades} {last:.2f}x at batch {self.batches[-1]}, where the replayed "
+            f"step took {units.seconds(self.replay_s[-1])} against eager's {units.seconds(self.eager_s[-1])}."
+        )
 
     def plot(self):
         from brrr.plots import loglog_sweep
 
         return loglog_sweep(
-            self.batches, {"eager step": self.eager_s, "CUDA-graph replay": self.replay_s},
-            xlabel="batch size", ylabel="seconds per training step",
-            title=f"Graph replay removes the overhead floor ({self.where})", stamp=self.stamp)
+            self.batches,
+            {"eager step": self.eager_s, "CUDA-graph replay": self.replay_s},
+            xlabel="batch size",
+            ylabel="seconds per training step",
+            title=f"Graph replay removes the overhead floor ({self.where})",
+            stamp=self.stamp,
+        )
 
 
-NO_RECORD = ("No GPU here, and no recorded GPU holds this sweep: `make gpu-check` on a GPU node records it "
-             f"({SECTION} in brrr/data/reference/).")
+NO_RECORD = (
+    "No GPU here, and no recorded GPU holds this sweep: `make gpu-check` on a GPU node records it "
+    f"({SECTION} in brrr/data/reference/)."
+)
 
 
 def recorded_reduce_overhead(folder=None) -> str | None:
     """``torch.compile(mode="reduce-overhead")`` at batch 1 against eager, as the first recorded GPU measured it."""
     for gpu in recorded(SECTION, folder):
         eager, graphs = gpu.values["eager_seconds"][0], gpu.values["reduce_overhead_batch1_seconds"]
-        return (f"{eager / graphs:.2f}x over eager ({units.seconds(graphs)} against {units.seconds(eager)} per "
-                f"step; the optimizer step stays eager)\n  {gpu.stamp}")
+        return (
+            f"{eager / graphs:.2f}x over eager ({units.seconds(graphs)} against {units.seconds(eager)} per "
+            f"step; the optimizer step stays eager)\n  {gpu.stamp}"
+        )
     return None

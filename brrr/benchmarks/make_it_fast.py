@@ -39,8 +39,14 @@ def reference_solution(path: Path = SOLUTION, cell: str = CELL):
     sources = ["".join(c["source"]) for c in notebook["cells"] if c.get("id") == cell]
     if len(sources) != 1:
         raise LookupError(f"{path} has no single cell with id {cell!r}")
-    namespace = {"torch": torch, "ON_GPU": ON_GPU, "LEARNING_RATE": lab.LEARNING_RATE,
-                 "WEIGHT_DECAY": lab.WEIGHT_DECAY, "make_problem": lab.make_problem, "__name__": "solution"}
+    namespace = {
+        "torch": torch,
+        "ON_GPU": ON_GPU,
+        "LEARNING_RATE": lab.LEARNING_RATE,
+        "WEIGHT_DECAY": lab.WEIGHT_DECAY,
+        "make_problem": lab.make_problem,
+        "__name__": "solution",
+    }
     exec(compile(sources[0], f"{path.name}:{cell}", "exec"), namespace)  # noqa: S102 - our own notebook
     return namespace["fast_train"]
 
@@ -63,13 +69,17 @@ def run(runs: int) -> tuple[int, list[float], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.benchmarks.make_it_fast", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.benchmarks.make_it_fast", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args(argv)
     passes, speedups, _ = run(args.runs)
     needed = thresholds.threshold(lab.LAB, "speedup").value
-    print(f"{passes} of {args.runs} passed (needed {needed:g}x); speedups: min {min(speedups):.1f}x, "
-          f"median {statistics.median(speedups):.1f}x, max {max(speedups):.1f}x")
+    print(
+        f"{passes} of {args.runs} passed (needed {needed:g}x); speedups: min {min(speedups):.1f}x, "
+        f"median {statistics.median(speedups):.1f}x, max {max(speedups):.1f}x"
+    )
     return 0 if passes == args.runs else 1
 
 

@@ -62,12 +62,14 @@ def time_it(fn: Callable[[], object], *, budget_s: float = 0.3, threads: int | N
     return bench(fn, threads=threads, budget_s=budget_s, flush_l2=False, **kwargs)
 
 
-def time_together(fns: dict[str, Callable[[], object]], *, budget_s: float = 0.3,
-                  threads: int | None = THREADS) -> dict[str, Timing]:
+def time_together(
+    fns: dict[str, Callable[[], object]], *, budget_s: float = 0.3, threads: int | None = THREADS
+) -> dict[str, Timing]:
     """:func:`time_it` for work whose times are compared: timed in turns (:func:`brrr.timing.bench_together`),
     so that a burst of other work lands on all of them alike."""
-    return bench_together(fns, threads=threads, budget_s=budget_s, flush_l2=False,
-                          on_cpu_clock=thread_clock_for(threads))
+    return bench_together(
+        fns, threads=threads, budget_s=budget_s, flush_l2=False, on_cpu_clock=thread_clock_for(threads)
+    )
 
 
 @dataclass(frozen=True)
@@ -165,16 +167,24 @@ def describe_add_sweep(sizes: Sequence[int], timings: Sequence[Timing], copy_ban
     from brrr.ceilings import ABOVE_COPY
 
     cache = last_level_cache_bytes()
-    reasons = {"*": (f"its three tensors fit in the {units.binary_bytes(cache)} last-level cache, which "
-                     "streams faster than the DRAM that the copy roof measures"),
-               "†": f"its three tensors exceed the {units.binary_bytes(cache)} last-level cache, so this is DRAM: "
-                    f"{ABOVE_COPY}"}
+    reasons = {
+        "*": (
+            f"its three tensors fit in the {units.binary_bytes(cache)} last-level cache, which "
+            "streams faster than the DRAM that the copy roof measures"
+        ),
+        "†": f"its three tensors exceed the {units.binary_bytes(cache)} last-level cache, so this is DRAM: "
+        f"{ABOVE_COPY}",
+    }
     rows = []
     for n, timing in zip(sizes, timings):
         achieved = add_bytes(n) / timing.median_s
-        rows.append((f"{n:>12,} elements  {units.seconds(timing.median_s):>9}  "
-                     + units.fraction_of(achieved, copy_bandwidth, "B/s", "measured copy bandwidth", thresholds=(1.0,)),
-                     ("*" if add_bytes(n) <= cache else "†") if achieved > copy_bandwidth else ""))
+        rows.append(
+            (
+                f"{n:>12,} elements  {units.seconds(timing.median_s):>9}  "
+                + units.fraction_of(achieved, copy_bandwidth, "B/s", "measured copy bandwidth", thresholds=(1.0,)),
+                ("*" if add_bytes(n) <= cache else "†") if achieved > copy_bandwidth else "",
+            )
+        )
     return units.footnoted(rows, reasons, "copy roof")
 
 
@@ -233,8 +243,7 @@ class TrainStep:
     waits for the device.
     """
 
-    def __init__(self, model: torch.nn.Module, *, forward: Callable | None = None,
-                 lr: float = LEARNING_RATE):
+    def __init__(self, model: torch.nn.Module, *, forward: Callable | None = None, lr: float = LEARNING_RATE):
         self.model = model
         self.forward = forward or model
         self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -284,8 +293,9 @@ def doubling_in_turns(pair: Sequence[int], shape: MlpShape = MLP, *, budget_s: f
     step = TrainStep(small_mlp(shape))
     small, large = sorted(pair)
     inputs = {size: batch(size, shape) for size in (small, large)}
-    timings = time_together({str(size): (lambda x=x, y=y: step(x, y)) for size, (x, y) in inputs.items()},
-                            budget_s=budget_s)
+    timings = time_together(
+        {str(size): (lambda x=x, y=y: step(x, y)) for size, (x, y) in inputs.items()}, budget_s=budget_s
+    )
     return timings[str(large)].median_s / timings[str(small)].median_s
 
 
@@ -320,8 +330,7 @@ def step_roofline_seconds(batch_size: int, peak_flops: float, bandwidth: float, 
     return (3 * shape.depth - 1) * max(one.flops / peak_flops, one.bytes / bandwidth)
 
 
-def doubling_verdict(ratio: float, predicted_ratio: float | None = None,
-                     over_roofline: float | None = None) -> str:
+def doubling_verdict(ratio: float, predicted_ratio: float | None = None, over_roofline: float | None = None) -> str:
     """Read one doubling: under 1.25x the batch rode along nearly free; over 1.75x the step scales
     with it.
 
@@ -337,10 +346,14 @@ def doubling_verdict(ratio: float, predicted_ratio: float | None = None,
     if ratio < 1.25:
         if predicted_ratio is not None and predicted_ratio < 1.5:
             if over_roofline is not None and over_roofline >= 2:
-                return (f"overhead-bound: {over_roofline:.1f}x its roofline time (the roofline "
-                        f"alone would be flat here too, {predicted_ratio:.2f}x)")
-            return (f"flat, but the roofline predicts {predicted_ratio:.2f}x here (the weights' bytes "
-                    "dominate): not proof of overhead")
+                return (
+                    f"overhead-bound: {over_roofline:.1f}x its roofline time (the roofline "
+                    f"alone would be flat here too, {predicted_ratio:.2f}x)"
+                )
+            return (
+                f"flat, but the roofline predicts {predicted_ratio:.2f}x here (the weights' bytes "
+                "dominate): not proof of overhead"
+            )
         return "overhead-bound"
     if ratio > 1.75:
         return "scaling with the work"
@@ -407,8 +420,9 @@ def compiled_vs_eager_tiny_ops(n: int = TINY_ELEMENTS, *, mode: str | None = Non
 
     label = "compiled" if mode is None else mode
     timings = time_together({"eager": eager_call, label: compiled_call})
-    return Comparison(f"{TINY_OPS} tiny ops on {n} fp32 elements, {DEVICE.type}",
-                      "eager", timings["eager"], label, timings[label])
+    return Comparison(
+        f"{TINY_OPS} tiny ops on {n} fp32 elements, {DEVICE.type}", "eager", timings["eager"], label, timings[label]
+    )
 
 
 # ---------------------------------------------------------------- CUDA graphs (GPU only)
@@ -436,10 +450,14 @@ class GraphedStep:
 
 def require_gpu(what: str) -> None:
     if not ON_GPU:
-        raise RuntimeError(f"{what} needs a CUDA GPU; this process runs on {DEVICE} (CUDA graphs do not exist on a CPU)")
+        raise RuntimeError(
+            f"{what} needs a CUDA GPU; this process runs on {DEVICE} (CUDA graphs do not exist on a CPU)"
+        )
 
 
-def capture_train_step(step: TrainStep, static_x: torch.Tensor, static_y: torch.Tensor, *, warmup: int = 3) -> GraphedStep:
+def capture_train_step(
+    step: TrainStep, static_x: torch.Tensor, static_y: torch.Tensor, *, warmup: int = 3
+) -> GraphedStep:
     """Capture ``step`` on the static input buffers into a CUDA graph, as the PyTorch docs prescribe.
 
     1. Warm up on a side stream, so lazy initialisation (cuBLAS handles, the
@@ -473,7 +491,10 @@ def graph_vs_eager(batch_size: int = 1, shape: MlpShape = MLP) -> Comparison:
     graphed = capture_train_step(graph_step, x.clone(), y.clone())
     return Comparison(
         f"one training step of the {shape.depth}-layer, width-{shape.width} MLP at batch {batch_size}",
-        "eager", time_it(lambda: eager_step(x, y)), "graph replay", time_it(graphed.replay),
+        "eager",
+        time_it(lambda: eager_step(x, y)),
+        "graph replay",
+        time_it(graphed.replay),
     )
 
 
@@ -499,7 +520,10 @@ def reduce_overhead_vs_eager(batch_size: int = 1, shape: MlpShape = MLP) -> Comp
     synchronize()
     return Comparison(
         f"one training step of the {shape.depth}-layer, width-{shape.width} MLP at batch {batch_size}",
-        "eager", time_it(lambda: eager_step(x, y)), "reduce-overhead", time_it(compiled_call),
+        "eager",
+        time_it(lambda: eager_step(x, y)),
+        "reduce-overhead",
+        time_it(compiled_call),
     )
 
 
@@ -514,11 +538,17 @@ class Target:
 
 
 TARGETS: dict[str, Target] = {
-    "cuda": Target("CUDA-graph replay vs eager, one training step at batch 1 of an MLP whose weights and "
-                   "gradients fit in half the L2 cache", 3.0,
-                   lambda: graph_vs_eager(1, graph_target_shape())),
-    "cpu": Target(f"torch.compile vs eager, {TINY_OPS} tiny ops on {TINY_ELEMENTS} elements, one thread", 2.0,
-                  compiled_vs_eager_tiny_ops),
+    "cuda": Target(
+        "CUDA-graph replay vs eager, one training step at batch 1 of an MLP whose weights and "
+        "gradients fit in half the L2 cache",
+        3.0,
+        lambda: graph_vs_eager(1, graph_target_shape()),
+    ),
+    "cpu": Target(
+        f"torch.compile vs eager, {TINY_OPS} tiny ops on {TINY_ELEMENTS} elements, one thread",
+        2.0,
+        compiled_vs_eager_tiny_ops,
+    ),
 }
 
 
@@ -536,7 +566,8 @@ class Outcome:
         verdict = "PASS" if self.passed else "FAIL"
         return (
             f"{verdict}: {self.target.what}: {self.comparison.speedup:.1f}x, "
-            f"target >= {self.target.required_speedup:g}x (attempt {self.attempts})\n{self.comparison}\n  {measured_stamp()}"
+            f"target >= {self.target.required_speedup:g}x (attempt {self.attempts})\n{self.comparison}\n"
+            f"  {measured_stamp()}"
         )
 
 
@@ -579,13 +610,23 @@ def main(argv: list[str] | None = None) -> int:
         times = [t.median_s for t in batch_sweep(batches)]
         for size, seconds in zip(batches, times):
             print(f"  batch {size:>5}: {units.seconds(seconds)} per training step")
-        print(f"  overhead floor {units.seconds(overhead_floor(times))}; step time doubles by batch {regime_change(batches, times)}")
+        print(
+            f"  overhead floor {units.seconds(overhead_floor(times))}; "
+            f"step time doubles by batch {regime_change(batches, times)}"
+        )
     outcome = check()
     print(outcome)
     if ON_GPU:  # `make gpu-check` keeps the target's figure in brrr/data/reference
-        reference.record("overhead-benchmark", {
-            "target": outcome.target.what, "required_speedup": outcome.target.required_speedup,
-            "speedup": outcome.comparison.speedup, "passed": outcome.passed, "attempts": outcome.attempts})
+        reference.record(
+            "overhead-benchmark",
+            {
+                "target": outcome.target.what,
+                "required_speedup": outcome.target.required_speedup,
+                "speedup": outcome.comparison.speedup,
+                "passed": outcome.passed,
+                "attempts": outcome.attempts,
+            },
+        )
     return 0 if outcome.passed else 1
 
 

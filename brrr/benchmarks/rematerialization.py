@@ -98,7 +98,9 @@ class PointwiseHeavyMLP(nn.Module):
         return x
 
 
-def make_step(model: nn.Module, forward: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Callable[[], torch.Tensor]:
+def make_step(
+    model: nn.Module, forward: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+) -> Callable[[], torch.Tensor]:
     """One training step: forward, loss, backward, SGD update."""
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
 
@@ -139,11 +141,15 @@ class VariantResult:
     compile_s: float = 0.0
 
     def summary(self, baseline: "VariantResult | None" = None) -> str:
-        text = (f"{self.name:<24} step {units.seconds(self.timing.median_s):>9}   peak memory "
-                f"{units.binary_bytes(self.peak_bytes):>10}   saved for backward {units.binary_bytes(self.saved_bytes):>10}")
+        text = (
+            f"{self.name:<24} step {units.seconds(self.timing.median_s):>9}   peak memory "
+            f"{units.binary_bytes(self.peak_bytes):>10}   saved for backward {units.binary_bytes(self.saved_bytes):>10}"
+        )
         if baseline is not None and baseline is not self:
-            text += (f"   ({baseline.timing.median_s / self.timing.median_s:.2f}x the speed, "
-                     f"{self.peak_bytes / baseline.peak_bytes:.2f}x the peak memory of {baseline.name})")
+            text += (
+                f"   ({baseline.timing.median_s / self.timing.median_s:.2f}x the speed, "
+                f"{self.peak_bytes / baseline.peak_bytes:.2f}x the peak memory of {baseline.name})"
+            )
         return text
 
 
@@ -174,14 +180,17 @@ def default_partitioner() -> Iterator[None]:
         raise PartitionerUnavailable(
             f"torch {torch.__version__}: torch._inductor.compile_fx has no {name} to swap for "
             "default_partition, so the 'everything saved' control cannot be built (checked on torch "
-            "2.11 and 2.13). Compare only eager, checkpointing and torch.compile here.")
+            "2.11 and 2.13). Compare only eager, checkpointing and torch.compile here."
+        )
     accepted = set(inspect.signature(default_partition).parameters)
 
     def save_everything(joint, joint_inputs, compiler: str = "inductor", **kwargs):
         return default_partition(joint, joint_inputs, **{k: v for k, v in kwargs.items() if k in accepted})
 
-    with mock.patch.object(inductor_compile, name, save_everything), \
-            functorch_config.patch(enable_autograd_cache=False):
+    with (
+        mock.patch.object(inductor_compile, name, save_everything),
+        functorch_config.patch(enable_autograd_cache=False),
+    ):
         yield
 
 
@@ -204,8 +213,9 @@ def build(batch: int, width: int, blocks: int, *, seed: int = 0) -> tuple[nn.Mod
     return model, x
 
 
-def measure_variant(name: str, model: PointwiseHeavyMLP, x: torch.Tensor, *, threads: int | None = None,
-                    budget_s: float | None = None) -> VariantResult:
+def measure_variant(
+    name: str, model: PointwiseHeavyMLP, x: torch.Tensor, *, threads: int | None = None, budget_s: float | None = None
+) -> VariantResult:
     """Step time, peak memory and saved bytes of one way of training ``model`` on ``x``."""
     if name not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, not {name!r}")
@@ -231,8 +241,7 @@ def measure_variant(name: str, model: PointwiseHeavyMLP, x: torch.Tensor, *, thr
     return VariantResult(name, timing, peak, saved, compile_s)
 
 
-def hidden_tensors_kept(saved_bytes: float, batch: int, width: int, blocks: int,
-                        expansion: int = EXPANSION) -> float:
+def hidden_tensors_kept(saved_bytes: float, batch: int, width: int, blocks: int, expansion: int = EXPANSION) -> float:
     """Hidden-sized fp32 tensors per block in ``saved_bytes``, besides each block's input.
 
     A reading of the measured bytes through the model of the notebook: every block keeps
@@ -243,8 +252,9 @@ def hidden_tensors_kept(saved_bytes: float, batch: int, width: int, blocks: int,
     return (saved_bytes - blocks * input_bytes) / (blocks * hidden_bytes)
 
 
-def compare(batch: int, width: int, blocks: int, *, threads: int | None = None,
-            variants: tuple[str, ...] = VARIANTS) -> list[VariantResult]:
+def compare(
+    batch: int, width: int, blocks: int, *, threads: int | None = None, variants: tuple[str, ...] = VARIANTS
+) -> list[VariantResult]:
     """Measure each variant on the same model and input, in order."""
     model, x = build(batch, width, blocks)
     return [measure_variant(name, model, x, threads=threads) for name in variants]
@@ -294,8 +304,10 @@ class Split:
         return self.saved.saved_bytes / self.recomputed.saved_bytes
 
     def summary(self) -> str:
-        return (f"fusion and code generation (eager -> compiled, everything saved): "
-                f"{self.fusion_speedup:.2f}x the speed, {1 / self.fusion_memory:.2f}x the peak memory\n"
-                f"rematerialization (everything saved -> compiled, recomputing):   "
-                f"{self.remat_speedup:.2f}x the speed, {1 / self.remat_memory:.2f}x the peak memory, "
-                f"{1 / self.remat_saved_bytes:.2f}x the bytes saved for the backward")
+        return (
+            f"fusion and code generation (eager -> compiled, everything saved): "
+            f"{self.fusion_speedup:.2f}x the speed, {1 / self.fusion_memory:.2f}x the peak memory\n"
+            f"rematerialization (everything saved -> compiled, recomputing):   "
+            f"{self.remat_speedup:.2f}x the speed, {1 / self.remat_memory:.2f}x the peak memory, "
+            f"{1 / self.remat_saved_bytes:.2f}x the bytes saved for the backward"
+        )

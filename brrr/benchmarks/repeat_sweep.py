@@ -111,8 +111,14 @@ class SweepPoint:
         return self.timing.rate(self.bytes_moved)
 
 
-def sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[int] = REPEATS, *,
-          threads: int | None = None, budget_s: float | None = None) -> list[SweepPoint]:
+def sweep(
+    n: int,
+    dtype: torch.dtype = torch.float32,
+    repeats: Sequence[int] = REPEATS,
+    *,
+    threads: int | None = None,
+    budget_s: float | None = None,
+) -> list[SweepPoint]:
     """Compile ``times_two`` for each repeat count on one tensor of ``n`` elements, then time them.
 
     On a CPU the repeat counts are timed in turns, one call of each per round
@@ -127,11 +133,18 @@ def sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[int] = R
     out = torch.empty_like(x)
     budget = per_device(cpu=0.3, gpu=0.1) if budget_s is None else budget_s
     compiled = {count: compile_chain(count, x, threads=threads) for count in repeats}
-    timings = bench_together({str(count): (lambda chain=chain: chain(out, x)) for count, chain in compiled.items()},
-                             threads=threads, warmup=1, min_runs=SWEEP_ROUNDS, budget_s=budget,
-                             on_cpu_clock=thread_clock_for(threads))
-    return [SweepPoint(count, n, x.element_size(), timings[str(count)], chain.compile_s)
-            for count, chain in compiled.items()]
+    timings = bench_together(
+        {str(count): (lambda chain=chain: chain(out, x)) for count, chain in compiled.items()},
+        threads=threads,
+        warmup=1,
+        min_runs=SWEEP_ROUNDS,
+        budget_s=budget,
+        on_cpu_clock=thread_clock_for(threads),
+    )
+    return [
+        SweepPoint(count, n, x.element_size(), timings[str(count)], chain.compile_s)
+        for count, chain in compiled.items()
+    ]
 
 
 # The first three repeat counts (1, 2, 4) sit far below any ridge point: their times must agree within
@@ -155,11 +168,18 @@ def rise_past_knee(points: Sequence[SweepPoint], knee: float) -> tuple[bool, str
     rise, predicted = points[-1].seconds / points[0].seconds, points[-1].repeats / knee
     return rise > max(2.0, predicted / 3), (
         f"{points[-1].repeats} repeats should cost far more than {points[0].repeats} (compute-bound): "
-        f"{rise:.2f}x the time, the multiply-rate knee predicts {predicted:.2f}x")
+        f"{rise:.2f}x the time, the multiply-rate knee predicts {predicted:.2f}x"
+    )
 
 
-def steady_sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[int] = REPEATS, *,
-                 threads: int | None = None, attempts: int = 3) -> tuple[list[SweepPoint], list[str]]:
+def steady_sweep(
+    n: int,
+    dtype: torch.dtype = torch.float32,
+    repeats: Sequence[int] = REPEATS,
+    *,
+    threads: int | None = None,
+    attempts: int = 3,
+) -> tuple[list[SweepPoint], list[str]]:
     """:func:`sweep`, measured again (``attempts`` runs at most) while its memory-bound first points
     disagree by more than :data:`FLAT_SPREAD`; the steadiest run, and a line for each run set aside.
 
@@ -172,8 +192,10 @@ def steady_sweep(n: int, dtype: torch.dtype = torch.float32, repeats: Sequence[i
         if low_spread(runs[-1]) <= FLAT_SPREAD:
             break
         spread = units.beside(low_spread(runs[-1]), 2, (FLAT_SPREAD,))
-        notes.append(f"a sweep whose 1 to 4 repeats differed by {spread}x (a stall on a busy machine: they all "
-                     "take the memory time) was measured again")
+        notes.append(
+            f"a sweep whose 1 to 4 repeats differed by {spread}x (a stall on a busy machine: they all "
+            "take the memory time) was measured again"
+        )
     return min(runs, key=low_spread), notes
 
 
@@ -209,8 +231,9 @@ MULTIPLY_PEAK_PLACE = per_device(cpu="in cache", gpu="compute-bound")
 OVER_ROOF_TOLERANCE = per_device(cpu=1.25, gpu=1 + roofline.ROOF_NOISE)
 
 
-def multiply_rates(dtype: torch.dtype = torch.float32, *, threads: int | None = None,
-                   chains: Sequence[int] = MULTIPLY_PEAK_CHAINS) -> dict[int, float]:
+def multiply_rates(
+    dtype: torch.dtype = torch.float32, *, threads: int | None = None, chains: Sequence[int] = MULTIPLY_PEAK_CHAINS
+) -> dict[int, float]:
     """FLOP/s of the compiled multiply chain of each length in ``chains``, where memory cannot limit it
     (:data:`MULTIPLY_PEAK_PLACE`: in cache on a CPU, long enough to be compute-bound on a GPU).
 
@@ -222,8 +245,12 @@ def multiply_rates(dtype: torch.dtype = torch.float32, *, threads: int | None = 
     rates = {}
     for repeats in chains:
         compiled = compile_chain(repeats, x, threads=threads)
-        timing = bench(lambda: compiled(out, x), threads=threads, budget_s=per_device(cpu=0.3, gpu=0.1),
-                       on_cpu_clock=thread_clock_for(threads))
+        timing = bench(
+            lambda: compiled(out, x),
+            threads=threads,
+            budget_s=per_device(cpu=0.3, gpu=0.1),
+            on_cpu_clock=thread_clock_for(threads),
+        )
         rates[repeats] = timing.rate(repeats * MULTIPLY_PEAK_N)
     return rates
 
@@ -247,8 +274,9 @@ def flops_over_roof(points: Sequence[SweepPoint], roof_flops: float) -> float:
     return max(point.achieved_flops for point in points) / roof_flops
 
 
-def over_roof_in_turns(n: int, repeats: int, dtype: torch.dtype = torch.float32, *,
-                       threads: int | None = None) -> float:
+def over_roof_in_turns(
+    n: int, repeats: int, dtype: torch.dtype = torch.float32, *, threads: int | None = None
+) -> float:
     """:func:`flops_over_roof` of the sweep's ``repeats`` point on ``n`` elements, measured again with the
     roof's chains (:func:`multiply_rates`) timed in the same rounds: the median over rounds of the point's
     FLOP/s over the best chain's. A roof timed seconds after the point could catch a burst of load that
@@ -259,15 +287,24 @@ def over_roof_in_turns(n: int, repeats: int, dtype: torch.dtype = torch.float32,
     small_out = torch.empty_like(small)
     point = compile_chain(repeats, x, threads=threads)
     chains = {length: compile_chain(length, small, threads=threads) for length in MULTIPLY_PEAK_CHAINS}
-    timed = {"point": lambda: point(out, x), **{length: (lambda chain=chain: chain(small_out, small))
-                                                 for length, chain in chains.items()}}
+    timed = {
+        "point": lambda: point(out, x),
+        **{length: (lambda chain=chain: chain(small_out, small)) for length, chain in chains.items()},
+    }
 
     def per_round(seconds: dict) -> float:
         roof = max(length * MULTIPLY_PEAK_N / seconds[length] for length in chains)
         return repeats * n / seconds["point"] / roof
 
-    return median_per_round(timed, per_round, threads=threads, warmup=1, min_runs=SWEEP_ROUNDS,
-                            budget_s=per_device(cpu=0.5, gpu=0.2), on_cpu_clock=thread_clock_for(threads))
+    return median_per_round(
+        timed,
+        per_round,
+        threads=threads,
+        warmup=1,
+        min_runs=SWEEP_ROUNDS,
+        budget_s=per_device(cpu=0.5, gpu=0.2),
+        on_cpu_clock=thread_clock_for(threads),
+    )
 
 
 def describe_flops(points: Sequence[SweepPoint], roof_flops: float, rates: dict[int, float]) -> str:
@@ -278,9 +315,11 @@ def describe_flops(points: Sequence[SweepPoint], roof_flops: float, rates: dict[
     """
     best = max(points, key=lambda point: point.achieved_flops)
     last = max(points, key=lambda point: point.repeats)
-    text = (f"Achieved FLOP/s peaked at {best.repeats} repeats, {units.percent(best.achieved_flops / roof_flops)} "
-            f"of the multiply roof; at {last.repeats} repeats it was "
-            f"{units.percent(last.achieved_flops / roof_flops)}.")
+    text = (
+        f"Achieved FLOP/s peaked at {best.repeats} repeats, {units.percent(best.achieved_flops / roof_flops)} "
+        f"of the multiply roof; at {last.repeats} repeats it was "
+        f"{units.percent(last.achieved_flops / roof_flops)}."
+    )
     if last is best or last.achieved_flops >= 0.75 * best.achieved_flops:
         return text + " Past the knee FLOP/s stays under the roof, as the roofline says."
     swept = {point.repeats: point for point in points}
@@ -288,11 +327,13 @@ def describe_flops(points: Sequence[SweepPoint], roof_flops: float, rates: dict[
     if not both:
         return text + " Past the knee the rate falls again."
     common = max(both)
-    return (text + f" Past the knee the rate falls again, and not for want of memory: at {common} repeats the "
-            f"sweep ran at {units.percent(swept[common].achieved_flops / roof_flops)} of the roof and the same "
-            f"chain {MULTIPLY_PEAK_PLACE} at {units.percent(rates[common] / roof_flops)}. Each element's multiplies depend on "
-            "one another, and a long chain leaves the hardware waiting on each one where a short one lets it "
-            "work on several elements at once.")
+    return (
+        text + f" Past the knee the rate falls again, and not for want of memory: at {common} repeats the "
+        f"sweep ran at {units.percent(swept[common].achieved_flops / roof_flops)} of the roof and the same "
+        f"chain {MULTIPLY_PEAK_PLACE} at {units.percent(rates[common] / roof_flops)}. "
+        "Each element's multiplies depend on one another, and a long chain leaves the hardware waiting on "
+        "each one where a short one lets it work on several elements at once."
+    )
 
 
 def predicted_knee(peak_flops: float, bandwidth: float, element_size: int = 4) -> float:
@@ -300,8 +341,9 @@ def predicted_knee(peak_flops: float, bandwidth: float, element_size: int = 4) -
     return 2 * element_size * peak_flops / bandwidth
 
 
-def measured_knee(repeats: Sequence[int], seconds: Sequence[float], *, floor_points: int = 3,
-                  rise: float = 2.0) -> float:
+def measured_knee(
+    repeats: Sequence[int], seconds: Sequence[float], *, floor_points: int = 3, rise: float = 2.0
+) -> float:
     """Where the measured curve's flat part and its rising part cross.
 
     The flat (memory-bound) level is the lowest time among the ``floor_points``
@@ -315,14 +357,18 @@ def measured_knee(repeats: Sequence[int], seconds: Sequence[float], *, floor_poi
     the last, keeps the estimate close to the knee.
     """
     if len(repeats) != len(seconds) or len(repeats) <= floor_points:
-        raise ValueError(f"need more than {floor_points} (repeats, seconds) pairs, got {len(repeats)} and {len(seconds)}")
+        raise ValueError(
+            f"need more than {floor_points} (repeats, seconds) pairs, got {len(repeats)} and {len(seconds)}"
+        )
     order = sorted(range(len(repeats)), key=lambda i: repeats[i])
     level = min(seconds[i] for i in order[:floor_points])
     for position, i in enumerate(order):
         if position >= floor_points and all(seconds[j] >= rise * level for j in order[position:]):
             return level / (seconds[i] / repeats[i])
-    raise ValueError(f"the runtime never stayed above {rise}x its flat level of {units.seconds(level)}: "
-                     f"the sweep looks memory-bound up to {max(repeats)} repeats; sweep further")
+    raise ValueError(
+        f"the runtime never stayed above {rise}x its flat level of {units.seconds(level)}: "
+        f"the sweep looks memory-bound up to {max(repeats)} repeats; sweep further"
+    )
 
 
 # ---------------------------------------------------------------- placing a workload on the roofline
@@ -368,16 +414,20 @@ class Placement:
 
     def describe(self) -> str:
         roof = self.roof
-        return "\n".join([
-            f"x = x * 2 repeated {self.repeats}x on n = {self.n:,} {self.dtype} elements",
-            f"  FLOPs {units.si(self.flops, 'FLOP')}, bytes {units.si(self.bytes_moved, 'B')} "
-            f"-> intensity {self.intensity:.3g} FLOP/B (ridge point {roof.ridge_point:.3g} FLOP/B)",
-            f"  compute {units.seconds(roofline.compute_time(self.flops, roof))} at {units.flops(roof.peak_flops)}, "
-            f"memory {units.seconds(roofline.memory_time(self.bytes_moved, roof))} at {units.bandwidth(roof.bandwidth)}, "
-            f"overhead {units.seconds(roof.overhead_s)}",
-            f"  predicted {units.seconds(self.predicted_s)}: {self.regime}; "
-            f"{units.fraction_of(self.attainable_flops, roof.peak_flops, 'FLOP/s', roof.label)}",
-        ])
+        return "\n".join(
+            [
+                f"x = x * 2 repeated {self.repeats}x on n = {self.n:,} {self.dtype} elements",
+                f"  FLOPs {units.si(self.flops, 'FLOP')}, bytes {units.si(self.bytes_moved, 'B')} "
+                f"-> intensity {self.intensity:.3g} FLOP/B (ridge point {roof.ridge_point:.3g} FLOP/B)",
+                f"  compute {units.seconds(roofline.compute_time(self.flops, roof))} "
+                f"at {units.flops(roof.peak_flops)}, "
+                f"memory {units.seconds(roofline.memory_time(self.bytes_moved, roof))} "
+                f"at {units.bandwidth(roof.bandwidth)}, "
+                f"overhead {units.seconds(roof.overhead_s)}",
+                f"  predicted {units.seconds(self.predicted_s)}: {self.regime}; "
+                f"{units.fraction_of(self.attainable_flops, roof.peak_flops, 'FLOP/s', roof.label)}",
+            ]
+        )
 
 
 def place(n: int, dtype: str, repeats: int, roof: Roof) -> Placement:
@@ -413,9 +463,16 @@ def recorded_sweeps(folder=None) -> list[RecordedSweep]:
     found = []
     for gpu in recorded("repeat-sweep", folder):
         pairs = sorted((int(r), s) for r, s in gpu.values["seconds"].items())
-        found.append(RecordedSweep(gpu.device, [r for r, _ in pairs], [s for _, s in pairs],
-                                   gpu.values["knee_measured"], gpu.values["knee_predicted_multiply"],
-                                   gpu.stamp))
+        found.append(
+            RecordedSweep(
+                gpu.device,
+                [r for r, _ in pairs],
+                [s for _, s in pairs],
+                gpu.values["knee_measured"],
+                gpu.values["knee_predicted_multiply"],
+                gpu.stamp,
+            )
+        )
     return found
 
 
@@ -423,16 +480,26 @@ def knees_sentence(knee_here: float, knee_predicted: float, gpus: Sequence[Recor
     """Where the runtime stopped being flat: here, on each recorded GPU, and in the essay (quoted)."""
     from brrr import essay
 
-    said = [f"Here the runtime stayed flat up to about {knee_here:.0f} multiplications per element "
-            f"(the roofs predicted {knee_predicted:.0f})"]
-    said += [f"on the recorded {gpu.device} up to about {gpu.knee_measured:.0f} (predicted "
-             f"{gpu.knee_predicted:.0f})" for gpu in gpus] or ["no recorded GPU holds this sweep"]
+    said = [
+        f"Here the runtime stayed flat up to about {knee_here:.0f} multiplications per element "
+        f"(the roofs predicted {knee_predicted:.0f})"
+    ]
+    said += [
+        f"on the recorded {gpu.device} up to about {gpu.knee_measured:.0f} (predicted {gpu.knee_predicted:.0f})"
+        for gpu in gpus
+    ] or ["no recorded GPU holds this sweep"]
     said.append(f"on the essay's A100 until {essay.REPEAT_SWEEP['flat_until']} (quoted)")
     return "; ".join(said) + "."
 
 
-def plot_beside_recorded(repeats: Sequence[int], seconds: Sequence[float], knee_here: float, stamp: str,
-                         gpus: Sequence[RecordedSweep], ax=None):
+def plot_beside_recorded(
+    repeats: Sequence[int],
+    seconds: Sequence[float],
+    knee_here: float,
+    stamp: str,
+    gpus: Sequence[RecordedSweep],
+    ax=None,
+):
     """Runtime relative to one repeat, this machine's beside each recorded GPU's (:func:`brrr.plots.
     beside_recorded`), with each machine's knee in its colour and the essay's A100 knee."""
     from brrr import essay, plots
@@ -440,13 +507,17 @@ def plot_beside_recorded(repeats: Sequence[int], seconds: Sequence[float], knee_
     ax = plots.beside_recorded(
         {f"this machine (knee {knee_here:.0f})": (repeats, [s / seconds[0] for s in seconds])},
         {f"recorded: {gpu.device} (knee {gpu.knee_measured:.0f})": (gpu.repeats, gpu.relative) for gpu in gpus},
-        xlabel="repeats (multiplications per element)", ylabel="runtime / runtime at 1 repeat",
+        xlabel="repeats (multiplications per element)",
+        ylabel="runtime / runtime at 1 repeat",
         title="Flat while memory-bound, then rising: each machine at its own knee",
-        stamps=[stamp] + [gpu.stamp for gpu in gpus], ax=ax)
+        stamps=[stamp] + [gpu.stamp for gpu in gpus],
+        ax=ax,
+    )
     for line, knee in zip(ax.get_lines(), [knee_here] + [gpu.knee_measured for gpu in gpus]):
         ax.axvline(knee, linestyle="--", linewidth=1, color=line.get_color())
     flat_until = essay.REPEAT_SWEEP["flat_until"]
-    ax.axvline(flat_until, linestyle=":", linewidth=1, color="gray",
-               label=f"essay's A100: flat until {flat_until} (quoted)")
+    ax.axvline(
+        flat_until, linestyle=":", linewidth=1, color="gray", label=f"essay's A100: flat until {flat_until} (quoted)"
+    )
     ax.legend(fontsize=7)
     return ax

@@ -130,8 +130,14 @@ def bound(tiling: Tiling, roof: Roof) -> float:
     return attainable_flops(tiling.intensity, roof)
 
 
-def plot_tilings(roof: Roof, tilings: list[Tiling], rule_line: list[Tiling], *,
-                 measured: list[tuple[str, float, float]] = (), stamp: str = ""):
+def plot_tilings(
+    roof: Roof,
+    tilings: list[Tiling],
+    rule_line: list[Tiling],
+    *,
+    measured: list[tuple[str, float, float]] = (),
+    stamp: str = "",
+):
     """The roofline of ``roof``, each tiling at its intensity (on the roof: what it allows; or at its
     measured rate where timed), the rule's line over more tile sizes, and other ``measured`` points
     ``(label, intensity, FLOP/s)``."""
@@ -139,16 +145,31 @@ def plot_tilings(roof: Roof, tilings: list[Tiling], rule_line: list[Tiling], *,
 
     points = [(f"{t.block}×{t.block}", t.intensity, t.rate) for t in tilings]
     intensities = [t.intensity for t in rule_line] + [p[1] for p in measured]
-    ax = plots.roofline([roof], points + list(measured), stamp=stamp,
-                        intensity_range=(min(intensities) / 4, max(intensities + [roof.ridge_point]) * 4),
-                        title=f"Square tiles of a {tilings[0].n}³ {tilings[0].dtype} matmul on this roofline")
-    ax.plot([t.intensity for t in rule_line], [bound(t, roof) for t in rule_line], "x", color="#999999",
-            label="by the rule: " + ", ".join(f"{t.block}" for t in rule_line))
+    ax = plots.roofline(
+        [roof],
+        points + list(measured),
+        stamp=stamp,
+        intensity_range=(min(intensities) / 4, max(intensities + [roof.ridge_point]) * 4),
+        title=f"Square tiles of a {tilings[0].n}³ {tilings[0].dtype} matmul on this roofline",
+    )
+    ax.plot(
+        [t.intensity for t in rule_line],
+        [bound(t, roof) for t in rule_line],
+        "x",
+        color="#999999",
+        label="by the rule: " + ", ".join(f"{t.block}" for t in rule_line),
+    )
     shown = {t.block for t in tilings}
     for t in rule_line:
         if t.block not in shown:
-            ax.annotate(f"{t.block}×{t.block}", (t.intensity, bound(t, roof)), fontsize=8, color="#666666",
-                        textcoords="offset points", xytext=(4, -10))
+            ax.annotate(
+                f"{t.block}×{t.block}",
+                (t.intensity, bound(t, roof)),
+                fontsize=8,
+                color="#666666",
+                textcoords="offset points",
+                xytext=(4, -10),
+            )
     ax.legend(fontsize=8, loc="lower right")
     return ax
 
@@ -162,7 +183,9 @@ def roof_at_least(roof: Roof, rate: float) -> tuple[Roof, str]:
     """
     if rate <= roof.peak_flops:
         return roof, ""
-    why = (f"the roof is raised from the cached {units.flops(roof.peak_flops)} to {units.flops(rate)}, "
-           f"torch.mm's rate just now: a roof is the best this machine was seen to do, and the "
-           f"cached peak was timed at another size or under other load")
+    why = (
+        f"the roof is raised from the cached {units.flops(roof.peak_flops)} to {units.flops(rate)}, "
+        f"torch.mm's rate just now: a roof is the best this machine was seen to do, and the "
+        f"cached peak was timed at another size or under other load"
+    )
     return replace(roof, peak_flops=rate), why

@@ -136,8 +136,9 @@ def _ranges(indices: list[int], limit: int = 6) -> str:
     return ", ".join(parts) + (", ..." if len(runs) > limit else "")
 
 
-def _table(flat: list[int], got: torch.Tensor, expected: torch.Tensor, inputs: dict[str, torch.Tensor],
-           shape: Sequence[int]) -> str:
+def _table(
+    flat: list[int], got: torch.Tensor, expected: torch.Tensor, inputs: dict[str, torch.Tensor], shape: Sequence[int]
+) -> str:
     names = ["index", "got", "expected"] + list(inputs)
     rows = [names]
     for i in flat:
@@ -148,9 +149,19 @@ def _table(flat: list[int], got: torch.Tensor, expected: torch.Tensor, inputs: d
     return "\n".join("    " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in rows)
 
 
-def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float,
-                inputs: dict[str, torch.Tensor] | None = None, unwritten: torch.Tensor | None = None,
-                context: str = "", title: str | None = None, show: int = 8) -> str | None:
+def diff_report(
+    name: str,
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    *,
+    rtol: float,
+    atol: float,
+    inputs: dict[str, torch.Tensor] | None = None,
+    unwritten: torch.Tensor | None = None,
+    context: str = "",
+    title: str | None = None,
+    show: int = 8,
+) -> str | None:
     """Why ``got`` is not ``expected``, readably; None if they agree within ``rtol``/``atol``.
 
     ``unwritten`` marks elements the kernel never wrote (found by the caller
@@ -159,13 +170,17 @@ def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: f
     """
     if got.shape != expected.shape:
         return f"{name} has shape {tuple(got.shape)}, but the reference has shape {tuple(expected.shape)}{context}."
-    if unwritten is None and bool(torch.isclose(got.detach().to(expected.dtype), expected.detach(), rtol=rtol,
-                                                atol=atol, equal_nan=True).all()):
+    if unwritten is None and bool(
+        torch.isclose(got.detach().to(expected.dtype), expected.detach(), rtol=rtol, atol=atol, equal_nan=True).all()
+    ):
         return None  # the common case, decided on the device without copying anything
     got_flat = got.detach().reshape(-1).to("cpu", torch.float64)
     exp_flat = expected.detach().reshape(-1).to("cpu", torch.float64)
-    shown_inputs = {k: v.detach().reshape(-1).to("cpu", torch.float64) for k, v in (inputs or {}).items()
-                    if v.shape == expected.shape}
+    shown_inputs = {
+        k: v.detach().reshape(-1).to("cpu", torch.float64)
+        for k, v in (inputs or {}).items()
+        if v.shape == expected.shape
+    }
     close = torch.isclose(got_flat, exp_flat, rtol=rtol, atol=atol, equal_nan=True)
     if bool(close.all()):
         return None
@@ -186,16 +201,23 @@ def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: f
             where_text = f"They are the last {count:,} elements, indices {n - count:,} to {n - 1:,}."
         else:
             where_text = f"They are at indices {_ranges(idx)}."
-        hint = ("Does your grid cover all n elements (triton.cdiv(n, BLOCK) programs), and does the last "
-                "program store its partial block under a mask?" if suffix else
-                "Some programs, or some lanes, never stored their results: check the grid, the offsets and "
-                "the store mask.")
+        hint = (
+            "Does your grid cover all n elements (triton.cdiv(n, BLOCK) programs), and does the last "
+            "program store its partial block under a mask?"
+            if suffix
+            else "Some programs, or some lanes, never stored their results: check the grid, the offsets and "
+            "the store mask."
+        )
         if count == n:
-            hint = ("Nothing was written. Your function must write its result into the `out` tensor it is "
-                    "given (returning a new tensor does not count).")
+            hint = (
+                "Nothing was written. Your function must write its result into the `out` tensor it is "
+                "given (returning a new tensor does not count)."
+            )
         paragraphs.append(
             f"{name} has {count:,} of {n:,} elements unwritten: {'it' if count == 1 else 'they'} still "
-            f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and {second_fill(expected.dtype):g} in a second call). {where_text} {hint}")
+            f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and "
+            f"{second_fill(expected.dtype):g} in a second call). {where_text} {hint}"
+        )
     nonfinite = bad & ~never & ~torch.isfinite(got_flat) & torch.isfinite(exp_flat)
     if bool(nonfinite.any()):
         idx = nonfinite.nonzero().flatten().tolist()
@@ -203,10 +225,12 @@ def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: f
         at = ", ".join(f"{k} = {_fmt(float(v[first]))}" for k, v in shown_inputs.items())
         paragraphs.append(
             f"{name} has NaN or inf at {len(idx):,} of {n:,} elements where the reference is finite, "
-            f"the first at index {_index(first, shape)}" + (f" (where {at})" if at else "") +
-            f": got {_fmt(float(got_flat[first]))}, expected {_fmt(float(exp_flat[first]))}. Look for an "
+            f"the first at index {_index(first, shape)}"
+            + (f" (where {at})" if at else "")
+            + f": got {_fmt(float(got_flat[first]))}, expected {_fmt(float(exp_flat[first]))}. Look for an "
             "overflow: in float32, exp() of an input above 88.7 is inf, and inf/inf or inf - inf is NaN.\n"
-            + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape))
+            + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape)
+        )
     wrong = bad & ~never & ~nonfinite
     if bool(wrong.any()):
         idx = wrong.nonzero().flatten().tolist()
@@ -218,7 +242,8 @@ def diff_report(name: str, got: torch.Tensor, expected: torch.Tensor, *, rtol: f
             f"than atol + rtol·|expected| = {atol:g} + {rtol:g}·|expected|. The largest difference is "
             f"{_fmt(float(error[worst]))}, at index {_index(worst, shape)} (got {_fmt(float(got_flat[worst]))}, "
             f"expected {_fmt(float(exp_flat[worst]))}). The first bad elements:\n"
-            + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape))
+            + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape)
+        )
     title = title or f"{name} is wrong{context}."
     return (title + "\n" + "\n".join(paragraphs)).rstrip()
 
@@ -329,9 +354,11 @@ def build_kernels(name: str, cases: Sequence[Case], *, interpreted: bool):
     constants: dict[str, Any] = {}
     for case in cases:
         if not case.recipe.get("launches"):
-            raise fail(f"{name} launched no Triton kernel for {case.named}: this lab asks for a @triton.jit "
-                       "kernel that computes the result. The grader runs your kernels on its own tensors, so "
-                       "only what they store counts; torch code in the wrapper does not reach the output.")
+            raise fail(
+                f"{name} launched no Triton kernel for {case.named}: this lab asks for a @triton.jit "
+                "kernel that computes the result. The grader runs your kernels on its own tensors, so "
+                "only what they store counts; torch code in the wrapper does not reach the output."
+            )
         for kernel, source in case.recipe.get("sources", {}).items():
             if sources.setdefault(kernel, source) != source:
                 raise fail(f"{name}: the source of kernel {kernel} changed between calls")
@@ -376,16 +403,19 @@ def _kernel_error(name: str, error: BaseException, context: str) -> str:
     from brrr.checks import kernels
 
     if isinstance(error, OutOfBounds):
-        return (f"{name}'s kernel accessed memory outside its tensors{context}: {error}. Mask every tl.load and "
-                "tl.store (e.g. `mask=offsets < n`) so that the last block stays inside the tensor.")
+        return (
+            f"{name}'s kernel accessed memory outside its tensors{context}: {error}. Mask every tl.load and "
+            "tl.store (e.g. `mask=offsets < n`) so that the last block stays inside the tensor."
+        )
     if isinstance(error, kernels.KernelRejected):
         return f"{name}'s launches could not be replayed{context}: {error}"
     text = str(error).strip().splitlines()[-1] if str(error).strip() else ""
     return f"{name}'s kernel failed when the grader ran it{context}: {type(error).__name__}: {text}"
 
 
-def replay_cases(name: str, spec: Spec, cases: Sequence[Case], built, seed: int, *,
-                 count_traffic_at: int | None = None) -> dict:
+def replay_cases(
+    name: str, spec: Spec, cases: Sequence[Case], built, seed: int, *, count_traffic_at: int | None = None
+) -> dict:
     """Run the student's kernels on every case here and compare with the reference.
 
     In the interpreter every replay also checks bounds; the traffic at
@@ -398,8 +428,9 @@ def replay_cases(name: str, spec: Spec, cases: Sequence[Case], built, seed: int,
         rtol, atol = tolerance(case.expected.dtype)
         snapshots = [t.clone() for t in case.inputs]
         out = _poisoned(case.expected, float("nan"))
-        context = f" for {case.named} ({str(case.expected.dtype).removeprefix('torch.')} on " \
-                  f"{out.device.type}, seed {seed})"
+        context = (
+            f" for {case.named} ({str(case.expected.dtype).removeprefix('torch.')} on {out.device.type}, seed {seed})"
+        )
         try:
             seen = _replay_case(case, built, spec, out, count=counting)
             synchronize()
@@ -407,8 +438,9 @@ def replay_cases(name: str, spec: Spec, cases: Sequence[Case], built, seed: int,
             return {"failure": _kernel_error(name, error, context)}
         for input_name, before, after in zip(spec.input_names, snapshots, case.inputs):
             if not _same(before, after):
-                return {"failure": f"{name}'s kernel wrote into its input `{input_name}`{context}: it must only "
-                                   "read it."}
+                return {
+                    "failure": f"{name}'s kernel wrote into its input `{input_name}`{context}: it must only read it."
+                }
         if seen is not None and case.n == count_traffic_at:
             traffic_summary = {"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()}
         unwritten = None
@@ -420,9 +452,16 @@ def replay_cases(name: str, spec: Spec, cases: Sequence[Case], built, seed: int,
                 unwritten = out.isnan() & (second == fill)
             except Exception:  # noqa: BLE001 - the first replay's report is enough
                 unwritten = None
-        report = diff_report(spec.out_name, out, case.expected, rtol=rtol, atol=atol, unwritten=unwritten,
-                             inputs=dict(zip(spec.input_names, case.inputs)),
-                             title=f"{name}'s kernel wrote a wrong `{spec.out_name}`{context}.")
+        report = diff_report(
+            spec.out_name,
+            out,
+            case.expected,
+            rtol=rtol,
+            atol=atol,
+            unwritten=unwritten,
+            inputs=dict(zip(spec.input_names, case.inputs)),
+            title=f"{name}'s kernel wrote a wrong `{spec.out_name}`{context}.",
+        )
         if report:
             return {"failure": report + _diagnosis(spec, case, out) + _scratch_hint(name, case.recipe)}
     return {"failure": None, "traffic": traffic_summary, "rtol": rtol, "atol": atol}
@@ -444,14 +483,23 @@ def _scratch_hint(name: str, recipe: dict) -> str:
     scratch = sorted(set(kernels.scratch_names(recipe).values()))
     if not scratch:
         return ""
-    return (f"\n{name} passed its kernels buffers it allocated itself ({', '.join(scratch)}). The grader runs "
-            "only your kernels, on its own tensors, so those buffers start out filled with NaN here: whatever "
-            "torch computed into them in your wrapper does not exist. Compute the result in your kernels.")
+    return (
+        f"\n{name} passed its kernels buffers it allocated itself ({', '.join(scratch)}). The grader runs "
+        "only your kernels, on its own tensors, so those buffers start out filled with NaN here: whatever "
+        "torch computed into them in your wrapper does not exist. Compute the result in your kernels."
+    )
 
 
-def check_kernels(student, spec: Spec, sizes: Sequence[int], *, count_traffic_at: int | None = None,
-                  bounds_sizes: Sequence[int] = (), timeout_s: float = isolation.DEFAULT_TIMEOUT_S,
-                  seed: int | None = None) -> dict:
+def check_kernels(
+    student,
+    spec: Spec,
+    sizes: Sequence[int],
+    *,
+    count_traffic_at: int | None = None,
+    bounds_sizes: Sequence[int] = (),
+    timeout_s: float = isolation.DEFAULT_TIMEOUT_S,
+    seed: int | None = None,
+) -> dict:
     """Grade the student's kernels against ``spec`` on fresh inputs of each size; raise AssertionError if wrong.
 
     The wrapper is asked only for its launches; the kernels are checked
@@ -482,8 +530,9 @@ def check_kernels(student, spec: Spec, sizes: Sequence[int], *, count_traffic_at
     wanted = list(sizes) + [n for n in (count_traffic_at,) if n is not None and n not in sizes]
     cases = record_cases(student, spec, wanted, generator)
     built = build_kernels(name, cases, interpreted=TRITON_INTERPRETED)
-    outcome = isolation.run(replay_cases, name, spec, cases, built, seed, count_traffic_at=count_traffic_at,
-                            timeout_s=timeout_s)
+    outcome = isolation.run(
+        replay_cases, name, spec, cases, built, seed, count_traffic_at=count_traffic_at, timeout_s=timeout_s
+    )
     if not outcome.ok:
         raise fail(f"{name}'s kernel could not be checked: {outcome.error}")
     result = outcome.value
@@ -499,8 +548,9 @@ def _traffic_of(spec: Spec, case: Case, built) -> dict:
     return {"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()}
 
 
-def count_traffic(student, spec: Spec, n: int, *, timeout_s: float = isolation.DEFAULT_TIMEOUT_S,
-                  seed: int | None = None) -> dict:
+def count_traffic(
+    student, spec: Spec, n: int, *, timeout_s: float = isolation.DEFAULT_TIMEOUT_S, seed: int | None = None
+) -> dict:
     """The global-memory traffic of the student's kernels, replayed here at ``n`` in the interpreter,
     whatever values they compute: ``{'n', 'element_size', 'loaded', 'stored', 'kernels', ...}``.
 
@@ -511,8 +561,10 @@ def count_traffic(student, spec: Spec, n: int, *, timeout_s: float = isolation.D
     are compiled, this refuses.
     """
     if not TRITON_INTERPRETED:
-        raise RuntimeError("count_traffic counts loads and stores in the Triton interpreter, which runs on a CPU; "
-                           "this process compiles kernels for a GPU")
+        raise RuntimeError(
+            "count_traffic counts loads and stores in the Triton interpreter, which runs on a CPU; "
+            "this process compiles kernels for a GPU"
+        )
     generator, seed = fresh_generator(seed)
     cases = record_cases(student, spec, [n], generator)
     built = build_kernels(student.name, cases, interpreted=True)
@@ -568,8 +620,10 @@ def repeat_until_pass(measure: Callable[[], Attempt], attempts: int | None = Non
             return attempt, history
     return max(history, key=lambda a: a.value), history
 
-def one_launch(name: str, recipe: dict, inputs: str, what: str, constants: tuple[str, ...],
-               why: str) -> tuple[dict, dict, int]:
+
+def one_launch(
+    name: str, recipe: dict, inputs: str, what: str, constants: tuple[str, ...], why: str
+) -> tuple[dict, dict, int]:
     """The one launch a lab asks for in a recorded ``recipe``: ``(launch, its constexpr sizes, programs)``.
 
     Fails (AssertionError) unless the wrapper, called on ``inputs`` (their shape, in
@@ -587,8 +641,10 @@ def one_launch(name: str, recipe: dict, inputs: str, what: str, constants: tuple
     for arg in constants:
         value = args.get(arg, {}).get("value")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise fail(f"{name}'s kernel {launch.get('kernel')} has no constexpr argument {arg} (a positive whole "
-                       f"number): the lab's kernel takes {', '.join(constants)}: tl.constexpr, and {why}.")
+            raise fail(
+                f"{name}'s kernel {launch.get('kernel')} has no constexpr argument {arg} (a positive whole "
+                f"number): the lab's kernel takes {', '.join(constants)}: tl.constexpr, and {why}."
+            )
         sizes[arg] = value
     return launch, sizes, math.prod(launch.get("grid", [1]))
 
@@ -599,19 +655,28 @@ def correct_summary(name: str, against: str, cases, result: dict) -> str:
     ``against`` names the reference, ``cases`` are the shapes checked (their ``str``), and
     ``result`` is what :func:`check_kernels` returned.
     """
-    return (f"{name}'s kernel, run by the grader, matches {against} on {'; '.join(str(c) for c in cases)}, with "
-            f"NaN-filled outputs (float32 rtol {tolerance(torch.float32)[0]:g}; float16 rtol "
-            f"{tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}")
+    return (
+        f"{name}'s kernel, run by the grader, matches {against} on {'; '.join(str(c) for c in cases)}, with "
+        f"NaN-filled outputs (float32 rtol {tolerance(torch.float32)[0]:g}; float16 rtol "
+        f"{tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}"
+    )
 
 
-def check_timed_outputs(name: str, out_name: str, outputs, seed: int, *, kernels: str = "kernel",
-                        tag: str = "") -> None:
+def check_timed_outputs(
+    name: str, out_name: str, outputs, seed: int, *, kernels: str = "kernel", tag: str = ""
+) -> None:
     """After timing, every output the timed runs wrote against its expected value: ``outputs`` is
     ``[(out, expected), ...]``, one per input set. A kernel fast because it skipped work fails here
     (AssertionError naming the set); ``tag`` names the sets' group in the message, as " (grouped)"."""
     for number, (out, expected) in enumerate(outputs):
         rtol, atol = tolerance(expected.dtype)
-        report = diff_report(out_name, out, expected, rtol=rtol, atol=atol,
-                             context=f" on input set {number + 1} of {len(outputs)}{tag} after timing (seed {seed})")
+        report = diff_report(
+            out_name,
+            out,
+            expected,
+            rtol=rtol,
+            atol=atol,
+            context=f" on input set {number + 1} of {len(outputs)}{tag} after timing (seed {seed})",
+        )
         if report:
             raise fail(f"{name}'s {kernels} did not compute the right result while timed.\n{report}")

@@ -49,7 +49,7 @@ CRASH_TRACE_CHARS = 4000  # of a crash's stack, kept from the most recent call
 
 _SIGNAL_HINTS = {
     signal.SIGSEGV: "segmentation fault: the code read or wrote memory it does not own, "
-                    "typically an unmasked tl.load or tl.store past the end of a tensor",
+    "typically an unmasked tl.load or tl.store past the end of a tensor",
     signal.SIGBUS: "bus error: a misaligned or out-of-range memory access",
     signal.SIGABRT: "aborted: a C/C++ assertion or an uncaught C++ exception",
     signal.SIGFPE: "arithmetic fault, such as an integer division by zero",
@@ -79,8 +79,17 @@ class Outcome:
 
 _cuda_broken: str | None = None
 
-_CUDA_FAULTS = ("illegal memory access", "illegal address", "misaligned address", "unspecified launch failure",
-                "device-side assert", "an illegal instruction", "CUDA error", "cudaError", "AcceleratorError")
+_CUDA_FAULTS = (
+    "illegal memory access",
+    "illegal address",
+    "misaligned address",
+    "unspecified launch failure",
+    "device-side assert",
+    "an illegal instruction",
+    "CUDA error",
+    "cudaError",
+    "AcceleratorError",
+)
 
 
 def cuda_initialized() -> bool:
@@ -114,9 +123,12 @@ def cuda_context_broken() -> str | None:
 def _run_in_process(fn: Callable[..., Any], args, kwargs) -> Outcome:
     global _cuda_broken
     if _cuda_broken:
-        return Outcome(False, error_type="cuda-error",
-                       error=f"not run: an earlier check broke the CUDA context of this process "
-                             f"({_cuda_broken}). Fix that kernel, restart the kernel and run again.")
+        return Outcome(
+            False,
+            error_type="cuda-error",
+            error=f"not run: an earlier check broke the CUDA context of this process "
+            f"({_cuda_broken}). Fix that kernel, restart the kernel and run again.",
+        )
     try:
         value = fn(*args, **kwargs)
         torch = sys.modules.get("torch")
@@ -128,12 +140,20 @@ def _run_in_process(fn: Callable[..., Any], args, kwargs) -> Outcome:
             raise
         if is_cuda_fault(error):
             _cuda_broken = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
-            return Outcome(False, error_type="cuda-error", traceback=traceback.format_exc(),
-                           error=f"the GPU reported a fault: {_cuda_broken}. This usually means a kernel "
-                                 "loaded or stored outside its tensors (check the masks). The CUDA context "
-                                 "is now unusable: later checks in this notebook cannot run.")
-        return Outcome(False, error_type=type(error).__name__, error=f"{type(error).__name__}: {error}",
-                       traceback=traceback.format_exc())
+            return Outcome(
+                False,
+                error_type="cuda-error",
+                traceback=traceback.format_exc(),
+                error=f"the GPU reported a fault: {_cuda_broken}. This usually means a kernel "
+                "loaded or stored outside its tensors (check the masks). The CUDA context "
+                "is now unusable: later checks in this notebook cannot run.",
+            )
+        return Outcome(
+            False,
+            error_type=type(error).__name__,
+            error=f"{type(error).__name__}: {error}",
+            traceback=traceback.format_exc(),
+        )
 
 
 # ---------------------------------------------------------------- the fork case
@@ -165,8 +185,9 @@ def _child(fn, args, kwargs, write_fd: int, low_level_fd: int) -> None:
         try:
             data = pickle.dumps(payload + (captured.getvalue(),))
         except Exception as error:  # noqa: BLE001 - an unpicklable return value
-            data = pickle.dumps(("error", "PicklingError", f"the result could not be sent back: {error}", "",
-                                 captured.getvalue()))
+            data = pickle.dumps(
+                ("error", "PicklingError", f"the result could not be sent back: {error}", "", captured.getvalue())
+            )
         view = memoryview(data)
         while view:
             written = os.write(write_fd, view)
@@ -251,24 +272,39 @@ def _run_forked_into(fn, args, kwargs, timeout_s: float, low_level) -> Outcome:
         os.close(read_fd)
     if timed_out:
         _stop(pid)
-        return Outcome(False, error_type="timeout", isolated=True,
-                       error=f"did not finish within {timeout_s:.0f} s and was stopped "
-                             "(an endless loop, or a grid far larger than the input?)")
+        return Outcome(
+            False,
+            error_type="timeout",
+            isolated=True,
+            error=f"did not finish within {timeout_s:.0f} s and was stopped "
+            "(an endless loop, or a grid far larger than the input?)",
+        )
     _, status = os.waitpid(pid, 0)
     data = b"".join(chunks)
     if not data:
-        return Outcome(False, error_type="crash", isolated=True, error=_describe_exit(status),
-                       traceback=_crash_trace(low_level))
+        return Outcome(
+            False, error_type="crash", isolated=True, error=_describe_exit(status), traceback=_crash_trace(low_level)
+        )
     try:
         payload = pickle.loads(data)
     except Exception as error:  # noqa: BLE001 - a child killed mid-write
-        return Outcome(False, error_type="crash", isolated=True,
-                       error=f"{_describe_exit(status)}; its result was cut short ({error})")
+        return Outcome(
+            False,
+            error_type="crash",
+            isolated=True,
+            error=f"{_describe_exit(status)}; its result was cut short ({error})",
+        )
     if payload[0] == "ok":
         return Outcome(True, payload[1], output=payload[2], isolated=True)
     _, error_type, message, trace, output = payload
-    return Outcome(False, error_type=error_type, error=f"{error_type}: {message}" if message else error_type,
-                   traceback=trace, output=output, isolated=True)
+    return Outcome(
+        False,
+        error_type=error_type,
+        error=f"{error_type}: {message}" if message else error_type,
+        traceback=trace,
+        output=output,
+        isolated=True,
+    )
 
 
 # ---------------------------------------------------------------- entry point

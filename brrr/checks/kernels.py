@@ -66,8 +66,20 @@ DENIED_TL = {
 
 
 # Attributes that Triton values set per instance (so not found on their classes).
-VALUE_ATTRIBUTES = ("dtype", "shape", "type", "value", "numel", "element_ty", "primitive_bitwidth", "scalar",
-                    "int_bitwidth", "fp_mantissa_width", "name", "address_space")
+VALUE_ATTRIBUTES = (
+    "dtype",
+    "shape",
+    "type",
+    "value",
+    "numel",
+    "element_ty",
+    "primitive_bitwidth",
+    "scalar",
+    "int_bitwidth",
+    "fp_mantissa_width",
+    "name",
+    "address_space",
+)
 
 
 class KernelRejected(Exception):
@@ -96,11 +108,43 @@ def _allowed_attributes() -> tuple[set[str], set[str], set[str]]:
 
 
 _ALLOWED_NODES = (
-    ast.Module, ast.FunctionDef, ast.arguments, ast.arg, ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign,
-    ast.Return, ast.If, ast.For, ast.While, ast.Break, ast.Continue, ast.Pass, ast.BinOp, ast.UnaryOp,
-    ast.BoolOp, ast.Compare, ast.IfExp, ast.Call, ast.keyword, ast.Attribute, ast.Name, ast.Constant,
-    ast.Tuple, ast.List, ast.Subscript, ast.Slice, ast.Load, ast.Store, ast.Assert,
-    ast.operator, ast.unaryop, ast.boolop, ast.cmpop, ast.expr_context,
+    ast.Module,
+    ast.FunctionDef,
+    ast.arguments,
+    ast.arg,
+    ast.Expr,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.Return,
+    ast.If,
+    ast.For,
+    ast.While,
+    ast.Break,
+    ast.Continue,
+    ast.Pass,
+    ast.BinOp,
+    ast.UnaryOp,
+    ast.BoolOp,
+    ast.Compare,
+    ast.IfExp,
+    ast.Call,
+    ast.keyword,
+    ast.Attribute,
+    ast.Name,
+    ast.Constant,
+    ast.Tuple,
+    ast.List,
+    ast.Subscript,
+    ast.Slice,
+    ast.Load,
+    ast.Store,
+    ast.Assert,
+    ast.operator,
+    ast.unaryop,
+    ast.boolop,
+    ast.cmpop,
+    ast.expr_context,
 )
 
 
@@ -122,8 +166,12 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
     jit_names = set(sources)
     known_constants = set(dict(constants))
     for name, source in sources.items():
-        if not isinstance(source, str) or not re.match(r"[A-Za-z_]\w*$", name or "") \
-                or name in ("tl",) + ALLOWED_BUILTINS or name.startswith("__"):
+        if (
+            not isinstance(source, str)
+            or not re.match(r"[A-Za-z_]\w*$", name or "")
+            or name in ("tl",) + ALLOWED_BUILTINS
+            or name.startswith("__")
+        ):
             raise KernelRejected(f"malformed kernel {name!r}")
         try:
             tree = ast.parse(source)
@@ -143,10 +191,14 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
                 local.add(node.id)
         for node in ast.walk(tree):
             if not isinstance(node, _ALLOWED_NODES):
-                raise KernelRejected(f"{name}: `{type(node).__name__}` is not allowed in a kernel body"
-                                     f"{_line(node, source)}; a kernel uses tl.*, arithmetic and control flow only")
+                raise KernelRejected(
+                    f"{name}: `{type(node).__name__}` is not allowed in a kernel body"
+                    f"{_line(node, source)}; a kernel uses tl.*, arithmetic and control flow only"
+                )
         # Names first, so that `torch.sigmoid(x)` is reported as torch, not as an unknown attribute.
-        for node in sorted(ast.walk(tree), key=lambda n: (not isinstance(n, ast.Name), not isinstance(n, ast.Attribute))):
+        for node in sorted(
+            ast.walk(tree), key=lambda n: (not isinstance(n, ast.Name), not isinstance(n, ast.Attribute))
+        ):
             where = _line(node, source)
             if isinstance(node, ast.FunctionDef) and node is not function:
                 raise KernelRejected(f"{name}: nested functions are not allowed in a kernel{where}")
@@ -155,12 +207,14 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
             if isinstance(node, ast.Name):
                 if node.id.startswith("__"):
                     raise KernelRejected(f"{name}: the name {node.id} is not allowed{where}")
-                if isinstance(node.ctx, ast.Load) and node.id not in local | jit_names | known_constants | {"tl"} \
-                        | set(ALLOWED_BUILTINS):
+                if isinstance(node.ctx, ast.Load) and node.id not in local | jit_names | known_constants | {"tl"} | set(
+                    ALLOWED_BUILTINS
+                ):
                     raise KernelRejected(
                         f"{name}: `{node.id}` is not Triton: a kernel body may call only tl.*, other "
                         f"@triton.jit functions and {', '.join(ALLOWED_BUILTINS)}{where}. Torch, numpy and "
-                        "other Python do not run inside a compiled kernel.")
+                        "other Python do not run inside a compiled kernel."
+                    )
                 if isinstance(node.ctx, ast.Store) and node.id in ("tl",) + ALLOWED_BUILTINS:
                     raise KernelRejected(f"{name}: do not assign to {node.id}{where}")
             if isinstance(node, ast.Attribute):
@@ -168,10 +222,15 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
             if isinstance(node, ast.Call):
                 _check_call(name, node, where, jit_names)
             if isinstance(node, ast.arg) and node.annotation is not None:
-                if not (isinstance(node.annotation, ast.Attribute) and node.annotation.attr == "constexpr"
-                        and isinstance(node.annotation.value, ast.Name) and node.annotation.value.id == "tl"):
-                    raise KernelRejected(f"{name}: the only annotation a kernel argument may have is "
-                                         f"tl.constexpr{where}")
+                if not (
+                    isinstance(node.annotation, ast.Attribute)
+                    and node.annotation.attr == "constexpr"
+                    and isinstance(node.annotation.value, ast.Name)
+                    and node.annotation.value.id == "tl"
+                ):
+                    raise KernelRejected(
+                        f"{name}: the only annotation a kernel argument may have is tl.constexpr{where}"
+                    )
             if isinstance(node, ast.AnnAssign):
                 raise KernelRejected(f"{name}: annotated assignments are not allowed in a kernel{where}")
         for default in args.defaults:
@@ -189,8 +248,12 @@ def _check_attribute(name: str, node: ast.Attribute, where: str, top: set, math:
         if node.attr not in top:
             raise KernelRejected(f"{name}: tl.{node.attr} is not part of triton.language{where}")
         return
-    if isinstance(base, ast.Attribute) and base.attr == "math" and isinstance(base.value, ast.Name) \
-            and base.value.id == "tl":
+    if (
+        isinstance(base, ast.Attribute)
+        and base.attr == "math"
+        and isinstance(base.value, ast.Name)
+        and base.value.id == "tl"
+    ):
         if node.attr not in math:
             raise KernelRejected(f"{name}: tl.math.{node.attr} is not part of triton.language.math{where}")
         return
@@ -218,7 +281,7 @@ def jit_source(kernel) -> str:
     if not source:
         source = textwrap.dedent(inspect.getsource(kernel.fn))
     match = re.search(r"^def\s+\w+\s*\(", source, re.MULTILINE)
-    return source[match.start():] if match else source
+    return source[match.start() :] if match else source
 
 
 def _is_jit(value) -> bool:
@@ -265,15 +328,25 @@ def _describe_argument(value, name: str, given: Mapping[str, torch.Tensor], scra
                 break
         else:
             if key not in scratch:
-                scratch[key] = {"name": f"{name}", "dtype": dtype_name(value.dtype),
-                                "elements": value.untyped_storage().nbytes() // value.element_size()}
+                scratch[key] = {
+                    "name": f"{name}",
+                    "dtype": dtype_name(value.dtype),
+                    "elements": value.untyped_storage().nbytes() // value.element_size(),
+                }
             storage = f"scratch{list(scratch).index(key)}"
-        return {"tensor": storage, "offset": value.storage_offset(), "shape": list(value.shape),
-                "stride": list(value.stride()), "dtype": dtype_name(value.dtype)}
+        return {
+            "tensor": storage,
+            "offset": value.storage_offset(),
+            "shape": list(value.shape),
+            "stride": list(value.stride()),
+            "dtype": dtype_name(value.dtype),
+        }
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"value": value}
-    raise TypeError(f"argument {name} of a kernel launch is a {type(value).__name__}; the grader can replay "
-                    "tensors, numbers, booleans, strings and None")
+    raise TypeError(
+        f"argument {name} of a kernel launch is a {type(value).__name__}; the grader can replay "
+        "tensors, numbers, booleans, strings and None"
+    )
 
 
 def _grid(grid, named: dict) -> list[int]:
@@ -316,21 +389,22 @@ def record_launches(fn: Callable[..., Any], args: Sequence[torch.Tensor], names:
     given = dict(zip(names, args))
     scratch: dict[int, dict] = {}
     launches, sources, constants = [], {}, {}
-    for kernel, grid, kernel_args, kwargs in raw[:MAX_LAUNCHES + 1]:
+    for kernel, grid, kernel_args, kwargs in raw[: MAX_LAUNCHES + 1]:
         arg_names = list(kernel.arg_names)
         named = dict(zip(arg_names, kernel_args)) | {k: v for k, v in kwargs.items() if k in arg_names}
         options = {k: v for k, v in kwargs.items() if k not in arg_names}
         more_sources, more_constants = reachable_sources(kernel)
         sources |= more_sources
         constants |= more_constants
-        launches.append({
-            "kernel": kernel.fn.__name__,
-            "grid": _grid(grid, {k: (v.value if hasattr(v, "value") else v) for k, v in named.items()}),
-            "args": {k: _describe_argument(v, k, given, scratch) for k, v in named.items()},
-            "options": {k: v for k, v in options.items() if isinstance(v, (int, float, bool)) and k.isidentifier()},
-        })
-    return {"launches": launches, "sources": sources, "constants": constants,
-            "scratch": list(scratch.values())}
+        launches.append(
+            {
+                "kernel": kernel.fn.__name__,
+                "grid": _grid(grid, {k: (v.value if hasattr(v, "value") else v) for k, v in named.items()}),
+                "args": {k: _describe_argument(v, k, given, scratch) for k, v in named.items()},
+                "options": {k: v for k, v in options.items() if isinstance(v, (int, float, bool)) and k.isidentifier()},
+            }
+        )
+    return {"launches": launches, "sources": sources, "constants": constants, "scratch": list(scratch.values())}
 
 
 # ---------------------------------------------------------------- the grader's side: build and replay
@@ -387,11 +461,18 @@ def _materialize(spec: Mapping[str, Any], storages: Mapping[str, torch.Tensor]) 
     if base is None:
         raise KernelRejected(f"a launch names an unknown tensor {spec.get('tensor')!r}")
     if spec.get("dtype") != dtype_name(base.dtype):
-        raise KernelRejected(f"a launch views {spec.get('tensor')} as {spec.get('dtype')}, but it holds "
-                             f"{dtype_name(base.dtype)}")
+        raise KernelRejected(
+            f"a launch views {spec.get('tensor')} as {spec.get('dtype')}, but it holds {dtype_name(base.dtype)}"
+        )
     shape, stride, offset = spec.get("shape"), spec.get("stride"), spec.get("offset")
-    if not (isinstance(shape, list) and isinstance(stride, list) and isinstance(offset, int) and len(shape) == len(stride)
-            and all(isinstance(v, int) and v >= 0 for v in shape + stride) and offset >= 0):
+    if not (
+        isinstance(shape, list)
+        and isinstance(stride, list)
+        and isinstance(offset, int)
+        and len(shape) == len(stride)
+        and all(isinstance(v, int) and v >= 0 for v in shape + stride)
+        and offset >= 0
+    ):
         raise KernelRejected("a launch describes a tensor view that is not valid")
     reach = offset + sum((s - 1) * st for s, st in zip(shape, stride)) + 1 if all(shape) else offset
     if reach > base.numel():
@@ -455,11 +536,19 @@ def replay(recipe: Mapping[str, Any], built: Built, storages: Mapping[str, torch
         named = launch.get("args", {})
         arg_names = list(getattr(kernel, "arg_names", []))
         if set(named) != set(arg_names):
-            raise KernelRejected(f"the launch of {launch['kernel']} does not give every argument "
-                                 f"({', '.join(arg_names)})")
+            raise KernelRejected(
+                f"the launch of {launch['kernel']} does not give every argument ({', '.join(arg_names)})"
+            )
         args = [_materialize(named[name], storages) for name in arg_names]
-        options = {} if built.interpreted else {k: v for k, v in launch.get("options", {}).items()
-                                                 if k in ("num_warps", "num_stages", "num_ctas", "maxnreg")}
+        options = (
+            {}
+            if built.interpreted
+            else {
+                k: v
+                for k, v in launch.get("options", {}).items()
+                if k in ("num_warps", "num_stages", "num_ctas", "maxnreg")
+            }
+        )
         with interpreted_language() if built.interpreted else contextlib.nullcontext():
             kernel[tuple(grid)](*args, **options)
     return len(launches)

@@ -186,5 +186,3 @@ def _wait(process: subprocess.Popen, timeout_s: float) -> tuple[int | None, bool
         if gone_since is not None and now - gone_since > KERNEL_DEATH_GRACE_S:
             _kill_tree(process)
             return None, True
-
-

@@ -88,27 +88,39 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
             raise core.fail(
                 f"{name}'s kernels took {units.seconds(fused.median_s)} for {timed.label}, less than the "
                 f"{units.seconds(timed.moved / copy)} that {timed.moved / 1e9:.2f} GB need at the copy "
-                f"bandwidth measured now ({units.bandwidth(copy)}): impossible for a kernel that does the work.")
+                f"bandwidth measured now ({units.bandwidth(copy)}): impossible for a kernel that does the work."
+            )
         if bandwidth:
             achieved = fused.rate(timed.moved)
             fraction = achieved / copy
-            return core.Attempt(fraction, fraction >= threshold.value,
-                                units.fraction_of(achieved, copy, "B/s", "copy bandwidth measured now",
-                                                  thresholds=(threshold.value,)))
+            return core.Attempt(
+                fraction,
+                fraction >= threshold.value,
+                units.fraction_of(achieved, copy, "B/s", "copy bandwidth measured now", thresholds=(threshold.value,)),
+            )
         baseline = bench(baseline_next, budget_s=0.3)
         speedup = baseline.median_s / fused.median_s
-        return core.Attempt(speedup, speedup >= threshold.value,
-                            f"{units.ratio(speedup, (threshold.value,))}: yours {units.seconds(fused.median_s)}, "
-                            f"{timed.baseline_name} "
-                            f"{units.seconds(baseline.median_s)}")
+        return core.Attempt(
+            speedup,
+            speedup >= threshold.value,
+            f"{units.ratio(speedup, (threshold.value,))}: yours {units.seconds(fused.median_s)}, "
+            f"{timed.baseline_name} "
+            f"{units.seconds(baseline.median_s)}",
+        )
 
     best, history = core.repeat_until_pass(attempt)
-    core.check_timed_outputs(name, spec.out_name, [(out, recorded.expected) for recorded, out, _ in sets], seed,
-                             kernels="kernels")
+    core.check_timed_outputs(
+        name, spec.out_name, [(out, recorded.expected) for recorded, out, _ in sets], seed, kernels="kernels"
+    )
     tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
     if not best.passed:
-        needed = (f"at least {threshold.value:.0%} of the copy bandwidth" if bandwidth
-                  else f"at least {threshold.value:g}x the speed of {timed.baseline_name}")
-        raise core.fail(f"{name} on {timed.label} ({timed.moved / 1e9:.2f} GB moved per call): {tried}. "
-                        f"Needed {needed} ({threshold.why}).")
+        needed = (
+            f"at least {threshold.value:.0%} of the copy bandwidth"
+            if bandwidth
+            else f"at least {threshold.value:g}x the speed of {timed.baseline_name}"
+        )
+        raise core.fail(
+            f"{name} on {timed.label} ({timed.moved / 1e9:.2f} GB moved per call): {tried}. "
+            f"Needed {needed} ({threshold.why})."
+        )
     return f"{name} on {timed.label}: {best.detail} (needed {threshold.describe()})"

@@ -54,8 +54,15 @@ def amdahl(saved: float) -> float:
     return 1.0 / max(1.0 - saved, 1e-9)
 
 
-def overhead_advice(share: float, between: float, launches: float, step_s: float, *,
-                    compiled: dict | None = None, already_compiled: bool = False) -> Advice:
+def overhead_advice(
+    share: float,
+    between: float,
+    launches: float,
+    step_s: float,
+    *,
+    compiled: dict | None = None,
+    already_compiled: bool = False,
+) -> Advice:
     """``share``: the overhead share; ``between``: the share between ops (CPU) or of the device idle
     waiting on the host (GPU). On a GPU the gain is ``amdahl(between)``; on a CPU, ``compiled`` holds
     :func:`compile_gain`'s measured arguments besides ``step_s`` and the gain is computed from them.
@@ -65,31 +72,39 @@ def overhead_advice(share: float, between: float, launches: float, step_s: float
     if on_gpu:
         gain = amdahl(between)
         graph = "torch.compile(mode='reduce-overhead')" if already_compiled else "torch.compile"
-        how = (f"compile it ({graph}) or capture a CUDA graph (torch.cuda.graphs), which removes the "
-               f"device's {units.percent(between)} of idle waiting on the host at most, or grow the batch")
+        how = (
+            f"compile it ({graph}) or capture a CUDA graph (torch.cuda.graphs), which removes the "
+            f"device's {units.percent(between)} of idle waiting on the host at most, or grow the batch"
+        )
     elif already_compiled:
         gain = 1.0
-        how = (f"the step is already compiled: what remains is the compiled call itself (at least "
-               f"{units.seconds(compiled['floor_s'])} here) and its library calls, which compiling again "
-               "cannot remove. Grow the batch: each call then carries more work for the same overhead "
-               "(time per step stays, throughput grows)")
+        how = (
+            f"the step is already compiled: what remains is the compiled call itself (at least "
+            f"{units.seconds(compiled['floor_s'])} here) and its library calls, which compiling again "
+            "cannot remove. Grow the batch: each call then carries more work for the same overhead "
+            "(time per step stays, throughput grows)"
+        )
     else:
         gain = compile_gain(step_s, **compiled)
-        how = (f"compile it (torch.compile): the step becomes one compiled call, at least "
-               f"{units.seconds(compiled['floor_s'])} here, plus all its contractions, which stay library "
-               f"calls ({units.percent(compiled['kept_share'])} of the step), each followed by a fused "
-               "kernel; or grow the batch. CUDA graphs do not apply on a CPU: there are no kernel "
-               "launches to replay, every op runs on the calling thread")
+        how = (
+            f"compile it (torch.compile): the step becomes one compiled call, at least "
+            f"{units.seconds(compiled['floor_s'])} here, plus all its contractions, which stay library "
+            f"calls ({units.percent(compiled['kept_share'])} of the step), each followed by a fused "
+            "kernel; or grow the batch. CUDA graphs do not apply on a CPU: there are no kernel "
+            "launches to replay, every op runs on the calling thread"
+        )
     where = "device idle waiting on the host" if on_gpu else "between ops"
     return Advice(
         f"overhead-bound: {units.percent(share)} of the step is overhead ({units.percent(between)} {where}, "
         f"the rest in ops whose work is shorter than dispatching them; {launches:.0f} launches per step); "
-        f"{how}; at most {gain:.1f}x per step", gain, Regime.OVERHEAD.value,
-        {"step_s": step_s, "overhead_share": share, **(compiled or {})})
+        f"{how}; at most {gain:.1f}x per step",
+        gain,
+        Regime.OVERHEAD.value,
+        {"step_s": step_s, "overhead_share": share, **(compiled or {})},
+    )
 
 
-def compile_gain(step_s: float, kept_share: float, floor_s: float, library_calls: float,
-                 dispatch_s: float) -> float:
+def compile_gain(step_s: float, kept_share: float, floor_s: float, library_calls: float, dispatch_s: float) -> float:
     """On a CPU, the compiled step takes at least: one compiled call (``floor_s``, measured); the
     contractions' share of today's step (``kept_share``), since compiled code calls the same matmul
     library; and, for each of those ``library_calls``, one dispatch (``dispatch_s``, measured) of the
@@ -105,30 +120,46 @@ def fusion_advice(share: float, calls: float) -> Advice:
             f"memory-bound element-wise and normalization work takes {units.percent(share)} of the step in one "
             "fused call: it already reads and writes memory once, so fusion has nothing left to save. Only "
             "fewer bytes (a smaller dtype, less data) make it faster: at most 1.00x from fusion",
-            gain, Regime.MEMORY.value)
+            gain,
+            Regime.MEMORY.value,
+        )
     return Advice(
         f"memory-bound element-wise and normalization ops take {units.percent(share)} of the step in "
         f"{calls:.0f} calls: fusion (torch.compile) makes them read and write memory once, saving at most "
-        f"{units.percent(saved)} of the step: at most {gain:.2f}x", gain, Regime.MEMORY.value)
+        f"{units.percent(saved)} of the step: at most {gain:.2f}x",
+        gain,
+        Regime.MEMORY.value,
+    )
 
 
-def contraction_advice(share: float, peak_fraction: float, dtype: str, ceilings, on_gpu: bool,
-                       tensor_cores: bool) -> list[Advice]:
+def contraction_advice(
+    share: float, peak_fraction: float, dtype: str, ceilings, on_gpu: bool, tensor_cores: bool
+) -> list[Advice]:
     found = []
     tuned = amdahl(share * (1 - min(peak_fraction, 1.0)))
-    found.append(Advice(
-        f"compute-bound: the contractions above the ridge take {units.percent(share)} of the step at "
-        f"{units.percent(peak_fraction)} of the measured {dtype} matmul peak "
-        f"({units.flops(ceilings.matmul(dtype))}); larger or better-shaped matmuls can gain at most "
-        f"{tuned:.2f}x", tuned, Regime.COMPUTE.value))
+    found.append(
+        Advice(
+            f"compute-bound: the contractions above the ridge take {units.percent(share)} of the step at "
+            f"{units.percent(peak_fraction)} of the measured {dtype} matmul peak "
+            f"({units.flops(ceilings.matmul(dtype))}); larger or better-shaped matmuls can gain at most "
+            f"{tuned:.2f}x",
+            tuned,
+            Regime.COMPUTE.value,
+        )
+    )
     if dtype in ("float32", "tf32") and on_gpu and tensor_cores:
         fast = max(ceilings.matmul_peak.get("bfloat16", 0.0), ceilings.matmul_peak.get("tf32", 0.0))
         if fast > ceilings.matmul(dtype):
             gain = amdahl(share * (1 - ceilings.matmul(dtype) / fast))
-            found.append(Advice(
-                f"fp32 matmuls on tensor-core hardware: bf16 (torch.autocast) or TF32 "
-                f"(torch.backends.cuda.matmul.allow_tf32 = True) run at {units.flops(fast)} measured against "
-                f"{units.flops(ceilings.matmul(dtype))}: at most {gain:.1f}x", gain, Regime.COMPUTE.value))
+            found.append(
+                Advice(
+                    f"fp32 matmuls on tensor-core hardware: bf16 (torch.autocast) or TF32 "
+                    f"(torch.backends.cuda.matmul.allow_tf32 = True) run at {units.flops(fast)} measured against "
+                    f"{units.flops(ceilings.matmul(dtype))}: at most {gain:.1f}x",
+                    gain,
+                    Regime.COMPUTE.value,
+                )
+            )
     elif not on_gpu and dtype == "float32":
         found += cpu_bf16_advice(share, ceilings)
     return found
@@ -143,30 +174,49 @@ def cpu_bf16_advice(share: float, ceilings) -> list[Advice]:
     measured = f"this CPU's measured bf16 matmul peak is {units.flops(bf16)} against {units.flops(fp32)} for float32"
     if bf16 > fp32:
         saved = share * (1 - fp32 / bf16)
-        return [Advice(f"fp32 matmuls on a CPU with bf16 matrix instructions: {measured}, so bf16 "
-                       f"(torch.autocast('cpu', torch.bfloat16)) saves at most {units.percent(saved)} of the step: "
-                       f"at most {amdahl(saved):.2f}x", amdahl(saved), Regime.COMPUTE.value)]
+        return [
+            Advice(
+                f"fp32 matmuls on a CPU with bf16 matrix instructions: {measured}, so bf16 "
+                f"(torch.autocast('cpu', torch.bfloat16)) saves at most {units.percent(saved)} of the step: "
+                f"at most {amdahl(saved):.2f}x",
+                amdahl(saved),
+                Regime.COMPUTE.value,
+            )
+        ]
     return [Advice(f"{measured}: bf16 would slow its matmuls down, so keep float32 here", 1.0, Regime.COMPUTE.value)]
 
 
-def advise(shares: dict[str, float], rows, dtype: str, ceilings, *, overhead: Advice | None, on_gpu: bool,
-           tensor_cores: bool) -> list[Advice]:
+def advise(
+    shares: dict[str, float], rows, dtype: str, ceilings, *, overhead: Advice | None, on_gpu: bool, tensor_cores: bool
+) -> list[Advice]:
     """Ranked advice for a step with regime ``shares`` (fractions), op ``rows``, its matmul ``dtype``,
     and the ``overhead`` advice where overhead holds at least :data:`WORTH_FIXING` of the step."""
     found: list[Advice] = [overhead] if overhead is not None else []
-    pointwise = [row for row in rows if row.regime == Regime.MEMORY.value
-                 and row.op_class in (OpClass.ELEMENTWISE.value, OpClass.NORMALIZATION.value)]
-    pointwise_share = shares[Regime.MEMORY.value] * sum(r.seconds for r in pointwise) / max(
-        sum(r.seconds for r in rows if r.regime == Regime.MEMORY.value), 1e-30)
+    pointwise = [
+        row
+        for row in rows
+        if row.regime == Regime.MEMORY.value
+        and row.op_class in (OpClass.ELEMENTWISE.value, OpClass.NORMALIZATION.value)
+    ]
+    pointwise_share = (
+        shares[Regime.MEMORY.value]
+        * sum(r.seconds for r in pointwise)
+        / max(sum(r.seconds for r in rows if r.regime == Regime.MEMORY.value), 1e-30)
+    )
     if pointwise and pointwise_share >= WORTH_FIXING:
         found.append(fusion_advice(pointwise_share, sum(row.calls for row in pointwise)))
-    contractions = [row for row in rows if row.regime == Regime.COMPUTE.value
-                    and row.op_class == OpClass.CONTRACTION.value]
-    contraction_share = shares[Regime.COMPUTE.value] * sum(r.seconds for r in contractions) / max(
-        sum(r.seconds for r in rows if r.regime == Regime.COMPUTE.value), 1e-30)
+    contractions = [
+        row for row in rows if row.regime == Regime.COMPUTE.value and row.op_class == OpClass.CONTRACTION.value
+    ]
+    contraction_share = (
+        shares[Regime.COMPUTE.value]
+        * sum(r.seconds for r in contractions)
+        / max(sum(r.seconds for r in rows if r.regime == Regime.COMPUTE.value), 1e-30)
+    )
     if contractions and contraction_share >= WORTH_FIXING:
         seconds = sum(row.seconds for row in contractions)
         rate = sum(row.flops for row in contractions) / seconds if seconds > 0 else 0.0
-        found += contraction_advice(contraction_share, rate / ceilings.matmul(dtype), dtype, ceilings, on_gpu,
-                                    tensor_cores)
+        found += contraction_advice(
+            contraction_share, rate / ceilings.matmul(dtype), dtype, ceilings, on_gpu, tensor_cores
+        )
     return sorted(found, key=lambda advice: -advice.predicted_gain)

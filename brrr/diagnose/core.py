@@ -99,20 +99,32 @@ def is_compiled(profiled_names) -> bool:
     return any(name.startswith(COMPILED_MARKERS) for name in profiled_names)
 
 
-def _overhead_advice(shares, op_rows, idle: float, launches: float, step_s: float, idle_s: float,
-                     threads: int | None, ceilings: Ceilings, already_compiled: bool) -> Advice:
+def _overhead_advice(
+    shares,
+    op_rows,
+    idle: float,
+    launches: float,
+    step_s: float,
+    idle_s: float,
+    threads: int | None,
+    ceilings: Ceilings,
+    already_compiled: bool,
+) -> Advice:
     """The overhead advice with its bound: removing the host wait (GPU), or the compiled-step floor (CPU)."""
     share = shares[Regime.OVERHEAD.value]
     if ON_GPU:
         return advice_module.overhead_advice(share, idle, launches, step_s, already_compiled=already_compiled)
     profiled = sum(row.seconds for row in op_rows) + idle_s
     contractions = [row for row in op_rows if row.op_class == OpClass.CONTRACTION.value]
-    compiled = {"kept_share": sum(row.seconds for row in contractions) / profiled,
-                "floor_s": compiled_call_seconds(threads),
-                "library_calls": sum(row.calls for row in contractions),
-                "dispatch_s": ceilings.dispatch_overhead}
-    return advice_module.overhead_advice(share, idle, launches, step_s, compiled=compiled,
-                                         already_compiled=already_compiled)
+    compiled = {
+        "kept_share": sum(row.seconds for row in contractions) / profiled,
+        "floor_s": compiled_call_seconds(threads),
+        "library_calls": sum(row.calls for row in contractions),
+        "dispatch_s": ceilings.dispatch_overhead,
+    }
+    return advice_module.overhead_advice(
+        share, idle, launches, step_s, compiled=compiled, already_compiled=already_compiled
+    )
 
 
 REPEATS_FOR_RECOMPILES = 2
@@ -154,8 +166,9 @@ def explain_compile(step: Callable, args: tuple) -> dict:
 PROFILER_EVENTS = frozenset({"Activity Buffer Request"})
 
 
-def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2, steps: int = 3,
-             explain: bool = False) -> Diagnosis:
+def diagnose(
+    step: Callable, *args, threads: int | None = None, warmup: int = 2, steps: int = 3, explain: bool = False
+) -> Diagnosis:
     """Measure ``step(*args)`` (one training or inference step) and say which regime it is in.
 
     ``threads`` pins torch's CPU threads for the step and picks the ceilings measured
@@ -164,18 +177,26 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
     breaks. Raises :class:`DiagnoseError` with a readable message for bad input.
     """
     if not callable(step):
-        raise DiagnoseError(f"diagnose needs a callable step, got {type(step).__name__}: pass the function "
-                            "that runs one step, and its arguments after it: diagnose(step, x, y)")
+        raise DiagnoseError(
+            f"diagnose needs a callable step, got {type(step).__name__}: pass the function "
+            "that runs one step, and its arguments after it: diagnose(step, x, y)"
+        )
     measured = measure(step, args, threads=threads, warmup=warmup, steps=steps)
     ceilings = ceilings_module.measure(threads=threads)
     dtype = _matmul_dtype(measured, ceilings)
     # Annotations (the step's own, record_function ranges, torch.compile's wrappers) are no op: their
     # self time is time between ops, which the split already counts.
     annotations = {event.name for event in measured.trace.annotations} | {STEP_LABEL} | PROFILER_EVENTS
-    seconds = {name: total / measured.steps for name, total in measured.self_times.seconds.items()
-               if name not in annotations}
-    op_rows = ops.merge_compiled(ops.op_rows(seconds, measured.flops.flops, dict(measured.traffic.bytes),
-                                             dict(measured.traffic.calls), ceilings, dtype), ceilings, dtype)
+    seconds = {
+        name: total / measured.steps for name, total in measured.self_times.seconds.items() if name not in annotations
+    }
+    op_rows = ops.merge_compiled(
+        ops.op_rows(
+            seconds, measured.flops.flops, dict(measured.traffic.bytes), dict(measured.traffic.calls), ceilings, dtype
+        ),
+        ceilings,
+        dtype,
+    )
     time_split = split.time_split(measured.trace, STEP_LABEL)
     launches = split.launches_per_step(measured.trace, STEP_LABEL)
     idle_name = split.HOST_WAIT if time_split.clock == "GPU" else split.BETWEEN_OPS
@@ -186,17 +207,36 @@ def diagnose(step: Callable, *args, threads: int | None = None, warmup: int = 2,
     tensor_cores = ON_GPU and torch.cuda.get_device_capability(DEVICE)[0] >= 7
     overhead = None
     if shares[Regime.OVERHEAD.value] >= advice_module.WORTH_FIXING:
-        overhead = _overhead_advice(shares, op_rows, time_split[idle_name], launches,
-                                    measured.timing.median_s, overhead_idle_s, threads, ceilings,
-                                    is_compiled(measured.self_times.seconds))
-    found = advice_module.advise(shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU,
-                                 tensor_cores=tensor_cores)
+        overhead = _overhead_advice(
+            shares,
+            op_rows,
+            time_split[idle_name],
+            launches,
+            measured.timing.median_s,
+            overhead_idle_s,
+            threads,
+            ceilings,
+            is_compiled(measured.self_times.seconds),
+        )
+    found = advice_module.advise(
+        shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU, tensor_cores=tensor_cores
+    )
     return Diagnosis(
-        regime=regime, shares=shares, step_s=measured.timing.median_s, split=time_split,
-        rows=ops.class_rows(op_rows, ceilings, dtype), top_ops=op_rows[:TOP_OPS],
-        mfu=flops / measured.timing.median_s / ceilings.matmul(dtype), matmul_dtype=dtype,
-        flops_per_step=flops, launches_per_step=launches, advice=found, ceilings=ceilings, threads=threads,
-        compile_report=explain_compile(step, args) if explain else None, env=_environment(threads),
+        regime=regime,
+        shares=shares,
+        step_s=measured.timing.median_s,
+        split=time_split,
+        rows=ops.class_rows(op_rows, ceilings, dtype),
+        top_ops=op_rows[:TOP_OPS],
+        mfu=flops / measured.timing.median_s / ceilings.matmul(dtype),
+        matmul_dtype=dtype,
+        flops_per_step=flops,
+        launches_per_step=launches,
+        advice=found,
+        ceilings=ceilings,
+        threads=threads,
+        compile_report=explain_compile(step, args) if explain else None,
+        env=_environment(threads),
     )
 
 

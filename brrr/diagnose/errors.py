@@ -20,8 +20,11 @@ _INTERNAL_PARTS = (os.sep + "torch" + os.sep, os.sep + "brrr" + os.sep + "diagno
 
 def _where_in_the_step(error: BaseException) -> str:
     """``file:line in function`` of the deepest frame of the traceback that is the user's code."""
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
-              if not any(part in frame.filename for part in _INTERNAL_PARTS)]
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not any(part in frame.filename for part in _INTERNAL_PARTS)
+    ]
     if not frames:
         return "inside torch"
     frame = frames[-1]
@@ -32,8 +35,11 @@ def is_out_of_memory(error: BaseException) -> bool:
     """True for a device or host allocation failure (CUDA's OutOfMemoryError, the CPU allocator's message)."""
     out_of_memory = getattr(__import__("torch"), "OutOfMemoryError", ())
     text = str(error).lower()
-    return isinstance(error, out_of_memory) or isinstance(error, MemoryError) or (
-        isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
+    return (
+        isinstance(error, out_of_memory)
+        or isinstance(error, MemoryError)
+        or (isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
+    )
 
 
 def step_failed(error: BaseException, *, phase: str) -> DiagnoseError:
@@ -43,11 +49,13 @@ def step_failed(error: BaseException, *, phase: str) -> DiagnoseError:
         return DiagnoseError(
             f"The step ran out of memory during {phase} ({type(error).__name__}: {first_line[:300]}). "
             "The model, its activations or its batch do not fit on this device: diagnose a smaller batch "
-            "or model, then scale up. Nothing was measured.")
+            "or model, then scale up. Nothing was measured."
+        )
     return DiagnoseError(
         f"The step raised {type(error).__name__} during {phase}, from {_where_in_the_step(error)}: "
         f"{first_line[:300]}. The error is the step's own, not the profiler's: run step(*args) once by "
-        "itself to debug it, then diagnose it again.")
+        "itself to debug it, then diagnose it again."
+    )
 
 
 def no_device_work() -> DiagnoseError:
@@ -56,7 +64,8 @@ def no_device_work() -> DiagnoseError:
         "The step returned nothing and the profiler saw no GPU kernel in it, so there is nothing to "
         "diagnose. On a GPU this matters twice: work whose result nobody keeps can be removed by "
         "torch.compile as dead code, and a step whose tensors live on the CPU never reaches the GPU. "
-        "Return the step's output (or the loss), and move the model and inputs to the GPU (.to('cuda')).")
+        "Return the step's output (or the loss), and move the model and inputs to the GPU (.to('cuda'))."
+    )
 
 
 def bad_target(target: str, reason: str) -> DiagnoseError:
@@ -65,4 +74,5 @@ def bad_target(target: str, reason: str) -> DiagnoseError:
         f"Cannot diagnose {target!r}: {reason}. The command takes module:callable, where the module can "
         "be imported (it is on PYTHONPATH or installed) and the callable, called with no arguments, "
         "returns (step, args): step(*args) runs one training or inference step. Example: "
-        "python -m brrr.diagnose brrr.diagnose.examples:tiny_mlp")
+        "python -m brrr.diagnose brrr.diagnose.examples:tiny_mlp"
+    )

@@ -62,7 +62,8 @@ class TinyMLP(torch.nn.Module):
         super().__init__()
         self.blocks = torch.nn.ModuleList(
             torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.LayerNorm(width), torch.nn.GELU())
-            for _ in range(layers))
+            for _ in range(layers)
+        )
         self.head = torch.nn.Linear(width, 1)
 
     def forward(self, x):

@@ -67,9 +67,14 @@ class OpRow:
         return self.flops / self.bytes if self.bytes > 0 else None
 
     def to_json(self) -> dict:
-        return {**asdict(self), "flop_rate": self.flop_rate, "byte_rate": self.byte_rate,
-                "flops_fraction": self.flops_fraction, "bandwidth_fraction": self.bandwidth_fraction,
-                "intensity": self.intensity}
+        return {
+            **asdict(self),
+            "flop_rate": self.flop_rate,
+            "byte_rate": self.byte_rate,
+            "flops_fraction": self.flops_fraction,
+            "bandwidth_fraction": self.bandwidth_fraction,
+            "intensity": self.intensity,
+        }
 
 
 def roof_for(op_class: OpClass, ceilings: Ceilings, matmul_dtype: str) -> Roof:
@@ -89,18 +94,34 @@ def op_regime(flops_per_call: float, bytes_per_call: float, roof: Roof) -> Regim
     return roofline.regime(flops_per_call, max(bytes_per_call, 1.0), roof)
 
 
-def _row(name: str, op_class: OpClass, calls: float, seconds: float, flops: float, bytes_: float,
-         ceilings: Ceilings, matmul_dtype: str) -> OpRow:
+def _row(
+    name: str,
+    op_class: OpClass,
+    calls: float,
+    seconds: float,
+    flops: float,
+    bytes_: float,
+    ceilings: Ceilings,
+    matmul_dtype: str,
+) -> OpRow:
     roof = roof_for(op_class, ceilings, matmul_dtype)
     per_call = max(calls, 1.0)
     found = op_regime(flops / per_call, bytes_ / per_call, roof)
-    return OpRow(name, op_class.value, calls, seconds, flops, bytes_, found.value, roof.label,
-                 roof.peak_flops, roof.bandwidth)
+    return OpRow(
+        name, op_class.value, calls, seconds, flops, bytes_, found.value, roof.label, roof.peak_flops, roof.bandwidth
+    )
 
 
-def op_rows(seconds: dict[str, float], flops: dict[str, float], bytes_: dict[str, float],
-            calls: dict[str, float], ceilings: Ceilings, matmul_dtype: str) -> list[OpRow]:
+def op_rows(
+    seconds: dict[str, float],
+    flops: dict[str, float],
+    bytes_: dict[str, float],
+    calls: dict[str, float],
+    ceilings: Ceilings,
+    matmul_dtype: str,
+) -> list[OpRow]:
     """One row per op, slowest first. Keys: profiler names (``aten::addmm``) or bare names (``addmm``)."""
+
     def key(name: str) -> str:
         return op_name(name) if name.startswith("aten::") else name
 
@@ -112,8 +133,18 @@ def op_rows(seconds: dict[str, float], flops: dict[str, float], bytes_: dict[str
     for name, values in merged.items():
         is_aten = name in calls or name in flops or name in bytes_ or f"aten::{name}" in seconds
         op_class = classify(f"aten::{name}" if is_aten else name) or OpClass.OTHER
-        rows.append(_row(name, op_class, values["calls"], values["seconds"], values["flops"], values["bytes"],
-                         ceilings, matmul_dtype))
+        rows.append(
+            _row(
+                name,
+                op_class,
+                values["calls"],
+                values["seconds"],
+                values["flops"],
+                values["bytes"],
+                ceilings,
+                matmul_dtype,
+            )
+        )
     return sorted(rows, key=lambda row: -row.seconds)
 
 
@@ -124,8 +155,7 @@ def class_rows(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> list
         members = [row for row in rows if row.op_class == op_class.value]
         if not members:
             continue
-        totals = [sum(getattr(row, name) for row in members)
-                  for name in ("calls", "seconds", "flops", "bytes")]
+        totals = [sum(getattr(row, name) for row in members) for name in ("calls", "seconds", "flops", "bytes")]
         out.append(_row(op_class.value, op_class, *totals, ceilings, matmul_dtype))
     return out
 
@@ -168,6 +198,14 @@ def merge_compiled(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> 
         by_class[row.op_class] += row.flops + row.bytes
     classes = {op_class.value: op_class for op_class in ALL_CLASSES}
     main_class = classes[max(by_class, key=by_class.get)] if by_class else OpClass.OTHER
-    fused = _row(FUSED_NAME, main_class, 1.0, sum(row.seconds for row in code), sum(r.flops for r in unseen),
-                 sum(r.bytes for r in unseen), ceilings, matmul_dtype)
+    fused = _row(
+        FUSED_NAME,
+        main_class,
+        1.0,
+        sum(row.seconds for row in code),
+        sum(r.flops for r in unseen),
+        sum(r.bytes for r in unseen),
+        ceilings,
+        matmul_dtype,
+    )
     return sorted(kept + [fused], key=lambda row: -row.seconds)

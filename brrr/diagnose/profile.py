@@ -87,6 +87,7 @@ class Measurement:
 
 def checked(step: Callable, args: tuple, phase: str) -> Callable[[], object]:
     """``step(*args)`` as a no-argument function that turns the step's own exceptions into DiagnoseError."""
+
     def run():
         try:
             return step(*args)
@@ -94,6 +95,7 @@ def checked(step: Callable, args: tuple, phase: str) -> Callable[[], object]:
             raise
         except Exception as error:  # the step's own failure, reported with its type and origin
             raise step_failed(error, phase=phase) from error
+
     return run
 
 
@@ -106,7 +108,8 @@ def require_device_work(returned: object, trace: traces.Trace, *, on_gpu: bool) 
     raise DiagnoseError(
         "The profiler saw no GPU kernel in the step, so there is nothing to diagnose on this GPU: the model "
         "and inputs are probably still on the CPU. Move them with .to('cuda'), or set BRRR_DEVICE=cpu to "
-        "diagnose the CPU.")
+        "diagnose the CPU."
+    )
 
 
 def measure(step: Callable, args: tuple, *, threads: int | None, warmup: int, steps: int) -> Measurement:
@@ -130,8 +133,13 @@ def measure(step: Callable, args: tuple, *, threads: int | None, warmup: int, st
         # CPU's is 140); the profiler starting up on its first kernel (CUPTI) is the likely cause, and
         # this keeps it out of the steps. Not yet confirmed on a GPU. The CPU's numbers were measured
         # without it.
-        profiler = traces.profile_steps(checked(step, args, "profiling"), steps, label=STEP_LABEL,
-                                          synchronize_each=True, profiler_warmup=1 if ON_GPU else 0)
+        profiler = traces.profile_steps(
+            checked(step, args, "profiling"),
+            steps,
+            label=STEP_LABEL,
+            synchronize_each=True,
+            profiler_warmup=1 if ON_GPU else 0,
+        )
         with tempfile.TemporaryDirectory() as folder:
             trace = traces.export(profiler, Path(folder) / "step.json")
         require_device_work(returned, trace, on_gpu=ON_GPU)
@@ -154,8 +162,10 @@ def compiled_call_seconds(threads: int | None = None, *, refresh: bool = False) 
     from brrr import cache
     from brrr.device import DEVICE, device_name
 
-    path = cache.cache_dir() / (f"compiled-call-{cache.slug(device_name())}-{DEVICE.type}-"
-                                f"{cache.slug(torch.__version__)}-{threads or 'default'}-threads.json")
+    path = cache.cache_dir() / (
+        f"compiled-call-{cache.slug(device_name())}-{DEVICE.type}-"
+        f"{cache.slug(torch.__version__)}-{threads or 'default'}-threads.json"
+    )
     cached = cache.read_json(path)
     if cached and "seconds" in cached and not refresh:
         return float(cached["seconds"])
@@ -164,7 +174,8 @@ def compiled_call_seconds(threads: int | None = None, *, refresh: bool = False) 
     with torch_threads(threads):
         compiled(x)  # compile outside the timing
     # a floor is a best case, and load from other work only raises it: the lowest of three medians
-    seconds = min(bench(lambda: compiled(x), threads=threads, warmup=50, budget_s=0.1).median_s
-                  for _ in range(FLOOR_READINGS))
+    seconds = min(
+        bench(lambda: compiled(x), threads=threads, warmup=50, budget_s=0.1).median_s for _ in range(FLOOR_READINGS)
+    )
     cache.write_json(path, {"seconds": seconds})
     return seconds

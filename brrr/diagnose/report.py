@@ -32,8 +32,10 @@ def _table(rows, first: str, total: float) -> list[str]:
     """One line per row, at most :data:`brrr.column.WIDTH` characters; "% ops" is the row's share of
     ``total``, the time inside all ops, so that a table of the slowest few ops shows the same shares as the
     op classes they belong to. The counted FLOPs and bytes are the rates times the time (and in the JSON)."""
-    header = (f"{first:<{NAME_WIDTH}} {'time/step':>9} {'% ops':>5} {'FLOP/s':>12} {'%roof':>5} "
-              f"{'B/s':>9} {'%copy':>5} {'FLOP/B':>6}  regime")
+    header = (
+        f"{first:<{NAME_WIDTH}} {'time/step':>9} {'% ops':>5} {'FLOP/s':>12} {'%roof':>5} "
+        f"{'B/s':>9} {'%copy':>5} {'FLOP/B':>6}  regime"
+    )
     lines = [header, "-" * (len(header) + 8)]
     total = total or 1.0
     for row in rows:
@@ -45,22 +47,22 @@ def _table(rows, first: str, total: float) -> list[str]:
         lines.append(
             f"{name:<{NAME_WIDTH}} {units.seconds(row.seconds):>9} {_ops_share(row.seconds / total):>5} "
             f"{_rate_cells(row.flop_rate, row.flops_fraction, 'FLOP/s', 12)} "
-            f"{_rate_cells(row.byte_rate, row.bandwidth_fraction, 'B/s', 9)} {intensity:>6}  {row.regime}")
+            f"{_rate_cells(row.byte_rate, row.bandwidth_fraction, 'B/s', 9)} {intensity:>6}  {row.regime}"
+        )
     return lines
 
 
 def text(d) -> str:
     """The readable report: label and margin, step time, time split, MFU, op tables, advice, stamp."""
     ordered = sorted(d.shares.items(), key=lambda item: -item[1])
-    (winner, share), (runner_up, second) = ordered[0], ordered[1]
+    (_, share), (runner_up, second) = ordered[0], ordered[1]
     launches = "kernels launched" if d.split.clock == "GPU" else "aten ops dispatched"
     ceilings = d.ceilings
     inside_ops = sum(row.seconds for row in d.rows)  # every op class: the shares of both tables
     lines = [
         f"brrr diagnose: {d.regime} ({units.percent(share)} of the step; next {runner_up} "
         f"{units.percent(second)}: {d.margin:.1f}x behind)",
-        f"step: {units.seconds(d.step_s)} median (profiler off); "
-        f"{d.launches_per_step:.0f} {launches} per step",
+        f"step: {units.seconds(d.step_s)} median (profiler off); {d.launches_per_step:.0f} {launches} per step",
         f"where the time goes ({d.split.clock}, {units.seconds(d.split.step_us / 1e6)} per profiled step): "
         + ", ".join(f"{name} {units.percent(value)}" for name, value in d.split.fractions.items()),
         f"MFU: {units.percent(d.mfu)}: {units.si(d.flops_per_step, 'FLOP')} per step at "
@@ -79,16 +81,25 @@ def text(d) -> str:
     ]
     compute, bandwidth = above_the_roofs(d)
     if compute:
-        lines += ["", f"above the measured compute roofs: {compute}. A roof is the best case of its measurement, "
-                      "so the cached ceilings were measured at a busier moment than this step: measure them "
-                      f"again while the machine is quiet (python -m brrr.ceilings --refresh{_threads_flag(d)})."]
+        lines += [
+            "",
+            f"above the measured compute roofs: {compute}. A roof is the best case of its measurement, "
+            "so the cached ceilings were measured at a busier moment than this step: measure them "
+            f"again while the machine is quiet (python -m brrr.ceilings --refresh{_threads_flag(d)}).",
+        ]
     if bandwidth:
-        lines += ["", f"above the copy bandwidth: {bandwidth}. Their tensors fit in a cache, which serves them "
-                      "faster than memory (bytes here are tensor sizes, as if every one came from memory)."]
+        lines += [
+            "",
+            f"above the copy bandwidth: {bandwidth}. Their tensors fit in a cache, which serves them "
+            "faster than memory (bytes here are tensor sizes, as if every one came from memory).",
+        ]
     if d.compile_report is not None:
         c = d.compile_report
-        lines += ["", f"torch.compile: {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
-                      f"{c['ops']} ops captured, {c['recompiles']} recompile(s) over repeated calls"]
+        lines += [
+            "",
+            f"torch.compile: {c['graphs']} graph(s), {c['graph_breaks']} graph break(s), "
+            f"{c['ops']} ops captured, {c['recompiles']} recompile(s) over repeated calls",
+        ]
         lines += [f"  break: {reason}" for reason in c["break_reasons"]]
     lines += ["", format_stamp(d.env)]
     return column.fit("\n".join(lines))
@@ -98,10 +109,16 @@ def above_the_roofs(d) -> tuple[str, str]:
     """What in the diagnosis ran faster than the roof it is divided by, as (compute, bandwidth); '' where
     nothing did: ('MFU 111%, matmul 124%', 'pointwise 180%')."""
     compute = [f"MFU {units.percent(d.mfu)}"] if d.mfu > 1 else []
-    compute += [f"{row.name} {units.percent(row.flops_fraction)}" for row in d.rows
-                if row.flop_rate > 0 and row.flops_fraction > 1]
-    bandwidth = [f"{row.name} {units.percent(row.bandwidth_fraction)}" for row in d.rows
-                 if row.byte_rate > 0 and row.bandwidth_fraction > 1]
+    compute += [
+        f"{row.name} {units.percent(row.flops_fraction)}"
+        for row in d.rows
+        if row.flop_rate > 0 and row.flops_fraction > 1
+    ]
+    bandwidth = [
+        f"{row.name} {units.percent(row.bandwidth_fraction)}"
+        for row in d.rows
+        if row.byte_rate > 0 and row.bandwidth_fraction > 1
+    ]
     return ", ".join(compute), ", ".join(bandwidth)
 
 
@@ -151,11 +168,22 @@ def plot(d, ax=None):
     xs = [row.intensity for row in points]
     low = min([min(ridges) / 100] + [x / 3 for x in xs])
     high = max([max(ridges) * 100] + [x * 3 for x in xs])
-    ax = plots.roofline(roofs, [], stamp=format_stamp(d.env), ax=ax, intensity_range=(low, high),
-                        title=f"{d.regime}: op classes on this machine's measured roofline")
+    ax = plots.roofline(
+        roofs,
+        [],
+        stamp=format_stamp(d.env),
+        ax=ax,
+        intensity_range=(low, high),
+        title=f"{d.regime}: op classes on this machine's measured roofline",
+    )
     total = sum(row.seconds for row in d.rows) or 1.0
     for row in points:
         ax.scatter([row.intensity], [row.flop_rate], s=30 + 600 * row.seconds / total, alpha=0.6, zorder=3)
-        ax.annotate(f"{row.name} ({units.percent(row.seconds / total)})", (row.intensity, row.flop_rate),
-                    fontsize=8, textcoords="offset points", xytext=(5, 5))
+        ax.annotate(
+            f"{row.name} ({units.percent(row.seconds / total)})",
+            (row.intensity, row.flop_rate),
+            fontsize=8,
+            textcoords="offset points",
+            xytext=(5, 5),
+        )
     return ax

@@ -77,8 +77,7 @@ def gpu_idle_us(trace: Trace, window: Span) -> tuple[float, float]:
     synchronizes inside each step, so the device finished everything queued and waits for the host
     to end the step. A gap ended by an event whose launch the trace does not show is "other".
     """
-    launch_start = {launch.correlation: launch.start_us for launch in trace.launches
-                    if launch.correlation is not None}
+    launch_start = {launch.correlation: launch.start_us for launch in trace.launches if launch.correlation is not None}
     host = other = 0.0
     for gap_start, gap_end in traces.idle_gaps(trace.device, window):
         if gap_end >= window[1]:
@@ -102,8 +101,7 @@ def gpu_split(trace: Trace, label: str = "step") -> Split:
         window_host, window_other = gpu_idle_us(trace, window)
         host, other = host + window_host, other + window_other
     total = _total(windows)
-    return Split({BUSY: busy / total, HOST_WAIT: host / total, IDLE_OTHER: other / total},
-                 total / len(windows), "GPU")
+    return Split({BUSY: busy / total, HOST_WAIT: host / total, IDLE_OTHER: other / total}, total / len(windows), "GPU")
 
 
 def cpu_split(trace: Trace, label: str = "step") -> Split:

@@ -69,8 +69,11 @@ class Snapshot:
         for path in sorted((root / SOLUTIONS).glob("*.ipynb")):
             solution = generate.read(path)
             self.labs[path.stem] = generate.lab_notebook(solution, name=path.name)
-            self.answers[path.stem] = [cell.get("id") for cell in solution.cells
-                                       if cell.get("cell_type") == "code" and generate.BEGIN in cell.source]
+            self.answers[path.stem] = [
+                cell.get("id")
+                for cell in solution.cells
+                if cell.get("cell_type") == "code" and generate.BEGIN in cell.source
+            ]
 
     def write_package(self, target: Path, *, hidden: tuple[str, ...] = ()) -> Path:
         """Write ``brrr`` under ``target`` (without ``brrr/<hidden>.py``), read-only; return ``target``."""
@@ -86,11 +89,13 @@ class Snapshot:
             path.chmod(mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
         return target
 
-
     def grader_payload(self) -> bytes:
         """One line for :data:`GRADER_BOOTSTRAP`'s standard input: every ``brrr`` file, base64 in JSON."""
-        files = {relative.replace(os.sep, "/"): base64.b64encode(data).decode()
-                 for relative, data in self.files.items() if relative.endswith(".py")}
+        files = {
+            relative.replace(os.sep, "/"): base64.b64encode(data).decode()
+            for relative, data in self.files.items()
+            if relative.endswith(".py")
+        }
         return json.dumps(files).encode() + b"\n"
 
 
@@ -182,8 +187,7 @@ def splice(lab: nbformat.NotebookNode, answer_ids: list[str], submission: nbform
         used.add(id(match))
         result.answers_found.append(cell.get("id"))
     given = {c.get("id"): c.source for c in notebook.cells if c.get("cell_type") == "code"}
-    result.ignored_edits = sum(1 for c in submitted if id(c) not in used
-                               and given.get(c.get("id")) != _text(c))
+    result.ignored_edits = sum(1 for c in submitted if id(c) not in used and given.get(c.get("id")) != _text(c))
     notebook.metadata.setdefault("brrr", {})
     return result
 

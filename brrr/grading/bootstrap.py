@@ -36,7 +36,7 @@ class Loader(importlib.abc.SourceLoader):
         return ROOT + self.relative
 
     def get_data(self, path):
-        relative = path[len(ROOT):] if path.startswith(ROOT) else None
+        relative = path[len(ROOT) :] if path.startswith(ROOT) else None
         if relative not in self.files:
             raise OSError(f"{path} is not part of the grader")
         return base64.b64decode(self.files[relative])
@@ -55,7 +55,8 @@ class Finder(importlib.abc.MetaPathFinder):
         for file, package in ((relative + "/__init__.py", True), (relative + ".py", False)):
             if file in self.files:
                 spec = importlib.util.spec_from_loader(
-                    name, Loader(self.files, file), origin=ROOT + file, is_package=package)
+                    name, Loader(self.files, file), origin=ROOT + file, is_package=package
+                )
                 spec.has_location = True
                 if package:
                     spec.submodule_search_locations = [ROOT + relative]

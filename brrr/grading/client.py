@@ -114,8 +114,7 @@ def answer(request: Mapping[str, Any], fn: Callable[..., Any], wire_types: Mappi
                 outcome = isolation.run_here(_call, fn, args, request.get("threads"))
         elif op == "record":
             run = isolation.run if request.get("forked", True) else _here
-            outcome = run(_record, fn, request.get("tensors", {}), list(request.get("inputs", [])),
-                          timeout_s=timeout_s)
+            outcome = run(_record, fn, request.get("tensors", {}), list(request.get("inputs", [])), timeout_s=timeout_s)
         else:
             return {"op": "error", "kind": "raised", "message": f"unknown request {op!r}"}
     except WireError as error:
@@ -137,9 +136,14 @@ def crash_site(outcome: isolation.Outcome) -> str:
     if not outcome.crashed or not outcome.traceback:
         return ""
     library = (os.sep + "site-packages" + os.sep, os.sep + "brrr" + os.sep, os.sep + "lib" + os.sep + "python")
-    frames = [line.strip() for line in outcome.traceback.splitlines()
-              if line.strip().startswith("File ") and not any(part in line for part in library)]
-    return ("\nWhere it crashed (most recent call first):\n" + "\n".join(f"  {f}" for f in frames[:6])) if frames else ""
+    frames = [
+        line.strip()
+        for line in outcome.traceback.splitlines()
+        if line.strip().startswith("File ") and not any(part in line for part in library)
+    ]
+    return (
+        ("\nWhere it crashed (most recent call first):\n" + "\n".join(f"  {f}" for f in frames[:6])) if frames else ""
+    )
 
 
 def local_student(fn: Callable[..., Any], wire_types: Mapping[str, type] | None = None, *, forked: bool = True):
@@ -181,15 +185,20 @@ class _PracticeGrader:
         self.path = str(Path(self.folder.name) / "grader.sock")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "brrr.grading.server", "--lab", lab, "--socket", self.path],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True,
-            start_new_session=True)  # out of the notebook's process group: an interrupt is not for it
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=None,
+            text=True,
+            start_new_session=True,
+        )  # out of the notebook's process group: an interrupt is not for it
         self.process.stdin.write("\n")  # no signing key: a practice grader records nothing
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         if line.strip() != "ready":
             self.process.kill()
-            raise RuntimeError(f"the practice grader for {lab} did not start (it printed {line!r}); see the "
-                               "error above")
+            raise RuntimeError(
+                f"the practice grader for {lab} did not start (it printed {line!r}); see the error above"
+            )
         atexit.register(self.close)
 
     def close(self) -> None:

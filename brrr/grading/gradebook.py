@@ -135,8 +135,9 @@ def read_notebook(data: bytes | None) -> nbformat.NotebookNode | None:
     return notebook if isinstance(notebook.get("cells"), list) else None
 
 
-def choose_lab(submission: Submission, notebook: nbformat.NotebookNode | None, given: str | None,
-               snapshot: assemble.Snapshot) -> str | None:
+def choose_lab(
+    submission: Submission, notebook: nbformat.NotebookNode | None, given: str | None, snapshot: assemble.Snapshot
+) -> str | None:
     """The lab to grade ``submission`` as, or None (the note says why).
 
     ``--lab`` decides when given. Otherwise the notebook's cells do: a notebook
@@ -148,8 +149,10 @@ def choose_lab(submission: Submission, notebook: nbformat.NotebookNode | None, g
         return given
     if notebook is not None:
         ids = {cell.get("id") for cell in notebook.get("cells", [])}
-        overlap = {lab: len(ids & {c.get("id") for c in cells.cells}) / max(1, len(cells.cells))
-                   for lab, cells in snapshot.labs.items()}
+        overlap = {
+            lab: len(ids & {c.get("id") for c in cells.cells}) / max(1, len(cells.cells))
+            for lab, cells in snapshot.labs.items()
+        }
         best = max(overlap, key=overlap.get, default=None)
         if best is not None and overlap[best] >= 0.5:
             return best
@@ -160,10 +163,12 @@ def choose_lab(submission: Submission, notebook: nbformat.NotebookNode | None, g
     for candidate in (claimed, submission.path.stem):
         if isinstance(candidate, str) and candidate in labs.LABS:
             return candidate
-    submission.note = (f"This notebook is not one of this course's labs (metadata.brrr.lab = {str(claimed)[:40]!r}, "
-                       f"file {submission.path.name!r}, and its cells match no lab); the labs are "
-                       f"{', '.join(sorted(labs.LABS))}. It was not graded. Instructors: pass --lab to grade a "
-                       "folder of one lab.")
+    submission.note = (
+        f"This notebook is not one of this course's labs (metadata.brrr.lab = {str(claimed)[:40]!r}, "
+        f"file {submission.path.name!r}, and its cells match no lab); the labs are "
+        f"{', '.join(sorted(labs.LABS))}. It was not graded. Instructors: pass --lab to grade a "
+        "folder of one lab."
+    )
     return None
 
 
@@ -206,11 +211,16 @@ def _kernelspec(folder: Path, student_copy: Path) -> Path:
     path = assemble.kernel_path(student_copy, folder / "path-links")
     spec_dir = folder / "jupyter" / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-S", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "brrr student", "language": "python",
-        "env": {"PYTHONPATH": ":".join(path), "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"},
-    }))
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-S", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "brrr student",
+                "language": "python",
+                "env": {"PYTHONPATH": ":".join(path), "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"},
+            }
+        )
+    )
     return folder / "jupyter"
 
 
@@ -224,10 +234,25 @@ class _Grader:
         self.log = self.private / "stderr.txt"
         with self.log.open("wb") as log:
             self.process = IN_FLIGHT.popen(
-                [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, "--lab", lab,
-                 "--socket", str(self.socket)],
-                cwd=self.private, env=_grader_environment(self.private), stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
+                [
+                    sys.executable,
+                    "-I",
+                    "-B",
+                    "-c",
+                    assemble.GRADER_BOOTSTRAP,
+                    "--lab",
+                    lab,
+                    "--socket",
+                    str(self.socket),
+                ],
+                cwd=self.private,
+                env=_grader_environment(self.private),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                start_new_session=True,
+            )
         self.process.stdin.write(snapshot.grader_payload().decode() + self.key + "\n")
         self.process.stdin.flush()
         self.ready = _read_line(self.process.stdout, GRADER_START_TIMEOUT_S) == "ready"
@@ -270,10 +295,17 @@ class _Grader:
 
 # Caches and per-user state a process would otherwise share with the instructor and with other
 # submissions: each process tree gets its own, under a private folder.
-PRIVATE_FOLDERS = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "BRRR_CACHE_DIR": "brrr",
-                   "MPLCONFIGDIR": "matplotlib", "IPYTHONDIR": "ipython", "JUPYTER_CONFIG_DIR": "jupyter-config",
-                   "JUPYTER_DATA_DIR": "jupyter-data", "JUPYTER_RUNTIME_DIR": "jupyter-runtime",
-                   "XDG_CACHE_HOME": "cache"}
+PRIVATE_FOLDERS = {
+    "TORCHINDUCTOR_CACHE_DIR": "inductor",
+    "TRITON_CACHE_DIR": "triton",
+    "BRRR_CACHE_DIR": "brrr",
+    "MPLCONFIGDIR": "matplotlib",
+    "IPYTHONDIR": "ipython",
+    "JUPYTER_CONFIG_DIR": "jupyter-config",
+    "JUPYTER_DATA_DIR": "jupyter-data",
+    "JUPYTER_RUNTIME_DIR": "jupyter-runtime",
+    "XDG_CACHE_HOME": "cache",
+}
 
 
 # Of those, the caches: the gradebook's own (the instructor's) are never read by a grading process.
@@ -350,9 +382,16 @@ def grader_env() -> str:
     return GRADER_ENV
 
 
-def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, cell_timeout_s: float,
-            notebook_timeout_s: float, default_lab: str | None = None,
-            watch: "_Watch | None" = None) -> Submission:
+def run_one(
+    submission: Submission,
+    work: Path,
+    snapshot: assemble.Snapshot,
+    *,
+    cell_timeout_s: float,
+    notebook_timeout_s: float,
+    default_lab: str | None = None,
+    watch: "_Watch | None" = None,
+) -> Submission:
     """Grade one submission (see the module docstring) and fill in its row."""
     folder = work / submission.slug
     assemble.make_writable(folder)
@@ -379,11 +418,14 @@ def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, 
     nbformat.write(spliced.notebook, str(notebook))
     notes = []
     if spliced.answers_missing:
-        notes.append(f"Your notebook has no answer cell for {', '.join(spliced.answers_missing)}: the lab's "
-                     "stub ran there.")
+        notes.append(
+            f"Your notebook has no answer cell for {', '.join(spliced.answers_missing)}: the lab's stub ran there."
+        )
     if spliced.ignored_edits:
-        notes.append(f"{spliced.ignored_edits} cell(s) you changed or added outside the answer cells were not "
-                     "run: only the answer cells come from your notebook. Keep all your code in them.")
+        notes.append(
+            f"{spliced.ignored_edits} cell(s) you changed or added outside the answer cells were not "
+            "run: only the answer cells come from your notebook. Keep all your code in them."
+        )
     hidden = tuple(getattr(labs.module(lab), "HIDDEN_MODULES", ()))
     student_path = snapshot.write_package(folder / "student", hidden=hidden)
     jupyter_path = _kernelspec(folder, student_path)
@@ -397,16 +439,40 @@ def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, 
     try:
         if not grader.ready:
             submission.status = "grader-error"
-            submission.note = ("The grader process did not start, so nothing was graded (not your fault). "
-                               f"Its error: {grader.error_text()}")
+            submission.note = (
+                "The grader process did not start, so nothing was graded (not your fault). "
+                f"Its error: {grader.error_text()}"
+            )
             return submission
-        command = [sys.executable, "-c", processes.REAPER, sys.executable, "-m", "pytest", "-c",
-                   str(folder / "pytest.ini"), "--rootdir", str(folder), "-p", "no:cacheprovider", "-q",
-                   "--nbval-lax", f"--nbval-kernel-name={KERNEL_NAME}", f"--nbval-cell-timeout={cell_timeout_s:g}",
-                   f"--junitxml={junit}", str(notebook)]
+        command = [
+            sys.executable,
+            "-c",
+            processes.REAPER,
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(folder / "pytest.ini"),
+            "--rootdir",
+            str(folder),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--nbval-lax",
+            f"--nbval-kernel-name={KERNEL_NAME}",
+            f"--nbval-cell-timeout={cell_timeout_s:g}",
+            f"--junitxml={junit}",
+            str(notebook),
+        ]
         with output.open("w") as sink:
-            process = IN_FLIGHT.popen(command, cwd=folder, env=_student_environment(grader, folder, jupyter_path),
-                                      stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+            process = IN_FLIGHT.popen(
+                command,
+                cwd=folder,
+                env=_student_environment(grader, folder, jupyter_path),
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
             returncode, kernel_died = processes._wait(process, notebook_timeout_s)
             processes._kill_tree(process)  # whatever the notebook started dies with it
             IN_FLIGHT.remove(process.pid)
@@ -420,9 +486,11 @@ def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, 
     submission.seconds = time.monotonic() - start
     if killed:
         submission.status = "grader-killed"
-        submission.note = ("The grader process of this submission was killed while its notebook ran. Only the "
-                           "notebook's own processes (or the system running out of memory) could do that, so "
-                           "every check scores 0. Instructors: if memory ran out, grade it again alone.")
+        submission.note = (
+            "The grader process of this submission was killed while its notebook ran. Only the "
+            "notebook's own processes (or the system running out of memory) could do that, so "
+            "every check scores 0. Instructors: if memory ran out, grade it again alone."
+        )
         return submission
     if results is None:
         submission.status = "grader-error"
@@ -433,29 +501,39 @@ def run_one(submission: Submission, work: Path, snapshot: assemble.Snapshot, *, 
     text = output.read_text(errors="replace")
     if kernel_died:
         submission.status = "crashed"
-        notes.append("The notebook's kernel died (a segmentation fault, an abort, or running out of memory), "
-                     "and grading stopped there. Checks after that point did not run.")
+        notes.append(
+            "The notebook's kernel died (a segmentation fault, an abort, or running out of memory), "
+            "and grading stopped there. Checks after that point did not run."
+        )
     elif returncode is None:
         submission.status = "timeout"
-        notes.append(f"The notebook did not finish within {notebook_timeout_s:g} s and was stopped. Checks "
-                     "after that point did not run.")
+        notes.append(
+            f"The notebook did not finish within {notebook_timeout_s:g} s and was stopped. Checks "
+            "after that point did not run."
+        )
     elif "Kernel dead" in text or "Kernel died" in text or "kernel died" in text.lower():
         submission.status = "crashed"
-        notes.append("The notebook's kernel died (a segmentation fault, an abort, or running out of memory). "
-                     "Checks after that point did not run.")
+        notes.append(
+            "The notebook's kernel died (a segmentation fault, an abort, or running out of memory). "
+            "Checks after that point did not run."
+        )
     elif returncode == 0:
         submission.status = "ok"
     else:
         submission.status = "failed"
     if any("Timeout of" in error for error in submission.cell_errors):
-        notes.append(f"A cell ran longer than the {cell_timeout_s:g} s allowed per cell and was interrupted. "
-                     "After a timeout nbval skips the rest of the notebook, so the checks after that cell did "
-                     "not run.")
+        notes.append(
+            f"A cell ran longer than the {cell_timeout_s:g} s allowed per cell and was interrupted. "
+            "After a timeout nbval skips the rest of the notebook, so the checks after that cell did "
+            "not run."
+        )
     escaped = re.findall(r"brrr-reaper: killed (\d+) process", text)
     if escaped and int(escaped[-1]):
         escaped = int(escaped[-1])
-        notes.append(f"Your notebook left {escaped} process(es) running after it ended, outside its own "
-                     "process tree; the gradebook killed them.")
+        notes.append(
+            f"Your notebook left {escaped} process(es) running after it ended, outside its own "
+            "process tree; the gradebook killed them."
+        )
     submission.note = " ".join(notes)
     return submission
 
@@ -504,9 +582,11 @@ class _Watch:
                 suspect.tampered = changes.charged
             if changes.environment and not self.stopped:
                 names = ", ".join(s.name for s in suspects)
-                self.stopped = (f"While {names} ran, files of the Python environment that grades changed "
-                                f"({integrity.Changes(changes.environment, changes.kinds).describe(5)}). Restore "
-                                "the environment (reinstall it), then grade the remaining submissions again.")
+                self.stopped = (
+                    f"While {names} ran, files of the Python environment that grades changed "
+                    f"({integrity.Changes(changes.environment, changes.kinds).describe(5)}). Restore "
+                    "the environment (reinstall it), then grade the remaining submissions again."
+                )
 
     def unread_report(self, limit: int = 10) -> str:
         """For the instructor: per-user files that changed while grading ran and that no grading process
@@ -516,15 +596,19 @@ class _Watch:
             parts.append(f"{integrity.summarize(paths, limit)} (while {', '.join(names)} ran)")
         if not parts:
             return ""
-        return (f"changed while grading, read by no grading process: {'; '.join(parts)}. No grade depends on "
-                "these files and no submission was charged; if you did not make the change, look at it.")
+        return (
+            f"changed while grading, read by no grading process: {'; '.join(parts)}. No grade depends on "
+            "these files and no submission was charged; if you did not make the change, look at it."
+        )
 
 
 def tampered_note(submission: Submission, alone: bool) -> str:
     who = "Your notebook" if alone else "Your notebook, or one graded at the same time,"
-    return (f"{who} changed files outside its own work folder while it ran: "
-            f"{integrity.summarize(submission.tampered)}. A submission may not "
-            "write to the course, the Python environment or other students' files, so every check scores 0.")
+    return (
+        f"{who} changed files outside its own work folder while it ran: "
+        f"{integrity.summarize(submission.tampered)}. A submission may not "
+        "write to the course, the Python environment or other students' files, so every check scores 0."
+    )
 
 
 def read_junit(path: Path) -> list[str]:
@@ -579,8 +663,9 @@ def lab_checks(lab: str) -> list[str]:
 
 def columns(submissions: list[Submission]) -> list[tuple[str, str]]:
     """(lab, check) pairs in column order, from each lab's own check list."""
-    return [(lab, check) for lab in sorted({s.lab for s in submissions if s.lab in labs.LABS})
-            for check in lab_checks(lab)]
+    return [
+        (lab, check) for lab in sorted({s.lab for s in submissions if s.lab in labs.LABS}) for check in lab_checks(lab)
+    ]
 
 
 def score(submission: Submission, lab: str, check: str) -> str:
@@ -600,16 +685,21 @@ def write_csv(submissions: list[Submission], path: Path) -> None:
         writer.writerow(header)
         for s in submissions:
             scores = [score(s, lab, check) for lab, check in cols]
-            writer.writerow([s.name, s.lab, s.status] + scores
-                            + [sum(v == "1" for v in scores), len(lab_checks(s.lab))])
+            writer.writerow(
+                [s.name, s.lab, s.status] + scores + [sum(v == "1" for v in scores), len(lab_checks(s.lab))]
+            )
 
 
 def feedback(submission: Submission, checks: list[str]) -> str:
     passed = sum(1 for c in checks if submission.results.get(c, {}).get("passed"))
     device = next((r.get("device") for r in submission.results.values() if r.get("device")), None)
-    lines = [f"# Feedback: {submission.name}", "",
-             f"Lab `{submission.lab}`. Score: **{passed} of {len(checks)}** checks passed. "
-             f"Status: `{submission.status}`." + (f" Graded on {device}." if device else ""), ""]
+    lines = [
+        f"# Feedback: {submission.name}",
+        "",
+        f"Lab `{submission.lab}`. Score: **{passed} of {len(checks)}** checks passed. "
+        f"Status: `{submission.status}`." + (f" Graded on {device}." if device else ""),
+        "",
+    ]
     if submission.note:
         lines += [submission.note, ""]
     if checks:
@@ -622,10 +712,14 @@ def feedback(submission: Submission, checks: list[str]) -> str:
     for check in checks:
         record = submission.results.get(check)
         if record is None:
-            lines += [f"## {check}: not run, scored 0", "",
-                      "The grader never received this check: its grader cell did not run, or the notebook "
-                      "stopped (an error that left a name undefined, a timeout, a crash, an exit) before it. "
-                      "Run the notebook from the top in a fresh kernel to see why.", ""]
+            lines += [
+                f"## {check}: not run, scored 0",
+                "",
+                "The grader never received this check: its grader cell did not run, or the notebook "
+                "stopped (an error that left a name undefined, a timeout, a crash, an exit) before it. "
+                "Run the notebook from the top in a fresh kernel to see why.",
+                "",
+            ]
         elif not record.get("passed"):
             lines += [f"## {check}: failed", "", "```text", record.get("message", "").rstrip(), "```", ""]
     others = [e for e in submission.cell_errors if "AssertionError" not in e]
@@ -636,9 +730,15 @@ def feedback(submission: Submission, checks: list[str]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEOUT_S,
-          notebook_timeout_s: float = DEFAULT_NOTEBOOK_TIMEOUT_S, lab: str | None = None,
-          jobs: int = 1) -> list[Submission]:
+def grade(
+    folder: Path,
+    out: Path,
+    *,
+    cell_timeout_s: float = DEFAULT_CELL_TIMEOUT_S,
+    notebook_timeout_s: float = DEFAULT_NOTEBOOK_TIMEOUT_S,
+    lab: str | None = None,
+    jobs: int = 1,
+) -> list[Submission]:
     """Grade every submission in ``folder``; write grades.csv and feedback/ into ``out``."""
     if lab is not None:
         labs.module(lab)  # an unknown --lab is refused before anything runs
@@ -653,8 +753,9 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
     work.mkdir(exist_ok=True)
     for cache in instructor_caches():  # made now, so a build filling them later adds no folder to the watch
         cache.mkdir(parents=True, exist_ok=True)
-    roots, excluded = integrity.watched_roots(checkout=assemble.CHECKOUT, submissions=folder, out=out,
-                                              left_out=instructor_caches())
+    roots, excluded = integrity.watched_roots(
+        checkout=assemble.CHECKOUT, submissions=folder, out=out, left_out=instructor_caches()
+    )
     was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
     sys.dont_write_bytecode = True  # a lazy import here must not add files to the watched environment
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
@@ -662,11 +763,21 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
         watch = _Watch(roots, excluded)
 
         def one(submission: Submission) -> Submission:
-            graded_one = run_one(submission, work, snapshot, cell_timeout_s=cell_timeout_s,
-                                 notebook_timeout_s=notebook_timeout_s, default_lab=lab, watch=watch)
+            graded_one = run_one(
+                submission,
+                work,
+                snapshot,
+                cell_timeout_s=cell_timeout_s,
+                notebook_timeout_s=notebook_timeout_s,
+                default_lab=lab,
+                watch=watch,
+            )
             passed = sum(1 for r in graded_one.results.values() if r.get("passed") is True)
-            print(f"{graded_one.name}: {graded_one.status}, {passed} of {len(lab_checks(graded_one.lab))} "
-                  f"check(s) passed ({graded_one.seconds:.0f} s)", flush=True)
+            print(
+                f"{graded_one.name}: {graded_one.status}, {passed} of {len(lab_checks(graded_one.lab))} "
+                f"check(s) passed ({graded_one.seconds:.0f} s)",
+                flush=True,
+            )
             return graded_one
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -688,7 +799,8 @@ def grade(folder: Path, out: Path, *, cell_timeout_s: float = DEFAULT_CELL_TIMEO
     feedback_folder = _fresh_folder(out / "feedback")
     for submission in submissions:
         _fresh_file(feedback_folder / f"{submission.slug}.md").write_text(
-            feedback(submission, lab_checks(submission.lab)), encoding="utf-8")
+            feedback(submission, lab_checks(submission.lab)), encoding="utf-8"
+        )
     return submissions
 
 
@@ -725,16 +837,19 @@ def grader_setup_problem() -> str | None:
         except ImportError:
             missing.append(name)
     if missing:
-        return (f"the gradebook cannot import {', '.join(missing)} in {sys.executable}. "
-                "Install the grading extras: pip install 'brrr[grade]'. No submission was graded.")
+        return (
+            f"the gradebook cannot import {', '.join(missing)} in {sys.executable}. "
+            "Install the grading extras: pip install 'brrr[grade]'. No submission was graded."
+        )
     from jupyter_client import KernelManager
     from jupyter_client.kernelspec import KernelSpecManager
 
     with tempfile.TemporaryDirectory(prefix="brrr-kernel-check-") as folder:
         folder = Path(folder)
         specs = KernelSpecManager(kernel_dirs=[str(_kernelspec(folder, folder / "student") / "kernels")])
-        manager = KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs,
-                                connection_file=str(folder / "connection.json"))
+        manager = KernelManager(
+            kernel_name=KERNEL_NAME, kernel_spec_manager=specs, connection_file=str(folder / "connection.json")
+        )
         client = None
         try:
             manager.start_kernel(env=private_environment(folder / "private"))  # as a student's kernel starts
@@ -742,8 +857,10 @@ def grader_setup_problem() -> str | None:
             client.start_channels()
             client.wait_for_ready(timeout=60)
         except Exception as error:  # any failure to start is the grader's, not a student's
-            return (f"a Jupyter kernel does not start in {sys.executable} ({type(error).__name__}: {error}). "
-                    "Reinstall the grading extras: pip install 'brrr[grade]'. No submission was graded.")
+            return (
+                f"a Jupyter kernel does not start in {sys.executable} ({type(error).__name__}: {error}). "
+                "Reinstall the grading extras: pip install 'brrr[grade]'. No submission was graded."
+            )
         finally:
             if client is not None:
                 client.stop_channels()
@@ -757,8 +874,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("submissions", type=Path, help="folder of submitted .ipynb files (searched recursively)")
     parser.add_argument("--out", type=Path, required=True, help="folder for grades.csv, feedback/ and work/")
     parser.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S, help="seconds per cell")
-    parser.add_argument("--notebook-timeout", type=float, default=DEFAULT_NOTEBOOK_TIMEOUT_S,
-                        help="seconds per notebook, kernel start included")
+    parser.add_argument(
+        "--notebook-timeout",
+        type=float,
+        default=DEFAULT_NOTEBOOK_TIMEOUT_S,
+        help="seconds per notebook, kernel start included",
+    )
     parser.add_argument("--lab", help=f"grade every notebook as this lab ({', '.join(sorted(labs.LABS))})")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (keep 1 for timed labs)")
     args = parser.parse_args(argv)
@@ -769,13 +890,22 @@ def main(argv: list[str] | None = None) -> int:
     if (problem := grader_setup_problem()) is not None:
         print(f"grading stopped before it began: {problem}", file=sys.stderr)
         return 4
-    submissions = grade(args.submissions, args.out, cell_timeout_s=args.cell_timeout,
-                        notebook_timeout_s=args.notebook_timeout, lab=args.lab, jobs=args.jobs)
+    submissions = grade(
+        args.submissions,
+        args.out,
+        cell_timeout_s=args.cell_timeout,
+        notebook_timeout_s=args.notebook_timeout,
+        lab=args.lab,
+        jobs=args.jobs,
+    )
     print(f"graded {len(submissions)} submission(s): {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
     tampered = [s.name for s in submissions if s.status == "tampered"]
     if tampered:
-        print(f"tampered: {', '.join(tampered)} changed files outside their work folders (see their feedback); "
-              "check your checkout with `git status`", file=sys.stderr)
+        print(
+            f"tampered: {', '.join(tampered)} changed files outside their work folders (see their feedback); "
+            "check your checkout with `git status`",
+            file=sys.stderr,
+        )
     return 3 if any(s.status == "not graded" for s in submissions) else 0
 
 

@@ -70,13 +70,30 @@ ENVIRONMENT, COURSE, UNREAD = "environment", "course", "unread"
 # Per-user files and folders that IPython, Jupyter, matplotlib, an interactive Python, shells and ssh read
 # when they start. No grading process reads them (the private folders and variables of
 # brrr.grading.gradebook.private_environment stand in for them), so they are UNREAD roots.
-USER_CONFIGURATION = (".ipython", ".jupyter", ".local/share/jupyter", ".config/matplotlib",
-                      ".config/ipython", ".matplotlib", ".pythonrc.py", ".bashrc", ".profile",
-                      ".bash_profile", ".zshrc", ".ssh")
+USER_CONFIGURATION = (
+    ".ipython",
+    ".jupyter",
+    ".local/share/jupyter",
+    ".config/matplotlib",
+    ".config/ipython",
+    ".matplotlib",
+    ".pythonrc.py",
+    ".bashrc",
+    ".profile",
+    ".bash_profile",
+    ".zshrc",
+    ".ssh",
+)
 # Written by any IPython or Jupyter session the instructor has open; nothing there is code (patterns as
 # find's -path takes them).
-USER_EXCLUDED = (".local/share/jupyter/runtime", ".ipython/profile_*/history.sqlite*", ".ipython/profile_*/db",
-                 ".ipython/profile_*/log", ".ipython/profile_*/pid", ".ipython/profile_*/security")
+USER_EXCLUDED = (
+    ".local/share/jupyter/runtime",
+    ".ipython/profile_*/history.sqlite*",
+    ".ipython/profile_*/db",
+    ".ipython/profile_*/log",
+    ".ipython/profile_*/pid",
+    ".ipython/profile_*/security",
+)
 
 
 # What a grading run reads from the instructor's checkout: brrr/ and the labs' sources when it starts (the
@@ -92,8 +109,14 @@ class Root:
     kind: str  # ENVIRONMENT, COURSE or UNREAD
 
 
-def watched_roots(*, checkout: Path | None, submissions: Path, out: Path, home: Path | None = None,
-                  left_out: tuple[Path, ...] | list[Path] = ()) -> tuple[list[Root], list[Path]]:
+def watched_roots(
+    *,
+    checkout: Path | None,
+    submissions: Path,
+    out: Path,
+    home: Path | None = None,
+    left_out: tuple[Path, ...] | list[Path] = (),
+) -> tuple[list[Root], list[Path]]:
     """(roots, excluded paths) for a grading run: see the module docstring.
 
     ``checkout``: the instructor's checkout, or None where brrr is installed
@@ -129,8 +152,11 @@ def watched_roots(*, checkout: Path | None, submissions: Path, out: Path, home: 
         unread.add(checkout)  # the rest of it: the book's pages and what building them writes
     environment = {p for p in environment if not _inside_any(p, environment - {p})}
     unread = {p for p in unread if not _inside_any(p, environment | course | (unread - {p}))}
-    roots = ([Root(p, COURSE) for p in sorted(course)] + [Root(p, ENVIRONMENT) for p in sorted(environment)]
-             + [Root(p, UNREAD) for p in sorted(unread)])
+    roots = (
+        [Root(p, COURSE) for p in sorted(course)]
+        + [Root(p, ENVIRONMENT) for p in sorted(environment)]
+        + [Root(p, UNREAD) for p in sorted(unread)]
+    )
     # A root inside another (a .venv or brrr/ in the checkout) is scanned once, as its own kind.
     excluded = [out.resolve() / "work"] + ([checkout / ".git"] if checkout else [])
     excluded += [home / name for name in USER_EXCLUDED]
@@ -181,8 +207,11 @@ class Fingerprint:
 
     def changes(self, later: "Fingerprint") -> "Changes":
         """What differs in ``later``: paths added, removed or modified, each with its root's kind."""
-        changed = {path for path in self.entries.keys() | later.entries.keys()
-                   if self.entries.get(path) != later.entries.get(path)}
+        changed = {
+            path
+            for path in self.entries.keys() | later.entries.keys()
+            if self.entries.get(path) != later.entries.get(path)
+        }
         return Changes(sorted(changed), {path: self._kind(path) for path in changed})
 
     def _kind(self, path: str) -> str:
@@ -234,7 +263,10 @@ def summarize(paths: list[str], limit: int = 10) -> str:
         total = counts.pop(parent, 0) + sum(counts.pop(entry) for entry in entries)
         counts[parent] = total
         folded.add(parent)
-    shown = [f"{entry.rstrip(os.sep)}{os.sep} ({counts[entry]} changed)" if entry in folded else entry for entry in sorted(counts)]
+    shown = [
+        f"{entry.rstrip(os.sep)}{os.sep} ({counts[entry]} changed)" if entry in folded else entry
+        for entry in sorted(counts)
+    ]
     more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
     return ", ".join(shown[:limit]) + more
 
@@ -259,8 +291,9 @@ def _scan(root: Path, excluded: list[Path]) -> dict[str, tuple]:
             for record in done.stdout.split(b"\0"):
                 if record:
                     inode, size, mode, kind, mtime, ctime, path = record.split(b" ", 6)
-                    entries[os.fsdecode(path)] = _entry(int(inode), int(size), int(mode, 8), kind.decode(),
-                                                        _nanoseconds(mtime), _nanoseconds(ctime))
+                    entries[os.fsdecode(path)] = _entry(
+                        int(inode), int(size), int(mode, 8), kind.decode(), _nanoseconds(mtime), _nanoseconds(ctime)
+                    )
             return entries
     return _scan_in_python(root, excluded)
 
@@ -279,8 +312,15 @@ def _nanoseconds(seconds: bytes) -> int:
     return int(whole) * 10**9 + int((fraction + b"000000000")[:9])
 
 
-_KINDS = ((stat.S_ISDIR, "d"), (stat.S_ISLNK, "l"), (stat.S_ISREG, "f"), (stat.S_ISFIFO, "p"),
-          (stat.S_ISSOCK, "s"), (stat.S_ISCHR, "c"), (stat.S_ISBLK, "b"))
+_KINDS = (
+    (stat.S_ISDIR, "d"),
+    (stat.S_ISLNK, "l"),
+    (stat.S_ISREG, "f"),
+    (stat.S_ISFIFO, "p"),
+    (stat.S_ISSOCK, "s"),
+    (stat.S_ISCHR, "c"),
+    (stat.S_ISBLK, "b"),
+)
 
 
 def _scan_in_python(root: Path, excluded: list[Path]) -> dict[str, tuple]:
@@ -295,8 +335,9 @@ def _scan_in_python(root: Path, excluded: list[Path]) -> dict[str, tuple]:
         except OSError:
             continue
         kind = next((letter for test, letter in _KINDS if test(status.st_mode)), "U")
-        entries[path] = _entry(status.st_ino, status.st_size, stat.S_IMODE(status.st_mode), kind,
-                               status.st_mtime_ns, status.st_ctime_ns)
+        entries[path] = _entry(
+            status.st_ino, status.st_size, stat.S_IMODE(status.st_mode), kind, status.st_mtime_ns, status.st_ctime_ns
+        )
         if kind == "d":
             try:
                 stack += [os.path.join(path, name) for name in os.listdir(path)]

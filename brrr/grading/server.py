@@ -66,8 +66,10 @@ def _failure(kind: str, message: str, function: str) -> AssertionError:
     if kind == "not-written":
         return core.fail(f"{function} is not written yet: it raised NotImplementedError ({message})")
     if kind == "disconnected":
-        return core.fail(f"{function}: the notebook stopped answering the grader ({message}). It was "
-                         "interrupted, or its kernel died or exited, while this check ran.")
+        return core.fail(
+            f"{function}: the notebook stopped answering the grader ({message}). It was "
+            "interrupted, or its kernel died or exited, while this check ran."
+        )
     return core.fail(message if message.startswith(function) else f"{function}: {message}")
 
 
@@ -83,13 +85,15 @@ class Student:
             self.channel.send(message)
             reply = self.channel.receive(timeout_s or REQUEST_TIMEOUT_S)
         except (TimeoutError, socket.timeout):
-            raise StudentError("timeout", f"no answer within {timeout_s or REQUEST_TIMEOUT_S:.0f} s",
-                               self.name) from None
+            raise StudentError(
+                "timeout", f"no answer within {timeout_s or REQUEST_TIMEOUT_S:.0f} s", self.name
+            ) from None
         except (ConnectionError, OSError) as error:
             raise StudentError("disconnected", str(error) or type(error).__name__, self.name) from None
         except (WireError, ValueError) as error:
-            raise StudentError("bad-reply", f"the notebook sent a message the grader cannot read ({error})",
-                               self.name) from None
+            raise StudentError(
+                "bad-reply", f"the notebook sent a message the grader cannot read ({error})", self.name
+            ) from None
         return reply_value(reply, self.name)
 
     def call(self, *args, threads: int | None = None, timeout_s: float | None = None, forked: bool = True) -> Any:
@@ -98,18 +102,23 @@ class Student:
         ``forked=False`` asks for the call in the notebook's own process, not a
         forked child: for timed calls, whose duration the grader measures.
         """
-        return self._request({"op": "call", "args": encode(list(args)), "threads": threads,
-                              "timeout_s": timeout_s, "forked": forked}, (timeout_s or REQUEST_TIMEOUT_S) + 30)
+        return self._request(
+            {"op": "call", "args": encode(list(args)), "threads": threads, "timeout_s": timeout_s, "forked": forked},
+            (timeout_s or REQUEST_TIMEOUT_S) + 30,
+        )
 
-    def record(self, tensors: dict[str, tuple[list[int], str]], *, inputs: tuple[str, ...] = (),
-               timeout_s: float | None = None) -> dict:
+    def record(
+        self, tensors: dict[str, tuple[list[int], str]], *, inputs: tuple[str, ...] = (), timeout_s: float | None = None
+    ) -> dict:
         """The kernel launches the wrapper makes when called on tensors of these shapes and dtypes.
 
         ``tensors`` maps the wrapper's arguments, in order, to (shape, dtype name).
         Tensors named in ``inputs`` hold random values, the others are empty.
         """
-        value = self._request({"op": "record", "tensors": tensors, "inputs": list(inputs), "timeout_s": timeout_s},
-                              (timeout_s or REQUEST_TIMEOUT_S) + 30)
+        value = self._request(
+            {"op": "record", "tensors": tensors, "inputs": list(inputs), "timeout_s": timeout_s},
+            (timeout_s or REQUEST_TIMEOUT_S) + 30,
+        )
         if not isinstance(value, dict):
             raise StudentError("bad-reply", "the launch record is not a dict")
         return value
@@ -121,8 +130,7 @@ def reply_value(reply: dict, function: str) -> Any:
         try:
             return decode(reply.get("value"))
         except WireError as error:
-            raise StudentError("bad-reply", f"returned something the grader cannot read ({error})",
-                               function) from None
+            raise StudentError("bad-reply", f"returned something the grader cannot read ({error})", function) from None
     if reply.get("op") == "error":
         kind = str(reply.get("kind", "raised"))
         kind = kind if kind in ("not-written", "raised", "crashed", "timeout") else "raised"
@@ -170,8 +178,9 @@ def _run_check(lab: Lab, check: str, student: Student) -> tuple[bool, str]:
     except KeyboardInterrupt:
         raise
     except Exception as error:  # noqa: BLE001 - a bug of the grader: say so, never blame the student
-        return False, (f"grader error (not your fault): {type(error).__name__}: {error}\n"
-                       + traceback.format_exc(limit=4))
+        return False, (
+            f"grader error (not your fault): {type(error).__name__}: {error}\n" + traceback.format_exc(limit=4)
+        )
 
 
 _one_check_at_a_time = threading.Lock()  # connections are served side by side, checks one after another
@@ -187,33 +196,53 @@ def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: s
         except (ConnectionError, OSError, WireError, ValueError):
             return
         if message.get("op") != "check":
-            channel.send({"op": "verdict", "applies": False, "passed": False,
-                          "message": "the grader expected a check request"})
+            channel.send(
+                {"op": "verdict", "applies": False, "passed": False, "message": "the grader expected a check request"}
+            )
             continue
         check = str(message.get("check", ""))
         function = str(message.get("function", "your function"))[:80]
         claimed_lab = message.get("lab")
         if claimed_lab is not None and claimed_lab != lab.LAB:
-            channel.send({"op": "verdict", "applies": False, "passed": False,
-                          "message": f"this grader grades lab {lab.LAB}, not {claimed_lab!r}"})
+            channel.send(
+                {
+                    "op": "verdict",
+                    "applies": False,
+                    "passed": False,
+                    "message": f"this grader grades lab {lab.LAB}, not {claimed_lab!r}",
+                }
+            )
             continue
         if check not in checks:
-            note = lab.not_applicable(check, device_class) if check in lab.ALL_CHECKS else (
-                f"{lab.LAB} has no check {check!r}; its checks are {', '.join(lab.ALL_CHECKS)}")
+            note = (
+                lab.not_applicable(check, device_class)
+                if check in lab.ALL_CHECKS
+                else (f"{lab.LAB} has no check {check!r}; its checks are {', '.join(lab.ALL_CHECKS)}")
+            )
             channel.send({"op": "verdict", "applies": False, "passed": False, "message": note})
             continue
         with _one_check_at_a_time:
             with record.lock:
                 earlier = record.results.get(check)
             if earlier is not None:
-                channel.send({"op": "verdict", "applies": True, "passed": earlier["passed"],
-                              "message": "already graded in this run; the first verdict stands:\n"
-                                         + earlier["message"]})
+                channel.send(
+                    {
+                        "op": "verdict",
+                        "applies": True,
+                        "passed": earlier["passed"],
+                        "message": "already graded in this run; the first verdict stands:\n" + earlier["message"],
+                    }
+                )
                 continue
             started = time.monotonic()
             passed, text = _run_check(lab, check, Student(channel, function))
-            result = {"passed": passed, "message": text, "device": device_name(), "device_class": device_class,
-                      "seconds": round(time.monotonic() - started, 2)}
+            result = {
+                "passed": passed,
+                "message": text,
+                "device": device_name(),
+                "device_class": device_class,
+                "seconds": round(time.monotonic() - started, 2),
+            }
             with record.lock:
                 record.results.setdefault(check, result)
         try:

@@ -33,8 +33,6 @@ class WireError(ValueError):
     """A message that is not one the other side may send."""
 
 
-
-
 def encode(value: Any) -> Any:
     """``value`` as JSON-ready data (numbers, strings, lists, dicts, dtypes, tensors, dataclasses)."""
     if value is None or isinstance(value, (bool, str)):
@@ -51,11 +49,18 @@ def encode(value: Any) -> Any:
             raw = tensor.view(torch.int16).numpy().tobytes()
         else:
             raw = tensor.numpy().tobytes()
-        return {"$tensor": {"dtype": dtype_name(tensor.dtype), "shape": list(tensor.shape),
-                            "data": base64.b64encode(raw).decode("ascii")}}
+        return {
+            "$tensor": {
+                "dtype": dtype_name(tensor.dtype),
+                "shape": list(tensor.shape),
+                "data": base64.b64encode(raw).decode("ascii"),
+            }
+        }
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"$dataclass": type(value).__name__,
-                "fields": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+        return {
+            "$dataclass": type(value).__name__,
+            "fields": {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)},
+        }
     if isinstance(value, (list, tuple)):
         return [encode(v) for v in value]
     if isinstance(value, Mapping):
@@ -63,8 +68,7 @@ def encode(value: Any) -> Any:
     # numpy and torch scalars, and anything else that is honestly a number
     if hasattr(value, "item") and callable(value.item):
         return encode(value.item())
-    raise WireError(f"cannot send a {type(value).__name__} to the grader: return numbers, strings, tuples "
-                    "or tensors")
+    raise WireError(f"cannot send a {type(value).__name__} to the grader: return numbers, strings, tuples or tensors")
 
 
 def decode(data: Any, *, dataclasses_by_name: Mapping[str, type] | None = None, depth: int = 0) -> Any:

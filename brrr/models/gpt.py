@@ -98,15 +98,17 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-def build(config: GPTConfig, *, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
-          seed: int = 0) -> GPT:
+def build(
+    config: GPTConfig, *, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, seed: int = 0
+) -> GPT:
     """The model with random weights, in eval mode, on ``device`` in ``dtype``."""
     torch.manual_seed(seed)
     return GPT(config).to(device=device, dtype=dtype).eval()
 
 
-def synthetic_tokens(config: GPTConfig, batch: int, *, device: torch.device | str = "cpu",
-                     seed: int = 1) -> torch.Tensor:
+def synthetic_tokens(
+    config: GPTConfig, batch: int, *, device: torch.device | str = "cpu", seed: int = 1
+) -> torch.Tensor:
     """``batch`` sequences of ``config.seq_len`` random token ids."""
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(config.vocab, (batch, config.seq_len), generator=generator).to(device)
@@ -117,6 +119,7 @@ def inference_step(model: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[t
 
     ``model`` may be the :class:`GPT` or a compiled version of it.
     """
+
     def step(idx: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
             return model(idx)[:, -1, :]

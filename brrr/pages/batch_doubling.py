@@ -36,13 +36,24 @@ def finish(page: Page) -> None:
         return overhead.doubling_in_turns(pair)  # the two sizes timed in turns
 
     with targets.said_only_if_missed():
-        targets.require_at_most("batch 1 -> 2, overhead-bound: step time ratio", 1.5,
-                                ratios[1], lambda: doubling(batches[:2]))
-        targets.require(f"batch {batches[-2]} -> {batches[-1]}, compute-bound: step time ratio", 1.5,
-                        ratios[-1], lambda: doubling(batches[-2:]))
-    reference.record("overhead/batch-doubling", {
-        "batches": batches, "step_seconds": times, "floor_seconds": page.floor,
-        "measured_regime_change_batch": page.change,
-        "predicted_regime_change_batch": page.predicted,
-        "width": page.shape.width, "depth": page.shape.depth,
-    })
+        targets.require_at_most(
+            "batch 1 -> 2, overhead-bound: step time ratio", 1.5, ratios[1], lambda: doubling(batches[:2])
+        )
+        targets.require(
+            f"batch {batches[-2]} -> {batches[-1]}, compute-bound: step time ratio",
+            1.5,
+            ratios[-1],
+            lambda: doubling(batches[-2:]),
+        )
+    reference.record(
+        "overhead/batch-doubling",
+        {
+            "batches": batches,
+            "step_seconds": times,
+            "floor_seconds": page.floor,
+            "measured_regime_change_batch": page.change,
+            "predicted_regime_change_batch": page.predicted,
+            "width": page.shape.width,
+            "depth": page.shape.depth,
+        },
+    )

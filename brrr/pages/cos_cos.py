@@ -44,8 +44,12 @@ class Page:
 
     def variants(self) -> list[tuple[Measurement, int, int, bool]]:
         """(result, cosines per element, passes over memory, eager or not), as the page's model."""
-        rows = [(self.eager_cos, 1, 1, True), (self.eager_cos_cos, 2, 2, True),
-                (self.fused_cos, 1, 1, False), (self.fused_cos_cos, 2, 1, False)]
+        rows = [
+            (self.eager_cos, 1, 1, True),
+            (self.eager_cos_cos, 2, 2, True),
+            (self.fused_cos, 1, 1, False),
+            (self.fused_cos_cos, 2, 1, False),
+        ]
         if self.triton_cos_cos:
             rows.append((self.triton_cos_cos, 2, 1, False))
         return rows
@@ -53,10 +57,12 @@ class Page:
     def calls(self) -> dict[str, Callable[[], object]]:
         """Each timed variant's call, by its label."""
         x = self.x
-        calls = {self.eager_cos.label: lambda: fusion.cos_eager(x),
-                 self.eager_cos_cos.label: lambda: fusion.cos_cos_eager(x),
-                 self.fused_cos.label: lambda: self.compiled_cos(x),
-                 self.fused_cos_cos.label: lambda: self.compiled_cos_cos(x)}
+        calls = {
+            self.eager_cos.label: lambda: fusion.cos_eager(x),
+            self.eager_cos_cos.label: lambda: fusion.cos_cos_eager(x),
+            self.fused_cos.label: lambda: self.compiled_cos(x),
+            self.fused_cos_cos.label: lambda: self.compiled_cos_cos(x),
+        }
         if self.triton_cos_cos:
             calls[self.triton_cos_cos.label] = lambda: pointwise.cos_cos(x, out=self.triton_out)
         return calls
@@ -67,11 +73,17 @@ def finish(page: Page) -> None:
     _chain_claims(page)
     _speedup_targets(page)
     _model_bounds(page)
-    reference.record("cos-cos", {
-        "n": page.n, "copy_bandwidth": page.copy,
-        **{result.label: {"seconds": result.seconds, "bandwidth": result.bandwidth}
-           for result, *_ in page.variants()},
-    })
+    reference.record(
+        "cos-cos",
+        {
+            "n": page.n,
+            "copy_bandwidth": page.copy,
+            **{
+                result.label: {"seconds": result.seconds, "bandwidth": result.bandwidth}
+                for result, *_ in page.variants()
+            },
+        },
+    )
     activations.record(page.activations)  # for the GPU record (make gpu-check)
     _glue(page)
 
@@ -83,15 +95,15 @@ def _chain_claims(page: Page) -> None:
     publish(judge_fusion_cuts_bytes(page.cheap.fusion, three_passes / one_pass))
 
     def chain_again():
-        return fusion.measure_together([("op by op", page.ops_one_by_one, three_passes),
-                                        ("fused", lambda: page.compiled_chain(x), one_pass)])
+        return fusion.measure_together(
+            [("op by op", page.ops_one_by_one, three_passes), ("fused", lambda: page.compiled_chain(x), one_pass)]
+        )
 
     def chain_over_one_op_again():
         separate, fused = chain_again()
         return fused.seconds / (separate.seconds / 3)
 
-    publish(judge_fused_chain(page.cheap.fused.seconds, page.cheap.separate.seconds / 3,
-                              chain_over_one_op_again))
+    publish(judge_fused_chain(page.cheap.fused.seconds, page.cheap.separate.seconds / 3, chain_over_one_op_again))
     if fusion.has_target("chain_fusion_speedup"):  # fusion's own CPU target
         with targets.said_only_if_missed():
             fusion.require("chain_fusion_speedup", page.cheap.fusion, lambda: fusion.speedup(*chain_again()))
@@ -112,15 +124,21 @@ def _speedup_targets(page: Page) -> None:
         print(f"the roofline predicts {predicted:.2f}x for fusing x.cos().cos() here")
 
     def speedup_again(check, fused_call):
-        eager, fused = fusion.measure_together([
-            ("eager", lambda: fusion.cos_cos_eager(x), fusion.cos_cos_bytes(n, fused=False)),
-            ("fused", fused_call, fusion.cos_cos_bytes(n, fused=True))])
+        eager, fused = fusion.measure_together(
+            [
+                ("eager", lambda: fusion.cos_cos_eager(x), fusion.cos_cos_bytes(n, fused=False)),
+                ("fused", fused_call, fusion.cos_cos_bytes(n, fused=True)),
+            ]
+        )
         return fusion.target_value(check, fusion.speedup(eager, fused), predicted)
 
     with targets.said_only_if_missed():
         for check, fused_call in fused_calls.items():
-            fusion.require(check, fusion.target_value(check, first[check], predicted),
-                           lambda check=check, fused_call=fused_call: speedup_again(check, fused_call))
+            fusion.require(
+                check,
+                fusion.target_value(check, first[check], predicted),
+                lambda check=check, fused_call=fused_call: speedup_again(check, fused_call),
+            )
 
 
 def _model_bounds(page: Page) -> None:
@@ -132,14 +150,17 @@ def _model_bounds(page: Page) -> None:
     calls = page.calls()
     with targets.said_only_if_missed():
         for result, cosines, passes, eager in page.variants():
+
             def ratio_again(result=result, cosines=cosines, passes=passes, eager=eager):
                 return fusion.model_ratio_in_turns(calls[result.label], n, cosines, passes, eager=eager)
 
             targets.require_between(
-                f"{result.label}: measured over the roofline's time", fusion.MODEL_FLOOR,
+                f"{result.label}: measured over the roofline's time",
+                fusion.MODEL_FLOOR,
                 fusion.MODEL_CEILING,
                 fusion.model_ratio(result, n, cosines, passes, copy, page.eager_rate if eager else rate),
-                ratio_again)
+                ratio_again,
+            )
     memory_s = fusion.cos_cos_bytes(n, fused=True) / copy
     publish(judge_cos_cos(page.fused_cos_cos.seconds, page.fused_cos.seconds, 2 * n / rate / memory_s))
 
@@ -147,11 +168,22 @@ def _model_bounds(page: Page) -> None:
 def _glue(page: Page) -> None:
     """The sentences of the page's "What it means", from this run's numbers."""
     factors, cheap = page.cos_factors, page.cheap
-    glue_text("cos-factors", (
-        f"Here eager to fused x.cos().cos() was {factors.total:.2f}x: code generation "
-        f"{factors.codegen:.2f}x times fusion {factors.fusion:.2f}x. The cheap chain's fusion was "
-        f"{cheap.fusion:.2f}x, its code generation {cheap.codegen:.2f}x."))
-    glue_text("cos-rates", (
-        "Here the chains of " + ", ".join(str(k) for k in page.rates) + " cosines ran at "
-        + ", ".join(units.si(r, "cos/s") for r in page.rates.values()) + "."))
+    glue_text(
+        "cos-factors",
+        (
+            f"Here eager to fused x.cos().cos() was {factors.total:.2f}x: code generation "
+            f"{factors.codegen:.2f}x times fusion {factors.fusion:.2f}x. The cheap chain's fusion was "
+            f"{cheap.fusion:.2f}x, its code generation {cheap.codegen:.2f}x."
+        ),
+    )
+    glue_text(
+        "cos-rates",
+        (
+            "Here the chains of "
+            + ", ".join(str(k) for k in page.rates)
+            + " cosines ran at "
+            + ", ".join(units.si(r, "cos/s") for r in page.rates.values())
+            + "."
+        ),
+    )
     glue_text("activations", page.activations.sentence())

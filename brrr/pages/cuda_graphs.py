@@ -39,19 +39,23 @@ def finish(page: Page) -> None:
             overhead.require(tiny)
         return
     target_shape = overhead.graph_target_shape()
-    print(fit(f"target model: {target_shape.depth} layers of width {target_shape.width}, chosen from "
-              "this GPU's L2 cache"))
+    print(
+        fit(f"target model: {target_shape.depth} layers of width {target_shape.width}, chosen from this GPU's L2 cache")
+    )
     with targets.said_only_if_missed():
         at_target = overhead.require(overhead.TARGETS["cuda"].measure())
     print(fit(at_target))
     reduce_overhead = page.reduce_overhead
     if reduce_overhead is not None:
         print(fit(f'torch.compile(mode="reduce-overhead") at batch 1: {reduce_overhead.speedup:.1f}x over eager'))
-    reference.record("overhead/cuda-graphs", {
-        "batches": page.batches,
-        "eager_seconds": [r.baseline.median_s for r in page.graph_runs],
-        "replay_seconds": [r.faster.median_s for r in page.graph_runs],
-        "reduce_overhead_batch1_seconds": reduce_overhead.faster.median_s,
-        "tiny_ops_eager_seconds": tiny.baseline.median_s,
-        "tiny_ops_compiled_seconds": tiny.faster.median_s,
-    })
+    reference.record(
+        "overhead/cuda-graphs",
+        {
+            "batches": page.batches,
+            "eager_seconds": [r.baseline.median_s for r in page.graph_runs],
+            "replay_seconds": [r.faster.median_s for r in page.graph_runs],
+            "reduce_overhead_batch1_seconds": reduce_overhead.faster.median_s,
+            "tiny_ops_eager_seconds": tiny.baseline.median_s,
+            "tiny_ops_compiled_seconds": tiny.faster.median_s,
+        },
+    )

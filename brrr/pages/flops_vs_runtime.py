@@ -27,14 +27,22 @@ def finish(page: Page) -> None:
     enforce the table's shape (counted FLOPs and profiled time, not a timed rate: a miss fails the
     build)."""
     config, ceilings, table = page.config, page.ceilings, page.table
-    publish(judge_other_ops_rate(
-        *page.factors, matmul_over_vector=ceilings.matmul(config.dtype) / ceilings.vector_peak,
-        measured=ceilings.setting(config.dtype)))
+    publish(
+        judge_other_ops_rate(
+            *page.factors,
+            matmul_over_vector=ceilings.matmul(config.dtype) / ceilings.vector_peak,
+            measured=ceilings.setting(config.dtype),
+        )
+    )
     checks = table_checks(table)
-    reference.record("compute.flops_vs_runtime", {
-        "config": config.__dict__, "table": table.to_json(),
-        "checks": [check.__dict__ for check in checks],
-    })
+    reference.record(
+        "compute.flops_vs_runtime",
+        {
+            "config": config.__dict__,
+            "table": table.to_json(),
+            "checks": [check.__dict__ for check in checks],
+        },
+    )
     publish(judge_contractions(table.flop_share(OpClass.CONTRACTION), table.time_share(OpClass.CONTRACTION)))
     with targets.said_only_if_missed():
         for check in checks:

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 
 from brrr import counting, reference, targets, units
-from brrr.benchmarks.compute import (ABOVE_PEAK, TORCH_DTYPES, MatmulPoint, above_peak_at, matmul_check,
-                                     sweep_shape)
+from brrr.benchmarks.compute import ABOVE_PEAK, TORCH_DTYPES, MatmulPoint, above_peak_at, matmul_check, sweep_shape
 from brrr.beside import recorded
 from brrr.ceilings import Ceilings
 from brrr.claims import glue_text
@@ -32,8 +31,10 @@ def plot_square(square: list[MatmulPoint], ceilings: Ceilings, sheet, stamp: str
         ax.axhline(ceilings.matmul(name), color=colors[name], linestyle="--", linewidth=1)
         if sheet and name in sheet.peaks:
             ax.axhline(sheet.peaks[name], color=colors[name], linestyle=":", linewidth=1)
-    ax.set_title(f"Square matmuls on {device_name()}\n(dashed: measured peak"
-                 + (", dotted: datasheet)" if sheet else ")"), fontsize=10)
+    ax.set_title(
+        f"Square matmuls on {device_name()}\n(dashed: measured peak" + (", dotted: datasheet)" if sheet else ")"),
+        fontsize=10,
+    )
     plt.show()
 
 
@@ -50,12 +51,19 @@ def plot_recorded(square: list[MatmulPoint], stamp: str) -> None:
         there = gpu.values["square"]
         plots.beside_recorded(
             # a series cut short covers the sweep's first sizes
-            {f"here: {name}": (sizes[:len(rates)], rates) for name, rates in here.items()},
-            {f"{gpu.device}: {name}": ([p["n"] for p in there if p["dtype"] == name],
-                                       [p["flop_per_s"] for p in there if p["dtype"] == name])
-             for name in dict.fromkeys(p["dtype"] for p in there)},
-            xlabel="n (n×n @ n×n)", ylabel="achieved FLOP/s",
-            title="Square matmuls: this machine and a recorded GPU", stamps=[stamp, gpu.stamp])
+            {f"here: {name}": (sizes[: len(rates)], rates) for name, rates in here.items()},
+            {
+                f"{gpu.device}: {name}": (
+                    [p["n"] for p in there if p["dtype"] == name],
+                    [p["flop_per_s"] for p in there if p["dtype"] == name],
+                )
+                for name in dict.fromkeys(p["dtype"] for p in there)
+            },
+            xlabel="n (n×n @ n×n)",
+            ylabel="achieved FLOP/s",
+            title="Square matmuls: this machine and a recorded GPU",
+            stamps=[stamp, gpu.stamp],
+        )
         plt.show()
 
 
@@ -65,24 +73,31 @@ def plot_skinny(skinny: Skinny, ceilings: Ceilings, dtype: str, stamp: str) -> N
     peak = ceilings.matmul(dtype)
     smalls = [p.m for kind, p in skinny if kind == "small m"]
     large = skinny[-1][1].n
-    ax = loglog_sweep(smalls, {kind: [p.rate for k, p in skinny if k == kind] for kind in ("small m", "small k")},
-                      xlabel="the small dimension s", ylabel="achieved FLOP/s", stamp=stamp)
+    ax = loglog_sweep(
+        smalls,
+        {kind: [p.rate for k, p in skinny if k == kind] for kind in ("small m", "small k")},
+        xlabel="the small dimension s",
+        ylabel="achieved FLOP/s",
+        stamp=stamp,
+    )
     ax.axhline(peak, color="gray", linestyle="--", linewidth=1, label="measured peak")
     roof = ceilings.roof("matmul", dtype)
     for shape in (lambda s: (s, large, large), lambda s: (large, large, s)):
-        predicted = [attainable_flops(counting.matmul(*shape(s), TORCH_DTYPES[dtype]).intensity, roof)
-                     for s in smalls]
+        predicted = [attainable_flops(counting.matmul(*shape(s), TORCH_DTYPES[dtype]).intensity, roof) for s in smalls]
         ax.plot(smalls, predicted, linestyle=":", color="gray")
-    ax.set_title(f"Skinny {dtype} matmuls, other dimensions {large}\n"
-                 "(dotted: roofline prediction from counted bytes)", fontsize=10)
+    ax.set_title(
+        f"Skinny {dtype} matmuls, other dimensions {large}\n(dotted: roofline prediction from counted bytes)",
+        fontsize=10,
+    )
     plt.show()
 
 
 def plot_alignment(unaligned: list[MatmulPoint], peak: float, dtype: str, stamp: str) -> None:
     """One bar per size, multiples of 8 in green, under the measured peak (dashed)."""
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.bar([p.n for p in unaligned], [p.rate for p in unaligned],
-           color=["C2" if p.n % 8 == 0 else "C0" for p in unaligned])
+    ax.bar(
+        [p.n for p in unaligned], [p.rate for p in unaligned], color=["C2" if p.n % 8 == 0 else "C0" for p in unaligned]
+    )
     ax.axhline(peak, color="gray", linestyle="--", linewidth=1)
     ax.set_xlabel("n (n×n @ n×n); green: multiples of 8")
     ax.set_ylabel("achieved FLOP/s")
@@ -93,8 +108,10 @@ def plot_alignment(unaligned: list[MatmulPoint], peak: float, dtype: str, stamp:
 
 def gap_lines() -> list[str]:
     """The matmul/non-matmul gap on each recorded GPU, one line each."""
-    return [f"on the recorded {gpu.device} {gpu.values['matmul_over_vector_peak']:.1f}x"
-            for gpu in recorded("compute.matmul")]
+    return [
+        f"on the recorded {gpu.device} {gpu.values['matmul_over_vector_peak']:.1f}x"
+        for gpu in recorded("compute.matmul")
+    ]
 
 
 @dataclass
@@ -129,26 +146,38 @@ def _target(page: Page) -> None:
         print(check)
         targets.check(check.passed, str(check))
     else:
-        print(fit(f"largest {dtype} matmul: "
-                  + units.fraction_of(largest.rate, ceilings.matmul(dtype), "FLOP/s",
-                                      f"measured {dtype} matmul peak",
-                                      above=above_peak_at(ceilings, dtype, largest.n))
-                  + " (the 80% target applies to bf16 on a GPU)"))
+        print(
+            fit(
+                f"largest {dtype} matmul: "
+                + units.fraction_of(
+                    largest.rate,
+                    ceilings.matmul(dtype),
+                    "FLOP/s",
+                    f"measured {dtype} matmul peak",
+                    above=above_peak_at(ceilings, dtype, largest.n),
+                )
+                + " (the 80% target applies to bf16 on a GPU)"
+            )
+        )
 
 
 def _record(page: Page) -> None:
     ceilings, square = page.ceilings, page.square
     dtypes = list(dict.fromkeys(p.dtype for p in square))
-    reference.record("compute.matmul", {
-        "square": [{"dtype": p.dtype, "n": p.n, "flop_per_s": p.rate} for p in square],
-        "largest_fraction_of_measured_peak": {
-            name: max((p for p in square if p.dtype == name), key=lambda p: p.n).rate / ceilings.matmul(name)
-            for name in dtypes},
-        "unaligned": [{"n": p.n, "dtype": p.dtype, "flop_per_s": p.rate} for p in page.unaligned],
-        "skinny": [{"kind": kind, "m": p.m, "n": p.n, "k": p.k, "flop_per_s": p.rate} for kind, p in page.skinny],
-        "matmul_over_vector_peak": page.matmul_peak / ceilings.vector_peak,
-        "eager_elementwise_flop_per_s": page.eager_flops,
-    })
+    reference.record(
+        "compute.matmul",
+        {
+            "square": [{"dtype": p.dtype, "n": p.n, "flop_per_s": p.rate} for p in square],
+            "largest_fraction_of_measured_peak": {
+                name: max((p for p in square if p.dtype == name), key=lambda p: p.n).rate / ceilings.matmul(name)
+                for name in dtypes
+            },
+            "unaligned": [{"n": p.n, "dtype": p.dtype, "flop_per_s": p.rate} for p in page.unaligned],
+            "skinny": [{"kind": kind, "m": p.m, "n": p.n, "k": p.k, "flop_per_s": p.rate} for kind, p in page.skinny],
+            "matmul_over_vector_peak": page.matmul_peak / ceilings.vector_peak,
+            "eager_elementwise_flop_per_s": page.eager_flops,
+        },
+    )
 
 
 def _glue(page: Page) -> None:
@@ -156,9 +185,19 @@ def _glue(page: Page) -> None:
     shape_lines = sweep_shape(page.square, ceilings)
     over = [p for p in page.square if p.rate > ceilings.matmul(p.dtype)]
     most = max(over, key=lambda p: p.rate / ceilings.matmul(p.dtype), default=None)
-    glue_text("square-shape", "Here " + "; ".join(shape_lines) + "." + (
-        " A reading above 100% is not a machine faster than its roof: "
-        + above_peak_at(ceilings, most.dtype, most.n) + "." if most else ""))
+    glue_text(
+        "square-shape",
+        "Here "
+        + "; ".join(shape_lines)
+        + "."
+        + (
+            " A reading above 100% is not a machine faster than its roof: "
+            + above_peak_at(ceilings, most.dtype, most.n)
+            + "."
+            if most
+            else ""
+        ),
+    )
 
     peak = ceilings.matmul(page.skinny_dtype)
     ends = []
@@ -166,21 +205,31 @@ def _glue(page: Page) -> None:
         points = [p for k, p in page.skinny if k == kind]
         small_side = min(points, key=lambda p: min(p.m, p.k))
         large_side = max(points, key=lambda p: min(p.m, p.k))
-        ends.append(f"{kind} ran at {units.percent(small_side.rate / peak)} of the peak with "
-                    f"s={min(small_side.m, small_side.k)} and {units.percent(large_side.rate / peak)} with "
-                    f"s={min(large_side.m, large_side.k)}")
+        ends.append(
+            f"{kind} ran at {units.percent(small_side.rate / peak)} of the peak with "
+            f"s={min(small_side.m, small_side.k)} and {units.percent(large_side.rate / peak)} with "
+            f"s={min(large_side.m, large_side.k)}"
+        )
     above = any(p.rate > peak for _, p in page.skinny)
     glue_text("skinny-ends", "Here " + "; ".join(ends) + "." + (f" Above 100%: {ABOVE_PEAK}." if above else ""))
 
     best = max(page.unaligned, key=lambda p: p.rate)
     eights = [p.rate / best.rate for p in page.unaligned if p.n % 8 == 0]
     others = [p.rate / best.rate for p in page.unaligned if p.n % 8]
-    glue_text("alignment", (
-        f"Here the fastest size was n={best.n}; the multiples of 8 ran at {units.percent(min(eights))} to "
-        f"{units.percent(max(eights))} of it, the other sizes at {units.percent(min(others))} to "
-        f"{units.percent(max(others))}."))
+    glue_text(
+        "alignment",
+        (
+            f"Here the fastest size was n={best.n}; the multiples of 8 ran at {units.percent(min(eights))} to "
+            f"{units.percent(max(eights))} of it, the other sizes at {units.percent(min(others))} to "
+            f"{units.percent(max(others))}."
+        ),
+    )
 
     gap = page.matmul_peak / ceilings.vector_peak
     gaps = gap_lines()
-    glue_text("gap", f"Here the gap is {gap:.1f}x ({page.best_dtype} matmuls against the fp32 non-matmul peak)"
-              + (f"; {'; '.join(gaps)}" if gaps else "") + ".")
+    glue_text(
+        "gap",
+        f"Here the gap is {gap:.1f}x ({page.best_dtype} matmuls against the fp32 non-matmul peak)"
+        + (f"; {'; '.join(gaps)}" if gaps else "")
+        + ".",
+    )

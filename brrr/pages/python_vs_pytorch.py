@@ -40,16 +40,24 @@ def finish(page: Page) -> None:
         return max(times) / min(times)
 
     with targets.said_only_if_missed():
-        targets.check(python_rate > 3 * ops_rate, (
-            f"Python adds {units.si(python_rate, 'add/s')}, eager ops {units.si(ops_rate, 'op/s')}: "
-            "the per-op overhead is missing"))
-        targets.require_at_most("adds of 1, 4 and 16 elements: slowest over fastest", 1.5,
-                                smallest_spread(seconds[:3]), smallest_spread)
-    reference.record("overhead/python-vs-pytorch", {
-        "python_adds_per_s": python_rate,
-        "torch_ops_per_s": ops_rate,
-        "torch_ops_per_s_autograd": page.autograd_rate,
-        "add_sizes": sizes,
-        "add_seconds": seconds,
-        "predicted_knee_elements": page.knee,
-    })
+        targets.check(
+            python_rate > 3 * ops_rate,
+            (
+                f"Python adds {units.si(python_rate, 'add/s')}, eager ops {units.si(ops_rate, 'op/s')}: "
+                "the per-op overhead is missing"
+            ),
+        )
+        targets.require_at_most(
+            "adds of 1, 4 and 16 elements: slowest over fastest", 1.5, smallest_spread(seconds[:3]), smallest_spread
+        )
+    reference.record(
+        "overhead/python-vs-pytorch",
+        {
+            "python_adds_per_s": python_rate,
+            "torch_ops_per_s": ops_rate,
+            "torch_ops_per_s_autograd": page.autograd_rate,
+            "add_sizes": sizes,
+            "add_seconds": seconds,
+            "predicted_knee_elements": page.knee,
+        },
+    )

@@ -13,8 +13,10 @@ from brrr.benchmarks.repeat_sweep import SweepPoint
 from brrr.claims import glue_text, judge_knee, publish
 from brrr.plots import loglog_sweep, vertical_marks
 
-COPY_BEYOND = ("the copy bandwidth times dst.copy_(src), other code, which streams slower here than this "
-               "kernel: a low memory roof, not a fast kernel")
+COPY_BEYOND = (
+    "the copy bandwidth times dst.copy_(src), other code, which streams slower here than this "
+    "kernel: a low memory roof, not a fast kernel"
+)
 
 
 LOW_ROOF = "the roof is below what the same code reaches here: a low roof, not a fast kernel"
@@ -24,15 +26,17 @@ def sweep_table(points: list[SweepPoint], multiply: float, copy: float) -> str:
     """One line per repeat count: time, spread, achieved FLOP/s against the multiply roof and achieved
     bandwidth against copy. A rate above its roof is marked (``~`` within the run's noise, ``*`` or ``†``
     beyond it) and each mark is explained once under the table."""
-    lines = [f"{'repeats':>7}  {'time':>9}  {'spread':>6}  {'FLOP/s, % of the multiply roof':<30}  "
-             "bandwidth, % of copy",
-             f"{'':>7}  {'':>9}  {'':>6}  {'(' + units.flops(multiply) + ')':<30}  ({units.bandwidth(copy)})"]
+    lines = [
+        f"{'repeats':>7}  {'time':>9}  {'spread':>6}  {'FLOP/s, % of the multiply roof':<30}  bandwidth, % of copy",
+        f"{'':>7}  {'':>9}  {'':>6}  {'(' + units.flops(multiply) + ')':<30}  ({units.bandwidth(copy)})",
+    ]
     reasons: dict[str, str] = {}
     for point in points:
         spread, marks = point.timing.spread, ""
         for value, roof, name, mark, beyond in (
-                (point.achieved_flops, multiply, "multiply roof", "*", LOW_ROOF),
-                (point.achieved_bandwidth, copy, "copy roof", "†", COPY_BEYOND)):
+            (point.achieved_flops, multiply, "multiply roof", "*", LOW_ROOF),
+            (point.achieved_bandwidth, copy, "copy roof", "†", COPY_BEYOND),
+        ):
             why = roofline.above_roof(value, roof, spread)
             if "within this run's spread" in why:
                 mark, reason = "~", "above its roof, within the run's spread and the roof's own noise"
@@ -44,24 +48,46 @@ def sweep_table(points: list[SweepPoint], multiply: float, copy: float) -> str:
             reasons.setdefault(mark, reason)
         flops = f"{units.flops(point.achieved_flops)} = {units.percent(point.achieved_flops / multiply)}"
         bandwidth = f"{units.bandwidth(point.achieved_bandwidth)} = {units.percent(point.achieved_bandwidth / copy)}"
-        lines.append(f"{point.repeats:>7}  {units.seconds(point.seconds):>9}  {units.percent(spread):>6}  "
-                     f"{flops:<30}  {bandwidth} {marks}".rstrip())
+        lines.append(
+            f"{point.repeats:>7}  {units.seconds(point.seconds):>9}  {units.percent(spread):>6}  "
+            f"{flops:<30}  {bandwidth} {marks}".rstrip()
+        )
     return column.fit("\n".join(lines + [f"{mark} {reason}." for mark, reason in reasons.items()]))
 
 
-def plot_sweep(points: list[SweepPoint], multiply: float, copy: float, marks: dict[str, float], n: int,
-               stamp: str) -> None:
+def plot_sweep(
+    points: list[SweepPoint], multiply: float, copy: float, marks: dict[str, float], n: int, stamp: str
+) -> None:
     """Runtime, achieved FLOP/s and achieved bandwidth against the repeats, each with the knees marked."""
     repeats = [point.repeats for point in points]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    loglog_sweep(repeats, {"runtime": [p.seconds * 1e3 for p in points]}, xlabel="repeats",
-                 ylabel="ms per call", title="runtime", ax=axes[0])
-    loglog_sweep(repeats, {"achieved": [p.achieved_flops for p in points]}, xlabel="repeats",
-                 ylabel="FLOP/s", title="achieved FLOP/s", ax=axes[1],
-                 roofs={f"multiply roof ({repeat_sweep.MULTIPLY_PEAK_PLACE})": multiply})
-    loglog_sweep(repeats, {"achieved": [p.achieved_bandwidth for p in points]}, xlabel="repeats",
-                 ylabel="B/s", title="achieved bandwidth", ax=axes[2], stamp=stamp,
-                 roofs={"copy bandwidth": copy})
+    loglog_sweep(
+        repeats,
+        {"runtime": [p.seconds * 1e3 for p in points]},
+        xlabel="repeats",
+        ylabel="ms per call",
+        title="runtime",
+        ax=axes[0],
+    )
+    loglog_sweep(
+        repeats,
+        {"achieved": [p.achieved_flops for p in points]},
+        xlabel="repeats",
+        ylabel="FLOP/s",
+        title="achieved FLOP/s",
+        ax=axes[1],
+        roofs={f"multiply roof ({repeat_sweep.MULTIPLY_PEAK_PLACE})": multiply},
+    )
+    loglog_sweep(
+        repeats,
+        {"achieved": [p.achieved_bandwidth for p in points]},
+        xlabel="repeats",
+        ylabel="B/s",
+        title="achieved bandwidth",
+        ax=axes[2],
+        stamp=stamp,
+        roofs={"copy bandwidth": copy},
+    )
     for ax in axes:
         vertical_marks(ax, marks, legend=ax is axes[0])
     fig.suptitle(f"x = x * 2, repeated, on {n:,} fp32 elements")
@@ -92,23 +118,40 @@ def finish(page: Page) -> None:
     repeats = [point.repeats for point in points]
 
     with targets.said_only_if_missed():
+
         def over_roof_again():
             fastest = max(points, key=lambda point: point.achieved_flops).repeats
             return repeat_sweep.over_roof_in_turns(n, fastest, threads=fusion.THREADS)
 
-        targets.require_at_most("the sweep's best FLOP/s over the multiply roof", repeat_sweep.OVER_ROOF_TOLERANCE,
-                                repeat_sweep.flops_over_roof(points, page.multiply), over_roof_again)
+        targets.require_at_most(
+            "the sweep's best FLOP/s over the multiply roof",
+            repeat_sweep.OVER_ROOF_TOLERANCE,
+            repeat_sweep.flops_over_roof(points, page.multiply),
+            over_roof_again,
+        )
 
         def low_spread_again():  # 1, 2 and 4 repeats, far below any ridge point
             return repeat_sweep.low_spread(repeat_sweep.sweep(n, torch.float32, repeats[:3], threads=fusion.THREADS))
 
-        targets.require_at_most("1 to 4 repeats, memory-bound: slowest over fastest", repeat_sweep.FLAT_SPREAD,
-                                repeat_sweep.low_spread(points), low_spread_again)
+        targets.require_at_most(
+            "1 to 4 repeats, memory-bound: slowest over fastest",
+            repeat_sweep.FLAT_SPREAD,
+            repeat_sweep.low_spread(points),
+            low_spread_again,
+        )
         targets.check(*repeat_sweep.rise_past_knee(points, page.knee_multiply))
-    reference.record("repeat-sweep", {
-        "n": n, "copy_bandwidth": page.copy, "multiply_rate": page.multiply, "vector_peak": page.vector_peak,
-        "knee_predicted_multiply": page.knee_multiply, "knee_predicted_vector": page.knee_vector,
-        "knee_measured": page.knee_measured, "seconds": {p.repeats: p.seconds for p in points},
-    })
+    reference.record(
+        "repeat-sweep",
+        {
+            "n": n,
+            "copy_bandwidth": page.copy,
+            "multiply_rate": page.multiply,
+            "vector_peak": page.vector_peak,
+            "knee_predicted_multiply": page.knee_multiply,
+            "knee_predicted_vector": page.knee_vector,
+            "knee_measured": page.knee_measured,
+            "seconds": {p.repeats: p.seconds for p in points},
+        },
+    )
     glue_text("flops-shape", repeat_sweep.describe_flops(points, page.multiply, page.rates))
     glue_text("knees", page.knees)

@@ -36,24 +36,39 @@ def finish(page: Page) -> None:
     if ON_GPU:
         _require_pointwise(page)
         _require_softmax(page)
-    reference.record("triton-pointwise", {
-        "copy_bandwidth": page.copy, "rows": page.row_counts, "cols": page.cols,
-        **{name: [r.bandwidth for r in results] for name, results in page.pointwise_sweep.items()}})
-    reference.record("triton-softmax", {
-        "copy_bandwidth": page.copy, "total": page.total, "widths": page.widths,
-        **{name: [r.bandwidth for r in results] for name, results in page.softmax_sweep.items()}})
-    glue_text("small-sizes", "Here: " + " ".join(
-        line.rstrip(".") + "." for line in fusion.small_sizes(page.pointwise_sweep, page.copy)))
-    glue_text("large-sizes", "Here " + "; ".join(fusion.largest_sentences(page.pointwise_sweep, page.copy))
-              + ".")
+    reference.record(
+        "triton-pointwise",
+        {
+            "copy_bandwidth": page.copy,
+            "rows": page.row_counts,
+            "cols": page.cols,
+            **{name: [r.bandwidth for r in results] for name, results in page.pointwise_sweep.items()},
+        },
+    )
+    reference.record(
+        "triton-softmax",
+        {
+            "copy_bandwidth": page.copy,
+            "total": page.total,
+            "widths": page.widths,
+            **{name: [r.bandwidth for r in results] for name, results in page.softmax_sweep.items()},
+        },
+    )
+    glue_text(
+        "small-sizes",
+        "Here: " + " ".join(line.rstrip(".") + "." for line in fusion.small_sizes(page.pointwise_sweep, page.copy)),
+    )
+    glue_text("large-sizes", "Here " + "; ".join(fusion.largest_sentences(page.pointwise_sweep, page.copy)) + ".")
 
 
 def _require_pointwise(page: Page) -> None:
     def again():
-        result = fusion.sweep({"Triton": page.pointwise_providers["Triton bias_gelu_scale"]},
-                              page.pointwise_inputs,
-                              lambda rows: fusion.bias_gelu_scale_bytes(rows, page.cols, fused=True),
-                              page.row_counts[-1:])
+        result = fusion.sweep(
+            {"Triton": page.pointwise_providers["Triton bias_gelu_scale"]},
+            page.pointwise_inputs,
+            lambda rows: fusion.bias_gelu_scale_bytes(rows, page.cols, fused=True),
+            page.row_counts[-1:],
+        )
         return result["Triton"][0].bandwidth / page.copy
 
     largest = page.pointwise_sweep["Triton bias_gelu_scale"][-1]
@@ -62,9 +77,12 @@ def _require_pointwise(page: Page) -> None:
 
 def _require_softmax(page: Page) -> None:
     def again():
-        result = fusion.sweep({"Triton": page.softmax_providers["Triton softmax"]}, page.softmax_inputs,
-                              lambda width: counting.softmax(page.total // width, width).bytes,
-                              [fusion.COLS])
+        result = fusion.sweep(
+            {"Triton": page.softmax_providers["Triton softmax"]},
+            page.softmax_inputs,
+            lambda width: counting.softmax(page.total // width, width).bytes,
+            [fusion.COLS],
+        )
         return result["Triton"][0].bandwidth / page.softmax_copy
 
     at_target_width = page.softmax_sweep["Triton softmax"][page.widths.index(fusion.COLS)]
@@ -87,15 +105,31 @@ def plot_recorded(sizes: list[int], pointwise_sweep: Sweep, copy: float, stamp: 
     for gpu in gpus:
         v = gpu.values
         plots.beside_recorded(
-            {f"here: {name}": (sizes, [r.bandwidth / copy for r in results])
-             for name, results in pointwise_sweep.items()},
-            {f"{gpu.device}: {name}": ([4 * r * v["cols"] for r in v["rows"]], [b / v["copy_bandwidth"] for b in v[name]])
-             for name in v if name not in ("rows", "cols", "copy_bandwidth")},
-            xlabel="bytes of x", ylabel="fraction of the copy bandwidth",
-            title="gelu(x + bias) * scale: here and recorded", logy=False, stamps=[stamp, gpu.stamp])
+            {
+                f"here: {name}": (sizes, [r.bandwidth / copy for r in results])
+                for name, results in pointwise_sweep.items()
+            },
+            {
+                f"{gpu.device}: {name}": (
+                    [4 * r * v["cols"] for r in v["rows"]],
+                    [b / v["copy_bandwidth"] for b in v[name]],
+                )
+                for name in v
+                if name not in ("rows", "cols", "copy_bandwidth")
+            },
+            xlabel="bytes of x",
+            ylabel="fraction of the copy bandwidth",
+            title="gelu(x + bias) * scale: here and recorded",
+            logy=False,
+            stamps=[stamp, gpu.stamp],
+        )
         plt.show()
         fused = v.get("Triton bias_gelu_scale") or v["torch.compile"]
-        print(fit(f"Recorded on {gpu.device}: the fused kernel reached "
-                  f"{units.percent(fused[-1] / v['copy_bandwidth'])} of its copy bandwidth at the largest size, "
-                  f"eager {units.percent(v['eager (3 kernels)'][-1] / v['copy_bandwidth'])}."))
+        print(
+            fit(
+                f"Recorded on {gpu.device}: the fused kernel reached "
+                f"{units.percent(fused[-1] / v['copy_bandwidth'])} of its copy bandwidth at the largest size, "
+                f"eager {units.percent(v['eager (3 kernels)'][-1] / v['copy_bandwidth'])}."
+            )
+        )
         print(fit(f"  {gpu.stamp}"))

@@ -32,13 +32,16 @@ def finish(page: Page) -> None:
     publish(judge_matmul_gap(ceilings.matmul_peak[best], ceilings.vector_peak, measured=ceilings.setting(best)))
     # "far left of the non-matmul ridge point": layer norm and softmax memory-bound by their counts
     normalization = {op.name: op for op, _ in page.ops if op.name in ("layer norm", "softmax")}
-    if require_memory_bound(normalization, ceilings.roof("vector"),
-                            lambda: measured_again(ceilings).roof("vector")):
+    if require_memory_bound(normalization, ceilings.roof("vector"), lambda: measured_again(ceilings).roof("vector")):
         print("layer norm and softmax: memory-bound on this machine's roofs")
     glue_text("ridges", page.ridges)
-    glue_text("regimes", (
-        f"Here the one-element x * 2 came out {regimes['x * 2, 1 element']}, the large x * 2 "
-        f"{regimes['x * 2']} and the 4096^3 matmul {regimes['matmul 4096^3']}."))
+    glue_text(
+        "regimes",
+        (
+            f"Here the one-element x * 2 came out {regimes['x * 2, 1 element']}, the large x * 2 "
+            f"{regimes['x * 2']} and the 4096^3 matmul {regimes['matmul 4096^3']}."
+        ),
+    )
     # For other pages' prose: this machine's copy bandwidth, the A100's lead.
     glue_text("copy-bandwidth", describe_copy(ceilings.copy_bandwidth, threads=ceilings.threads))
     glue_text("a100-bandwidth-lead", f"{essay.A100['bandwidth'] / ceilings.copy_bandwidth:,.0f}x")
