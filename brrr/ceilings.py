@@ -339,9 +339,9 @@ def measure_matmul_peak(
     return timing.rate(2 * n**3)
 
 
-# GPU: the peak is the best of these sizes. On the H100 of 2026-11-24, timed at 8192³ alone, every dtype's
-# peak read 4-8% below the same GPU's 4096³ and skinny 4096 × 8192 matmuls in the same run (a longer call
-# runs hotter, at a lower clock): a roof that measurements sit above is no roof.
+# GPU: the peak is the best of these sizes. On the recorded H100 (brrr/data/reference/), timed at 8192³
+# alone, every dtype's peak read 4-8% below the same GPU's 4096³ and skinny 4096 × 8192 matmuls in the same
+# run (a longer call runs hotter, at a lower clock): a roof that measurements sit above is no roof.
 GPU_PEAK_SIZES = (4096, 8192)
 
 

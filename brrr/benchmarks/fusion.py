@@ -592,7 +592,7 @@ def predicted_cos_cos_speedup(n: int, bandwidth: float, rate: float, dtype: torc
 
 # The roofline's time is a lower bound: a measured time may fall below it only by the noise of the
 # measurement and of the roof (MODEL_FLOOR), and a kernel the model describes should not take more than
-# twice as long (MODEL_CEILING). On the H100 of 2026-11-24 every cos variant ran within 0.3% of its model's
+# twice as long (MODEL_CEILING). On the recorded H100 every cos variant ran within 0.3% of its model's
 # time and the Triton kernel at 3.028 TB/s against a 3.026 TB/s copy, so a GPU's floor is 0.9: at 0.5 a
 # copy roof measured low would pass. A CPU's cosine roof is timed on 16 MiB in the L3 cache, and the
 # compiled x.cos() far above the cache runs a little faster than it: 0.84-0.94x its roofline time in 8

@@ -39,7 +39,7 @@ from brrr.timing import Timing, bench, bench_together, median_per_round, thread_
 
 # On a CPU the knee sits near 16 repeats and 128 shows the rising line well; compiling the 256-op
 # chain alone took longer than the rest of the sweep. A GPU's knee is 8·P/B repeats for fp32: 79 on the
-# H100 of 2026-11-24, but 100-145 on a T4 (about 4 TFLOP/s of plain multiplies against 250-290 GB/s),
+# recorded H100, but 100-145 on a T4 (about 4 TFLOP/s of plain multiplies against 250-290 GB/s),
 # where 256 repeats cost less than the 2x the flat level that measured_knee needs to find the rising
 # line. 512 gives it 3.5x there and about 6x on an H100.
 REPEATS = per_device(cpu=(1, 2, 4, 8, 16, 32, 64, 128), gpu=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
@@ -213,7 +213,7 @@ def steady_sweep(
 # chain alone, on 2^17 elements where the call's own time also counted: 20 GFLOP/s, which the sweep then
 # beat by half at 16 and 32 repeats.
 # On a GPU the roof is the best of 256 and 512 multiplies on 2^26 elements (about a millisecond a call at
-# 512): the H100 of 2026-11-24 swept 256 repeats at 32.4 TFLOP/s, 1.09x the 29.8 that 512 repeats on 2^24
+# 512): the recorded H100 swept 256 repeats at 32.4 TFLOP/s, 1.09x the 29.8 that 512 repeats on 2^24
 # elements had measured as its roof, which the sweep's roof check (at most 1.05x) would have failed.
 MULTIPLY_PEAK_N = per_device(cpu=2**21, gpu=2**26)
 MULTIPLY_PEAK_CHAINS: tuple[int, ...] = per_device(cpu=(8, 16, 32, 64), gpu=(256, 512))

@@ -184,40 +184,12 @@ def diff_report(
     close = torch.isclose(got_flat, exp_flat, rtol=rtol, atol=atol, equal_nan=True)
     if bool(close.all()):
         return None
-    n = got_flat.numel()
-    shape = list(expected.shape)
+    n, shape = got_flat.numel(), list(expected.shape)
     paragraphs = []
     bad = ~close
     never = torch.zeros_like(bad) if unwritten is None else unwritten.reshape(-1).to("cpu").bool() & bad
     if bool(never.any()):
-        idx = never.nonzero().flatten().tolist()
-        count = len(idx)
-        suffix = count < n and idx == list(range(n - count, n))  # every element is no suffix: see below
-        if count == n:
-            where_text = "That is every element."
-        elif suffix and count == 1:
-            where_text = f"It is the last element, index {n - 1:,}."
-        elif suffix:
-            where_text = f"They are the last {count:,} elements, indices {n - count:,} to {n - 1:,}."
-        else:
-            where_text = f"They are at indices {_ranges(idx)}."
-        hint = (
-            "Does your grid cover all n elements (triton.cdiv(n, BLOCK) programs), and does the last "
-            "program store its partial block under a mask?"
-            if suffix
-            else "Some programs, or some lanes, never stored their results: check the grid, the offsets and "
-            "the store mask."
-        )
-        if count == n:
-            hint = (
-                "Nothing was written. Your function must write its result into the `out` tensor it is "
-                "given (returning a new tensor does not count)."
-            )
-        paragraphs.append(
-            f"{name} has {count:,} of {n:,} elements unwritten: {'it' if count == 1 else 'they'} still "
-            f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and "
-            f"{second_fill(expected.dtype):g} in a second call). {where_text} {hint}"
-        )
+        paragraphs.append(_unwritten_paragraph(name, never.nonzero().flatten().tolist(), n, expected.dtype))
     nonfinite = bad & ~never & ~torch.isfinite(got_flat) & torch.isfinite(exp_flat)
     if bool(nonfinite.any()):
         idx = nonfinite.nonzero().flatten().tolist()
@@ -246,6 +218,40 @@ def diff_report(
         )
     title = title or f"{name} is wrong{context}."
     return (title + "\n" + "\n".join(paragraphs)).rstrip()
+
+
+def _unwritten_paragraph(name: str, idx: list[int], n: int, dtype: torch.dtype) -> str:
+    """Which of ``n`` elements the kernel never wrote (``idx``), and the likely cause: a grid or mask
+    that misses the tail, lanes that never store, or nothing written at all."""
+    count = len(idx)
+    suffix = count < n and idx == list(range(n - count, n))  # every element is no suffix: see below
+    if count == n:
+        where_text = "That is every element."
+    elif suffix and count == 1:
+        where_text = f"It is the last element, index {n - 1:,}."
+    elif suffix:
+        where_text = f"They are the last {count:,} elements, indices {n - count:,} to {n - 1:,}."
+    else:
+        where_text = f"They are at indices {_ranges(idx)}."
+    if count == n:
+        hint = (
+            "Nothing was written. Your function must write its result into the `out` tensor it is "
+            "given (returning a new tensor does not count)."
+        )
+    elif suffix:
+        hint = (
+            "Does your grid cover all n elements (triton.cdiv(n, BLOCK) programs), and does the last "
+            "program store its partial block under a mask?"
+        )
+    else:
+        hint = (
+            "Some programs, or some lanes, never stored their results: check the grid, the offsets and the store mask."
+        )
+    return (
+        f"{name} has {count:,} of {n:,} elements unwritten: {'it' if count == 1 else 'they'} still "
+        f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and "
+        f"{second_fill(dtype):g} in a second call). {where_text} {hint}"
+    )
 
 
 # ---------------------------------------------------------------- the correctness check of kernels

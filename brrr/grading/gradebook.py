@@ -392,7 +392,52 @@ def run_one(
     default_lab: str | None = None,
     watch: "_Watch | None" = None,
 ) -> Submission:
-    """Grade one submission (see the module docstring) and fill in its row."""
+    """Grade one submission (see the module docstring) and fill in its row: prepare its folder, run its
+    notebook beside its grader, then classify what came back."""
+    prepared = _prepare(submission, work, snapshot, default_lab, watch)
+    if prepared is None:
+        return submission
+    ran = _execute(submission, prepared, snapshot, cell_timeout_s, notebook_timeout_s, watch)
+    if ran is not None:
+        _classify(submission, prepared, ran, cell_timeout_s, notebook_timeout_s)
+    return submission
+
+
+@dataclass
+class _Prepared:
+    """A submission's folder, ready to run: the spliced notebook, its kernel and the notes so far."""
+
+    folder: Path
+    lab: str
+    notebook: Path
+    jupyter_path: Path
+    notes: list[str]
+
+    @property
+    def junit(self) -> Path:
+        return self.folder / "junit.xml"
+
+    @property
+    def output(self) -> Path:
+        return self.folder / "output.txt"
+
+
+@dataclass
+class _Ran:
+    """What one run left: pytest's exit code (None: stopped at the notebook's time limit), whether the
+    kernel died, whether the grader was killed, and the grader's verified results (None: unreadable)."""
+
+    returncode: int | None
+    kernel_died: bool
+    grader_killed: bool
+    results: dict | None
+
+
+def _prepare(
+    submission: Submission, work: Path, snapshot: assemble.Snapshot, default_lab: str | None, watch: "_Watch | None"
+) -> _Prepared | None:
+    """The submission's fresh folder with its notebook spliced into the lab, the student package and the
+    kernel; None, with the row filled in, where nothing can run (no lab, not a notebook, grading stopped)."""
     folder = work / submission.slug
     assemble.make_writable(folder)
     shutil.rmtree(folder, ignore_errors=True)
@@ -403,16 +448,16 @@ def run_one(
     lab = choose_lab(submission, submitted, default_lab, snapshot)
     if lab is None:
         submission.lab, submission.status = "unknown", "refused"
-        return submission
+        return None
     submission.lab = lab
     if submitted is None:
         submission.status = "unreadable"
         submission.note = "The file is not a readable notebook (invalid JSON). Nothing could be run."
-        return submission
+        return None
     if watch is not None and watch.stopped:
         submission.status = "not graded"
         submission.note = f"Not graded: grading stopped before this submission. {watch.stopped}"
-        return submission
+        return None
     spliced = assemble.splice(snapshot.labs[lab], snapshot.answers[lab], submitted)
     notebook = folder / "submission.ipynb"
     nbformat.write(spliced.notebook, str(notebook))
@@ -428,14 +473,26 @@ def run_one(
         )
     hidden = tuple(getattr(labs.module(lab), "HIDDEN_MODULES", ()))
     student_path = snapshot.write_package(folder / "student", hidden=hidden)
-    jupyter_path = _kernelspec(folder, student_path)
-    junit, output = folder / "junit.xml", folder / "output.txt"
     (folder / "pytest.ini").write_text("[pytest]\n")  # keep the repository's pytest settings out
+    return _Prepared(folder, lab, notebook, _kernelspec(folder, student_path), notes)
+
+
+def _execute(
+    submission: Submission,
+    prepared: _Prepared,
+    snapshot: assemble.Snapshot,
+    cell_timeout_s: float,
+    notebook_timeout_s: float,
+    watch: "_Watch | None",
+) -> _Ran | None:
+    """Start the grader, run the notebook under pytest and nbval beside it (through the reaper), kill
+    whatever the notebook left, and read the grader's signed results back. None, with the row filled
+    in, if the grader did not start."""
+    folder = prepared.folder
     start = time.monotonic()
     if watch is not None:
         watch.started(submission)
-    grader = _Grader(snapshot, lab)
-    killed = False
+    grader = _Grader(snapshot, prepared.lab)
     try:
         if not grader.ready:
             submission.status = "grader-error"
@@ -443,32 +500,16 @@ def run_one(
                 "The grader process did not start, so nothing was graded (not your fault). "
                 f"Its error: {grader.error_text()}"
             )
-            return submission
-        command = [
-            sys.executable,
-            "-c",
-            processes.REAPER,
-            sys.executable,
-            "-m",
-            "pytest",
-            "-c",
-            str(folder / "pytest.ini"),
-            "--rootdir",
-            str(folder),
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--nbval-lax",
-            f"--nbval-kernel-name={KERNEL_NAME}",
-            f"--nbval-cell-timeout={cell_timeout_s:g}",
-            f"--junitxml={junit}",
-            str(notebook),
-        ]
-        with output.open("w") as sink:
+            return None
+        pytest_nbval = ["-m", "pytest", "-c", str(folder / "pytest.ini"), "--rootdir", str(folder)]
+        pytest_nbval += ["-p", "no:cacheprovider", "-q", "--nbval-lax", f"--nbval-kernel-name={KERNEL_NAME}"]
+        pytest_nbval += [f"--nbval-cell-timeout={cell_timeout_s:g}", f"--junitxml={prepared.junit}"]
+        command = [sys.executable, "-c", processes.REAPER, sys.executable, *pytest_nbval, str(prepared.notebook)]
+        with prepared.output.open("w") as sink:
             process = IN_FLIGHT.popen(
                 command,
                 cwd=folder,
-                env=_student_environment(grader, folder, jupyter_path),
+                env=_student_environment(grader, folder, prepared.jupyter_path),
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -484,28 +525,36 @@ def run_one(
         if watch is not None:
             watch.finished(submission)
     submission.seconds = time.monotonic() - start
-    if killed:
+    return _Ran(returncode, kernel_died, killed, results)
+
+
+KERNEL_DIED = "The notebook's kernel died (a segmentation fault, an abort, or running out of memory)"
+
+
+def _classify(
+    submission: Submission, prepared: _Prepared, ran: _Ran, cell_timeout_s: float, notebook_timeout_s: float
+) -> None:
+    """The row's status, results, cell errors and notes, from what the run left."""
+    if ran.grader_killed:
         submission.status = "grader-killed"
         submission.note = (
             "The grader process of this submission was killed while its notebook ran. Only the "
             "notebook's own processes (or the system running out of memory) could do that, so "
             "every check scores 0. Instructors: if memory ran out, grade it again alone."
         )
-        return submission
-    if results is None:
+        return
+    if ran.results is None:
         submission.status = "grader-error"
         submission.note = "The grader's record could not be read back, so nothing was graded (not your fault)."
-        return submission
-    submission.results = results
-    submission.cell_errors = read_junit(junit)
-    text = output.read_text(errors="replace")
-    if kernel_died:
+        return
+    notes = prepared.notes
+    submission.results = ran.results
+    submission.cell_errors = read_junit(prepared.junit)
+    text = prepared.output.read_text(errors="replace")
+    if ran.kernel_died:
         submission.status = "crashed"
-        notes.append(
-            "The notebook's kernel died (a segmentation fault, an abort, or running out of memory), "
-            "and grading stopped there. Checks after that point did not run."
-        )
-    elif returncode is None:
+        notes.append(f"{KERNEL_DIED}, and grading stopped there. Checks after that point did not run.")
+    elif ran.returncode is None:
         submission.status = "timeout"
         notes.append(
             f"The notebook did not finish within {notebook_timeout_s:g} s and was stopped. Checks "
@@ -513,11 +562,8 @@ def run_one(
         )
     elif "Kernel dead" in text or "Kernel died" in text or "kernel died" in text.lower():
         submission.status = "crashed"
-        notes.append(
-            "The notebook's kernel died (a segmentation fault, an abort, or running out of memory). "
-            "Checks after that point did not run."
-        )
-    elif returncode == 0:
+        notes.append(f"{KERNEL_DIED}. Checks after that point did not run.")
+    elif ran.returncode == 0:
         submission.status = "ok"
     else:
         submission.status = "failed"
@@ -529,13 +575,11 @@ def run_one(
         )
     escaped = re.findall(r"brrr-reaper: killed (\d+) process", text)
     if escaped and int(escaped[-1]):
-        escaped = int(escaped[-1])
         notes.append(
-            f"Your notebook left {escaped} process(es) running after it ended, outside its own "
+            f"Your notebook left {int(escaped[-1])} process(es) running after it ended, outside its own "
             "process tree; the gradebook killed them."
         )
     submission.note = " ".join(notes)
-    return submission
 
 
 class _Watch:
@@ -761,24 +805,10 @@ def grade(
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
     try:
         watch = _Watch(roots, excluded)
+        limits = dict(cell_timeout_s=cell_timeout_s, notebook_timeout_s=notebook_timeout_s, default_lab=lab)
 
         def one(submission: Submission) -> Submission:
-            graded_one = run_one(
-                submission,
-                work,
-                snapshot,
-                cell_timeout_s=cell_timeout_s,
-                notebook_timeout_s=notebook_timeout_s,
-                default_lab=lab,
-                watch=watch,
-            )
-            passed = sum(1 for r in graded_one.results.values() if r.get("passed") is True)
-            print(
-                f"{graded_one.name}: {graded_one.status}, {passed} of {len(lab_checks(graded_one.lab))} "
-                f"check(s) passed ({graded_one.seconds:.0f} s)",
-                flush=True,
-            )
-            return graded_one
+            return _announced(run_one(submission, work, snapshot, watch=watch, **limits))
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             submissions = list(pool.map(one, submissions))
@@ -787,9 +817,27 @@ def grade(
         sys.dont_write_bytecode = was_writing_bytecode
         if was_dumpable:
             processes.set_dumpable(True)
+    _report(submissions, watch, out, alone=jobs <= 1)
+    return submissions
+
+
+def _announced(submission: Submission) -> Submission:
+    """``submission``, once its one line is printed: name, status, checks passed, seconds."""
+    passed = sum(1 for r in submission.results.values() if r.get("passed") is True)
+    print(
+        f"{submission.name}: {submission.status}, {passed} of {len(lab_checks(submission.lab))} "
+        f"check(s) passed ({submission.seconds:.0f} s)",
+        flush=True,
+    )
+    return submission
+
+
+def _report(submissions: list[Submission], watch: _Watch, out: Path, *, alone: bool) -> None:
+    """Charge tampering to its submissions, tell the instructor what the watch saw, and write grades.csv and
+    one feedback file per submission."""
     for submission in submissions:
         if submission.tampered:
-            submission.note = " ".join(filter(None, [tampered_note(submission, alone=jobs <= 1), submission.note]))
+            submission.note = " ".join(filter(None, [tampered_note(submission, alone=alone), submission.note]))
             submission.status, submission.results = "tampered", {}
     if watch.stopped:
         print(f"grading stopped: {watch.stopped}", file=sys.stderr, flush=True)
@@ -801,7 +849,6 @@ def grade(
         _fresh_file(feedback_folder / f"{submission.slug}.md").write_text(
             feedback(submission, lab_checks(submission.lab)), encoding="utf-8"
         )
-    return submissions
 
 
 def _fresh_file(path: Path) -> Path:
