@@ -81,8 +81,10 @@ def strip_solutions(source: str, *, where: str = "a cell") -> str:
         stripped = line.strip()
         if stripped.startswith(BEGIN):
             if inside_since is not None:
-                raise LabError(f"{where}: line {number + 1} opens a solution block inside another "
-                               f"(opened on line {inside_since + 1})")
+                raise LabError(
+                    f"{where}: line {number + 1} opens a solution block inside another "
+                    f"(opened on line {inside_since + 1})"
+                )
             inside_since = number
             indent = line[: len(line) - len(line.lstrip())]
             out.append(stub_line(indent, _enclosing_function(lines, number, len(indent))))
@@ -142,8 +144,11 @@ def render_all(solutions: Path = SOLUTIONS) -> dict[str, str]:
 def stale(solutions: Path = SOLUTIONS, labs: Path = LABS) -> list[str]:
     """Lab files that differ from what :func:`write` would write, or that have no solution."""
     rendered = render_all(solutions)
-    problems = [name for name, text in rendered.items()
-                if not (labs / name).exists() or (labs / name).read_text(encoding="utf-8") != text]
+    problems = [
+        name
+        for name, text in rendered.items()
+        if not (labs / name).exists() or (labs / name).read_text(encoding="utf-8") != text
+    ]
     problems += [path.name + " (no solution)" for path in sorted(labs.glob("*.ipynb")) if path.name not in rendered]
     return problems
 
@@ -164,9 +169,11 @@ def needs_a_checkout(solutions: Path) -> str | None:
     """Why this command cannot run here, or None when ``solutions`` is a folder of solutions."""
     if solutions.is_dir():
         return None
-    return (f"python -m brrr.labs writes labs/ from solutions/ in a checkout of the brrr "
-            f"repository, and there is no {solutions} here (this brrr is installed at "
-            f"{ROOT / 'brrr'}). Run it in a clone: `make labs`, or pass --solutions and --labs.")
+    return (
+        f"python -m brrr.labs writes labs/ from solutions/ in a checkout of the brrr "
+        f"repository, and there is no {solutions} here (this brrr is installed at "
+        f"{ROOT / 'brrr'}). Run it in a clone: `make labs`, or pass --solutions and --labs."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

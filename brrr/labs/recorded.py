@@ -16,13 +16,17 @@ from brrr.beside import Recorded, recorded
 
 
 def _roofline(v: dict) -> str:
-    return (f"copy bandwidth {units.bandwidth(v['copy_bandwidth'])}, matmul peak {units.flops(v['matmul_peak'])}, "
-            f"ridge point {v['ridge_point']:.0f} FLOPs/byte")
+    return (
+        f"copy bandwidth {units.bandwidth(v['copy_bandwidth'])}, matmul peak {units.flops(v['matmul_peak'])}, "
+        f"ridge point {v['ridge_point']:.0f} FLOPs/byte"
+    )
 
 
 def _fuse_it(v: dict) -> str:
-    return (f"the fused chain moved its bytes at {units.percent(v['fused_bandwidth'] / v['copy_bandwidth'])} of the "
-            f"copy bandwidth, {v['eager_s'] / v['fused_s']:.2f}x faster than eager's three kernels")
+    return (
+        f"the fused chain moved its bytes at {units.percent(v['fused_bandwidth'] / v['copy_bandwidth'])} of the "
+        f"copy bandwidth, {v['eager_s'] / v['fused_s']:.2f}x faster than eager's three kernels"
+    )
 
 
 def _one_pass(v: dict) -> str:
@@ -30,7 +34,9 @@ def _one_pass(v: dict) -> str:
     return "; ".join(
         f"{name.replace('_', ' ')} in one pass at {units.percent(k['bandwidth']['yours'] / v['copy_bandwidth'])} of "
         f"the copy bandwidth (torch's own {units.percent(k['bandwidth']['torch'] / v['copy_bandwidth'])}, "
-        f"unfused {units.percent(k['bandwidth']['unfused'] / v['copy_bandwidth'])})" for name, k in kinds.items())
+        f"unfused {units.percent(k['bandwidth']['unfused'] / v['copy_bandwidth'])})"
+        for name, k in kinds.items()
+    )
 
 
 DESCRIBE: dict[str, Callable[[dict], str]] = {
@@ -45,7 +51,13 @@ def sentence(lab: str, folder=None) -> str:
     found: list[Recorded] = recorded(f"lab-{lab}", folder)
     describe = DESCRIBE.get(lab)
     if not found or describe is None:
-        return fit(f"No recorded GPU has run this lab yet: `make gpu-check` on a GPU node records it "
-                   f"(lab-{lab} in brrr/data/reference/).")
-    return fit("\n".join(f"Recorded on {gpu.device} ({gpu.env.get('date', '?')}): {describe(gpu.values)}.\n"
-                         f"  {gpu.stamp}" for gpu in found))
+        return fit(
+            f"No recorded GPU has run this lab yet: `make gpu-check` on a GPU node records it "
+            f"(lab-{lab} in brrr/data/reference/)."
+        )
+    return fit(
+        "\n".join(
+            f"Recorded on {gpu.device} ({gpu.env.get('date', '?')}): {describe(gpu.values)}.\n  {gpu.stamp}"
+            for gpu in found
+        )
+    )

@@ -31,16 +31,55 @@ lab is graded is :mod:`brrr.labs.flash_attention.checks`, which the grader proce
 imports and this package does not.
 """
 
-from brrr.labs.flash_attention.given import (GPU_SIZES, LARGE_LOGIT_STD, PREDICTION_BLOCK_M, PREDICTION_SHAPE,
-                                             RISE, Shape, TRAFFIC_D, TRAFFIC_SIZES, WIRE_TYPES,
-                                             attention_reference, compare_times, compare_traffic, flash_bytes,
-                                             inputs_for_demo, make_inputs, naive_attention, naive_bytes,
-                                             plot_times, plot_traffic, sdpa_function, traffic_shape)
+from brrr.labs.flash_attention.given import (
+    GPU_SIZES,
+    LARGE_LOGIT_STD,
+    PREDICTION_BLOCK_M,
+    PREDICTION_SHAPE,
+    RISE,
+    Shape,
+    TRAFFIC_D,
+    TRAFFIC_SIZES,
+    WIRE_TYPES,
+    attention_reference,
+    compare_times,
+    compare_traffic,
+    flash_bytes,
+    inputs_for_demo,
+    make_inputs,
+    naive_attention,
+    naive_bytes,
+    plot_times,
+    plot_traffic,
+    sdpa_function,
+    traffic_shape,
+)
 
 LAB = "06-flash-attention"
 HIDDEN_MODULES: tuple[str, ...] = ()  # the reference is given: the grader runs only the student's kernel
 
-__all__ = ["LAB", "HIDDEN_MODULES", "GPU_SIZES", "LARGE_LOGIT_STD", "PREDICTION_BLOCK_M", "PREDICTION_SHAPE",
-           "RISE", "Shape", "TRAFFIC_D", "TRAFFIC_SIZES", "WIRE_TYPES", "attention_reference",
-           "compare_times", "compare_traffic", "flash_bytes", "inputs_for_demo", "make_inputs",
-           "naive_attention", "naive_bytes", "plot_times", "plot_traffic", "sdpa_function", "traffic_shape"]
+__all__ = [
+    "LAB",
+    "HIDDEN_MODULES",
+    "GPU_SIZES",
+    "LARGE_LOGIT_STD",
+    "PREDICTION_BLOCK_M",
+    "PREDICTION_SHAPE",
+    "RISE",
+    "Shape",
+    "TRAFFIC_D",
+    "TRAFFIC_SIZES",
+    "WIRE_TYPES",
+    "attention_reference",
+    "compare_times",
+    "compare_traffic",
+    "flash_bytes",
+    "inputs_for_demo",
+    "make_inputs",
+    "naive_attention",
+    "naive_bytes",
+    "plot_times",
+    "plot_traffic",
+    "sdpa_function",
+    "traffic_shape",
+]

@@ -56,9 +56,20 @@ import torch
 from brrr.checks import core, isolation, thresholds
 from brrr.device import ON_GPU, per_device
 from brrr.labs.flash_attention import LAB
-from brrr.labs.flash_attention.given import (PREDICTION_BLOCK_M, PREDICTION_SHAPE, Shape, TRAFFIC_D, TRAFFIC_SIZES,
-                                             attention_reference, flash_bytes, make_inputs, naive_attention,
-                                             naive_bytes, sdpa_function, traffic_shape)
+from brrr.labs.flash_attention.given import (
+    PREDICTION_BLOCK_M,
+    PREDICTION_SHAPE,
+    Shape,
+    TRAFFIC_D,
+    TRAFFIC_SIZES,
+    attention_reference,
+    flash_bytes,
+    make_inputs,
+    naive_attention,
+    naive_bytes,
+    sdpa_function,
+    traffic_shape,
+)
 
 CHECKS = {
     "cpu": ("prediction", "correct", "causal", "traffic"),
@@ -112,8 +123,17 @@ def _scores(q, k, v, causal: bool):
     return scores, v
 
 
-def simulate(q, k, v, *, causal: bool = False, block_n: int | None = None, rescale_acc: bool = True,
-             rescale_sum: bool = True, padded_to: int | None = None) -> torch.Tensor:
+def simulate(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    block_n: int | None = None,
+    rescale_acc: bool = True,
+    rescale_sum: bool = True,
+    padded_to: int | None = None,
+) -> torch.Tensor:
     """Attention in float64 on the CPU, computed block by block as a kernel would, with a known mistake.
 
     ``rescale_acc=False``: the accumulator is not multiplied by ``exp(m_old -
@@ -134,12 +154,12 @@ def simulate(q, k, v, *, causal: bool = False, block_n: int | None = None, resca
     total = torch.zeros(shape, dtype=torch.float64)
     acc = torch.zeros(*shape, v.shape[-1], dtype=torch.float64)
     for start in range(0, scores.shape[-1], block_n):
-        block = scores[..., start:start + block_n]
+        block = scores[..., start : start + block_n]
         m_new = torch.maximum(m, block.amax(-1))
         p = torch.exp(block - m_new[..., None])
         alpha = torch.exp(m - m_new)
         total = (total * alpha if rescale_sum else total) + p.sum(-1)
-        acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ v[..., start:start + block_n, :]
+        acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ v[..., start : start + block_n, :]
         m = m_new
     return acc / total[..., None]
 
@@ -168,42 +188,53 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
         scores, _ = _scores(q, k, v, causal)
         largest = float(scores[torch.isfinite(scores)].abs().max())
         if largest > OVERFLOW:
-            return (f"The logits q·k/√d of this case reach ±{largest:.0f}, and exp() overflows float32 above "
-                    f"{OVERFLOW}: subtract the running max m before exponentiating (exp(s - m_new)), and "
-                    "rescale what you summed so far by exp(m_old - m_new).")
+            return (
+                f"The logits q·k/√d of this case reach ±{largest:.0f}, and exp() overflows float32 above "
+                f"{OVERFLOW}: subtract the running max m before exponentiating (exp(s - m_new)), and "
+                "rescale what you summed so far by exp(m_old - m_new)."
+            )
         return None
     if n > _DIAGNOSE_UP_TO:
         return None
     right = simulate(q, k, v, causal=causal)
     if matches(simulate(q, k, v, causal=not causal)):
         if causal:
-            return ("Your output is attention without the causal mask: every query attended to every key. "
-                    "In causal attention query i sees keys 0..i only: set the scores of keys j > i to -inf "
-                    "before the running max (tl.where(offs_n[None, :] <= offs_m[:, None], s, float('-inf'))).")
-        return ("Your output is causal attention, but this check asks for plain attention: with "
-                "causal=False every query attends to every key.")
+            return (
+                "Your output is attention without the causal mask: every query attended to every key. "
+                "In causal attention query i sees keys 0..i only: set the scores of keys j > i to -inf "
+                "before the running max (tl.where(offs_n[None, :] <= offs_m[:, None], s, float('-inf')))."
+            )
+        return (
+            "Your output is causal attention, but this check asks for plain attention: with "
+            "causal=False every query attends to every key."
+        )
     for block_n in _DIAGNOSED_BLOCKS:
         padded = math.ceil(n / block_n) * block_n
         if padded > n and not causal and matches(simulate(q, k, v, padded_to=padded)):
-            return (f"Your output is what attention gives when the {padded - n} keys past N = {n} in the last "
-                    f"block (BLOCK_N = {block_n}) count with a score of 0: masking the loads (other=0.0) is not "
-                    "enough, because a score of 0 still adds exp(0 - m) to the running sum. Set the scores "
-                    "of keys past N to -inf before the running max.")
+            return (
+                f"Your output is what attention gives when the {padded - n} keys past N = {n} in the last "
+                f"block (BLOCK_N = {block_n}) count with a score of 0: masking the loads (other=0.0) is not "
+                "enough, because a score of 0 still adds exp(0 - m) to the running sum. Set the scores "
+                "of keys past N to -inf before the running max."
+            )
     for block_n in _DIAGNOSED_BLOCKS:
         if block_n >= n:
             break
         for rescale_sum in (True, False):
-            if matches(simulate(q, k, v, causal=causal, block_n=block_n, rescale_acc=False,
-                                rescale_sum=rescale_sum)):
+            if matches(simulate(q, k, v, causal=causal, block_n=block_n, rescale_acc=False, rescale_sum=rescale_sum)):
                 what = "the accumulator is" if rescale_sum else "the accumulator and the running sum are"
-                return (f"Your output is what attention gives, with blocks of BLOCK_N = {block_n} keys, when "
-                        f"{what} not rescaled as the running max grows. When a block raises a row's max "
-                        "from m_old to m_new, everything summed so far was exponentiated against m_old: "
-                        "multiply it by alpha = exp(m_old - m_new) before adding the new block "
-                        "(acc = acc * alpha[:, None] + p @ v; l = l * alpha + sum(p)).")
+                return (
+                    f"Your output is what attention gives, with blocks of BLOCK_N = {block_n} keys, when "
+                    f"{what} not rescaled as the running max grows. When a block raises a row's max "
+                    "from m_old to m_new, everything summed so far was exponentiated against m_old: "
+                    "multiply it by alpha = exp(m_old - m_new) before adding the new block "
+                    "(acc = acc * alpha[:, None] + p @ v; l = l * alpha + sum(p))."
+                )
     if out.dtype == torch.float32 and ON_GPU and close(got, right, slack=1000.0):
-        return ("On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of mantissa). "
-                "Pass `input_precision=\"ieee\"` to tl.dot for a float32 result.")
+        return (
+            "On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of mantissa). "
+            'Pass `input_precision="ieee"` to tl.dot for a float32 result.'
+        )
     return None
 
 
@@ -211,19 +242,41 @@ def _diagnose_causal(inputs, out: torch.Tensor) -> str | None:
     return diagnose(inputs, out, causal=True)
 
 
-SPEC = core.Spec(name="attention", reference=attention_reference, make_inputs=make_inputs,
-                 input_names=("q", "k", "v"), out_name="out", describe=str, diagnose=diagnose)
-CAUSAL_SPEC = core.Spec(name="causal attention", reference=causal_reference, make_inputs=make_inputs,
-                        input_names=("q", "k", "v"), out_name="out", describe=str, diagnose=_diagnose_causal)
+SPEC = core.Spec(
+    name="attention",
+    reference=attention_reference,
+    make_inputs=make_inputs,
+    input_names=("q", "k", "v"),
+    out_name="out",
+    describe=str,
+    diagnose=diagnose,
+)
+CAUSAL_SPEC = core.Spec(
+    name="causal attention",
+    reference=causal_reference,
+    make_inputs=make_inputs,
+    input_names=("q", "k", "v"),
+    out_name="out",
+    describe=str,
+    diagnose=_diagnose_causal,
+)
 
 # N a multiple of no block but in the last case; d of 32 and 64; float32 and float16; large logits in float16
 # (float32 rounds a logit near 120 by about 1e-5 relative, the float32 tolerance itself, while float16's
 # tolerance is 2e-3); rising logits, which make every block of keys raise every row's running max.
-_CASES = (Shape(1, 2, 1, 32), Shape(2, 1, 17, 64), Shape(1, 2, 100, 32), Shape(1, 2, 129, 64, "float16"),
-          Shape(1, 2, 100, 32, "float16", "large"), Shape(1, 2, 129, 64, "float16", "large"),
-          Shape(1, 2, 200, 64, "float32", "rising"), Shape(1, 2, 256, 64, "float16"))
-CORRECTNESS_CASES = per_device(cpu=_CASES, gpu=_CASES + (Shape(2, 4, 1031, 64, "float16"),
-                                                         Shape(1, 8, 2048, 64, "float16", "large")))
+_CASES = (
+    Shape(1, 2, 1, 32),
+    Shape(2, 1, 17, 64),
+    Shape(1, 2, 100, 32),
+    Shape(1, 2, 129, 64, "float16"),
+    Shape(1, 2, 100, 32, "float16", "large"),
+    Shape(1, 2, 129, 64, "float16", "large"),
+    Shape(1, 2, 200, 64, "float32", "rising"),
+    Shape(1, 2, 256, 64, "float16"),
+)
+CORRECTNESS_CASES = per_device(
+    cpu=_CASES, gpu=_CASES + (Shape(2, 4, 1031, 64, "float16"), Shape(1, 8, 2048, 64, "float16", "large"))
+)
 BOUNDS_CASES = (Shape(1, 2, 17, 64), Shape(1, 2, 100, 32, "float16"))  # GPU: checked in the interpreter first
 
 
@@ -243,11 +296,15 @@ _REFERENCE_PREDICTION: dict[str, int] = {}
 
 def not_applicable(check: str, device_class: str) -> str:
     if check == "traffic":
-        return ("GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
-                "compiled, so it is graded by time instead: see speed_vs_naive and speed_vs_sdpa.")
-    return (f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
-            "at a time in Python, so its time says nothing about the kernel; the traffic check grades what "
-            "FlashAttention changes instead: the N × N scores never reach memory.")
+        return (
+            "GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
+            "compiled, so it is graded by time instead: see speed_vs_naive and speed_vs_sdpa."
+        )
+    return (
+        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
+        "at a time in Python, so its time says nothing about the kernel; the traffic check grades what "
+        "FlashAttention changes instead: the N × N scores never reach memory."
+    )
 
 
 # ---------------------------------------------------------------- prediction
@@ -261,8 +318,11 @@ def _prediction_mistakes(shape: Shape, block_m: int) -> dict[str, dict[str, int]
         "flash": {
             "N / BLOCK_M without rounding up: the last, partial query block is a whole program, and it reads "
             "all of K and V": round(h * n * d * (2 + 2 * n / block_m) * s),
-            "K and V read once: that is the minimum, which only one query block as long as N reaches":
-                h * n * d * 4 * s,
+            "K and V read once: that is the minimum, which only one query block as long as N reaches": h
+            * n
+            * d
+            * 4
+            * s,
             "K and V read ⌈N / BLOCK_M⌉ times together, not each": h * n * d * (2 + blocks) * s,
             "Q or O left out: Q is read once and O written once": h * n * d * (1 + 2 * blocks) * s,
             "one head: every head of every batch (batch × heads) moves its own": n * d * (2 + 2 * blocks) * s,
@@ -272,8 +332,11 @@ def _prediction_mistakes(shape: Shape, block_m: int) -> dict[str, dict[str, int]
         "naive": {
             "2·N² elements per head for the N × N matrices: the scores are written and read, and so are the "
             "probabilities, 4·N²": h * (4 * n * d + 2 * n * n) * s,
-            "the N × N matrices left out: they are what the three kernels move besides Q, K, V and O":
-                h * 4 * n * d * s,
+            "the N × N matrices left out: they are what the three kernels move besides Q, K, V and O": h
+            * 4
+            * n
+            * d
+            * s,
             "Q, K, V and O left out: the three kernels read Q, K and V and write O too": h * 4 * n * n * s,
             "one head: every head of every batch (batch × heads) moves its own": (4 * n * d + 4 * n * n) * s,
             "4 bytes per element: the inputs are float16, 2 bytes": h * (4 * n * d + 4 * n * n) * 4,
@@ -289,12 +352,12 @@ def grade_prediction(student) -> str:
     value = student.call(timeout_s=60)
     name, shape = student.name, PREDICTION_SHAPE
     if not isinstance(value, dict) or set(value) != {"flash", "naive"}:
-        raise core.fail(f"{name}() must return a dict with the keys 'flash' and 'naive' (bytes); it returned "
-                        f"{str(value)[:200]}")
+        raise core.fail(
+            f"{name}() must return a dict with the keys 'flash' and 'naive' (bytes); it returned {str(value)[:200]}"
+        )
     for key in ("flash", "naive"):
         number = value[key]
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
-                or number <= 0:
+        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) or number <= 0:
             raise core.fail(f"{name}()['{key}'] must be a positive number of bytes; it is {str(number)[:80]}")
     mistakes = _prediction_mistakes(shape, PREDICTION_BLOCK_M)
     wrong = []
@@ -308,12 +371,19 @@ def grade_prediction(student) -> str:
                 break
         wrong.append(line + ".")
     if wrong:
-        raise core.fail(f"{name}() predicted the traffic wrong, for batch {shape.batch}, {shape.heads} heads, "
-                        f"N = {shape.n:,}, d = {shape.d}, {shape.dtype}, BLOCK_M = {PREDICTION_BLOCK_M}.\n"
-                        + "\n".join(wrong) + "\nThe rule: " + "; ".join(PREDICTION_RULES) + ".")
-    return (f"{name}() predicted the traffic at {shape}, BLOCK_M = {PREDICTION_BLOCK_M}: FlashAttention "
-            f"{value['flash']:,} B, three kernels {value['naive']:,} B, {value['naive'] / value['flash']:.2f}× "
-            f"as much (bytes {exact.describe()})")
+        raise core.fail(
+            f"{name}() predicted the traffic wrong, for batch {shape.batch}, {shape.heads} heads, "
+            f"N = {shape.n:,}, d = {shape.d}, {shape.dtype}, BLOCK_M = {PREDICTION_BLOCK_M}.\n"
+            + "\n".join(wrong)
+            + "\nThe rule: "
+            + "; ".join(PREDICTION_RULES)
+            + "."
+        )
+    return (
+        f"{name}() predicted the traffic at {shape}, BLOCK_M = {PREDICTION_BLOCK_M}: FlashAttention "
+        f"{value['flash']:,} B, three kernels {value['naive']:,} B, {value['naive'] / value['flash']:.2f}× "
+        f"as much (bytes {exact.describe()})"
+    )
 
 
 # ---------------------------------------------------------------- correct and causal
@@ -323,8 +393,12 @@ def grade_correct(student, *, causal: bool = False) -> str:
     spec = CAUSAL_SPEC if causal else SPEC
     result = core.check_kernels(student, spec, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
     what = "causal attention (is_causal=True)" if causal else "attention"
-    return core.correct_summary(student.name, f"scaled_dot_product_attention's {what} (float32, cast to the "
-                                "inputs' dtype)", CORRECTNESS_CASES, result)
+    return core.correct_summary(
+        student.name,
+        f"scaled_dot_product_attention's {what} (float32, cast to the inputs' dtype)",
+        CORRECTNESS_CASES,
+        result,
+    )
 
 
 # ---------------------------------------------------------------- the blocks of a recorded launch
@@ -338,15 +412,20 @@ def launch_blocks(name: str, recipe: dict, shape: Shape) -> dict:
     per query block of each head.
     """
     launch, blocks, programs = core.one_launch(
-        name, recipe, str(shape),
-        "one attention kernel, launched once, one program per block of queries of each head", BLOCK_ARGS,
-        "the grader reads BLOCK_M from the launch to know what traffic your kernel implies")
+        name,
+        recipe,
+        str(shape),
+        "one attention kernel, launched once, one program per block of queries of each head",
+        BLOCK_ARGS,
+        "the grader reads BLOCK_M from the launch to know what traffic your kernel implies",
+    )
     needed = math.ceil(shape.n / blocks["BLOCK_M"]) * shape.heads_total
     if programs != needed:
         raise core.fail(
             f"{name} launched {programs:,} programs for {shape} with BLOCK_M = {blocks['BLOCK_M']}: one program "
             f"per block of queries of each head is ⌈N / BLOCK_M⌉ · batch · heads = {needed:,} (a grid of "
-            "(triton.cdiv(N, BLOCK_M), batch * heads)).")
+            "(triton.cdiv(N, BLOCK_M), batch * heads))."
+        )
     return blocks | {"programs": programs, "kernel": launch.get("kernel")}
 
 
@@ -354,9 +433,11 @@ def launch_blocks(name: str, recipe: dict, shape: Shape) -> dict:
 
 
 def _ratio_sentence(shape: Shape, block_m: int) -> str:
-    return (f"For large N the ratio of FlashAttention's bytes to the three kernels' tends to d / (2·BLOCK_M) "
-            f"= {shape.d / (2 * block_m):.2g} for BLOCK_M = {block_m} at d = {shape.d}: a larger block of queries "
-            "reads K and V fewer times.")
+    return (
+        f"For large N the ratio of FlashAttention's bytes to the three kernels' tends to d / (2·BLOCK_M) "
+        f"= {shape.d / (2 * block_m):.2g} for BLOCK_M = {block_m} at d = {shape.d}: a larger block of queries "
+        "reads K and V fewer times."
+    )
 
 
 def ceiling_failure(name: str, shape: Shape, blocks: dict) -> str | None:
@@ -366,12 +447,15 @@ def ceiling_failure(name: str, shape: Shape, blocks: dict) -> str | None:
     flash, naive = sum(flash_bytes(shape, block_m).values()), sum(naive_bytes(shape).values())
     if flash <= threshold.value * naive:
         return None
-    return (f"{name}'s blocks of queries are too small for {shape}. With BLOCK_M = {block_m} "
-            f"({blocks['programs']:,} programs) it reads K and V ⌈N / BLOCK_M⌉ = {math.ceil(shape.n / block_m)} "
-            f"times: {flash:,} B, {flash / naive:.2f}× the {naive:,} B of the three-kernel version, which writes "
-            "the N × N scores. " + _ratio_sentence(shape, block_m)
-            + f"\nNeeded at most {threshold.value:g}× the three kernels' bytes ({threshold.why}). Nothing was run: "
-            "the block size of your launch implies this traffic.")
+    return (
+        f"{name}'s blocks of queries are too small for {shape}. With BLOCK_M = {block_m} "
+        f"({blocks['programs']:,} programs) it reads K and V ⌈N / BLOCK_M⌉ = {math.ceil(shape.n / block_m)} "
+        f"times: {flash:,} B, {flash / naive:.2f}× the {naive:,} B of the three-kernel version, which writes "
+        "the N × N scores. "
+        + _ratio_sentence(shape, block_m)
+        + f"\nNeeded at most {threshold.value:g}× the three kernels' bytes ({threshold.why}). Nothing was run: "
+        "the block size of your launch implies this traffic."
+    )
 
 
 def stores_failure(name: str, shape: Shape, traffic: dict, scratch: dict[str, str]) -> str | None:
@@ -386,56 +470,74 @@ def stores_failure(name: str, shape: Shape, traffic: dict, scratch: dict[str, st
         rows.append((label, f"{nbytes:,} B", f"{traffic['loaded'].get(tensor, 0):,} B", f"{nbytes / scores:.2f}"))
     total = sum(stored.values())
     naive = naive_bytes(shape)
-    head = (f"{name}'s kernels wrote the N × N score matrix to memory for {shape}, counted in the interpreter: "
-            f"{total:,} B stored outside out, {total / scores:.2f}× the {scores:,} B of one N × N matrix of "
-            "scores per head."
-            if total >= scores else
-            f"{name}'s kernels stored {total:,} B outside out for {shape}, counted in the interpreter.")
-    return (head + f"\n{core.text_table(rows)}\nFlashAttention never stores the scores or the probabilities: "
-            "each block of scores lives in registers, is folded into the running max, sum and output, and is "
-            "dropped. Only out is written, once. The three kernels move "
-            f"{naive['scores and probabilities']:,} B of N × N matrices here beside "
-            f"{naive['q, k, v, out']:,} B of Q, K, V and O; the whole point is not to.")
+    head = (
+        f"{name}'s kernels wrote the N × N score matrix to memory for {shape}, counted in the interpreter: "
+        f"{total:,} B stored outside out, {total / scores:.2f}× the {scores:,} B of one N × N matrix of "
+        "scores per head."
+        if total >= scores
+        else f"{name}'s kernels stored {total:,} B outside out for {shape}, counted in the interpreter."
+    )
+    return (
+        head + f"\n{core.text_table(rows)}\nFlashAttention never stores the scores or the probabilities: "
+        "each block of scores lives in registers, is folded into the running max, sum and output, and is "
+        "dropped. Only out is written, once. The three kernels move "
+        f"{naive['scores and probabilities']:,} B of N × N matrices here beside "
+        f"{naive['q, k, v, out']:,} B of Q, K, V and O; the whole point is not to."
+    )
 
 
 def traffic_failure(name: str, shape: Shape, traffic: dict, blocks: dict) -> str | None:
     """Why the counted ``traffic`` at ``shape`` is not what the launch's ``BLOCK_M`` implies, or None."""
     implied = flash_bytes(shape, blocks["BLOCK_M"])
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
-    counted = {"q": loaded.get("q", 0), "k": loaded.get("k", 0), "v": loaded.get("v", 0),
-               "out": stored.get("out", 0)}
+    counted = {"q": loaded.get("q", 0), "k": loaded.get("k", 0), "v": loaded.get("v", 0), "out": stored.get("out", 0)}
     extra = {t for t in (*loaded, *stored) if t not in implied and (loaded.get(t) or stored.get(t))}
     if counted == implied and not extra and not loaded.get("out"):
         return None
     rows = [("tensor", "counted", f"BLOCK_M = {blocks['BLOCK_M']} implies", "ratio")]
     for tensor in implied:
         verb = "stored" if tensor == "out" else "loaded"
-        rows.append((tensor, f"{counted[tensor]:,} B {verb}", f"{implied[tensor]:,} B",
-                     f"{counted[tensor] / implied[tensor]:.2f}×"))
+        rows.append(
+            (
+                tensor,
+                f"{counted[tensor]:,} B {verb}",
+                f"{implied[tensor]:,} B",
+                f"{counted[tensor] / implied[tensor]:.2f}×",
+            )
+        )
     for tensor in sorted(extra):
         rows.append((tensor, f"{loaded.get(tensor, 0):,} B loaded, {stored.get(tensor, 0):,} B stored", "0 B", ""))
     blocks_m = math.ceil(shape.n / blocks["BLOCK_M"])
     hints = []
     if counted["q"] != implied["q"]:
-        hints.append(f"Your kernel loaded {counted['q'] / implied['q']:.2f}× Q: load each program's block of "
-                     "queries once, before the loop over keys, and keep it in registers.")
+        hints.append(
+            f"Your kernel loaded {counted['q'] / implied['q']:.2f}× Q: load each program's block of "
+            "queries once, before the loop over keys, and keep it in registers."
+        )
     for tensor in ("k", "v"):
         if counted[tensor] != implied[tensor]:
-            hints.append(f"Your kernel loaded {tensor.upper()} {counted[tensor] / implied[tensor] * blocks_m:.2f} "
-                         f"times, where one pass per query block is ⌈N / BLOCK_M⌉ = {blocks_m}: load each block "
-                         f"of {tensor.upper()} once per step of the loop over keys, and only its N rows (mask the "
-                         "rows past N).")
+            hints.append(
+                f"Your kernel loaded {tensor.upper()} {counted[tensor] / implied[tensor] * blocks_m:.2f} "
+                f"times, where one pass per query block is ⌈N / BLOCK_M⌉ = {blocks_m}: load each block "
+                f"of {tensor.upper()} once per step of the loop over keys, and only its N rows (mask the "
+                "rows past N)."
+            )
     if counted["out"] != implied["out"]:
-        hints.append(f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each block of output "
-                     "once, after the loop over keys.")
+        hints.append(
+            f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each block of output "
+            "once, after the loop over keys."
+        )
     if loaded.get("out"):
         hints.append("Your kernel reads out: keep the accumulator in registers and only write out.")
     if extra:
-        hints.append(f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but q, k, v and out "
-                     "should move.")
-    return (f"{name}'s kernel moved other bytes than FlashAttention with BLOCK_M = {blocks['BLOCK_M']} does for "
-            f"{shape}, counted in the Triton interpreter. It reads Q once, K and V ⌈N / BLOCK_M⌉ times each, and "
-            f"writes out once, and moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)).rstrip()
+        hints.append(
+            f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but q, k, v and out should move."
+        )
+    return (
+        f"{name}'s kernel moved other bytes than FlashAttention with BLOCK_M = {blocks['BLOCK_M']} does for "
+        f"{shape}, counted in the Triton interpreter. It reads Q once, K and V ⌈N / BLOCK_M⌉ times each, and "
+        f"writes out once, and moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)
+    ).rstrip()
 
 
 def count_cases(name: str, cases, built, seed: int) -> dict:
@@ -490,12 +592,16 @@ def grade_traffic(student) -> str:
     parts = []
     for shape, launched in zip(shapes, blocks):
         flash, naive = sum(flash_bytes(shape, launched["BLOCK_M"]).values()), sum(naive_bytes(shape).values())
-        parts.append(f"N = {shape.n}, BLOCK_M = {launched['BLOCK_M']}: {flash:,} B against {naive:,} B for the "
-                     f"three kernels ({flash / naive:.2f}× as much)")
-    return (f"{name}'s kernel moved exactly what FlashAttention moves (Q and out once, K and V ⌈N / BLOCK_M⌉ "
-            f"times) and stored nothing but out, counted in the interpreter at (batch, heads, N, d) = (1, 2, N, "
-            f"{TRAFFIC_D}) float32: {'; '.join(parts)} (needed at most {threshold.value:g}× at N = {shapes[-1].n}); "
-            f"seed {seed}")
+        parts.append(
+            f"N = {shape.n}, BLOCK_M = {launched['BLOCK_M']}: {flash:,} B against {naive:,} B for the "
+            f"three kernels ({flash / naive:.2f}× as much)"
+        )
+    return (
+        f"{name}'s kernel moved exactly what FlashAttention moves (Q and out once, K and V ⌈N / BLOCK_M⌉ "
+        f"times) and stored nothing but out, counted in the interpreter at (batch, heads, N, d) = (1, 2, N, "
+        f"{TRAFFIC_D}) float32: {'; '.join(parts)} (needed at most {threshold.value:g}× at N = {shapes[-1].n}); "
+        f"seed {seed}"
+    )
 
 
 # ---------------------------------------------------------------- time (GPU)
@@ -554,27 +660,40 @@ def _measure(student, check: str) -> str:
         times = bench_together({"yours": yours, "baseline": theirs}, budget_s=0.5)
         mine, other = times["yours"].median_s, times["baseline"].median_s
         if shape.flops / mine > IMPOSSIBLE_OVER_PEAK * peak:
-            raise core.fail(f"{name}'s kernel took {units.seconds(mine)} for {shape}, "
-                            f"{shape.flops / mine / 1e12:.0f} TFLOP/s, more than {IMPOSSIBLE_OVER_PEAK:g}× the "
-                            f"{peak / 1e12:.0f} TFLOP/s a float16 torch.mm reached now: impossible for a kernel "
-                            "that does the work.")
+            raise core.fail(
+                f"{name}'s kernel took {units.seconds(mine)} for {shape}, "
+                f"{shape.flops / mine / 1e12:.0f} TFLOP/s, more than {IMPOSSIBLE_OVER_PEAK:g}× the "
+                f"{peak / 1e12:.0f} TFLOP/s a float16 torch.mm reached now: impossible for a kernel "
+                "that does the work."
+            )
         ratio = other / mine
-        return core.Attempt(ratio, ratio >= threshold.value,
-                            f"yours {units.seconds(mine)} ({shape.flops / mine / 1e12:.0f} TFLOP/s), {label} "
-                            f"{units.seconds(other)}: {units.ratio(ratio, (threshold.value,))} its speed")
+        return core.Attempt(
+            ratio,
+            ratio >= threshold.value,
+            f"yours {units.seconds(mine)} ({shape.flops / mine / 1e12:.0f} TFLOP/s), {label} "
+            f"{units.seconds(other)}: {units.ratio(ratio, (threshold.value,))} its speed",
+        )
 
     best, history = core.repeat_until_pass(attempt)
     core.check_timed_outputs(name, SPEC.out_name, [(out, case.expected) for case, out in zip(cases, outs)], seed)
     tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
     launched = f"BLOCK_M = {blocks[0]['BLOCK_M']}, BLOCK_N = {blocks[0]['BLOCK_N']}"
     if not best.passed:
-        raise core.fail(f"{name} on {shape} ({launched}): {tried}. Needed at least {threshold.value:g}x the speed "
-                        f"of {label} ({threshold.why}).")
+        raise core.fail(
+            f"{name} on {shape} ({launched}): {tried}. Needed at least {threshold.value:g}x the speed "
+            f"of {label} ({threshold.why})."
+        )
     return f"{name} on {shape} ({launched}): {best.detail} (needed {threshold.describe()}x)"
 
 
-GRADERS = core.Graders(LAB, {"prediction": grade_prediction, "correct": grade_correct,
-                             "causal": lambda student: grade_correct(student, causal=True),
-                             "traffic": grade_traffic,
-                             **{check: lambda student, check=check: _timed(student, check) for check in BASELINES}})
+GRADERS = core.Graders(
+    LAB,
+    {
+        "prediction": grade_prediction,
+        "correct": grade_correct,
+        "causal": lambda student: grade_correct(student, causal=True),
+        "traffic": grade_traffic,
+        **{check: lambda student, check=check: _timed(student, check) for check in BASELINES},
+    },
+)
 grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

@@ -103,8 +103,11 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     parts = []
     with tf32(False), sdpa_kernel(SDPBackend.MATH):
         for b in range(q.shape[0]):
-            parts.append(F.scaled_dot_product_attention(q[b:b + 1].float(), k[b:b + 1].float(),
-                                                        v[b:b + 1].float(), is_causal=causal))
+            parts.append(
+                F.scaled_dot_product_attention(
+                    q[b : b + 1].float(), k[b : b + 1].float(), v[b : b + 1].float(), is_causal=causal
+                )
+            )
     return torch.cat(parts).to(q.dtype)
 
 
@@ -135,12 +138,11 @@ def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor,
         q = q * LARGE_LOGIT_STD
     elif shape.logits == "rising":
         q[..., 0] = 1.0
-        k[..., 0] = torch.linspace(0.0, RISE * shape.d ** 0.5, shape.n, device=DEVICE)
+        k[..., 0] = torch.linspace(0.0, RISE * shape.d**0.5, shape.n, device=DEVICE)
     return tuple(t.to(shape.torch_dtype).contiguous() for t in (q, k, v))
 
 
-def inputs_for_demo(n: int, d: int = 64, dtype: str = "float32", *, batch: int = 1, heads: int = 2,
-                    seed: int = 0):
+def inputs_for_demo(n: int, d: int = 64, dtype: str = "float32", *, batch: int = 1, heads: int = 2, seed: int = 0):
     """``q``, ``k``, ``v`` for trying things out in the notebook (the grader draws its own)."""
     generator, _ = core.fresh_generator(seed)
     return make_inputs(Shape(batch, heads, n, d, dtype), generator)
@@ -191,8 +193,16 @@ def compare_traffic(attention_fn) -> dict:
     from brrr import traffic
     from brrr.checks import kernels
 
-    result = {"sizes": list(TRAFFIC_SIZES), "counted": [], "rule": [], "block_m": [], "naive": [],
-              "naive_scores": [], "d": TRAFFIC_D, "how": "counted" if not ON_GPU else "rule"}
+    result = {
+        "sizes": list(TRAFFIC_SIZES),
+        "counted": [],
+        "rule": [],
+        "block_m": [],
+        "naive": [],
+        "naive_scores": [],
+        "d": TRAFFIC_D,
+        "how": "counted" if not ON_GPU else "rule",
+    }
     for n in TRAFFIC_SIZES:
         shape = traffic_shape(n)
         q, k, v = inputs_for_demo(n, TRAFFIC_D, batch=shape.batch, heads=shape.heads)
@@ -224,15 +234,18 @@ def plot_traffic(result: dict, *, stamp: str = ""):
     sizes = result["sizes"]
     mb = [1e-6 * x for x in result["naive"]]
     rest = [1e-6 * (x - s) for x, s in zip(result["naive"], result["naive_scores"])]
-    ax.fill_between(sizes, rest, mb, color="#ff7f0e", alpha=0.25, label="three kernels: N × N scores and "
-                                                                         "probabilities")
+    ax.fill_between(sizes, rest, mb, color="#ff7f0e", alpha=0.25, label="three kernels: N × N scores and probabilities")
     ax.fill_between(sizes, 0, rest, color="#999999", alpha=0.25, label="three kernels: Q, K, V, O")
     ax.plot(sizes, mb, "-", color="#ff7f0e", label="three kernels, in all (by the rule)")
-    ax.plot(sizes, [1e-6 * x for x in result["rule"]], "-", color="#1f77b4",
-            label=f"FlashAttention, BLOCK_M = {result['block_m'][-1]} (the rule)")
+    ax.plot(
+        sizes,
+        [1e-6 * x for x in result["rule"]],
+        "-",
+        color="#1f77b4",
+        label=f"FlashAttention, BLOCK_M = {result['block_m'][-1]} (the rule)",
+    )
     if result["how"] == "counted":
-        ax.plot(sizes, [1e-6 * x for x in result["counted"]], "o", color="#1f77b4",
-                label="your kernel, counted")
+        ax.plot(sizes, [1e-6 * x for x in result["counted"]], "o", color="#1f77b4", label="your kernel, counted")
     ax.set_xticks(sizes, [str(n) for n in sizes])
     ax.set_xlabel("N (keys and queries)")
     ax.set_ylabel("MB moved")
@@ -249,14 +262,25 @@ def compare_times(attention_fn) -> dict:
     from brrr.timing import bench_together
 
     sdpa, backend = sdpa_function()
-    result = {"sizes": list(GPU_SIZES), "yours": [], "naive": [], "sdpa": [], "backend": backend,
-              "shape": "batch 2, 16 heads, d = 64, float16"}
+    result = {
+        "sizes": list(GPU_SIZES),
+        "yours": [],
+        "naive": [],
+        "sdpa": [],
+        "backend": backend,
+        "shape": "batch 2, 16 heads, d = 64, float16",
+    }
     for n in GPU_SIZES:
         q, k, v = inputs_for_demo(n, 64, "float16", batch=2, heads=16)
         out = torch.empty_like(q)
-        times = bench_together({"yours": lambda: attention_fn(q, k, v, out),
-                                "naive": lambda: naive_attention(q, k, v),
-                                "sdpa": lambda: sdpa(q, k, v)}, budget_s=0.3)
+        times = bench_together(
+            {
+                "yours": lambda: attention_fn(q, k, v, out),
+                "naive": lambda: naive_attention(q, k, v),
+                "sdpa": lambda: sdpa(q, k, v),
+            },
+            budget_s=0.3,
+        )
         for key, timing in times.items():
             result[key].append(timing.median_s)
     reference.record("lab-06-flash-attention", result)  # under make gpu-check only
@@ -271,9 +295,11 @@ def plot_times(result: dict, *, stamp: str = ""):
 
     _, ax = plt.subplots(figsize=(6.5, 3.5))
     sizes = result["sizes"]
-    for key, label, color in (("naive", "naive eager (three kernels)", "#ff7f0e"),
-                              ("sdpa", f"scaled_dot_product_attention, {result['backend']}", "#2ca02c"),
-                              ("yours", "your kernel", "#1f77b4")):
+    for key, label, color in (
+        ("naive", "naive eager (three kernels)", "#ff7f0e"),
+        ("sdpa", f"scaled_dot_product_attention, {result['backend']}", "#2ca02c"),
+        ("yours", "your kernel", "#1f77b4"),
+    ):
         ax.plot(sizes, [1e3 * s for s in result[key]], "o-", color=color, label=label)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

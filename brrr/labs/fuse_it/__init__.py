@@ -23,14 +23,37 @@ lab is graded is :mod:`brrr.labs.fuse_it.checks`, which the grader process
 imports and this package does not.
 """
 
-from brrr.labs.fuse_it.given import (EAGER_ELEMENTS_MOVED, EDGE_VALUES, FUSED_ELEMENTS_MOVED,
-                                     TIMED_BYTES_PER_ELEMENT, TRAFFIC_N, WIRE_TYPES, chain,
-                                     compare_with_eager, inputs_for_demo, make_inputs, plot_comparison,
-                                     timed_n)
+from brrr.labs.fuse_it.given import (
+    EAGER_ELEMENTS_MOVED,
+    EDGE_VALUES,
+    FUSED_ELEMENTS_MOVED,
+    TIMED_BYTES_PER_ELEMENT,
+    TRAFFIC_N,
+    WIRE_TYPES,
+    chain,
+    compare_with_eager,
+    inputs_for_demo,
+    make_inputs,
+    plot_comparison,
+    timed_n,
+)
 
 LAB = "02-fuse-it"
 HIDDEN_MODULES: tuple[str, ...] = ()  # the reference is given: the grader runs only the student's kernels
 
-__all__ = ["LAB", "HIDDEN_MODULES", "EAGER_ELEMENTS_MOVED", "EDGE_VALUES", "FUSED_ELEMENTS_MOVED",
-           "TIMED_BYTES_PER_ELEMENT", "TRAFFIC_N", "WIRE_TYPES", "chain", "compare_with_eager",
-           "inputs_for_demo", "make_inputs", "plot_comparison", "timed_n"]
+__all__ = [
+    "LAB",
+    "HIDDEN_MODULES",
+    "EAGER_ELEMENTS_MOVED",
+    "EDGE_VALUES",
+    "FUSED_ELEMENTS_MOVED",
+    "TIMED_BYTES_PER_ELEMENT",
+    "TRAFFIC_N",
+    "WIRE_TYPES",
+    "chain",
+    "compare_with_eager",
+    "inputs_for_demo",
+    "make_inputs",
+    "plot_comparison",
+    "timed_n",
+]

@@ -33,8 +33,9 @@ EAGER_KERNELS = 5
 SPEC = core.Spec(name="chain", reference=chain, make_inputs=make_inputs, input_names=("x", "y"), out_name="out")
 
 # Sizes that are a multiple of no power-of-two block, plus one that is.
-CORRECTNESS_SIZES = per_device(cpu=(1000, 1, 17, 4097, 65_536, 100_003),
-                               gpu=(1000, 1, 17, 4097, 65_536, 1_000_003, 2**24 + 5))
+CORRECTNESS_SIZES = per_device(
+    cpu=(1000, 1, 17, 4097, 65_536, 100_003), gpu=(1000, 1, 17, 4097, 65_536, 1_000_003, 2**24 + 5)
+)
 BOUNDS_SIZES = (1000, 4097)  # GPU: also run the kernel in the interpreter at these sizes to check bounds
 
 
@@ -48,11 +49,15 @@ def prepare() -> None:
 
 def not_applicable(check: str, device_class: str) -> str:
     if check == "traffic":
-        return ("GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
-                "compiled, so fusion is graded by time instead: see the bandwidth and speedup checks.")
-    return (f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
-            "at a time in Python, so its time says nothing about the kernel; the traffic check grades "
-            "what fusion changes instead.")
+        return (
+            "GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
+            "compiled, so fusion is graded by time instead: see the bandwidth and speedup checks."
+        )
+    return (
+        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
+        "at a time in Python, so its time says nothing about the kernel; the traffic check grades "
+        "what fusion changes instead."
+    )
 
 
 # ---------------------------------------------------------------- correct
@@ -62,9 +67,11 @@ def grade_correct(student) -> str:
     """``fused_chain(x, y, out)``: its kernels, run by the grader, match :func:`chain` on fresh inputs."""
     result = core.check_kernels(student, SPEC, CORRECTNESS_SIZES, bounds_sizes=BOUNDS_SIZES)
     sizes = ", ".join(f"{n:,}" for n in CORRECTNESS_SIZES)
-    return (f"{student.name}'s kernels, run by the grader, match chain() at n = {sizes} (float32, rtol "
-            f"{result['rtol']:g}, atol {result['atol']:g}) with NaN-filled outputs; {result['bounds']}; "
-            f"seed {result['seed']}")
+    return (
+        f"{student.name}'s kernels, run by the grader, match chain() at n = {sizes} (float32, rtol "
+        f"{result['rtol']:g}, atol {result['atol']:g}) with NaN-filled outputs; {result['bounds']}; "
+        f"seed {result['seed']}"
+    )
 
 
 # ---------------------------------------------------------------- traffic (CPU)
@@ -80,42 +87,61 @@ def traffic_failure(name: str, traffic: dict) -> str | None:
     need = n * size
     loaded, stored = traffic["loaded"], traffic["stored"]
     kernels = traffic["kernels"]
-    ok = (loaded.get("x", 0) == need and loaded.get("y", 0) == need and stored.get("out", 0) == need
-          and sum(loaded.values()) == 2 * need and sum(stored.values()) == need)
+    ok = (
+        loaded.get("x", 0) == need
+        and loaded.get("y", 0) == need
+        and stored.get("out", 0) == need
+        and sum(loaded.values()) == 2 * need
+        and sum(stored.values()) == need
+    )
     if ok:
         return None
     rows = [("tensor", "loaded", "stored")]
     for tensor in dict.fromkeys(["x", "y", "out", *loaded, *stored]):
         if tensor not in ("x", "y", "out") and not (loaded.get(tensor) or stored.get(tensor)):
             continue
-        rows.append((tensor, f"{loaded.get(tensor, 0):,} B = {loaded.get(tensor, 0) / need:.2f} per element",
-                     f"{stored.get(tensor, 0):,} B = {stored.get(tensor, 0) / need:.2f} per element"))
+        rows.append(
+            (
+                tensor,
+                f"{loaded.get(tensor, 0):,} B = {loaded.get(tensor, 0) / need:.2f} per element",
+                f"{stored.get(tensor, 0):,} B = {stored.get(tensor, 0) / need:.2f} per element",
+            )
+        )
     table = core.text_table(rows)
     hints = []
     if stored.get("out", 0) == 0:
-        hints.append(f"No kernel of {name} stored anything into out: the result must be computed and stored by "
-                     "your own @triton.jit kernel.")
+        hints.append(
+            f"No kernel of {name} stored anything into out: the result must be computed and stored by "
+            "your own @triton.jit kernel."
+        )
     elif stored.get("out", 0) < need:
-        hints.append(f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is never "
-                     "written. Launch enough programs to cover all n elements (triton.cdiv(n, BLOCK)).")
+        hints.append(
+            f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is never "
+            "written. Launch enough programs to cover all n elements (triton.cdiv(n, BLOCK))."
+        )
     unread = [tensor for tensor in ("x", "y") if not loaded.get(tensor)]
     if unread:
-        hints.append(f"No kernel of {name} loaded {' or '.join(unread)}: the result must be computed from x and "
-                     "y inside your kernel, not copied from a buffer filled outside it.")
+        hints.append(
+            f"No kernel of {name} loaded {' or '.join(unread)}: the result must be computed from x and "
+            "y inside your kernel, not copied from a buffer filled outside it."
+        )
     if len(kernels) > 1:
-        hints.append(f"{name} launched {len(kernels)} kernels ({', '.join(kernels)}): every intermediate "
-                     "result makes a round trip through global memory (the extra rows). Do the whole chain in "
-                     "one kernel and keep intermediates in registers.")
+        hints.append(
+            f"{name} launched {len(kernels)} kernels ({', '.join(kernels)}): every intermediate "
+            "result makes a round trip through global memory (the extra rows). Do the whole chain in "
+            "one kernel and keep intermediates in registers."
+        )
     for tensor in ("x", "y"):
         times = loaded.get(tensor, 0) / need
         if len(kernels) == 1 and times > 1:
-            hints.append(f"Your kernel loads {tensor} {times:.2f} times per element: load it once and reuse "
-                         "the value.")
+            hints.append(f"Your kernel loads {tensor} {times:.2f} times per element: load it once and reuse the value.")
     if loaded.get("out", 0):
         hints.append("Your kernel reads out (an atomic counts as a read and a write); it only needs to write it.")
-    return (f"{name} moved the wrong number of bytes for n = {n:,} float32 elements, counted in the Triton "
-            f"interpreter. A fused kernel loads x and y once each ({need:,} B each, 1.00 per element) and stores "
-            f"out once ({need:,} B), and moves nothing else.\n{table}\n" + "\n".join(hints)).rstrip()
+    return (
+        f"{name} moved the wrong number of bytes for n = {n:,} float32 elements, counted in the Triton "
+        f"interpreter. A fused kernel loads x and y once each ({need:,} B each, 1.00 per element) and stores "
+        f"out once ({need:,} B), and moves nothing else.\n{table}\n" + "\n".join(hints)
+    ).rstrip()
 
 
 def measure_traffic(student) -> dict:
@@ -136,10 +162,12 @@ def grade_traffic(student) -> str:
     if failure:
         raise core.fail(failure)
     n, size = traffic["n"], traffic["element_size"]
-    return (f"{student.name}'s kernel loaded {traffic['loaded']['x'] + traffic['loaded']['y']:,} B and stored "
-            f"{traffic['stored']['out']:,} B for n = {n:,}: {FUSED_ELEMENTS_MOVED * size} B per element, "
-            f"against {EAGER_ELEMENTS_MOVED * size} B for the eager chain ({EAGER_KERNELS} kernels); "
-            f"{len(traffic['kernels'])} launch, {sum(traffic['programs'])} programs")
+    return (
+        f"{student.name}'s kernel loaded {traffic['loaded']['x'] + traffic['loaded']['y']:,} B and stored "
+        f"{traffic['stored']['out']:,} B for n = {n:,}: {FUSED_ELEMENTS_MOVED * size} B per element, "
+        f"against {EAGER_ELEMENTS_MOVED * size} B for the eager chain ({EAGER_KERNELS} kernels); "
+        f"{len(traffic['kernels'])} launch, {sum(traffic['programs'])} programs"
+    )
 
 
 # ---------------------------------------------------------------- bandwidth and speedup (GPU)
@@ -149,8 +177,14 @@ def _timed_check(student, check: str) -> str:
     from brrr.checks import timed
 
     n = timed_n()
-    case = timed.TimedCase(n, f"n = {n:,} float32 elements", moved=FUSED_ELEMENTS_MOVED * n * 4, copy_n=n,
-                           baseline=chain, baseline_name="the eager chain")
+    case = timed.TimedCase(
+        n,
+        f"n = {n:,} float32 elements",
+        moved=FUSED_ELEMENTS_MOVED * n * 4,
+        copy_n=n,
+        baseline=chain,
+        baseline_name="the eager chain",
+    )
     return timed.check(student, LAB, check, SPEC, case, bandwidth=check == "bandwidth")
 
 
@@ -164,6 +198,7 @@ def grade_speedup(student) -> str:
     return _timed_check(student, "speedup")
 
 
-GRADERS = core.Graders(LAB, {"correct": grade_correct, "traffic": grade_traffic, "bandwidth": grade_bandwidth,
-                             "speedup": grade_speedup})
+GRADERS = core.Graders(
+    LAB, {"correct": grade_correct, "traffic": grade_traffic, "bandwidth": grade_bandwidth, "speedup": grade_speedup}
+)
 grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

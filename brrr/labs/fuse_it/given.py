@@ -97,11 +97,16 @@ def compare_with_eager(fused_chain) -> dict:
         fused = bench(lambda: fused_chain(x, y, out), budget_s=0.3)
         eager = bench(lambda: chain(x, y), budget_s=0.3)
         copy = ceilings.measure_copy_bandwidth(n)
-        result = {"device": "gpu", "n": n, "copy_bandwidth": copy,
-                  "eager_s": eager.median_s, "fused_s": fused.median_s,
-                  "roofline_s": FUSED_ELEMENTS_MOVED * 4 * n / copy,
-                  "eager_bandwidth": EAGER_ELEMENTS_MOVED * 4 * n / eager.median_s,
-                  "fused_bandwidth": FUSED_ELEMENTS_MOVED * 4 * n / fused.median_s}
+        result = {
+            "device": "gpu",
+            "n": n,
+            "copy_bandwidth": copy,
+            "eager_s": eager.median_s,
+            "fused_s": fused.median_s,
+            "roofline_s": FUSED_ELEMENTS_MOVED * 4 * n / copy,
+            "eager_bandwidth": EAGER_ELEMENTS_MOVED * 4 * n / eager.median_s,
+            "fused_bandwidth": FUSED_ELEMENTS_MOVED * 4 * n / fused.median_s,
+        }
         reference.record("lab-02-fuse-it", result)  # under make gpu-check only
         return result
     n = TRAFFIC_N
@@ -109,9 +114,14 @@ def compare_with_eager(fused_chain) -> dict:
     out = torch.empty_like(x)
     with traffic.count({"x": x, "y": y, "out": out}) as seen:
         fused_chain(x, y, out)
-    return {"device": "cpu", "n": n, "eager_bytes_per_element": EAGER_ELEMENTS_MOVED * 4,
-            "fused_bytes_per_element": (seen.loaded_bytes + seen.stored_bytes) / n,
-            "minimum_bytes_per_element": FUSED_ELEMENTS_MOVED * 4, "launches": len(seen.launches)}
+    return {
+        "device": "cpu",
+        "n": n,
+        "eager_bytes_per_element": EAGER_ELEMENTS_MOVED * 4,
+        "fused_bytes_per_element": (seen.loaded_bytes + seen.stored_bytes) / n,
+        "minimum_bytes_per_element": FUSED_ELEMENTS_MOVED * 4,
+        "launches": len(seen.launches),
+    }
 
 
 def plot_comparison(result: dict, *, stamp: str = ""):
@@ -127,9 +137,16 @@ def plot_comparison(result: dict, *, stamp: str = ""):
         ax.set_ylabel(f"ms per call, n = {result['n']:,}")
         ax.set_title("Time: eager against fused (measured)")
     else:
-        labels = ["eager chain\n(model: 5 kernels)", "your fused kernel\n(counted)", "one read of x and y,\none write of out"]
-        values = [result["eager_bytes_per_element"], result["fused_bytes_per_element"],
-                  result["minimum_bytes_per_element"]]
+        labels = [
+            "eager chain\n(model: 5 kernels)",
+            "your fused kernel\n(counted)",
+            "one read of x and y,\none write of out",
+        ]
+        values = [
+            result["eager_bytes_per_element"],
+            result["fused_bytes_per_element"],
+            result["minimum_bytes_per_element"],
+        ]
         ax.set_ylabel("bytes moved per element")
         ax.set_title("Global-memory traffic: eager against fused")
     bars = ax.bar(labels, values, color=["#999999", "#1f77b4", "#2ca02c"])

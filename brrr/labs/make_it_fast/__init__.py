@@ -26,13 +26,45 @@ lab is graded is :mod:`brrr.labs.make_it_fast.checks`, which the grader process
 imports and this package does not.
 """
 
-from brrr.labs.make_it_fast.given import (KINK_MARGIN, LEARNING_RATE, MAX_DRAWS, NARROW, Problem, SHAPES,
-                                          Shape, WEIGHT_DECAY, WIRE_TYPES, compare, forward, given_train,
-                                          make_problem, new_problem, plot_comparison, relu_margin)
+from brrr.labs.make_it_fast.given import (
+    KINK_MARGIN,
+    LEARNING_RATE,
+    MAX_DRAWS,
+    NARROW,
+    Problem,
+    SHAPES,
+    Shape,
+    WEIGHT_DECAY,
+    WIRE_TYPES,
+    compare,
+    forward,
+    given_train,
+    make_problem,
+    new_problem,
+    plot_comparison,
+    relu_margin,
+)
 
 LAB = "04-make-it-fast"
 HIDDEN_MODULES: tuple[str, ...] = ()  # the given step is given: the grader runs its own copy
 
-__all__ = ["LAB", "HIDDEN_MODULES", "KINK_MARGIN", "LEARNING_RATE", "MAX_DRAWS", "NARROW", "Problem",
-           "SHAPES", "Shape", "WEIGHT_DECAY", "WIRE_TYPES", "compare", "forward", "given_train",
-           "make_problem", "new_problem", "plot_comparison", "relu_margin"]
+__all__ = [
+    "LAB",
+    "HIDDEN_MODULES",
+    "KINK_MARGIN",
+    "LEARNING_RATE",
+    "MAX_DRAWS",
+    "NARROW",
+    "Problem",
+    "SHAPES",
+    "Shape",
+    "WEIGHT_DECAY",
+    "WIRE_TYPES",
+    "compare",
+    "forward",
+    "given_train",
+    "make_problem",
+    "new_problem",
+    "plot_comparison",
+    "relu_margin",
+]

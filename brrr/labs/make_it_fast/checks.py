@@ -131,8 +131,9 @@ def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
 # ---------------------------------------------------------------- checking a result
 
 
-def result_failure(name: str, reply, expected: tuple[list[float], list[torch.Tensor]], problem: Problem,
-                   context: str = "") -> str | None:
+def result_failure(
+    name: str, reply, expected: tuple[list[float], list[torch.Tensor]], problem: Problem, context: str = ""
+) -> str | None:
     """Why ``reply`` (decoded from the student) is not ``expected``, or None."""
     threshold = thresholds.threshold(LAB, "same_result")
     rtol = threshold.value
@@ -144,29 +145,39 @@ def result_failure(name: str, reply, expected: tuple[list[float], list[torch.Ten
     if isinstance(losses, torch.Tensor):
         losses = losses.reshape(-1).tolist()
     if isinstance(losses, list):  # a list of one-element tensors is a list of numbers too
-        losses = [v.reshape(-1).tolist()[0] if isinstance(v, torch.Tensor) and v.numel() == 1 else v
-                  for v in losses]
-    if not (isinstance(losses, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                            for v in losses)):
+        losses = [v.reshape(-1).tolist()[0] if isinstance(v, torch.Tensor) and v.numel() == 1 else v for v in losses]
+    if not (isinstance(losses, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in losses)):
         return f"{name}'s losses are {str(losses)[:80]!r}: return one number per step (a list or a tensor){where}."
     if len(losses) != len(want_losses):
         return f"{name} returned {len(losses)} losses for {len(want_losses)} steps{where}."
-    bad = [(k, got, want) for k, (got, want) in enumerate(zip(losses, want_losses))
-           if not abs(got - want) <= rtol * abs(want) + 1e-7]
+    bad = [
+        (k, got, want)
+        for k, (got, want) in enumerate(zip(losses, want_losses))
+        if not abs(got - want) <= rtol * abs(want) + 1e-7
+    ]
     if bad:
         k, got, want = bad[0]
-        return (f"{name}'s loss at step {k + 1} is {got:.7g}; the given step's is {want:.7g}{where}. "
-                f"{len(bad)} of {len(want_losses)} losses differ by more than a relative {rtol:g}. It must "
-                "train the same model on every sample of every batch, with the same update.")
-    if not (isinstance(params, list) and len(params) == len(want_params)
-            and all(isinstance(p, torch.Tensor) for p in params)):
-        return (f"{name}'s parameters must be a list of {len(want_params)} tensors [W1, b1, W2, b2, ...] "
-                f"in the given order{where}.")
+        return (
+            f"{name}'s loss at step {k + 1} is {got:.7g}; the given step's is {want:.7g}{where}. "
+            f"{len(bad)} of {len(want_losses)} losses differ by more than a relative {rtol:g}. It must "
+            "train the same model on every sample of every batch, with the same update."
+        )
+    if not (
+        isinstance(params, list)
+        and len(params) == len(want_params)
+        and all(isinstance(p, torch.Tensor) for p in params)
+    ):
+        return (
+            f"{name}'s parameters must be a list of {len(want_params)} tensors [W1, b1, W2, b2, ...] "
+            f"in the given order{where}."
+        )
     for index, (got, want) in enumerate(zip(params, want_params)):
         label = f"{'W' if index % 2 == 0 else 'b'}{index // 2 + 1}"
         if got.dtype != want.dtype:
-            return (f"{name}'s {label} is {got.dtype}, the model's is {want.dtype}{where}: the model is float32 "
-                    "and must stay so.")
+            return (
+                f"{name}'s {label} is {got.dtype}, the model's is {want.dtype}{where}: the model is float32 "
+                "and must stay so."
+            )
         atol = rtol * float(want.abs().max()) + 1e-7
         report = core.diff_report(label, got.to(want.device), want, rtol=rtol, atol=atol, context=where)
         if report:
@@ -214,8 +225,11 @@ def grade_same_result(student) -> str:
         if failure:
             raise core.fail(failure)
     rtol = thresholds.threshold(LAB, "same_result").value
-    return (f"{name} gives the given step's losses and parameters (relative {rtol:g}) at "
-            + "; ".join(_describe(s) for s in SHAPES) + ", each on a fresh seed")
+    return (
+        f"{name} gives the given step's losses and parameters (relative {rtol:g}) at "
+        + "; ".join(_describe(s) for s in SHAPES)
+        + ", each on a fresh seed"
+    )
 
 
 # ---------------------------------------------------------------- speedup
@@ -257,11 +271,13 @@ def grade_speedup(student) -> str:
                 student_s.append(elapsed)
                 replies.append((problem, reply, (losses, [p.to("cpu") for p in params])))
         born = [each for each in process_tree(pid) if each not in tree]
-        cpu += cpu_used({}, {each: value for each, value in cpu_seconds([pid, *born]).items()
-                             if each not in (pid, -pid)})  # all of their CPU time
+        cpu += cpu_used(
+            {}, {each: value for each, value in cpu_seconds([pid, *born]).items() if each not in (pid, -pid)}
+        )  # all of their CPU time
         for number, (problem, reply, expected) in enumerate(replies):  # every timed result
-            failure = result_failure(name, reply, expected, problem,
-                                     context=f"; timed call {number + 1} of {TIMED_CALLS}")
+            failure = result_failure(
+                name, reply, expected, problem, context=f"; timed call {number + 1} of {TIMED_CALLS}"
+            )
             if failure:
                 raise core.fail(f"{name} did not compute the given step's result while timed:\n{failure}")
         per_second = cpu / wall
@@ -271,12 +287,15 @@ def grade_speedup(student) -> str:
                 f"({units.seconds(cpu)} of CPU in {units.seconds(wall)}), counting every thread and every "
                 f"process under it; the limit is {cpu_limit.value:g}. The given step runs on one thread and "
                 f"so must yours: more threads or processes are more hardware, not less overhead "
-                f"({cpu_limit.why}).")
+                f"({cpu_limit.why})."
+            )
         given, fast = statistics.median(given_s), statistics.median(student_s)
         speedup = given / fast
-        detail = (f"{units.beside(speedup, 1, (threshold.value,))}x: given step {units.seconds(given)}, "
-                  f"{name} {units.seconds(fast)} "
-                  f"(medians of {TIMED_CALLS} calls each, {per_second:.2f} CPU-s/s)")
+        detail = (
+            f"{units.beside(speedup, 1, (threshold.value,))}x: given step {units.seconds(given)}, "
+            f"{name} {units.seconds(fast)} "
+            f"(medians of {TIMED_CALLS} calls each, {per_second:.2f} CPU-s/s)"
+        )
         return core.Attempt(speedup, speedup >= threshold.value, detail)
 
     best, history = core.repeat_until_pass(attempt)
@@ -284,10 +303,13 @@ def grade_speedup(student) -> str:
     where = "one thread" if not ON_GPU else "on the GPU"
     if not best.passed:
         tried = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
-        raise core.fail(f"{name} is not {threshold.describe()}x faster than the given step at "
-                        f"{_describe(shape)}, {where}, fresh seeds every call:\n{tried}\n({threshold.why}.)")
-    return (f"{best.detail}; needed {threshold.describe()}x, {where}, every timed result checked "
-            f"(attempt {len(history)})")
+        raise core.fail(
+            f"{name} is not {threshold.describe()}x faster than the given step at "
+            f"{_describe(shape)}, {where}, fresh seeds every call:\n{tried}\n({threshold.why}.)"
+        )
+    return (
+        f"{best.detail}; needed {threshold.describe()}x, {where}, every timed result checked (attempt {len(history)})"
+    )
 
 
 # ---------------------------------------------------------------- diagnosis
@@ -308,8 +330,9 @@ def _read_student_trace(name: str, path) -> object:
     try:
         return traces.load(trace_path)
     except Exception as error:  # noqa: BLE001 - any unreadable file is the student's answer, not a grader bug
-        raise core.fail(f"{name}'s trace {path!r} is not a Chrome trace that brrr.traces reads: "
-                        f"{type(error).__name__}: {error}") from None
+        raise core.fail(
+            f"{name}'s trace {path!r} is not a Chrome trace that brrr.traces reads: {type(error).__name__}: {error}"
+        ) from None
 
 
 def grade_diagnosis(student) -> str:
@@ -323,6 +346,7 @@ def grade_diagnosis(student) -> str:
     folder = tempfile.TemporaryDirectory(prefix="brrr-lab4-")
     summaries = []
     for label, shape in (("narrow", NARROW), ("wide", WIDE)):
+
         def attempt(shape=shape, label=label) -> core.Attempt:
             problem = new_problem(shape)
             before, ops = profile_given(problem, Path(folder.name) / f"{label}-before.json")
@@ -342,30 +366,36 @@ def grade_diagnosis(student) -> str:
                     f"{name} returned {fraction:.3f} for the {label} problem ({_describe(shape)}), but the trace it "
                     f"recorded ({path}) gives {theirs:.3f} by the lab's definition: the share of the profiled "
                     f"steps (their record_function spans) with {what}. Compute it with brrr.traces from the "
-                    "trace you recorded.")
+                    "trace you recorded."
+                )
             if not abs(len(trace.cpu_ops) - ops) <= op_count * ops:
                 raise core.fail(
                     f"{name}'s trace for the {label} problem holds {len(trace.cpu_ops):,} CPU ops; one run of the "
                     f"given step on that problem holds {ops:,}. Profile exactly one call of given_train(problem) "
-                    "on the problem you are given (warm it up first, outside the profile).")
+                    "on the problem you are given (warm it up first, outside the profile)."
+                )
             low, high = min(before, after) - tolerance, max(before, after) + tolerance
             passed = low <= fraction <= high
-            return core.Attempt(-abs(fraction - (before + after) / 2), passed,
-                                f"{label} ({_describe(shape)}): yours {fraction:.3f}, the grader's {before:.3f} "
-                                f"and {after:.3f} before and after, so {max(low, 0):.3f} to {min(high, 1):.3f} "
-                                "passes")
+            return core.Attempt(
+                -abs(fraction - (before + after) / 2),
+                passed,
+                f"{label} ({_describe(shape)}): yours {fraction:.3f}, the grader's {before:.3f} "
+                f"and {after:.3f} before and after, so {max(low, 0):.3f} to {min(high, 1):.3f} "
+                "passes",
+            )
 
         best, history = core.repeat_until_pass(attempt)
         if not best.passed:
             tried = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
-            raise core.fail(f"{name}'s share of time with {what} in the given step is not within "
-                            f"±{tolerance:g} of the grader's measurement:\n{tried}\n"
-                            f"({thresholds.threshold(LAB, 'diagnosis').why}.)")
+            raise core.fail(
+                f"{name}'s share of time with {what} in the given step is not within "
+                f"±{tolerance:g} of the grader's measurement:\n{tried}\n"
+                f"({thresholds.threshold(LAB, 'diagnosis').why}.)"
+            )
         summaries.append(best.detail)
     folder.cleanup()
     return "; ".join(summaries) + f" (the share of the step with {what}, within ±{tolerance:g})"
 
 
-GRADERS = core.Graders(LAB, {"same_result": grade_same_result, "speedup": grade_speedup,
-                             "diagnosis": grade_diagnosis})
+GRADERS = core.Graders(LAB, {"same_result": grade_same_result, "speedup": grade_speedup, "diagnosis": grade_diagnosis})
 grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

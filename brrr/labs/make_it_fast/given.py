@@ -40,9 +40,11 @@ class Problem:
 WIRE_TYPES = {"Problem": Problem, "Shape": Shape}
 
 # The shapes the grader trains at (it picks a fresh seed for every call). Tens of ms for the given step.
-SHAPES: tuple[Shape, ...] = (Shape(batch=16, width=64, depth=3, steps=6),
-                             Shape(batch=12, width=96, depth=2, steps=6),
-                             Shape(batch=20, width=48, depth=4, steps=4))
+SHAPES: tuple[Shape, ...] = (
+    Shape(batch=16, width=64, depth=3, steps=6),
+    Shape(batch=12, width=96, depth=2, steps=6),
+    Shape(batch=20, width=48, depth=4, steps=4),
+)
 
 # The diagnosis profiles the given step on two problems: a narrow model, all overhead, and a wide one
 # whose per-sample ops take long enough that the gaps between them are a small share of the time.
@@ -107,8 +109,13 @@ def make_problem(problem: Problem) -> tuple[list[torch.Tensor], list[tuple[torch
     for _ in range(shape.depth):
         params.append(torch.randn(shape.width, shape.width, generator=generator) / math.sqrt(shape.width))
         params.append(torch.randn(shape.width, generator=generator) * 0.1)
-    batches = [(torch.randn(shape.batch, shape.width, generator=generator),
-                torch.randn(shape.batch, shape.width, generator=generator)) for _ in range(shape.steps)]
+    batches = [
+        (
+            torch.randn(shape.batch, shape.width, generator=generator),
+            torch.randn(shape.batch, shape.width, generator=generator),
+        )
+        for _ in range(shape.steps)
+    ]
     params = [p.to(DEVICE) for p in params]
     batches = [(x.to(DEVICE), y.to(DEVICE)) for x, y in batches]
     return params, batches
@@ -136,8 +143,8 @@ def given_train(problem: Problem) -> tuple[list[float], list[torch.Tensor]]:
         grads = [torch.zeros_like(p) for p in params]  # new tensors every step
         total = torch.zeros((), device=x.device)
         for i in range(x.shape[0]):  # one sample at a time
-            out = forward(params, x[i:i + 1])
-            loss = F.mse_loss(out, y[i:i + 1])
+            out = forward(params, x[i : i + 1])
+            loss = F.mse_loss(out, y[i : i + 1])
             for g, d in zip(grads, torch.autograd.grad(loss, params)):
                 g += d
             total += loss.detach()
@@ -164,12 +171,18 @@ def compare(fast_train, shape: Shape = SHAPES[0], *, budget_s: float = 0.3) -> d
         def call():
             fn(new_problem(shape))
             synchronize()
+
         return call
 
     given = bench(rotating(given_train), threads=1, budget_s=budget_s, warmup=1, min_runs=5, flush_l2=False)
     fast = bench(rotating(fast_train), threads=1, budget_s=budget_s, warmup=2, min_runs=5, flush_l2=False)
-    return {"device": DEVICE.type, "shape": shape, "given": given, "fast": fast,
-            "speedup": given.median_s / fast.median_s}
+    return {
+        "device": DEVICE.type,
+        "shape": shape,
+        "given": given,
+        "fast": fast,
+        "speedup": given.median_s / fast.median_s,
+    }
 
 
 def plot_comparison(result: dict, *, stamp: str = ""):

@@ -19,18 +19,59 @@ lab is graded is :mod:`brrr.labs.one_pass.checks`, which the grader process
 imports and this package does not.
 """
 
-from brrr.labs.one_pass.given import (EPS, FUSED_TORCH, INPUT_NAMES, KINDS, MAKE_INPUTS, Rows,
-                                      TIMED_BYTES_PER_ELEMENT, TIMED_COLS, TRAFFIC_ROWS, UNFUSED, WIRE_TYPES,
-                                      compare_with_eager, count_eager, eager_traffic, inputs_for_demo,
-                                      layer_norm_reference, layer_norm_unfused, make_layer_norm_inputs,
-                                      make_softmax_inputs, plot_comparison, softmax_reference,
-                                      softmax_unfused, timed_rows)
+from brrr.labs.one_pass.given import (
+    EPS,
+    FUSED_TORCH,
+    INPUT_NAMES,
+    KINDS,
+    MAKE_INPUTS,
+    Rows,
+    TIMED_BYTES_PER_ELEMENT,
+    TIMED_COLS,
+    TRAFFIC_ROWS,
+    UNFUSED,
+    WIRE_TYPES,
+    compare_with_eager,
+    count_eager,
+    eager_traffic,
+    inputs_for_demo,
+    layer_norm_reference,
+    layer_norm_unfused,
+    make_layer_norm_inputs,
+    make_softmax_inputs,
+    plot_comparison,
+    softmax_reference,
+    softmax_unfused,
+    timed_rows,
+)
 
 LAB = "03-one-pass"
 HIDDEN_MODULES: tuple[str, ...] = ()  # the references are given: the grader runs only the student's kernels
 
-__all__ = ["LAB", "HIDDEN_MODULES", "EPS", "FUSED_TORCH", "INPUT_NAMES", "KINDS", "MAKE_INPUTS", "Rows",
-           "TIMED_BYTES_PER_ELEMENT", "TIMED_COLS", "TRAFFIC_ROWS", "UNFUSED", "WIRE_TYPES",
-           "compare_with_eager", "count_eager", "eager_traffic", "inputs_for_demo", "layer_norm_reference",
-           "layer_norm_unfused", "make_layer_norm_inputs", "make_softmax_inputs", "plot_comparison",
-           "softmax_reference", "softmax_unfused", "timed_rows"]
+__all__ = [
+    "LAB",
+    "HIDDEN_MODULES",
+    "EPS",
+    "FUSED_TORCH",
+    "INPUT_NAMES",
+    "KINDS",
+    "MAKE_INPUTS",
+    "Rows",
+    "TIMED_BYTES_PER_ELEMENT",
+    "TIMED_COLS",
+    "TRAFFIC_ROWS",
+    "UNFUSED",
+    "WIRE_TYPES",
+    "compare_with_eager",
+    "count_eager",
+    "eager_traffic",
+    "inputs_for_demo",
+    "layer_norm_reference",
+    "layer_norm_unfused",
+    "make_layer_norm_inputs",
+    "make_softmax_inputs",
+    "plot_comparison",
+    "softmax_reference",
+    "softmax_unfused",
+    "timed_rows",
+]

@@ -46,17 +46,45 @@ import torch
 from brrr.checks import core, thresholds
 from brrr.device import per_device
 from brrr.labs.one_pass import LAB
-from brrr.labs.one_pass.given import (EPS, FUSED_TORCH, INPUT_NAMES, KINDS, MAKE_INPUTS, Rows, TRAFFIC_ROWS, UNFUSED,
-                                      _counting_inputs, count_eager, layer_norm_reference, softmax_reference,
-                                      timed_rows)
+from brrr.labs.one_pass.given import (
+    EPS,
+    FUSED_TORCH,
+    INPUT_NAMES,
+    KINDS,
+    MAKE_INPUTS,
+    Rows,
+    TRAFFIC_ROWS,
+    UNFUSED,
+    _counting_inputs,
+    count_eager,
+    layer_norm_reference,
+    softmax_reference,
+    timed_rows,
+)
 
 CHECKS = {
     "cpu": ("prediction", "softmax_correct", "softmax_traffic", "layer_norm_correct", "layer_norm_traffic"),
-    "gpu": ("prediction", "softmax_correct", "softmax_bandwidth", "softmax_speedup",
-            "layer_norm_correct", "layer_norm_bandwidth", "layer_norm_speedup"),
+    "gpu": (
+        "prediction",
+        "softmax_correct",
+        "softmax_bandwidth",
+        "softmax_speedup",
+        "layer_norm_correct",
+        "layer_norm_bandwidth",
+        "layer_norm_speedup",
+    ),
 }
-ALL_CHECKS = ("prediction", "softmax_correct", "softmax_traffic", "softmax_bandwidth", "softmax_speedup",
-              "layer_norm_correct", "layer_norm_traffic", "layer_norm_bandwidth", "layer_norm_speedup")
+ALL_CHECKS = (
+    "prediction",
+    "softmax_correct",
+    "softmax_traffic",
+    "softmax_bandwidth",
+    "softmax_speedup",
+    "layer_norm_correct",
+    "layer_norm_traffic",
+    "layer_norm_bandwidth",
+    "layer_norm_speedup",
+)
 
 
 PREDICTION_RULES = (
@@ -89,8 +117,10 @@ def eager_table(kind: str) -> list[tuple[str, int, int]]:
     """(op, values of x's size read, written) per op of the unfused ``kind``: the count behind the prediction."""
     inputs = _counting_inputs(kind)
     numel = inputs[0].numel()
-    return [(op["op"], sum(1 for c, _ in op["reads"] if c == numel), sum(1 for c, _ in op["writes"] if c == numel))
-            for op in count_eager(UNFUSED[kind], *inputs)]
+    return [
+        (op["op"], sum(1 for c, _ in op["reads"] if c == numel), sum(1 for c, _ in op["writes"] if c == numel))
+        for op in count_eager(UNFUSED[kind], *inputs)
+    ]
 
 
 # The hard rows, planted from row 0 on (as many as the case has rows).
@@ -126,18 +156,22 @@ def diagnose_softmax(inputs, out: torch.Tensor) -> str | None:
     (x,) = inputs
     e = torch.exp(x.float())
     if _is_mistake(out, e / e.sum(dim=-1, keepdim=True), softmax_reference(x)):
-        return ("Your output is softmax computed without subtracting the row maximum: exp overflows to inf "
-                "for values above 88.7 (float32) and underflows to 0 (then 0/0) far below zero. Subtract the "
-                "row max first; it does not change the result.")
+        return (
+            "Your output is softmax computed without subtracting the row maximum: exp overflows to inf "
+            "for values above 88.7 (float32) and underflows to 0 (then 0/0) far below zero. Subtract the "
+            "row max first; it does not change the result."
+        )
     return _half_hint(x)
 
 
 def _half_hint(x: torch.Tensor) -> str | None:
     if x.dtype != torch.float16:
         return None
-    return ("This case is float16: convert what you load to float32 (`.to(tl.float32)`), reduce in float32 and "
-            "convert back only when you store. A float16 sum over a row loses precision long before it overflows "
-            "past 65,504, its largest value.")
+    return (
+        "This case is float16: convert what you load to float32 (`.to(tl.float32)`), reduce in float32 and "
+        "convert back only when you store. A float16 sum over a row loses precision long before it overflows "
+        "past 65,504, its largest value."
+    )
 
 
 def diagnose_layer_norm(inputs, out: torch.Tensor) -> str | None:
@@ -148,8 +182,11 @@ def diagnose_layer_norm(inputs, out: torch.Tensor) -> str | None:
     d = x - x.mean(dim=-1, keepdim=True)
     biased = (d * d).mean(dim=-1, keepdim=True)
     variants = {
-        "the unbiased variance (divided by cols - 1); F.layer_norm uses the biased variance, divided by cols":
-            biased * cols / (cols - 1) if cols > 1 else torch.full_like(biased, float("nan")),
+        "the unbiased variance (divided by cols - 1); F.layer_norm uses the biased variance, divided by cols": biased
+        * cols
+        / (cols - 1)
+        if cols > 1
+        else torch.full_like(biased, float("nan")),
     }
     for mistake, var in variants.items():
         if _is_mistake(out, d / torch.sqrt(var + EPS) * weight + bias, right):
@@ -162,18 +199,31 @@ def diagnose_layer_norm(inputs, out: torch.Tensor) -> str | None:
 
 
 SPECS = {
-    "softmax": core.Spec(name="softmax", reference=softmax_reference, make_inputs=MAKE_INPUTS["softmax"],
-                         input_names=INPUT_NAMES["softmax"], out_name="out", describe=describe,
-                         diagnose=diagnose_softmax),
-    "layer_norm": core.Spec(name="layer_norm", reference=layer_norm_reference, make_inputs=MAKE_INPUTS["layer_norm"],
-                            input_names=INPUT_NAMES["layer_norm"], out_name="out", describe=describe,
-                            diagnose=diagnose_layer_norm),
+    "softmax": core.Spec(
+        name="softmax",
+        reference=softmax_reference,
+        make_inputs=MAKE_INPUTS["softmax"],
+        input_names=INPUT_NAMES["softmax"],
+        out_name="out",
+        describe=describe,
+        diagnose=diagnose_softmax,
+    ),
+    "layer_norm": core.Spec(
+        name="layer_norm",
+        reference=layer_norm_reference,
+        make_inputs=MAKE_INPUTS["layer_norm"],
+        input_names=INPUT_NAMES["layer_norm"],
+        out_name="out",
+        describe=describe,
+        diagnose=diagnose_layer_norm,
+    ),
 }
 
 # Row lengths that are a multiple of no block (1, 17, 781, 4097), in float32 and float16.
 _CASES_BOTH = (Rows(5, 1), Rows(7, 17), Rows(6, 781), Rows(3, 4097), Rows(3, 4097, "float16"))
-CORRECTNESS_CASES = per_device(cpu=_CASES_BOTH,
-                               gpu=_CASES_BOTH + (Rows(4096, 781), Rows(1000, 4097), Rows(2048, 4096, "float16")))
+CORRECTNESS_CASES = per_device(
+    cpu=_CASES_BOTH, gpu=_CASES_BOTH + (Rows(4096, 781), Rows(1000, 4097), Rows(2048, 4096, "float16"))
+)
 BOUNDS_CASES = (Rows(7, 17), Rows(3, 781))  # GPU: also run in the interpreter at these, to check bounds
 
 
@@ -195,11 +245,15 @@ _REFERENCE_PREDICTION: dict[str, float] = {}
 def not_applicable(check: str, device_class: str) -> str:
     kind, _, what = check.rpartition("_")
     if what == "traffic":
-        return ("GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
-                f"compiled, so {kind} is graded by time instead: see its bandwidth and speedup checks.")
-    return (f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
-            f"at a time in Python, so its time says nothing about the kernel; {kind}_traffic grades "
-            "what one pass changes instead.")
+        return (
+            "GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
+            f"compiled, so {kind} is graded by time instead: see its bandwidth and speedup checks."
+        )
+    return (
+        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
+        f"at a time in Python, so its time says nothing about the kernel; {kind}_traffic grades "
+        "what one pass changes instead."
+    )
 
 
 # ---------------------------------------------------------------- prediction
@@ -213,8 +267,10 @@ def grade_prediction(student) -> str:
     value = student.call(timeout_s=60)
     name = student.name
     if not isinstance(value, dict) or set(value) != set(KINDS):
-        raise core.fail(f"{name}() must return a dict with the keys 'softmax' and 'layer_norm' (bytes per "
-                        f"element of x for each unfused version); it returned {str(value)[:200]}")
+        raise core.fail(
+            f"{name}() must return a dict with the keys 'softmax' and 'layer_norm' (bytes per "
+            f"element of x for each unfused version); it returned {str(value)[:200]}"
+        )
     wrong = []
     for kind in KINDS:
         got = value[kind]
@@ -228,14 +284,23 @@ def grade_prediction(student) -> str:
             table = eager_table(kind)
             ops = "; ".join(f"{op}: reads {r}, writes {w}" for op, r, w in table)
             values = sum(r + w for _, r, w in table)
-            lines.append(f"{kind}: you predicted {value[kind]:g} B per element; by the lab's rules the unfused "
-                         f"version moves {reference[kind]:g} ({values} values of x's size × 4 B). Counted op by "
-                         f"op (values of x's size): {ops}.")
-        raise core.fail(f"{name}() predicted the traffic of the unfused versions wrong.\n" + "\n".join(lines)
-                        + "\nThe rules: " + "; ".join(PREDICTION_RULES) + ".")
-    return (f"{name}() predicted {value['softmax']:g} B per element for softmax_unfused and "
-            f"{value['layer_norm']:g} for layer_norm_unfused, as counted from their ops "
-            f"({threshold.describe()})")
+            lines.append(
+                f"{kind}: you predicted {value[kind]:g} B per element; by the lab's rules the unfused "
+                f"version moves {reference[kind]:g} ({values} values of x's size × 4 B). Counted op by "
+                f"op (values of x's size): {ops}."
+            )
+        raise core.fail(
+            f"{name}() predicted the traffic of the unfused versions wrong.\n"
+            + "\n".join(lines)
+            + "\nThe rules: "
+            + "; ".join(PREDICTION_RULES)
+            + "."
+        )
+    return (
+        f"{name}() predicted {value['softmax']:g} B per element for softmax_unfused and "
+        f"{value['layer_norm']:g} for layer_norm_unfused, as counted from their ops "
+        f"({threshold.describe()})"
+    )
 
 
 # ---------------------------------------------------------------- correct
@@ -246,9 +311,12 @@ def grade_correct(kind: str, student) -> str:
     result = core.check_kernels(student, spec, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
     cases = "; ".join(str(case) for case in CORRECTNESS_CASES)
     hard = SOFTMAX_HARD_ROWS if kind == "softmax" else LAYER_NORM_HARD_ROWS
-    return (f"{student.name}'s kernels, run by the grader, match {spec.reference.__name__}() on {cases}, with "
-            f"hard rows planted ({'; '.join(hard)}) and NaN-filled outputs (float32 rtol {core.tolerance(torch.float32)[0]:g}; "
-            f"float16 rtol {core.tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}")
+    return (
+        f"{student.name}'s kernels, run by the grader, match {spec.reference.__name__}() on {cases}, with "
+        f"hard rows planted ({'; '.join(hard)}) and NaN-filled outputs "
+        f"(float32 rtol {core.tolerance(torch.float32)[0]:g}; "
+        f"float16 rtol {core.tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}"
+    )
 
 
 # ---------------------------------------------------------------- traffic (CPU)
@@ -271,58 +339,84 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
     known = ("x", *params, "out")
     extra = {t for t in (*loaded, *stored) if t not in known and (loaded.get(t) or stored.get(t))}
     passes = loaded.get("x", 0) / need
-    ok = (loaded.get("x", 0) == need and stored.get("out", 0) == need and not loaded.get("out")
-          and not extra and not any(stored.get(t) for t in ("x", *params))
-          and all(row_bytes <= loaded.get(p, 0) <= programs * row_bytes for p in params))
+    ok = (
+        loaded.get("x", 0) == need
+        and stored.get("out", 0) == need
+        and not loaded.get("out")
+        and not extra
+        and not any(stored.get(t) for t in ("x", *params))
+        and all(row_bytes <= loaded.get(p, 0) <= programs * row_bytes for p in params)
+    )
     if ok:
         return None
     rows = [("tensor", "loaded", "stored")]
     for tensor in dict.fromkeys([*known, *loaded, *stored]):
         if tensor not in known and not (loaded.get(tensor) or stored.get(tensor)):
             continue
-        unit, per = (need, "per element of x") if tensor in ("x", "out") or tensor in extra else (
-            row_bytes, "rows' worth")
-        rows.append((tensor, f"{loaded.get(tensor, 0):,} B = {loaded.get(tensor, 0) / unit:.2f} {per}",
-                     f"{stored.get(tensor, 0):,} B = {stored.get(tensor, 0) / unit:.2f} {per}"))
+        unit, per = (
+            (need, "per element of x") if tensor in ("x", "out") or tensor in extra else (row_bytes, "rows' worth")
+        )
+        rows.append(
+            (
+                tensor,
+                f"{loaded.get(tensor, 0):,} B = {loaded.get(tensor, 0) / unit:.2f} {per}",
+                f"{stored.get(tensor, 0):,} B = {stored.get(tensor, 0) / unit:.2f} {per}",
+            )
+        )
     hints = []
     if stored.get("out", 0) == 0:
-        hints.append(f"No kernel of {name} stored anything into out: the result must be computed and stored by "
-                     "your own @triton.jit kernel.")
+        hints.append(
+            f"No kernel of {name} stored anything into out: the result must be computed and stored by "
+            "your own @triton.jit kernel."
+        )
     elif stored.get("out", 0) < need:
-        hints.append(f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is never "
-                     "written. Launch one program per row (or per block of rows) and mask the columns.")
+        hints.append(
+            f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is never "
+            "written. Launch one program per row (or per block of rows) and mask the columns."
+        )
     elif stored.get("out", 0) > need:
-        hints.append(f"Your kernels stored out {stored['out'] / need:.2f} times per element: store each row once, "
-                     "after the reduction.")
+        hints.append(
+            f"Your kernels stored out {stored['out'] / need:.2f} times per element: store each row once, "
+            "after the reduction."
+        )
     if loaded.get("x", 0) == 0:
         hints.append(f"No kernel of {name} loaded x: the result must be computed from x inside your kernel.")
     elif passes > 1:
-        hints.append(f"Your kernel read x {passes:.2f} times per element: {_passes(passes)} over memory. Load "
-                     "the row once into registers (a block of next_power_of_2(cols) columns) and compute the "
-                     "reduction and the output from those registers.")
+        hints.append(
+            f"Your kernel read x {passes:.2f} times per element: {_passes(passes)} over memory. Load "
+            "the row once into registers (a block of next_power_of_2(cols) columns) and compute the "
+            "reduction and the output from those registers."
+        )
     elif passes < 1:
         hints.append(f"Your kernel read only {passes:.2f} of x per element: every element of x must be loaded.")
     for p in params:
         got = loaded.get(p, 0)
         if got > programs * row_bytes:
-            hints.append(f"Your kernel loaded {p} {got / row_bytes:.2f} rows' worth over {programs} programs "
-                         f"({got / row_bytes / programs:.2f} per program): load it once per program (row block), "
-                         "before the loop over its rows, and keep it in registers.")
+            hints.append(
+                f"Your kernel loaded {p} {got / row_bytes:.2f} rows' worth over {programs} programs "
+                f"({got / row_bytes / programs:.2f} per program): load it once per program (row block), "
+                "before the loop over its rows, and keep it in registers."
+            )
         elif got < row_bytes:
             hints.append(f"Your kernel loaded only {got / row_bytes:.2f} of {p}: load all of it.")
     if loaded.get("out", 0):
         hints.append("Your kernel reads out (an atomic counts as a read and a write); it only needs to write it.")
     if extra:
-        hints.append(f"Your kernels moved bytes through {', '.join(sorted(extra))}: buffers outside x and out are "
-                     "a round trip through global memory. Keep the row statistics in registers.")
+        hints.append(
+            f"Your kernels moved bytes through {', '.join(sorted(extra))}: buffers outside x and out are "
+            "a round trip through global memory. Keep the row statistics in registers."
+        )
     if len(traffic["kernels"]) > 1:
-        hints.append(f"{name} launched {len(traffic['kernels'])} kernels ({', '.join(traffic['kernels'])}): one "
-                     "kernel that holds a row in registers needs no second one.")
-    weights = (" and weight and bias at most once per program (row block), here "
-               f"{programs} programs" if params else "")
-    return (f"{name} moved the wrong number of bytes for {case}, counted in the Triton interpreter. One pass "
-            f"loads x once ({need:,} B, 1.00 per element) and stores out once ({need:,} B){weights}, and "
-            f"moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)).rstrip()
+        hints.append(
+            f"{name} launched {len(traffic['kernels'])} kernels ({', '.join(traffic['kernels'])}): one "
+            "kernel that holds a row in registers needs no second one."
+        )
+    weights = f" and weight and bias at most once per program (row block), here {programs} programs" if params else ""
+    return (
+        f"{name} moved the wrong number of bytes for {case}, counted in the Triton interpreter. One pass "
+        f"loads x once ({need:,} B, 1.00 per element) and stores out once ({need:,} B){weights}, and "
+        f"moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)
+    ).rstrip()
 
 
 def _passes(passes: float) -> str:
@@ -351,11 +445,16 @@ def grade_traffic(kind: str, student) -> str:
     numel = TRAFFIC_ROWS.numel
     moved = sum(traffic["loaded"].values()) + sum(traffic["stored"].values())
     programs = sum(traffic["programs"])
-    weights = (f" (weight and bias {traffic['loaded']['weight'] + traffic['loaded']['bias']:,} B, over "
-               f"{programs} programs)" if kind == "layer_norm" else "")
-    return (f"{student.name}'s kernel loaded x once and stored out once for {TRAFFIC_ROWS}: {moved:,} B in all"
-            f"{weights}, {moved / numel:.2f} B per element, against {eager_bytes_per_element(kind):g} for "
-            f"{kind}_unfused by the lab's rules; {len(traffic['kernels'])} launch, {programs} programs")
+    weights = (
+        f" (weight and bias {traffic['loaded']['weight'] + traffic['loaded']['bias']:,} B, over {programs} programs)"
+        if kind == "layer_norm"
+        else ""
+    )
+    return (
+        f"{student.name}'s kernel loaded x once and stored out once for {TRAFFIC_ROWS}: {moved:,} B in all"
+        f"{weights}, {moved / numel:.2f} B per element, against {eager_bytes_per_element(kind):g} for "
+        f"{kind}_unfused by the lab's rules; {len(traffic['kernels'])} launch, {programs} programs"
+    )
 
 
 def _timed_check(student, kind: str, check: str) -> str:
@@ -363,20 +462,28 @@ def _timed_check(student, kind: str, check: str) -> str:
 
     rows = timed_rows()
     weights = 2 * rows.cols * 4 if kind == "layer_norm" else 0  # weight and bias, read once
-    case = timed.TimedCase(rows, str(rows), moved=2 * rows.numel * 4 + weights, copy_n=rows.numel,
-                           baseline=FUSED_TORCH[kind],
-                           baseline_name="torch.softmax" if kind == "softmax" else "F.layer_norm")
+    case = timed.TimedCase(
+        rows,
+        str(rows),
+        moved=2 * rows.numel * 4 + weights,
+        copy_n=rows.numel,
+        baseline=FUSED_TORCH[kind],
+        baseline_name="torch.softmax" if kind == "softmax" else "F.layer_norm",
+    )
     return timed.check(student, LAB, check, SPECS[kind], case, bandwidth=check.endswith("bandwidth"))
 
 
 def _graders_of(kind: str) -> dict:
     """The four checks of one kernel (``softmax_correct``, ...), each a function of the student's side."""
-    return {f"{kind}_correct": lambda student: grade_correct(kind, student),
-            f"{kind}_traffic": lambda student: grade_traffic(kind, student),
-            f"{kind}_bandwidth": lambda student: _timed_check(student, kind, f"{kind}_bandwidth"),
-            f"{kind}_speedup": lambda student: _timed_check(student, kind, f"{kind}_speedup")}
+    return {
+        f"{kind}_correct": lambda student: grade_correct(kind, student),
+        f"{kind}_traffic": lambda student: grade_traffic(kind, student),
+        f"{kind}_bandwidth": lambda student: _timed_check(student, kind, f"{kind}_bandwidth"),
+        f"{kind}_speedup": lambda student: _timed_check(student, kind, f"{kind}_speedup"),
+    }
 
 
-GRADERS = core.Graders(LAB, {"prediction": grade_prediction, **{check: run for kind in KINDS
-                                                                 for check, run in _graders_of(kind).items()}})
+GRADERS = core.Graders(
+    LAB, {"prediction": grade_prediction, **{check: run for kind in KINDS for check, run in _graders_of(kind).items()}}
+)
 grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

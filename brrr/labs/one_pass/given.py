@@ -99,8 +99,10 @@ def _counting_inputs(kind: str, rows: int = 3, cols: int = 5):
 
 
 UNFUSED = {"softmax": softmax_unfused, "layer_norm": layer_norm_unfused}
-FUSED_TORCH = {"softmax": lambda x: torch.softmax(x, dim=-1),
-               "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS)}
+FUSED_TORCH = {
+    "softmax": lambda x: torch.softmax(x, dim=-1),
+    "layer_norm": lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS),
+}
 
 
 # ---------------------------------------------------------------- inputs
@@ -218,12 +220,16 @@ def compare_with_eager(softmax_fn, layer_norm_fn) -> dict:
             inputs = inputs_for_demo(kind, case.rows, case.cols)
             out = torch.full_like(inputs[0], float("nan"))
             fn = functions[kind]
-            times = {"unfused": bench(lambda: UNFUSED[kind](*inputs), budget_s=0.3).median_s,
-                     "torch": bench(lambda: FUSED_TORCH[kind](*inputs), budget_s=0.3).median_s,
-                     "yours": bench(lambda: fn(*inputs, out), budget_s=0.3).median_s}
-            result["kinds"][kind] = {"seconds": times,
-                                     "bandwidth": {k: moved / s for k, s in times.items()},
-                                     "roofline_s": moved / result["copy_bandwidth"]}
+            times = {
+                "unfused": bench(lambda: UNFUSED[kind](*inputs), budget_s=0.3).median_s,
+                "torch": bench(lambda: FUSED_TORCH[kind](*inputs), budget_s=0.3).median_s,
+                "yours": bench(lambda: fn(*inputs, out), budget_s=0.3).median_s,
+            }
+            result["kinds"][kind] = {
+                "seconds": times,
+                "bandwidth": {k: moved / s for k, s in times.items()},
+                "roofline_s": moved / result["copy_bandwidth"],
+            }
         reference.record("lab-03-one-pass", result)  # under make gpu-check only
         return result
     case = Rows(TRAFFIC_ROWS.rows, TRAFFIC_ROWS.cols, planted=False)
@@ -234,13 +240,18 @@ def compare_with_eager(softmax_fn, layer_norm_fn) -> dict:
         names = dict(zip(INPUT_NAMES[kind], inputs)) | {"out": out}
         with traffic.count(names) as seen:
             functions[kind](*inputs, out)
-        torch_bytes = sum(nbytes for op in count_eager(FUSED_TORCH[kind], *inputs)
-                          for _, nbytes in op["reads"] + op["writes"])
-        result["kinds"][kind] = {"bytes_per_element": {
-            "unfused": eager_traffic(kind, case.rows, case.cols),
-            "torch": torch_bytes / case.numel,
-            "yours": (seen.loaded_bytes + seen.stored_bytes) / case.numel},
-            "launches": len(seen.launches), "minimum": 8.0}
+        torch_bytes = sum(
+            nbytes for op in count_eager(FUSED_TORCH[kind], *inputs) for _, nbytes in op["reads"] + op["writes"]
+        )
+        result["kinds"][kind] = {
+            "bytes_per_element": {
+                "unfused": eager_traffic(kind, case.rows, case.cols),
+                "torch": torch_bytes / case.numel,
+                "yours": (seen.loaded_bytes + seen.stored_bytes) / case.numel,
+            },
+            "launches": len(seen.launches),
+            "minimum": 8.0,
+        }
     return result
 
 
@@ -258,14 +269,21 @@ def plot_comparison(result: dict, *, stamp: str = ""):
     width = 0.25
     for i, version in enumerate(names):
         values = [result["kinds"][kind][key][version] * scale for kind in KINDS]
-        bars = ax.bar([k + (i - 1) * width for k in range(len(KINDS))], values, width, label=names[version],
-                      color=colors[version])
+        bars = ax.bar(
+            [k + (i - 1) * width for k in range(len(KINDS))], values, width, label=names[version], color=colors[version]
+        )
         ax.bar_label(bars, fmt="%.3g", fontsize=7)
     if result["device"] == "gpu":
         for k, kind in enumerate(KINDS):
             roof = result["kinds"][kind]["roofline_s"] * 1e3
-            ax.hlines(roof, k - 1.5 * width, k + 1.5 * width, colors="#2ca02c", linestyles="dashed",
-                      label="8 B/element at copy bandwidth" if k == 0 else None)
+            ax.hlines(
+                roof,
+                k - 1.5 * width,
+                k + 1.5 * width,
+                colors="#2ca02c",
+                linestyles="dashed",
+                label="8 B/element at copy bandwidth" if k == 0 else None,
+            )
         ax.set_ylabel(f"ms per call, {result['rows']:,} × {result['cols']:,}")
         ax.set_title("Time: unfused eager, torch and one pass (measured)")
     else:

@@ -136,16 +136,19 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
             raise core.fail(
                 f"{name} returned after {units.seconds(slowest)} (by the grader's clock), but {what} takes at "
                 f"least {units.seconds(fastest_one)} at the rate brrr.ceilings measured just now "
-                f"({units.si(high, unit)}): it cannot have timed it. Measure, don't type in a number.")
+                f"({units.si(high, unit)}): it cannot have timed it. Measure, don't type in a number."
+            )
         for (value, _), beside in zip(calls, map(_geometric_mean, readings, readings[1:])):
             pairs.append((value / beside, value, beside))
         ratio, value, beside = sorted(pairs)[len(pairs) // 2]  # the median pair of every attempt so far
         passed = 1 - threshold.value <= ratio <= 1 + threshold.value
         distance = 0.0 if passed else abs(math.log(ratio))
         _measured[check] = high
-        detail = (f"yours {', '.join(units.si(v, unit) for v, _ in calls)} against brrr.ceilings "
-                  f"{', '.join(units.si(r, unit) for r in readings)} read between them; the median of "
-                  f"{len(pairs)} pairs, {units.si(value, unit)} against {units.si(beside, unit)}, is {ratio:.2f}x")
+        detail = (
+            f"yours {', '.join(units.si(v, unit) for v, _ in calls)} against brrr.ceilings "
+            f"{', '.join(units.si(r, unit) for r in readings)} read between them; the median of "
+            f"{len(pairs)} pairs, {units.si(value, unit)} against {units.si(beside, unit)}, is {ratio:.2f}x"
+        )
         return core.Attempt(-distance, passed, detail)
 
     best, history = core.repeat_until_pass(attempt)
@@ -156,7 +159,8 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
         raise core.fail(
             f"{call} is not {threshold.describe()} of {what} as brrr.ceilings measures it in the "
             f"same run ({threads}):\n{tried}\n({threshold.why}.) Check your byte or FLOP count, the warm-up, "
-            "the synchronize before reading the clock on a GPU, and that you take the median.")
+            "the synchronize before reading the clock on a GPU, and that you take the median."
+        )
     return f"{best.detail} ({threshold.describe()}, {threads}, attempt {len(history)})"
 
 
@@ -173,9 +177,14 @@ def grade_copy_bandwidth(student) -> str:
 
     n = COPY_N
     return _grade_ceiling(
-        "copy_bandwidth", student, (n,),
+        "copy_bandwidth",
+        student,
+        (n,),
         lambda: ceilings.measure_copy_bandwidth(n, threads=1, budget_s=REFERENCE_S["copy"]),
-        work=2 * n * 4, unit="B/s", what=f"a copy of {n:,} float32 elements ({units.binary_bytes(4 * n)})")
+        work=2 * n * 4,
+        unit="B/s",
+        what=f"a copy of {n:,} float32 elements ({units.binary_bytes(4 * n)})",
+    )
 
 
 def grade_matmul_peak(student) -> str:
@@ -185,9 +194,14 @@ def grade_matmul_peak(student) -> str:
     n = MATMUL_N
     dtype_name = ceilings.dtype_name(DTYPE)
     return _grade_ceiling(
-        "matmul_peak", student, (n, DTYPE),
+        "matmul_peak",
+        student,
+        (n, DTYPE),
         lambda: ceilings.measure_matmul_peak(dtype_name, n, threads=1, budget_s=REFERENCE_S["matmul"]),
-        work=2 * n**3, unit="FLOP/s", what=f"a {n}x{n} {dtype_name} matmul ({2 * n**3:.3g} FLOPs)")
+        work=2 * n**3,
+        unit="FLOP/s",
+        what=f"a {n}x{n} {dtype_name} matmul ({2 * n**3:.3g} FLOPs)",
+    )
 
 
 def grade_ridge_point(student) -> str:
@@ -200,8 +214,10 @@ def grade_ridge_point(student) -> str:
         got = _number(name, student.call(peak, bandwidth))
         want = peak / bandwidth
         if abs(got - want) > tolerance * want:
-            raise core.fail(f"{name}({peak:.4g}, {bandwidth:.4g}) returned {got:.6g}; the ridge point is "
-                            f"peak / bandwidth = {want:.6g} FLOPs per byte.")
+            raise core.fail(
+                f"{name}({peak:.4g}, {bandwidth:.4g}) returned {got:.6g}; the ridge point is "
+                f"peak / bandwidth = {want:.6g} FLOPs per byte."
+            )
     return f"{name} gives peak / bandwidth on {len(cases)} random machines"
 
 
@@ -212,22 +228,31 @@ def grade_intensities(student) -> str:
     wrong = []
     for op in OPS:
         reply = student.call(op)
-        if not (isinstance(reply, list) and len(reply) == 2
-                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in reply)):
+        if not (
+            isinstance(reply, list)
+            and len(reply) == 2
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in reply)
+        ):
             raise core.fail(f"{name}({op.name!r}) returned {str(reply)[:80]}; it must return (flops, bytes)")
         flops, moved = (float(v) for v in reply)
         want = reference_count(op)
-        bad = [f"{label} {got:,.0f} (needed {need:,.0f})" for label, got, need in
-               (("FLOPs", flops, want.flops), ("bytes", moved, want.bytes))
-               if not abs(got - need) <= tolerance * need]
+        bad = [
+            f"{label} {got:,.0f} (needed {need:,.0f})"
+            for label, got, need in (("FLOPs", flops, want.flops), ("bytes", moved, want.bytes))
+            if not abs(got - need) <= tolerance * need
+        ]
         if bad:
-            wrong.append(f"  {op.name} [{op.kind} {op.shape}, {str(op.dtype).removeprefix('torch.')}]: "
-                         + ", ".join(bad))
+            wrong.append(
+                f"  {op.name} [{op.kind} {op.shape}, {str(op.dtype).removeprefix('torch.')}]: " + ", ".join(bad)
+            )
     if wrong:
-        raise core.fail(f"{len(wrong)} of {len(OPS)} ops are counted wrong (within "
-                        f"{tolerance:.0%} passes):\n" + "\n".join(wrong) +
-                        "\nFollow the counting rules in the lab: each input read once, each output written "
-                        "once, and the FLOPs per element stated there.")
+        raise core.fail(
+            f"{len(wrong)} of {len(OPS)} ops are counted wrong (within "
+            f"{tolerance:.0%} passes):\n"
+            + "\n".join(wrong)
+            + "\nFollow the counting rules in the lab: each input read once, each output written "
+            "once, and the FLOPs per element stated there."
+        )
     return f"FLOPs and bytes of all {len(OPS)} ops within {tolerance:.0%}"
 
 
@@ -255,16 +280,27 @@ def grade_classes(student) -> str:
         got = reply.strip().lower() if isinstance(reply, str) else repr(reply)[:40]
         want = regime_of(op_intensity, ridge)
         if not got.startswith(want.split("-")[0]):
-            wrong.append(f"  {label}: intensity {op_intensity:.3g} FLOPs/byte, ridge {ridge:.3g}: "
-                         f"you said {got!r}, it is {want!r}")
+            wrong.append(
+                f"  {label}: intensity {op_intensity:.3g} FLOPs/byte, ridge {ridge:.3g}: "
+                f"you said {got!r}, it is {want!r}"
+            )
     if wrong:
         raise core.fail(f"{len(wrong)} of {len(cases)} ops are classified wrong:\n" + "\n".join(wrong))
     memory = sum(regime_of(reference_count(op).intensity, ridge) == str(Regime.MEMORY) for op in OPS)
-    return (f"all {len(OPS)} ops classified right at a measured ridge point of {ridge:.3g} FLOPs/byte "
-            f"({memory} memory-bound, {len(OPS) - memory} compute-bound)")
+    return (
+        f"all {len(OPS)} ops classified right at a measured ridge point of {ridge:.3g} FLOPs/byte "
+        f"({memory} memory-bound, {len(OPS) - memory} compute-bound)"
+    )
 
 
-GRADERS = core.Graders(LAB, {"copy_bandwidth": grade_copy_bandwidth, "matmul_peak": grade_matmul_peak,
-                             "ridge_point": grade_ridge_point, "intensities": grade_intensities,
-                             "classes": grade_classes})
+GRADERS = core.Graders(
+    LAB,
+    {
+        "copy_bandwidth": grade_copy_bandwidth,
+        "matmul_peak": grade_matmul_peak,
+        "ridge_point": grade_ridge_point,
+        "intensities": grade_intensities,
+        "classes": grade_classes,
+    },
+)
 grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

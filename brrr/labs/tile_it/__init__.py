@@ -29,15 +29,47 @@ lab is graded is :mod:`brrr.labs.tile_it.checks`, which the grader process
 imports and this package does not.
 """
 
-from brrr.labs.tile_it.given import (GPU_SIZES, PREDICTION_SHAPE, PREDICTION_TILINGS, SWEEP_TILES, Shape,
-                                     TIMED_DTYPE, TRAFFIC_SHAPE, WIRE_TYPES, asymptotic_intensity,
-                                     compare_tilings, inputs_for_demo, intensity, make_inputs,
-                                     matmul_reference, minimum_bytes, plot_tilings, tiled_bytes)
+from brrr.labs.tile_it.given import (
+    GPU_SIZES,
+    PREDICTION_SHAPE,
+    PREDICTION_TILINGS,
+    SWEEP_TILES,
+    Shape,
+    TIMED_DTYPE,
+    TRAFFIC_SHAPE,
+    WIRE_TYPES,
+    asymptotic_intensity,
+    compare_tilings,
+    inputs_for_demo,
+    intensity,
+    make_inputs,
+    matmul_reference,
+    minimum_bytes,
+    plot_tilings,
+    tiled_bytes,
+)
 
 LAB = "05-tile-it"
 HIDDEN_MODULES: tuple[str, ...] = ()  # the reference is given: the grader runs only the student's kernel
 
-__all__ = ["LAB", "HIDDEN_MODULES", "GPU_SIZES", "PREDICTION_SHAPE", "PREDICTION_TILINGS", "SWEEP_TILES",
-           "Shape", "TIMED_DTYPE", "TRAFFIC_SHAPE", "WIRE_TYPES", "asymptotic_intensity", "compare_tilings",
-           "inputs_for_demo", "intensity", "make_inputs", "matmul_reference", "minimum_bytes", "plot_tilings",
-           "tiled_bytes"]
+__all__ = [
+    "LAB",
+    "HIDDEN_MODULES",
+    "GPU_SIZES",
+    "PREDICTION_SHAPE",
+    "PREDICTION_TILINGS",
+    "SWEEP_TILES",
+    "Shape",
+    "TIMED_DTYPE",
+    "TRAFFIC_SHAPE",
+    "WIRE_TYPES",
+    "asymptotic_intensity",
+    "compare_tilings",
+    "inputs_for_demo",
+    "intensity",
+    "make_inputs",
+    "matmul_reference",
+    "minimum_bytes",
+    "plot_tilings",
+    "tiled_bytes",
+]

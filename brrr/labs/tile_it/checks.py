@@ -38,9 +38,19 @@ import torch
 from brrr.checks import core, isolation, thresholds
 from brrr.device import ON_GPU, per_device
 from brrr.labs.tile_it import LAB
-from brrr.labs.tile_it.given import (PREDICTION_SHAPE, PREDICTION_TILINGS, Shape, TIMED_DTYPE, TRAFFIC_SHAPE,
-                                     asymptotic_intensity, intensity, make_inputs, matmul_reference, minimum_bytes,
-                                     tiled_bytes)
+from brrr.labs.tile_it.given import (
+    PREDICTION_SHAPE,
+    PREDICTION_TILINGS,
+    Shape,
+    TIMED_DTYPE,
+    TRAFFIC_SHAPE,
+    asymptotic_intensity,
+    intensity,
+    make_inputs,
+    matmul_reference,
+    minimum_bytes,
+    tiled_bytes,
+)
 
 CHECKS = {
     "cpu": ("prediction", "correct", "traffic"),
@@ -85,19 +95,30 @@ def diagnose(inputs, out: torch.Tensor) -> str | None:
     if a.dtype == torch.float16 and a.shape[1] >= 1024 and within(2e-2):
         k = a.shape[1]
         step = 2.0 ** (math.floor(math.log2(k / 4)) - 10)  # float16's spacing near the outputs
-        return (f"This case is float16 with K = {k:,} and values in [0, 1): each output is a sum of "
-                f"{k:,} positive products, near {k // 4:,}, where float16 values are {step:g} apart, "
-                "so a float16 accumulator loses part of every addition. Accumulate in float32 "
-                "(`acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)`, `acc = tl.dot(a, b, acc)`) and convert "
-                "to out's dtype only when you store.")
+        return (
+            f"This case is float16 with K = {k:,} and values in [0, 1): each output is a sum of "
+            f"{k:,} positive products, near {k // 4:,}, where float16 values are {step:g} apart, "
+            "so a float16 accumulator loses part of every addition. Accumulate in float32 "
+            "(`acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)`, `acc = tl.dot(a, b, acc)`) and convert "
+            "to out's dtype only when you store."
+        )
     if a.dtype == torch.float32 and ON_GPU and within(1e-2):
-        return ("On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of mantissa). "
-                "Pass `input_precision=\"ieee\"` to tl.dot for a float32 result.")
+        return (
+            "On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of mantissa). "
+            'Pass `input_precision="ieee"` to tl.dot for a float32 result.'
+        )
     return None
 
 
-SPEC = core.Spec(name="matmul", reference=matmul_reference, make_inputs=make_inputs, input_names=("a", "b"),
-                 out_name="out", describe=str, diagnose=diagnose)
+SPEC = core.Spec(
+    name="matmul",
+    reference=matmul_reference,
+    make_inputs=make_inputs,
+    input_names=("a", "b"),
+    out_name="out",
+    describe=str,
+    diagnose=diagnose,
+)
 
 # Shapes that are a multiple of no tile, one that is a multiple of the usual ones, float32 and float16,
 # and a long K in float16 with non-negative values: float16 accumulation fails there, float32 passes.
@@ -106,10 +127,17 @@ SPEC = core.Spec(name="matmul", reference=matmul_reference, make_inputs=make_inp
 # 128 about 100 and with 256 about 10, while float32 accumulation stays within a third of it
 # (tests/test_grading_tile_it.py simulates both).
 LONG_K = Shape(64, 64, 6000, "float16", "unit")
-_CASES = (Shape(100, 70, 50), Shape(257, 65, 129), Shape(256, 192, 128),
-          Shape(100, 70, 50, "float16"), Shape(257, 65, 129, "float16"), LONG_K)
-CORRECTNESS_CASES = per_device(cpu=_CASES, gpu=_CASES + (Shape(1031, 1000, 999, TIMED_DTYPE),
-                                                         Shape(2048, 2048, 2048, TIMED_DTYPE)))
+_CASES = (
+    Shape(100, 70, 50),
+    Shape(257, 65, 129),
+    Shape(256, 192, 128),
+    Shape(100, 70, 50, "float16"),
+    Shape(257, 65, 129, "float16"),
+    LONG_K,
+)
+CORRECTNESS_CASES = per_device(
+    cpu=_CASES, gpu=_CASES + (Shape(1031, 1000, 999, TIMED_DTYPE), Shape(2048, 2048, 2048, TIMED_DTYPE))
+)
 BOUNDS_CASES = (Shape(100, 70, 50), Shape(33, 17, 45))  # GPU: also run in the interpreter at these, to check bounds
 
 
@@ -128,11 +156,15 @@ _REFERENCE_PREDICTION: dict[str, dict[str, float]] = {}
 
 def not_applicable(check: str, device_class: str) -> str:
     if check == "traffic":
-        return ("GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
-                "compiled, so the tiling is graded by time instead: see peak_4096, peak_8192 and grouped_order.")
-    return (f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
-            "at a time in Python, so its time says nothing about the kernel; the traffic check grades what "
-            "the tiling changes instead.")
+        return (
+            "GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
+            "compiled, so the tiling is graded by time instead: see peak_4096, peak_8192 and grouped_order."
+        )
+    return (
+        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
+        "at a time in Python, so its time says nothing about the kernel; the traffic check grades what "
+        "the tiling changes instead."
+    )
 
 
 # ---------------------------------------------------------------- prediction
@@ -149,9 +181,13 @@ def _prediction_mistakes(shape: Shape, bm: int, bn: int) -> dict[str, int]:
         "reads whole strips": round((m * k * n / bn + k * n * m / bm + m * n) * s),
         "out left out: it is written once": (m * k * cn + k * n * cm) * s,
         "out read and written: the accumulator lives in registers, out is only written": (
-            m * k * cn + k * n * cm + 2 * m * n) * s,
+            m * k * cn + k * n * cm + 2 * m * n
+        )
+        * s,
         "a and b read once: that is the minimum, which only one tile as large as the output reaches": (
-            m * k + k * n + m * n) * s,
+            m * k + k * n + m * n
+        )
+        * s,
         "4 bytes per element: the inputs are float16, 2 bytes": (m * k * cn + k * n * cm + m * n) * 4,
         "elements, not bytes": m * k * cn + k * n * cm + m * n,
     }
@@ -167,19 +203,26 @@ def grade_prediction(student) -> str:
     name = student.name
     keys = [tiling_key(bm, bn) for bm, bn in PREDICTION_TILINGS]
     if not isinstance(value, dict) or set(value) != set(keys):
-        raise core.fail(f"{name}() must return a dict with the keys {', '.join(repr(k) for k in keys)} (one per "
-                        f"tiling); it returned {str(value)[:200]}")
+        raise core.fail(
+            f"{name}() must return a dict with the keys {', '.join(repr(k) for k in keys)} (one per "
+            f"tiling); it returned {str(value)[:200]}"
+        )
     shape = PREDICTION_SHAPE
     wrong = []
     for (bm, bn), key in zip(PREDICTION_TILINGS, keys):
         got = value[key]
         if not isinstance(got, dict) or set(got) != {"bytes", "flop_per_byte"}:
-            raise core.fail(f"{name}()['{key}'] must be a dict with the keys 'bytes' and 'flop_per_byte'; it is "
-                            f"{str(got)[:120]}")
+            raise core.fail(
+                f"{name}()['{key}'] must be a dict with the keys 'bytes' and 'flop_per_byte'; it is {str(got)[:120]}"
+            )
         for field in ("bytes", "flop_per_byte"):
             number = got[field]
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
-                    or number <= 0:
+            if (
+                isinstance(number, bool)
+                or not isinstance(number, (int, float))
+                or not math.isfinite(number)
+                or number <= 0
+            ):
                 raise core.fail(f"{name}()['{key}']['{field}'] must be a positive number; it is {str(number)[:80]}")
         right = reference[key]
         bytes_ok = abs(got["bytes"] - right["bytes"]) <= exact.value * right["bytes"]
@@ -195,23 +238,35 @@ def grade_prediction(student) -> str:
                     break
             consistent = abs(got["flop_per_byte"] - shape.flops / got["bytes"]) <= close.value * got["flop_per_byte"]
             if not intensity_ok:
-                what += ("; your intensity follows from them (2·M·N·K / your bytes), so it is wrong with them"
-                         if consistent else "; your intensity is wrong too: it is 2·M·N·K FLOPs over the bytes")
+                what += (
+                    "; your intensity follows from them (2·M·N·K / your bytes), so it is wrong with them"
+                    if consistent
+                    else "; your intensity is wrong too: it is 2·M·N·K FLOPs over the bytes"
+                )
             else:
                 what += "; your intensity is right"
         else:
-            what += (f"your bytes are right; your intensity, {got['flop_per_byte']:g} FLOP/B, is wrong: it is "
-                     "2·M·N·K FLOPs (a multiply and an add per term) over those bytes")
+            what += (
+                f"your bytes are right; your intensity, {got['flop_per_byte']:g} FLOP/B, is wrong: it is "
+                "2·M·N·K FLOPs (a multiply and an add per term) over those bytes"
+            )
             if abs(got["flop_per_byte"] * 2 - right["flop_per_byte"]) <= close.value * right["flop_per_byte"]:
                 what += ", and yours is half of that: count 2 FLOPs per multiply-add"
         wrong.append(what + ".")
     if wrong:
-        raise core.fail(f"{name}() predicted the traffic of the tilings wrong, for M, N, K = {shape.m:,}, "
-                        f"{shape.n:,}, {shape.k:,} in {shape.dtype} (a is M × K, b is K × N, out is M × N).\n"
-                        + "\n".join(wrong) + "\nThe rule: " + "; ".join(PREDICTION_RULES) + ".")
+        raise core.fail(
+            f"{name}() predicted the traffic of the tilings wrong, for M, N, K = {shape.m:,}, "
+            f"{shape.n:,}, {shape.k:,} in {shape.dtype} (a is M × K, b is K × N, out is M × N).\n"
+            + "\n".join(wrong)
+            + "\nThe rule: "
+            + "; ".join(PREDICTION_RULES)
+            + "."
+        )
     parts = [f"{k}: {value[k]['bytes']:,} B, {value[k]['flop_per_byte']:.4g} FLOP/B" for k in keys]
-    return (f"{name}() predicted the traffic of both tilings at {shape}: {'; '.join(parts)} (bytes "
-            f"{exact.describe()}, intensity {close.describe()})")
+    return (
+        f"{name}() predicted the traffic of both tilings at {shape}: {'; '.join(parts)} (bytes "
+        f"{exact.describe()}, intensity {close.describe()})"
+    )
 
 
 # ---------------------------------------------------------------- correct
@@ -219,8 +274,9 @@ def grade_prediction(student) -> str:
 
 def grade_correct(student) -> str:
     result = core.check_kernels(student, SPEC, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
-    return core.correct_summary(student.name, "matmul_reference() (float32, cast to the output's dtype)",
-                                CORRECTNESS_CASES, result)
+    return core.correct_summary(
+        student.name, "matmul_reference() (float32, cast to the output's dtype)", CORRECTNESS_CASES, result
+    )
 
 
 # ---------------------------------------------------------------- the tiling of a recorded launch
@@ -234,15 +290,21 @@ def launch_tiling(name: str, recipe: dict, shape: Shape) -> dict:
     program per output tile.
     """
     launch, tiles, programs = core.one_launch(
-        name, recipe, str(shape), "one matmul kernel, launched once, one program per output tile", TILE_ARGS,
-        "the grader reads the tile sizes from them to know what traffic your tiling implies")
+        name,
+        recipe,
+        str(shape),
+        "one matmul kernel, launched once, one program per output tile",
+        TILE_ARGS,
+        "the grader reads the tile sizes from them to know what traffic your tiling implies",
+    )
     needed = math.ceil(shape.m / tiles["BLOCK_M"]) * math.ceil(shape.n / tiles["BLOCK_N"])
     if programs != needed:
         raise core.fail(
             f"{name} launched {programs:,} programs for {shape} with BLOCK_M × BLOCK_N = "
             f"{tiles['BLOCK_M']} × {tiles['BLOCK_N']}: one program per output tile is ⌈M / BLOCK_M⌉ · "
             f"⌈N / BLOCK_N⌉ = {needed:,} (a one-dimensional grid, triton.cdiv(M, BLOCK_M) * "
-            "triton.cdiv(N, BLOCK_N)).")
+            "triton.cdiv(N, BLOCK_N))."
+        )
     return tiles | {"programs": programs, "kernel": launch.get("kernel")}
 
 
@@ -251,11 +313,13 @@ def launch_tiling(name: str, recipe: dict, shape: Shape) -> dict:
 
 def _roofline_sentence(shape: Shape, tiles: dict) -> str:
     bm, bn = tiles["BLOCK_M"], tiles["BLOCK_N"]
-    return (f"A kernel's attainable speed is min(peak FLOP/s, intensity × bandwidth): below the ridge point you "
-            f"measured in Lab 1 it is memory-bound, and its tiling, not its arithmetic, sets its time. For large "
-            f"shapes a {bm} × {bn} tiling tends to 2 / (element size · (1/BLOCK_M + 1/BLOCK_N)) = "
-            f"{asymptotic_intensity(bm, bn, shape.element_size):.3g} FLOP/B in {shape.dtype}, whatever the shape: "
-            "larger tiles (64 × 64 and up) raise it.")
+    return (
+        f"A kernel's attainable speed is min(peak FLOP/s, intensity × bandwidth): below the ridge point you "
+        f"measured in Lab 1 it is memory-bound, and its tiling, not its arithmetic, sets its time. For large "
+        f"shapes a {bm} × {bn} tiling tends to 2 / (element size · (1/BLOCK_M + 1/BLOCK_N)) = "
+        f"{asymptotic_intensity(bm, bn, shape.element_size):.3g} FLOP/B in {shape.dtype}, whatever the shape: "
+        "larger tiles (64 × 64 and up) raise it."
+    )
 
 
 def tiling_failure(name: str, shape: Shape, tiles: dict) -> str | None:
@@ -266,14 +330,16 @@ def tiling_failure(name: str, shape: Shape, tiles: dict) -> str | None:
     total, least = sum(implied.values()), minimum_bytes(shape)
     if total <= threshold.value * least:
         return None
-    return (f"{name}'s tiling moves too much for {shape}. With BLOCK_M × BLOCK_N = {bm} × {bn} "
-            f"({tiles['programs']:,} programs) it reads a ⌈N / BLOCK_N⌉ = {math.ceil(shape.n / bn)} times and b "
-            f"⌈M / BLOCK_M⌉ = {math.ceil(shape.m / bm)} times: {total:,} B, {total / least:.2f}× the minimum "
-            f"({least:,} B: a and b read once, out written once). Its arithmetic intensity is "
-            f"{intensity(shape, total):.3g} FLOP/B; the minimum traffic's is {intensity(shape, least):.3g} FLOP/B. "
-            + _roofline_sentence(shape, tiles)
-            + f"\nNeeded at most {threshold.value:g}× the minimum ({threshold.why}). Nothing was run: the tile "
-            "sizes of your launch imply this traffic.")
+    return (
+        f"{name}'s tiling moves too much for {shape}. With BLOCK_M × BLOCK_N = {bm} × {bn} "
+        f"({tiles['programs']:,} programs) it reads a ⌈N / BLOCK_N⌉ = {math.ceil(shape.n / bn)} times and b "
+        f"⌈M / BLOCK_M⌉ = {math.ceil(shape.m / bm)} times: {total:,} B, {total / least:.2f}× the minimum "
+        f"({least:,} B: a and b read once, out written once). Its arithmetic intensity is "
+        f"{intensity(shape, total):.3g} FLOP/B; the minimum traffic's is {intensity(shape, least):.3g} FLOP/B. "
+        + _roofline_sentence(shape, tiles)
+        + f"\nNeeded at most {threshold.value:g}× the minimum ({threshold.why}). Nothing was run: the tile "
+        "sizes of your launch imply this traffic."
+    )
 
 
 def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
@@ -293,32 +359,45 @@ def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
     for tensor in sorted(extra):
         rows.append((tensor, f"{loaded.get(tensor, 0):,} B loaded, {stored.get(tensor, 0):,} B stored", "0 B", ""))
     hints = []
-    for tensor, times in (("a", f"⌈N / BLOCK_N⌉ = {math.ceil(shape.n / tiles['BLOCK_N'])}"),
-                          ("b", f"⌈M / BLOCK_M⌉ = {math.ceil(shape.m / tiles['BLOCK_M'])}")):
+    for tensor, times in (
+        ("a", f"⌈N / BLOCK_N⌉ = {math.ceil(shape.n / tiles['BLOCK_N'])}"),
+        ("b", f"⌈M / BLOCK_M⌉ = {math.ceil(shape.m / tiles['BLOCK_M'])}"),
+    ):
         if counted[tensor] > implied[tensor]:
-            hints.append(f"Your kernel read {tensor} {counted[tensor] / implied[tensor]:.2f}× what its tiling "
-                         f"implies ({times} times): load each {tensor} tile once per step of the K loop and use it "
-                         "for the whole output tile.")
+            hints.append(
+                f"Your kernel read {tensor} {counted[tensor] / implied[tensor]:.2f}× what its tiling "
+                f"implies ({times} times): load each {tensor} tile once per step of the K loop and use it "
+                "for the whole output tile."
+            )
         elif counted[tensor] < implied[tensor]:
-            hints.append(f"Your kernel read less of {tensor} than its tiling needs: every program must load its "
-                         f"whole strip of {tensor}.")
+            hints.append(
+                f"Your kernel read less of {tensor} than its tiling needs: every program must load its "
+                f"whole strip of {tensor}."
+            )
     if counted["out"] != implied["out"]:
-        hints.append(f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each output tile once, "
-                     "after the K loop.")
+        hints.append(
+            f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each output tile once, "
+            "after the K loop."
+        )
     if loaded.get("out"):
         hints.append("Your kernel reads out: keep the accumulator in registers and only write out.")
     if extra:
-        hints.append(f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but a, b and out should "
-                     "move.")
+        hints.append(
+            f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but a, b and out should move."
+        )
     moved = sum(loaded.values()) + sum(stored.values())
-    hints.append(f"Counted, your kernel reached {intensity(shape, moved):.3g} FLOP/B; its tiling implies "
-                 f"{intensity(shape, sum(implied.values())):.3g} FLOP/B, and the minimum traffic gives "
-                 f"{intensity(shape, minimum_bytes(shape)):.3g}. Every byte past what the tiling needs lowers the "
-                 "intensity, and with it the speed a memory-bound kernel can reach (intensity × bandwidth).")
-    return (f"{name}'s kernel moved other bytes than its tiling implies for {shape}, counted in the Triton "
-            f"interpreter. A {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling reads a ⌈N / BLOCK_N⌉ times and b "
-            f"⌈M / BLOCK_M⌉ times and writes out once, and moves nothing else.\n{core.text_table(rows)}\n"
-            + "\n".join(hints)).rstrip()
+    hints.append(
+        f"Counted, your kernel reached {intensity(shape, moved):.3g} FLOP/B; its tiling implies "
+        f"{intensity(shape, sum(implied.values())):.3g} FLOP/B, and the minimum traffic gives "
+        f"{intensity(shape, minimum_bytes(shape)):.3g}. Every byte past what the tiling needs lowers the "
+        "intensity, and with it the speed a memory-bound kernel can reach (intensity × bandwidth)."
+    )
+    return (
+        f"{name}'s kernel moved other bytes than its tiling implies for {shape}, counted in the Triton "
+        f"interpreter. A {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling reads a ⌈N / BLOCK_N⌉ times and b "
+        f"⌈M / BLOCK_M⌉ times and writes out once, and moves nothing else.\n{core.text_table(rows)}\n"
+        + "\n".join(hints)
+    ).rstrip()
 
 
 def grade_traffic(student) -> str:
@@ -345,10 +424,12 @@ def grade_traffic(student) -> str:
         raise core.fail(failure)
     total, least = sum(tiled_bytes(shape, tiles["BLOCK_M"], tiles["BLOCK_N"]).values()), minimum_bytes(shape)
     threshold = thresholds.threshold(LAB, "traffic")
-    return (f"{name}'s kernel moved exactly what its {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling implies for "
-            f"{shape}, counted in the interpreter: {total:,} B, {total / least:.2f}× the minimum ({least:,} B; "
-            f"needed {threshold.describe()}×); {intensity(shape, total):.3g} FLOP/B against "
-            f"{intensity(shape, least):.3g} for the minimum; {tiles['programs']} programs, seed {seed}")
+    return (
+        f"{name}'s kernel moved exactly what its {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling implies for "
+        f"{shape}, counted in the interpreter: {total:,} B, {total / least:.2f}× the minimum ({least:,} B; "
+        f"needed {threshold.describe()}×); {intensity(shape, total):.3g} FLOP/B against "
+        f"{intensity(shape, least):.3g} for the minimum; {tiles['programs']} programs, seed {seed}"
+    )
 
 
 # ---------------------------------------------------------------- time (GPU)
@@ -396,9 +477,11 @@ def _measure(student, check: str) -> str:
     tiles = [launch_tiling(name, case.recipe, shape) for case in cases]
     grouped = check == "grouped_order"
     if grouped and tiles[0]["GROUP_M"] < 2:
-        raise core.fail(f"{name} launched its kernel with GROUP_M = {tiles[0]['GROUP_M']} at {shape}: that is "
-                        "plain row-major order. The lab asks for grouped order, GROUP_M rows of tiles at a time "
-                        "(8 is a good start); this check compares it with GROUP_M = 1.")
+        raise core.fail(
+            f"{name} launched its kernel with GROUP_M = {tiles[0]['GROUP_M']} at {shape}: that is "
+            "plain row-major order. The lab asks for grouped order, GROUP_M rows of tiles at a time "
+            "(8 is a good start); this check compares it with GROUP_M = 1."
+        )
     built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
     orders = {"yours": [case.recipe for case in cases]}
     if grouped:
@@ -416,45 +499,67 @@ def _measure(student, check: str) -> str:
             case, recipe, _, storages = sets[order][turns[order][0] % len(sets[order])]
             turns[order][0] += 1
             kernels.replay(recipe, built, storages)
+
         return run_next
 
     def attempt() -> core.Attempt:
         if grouped:
             times = bench_together({order: runner(order) for order in orders}, budget_s=0.5)
             ratio = times["GROUP_M=1"].median_s / times["yours"].median_s
-            return core.Attempt(ratio, ratio >= threshold.value,
-                                f"GROUP_M={tiles[0]['GROUP_M']} {units.seconds(times['yours'].median_s)}, "
-                                f"GROUP_M=1 {units.seconds(times['GROUP_M=1'].median_s)}: "
-                                f"{units.beside(ratio, 3, (threshold.value,))}x the speed of row-major order")
+            return core.Attempt(
+                ratio,
+                ratio >= threshold.value,
+                f"GROUP_M={tiles[0]['GROUP_M']} {units.seconds(times['yours'].median_s)}, "
+                f"GROUP_M=1 {units.seconds(times['GROUP_M=1'].median_s)}: "
+                f"{units.beside(ratio, 3, (threshold.value,))}x the speed of row-major order",
+            )
         peak = ceilings.measure_matmul_peak(TIMED_DTYPE, shape.m)
         timing = bench(runner("yours"), budget_s=0.5)
         rate = timing.rate(shape.flops)
         if rate > IMPOSSIBLE_OVER_PEAK * peak:
-            raise core.fail(f"{name}'s kernel took {units.seconds(timing.median_s)} for {shape}, "
-                            f"{rate / 1e12:.0f} TFLOP/s, more than {IMPOSSIBLE_OVER_PEAK:g}× the "
-                            f"{peak / 1e12:.0f} TFLOP/s torch.mm reached now: impossible for a kernel that does the "
-                            "work.")
+            raise core.fail(
+                f"{name}'s kernel took {units.seconds(timing.median_s)} for {shape}, "
+                f"{rate / 1e12:.0f} TFLOP/s, more than {IMPOSSIBLE_OVER_PEAK:g}× the "
+                f"{peak / 1e12:.0f} TFLOP/s torch.mm reached now: impossible for a kernel that does the "
+                "work."
+            )
         fraction = rate / peak
-        return core.Attempt(fraction, fraction >= threshold.value,
-                            f"{units.seconds(timing.median_s)}, {rate / 1e12:.0f} TFLOP/s = "
-                            f"{units.percent(fraction, (threshold.value,))} of "
-                            f"the {peak / 1e12:.0f} TFLOP/s torch.mm reached now")
+        return core.Attempt(
+            fraction,
+            fraction >= threshold.value,
+            f"{units.seconds(timing.median_s)}, {rate / 1e12:.0f} TFLOP/s = "
+            f"{units.percent(fraction, (threshold.value,))} of "
+            f"the {peak / 1e12:.0f} TFLOP/s torch.mm reached now",
+        )
 
     best, history = core.repeat_until_pass(attempt)
     for order, entries in sets.items():  # every timed output, after timing
-        core.check_timed_outputs(name, SPEC.out_name, [(out, case.expected) for case, _, out, _ in entries], seed,
-                                 tag=f" ({order})")
+        core.check_timed_outputs(
+            name, SPEC.out_name, [(out, case.expected) for case, _, out, _ in entries], seed, tag=f" ({order})"
+        )
     tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
     tile = tiles[0]
     tiling = f"{tile['BLOCK_M']} × {tile['BLOCK_N']} × {tile['BLOCK_K']} tiles, GROUP_M={tile['GROUP_M']}"
     if not best.passed:
-        needed = (f"at least {threshold.value:g}x the speed of the same kernel with GROUP_M = 1" if grouped else
-                  f"at least {threshold.value:.0%} of the {TIMED_DTYPE} matmul peak measured now")
+        needed = (
+            f"at least {threshold.value:g}x the speed of the same kernel with GROUP_M = 1"
+            if grouped
+            else f"at least {threshold.value:.0%} of the {TIMED_DTYPE} matmul peak measured now"
+        )
         raise core.fail(f"{name} on {shape} ({tiling}): {tried}. Needed {needed} ({threshold.why}).")
     return f"{name} on {shape} ({tiling}): {best.detail} (needed {threshold.describe()})"
 
 
-GRADERS = core.Graders(LAB, {"prediction": grade_prediction, "correct": grade_correct, "traffic": grade_traffic,
-                             **{check: lambda student, check=check: _timed(student, check)
-                                for check in ("peak_4096", "peak_8192", "grouped_order")}})
+GRADERS = core.Graders(
+    LAB,
+    {
+        "prediction": grade_prediction,
+        "correct": grade_correct,
+        "traffic": grade_traffic,
+        **{
+            check: lambda student, check=check: _timed(student, check)
+            for check in ("peak_4096", "peak_8192", "grouped_order")
+        },
+    },
+)
 grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

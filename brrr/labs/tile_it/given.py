@@ -99,7 +99,7 @@ def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor,
         a = torch.rand(shape.m, shape.k, generator=on_device, device=DEVICE)
         b = torch.rand(shape.k, shape.n, generator=on_device, device=DEVICE)
     else:
-        scale = shape.k ** -0.25  # outputs about N(0, 1)
+        scale = shape.k**-0.25  # outputs about N(0, 1)
         a = torch.randn(shape.m, shape.k, generator=on_device, device=DEVICE) * scale
         b = torch.randn(shape.k, shape.n, generator=on_device, device=DEVICE) * scale
     return a.to(shape.torch_dtype), b.to(shape.torch_dtype)
@@ -149,8 +149,7 @@ def compare_tilings(matmul_fn, tile_for) -> dict:
         return result
     shape = TRAFFIC_SHAPE
     a, b = inputs_for_demo(shape.m, shape.n, shape.k)
-    result = {"device": "cpu", "shape": shape, "tiles": [], "counted": [], "rule": [],
-              "minimum": minimum_bytes(shape)}
+    result = {"device": "cpu", "shape": shape, "tiles": [], "counted": [], "rule": [], "minimum": minimum_bytes(shape)}
     for size in SWEEP_TILES:
         out = torch.empty(shape.m, shape.n)
         with traffic.count({"a": a, "b": b, "out": out}) as seen:
@@ -172,8 +171,9 @@ def plot_tilings(result: dict, *, stamp: str = ""):
         sizes = result["sizes"]
         ax.plot(sizes, [r / 1e12 for r in result["torch"]], "o-", color="#ff7f0e", label="torch.mm")
         ax.plot(sizes, [r / 1e12 for r in result["yours"]], "o-", color="#1f77b4", label="your kernel")
-        ax.axhline(result["peak"] / 1e12, color="#2ca02c", linestyle="dashed", linewidth=1,
-                   label="matmul peak measured now")
+        ax.axhline(
+            result["peak"] / 1e12, color="#2ca02c", linestyle="dashed", linewidth=1, label="matmul peak measured now"
+        )
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
         ax.set_xlabel(f"n (n × n @ n × n, {result['dtype']})")
@@ -182,14 +182,34 @@ def plot_tilings(result: dict, *, stamp: str = ""):
     else:
         shape = result["shape"]
         sizes = [8, 16, 32, 64, 128, 256]
-        ax.plot(sizes, [intensity(shape, sum(tiled_bytes(shape, s, s).values())) for s in sizes], "-",
-                color="#999999", label=f"the rule, at {shape.m}³")
-        ax.plot(sizes, [asymptotic_intensity(s, s, shape.element_size) for s in sizes], ":", color="#999999",
-                label="the rule, large shapes")
-        ax.plot(result["tiles"], [intensity(shape, c) for c in result["counted"]], "o", color="#1f77b4",
-                label="your kernel, counted")
-        ax.axhline(intensity(shape, result["minimum"]), color="#2ca02c", linestyle="dashed", linewidth=1,
-                   label="minimum traffic (a, b read once)")
+        ax.plot(
+            sizes,
+            [intensity(shape, sum(tiled_bytes(shape, s, s).values())) for s in sizes],
+            "-",
+            color="#999999",
+            label=f"the rule, at {shape.m}³",
+        )
+        ax.plot(
+            sizes,
+            [asymptotic_intensity(s, s, shape.element_size) for s in sizes],
+            ":",
+            color="#999999",
+            label="the rule, large shapes",
+        )
+        ax.plot(
+            result["tiles"],
+            [intensity(shape, c) for c in result["counted"]],
+            "o",
+            color="#1f77b4",
+            label="your kernel, counted",
+        )
+        ax.axhline(
+            intensity(shape, result["minimum"]),
+            color="#2ca02c",
+            linestyle="dashed",
+            linewidth=1,
+            label="minimum traffic (a, b read once)",
+        )
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(sizes, [str(s) for s in sizes])
