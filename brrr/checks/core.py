@@ -193,16 +193,7 @@ def diff_report(
     nonfinite = bad & ~never & ~torch.isfinite(got_flat) & torch.isfinite(exp_flat)
     if bool(nonfinite.any()):
         idx = nonfinite.nonzero().flatten().tolist()
-        first = idx[0]
-        at = ", ".join(f"{k} = {_fmt(float(v[first]))}" for k, v in shown_inputs.items())
-        paragraphs.append(
-            f"{name} has NaN or inf at {len(idx):,} of {n:,} elements where the reference is finite, "
-            f"the first at index {_index(first, shape)}"
-            + (f" (where {at})" if at else "")
-            + f": got {_fmt(float(got_flat[first]))}, expected {_fmt(float(exp_flat[first]))}. Look for an "
-            "overflow: in float32, exp() of an input above 88.7 is inf, and inf/inf or inf - inf is NaN.\n"
-            + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape)
-        )
+        paragraphs.append(_nonfinite_paragraph(name, idx, got_flat, exp_flat, shown_inputs, shape, show))
     wrong = bad & ~never & ~nonfinite
     if bool(wrong.any()):
         idx = wrong.nonzero().flatten().tolist()
@@ -218,6 +209,23 @@ def diff_report(
         )
     title = title or f"{name} is wrong{context}."
     return (title + "\n" + "\n".join(paragraphs)).rstrip()
+
+
+def _nonfinite_paragraph(
+    name: str, idx: list[int], got_flat, exp_flat, shown_inputs: dict, shape: list, show: int
+) -> str:
+    """Where the output is NaN or inf and the reference is finite (``idx``), the first such element with its
+    inputs, and the usual cause: an overflow."""
+    first, n = idx[0], got_flat.numel()
+    at = ", ".join(f"{k} = {_fmt(float(v[first]))}" for k, v in shown_inputs.items())
+    return (
+        f"{name} has NaN or inf at {len(idx):,} of {n:,} elements where the reference is finite, "
+        f"the first at index {_index(first, shape)}"
+        + (f" (where {at})" if at else "")
+        + f": got {_fmt(float(got_flat[first]))}, expected {_fmt(float(exp_flat[first]))}. Look for an "
+        "overflow: in float32, exp() of an input above 88.7 is inf, and inf/inf or inf - inf is NaN.\n"
+        + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape)
+    )
 
 
 def _unwritten_paragraph(name: str, idx: list[int], n: int, dtype: torch.dtype) -> str:
@@ -625,6 +633,31 @@ def repeat_until_pass(measure: Callable[[], Attempt], attempts: int | None = Non
         if attempt.passed:
             return attempt, history
     return max(history, key=lambda a: a.value), history
+
+
+def timed_verdict(
+    best: Attempt, history: list[Attempt], what: str, needed: str, threshold, *, failed: str = "", unit: str = ""
+) -> str:
+    """The pass line of a timed check, ``what: best detail (needed <threshold><unit>)``; if no attempt
+    passed, fail with every attempt, what was ``needed`` and why (``failed``: a longer ``what`` for that
+    message)."""
+    if not best.passed:
+        tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
+        raise fail(f"{failed or what}: {tried}. Needed {needed} ({threshold.why}).")
+    return f"{what}: {best.detail} (needed {threshold.describe()}{unit})"
+
+
+def rotating(items: Sequence, call: Callable[[Any], object]) -> Callable[[], None]:
+    """A function that calls ``call`` on the next of ``items`` each time, round the list: a timed loop
+    then never runs on the same inputs twice in a row, so no cache holds them."""
+    turn = [0]
+
+    def next_call() -> None:
+        item = items[turn[0] % len(items)]
+        turn[0] += 1
+        call(item)
+
+    return next_call
 
 
 def one_launch(

@@ -196,46 +196,54 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
                     f"{_line(node, source)}; a kernel uses tl.*, arithmetic and control flow only"
                 )
         # Names first, so that `torch.sigmoid(x)` is reported as torch, not as an unknown attribute.
+        names = local | jit_names | known_constants | {"tl"} | set(ALLOWED_BUILTINS)
         for node in sorted(
             ast.walk(tree), key=lambda n: (not isinstance(n, ast.Name), not isinstance(n, ast.Attribute))
         ):
-            where = _line(node, source)
-            if isinstance(node, ast.FunctionDef) and node is not function:
-                raise KernelRejected(f"{name}: nested functions are not allowed in a kernel{where}")
-            if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool, type(None))):
-                raise KernelRejected(f"{name}: constant {node.value!r} is not allowed{where}")
-            if isinstance(node, ast.Name):
-                if node.id.startswith("__"):
-                    raise KernelRejected(f"{name}: the name {node.id} is not allowed{where}")
-                if isinstance(node.ctx, ast.Load) and node.id not in local | jit_names | known_constants | {"tl"} | set(
-                    ALLOWED_BUILTINS
-                ):
-                    raise KernelRejected(
-                        f"{name}: `{node.id}` is not Triton: a kernel body may call only tl.*, other "
-                        f"@triton.jit functions and {', '.join(ALLOWED_BUILTINS)}{where}. Torch, numpy and "
-                        "other Python do not run inside a compiled kernel."
-                    )
-                if isinstance(node.ctx, ast.Store) and node.id in ("tl",) + ALLOWED_BUILTINS:
-                    raise KernelRejected(f"{name}: do not assign to {node.id}{where}")
-            if isinstance(node, ast.Attribute):
-                _check_attribute(name, node, where, top, math, values)
-            if isinstance(node, ast.Call):
-                _check_call(name, node, where, jit_names)
-            if isinstance(node, ast.arg) and node.annotation is not None:
-                if not (
-                    isinstance(node.annotation, ast.Attribute)
-                    and node.annotation.attr == "constexpr"
-                    and isinstance(node.annotation.value, ast.Name)
-                    and node.annotation.value.id == "tl"
-                ):
-                    raise KernelRejected(
-                        f"{name}: the only annotation a kernel argument may have is tl.constexpr{where}"
-                    )
-            if isinstance(node, ast.AnnAssign):
-                raise KernelRejected(f"{name}: annotated assignments are not allowed in a kernel{where}")
+            _check_node(name, node, function, source, names, jit_names, (top, math, values))
         for default in args.defaults:
             if not isinstance(default, ast.Constant):
                 raise KernelRejected(f"{name}: default values must be constants")
+
+
+def _check_node(
+    name: str, node: ast.AST, function: ast.FunctionDef, source: str, names: set, jit_names: set, allowed: tuple
+) -> None:
+    """Raise :class:`KernelRejected` if ``node`` of kernel ``name`` is something Triton would not compile:
+    a nested function, a non-literal constant, a name that is not a local, a kernel, a constant or tl,
+    an attribute outside triton.language, a call it cannot make, an annotation other than tl.constexpr."""
+    where = _line(node, source)
+    if isinstance(node, ast.FunctionDef) and node is not function:
+        raise KernelRejected(f"{name}: nested functions are not allowed in a kernel{where}")
+    if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool, type(None))):
+        raise KernelRejected(f"{name}: constant {node.value!r} is not allowed{where}")
+    if isinstance(node, ast.Name):
+        if node.id.startswith("__"):
+            raise KernelRejected(f"{name}: the name {node.id} is not allowed{where}")
+        if isinstance(node.ctx, ast.Load) and node.id not in names:
+            raise KernelRejected(
+                f"{name}: `{node.id}` is not Triton: a kernel body may call only tl.*, other "
+                f"@triton.jit functions and {', '.join(ALLOWED_BUILTINS)}{where}. Torch, numpy and "
+                "other Python do not run inside a compiled kernel."
+            )
+        if isinstance(node.ctx, ast.Store) and node.id in ("tl",) + ALLOWED_BUILTINS:
+            raise KernelRejected(f"{name}: do not assign to {node.id}{where}")
+    if isinstance(node, ast.Attribute):
+        _check_attribute(name, node, where, *allowed)
+    if isinstance(node, ast.Call):
+        _check_call(name, node, where, jit_names)
+    if isinstance(node, ast.arg) and node.annotation is not None:
+        annotation = node.annotation
+        constexpr = (
+            isinstance(annotation, ast.Attribute)
+            and annotation.attr == "constexpr"
+            and isinstance(annotation.value, ast.Name)
+            and annotation.value.id == "tl"
+        )
+        if not constexpr:
+            raise KernelRejected(f"{name}: the only annotation a kernel argument may have is tl.constexpr{where}")
+    if isinstance(node, ast.AnnAssign):
+        raise KernelRejected(f"{name}: annotated assignments are not allowed in a kernel{where}")
 
 
 def _check_attribute(name: str, node: ast.Attribute, where: str, top: set, math: set, values: set) -> None:

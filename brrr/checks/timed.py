@@ -69,17 +69,8 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
         storages = dict(zip(spec.input_names, recorded.inputs)) | {spec.out_name: out}
         storages |= kernels.scratch_tensors(recorded.recipe, out.device)
         sets.append((recorded, out, storages))
-    rotation = [0]
-
-    def run_next():
-        recorded, _, storages = sets[rotation[0] % len(sets)]
-        rotation[0] += 1
-        kernels.replay(recorded.recipe, built, storages)
-
-    def baseline_next():
-        recorded = sets[rotation[0] % len(sets)][0]
-        rotation[0] += 1
-        timed.baseline(*recorded.inputs)
+    run_next = core.rotating(sets, lambda entry: kernels.replay(entry[0].recipe, built, entry[2]))
+    baseline_next = core.rotating(sets, lambda entry: timed.baseline(*entry[0].inputs))
 
     def attempt() -> core.Attempt:
         copy = ceilings.measure_copy_bandwidth(timed.copy_n)
@@ -112,15 +103,10 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
     core.check_timed_outputs(
         name, spec.out_name, [(out, recorded.expected) for recorded, out, _ in sets], seed, kernels="kernels"
     )
-    tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
-    if not best.passed:
-        needed = (
-            f"at least {threshold.value:.0%} of the copy bandwidth"
-            if bandwidth
-            else f"at least {threshold.value:g}x the speed of {timed.baseline_name}"
-        )
-        raise core.fail(
-            f"{name} on {timed.label} ({timed.moved / 1e9:.2f} GB moved per call): {tried}. "
-            f"Needed {needed} ({threshold.why})."
-        )
-    return f"{name} on {timed.label}: {best.detail} (needed {threshold.describe()})"
+    needed = (
+        f"at least {threshold.value:.0%} of the copy bandwidth"
+        if bandwidth
+        else f"at least {threshold.value:g}x the speed of {timed.baseline_name}"
+    )
+    moved = f"{name} on {timed.label} ({timed.moved / 1e9:.2f} GB moved per call)"
+    return core.timed_verdict(best, history, f"{name} on {timed.label}", needed, threshold, failed=moved)

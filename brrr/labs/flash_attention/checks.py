@@ -643,17 +643,9 @@ def _measure(student, check: str) -> str:
     else:
         baseline, backend = sdpa_function()
         label = f"{BASELINES[check]} ({backend})"
-    turn = {"yours": 0, "baseline": 0}
-
-    def yours():
-        index = turn["yours"] % len(cases)
-        turn["yours"] += 1
-        kernels.replay(cases[index].recipe, built, storages[index])
-
-    def theirs():
-        index = turn["baseline"] % len(cases)
-        turn["baseline"] += 1
-        baseline(*cases[index].inputs)
+    indices = list(range(len(cases)))
+    yours = core.rotating(indices, lambda i: kernels.replay(cases[i].recipe, built, storages[i]))
+    theirs = core.rotating(indices, lambda i: baseline(*cases[i].inputs))
 
     def attempt() -> core.Attempt:
         peak = ceilings.measure_matmul_peak("float16", 4096)
@@ -676,14 +668,9 @@ def _measure(student, check: str) -> str:
 
     best, history = core.repeat_until_pass(attempt)
     core.check_timed_outputs(name, SPEC.out_name, [(out, case.expected) for case, out in zip(cases, outs)], seed)
-    tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
     launched = f"BLOCK_M = {blocks[0]['BLOCK_M']}, BLOCK_N = {blocks[0]['BLOCK_N']}"
-    if not best.passed:
-        raise core.fail(
-            f"{name} on {shape} ({launched}): {tried}. Needed at least {threshold.value:g}x the speed "
-            f"of {label} ({threshold.why})."
-        )
-    return f"{name} on {shape} ({launched}): {best.detail} (needed {threshold.describe()}x)"
+    needed = f"at least {threshold.value:g}x the speed of {label}"
+    return core.timed_verdict(best, history, f"{name} on {shape} ({launched})", needed, threshold, unit="x")
 
 
 GRADERS = core.Graders(
