@@ -265,7 +265,10 @@ def roofline_three(machines: dict[str, tuple[float, float]]) -> plt.Figure:
 
 def flash_tiles(n_blocks: int = 4, step: int = 1) -> plt.Figure:
     """FlashAttention for one head: the N×N scores in blocks; at one step a block of Q stays on chip while
-    blocks of K and V stream past, and no block of scores is ever written to HBM."""
+    blocks of K and V stream past, and no block of scores is ever written to HBM.
+
+    Long: one picture drawn mark by mark, top to bottom.
+    """
     c = _colors()
     fig, ax = plt.subplots(figsize=(7, 4.6))
     ax.set_xlim(-3.2, n_blocks + 3.6)

@@ -393,6 +393,8 @@ def render_timeline(
     shaded on the CPU row instead, and the device row says what a GPU trace would
     show there. Returns the matplotlib ``Axes``; :func:`drawn_gaps` reads the
     shaded gaps back.
+
+    Long: one figure drawn row by row.
     """
     import matplotlib.pyplot as plt
 
@@ -507,6 +509,8 @@ def synthetic_gpu_train_step(steps: int = 2) -> dict:
     can be checked by hand: with two steps, the window is 0-200 µs and the
     device is busy 44 µs of it (idle 78%). Its ``brrr`` metadata says it is
     synthetic; ``python -m brrr.traces`` writes it to the reference folder.
+
+    Long: a trace written out event by event, so that every figure from it can be checked by hand.
     """
     events: list[dict] = [
         {"ph": "M", "name": "process_name", **_HOST, "ts": _BASE_US, "args": {"name": "python (synthetic)"}},

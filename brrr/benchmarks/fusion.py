@@ -937,6 +937,9 @@ def _value(check: str, measured: float) -> str:
 
 
 def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Result:
+    """One fusion speed target timed in turns with its control, by name.
+
+    Long: one branch per target, each setting up its own inputs, so that what a target times sits in one place."""
     if check in ("cos_cos_compiled_speedup", "cos_cos_triton_speedup"):
         x = torch.randn(n, device=DEVICE)
         if check == "cos_cos_compiled_speedup":

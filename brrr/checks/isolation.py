@@ -241,6 +241,10 @@ def _run_forked(fn: Callable[..., Any], args, kwargs, timeout_s: float) -> Outco
 
 
 def _run_forked_into(fn, args, kwargs, timeout_s: float, low_level) -> Outcome:
+    """Run ``fn`` in a forked child and read its outcome back through a pipe, within ``timeout_s``.
+
+    Long: fork, the read loop with its deadline, the kill and the decoding of what came back are one
+    sequence whose order is the isolation: split, a step could be called out of order."""
     read_fd, write_fd = os.pipe()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):

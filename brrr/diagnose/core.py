@@ -175,6 +175,9 @@ def diagnose(
     with as many (None: the current setting). ``warmup`` calls run first, untimed;
     ``steps`` calls are profiled. ``explain=True`` adds ``torch._dynamo.explain``'s graph
     breaks. Raises :class:`DiagnoseError` with a readable message for bad input.
+
+    Long: input checks, the timed run, the profiled run and the verdict, each a few lines, in the order
+    they happen; the pieces they call live in their own modules.
     """
     if not callable(step):
         raise DiagnoseError(

@@ -187,6 +187,10 @@ _one_check_at_a_time = threading.Lock()  # connections are served side by side, 
 
 
 def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: str) -> None:
+    """Answer one connection's check requests until it closes, one check at a time, each verdict signed into
+    the record.
+
+    Long: the protocol loop: every way a request can be malformed is answered where it is read."""
     from brrr.device import device_name
 
     checks = tuple(lab.CHECKS[device_class])

@@ -169,7 +169,10 @@ _DIAGNOSE_UP_TO = 1024  # longest N the hints simulate (they run in float64 on t
 
 
 def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
-    """A sentence on a known cause of a wrong output, where the output matches it."""
+    """A sentence on a known cause of a wrong output, where the output matches it.
+
+    Long: one test per known mistake, in the order they are tried; each is a few lines.
+    """
     q, k, v = inputs
     n = q.shape[-2]
     got = out.detach().to("cpu", torch.float64)

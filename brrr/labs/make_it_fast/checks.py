@@ -239,7 +239,10 @@ last_speedup: dict = {}
 
 
 def grade_speedup(student) -> str:
-    """The grader's clock: its own copy of the given step against the student's, fresh seeds, one thread."""
+    """The grader's clock: its own copy of the given step against the student's, fresh seeds, one thread.
+
+    Long: the grader's timing and the messages for each way it can fail, in the order a student reads them.
+    """
     from brrr.timing import no_gc_pauses, torch_threads
 
     name = student.name

@@ -338,7 +338,6 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
     params = ("weight", "bias") if kind == "layer_norm" else ()
     known = ("x", *params, "out")
     extra = {t for t in (*loaded, *stored) if t not in known and (loaded.get(t) or stored.get(t))}
-    passes = loaded.get("x", 0) / need
     ok = (
         loaded.get("x", 0) == need
         and stored.get("out", 0) == need
@@ -363,6 +362,21 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
                 f"{stored.get(tensor, 0):,} B = {stored.get(tensor, 0) / unit:.2f} {per}",
             )
         )
+    hints = _traffic_hints(name, traffic, need, row_bytes, params, extra)
+    weights = f" and weight and bias at most once per program (row block), here {programs} programs" if params else ""
+    return (
+        f"{name} moved the wrong number of bytes for {case}, counted in the Triton interpreter. One pass "
+        f"loads x once ({need:,} B, 1.00 per element) and stores out once ({need:,} B){weights}, and "
+        f"moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)
+    ).rstrip()
+
+
+def _traffic_hints(name: str, traffic: dict, need: int, row_bytes: int, params: tuple, extra: set) -> list[str]:
+    """One hint per way ``traffic`` strays from one pass: out under- or over-written, x read too often or
+    not at all, weight and bias reloaded, out read back, a buffer round trip, more than one kernel."""
+    loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
+    programs = sum(traffic["programs"])
+    passes = loaded.get("x", 0) / need
     hints = []
     if stored.get("out", 0) == 0:
         hints.append(
@@ -411,12 +425,7 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
             f"{name} launched {len(traffic['kernels'])} kernels ({', '.join(traffic['kernels'])}): one "
             "kernel that holds a row in registers needs no second one."
         )
-    weights = f" and weight and bias at most once per program (row block), here {programs} programs" if params else ""
-    return (
-        f"{name} moved the wrong number of bytes for {case}, counted in the Triton interpreter. One pass "
-        f"loads x once ({need:,} B, 1.00 per element) and stores out once ({need:,} B){weights}, and "
-        f"moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)
-    ).rstrip()
+    return hints
 
 
 def _passes(passes: float) -> str:

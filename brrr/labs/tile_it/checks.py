@@ -195,7 +195,10 @@ def _prediction_mistakes(shape: Shape, bm: int, bn: int) -> dict[str, int]:
 
 def grade_prediction(student) -> str:
     """``predicted_traffic()``: for each tiling of :data:`PREDICTION_TILINGS` at :data:`PREDICTION_SHAPE`,
-    ``{"bytes": ..., "flop_per_byte": ...}``, keyed ``"32x32"``, ``"128x64"``."""
+    ``{"bytes": ..., "flop_per_byte": ...}``, keyed ``"32x32"``, ``"128x64"``.
+
+    Long: each tiling's bytes and intensity checked and explained, in the order a student reads them.
+    """
     exact = thresholds.threshold(LAB, "prediction")
     close = thresholds.threshold(LAB, "prediction.intensity")
     reference = _REFERENCE_PREDICTION or reference_prediction()
@@ -464,6 +467,10 @@ def with_group(recipe: dict, group_m: int) -> dict:
 
 
 def _measure(student, check: str) -> str:
+    """A timed check of Lab 5 on a GPU: the peak fraction, or grouped order against GROUP_M = 1.
+
+    Long: the inputs, the two orders, the attempt and the verdict share the recorded launches; split,
+    they would pass them from function to function."""
     from brrr import ceilings, units
     from brrr.device import TRITON_INTERPRETED
     from brrr.checks import kernels

@@ -161,7 +161,10 @@ def compare_tilings(matmul_fn, tile_for) -> dict:
 
 
 def plot_tilings(result: dict, *, stamp: str = ""):
-    """CPU: arithmetic intensity against the tile size, by the rule and counted. GPU: TFLOP/s against n."""
+    """CPU: arithmetic intensity against the tile size, by the rule and counted. GPU: TFLOP/s against n.
+
+    Long: two figures (CPU and GPU), each drawn mark by mark.
+    """
     import matplotlib.pyplot as plt
 
     from brrr.plots import add_stamp
