@@ -19,7 +19,7 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   output, and that is what the page shows.
 - **Outputs wrap.** ``brrr/book_static/brrr.css`` wraps printed lines wider
   than the column (stamps, table rows), so no output hides behind a scrollbar;
-  code cells fit by themselves (``tests/test_code_width.py``).
+  code cells fit by themselves (``tests/book/test_code_width.py``).
 - **No console errors of the theme stack's making.** sphinx-thebe's settings
   (``const THEBE_JS_URL = ...``) reach each page twice, and the second copy is
   a JavaScript error: repeated inline scripts are dropped. The theme logs an
@@ -46,7 +46,7 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   (``make book``, the tests) must pass with it.
 
 Launch buttons still point online: they are links, not assets.
-``tests/test_book_build.py`` (with ``tests/book_browser.py``) loads every page with the network blocked.
+``tests/book/test_book_build.py`` (with ``tests/book_browser.py``) loads every page with the network blocked.
 """
 
 from __future__ import annotations

@@ -207,13 +207,14 @@ def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None, 
 LOW_SHARE = 0.5
 
 
-def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -> tuple[Ceilings, float]:
+def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -> tuple[Ceilings, float, str]:
     """``rate``: B/s of the copy the ceiling times (``far_above_cache(4)`` fp32 elements, ``found.threads``),
-    timed now. Returns the ceilings to use from here on and the best reading.
+    timed now. Returns the ceilings to use from here on, the best reading, and a note for the page ('' if
+    there is nothing to say).
 
     ``again()`` (default: the same copy timed once more) is called while readings stay under
     :data:`LOW_SHARE` of the ceiling, three readings at most. A best reading above the ceiling raises it,
-    with the reason printed; one that stays under half of it is explained.
+    and the note says why; for one that stays under half of it, the note explains.
     """
     from brrr import targets
 
@@ -221,8 +222,9 @@ def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -
     again = again or (lambda: measure_copy_bandwidth(threads=found.threads))
     shares = targets.measurements(rate / ceiling, lambda: again() / ceiling, lambda share: share >= LOW_SHARE)
     best = max(shares) * ceiling
+    note = ""
     if best > ceiling:
-        print(
+        note = (
             f"{what}: {units.bandwidth(best)}, {best / ceiling:.2f}x the cached ceiling of "
             f"{units.bandwidth(ceiling)} (measured {found.env.get('date', '?')}). It is the copy the ceiling "
             "times, and load only ever slows a copy, so the ceiling was read in a busier moment. It is "
@@ -231,12 +233,12 @@ def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -
         found = raise_copy_ceiling(found, best)
     elif best < LOW_SHARE * ceiling:
         tried = ", ".join(units.percent(share) for share in shares)
-        print(
+        note = (
             f"{what}: {tried} of the ceiling in {len(shares)} attempts. The ceiling was measured "
             "on a quieter machine: other work running now slows every copy. Each rate on this page "
             "is measured now; the ceiling is the best case."
         )
-    return found, best
+    return found, best, note
 
 
 def raise_copy_ceiling(found: Ceilings, rate: float) -> Ceilings:

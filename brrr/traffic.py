@@ -162,7 +162,7 @@ def check_supported() -> None:
         raise TrafficCounterUnavailable(
             f"brrr.traffic wraps internals of Triton's interpreter and was tested with triton "
             f"{low[0]}.{low[1]} to {high[0]}.{high[1]}; this is triton {version[0]}.{version[1]}. "
-            f"Set {UNTESTED_OK_ENV}=1 to try anyway, and check tests/test_traffic.py passes."
+            f"Set {UNTESTED_OK_ENV}=1 to try anyway, and check tests/library/test_traffic.py passes."
         )
     try:
         from triton.runtime import interpreter

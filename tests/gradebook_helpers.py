@@ -17,8 +17,8 @@ def the_grading_environment(tmp_path_factory, *, changes_it: bool = False):
 
     The gradebook's integrity watch stops grading when a file of its Python environment changes (as it
     must: the graded code may have done it). A planted change under one worker then stopped a gradebook
-    run under the other: the unsolved labs of tests/test_labs.py came back "tampered" while
-    tests/test_gradebook_tampering.py touched nbformat's ``__init__.py``. The lock lives where the
+    run under the other: the unsolved labs of tests/labs/test_labs.py came back "tampered" while
+    tests/grading/test_gradebook_tampering.py touched nbformat's ``__init__.py``. The lock lives where the
     pytest-xdist workers share the book's build (conftest.book_build)."""
     lock_path = tmp_path_factory.getbasetemp().parent / "grading-environment.lock"
     with open(lock_path, "a") as lock:

@@ -149,3 +149,44 @@ def test_every_lab_runs_its_checks_the_one_way(lab):
     assert checks.grade == checks.GRADERS.grade
     with pytest.raises(KeyError, match=f"{lab} has no check 'nonsense'"):
         checks.grade("nonsense", student=None)
+
+
+# Modules that measure: they return numbers (and notes for a page), and only their command-line main()
+# prints (docs/DESIGN.md, "Layers"; issue 28).
+MEASURING = ["ceilings.py", "timing.py", "counting.py", "traffic.py", "benchmarks"]
+
+
+def prints_outside_main(path: Path, root: Path = ROOT) -> list[str]:
+    """'path:line function' for every print() call in ``path`` that is not inside a function named main
+    (or a command's run loop, ``run``, which main calls and which reports progress)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+
+    def visit(node, inside: str | None):
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else inside
+            if isinstance(child, ast.Call) and getattr(child.func, "id", None) == "print":
+                if inside not in ("main", "run"):
+                    found.append(f"{path.relative_to(root)}:{child.lineno} {inside or '<module>'}")
+            visit(child, "main" if inside == "main" else name)
+
+    visit(tree, None)
+    return found
+
+
+def test_a_measuring_module_never_prints():
+    paths = []
+    for name in MEASURING:
+        target = PACKAGE / name
+        paths += sorted(target.rglob("*.py")) if target.is_dir() else [target]
+    found = [line for path in paths for line in prints_outside_main(path)]
+    assert len(paths) > 8 and not found, "return the sentence to the page instead:\n" + "\n".join(found)
+
+
+def test_the_print_finder_sees_a_print_in_a_measuring_function(tmp_path):
+    """The control: a print in a measuring function is found; one in main, or in a function inside it, is not."""
+    source = tmp_path / "m.py"
+    source.write_text(
+        "def measure():\n    print('x')\n\ndef main():\n    def show():\n        print('y')\n    print('z')\n"
+    )
+    assert prints_outside_main(source, root=tmp_path) == ["m.py:2 measure"]

@@ -369,31 +369,33 @@ def speedup(baseline: Measurement, faster: Measurement) -> float:
     return baseline.seconds / faster.seconds
 
 
-def time_triton_cos_cos(x: torch.Tensor, eager_cos_cos: Measurement, copy: float) -> tuple[Measurement, torch.Tensor]:
+def time_triton_cos_cos(
+    x: torch.Tensor, eager_cos_cos: Measurement, copy: float
+) -> tuple[Measurement, torch.Tensor, list[str]]:
     """On a GPU: time the Triton ``cos_cos`` kernel on ``x`` and its fast-math variant (``fast_cosf``, the
-    special-function unit, instead of ``tl.cos``'s accurate libdevice cosine); print each against the
-    copy roof, the speedups, and each one's largest error against float64 on the first 2**24 elements
-    (float64 copies of all of ``x`` would not fit a small GPU). Returns the accurate kernel's
-    measurement and its output buffer."""
+    special-function unit, instead of ``tl.cos``'s accurate libdevice cosine). Returns the accurate
+    kernel's measurement, its output buffer, and lines for the page: each against the copy roof, the
+    speedups, and each one's largest error against float64 on the first 2**24 elements (float64 copies
+    of all of ``x`` would not fit a small GPU)."""
     n = x.numel()
     out, fast_out = torch.empty_like(x), torch.empty_like(x)
     accurate = measure("Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True))
     fast = measure(
         "Triton cos_cos, fast_cosf", lambda: pointwise.cos_cos(x, out=fast_out, fast=True), cos_cos_bytes(n, fused=True)
     )
-    print(accurate.summary(copy))
-    print(
+    lines = [
+        accurate.summary(copy),
         f"fusion speedup: the Triton kernel runs {speedup(eager_cos_cos, accurate):.2f}x faster than "
-        "eager x.cos().cos()"
-    )
-    print(fast.summary(copy))
-    print(f"fast_cosf runs {speedup(accurate, fast):.2f}x as fast as the accurate kernel")
+        "eager x.cos().cos()",
+        fast.summary(copy),
+        f"fast_cosf runs {speedup(accurate, fast):.2f}x as fast as the accurate kernel",
+    ]
     k = min(n, 2**24)
     exact = x[:k].double().cos().cos()
     for label, got in (("accurate (tl.cos)", out), ("fast_cosf", fast_out)):
         error = (got[:k].double() - exact).abs().max().item()
-        print(f"{label:<18} largest error vs float64: {error:.1e} over {k:,} elements")
-    return accurate, out
+        lines.append(f"{label:<18} largest error vs float64: {error:.1e} over {k:,} elements")
+    return accurate, out, lines
 
 
 # ---------------------------------------------------------------- the control: code generation versus fusion

@@ -26,53 +26,33 @@ from __future__ import annotations
 
 import torch
 
-from brrr.device import (
-    ON_GPU,
-    pipeline_stages,
-)  # before triton: turns the interpreter on without a GPU
+# before triton: without a GPU, this turns the interpreter on
+from brrr.device import ON_GPU, pipeline_stages
 
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def tiled_matmul_kernel(
-    a_ptr,
-    b_ptr,
-    out_ptr,
-    M,
-    N,
-    K,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    EXACT_FP32: tl.constexpr,
-):
+def tiled_matmul_kernel(a_ptr, b_ptr, out_ptr, M, N, K,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        EXACT_FP32: tl.constexpr):
     # This program's output tile; 64-bit rows and columns, as offsets may pass 2**31.
     rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, K, BLOCK_K):  # along K, one block at a time
         ks = k + tl.arange(0, BLOCK_K)
-        a = tl.load(
-            a_ptr + rows[:, None] * K + ks[None, :],
-            mask=(rows[:, None] < M) & (ks[None, :] < K),
-            other=0.0,
-        )
-        b = tl.load(
-            b_ptr + ks[:, None] * N + cols[None, :],
-            mask=(ks[:, None] < K) & (cols[None, :] < N),
-            other=0.0,
-        )
+        a = tl.load(a_ptr + rows[:, None] * K + ks[None, :],
+                    mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * N + cols[None, :],
+                    mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)
         if EXACT_FP32:  # float32 inputs: full-precision products, not TF32
             acc = tl.dot(a, b, acc, input_precision="ieee")
         else:
             acc = tl.dot(a, b, acc)  # 16-bit inputs: tensor cores, float32 sums
-    tl.store(
-        out_ptr + rows[:, None] * N + cols[None, :],
-        acc.to(out_ptr.dtype.element_ty),
-        mask=(rows[:, None] < M) & (cols[None, :] < N),
-    )  # rounded and written once
+    tl.store(out_ptr + rows[:, None] * N + cols[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=(rows[:, None] < M) & (cols[None, :] < N))  # rounded and written once
 
 
 def tile_for(dtype: torch.dtype, block: int | None = None) -> dict:
@@ -88,16 +68,13 @@ def tile_for(dtype: torch.dtype, block: int | None = None) -> dict:
     # each pipeline stage holds a block of a and one of b in shared memory (a T4 has 64 KiB)
     if ON_GPU:
         stage_bytes = 2 * block * options["BLOCK_K"] * dtype.itemsize
-        options.update(
-            num_warps=8 if block >= 128 else 4 if block >= 64 else 2,
-            num_stages=pipeline_stages(stage_bytes),
-        )
+        options.update(num_warps=8 if block >= 128 else 4 if block >= 64 else 2,
+                       num_stages=pipeline_stages(stage_bytes))
     return options
 
 
-def tiled_matmul(
-    a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None, tile: dict | None = None
-) -> torch.Tensor:
+def tiled_matmul(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None,
+                 tile: dict | None = None) -> torch.Tensor:
     """``a @ b`` for contiguous 2-D ``a`` and ``b`` of one dtype, tiled by ``tile``
     (:func:`tile_for`).
 
@@ -106,9 +83,8 @@ def tiled_matmul(
     :func:`brrr.counting.tiled_matmul_bytes`).
     """
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(
-            f"need a of M × K and b of K × N, got {tuple(a.shape)} and {tuple(b.shape)}"
-        )
+        raise ValueError(f"need a of M × K and b of K × N, got {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
     if a.dtype != b.dtype or not (a.is_contiguous() and b.is_contiguous()):
         raise ValueError("a and b must be contiguous and of one dtype")
     M, K = a.shape

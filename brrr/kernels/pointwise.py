@@ -38,7 +38,8 @@ TILE_WARPS = 8
 
 
 @triton.jit
-def cos_cos_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr, FAST: tl.constexpr = False):
+def cos_cos_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr,
+                   FAST: tl.constexpr = False):
     # Each program handles one block of BLOCK consecutive elements.
     pid = tl.program_id(axis=0)
     offsets = pid * BLOCK + tl.arange(0, BLOCK)
@@ -52,9 +53,8 @@ def cos_cos_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr, FAST: tl.con
     tl.store(out_ptr + offsets, y.to(out_ptr.dtype.element_ty), mask=mask)  # write n elements
 
 
-def cos_cos(
-    x: torch.Tensor, out: torch.Tensor | None = None, *, fast: bool = False
-) -> torch.Tensor:
+def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None, *,
+            fast: bool = False) -> torch.Tensor:
     """``x.cos().cos()`` in one kernel: one read and one write per element.
 
     ``fast=True`` (GPU only) uses ``libdevice.fast_cosf``, the GPU's
@@ -67,10 +67,8 @@ def cos_cos(
     if not x.is_contiguous():
         raise ValueError("cos_cos needs a contiguous tensor; call .contiguous() first")
     if fast and not ON_GPU:
-        raise ValueError(
-            "cos_cos(fast=True) calls libdevice.fast_cosf, which only a GPU runs: "
-            "Triton's interpreter has no extern calls"
-        )
+        raise ValueError("cos_cos(fast=True) calls libdevice.fast_cosf, which only a GPU runs: "
+                         "Triton's interpreter has no extern calls")
     out = torch.empty_like(x) if out is None else out
     _check_out(out, x)
     _check_size(x)
@@ -88,9 +86,8 @@ def cos_cos_reference(x: torch.Tensor) -> torch.Tensor:
 
 
 @triton.jit
-def bias_gelu_scale_kernel(
-    x_ptr, bias_ptr, out_ptr, n_rows, n_cols, scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr
-):
+def bias_gelu_scale_kernel(x_ptr, bias_ptr, out_ptr, n_rows, n_cols, scale,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # Each program handles a BLOCK_M × BLOCK_N tile of the row-major (rows, cols) input.
     rows = tl.program_id(axis=0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(axis=1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -114,9 +111,8 @@ def tile_for(cols: int) -> tuple[int, int]:
     return max(1, TILE // block_n), block_n
 
 
-def bias_gelu_scale(
-    x: torch.Tensor, bias: torch.Tensor, scale: float, out: torch.Tensor | None = None
-) -> torch.Tensor:
+def bias_gelu_scale(x: torch.Tensor, bias: torch.Tensor, scale: float,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
     """``gelu(x + bias) * scale`` for a row-major ``(rows, cols)`` x and a ``(cols,)`` bias, in one
     kernel.
 
@@ -127,9 +123,8 @@ def bias_gelu_scale(
     if x.dim() != 2 or not x.is_contiguous():
         raise ValueError(f"x must be a contiguous 2-D tensor, got shape {tuple(x.shape)}")
     if bias.shape != (x.shape[1],) or not bias.is_contiguous():
-        raise ValueError(
-            f"bias must be contiguous with shape ({x.shape[1]},), got {tuple(bias.shape)}"
-        )
+        raise ValueError(f"bias must be contiguous with shape ({x.shape[1]},), "
+                         f"got {tuple(bias.shape)}")
     out = torch.empty_like(x) if out is None else out
     _check_out(out, x)
     _check_size(x)
@@ -138,17 +133,8 @@ def bias_gelu_scale(
         return out
     block_m, block_n = tile_for(cols)
     grid = (triton.cdiv(rows, block_m), triton.cdiv(cols, block_n))
-    bias_gelu_scale_kernel[grid](
-        x,
-        bias,
-        out,
-        rows,
-        cols,
-        float(scale),
-        BLOCK_M=block_m,
-        BLOCK_N=block_n,
-        num_warps=TILE_WARPS,
-    )
+    bias_gelu_scale_kernel[grid](x, bias, out, rows, cols, float(scale),
+                                 BLOCK_M=block_m, BLOCK_N=block_n, num_warps=TILE_WARPS)
     return out
 
 
@@ -172,10 +158,6 @@ def _check_size(x: torch.Tensor) -> None:
 
 
 def _check_out(out: torch.Tensor, x: torch.Tensor) -> None:
-    if (
-        out.shape != x.shape
-        or out.dtype != x.dtype
-        or out.device != x.device
-        or not out.is_contiguous()
-    ):
+    same = out.shape == x.shape and out.dtype == x.dtype and out.device == x.device
+    if not same or not out.is_contiguous():
         raise ValueError("out must be a contiguous tensor with x's shape, dtype and device")

@@ -71,24 +71,20 @@ def softmax(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     each way (:func:`brrr.counting.softmax`), whatever the stride between rows.
     """
     if x.dim() != 2 or x.stride(1) != 1:
-        raise ValueError(
-            f"x must be 2-D with contiguous rows, got shape {tuple(x.shape)} strides {x.stride()}"
-        )
+        raise ValueError(f"x must be 2-D with contiguous rows, got shape {tuple(x.shape)} "
+                         f"strides {x.stride()}")
     rows, cols = x.shape
     if cols > MAX_COLS:
-        raise ValueError(
-            f"rows of {cols} elements exceed MAX_COLS={MAX_COLS}: "
-            "this kernel holds a whole row in one block"
-        )
+        raise ValueError(f"rows of {cols} elements exceed MAX_COLS={MAX_COLS}: this kernel "
+                         "holds a whole row in one block")
     out = torch.empty_like(x) if out is None else out
     if out.shape != x.shape or out.dtype != x.dtype or out.device != x.device or out.stride(1) != 1:
         raise ValueError("out must match x's shape, dtype and device, with contiguous rows")
     if rows == 0 or cols == 0:
         return out
     block = triton.next_power_of_2(cols)
-    softmax_kernel[(rows,)](
-        x, out, x.stride(0), out.stride(0), cols, BLOCK=block, num_warps=num_warps_for(block)
-    )
+    softmax_kernel[(rows,)](x, out, x.stride(0), out.stride(0), cols, BLOCK=block,
+                            num_warps=num_warps_for(block))
     return out
 
 

@@ -45,7 +45,7 @@ LABS = ROOT / "labs"
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 SOLUTION_ONLY_TAG = "solution-only"
-WIDTH = 80  # the longest line a code cell may hold (tests/test_code_width.py)
+WIDTH = 80  # the longest line a code cell may hold (tests/book/test_code_width.py)
 
 _DEF = re.compile(r"^(\s*)(?:async\s+)?def\s+(\w+)\s*\(")
 

@@ -125,7 +125,7 @@ SPEC = core.Spec(
 # K = 6,000: outputs near 1,500, where float16 steps are 1 apart. A float16 accumulator rounds at every step of
 # the K loop: with BLOCK_K = 32 about a quarter of the 4,096 outputs land outside the tolerance, with BLOCK_K =
 # 128 about 100 and with 256 about 10, while float32 accumulation stays within a third of it
-# (tests/test_grading_tile_it.py simulates both).
+# (tests/labs/test_grading_tile_it.py simulates both).
 LONG_K = Shape(64, 64, 6000, "float16", "unit")
 _CASES = (
     Shape(100, 70, 50),

@@ -1,7 +1,7 @@
 """brrr.targets' one switch: a miss fails what make runs, the test suite and every book build; in a
 reader's own Jupyter or Colab session it is printed with how to measure again, never a traceback.
 
-The targets' attempts and figures are tested in tests/test_benchmark_scripts.py (strict, as this suite is).
+The targets' attempts and figures are tested in tests/benchmarks/test_benchmark_scripts.py (strict, as this suite is).
 """
 
 import os

@@ -20,7 +20,7 @@ import pytest
 
 from brrr import traces
 
-FIXTURE = Path(__file__).parent / "fixtures" / "traces" / "two-row-step.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "traces" / "two-row-step.json"
 ORIGIN = 4459508754497.5
 
 

@@ -105,7 +105,7 @@ def test_the_committed_labs_are_what_the_generator_writes():
 
 def test_the_package_ships_the_solutions_through_a_link_to_solutions():
     """solutions/ is the one source: brrr/labs/solutions, which the wheel ships and the gradebook reads,
-    is a link to it, never a copy that could drift (tests/test_package.py compares the wheel's)."""
+    is a link to it, never a copy that could drift (tests/grading/test_package.py compares the wheel's)."""
     from brrr.grading import assemble
 
     shipped = labs.ROOT / assemble.SOLUTIONS

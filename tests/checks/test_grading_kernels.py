@@ -106,7 +106,7 @@ def atomic_scatter(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
 @pytest.mark.skipif(
     brrr.device.ON_GPU,
     reason="this kernel is compiled here (a GPU): the grader counts through "
-    "its interpreted replay, which tests/test_grading_interpreter_on_gpu.py covers",
+    "its interpreted replay, which tests/grading/test_grading_interpreter_on_gpu.py covers",
 )
 def test_atomics_are_counted_and_bounds_checked():
     x, total = torch.ones(100), torch.zeros(1)

@@ -1,8 +1,8 @@
 """brrr.diagnose on this CPU: the three example workloads get their labels by a wide margin, the overhead
 advice's bound is what torch.compile then reaches, and the command writes stamped JSON and a figure.
 
-The GPU time split is checked on a hand-built trace in tests/test_diagnose_split.py; bad input in
-tests/test_diagnose_errors.py. Every diagnosis here runs on one thread (stable timings on 2 cores).
+The GPU time split is checked on a hand-built trace in tests/diagnose/test_diagnose_split.py; bad input in
+tests/diagnose/test_diagnose_errors.py. Every diagnosis here runs on one thread (stable timings on 2 cores).
 """
 
 import json
@@ -20,7 +20,7 @@ from brrr.diagnose.profile import compiled_call_seconds
 from brrr.diagnose.split import BETWEEN_OPS, INSIDE_OPS
 from brrr.timing import bench_together
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 THREADS = 1
 # The winning regime's share of the step must be at least this many times the next one's.
 # Measured here: compute-bound 99% against 0.7% (about 140x), memory-bound 99.6% against 0.4%

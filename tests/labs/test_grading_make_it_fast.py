@@ -3,7 +3,7 @@
 The checks run here as they run in the grader process, against the student's
 side served in this process (:func:`brrr.grading.client.local_student`): the
 same requests, the same plain data across. The unsolved lab runs under the
-gradebook in tests/test_labs.py.
+gradebook in tests/labs/test_labs.py.
 """
 
 import os

@@ -1,7 +1,7 @@
 """The claims ledger's logic: each rule passes the numbers that satisfy it and fails those that do not.
 
 Made-up numbers only: nothing here is timed. The book build
-(``tests/test_book_build.py``) checks the ledger against the executed notebooks.
+(``tests/book/test_book_build.py``) checks the ledger against the executed notebooks.
 """
 
 import json
