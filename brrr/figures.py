@@ -457,6 +457,59 @@ def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
     return fig
 
 
+def flamegraph(frames: list, title: str, stamps: list[str] = ()) -> plt.Figure:
+    """One op's frames (:func:`brrr.flames.nest`): the host's nested events as stacked bars, the op at the
+    bottom, and the device kernels it launched on a row of their own, on the same time axis."""
+    from brrr.flames import kernel_share
+
+    c = _colors()
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    if not frames:
+        _no_record(ax, "an op's nested trace")
+        return fig
+    host = [frame for frame in frames if not frame.on_device]
+    top = max(frame.depth for frame in host)
+    for frame in host:
+        ax.barh(
+            frame.depth + 1,
+            frame.duration_us,
+            left=frame.start_us,
+            height=0.9,
+            color=c.accent,
+            alpha=0.25,
+            edgecolor=c.accent,
+        )
+        ax.text(
+            frame.start_us + 0.3,
+            frame.depth + 1,
+            f"{frame.name}  {frame.duration_us:.1f} µs",
+            va="center",
+            fontsize=8,
+            color=c.ink,
+            clip_on=True,
+        )
+    for frame in frames:
+        if frame.on_device:
+            ax.barh(0, frame.duration_us, left=frame.start_us, height=0.9, color=c.cool, edgecolor=c.cool)
+            ax.annotate(
+                f"the kernel: {frame.duration_us:.2f} µs",
+                (frame.start_us + frame.duration_us, 0),
+                xytext=(6, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+                color=c.ink,
+            )
+    ax.set_yticks(range(top + 2), ["device"] + [f"host {depth}" for depth in range(top + 1)], fontsize=8)
+    ax.set_ylim(-0.6, top + 1.6)
+    ax.set_xlim(0, max(frame.start_us + frame.duration_us for frame in frames) * 1.25)
+    ax.set_xlabel("µs from the op's start")
+    ax.set_title(f"{title}: the kernel is {units.percent(kernel_share(frames))} of the host's time", fontsize=10)
+    fig.tight_layout()
+    _stamps(fig, stamps)
+    return fig
+
+
 def _recorded(section: str) -> list:
     from brrr.beside import recorded
 
@@ -484,6 +537,23 @@ def _recorded_stages():
     if not found:
         return stages([], "")
     return stages(found[0].values["rows"], found[0].device, [found[0].stamp])
+
+
+def _recorded_flame():
+    """The last ``aten::relu`` of the recorded GPU's training step (the trace holds no ``a + b``; relu is
+    the same kind of op: one pointwise kernel), or of the synthetic trace where no GPU is recorded."""
+    from brrr import flames, traces
+
+    reference = traces.reference_trace()
+    if reference is None:
+        return flamegraph([], "")
+    frames = flames.nest(reference.trace, flames.last_op(reference.trace, "aten::relu"))
+    device = (
+        "a synthetic GPU trace"
+        if reference.synthetic
+        else reference.stamp.split(" · ")[0].strip("[").removeprefix("measured on ")
+    )
+    return flamegraph(frames, f"relu on {device}", [reference.stamp])
 
 
 def _recorded_gpu() -> dict[str, tuple[float, float]]:
@@ -554,6 +624,14 @@ FIGURES = (
         "recorded on a GPU: flat for dozens of multiplies, then rising; dotted, the knee the measured "
         "roofs predict, dashed, the knee measured, close together.",
         "On a GPU, dozens of multiplies per element cost nothing: memory sets the time up to the ridge.",
+    ),
+    Picture(
+        "flamegraph",
+        _recorded_flame,
+        "A flamegraph of one small pointwise op (relu) in eager PyTorch, from the recorded GPU's profiler "
+        "trace: the op at the bottom, the dispatcher's clamp_min above it, the CUDA kernel launch above "
+        "that; on the device row below, the kernel they queued, a short bar near the end of the op.",
+        "Most of a small op is software around the kernel: Python, dispatch and the launch.",
     ),
     Picture(
         "gpu-waits",
