@@ -106,7 +106,7 @@ def record_check(
     """Record one check's verdict (``met``/``NOT met``, ``passed``/``failed``...), its value, bound and every
     attempt, when recording: called before a miss raises, so a failed check is on record as failed."""
     found = {"kind": kind, "name": name, "verdict": verdict, "value": value, "bound": bound}
-    found["attempts"] = list(attempts) if attempts is not None else [value]
+    found["attempts"] = list(attempts) if attempts is not None else [] if value is None else [value]
     if detail:
         found["detail"] = detail
     source = os.environ.get(SOURCE_VAR, "")

@@ -179,14 +179,26 @@ LocalStudent = local_student
 
 def record_verdict(lab: str, check: str, verdict: Mapping[str, Any], message: str) -> None:
     """The grader's verdict on the GPU record (:func:`brrr.reference.record_check`), under the GPU check
-    only: passed, failed or does not apply, with the grader's message, which names every attempt's value
-    and the threshold with its reason."""
+    only: passed, failed or does not apply, with the grader's message and, for a timed check, its value,
+    bound and every attempt (the figures the grader sends with its verdict)."""
     if not os.environ.get("BRRR_RECORD_REFERENCE"):
         return
     from brrr import reference
 
     word = "does not apply" if not verdict.get("applies", True) else "passed" if verdict.get("passed") else "failed"
-    reference.record_check("grader", f"{lab}/{check}", verdict=word, detail=message)
+    figures = verdict.get("measured") or []  # a timed check's: brrr.checks.core.taken_figures
+    last = figures[-1] if figures else {}
+    bound = {last["rule"]: last["bound"]} if last else None
+    attempts = last.get("attempts") if last else None
+    reference.record_check(
+        "grader",
+        f"{lab}/{check}",
+        verdict=word,
+        value=last.get("value"),
+        bound=bound,
+        attempts=attempts,
+        detail=message,
+    )
 
 
 class _PracticeGrader:
