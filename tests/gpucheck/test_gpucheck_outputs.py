@@ -2,13 +2,10 @@
 
 import base64
 import json
-import os
-import subprocess
-import sys
 
 from conftest import ROOT
 
-from brrr.gpucheck import outputs
+from brrr.gpucheck import merge, outputs, plan, run
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 40).decode()
 
@@ -41,12 +38,15 @@ def test_text_and_pngs_are_kept_small_and_nothing_else(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cell-07-1.png"]
 
 
-def test_the_plugin_saves_each_cell_under_nbval_a_failed_one_too(tmp_path):
-    """One small notebook under pytest --nbval-lax with .ci/notebook_record.py: a print, a PNG, a failure."""
+def test_a_part_end_to_end_records_a_miss_as_missed_and_saves_what_each_cell_showed(tmp_path):
+    """The real runner, nbval and .ci/notebook_record.py on one small notebook, then the merge: its figure,
+    its missed target (recorded as missed before it failed the cell), each cell's text and PNG, a failed
+    cell included, its time and verdict, all in the committed record's place."""
     cells = [
         "print('measured 3.0 TB/s')",
         f"from IPython.display import display\ndisplay({{'image/png': '{PNG}', 'text/plain': 'fig'}}, raw=True)",
-        "raise AssertionError('target missed')",
+        "from brrr import reference, targets\nreference.record('tiny', {'x': 1})\n"
+        "targets.require('tiny speed-up', 2.0, 1.0)",
         "print('after the failure')",
     ]
     notebook = {
@@ -57,19 +57,21 @@ def test_the_plugin_saves_each_cell_under_nbval_a_failed_one_too(tmp_path):
         "nbformat": 4,
         "nbformat_minor": 5,
     }
-    (tmp_path / "99-tiny.ipynb").write_text(json.dumps(notebook))
-    saved = tmp_path / "outputs"
-    env = dict(
-        os.environ, PYTHONPATH=f"{ROOT / '.ci'}:{os.environ.get('PYTHONPATH', '')}", BRRR_NOTEBOOK_OUTPUTS=str(saved)
-    )
-    command = [sys.executable, "-m", "pytest", "-p", "notebook_record", "-p", "no:cacheprovider", "-o", "addopts="]
-    result = subprocess.run(
-        [*command, "--nbval-lax", "99-tiny.ipynb"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
-    )
-    assert result.returncode == 1, result.stdout + result.stderr  # the failed cell fails the run
-    record = outputs.read(saved / "99-tiny")
-    assert record["notebook"] == "99-tiny.ipynb"
+    path = tmp_path / "99-tiny.ipynb"
+    path.write_text(json.dumps(notebook))
+    part = plan.Part(9, "a test part", (plan.Stage("tiny", 120, notebooks=(str(path),)),), limit_s=150)
+    log = run.run_part(part, tmp_path / "out", ROOT, say=lambda line: None)
+    assert log["stages"][0]["items"][0]["verdict"] == "failed"  # the missed target failed its cell
+    saved = tmp_path / "out" / "outputs" / "99-tiny"
+    record = outputs.read(saved)
     assert [(c["cell"], c["passed"]) for c in record["cells"]] == [(0, True), (1, True), (2, False), (3, True)]
-    assert outputs.printed(saved / "99-tiny", 0) == "measured 3.0 TB/s\n"
-    assert "target missed" in outputs.printed(saved / "99-tiny", 2)
-    assert (saved / "99-tiny" / "cell-01-1.png").is_file()
+    assert outputs.printed(saved, 0) == "measured 3.0 TB/s\n" and "tiny speed-up" in outputs.printed(saved, 2)
+    assert (saved / "cell-01-1.png").is_file()
+    into = tmp_path / "reference"
+    data = json.loads(merge.merge([tmp_path / "out"], into).read_text())
+    (check,) = data["checks"].values()
+    assert check["verdict"] == "NOT met" and check["attempts"] == [1.0] and check["source"] == str(path)
+    assert data["figures"]["tiny"]["values"] == {"x": 1} and data["figures"]["tiny"]["source"] == str(path)
+    (entry,) = data["notebooks"].values()
+    assert entry["verdict"] == "failed" and entry["part"] == 9 and entry["seconds"] > 0
+    assert (into / entry["outputs"] / "cell-01-1.png").is_file()
