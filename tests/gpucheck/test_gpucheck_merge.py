@@ -123,3 +123,32 @@ def test_the_suite_records_nowhere_and_never_into_the_committed_folder(monkeypat
     monkeypatch.setenv(reference.ENV_VAR, str(reference.committed()))
     with pytest.raises(reference.RecordingIntoCommitted, match="merge"):
         reference.record_ceilings({"copy_bandwidth": 1.0})
+
+
+def test_a_lab_page_says_what_the_solution_reached_there_and_the_graders_verdicts(tmp_path):
+    from brrr.labs import recorded
+
+    env = {**ENV, "device": "NVIDIA H100 80GB HBM3", "mode": "GPU", "device_type": "cuda"}
+    figure = {"sizes": [1024, 4096, 8192], "yours": [1.0, 9.0, 9.5], "torch": [2.0, 10.0, 10.0], "dtype": "bfloat16"}
+    grader = {"kind": "grader", "env": env, "attempts": [0.83, 0.85]}
+    record = {
+        "schema": 2,
+        "stamp": env,
+        "figures": {"lab-05-tile-it": {"env": env, "values": figure}},
+        "checks": {
+            "grader: 05-tile-it/correct": {**grader, "name": "05-tile-it/correct", "verdict": "passed", "value": None},
+            "grader: 05-tile-it/peak_8192": {
+                **grader,
+                "name": "05-tile-it/peak_8192",
+                "verdict": "failed",
+                "value": 0.85,
+                "bound": {"at_least": 0.9},
+            },
+        },
+    }
+    (tmp_path / f"{GPU}.json").write_text(json.dumps(record))
+    said = " ".join(recorded.sentence("05-tile-it", tmp_path).split())
+    assert "4,096³ bfloat16 at 90% of torch.mm, 8,192³ bfloat16 at 95% of torch.mm" in said
+    assert "correct passed, peak_8192 failed (0.85; at_least 0.9)" in said
+    assert "commit abc123" in said
+    assert recorded.sentence("06-flash-attention", tmp_path).startswith("No recorded GPU has run this lab yet")
