@@ -82,9 +82,10 @@ wheelhouse: $(INSTALLED)
 		-r wheelhouse/requirements-node.txt
 	@echo "wheelhouse/ holds $$(ls wheelhouse/*.whl | wc -l) wheels for Python $(WHEEL_PYTHON); copy it to the GPU node."
 
-# The stages, their time limits and the clear stops are in .ci/gpu-check.
+# PART=1|2|3 runs one part of the check (each within 9 minutes), OUT=DIR the folder its record goes to;
+# without PART all three run, one after the other, and are merged. The parts: brrr/gpucheck/plan.py.
 gpu-check:
-	bash .ci/gpu-check
+	bash .ci/gpu-check $(if $(PART),--part $(PART)) $(if $(OUT),--out $(OUT))
 
 clean:
 	rm -rf _build .cache .pytest_cache $(GPU_VENV)

@@ -15,6 +15,8 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | counting   | FLOP and byte counts of common ops                          |
 | essay      | figures quoted from Horace He's essay, never measured here  |
 | reference  | GPU reference figures in brrr/data/reference/ (from gpu-check) |
+| gpucheck/  | the GPU check in three parts, its runner and its merge:     |
+|            | ``python -m brrr.gpucheck parts|run|merge``                 |
 | plots      | roofline and log-log sweep charts                           |
 | traces     | profiler traces: parse, idle gaps, timeline figure          |
 | timeline   | a trace as a zoomable timeline in the static book, offline  |

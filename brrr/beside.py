@@ -43,7 +43,9 @@ class Recorded:
     @property
     def source(self) -> str:
         env = self.env
-        return f"recorded {env.get('date', '?')} · torch {env.get('torch', '?')} · triton {env.get('triton', '?')}"
+        commit = env.get("commit", "")
+        at = f" · commit {commit[:10]}" if commit and commit != "unknown" else ""
+        return f"recorded {env.get('date', '?')} · torch {env.get('torch', '?')} · triton {env.get('triton', '?')}{at}"
 
     @property
     def stamp(self) -> str:

@@ -56,7 +56,8 @@ ABOVE_COPY = per_device(
 
 # 2: the vector peak is a throughput measurement (independent accumulators)
 # 3: the matmul size per dtype is recorded (a CPU times slow dtypes smaller)
-FORMAT_VERSION = 3
+# 4: GPU: the peak is the best of several shapes after the clocks settle, every reading kept
+FORMAT_VERSION = 4
 
 _DTYPES = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -70,6 +71,8 @@ class Ceilings:
     threads: int | None  # torch threads during measurement (None: default)
     env: dict[str, str] = field(default_factory=dict)
     matmul_n: dict[str, int] = field(default_factory=dict)  # dtype name -> n of the n×n matmul timed
+    matmul_shape: dict[str, str] = field(default_factory=dict)  # GPU: dtype name -> "MxNxK" of the best shape
+    matmul_spread: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPU: every shape's readings
 
     @property
     def stamp(self) -> str:
@@ -123,6 +126,9 @@ class Ceilings:
         )
         for name, peak in self.matmul_peak.items():
             size = f" (n={self.matmul_n[name]})" if name in self.matmul_n else ""
+            if name in self.matmul_shape:
+                low = min(min(readings) for readings in self.matmul_spread.get(name, {}).values() or [[peak]])
+                size = f" ({self.matmul_shape[name]}; all shapes {units.flops(low)} to it)"
             lines.append(f"  matmul peak {name:<8} {units.flops(peak)}{size}")
         lines.append(f"  non-matmul peak     {units.flops(self.vector_peak)} (fp32)")
         lines.append(f"  dispatch overhead   {units.seconds(self.dispatch_overhead)} per eager op")
@@ -135,17 +141,27 @@ class Ceilings:
         later one; the matmul size is the one of the peak kept."""
         if other.threads != self.threads:
             raise ValueError(f"ceilings of {self.threads} and {other.threads} threads do not combine")
-        matmul_peak, matmul_n = dict(self.matmul_peak), dict(self.matmul_n)
+        matmul_peak, matmul_n, shape = dict(self.matmul_peak), dict(self.matmul_n), dict(self.matmul_shape)
         for name, peak in other.matmul_peak.items():
             if peak > matmul_peak.get(name, 0.0):
                 matmul_peak[name] = peak
                 if name in other.matmul_n:
                     matmul_n[name] = other.matmul_n[name]
+                if name in other.matmul_shape:
+                    shape[name] = other.matmul_shape[name]
+        spread = {
+            name: {label: list(rates) for label, rates in shapes.items()} for name, shapes in self.matmul_spread.items()
+        }
+        for name, shapes in other.matmul_spread.items():  # every reading of both, the spread of both
+            for label, rates in shapes.items():
+                spread.setdefault(name, {}).setdefault(label, []).extend(rates)
         return dataclasses.replace(
             self,
             copy_bandwidth=max(self.copy_bandwidth, other.copy_bandwidth),
             matmul_peak=matmul_peak,
             matmul_n=matmul_n,
+            matmul_shape=shape,
+            matmul_spread=spread,
             vector_peak=max(self.vector_peak, other.vector_peak),
             dispatch_overhead=min(self.dispatch_overhead, other.dispatch_overhead),
             env=max(self.env, other.env, key=lambda env: env.get("date", "")),
@@ -341,10 +357,69 @@ def measure_matmul_peak(
     return timing.rate(2 * n**3)
 
 
-# GPU: the peak is the best of these sizes. On the recorded H100 (brrr/data/reference/), timed at 8192³
-# alone, every dtype's peak read 4-8% below the same GPU's 4096³ and skinny 4096 × 8192 matmuls in the same
-# run (a longer call runs hotter, at a lower clock): a roof that measurements sit above is no roof.
-GPU_PEAK_SIZES = (4096, 8192)
+# GPU: the peak is the best of these shapes (m, n, k), square and not, each timed twice after the GPU has
+# run matmuls for GPU_SETTLE_S (its clocks settle at the sustained level, as in a sweep that runs for
+# seconds). On the recorded H100 (brrr/data/reference/), timed at 8192³ alone, every dtype's peak read 4-8%
+# below the same GPU's 4096³ and skinny 4096 × 8192 matmuls in the same run, notebook 20's sweeps read
+# 1.04-1.08x of it, and the bf16 roof moved 697 -> 709 -> 757 TFLOP/s within one run: a roof that
+# measurements sit above is no roof. The record keeps every shape's readings (Ceilings.matmul_spread).
+GPU_PEAK_SHAPES = ((4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192), (8192, 8192, 4096), (4096, 8192, 4096))
+GPU_PEAK_SIZES = tuple(m for m, n, k in GPU_PEAK_SHAPES if m == n == k)  # the square ones
+GPU_SETTLE_S = 1.0
+GPU_PEAK_PASSES = 2
+GPU_PEAK_BUDGET_S = 0.3
+
+
+def shape_label(shape: tuple[int, int, int]) -> str:
+    m, n, k = shape
+    return f"{m}x{n}x{k}"
+
+
+def measure_matmul_rate(dtype: str, shape: tuple[int, int, int], *, budget_s: float = GPU_PEAK_BUDGET_S) -> float:
+    """FLOP/s of an (m×k) @ (k×n) matmul of ``dtype``: 2·m·n·k FLOPs."""
+    m, n, k = shape
+    a = torch.randn(m, k, device=DEVICE, dtype=_DTYPES[dtype])
+    b = torch.randn(k, n, device=DEVICE, dtype=_DTYPES[dtype])
+    out = torch.empty(m, n, device=DEVICE, dtype=_DTYPES[dtype])
+    with tf32(dtype == "tf32"):
+        timing = bench(lambda: torch.mm(a, b, out=out), warmup=2, budget_s=budget_s)
+    return timing.rate(2 * m * n * k)
+
+
+def settle_clocks(dtype: str, seconds: float = GPU_SETTLE_S) -> None:
+    """Run the largest matmul of ``dtype`` for ``seconds``, so that the GPU's clocks and temperature reach
+    the level a sweep of several seconds runs at before any peak is timed."""
+    import time
+
+    m, n, k = max(GPU_PEAK_SHAPES, key=lambda shape: shape[0] * shape[1] * shape[2])
+    a = torch.randn(m, k, device=DEVICE, dtype=_DTYPES[dtype])
+    b = torch.randn(k, n, device=DEVICE, dtype=_DTYPES[dtype])
+    end = time.monotonic() + seconds
+    with tf32(dtype == "tf32"):
+        while time.monotonic() < end:
+            for _ in range(4):
+                torch.mm(a, b)
+            synchronize()
+
+
+def best_shape(readings: dict[str, list[float]]) -> tuple[str, float]:
+    """The shape whose best reading is highest, and that reading: ``({"4096x4096x4096": [r1, r2]...})``."""
+    if not readings or not all(readings.values()):
+        raise ValueError(f"no matmul readings to pick a peak from: {readings}")
+    label = max(readings, key=lambda name: max(readings[name]))
+    return label, max(readings[label])
+
+
+def measure_gpu_matmul_peak(dtype: str) -> tuple[float, str, dict[str, list[float]]]:
+    """GPU: ``(FLOP/s, shape, readings)``, the best of :data:`GPU_PEAK_SHAPES`, each timed
+    :data:`GPU_PEAK_PASSES` times after :func:`settle_clocks`; ``readings`` keeps every one (the spread)."""
+    settle_clocks(dtype)
+    readings: dict[str, list[float]] = {shape_label(shape): [] for shape in GPU_PEAK_SHAPES}
+    for _ in range(GPU_PEAK_PASSES):  # passes, not one shape after another: a drift lands on all shapes alike
+        for shape in GPU_PEAK_SHAPES:
+            readings[shape_label(shape)].append(measure_matmul_rate(dtype, shape))
+    label, rate = best_shape(readings)
+    return rate, label, readings
 
 
 # CPU: the size matmul_peak_size picks, and these smaller ones, timed briefly. On this project's 2-core
@@ -357,11 +432,13 @@ CPU_EXTRA_PEAK_BUDGET_S = 0.3
 def measure_best_matmul_peak(dtype: str, *, threads: int | None = None) -> tuple[float, int]:
     """``(FLOP/s, n)``: the matmul peak of ``dtype`` and the n×n matmul that reached it.
 
-    GPU: the best of :data:`GPU_PEAK_SIZES`. CPU: the best of the size :func:`matmul_peak_size` picks
+    GPU: the best of :data:`GPU_PEAK_SHAPES` (:func:`measure_gpu_matmul_peak`; ``n`` is the best shape's
+    m, which :attr:`Ceilings.matmul_shape` names in full). CPU: the best of the size :func:`matmul_peak_size` picks
     and :data:`CPU_EXTRA_PEAK_SIZES`.
     """
     if ON_GPU:
-        rates = {n: measure_matmul_peak(dtype, n, threads=threads) for n in GPU_PEAK_SIZES}
+        rate, label, _ = measure_gpu_matmul_peak(dtype)
+        return rate, int(label.split("x", 1)[0])
     else:
         picked = matmul_peak_size(dtype, threads=threads)
         rates = {picked: measure_matmul_peak(dtype, picked, threads=threads)}
@@ -458,11 +535,20 @@ def measure_all(*, threads: int | None = None) -> Ceilings:
         env = environment()
     first_copy = measure_copy_bandwidth(threads=threads)
     first_vector = measure_vector_peak(threads=threads)
-    best = {name: measure_best_matmul_peak(name, threads=threads) for name in matmul_dtypes()}
+    spread: dict[str, dict[str, list[float]]] = {}
+    shapes: dict[str, str] = {}
+    if ON_GPU:
+        for name in matmul_dtypes():
+            _, shapes[name], spread[name] = measure_gpu_matmul_peak(name)
+        best = {name: (max(spread[name][shapes[name]]), int(shapes[name].split("x")[0])) for name in spread}
+    else:
+        best = {name: measure_best_matmul_peak(name, threads=threads) for name in matmul_dtypes()}
     matmul_peak = {name: rate for name, (rate, _) in best.items()}
     sizes = {name: n for name, (_, n) in best.items()}
     dispatch_overhead = measure_dispatch_overhead(threads=threads)
     return Ceilings(
+        matmul_spread=spread,
+        matmul_shape=shapes,
         copy_bandwidth=max(first_copy, measure_copy_bandwidth(threads=threads)),
         matmul_peak=matmul_peak,
         matmul_n=sizes,

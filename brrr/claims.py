@@ -516,6 +516,9 @@ def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
     for field, text in values(verdict, stamp, gpus).items():
         glue_text(glue_key(verdict.key, field), text)
     reference.record(f"claims/{verdict.key}", asdict(verdict))
+    reference.record_check(
+        "claim", verdict.key, verdict=verdict.word, value=verdict.here, bound=CLAIMS[verdict.key].statement
+    )
     return verdict
 
 

@@ -9,7 +9,11 @@ measured on an H100 with torch 2.11 from one measured on a laptop yesterday::
 from __future__ import annotations
 
 import datetime
+import functools
+import os
 import platform
+import subprocess
+from pathlib import Path
 
 import torch
 
@@ -24,6 +28,26 @@ def triton_version() -> str:
     return triton.__version__
 
 
+COMMIT_VAR = "BRRR_COMMIT"  # set where the code runs without its .git (a GPU node given a copy of the tree)
+
+
+@functools.lru_cache(maxsize=1)
+def commit() -> str:
+    """The commit the code was run from: ``$BRRR_COMMIT``, else git's HEAD (with ``+dirty`` where the
+    tracked files differ from it), else ``unknown`` (an installed package, a copy without .git)."""
+    if os.environ.get(COMMIT_VAR):
+        return os.environ[COMMIT_VAR]
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return "unknown"
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=root, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.returncode == 1 else "")
+
+
 def environment() -> dict[str, str]:
     """The facts a stamp is made of, for writing next to measurements in JSON."""
     threads = torch.get_num_threads()
@@ -36,6 +60,7 @@ def environment() -> dict[str, str]:
         "triton": triton_version(),
         "python": platform.python_version(),
         "date": datetime.date.today().isoformat(),
+        "commit": commit(),
     }
 
 

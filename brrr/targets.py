@@ -85,9 +85,19 @@ def missed(message: str) -> None:
     print(READER_MISS.format(message=message, variable=STRICT))
 
 
+def recorded(kind: str, name: str, **check) -> None:
+    """Put a check's verdict on the GPU record (:func:`brrr.reference.record_check`) when the GPU check is
+    recording, before a miss raises; elsewhere nothing (and no torch imported: book_pages uses this module)."""
+    if os.environ.get("BRRR_RECORD_REFERENCE"):
+        from brrr import reference
+
+        reference.record_check(kind, name, **check)
+
+
 def check(held: bool, message: str) -> bool:
     """A measured claim that is a condition: ``held``, after :func:`missed` with ``message`` where it is not.
     Where a plain ``assert`` would put a reader's noise in a traceback."""
+    recorded("condition", message, verdict="held" if held else "NOT held", value=held)
     if not held:
         missed(message)
     return held
@@ -147,6 +157,7 @@ def require_between(
     met = [value for value in values if meets(value)]
     middle = (minimum * maximum) ** 0.5
     best = met[0] if met else min(values, key=lambda value: max(value / middle, middle / value))
+    recorded("target", what, verdict="met" if met else "NOT met", value=best, bound=[minimum, maximum], attempts=values)
     _report(what, f"between {show(minimum)} and {show(maximum)}", values, bool(met), show)
     return best
 
@@ -169,6 +180,8 @@ def _require(what, first, again, attempts, show, *, bound: float, at_least: bool
     show = show or _ratio(bound)
     values = measurements(first, again, meets, attempts=attempts)
     best = max(values) if at_least else min(values)
+    wanted = {"at_least" if at_least else "at_most": bound}
+    recorded("target", what, verdict="met" if meets(best) else "NOT met", value=best, bound=wanted, attempts=values)
     _report(what, f"{'at least' if at_least else 'at most'} {show(bound)}", values, meets(best), show)
     return best
 

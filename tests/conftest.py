@@ -20,6 +20,10 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor
 # A miss fails here, in the tests and in every notebook they execute, the book build included (it inherits
 # this environment), however pytest was started (brrr.targets.strict).
 os.environ["BRRR_STRICT"] = "1"
+# The suite records into no GPU record, whatever started it: a test that records sets a temporary folder
+# (monkeypatch), and the committed folder is refused outright (brrr.reference.recording_dir). The first GPU
+# run's unit tests overwrote its measured ceilings with their fakes.
+os.environ.pop("BRRR_RECORD_REFERENCE", None)
 
 JUPYTER_BOOK = Path(sys.executable).with_name("jupyter-book")
 BOOK_FLAGS = ["-W", "-n", "--keep-going"]

@@ -14,9 +14,7 @@ from pathlib import Path
 from conftest import ROOT
 
 
-def _run(
-    tmp_path: Path, *, wheelhouse: bool, python: str | None = None, stages: str | None = None
-) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, *, wheelhouse: bool, python: str | None = None, args=()) -> subprocess.CompletedProcess:
     (tmp_path / ".ci").mkdir(exist_ok=True)
     shutil.copy(ROOT / ".ci" / "gpu-check", tmp_path / ".ci" / "gpu-check")
     if wheelhouse:
@@ -31,11 +29,9 @@ def _run(
         wrapper.chmod(0o755)
         env["PATH"] = f"{bin_dir}:{env['PATH']}"
     env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU, even on a GPU machine
-    env.pop("GPU_CHECK_STAGES", None)
-    if stages is not None:
-        env["GPU_CHECK_STAGES"] = stages
+    env.pop("PART", None)
     return subprocess.run(
-        ["bash", str(tmp_path / ".ci" / "gpu-check")], capture_output=True, text=True, env=env, timeout=120
+        ["bash", str(tmp_path / ".ci" / "gpu-check"), *args], capture_output=True, text=True, env=env, timeout=120
     )
 
 
@@ -46,13 +42,14 @@ def test_without_a_wheelhouse_it_says_how_to_make_one(tmp_path):
     assert not (tmp_path / ".venv-gpu").exists()
 
 
-def test_a_stage_it_does_not_have_is_refused_with_the_names_it_has(tmp_path):
-    result = _run(tmp_path, wheelhouse=True, python=sys.executable, stages="labs unit-tests")
+def test_a_part_it_does_not_have_is_refused_with_the_parts_it_has(tmp_path):
+    result = _run(tmp_path, wheelhouse=True, python=sys.executable, args=("--part", "4", "--out", "x"))
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "'unit-tests'" in result.stdout and "ceilings notebooks labs targets units" in result.stdout
+    assert "no part '4'" in result.stdout and "1 2 3" in result.stdout
     assert not (tmp_path / ".venv-gpu").exists()
-    known = _run(tmp_path, wheelhouse=True, python=sys.executable, stages="labs units")
+    known = _run(tmp_path, wheelhouse=True, python=sys.executable, args=("--part", "3", "--out", str(tmp_path / "o")))
     assert "torch sees no CUDA device" in known.stdout  # accepted: it went on to the next check
+    assert not (tmp_path / ".venv-gpu").exists() and not (tmp_path / "o").exists()
 
 
 def test_without_a_cuda_device_it_stops_before_installing_anything(tmp_path):

@@ -286,6 +286,38 @@ def batch_sweep(batches: Sequence[int], shape: MlpShape = MLP, *, budget_s: floa
     return timings
 
 
+SWEEP_BATCHES = tuple(2**k for k in range(13))  # 1 to 4096: notebook 31's sweep everywhere
+# On a GPU the sweep goes on, doubling, to this batch or until a doubling nearly doubles the step. On the
+# recorded H100 the sweep to 4096 ended at a doubling of 1.50x: still short of the scaling regime that the
+# diagnostic's last verdict is about.
+GPU_SWEEP_MAX_BATCH = 16384
+DOUBLED = 1.9  # a doubling this close to 2x: the step costs what its work costs
+
+
+def doubling_sweep(
+    shape: MlpShape = MLP, *, budget_s: float = 0.2, max_batch: int | None = None, timer=None
+) -> tuple[list[int], list[Timing]]:
+    """``(batches, timings)``: one training step timed at every batch of :data:`SWEEP_BATCHES`, on one model
+    as in :func:`batch_sweep`; then, while the last doubling is under :data:`DOUBLED` and the batch under
+    ``max_batch`` (a GPU: :data:`GPU_SWEEP_MAX_BATCH`; a CPU: the last of the batches), the batch doubled
+    again. ``timer(batch)`` returns a :class:`Timing` (tests pass a fake)."""
+    if max_batch is None:
+        max_batch = per_device(cpu=SWEEP_BATCHES[-1], gpu=GPU_SWEEP_MAX_BATCH)
+    if timer is None:
+        step = TrainStep(small_mlp(shape))
+
+        def timer(size: int) -> Timing:
+            x, y = batch(size, shape)
+            return time_it(lambda: step(x, y), budget_s=budget_s)
+
+    batches = list(SWEEP_BATCHES)
+    timings = [timer(size) for size in batches]
+    while batches[-1] < max_batch and timings[-1].median_s < DOUBLED * timings[-2].median_s:
+        batches.append(batches[-1] * 2)
+        timings.append(timer(batches[-1]))
+    return batches, timings
+
+
 def doubling_in_turns(pair: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.4) -> float:
     """Step time at the larger of two batch sizes over the smaller, the two steps timed in turns on one model
     (:func:`time_together`): a burst of other work lands on both, where one size timed after the other could

@@ -635,12 +635,32 @@ def repeat_until_pass(measure: Callable[[], Attempt], attempts: int | None = Non
     return max(history, key=lambda a: a.value), history
 
 
+_figures: list[dict] = []  # the timed checks judged since taken_figures() last ran (checks run one at a time)
+
+
+def taken_figures() -> list[dict]:
+    """The figures of the timed checks judged since the last call, and forget them: each one's best value,
+    every attempt's, the threshold and its rule. The grader sends them with its verdict, for the GPU record."""
+    taken = list(_figures)
+    _figures.clear()
+    return taken
+
+
 def timed_verdict(
     best: Attempt, history: list[Attempt], what: str, needed: str, threshold, *, failed: str = "", unit: str = ""
 ) -> str:
     """The pass line of a timed check, ``what: best detail (needed <threshold><unit>)``; if no attempt
     passed, fail with every attempt, what was ``needed`` and why (``failed``: a longer ``what`` for that
-    message)."""
+    message). Either way its figures are kept for :func:`taken_figures`."""
+    _figures.append(
+        {
+            "what": what,
+            "value": float(best.value),
+            "attempts": [float(attempt.value) for attempt in history],
+            "bound": float(threshold.value),
+            "rule": threshold.kind,
+        }
+    )
     if not best.passed:
         tried = "; ".join(f"attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
         raise fail(f"{failed or what}: {tried}. Needed {needed} ({threshold.why}).")

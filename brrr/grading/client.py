@@ -177,6 +177,30 @@ LocalStudent = local_student
 # ---------------------------------------------------------------- the connection
 
 
+def record_verdict(lab: str, check: str, verdict: Mapping[str, Any], message: str) -> None:
+    """The grader's verdict on the GPU record (:func:`brrr.reference.record_check`), under the GPU check
+    only: passed, failed or does not apply, with the grader's message and, for a timed check, its value,
+    bound and every attempt (the figures the grader sends with its verdict)."""
+    if not os.environ.get("BRRR_RECORD_REFERENCE"):
+        return
+    from brrr import reference
+
+    word = "does not apply" if not verdict.get("applies", True) else "passed" if verdict.get("passed") else "failed"
+    figures = verdict.get("measured") or []  # a timed check's: brrr.checks.core.taken_figures
+    last = figures[-1] if figures else {}
+    bound = {last["rule"]: last["bound"]} if last else None
+    attempts = last.get("attempts") if last else None
+    reference.record_check(
+        "grader",
+        f"{lab}/{check}",
+        verdict=word,
+        value=last.get("value"),
+        bound=bound,
+        attempts=attempts,
+        detail=message,
+    )
+
+
 class _PracticeGrader:
     """A grader process started by this notebook, for feedback outside the gradebook."""
 
@@ -252,6 +276,7 @@ class Grader:
             self._drop()  # an interrupted exchange leaves the connection out of step: start afresh next time
             raise
         message = str(request.get("message", ""))
+        record_verdict(self.lab, check, request, message)
         if not request.get("applies", True):
             print(column_fit(message))
             return Printed(message)

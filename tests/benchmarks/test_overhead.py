@@ -209,3 +209,27 @@ def test_an_add_above_the_copy_roof_is_explained_by_the_cache_only_where_it_fits
         and "copy roof" in lines[5]
     )
     assert len(lines) == 6
+
+
+def test_the_gpu_sweep_goes_on_until_a_doubling_doubles_the_step_or_batch_16384():
+    """On the H100 the sweep to 4096 ended at a 1.50x doubling, short of the scaling regime."""
+    from types import SimpleNamespace
+
+    def fake(seconds_at):
+        timed = []
+
+        def timer(size):
+            timed.append(size)
+            return SimpleNamespace(median_s=seconds_at(size))
+
+        return timed, timer
+
+    timed, timer = fake(lambda b: 1e-3 + b * 1e-7 if b <= 8192 else 1e-3 + b * 1e-6)  # doubles from 16384
+    batches, timings = overhead.doubling_sweep(max_batch=overhead.GPU_SWEEP_MAX_BATCH, timer=timer)
+    assert batches == timed == [2**k for k in range(15)] and len(timings) == 15
+    timed, timer = fake(lambda b: 1e-3)  # never doubles: stops at the largest batch
+    assert overhead.doubling_sweep(max_batch=16384, timer=timer)[0][-1] == 16384
+    timed, timer = fake(lambda b: b * 1e-6)  # doubles already at 4096: nothing more
+    assert overhead.doubling_sweep(max_batch=16384, timer=timer)[0][-1] == 4096
+    timed, timer = fake(lambda b: 1e-3)  # a CPU: 1 to 4096, as before
+    assert overhead.doubling_sweep(max_batch=4096, timer=timer)[0] == list(overhead.SWEEP_BATCHES)

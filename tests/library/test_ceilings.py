@@ -312,19 +312,40 @@ def test_the_setting_of_a_peak_names_threads_on_a_cpu_only():
     assert _fake(env={"device_type": "cuda"}).setting(torch.bfloat16) == "bfloat16"
 
 
-def test_the_matmul_peak_is_the_best_of_its_sizes_and_says_which(monkeypatch):
+def test_the_matmul_peak_is_the_best_of_its_shapes_after_the_clocks_settle(monkeypatch):
     """A roof that measurements sit above is no roof: on the H100 the 8192³ matmul alone read 4-8% under
-    the 4096³ one. The peak is the best of the sizes, with the n that reached it."""
+    the 4096³ one, and the bf16 roof moved 697 -> 757 TFLOP/s within one run. The peak is the best of
+    several shapes, each timed in passes after the clocks settle, and every reading is kept."""
     timed = []
+    rates = {(4096, 4096, 4096): [700e12, 750e12], (8192, 8192, 4096): [760e12, 720e12]}
 
-    def rate_at(dtype, n, *, threads=None):
-        timed.append(n)
-        return {4096: 750e12, 8192: 700e12}[n]
+    def rate_at(dtype, shape, *, budget_s=None):
+        timed.append(shape)
+        readings = rates.get(shape, [600e12, 610e12])
+        return readings[sum(1 for s in timed if s == shape) - 1]
 
     monkeypatch.setattr(ceilings, "ON_GPU", True)
-    monkeypatch.setattr(ceilings, "measure_matmul_peak", rate_at)
-    assert ceilings.measure_best_matmul_peak("bfloat16") == (750e12, 4096)
-    assert sorted(timed) == sorted(ceilings.GPU_PEAK_SIZES)
+    monkeypatch.setattr(ceilings, "settle_clocks", lambda dtype, seconds=None: timed.append("settled"))
+    monkeypatch.setattr(ceilings, "measure_matmul_rate", rate_at)
+    rate, label, readings = ceilings.measure_gpu_matmul_peak("bfloat16")
+    assert (rate, label) == (760e12, "8192x8192x4096")
+    assert timed[0] == "settled" and len(timed) == 1 + ceilings.GPU_PEAK_PASSES * len(ceilings.GPU_PEAK_SHAPES)
+    assert timed[1 : 1 + len(ceilings.GPU_PEAK_SHAPES)] == list(ceilings.GPU_PEAK_SHAPES)  # in passes
+    assert readings["4096x4096x4096"] == [700e12, 750e12] and len(readings) == len(ceilings.GPU_PEAK_SHAPES)
+    timed.clear()
+    assert ceilings.measure_best_matmul_peak("bfloat16") == (760e12, 8192)
+    with pytest.raises(ValueError, match="no matmul readings"):
+        ceilings.best_shape({"4096x4096x4096": []})
+    kept = _fake(matmul_peak={"bfloat16": 1.0}).best_with(
+        _fake(
+            matmul_peak={"bfloat16": 2.0},
+            matmul_shape={"bfloat16": "8192x8192x4096"},
+            matmul_spread={"bfloat16": {"8192x8192x4096": [2.0]}},
+        )
+    )
+    assert kept.matmul_shape == {"bfloat16": "8192x8192x4096"} and kept.matmul_spread["bfloat16"]["8192x8192x4096"] == [
+        2.0
+    ]
     # CPU: the picked size and the small ones; a bfloat16 matmul here ran 2.3x faster at 128³ than at 512³
     monkeypatch.setattr(ceilings, "ON_GPU", False)
     monkeypatch.setattr(ceilings, "matmul_peak_size", lambda dtype, threads=None: 1024)

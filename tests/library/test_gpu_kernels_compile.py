@@ -1,5 +1,5 @@
 """The GPU path, checked without a GPU: the book's tiled matmul and the Lab 5 and Lab 6 solutions compile
-for an H100 (sm_90) and Colab's T4 (sm_75), with the launch options their code picks on each, and their
+for an H100 (sm_90, as an H200) and Colab's T4 (sm_75), with the launch options their code picks on each, and their
 pipelines fit that GPU's shared memory.
 
 Triton compiles for a named target without a device (ptxas ships in its wheel). It runs in a process of
@@ -15,6 +15,8 @@ import sys
 from conftest import ROOT
 
 # Opt-in shared memory per block (Triton's max_shared_mem), from NVIDIA's tables for each architecture.
+# An H200 is an sm_90 like the H100 (the same limits, more memory). An A100 (sm_80, 166,912 B) passed too
+# when tried by hand (2026-11-27); it is left out here for the suite's time.
 TARGETS = {"H100 (sm_90)": (90, 232_448), "T4 (sm_75)": (75, 65_536)}
 
 SCRIPT = r"""
@@ -85,6 +87,13 @@ for gpu, (capability, smem) in targets.items():
                "scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
                "CAUSAL": "constexpr"},
               blocks | {"HEAD_DIM": 64, "CAUSAL": True}, options)
+    if capability == 90:  # the published anchors: an H100 at d = 128
+        blocks, options = split_options(lab6.blocks_for(dtypes["fp16"], 128))
+        build("Lab 6 solution fp16, d = 128", lab6.attention_kernel,
+              {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "out_ptr": "*fp16", "N": "i32",
+               "scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
+               "CAUSAL": "constexpr"},
+              blocks | {"HEAD_DIM": 128, "CAUSAL": False}, options)
 print(json.dumps(results))
 """
 
@@ -100,6 +109,6 @@ def test_the_book_and_lab_kernels_compile_for_an_h100_and_a_t4_within_their_shar
     assert result.returncode == 0, f"a kernel did not compile:\n{result.stderr[-4000:]}"
     compiled = json.loads(result.stdout.strip().splitlines()[-1])
     for gpu, (_, shared_memory) in TARGETS.items():
-        assert len(compiled[gpu]) == 4, compiled
+        assert len(compiled[gpu]) == (5 if gpu.startswith("H100") else 4), compiled
         too_big = [(name, shared) for name, shared in compiled[gpu] if shared > shared_memory]
         assert not too_big, f"{gpu}: shared memory past its {shared_memory:,} B: {too_big}"

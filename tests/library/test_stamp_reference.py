@@ -1,6 +1,8 @@
 import json
 import re
 
+import pytest
+
 from brrr import reference
 from brrr.stamp import environment, stamp, stamped
 
@@ -40,3 +42,32 @@ def test_record_merges_sections_with_their_stamp(tmp_path, monkeypatch):
     assert data["figures"]["fusion"]["values"] == {"speedup": 2.0}
     assert data["figures"]["fusion"]["env"]["device"] == environment()["device"]
     assert reference.load_all(tmp_path)[path.stem] == data
+
+
+def test_the_stamp_names_the_commit(monkeypatch):
+    from brrr import stamp as stamp_module
+
+    assert environment()["commit"]  # git's HEAD in a checkout, "unknown" in a copy without .git
+    stamp_module.commit.cache_clear()
+    monkeypatch.setenv(stamp_module.COMMIT_VAR, "0123456789abcdef")
+    try:
+        assert environment()["commit"] == "0123456789abcdef"
+    finally:
+        stamp_module.commit.cache_clear()
+
+
+def test_a_missed_target_is_on_record_as_missed_before_it_raises(tmp_path, monkeypatch):
+    from brrr import targets
+
+    monkeypatch.setenv(reference.ENV_VAR, str(tmp_path))
+    monkeypatch.setenv(reference.SOURCE_VAR, "notebooks/10-cos-cos.ipynb")
+    monkeypatch.setenv(targets.STRICT, "1")
+    values = iter([1.3, 1.4])
+    with pytest.raises(targets.TargetMissed):
+        targets.require("fused speed-up", 1.5, 1.2, lambda: next(values))
+    targets.require_at_most("flat ratio", 1.1, 1.05)
+    checks = json.loads(reference.reference_path(tmp_path).read_text())["checks"]
+    missed = checks["target: fused speed-up (notebooks/10-cos-cos.ipynb)"]
+    assert missed["verdict"] == "NOT met" and missed["attempts"] == [1.2, 1.3, 1.4] and missed["value"] == 1.4
+    assert missed["bound"] == {"at_least": 1.5} and missed["env"]["commit"]
+    assert checks["target: flat ratio (notebooks/10-cos-cos.ipynb)"]["verdict"] == "met"
