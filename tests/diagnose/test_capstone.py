@@ -162,3 +162,61 @@ def test_a_recorded_cuda_graph_stage_that_gave_nothing_says_why(monkeypatch):
     ), shown
     assert "was already compute-bound (54% of its time)" in shown
     assert "10.0x faster than eager at batch 1, fading to 1.01x at batch 4096" in shown
+
+
+# ---------------------------------------------------------------- the page's checks
+
+
+def test_every_fix_changes_the_setup_it_is_applied_to():
+    """A fix that hands its setup back unchanged would add a stage that measures the same step again."""
+    start = capstone.Setup()
+    for fix in capstone.FIXES:
+        assert fix.apply(start) != start, f"{fix.name} leaves the setup as it was"
+    assert capstone.fixes_that_changed_nothing(stages_gaining(2.0)) == []
+
+
+def stages_gaining(final: float, *, compile_fix=None):
+    """A start, the torch.compile stage, and an end serving ``final`` times the start's tokens per second."""
+    start = capstone.Setup()
+    fix = compile_fix or by_name("torch.compile")
+    compiled = fix.apply(start)
+    return [
+        capstone.Stage(start, None, "", None, diagnosis(OVERHEAD, step_s=1e-3)),
+        capstone.Stage(compiled, fix, "", 2.0, diagnosis(OVERHEAD, step_s=1e-3 / final)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "final, gain, compile_fix, missed",
+    [
+        (2.0, capstone.CompileGain(1.5, 0.1), None, None),
+        (2.0, capstone.CompileGain(1.1, 0.1), None, "beyond two eager timings"),  # within the noise
+        (2.0, capstone.CompileGain(3.0, 2.0), None, "beyond two eager timings"),  # noisier than the gain
+        (1.4, capstone.CompileGain(1.5, 0.1), None, "the last stage over the start"),
+        (2.0, capstone.CompileGain(1.5, 0.1), capstone.Fix("torch.compile", OVERHEAD, lambda s: s), "left the setup"),
+    ],
+)
+def test_the_page_checks_each_fix_the_compile_gain_and_the_end(monkeypatch, final, gain, compile_fix, missed):
+    from brrr import targets
+
+    monkeypatch.setenv(targets.STRICT, "1")
+    asked = []
+
+    def measure():
+        asked.append(gain)
+        return gain
+
+    stages = stages_gaining(final, compile_fix=compile_fix)
+    if missed is None:
+        capstone.check(stages, measure)
+        assert len(asked) == 1  # met at once: not timed again
+        return
+    with pytest.raises(targets.TargetMissed, match=missed):
+        capstone.check(stages, measure)
+    if "beyond" in missed:
+        assert len(asked) == 3  # a miss is timed again, three attempts in all
+
+
+def test_the_compile_gain_is_read_beyond_the_noise():
+    assert capstone.CompileGain(2.2, 0.1).beyond_noise == pytest.approx(2.0)
+    assert capstone.CompileGain(1.05, 0.1).beyond_noise < 1
