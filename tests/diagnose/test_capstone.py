@@ -3,6 +3,7 @@ follows the tool's top advice, bounds are shown only where they cover the fix, t
 numbers, fixes that cannot help here are named with their measured reason, and every fix computes the
 same model."""
 
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -220,3 +221,23 @@ def test_the_page_checks_each_fix_the_compile_gain_and_the_end(monkeypatch, fina
 def test_the_compile_gain_is_read_beyond_the_noise():
     assert capstone.CompileGain(2.2, 0.1).beyond_noise == pytest.approx(2.0)
     assert capstone.CompileGain(1.05, 0.1).beyond_noise < 1
+
+
+def _spin(seconds):
+    def call(*args):
+        start = time.thread_time()
+        while time.thread_time() - start < seconds:
+            pass
+
+    return call
+
+
+@pytest.mark.parametrize("compiled_s, gains", [(0.5e-3, True), (1e-3, False)])
+def test_the_compile_comparison_reads_a_gain_and_none_where_there_is_none(compiled_s, gains):
+    """Steps of known cost on the thread's clock: a compiled step twice as fast reads about 2x beyond the
+    noise; one as slow as eager (a compile that fell back to eager) reads under the page's minimum."""
+    comparison = object.__new__(capstone.CompileComparison)  # the measuring half, without building a GPT
+    comparison.eager, comparison.compiled, comparison.args = _spin(1e-3), _spin(compiled_s), ()
+    gain = comparison.measure(budget_s=0.1)
+    assert (gain.beyond_noise >= capstone.COMPILE_BEYOND_NOISE_MIN) == gains, gain
+    assert gain.noise < 0.2, gain
