@@ -13,7 +13,8 @@ A notebook that measures a claim calls its ``judge_*`` function and
   and shows the three machines side by side (:func:`beside`: this one, the recorded GPUs, the essay);
 * glues it (``myst_nb.glue``) under the keys :func:`glue_key` names:
   ``claim-<key>-statement``, ``-essay``, ``-here``, ``-verdict``, ``-why``, ``-stamp``, ``-recorded``
-  (what the recorded GPUs measured, one sentence);
+  (what the recorded GPUs measured, one sentence), ``-figures`` (the judge's arguments, JSON: the book
+  test judges each glued verdict again from them, :func:`recompute`);
 * records it for the GPU reference (:func:`brrr.reference.record`, a no-op
   except under ``make gpu-check``), under ``claims/<key>``.
 
