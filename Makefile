@@ -66,7 +66,7 @@ labs: $(INSTALLED)
 	$(PY) -m brrr.labs
 
 # Plant each bug listed in tests/mutants/mutants.toml in a scratch copy, one at a time, and run the tests
-# it names: a table of caught and survived, exit status 1 if any survived. Not part of `make test` (about
+# it names: a table of caught and survived, exit status 1 if any survived. Not part of `make test` (5-10
 # ten minutes on two cores); tests/mutants/test_mutants.py checks the list itself there.
 mutants: export TORCHINDUCTOR_COMPILE_THREADS := 1
 mutants: $(INSTALLED)
