@@ -25,7 +25,7 @@ export MALLOC_TRIM_THRESHOLD_ := 100000000000
 
 BOOK_FLAGS := -W -n --keep-going
 
-.PHONY: book test labs gpu-check wheelhouse clean install
+.PHONY: book test labs mutants gpu-check wheelhouse clean install
 
 install: $(INSTALLED)
 
@@ -64,6 +64,13 @@ test: $(INSTALLED)
 
 labs: $(INSTALLED)
 	$(PY) -m brrr.labs
+
+# Plant each bug listed in tests/mutants/mutants.toml in a scratch copy, one at a time, and run the tests
+# it names: a table of caught and survived, exit status 1 if any survived. Not part of `make test` (5-10
+# ten minutes on two cores); tests/mutants/test_mutants.py checks the list itself there.
+mutants: export TORCHINDUCTOR_COMPILE_THREADS := 1
+mutants: $(INSTALLED)
+	$(PY) tests/mutants/run.py $(MUTANTS_FLAGS)
 
 # ---------------------------------------------------------------- GPU nodes without internet
 # The node has python3 with torch and triton; the wheelhouse carries everything else that

@@ -10,12 +10,13 @@ fixes in the order the tool suggests, not in an order fixed in advance.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
 
-from brrr import column, units
+from brrr import column, targets, units
 from brrr.device import DEVICE, ON_GPU, bf16_note, half_precision_dtype, per_device
 from brrr.models import gpt
 from brrr.roofline import Regime
@@ -360,3 +361,92 @@ def stage_rows(stages: list[Stage]) -> list[dict]:
         }
         for stage in stages
     ]
+
+
+# ---------------------------------------------------------------- the page's checks
+
+# Pinned in tests/book/test_pinned_targets.py. torch.compile on the overhead-bound start (batch 1, eager),
+# timed in turns with eager twice (CompileComparison.measure): its gain with the noise taken off, at least
+# this. On the CPU GPT, one thread, a 2-core machine at load 5: gain 1.20-1.49x, noise 0-7%, so 1.16-1.48
+# in 15 readings; a compile that falls back to eager reads 1.0 or less.
+COMPILE_BEYOND_NOISE_MIN = 1.05
+# The last stage's tokens per second over the start's: the fixes together must gain at least this.
+FINAL_OVER_START_MIN = 1.5
+
+
+def fixes_that_changed_nothing(stages: list[Stage]) -> list[str]:
+    """The fixes whose stage runs the same setup as the stage before it: a fix that does nothing."""
+    return [after.fix.name for before, after in zip(stages, stages[1:]) if after.setup == before.setup]
+
+
+@dataclass(frozen=True)
+class CompileGain:
+    """Eager over compiled seconds per step, timed in turns with a second eager call: the two eager calls'
+    disagreement is the noise of this run's measurement."""
+
+    ratio: float  # the faster eager call over the compiled one, median over rounds
+    noise: float  # how far the median over rounds of eager over eager again lies from 1
+
+    @property
+    def beyond_noise(self) -> float:
+        """The gain left once the noise is taken off: above 1 where compiling won by more than the noise."""
+        return self.ratio / (1 + self.noise)
+
+
+class CompileComparison:
+    """``setup``'s step eager and compiled (``compile_mode="default"``), built and compiled once;
+    :meth:`measure` times them in turns on :data:`THREADS` threads, as often as asked."""
+
+    def __init__(self, setup: Setup = Setup()):
+        from brrr.timing import torch_threads
+
+        self.eager, self.args = build_step(replace(setup, compile_mode=None))
+        self.compiled, _ = build_step(replace(setup, compile_mode="default"))
+        with torch_threads(THREADS):
+            self.compiled(*self.args)  # the compile, outside the timing
+
+    def measure(self, budget_s: float = 0.5) -> CompileGain:
+        """Eager, compiled and eager again, one call of each per round (:func:`brrr.timing.rounds_in_turns`;
+        on a CPU on the calling thread's clock, which stops while another process has the core): the medians
+        over rounds of eager over compiled, and of eager over eager again: the same ratio taken of two equal
+        calls, whose distance from 1 is this measurement's noise."""
+        from brrr.timing import rounds_in_turns
+
+        args = self.args
+        # Each eager call follows a compiled one, so that neither eager call runs warm from the other.
+        runs = rounds_in_turns(
+            {
+                "eager": lambda: self.eager(*args),
+                "compiled": lambda: self.compiled(*args),
+                "eager again": lambda: self.eager(*args),
+                "compiled again": lambda: self.compiled(*args),
+            },
+            threads=THREADS,
+            on_cpu_clock=THREADS == 1 and not ON_GPU,
+            budget_s=budget_s,
+        )
+        rounds = list(zip(runs["eager"], runs["compiled"], runs["eager again"], runs["compiled again"]))
+        ratio = statistics.median(min(e, e_again) / max(c, c_again) for e, c, e_again, c_again in rounds)
+        control = statistics.median(e / e_again for e, _, e_again, _ in rounds)  # 1 but for the noise
+        return CompileGain(ratio, max(control, 1 / control) - 1)
+
+
+def check(stages: list[Stage], compile_gain: Callable[[], CompileGain]) -> None:
+    """The capstone's claims, enforced (:mod:`brrr.targets`: a miss fails the build, a reader sees it): each
+    fix changed the setup; compiling beat eager on the overhead-bound start by more than the noise, by
+    :data:`COMPILE_BEYOND_NOISE_MIN` (``compile_gain()``, e.g. :meth:`CompileComparison.measure`, asked again
+    on a miss); the end served :data:`FINAL_OVER_START_MIN` times the start's tokens per second."""
+    unchanged = fixes_that_changed_nothing(stages)
+    with targets.said_only_if_missed():  # met, they keep quiet on the page
+        targets.check(not unchanged, f"fixes that left the setup as it was: {', '.join(unchanged)}")
+        targets.require(
+            "torch.compile over eager on the overhead-bound start, beyond two eager timings' disagreement",
+            COMPILE_BEYOND_NOISE_MIN,
+            compile_gain().beyond_noise,
+            lambda: compile_gain().beyond_noise,
+        )
+        targets.require(
+            "tokens per second, the last stage over the start",
+            FINAL_OVER_START_MIN,
+            stages[-1].tokens_per_s / stages[0].tokens_per_s,
+        )

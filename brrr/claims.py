@@ -13,7 +13,8 @@ A notebook that measures a claim calls its ``judge_*`` function and
   and shows the three machines side by side (:func:`beside`: this one, the recorded GPUs, the essay);
 * glues it (``myst_nb.glue``) under the keys :func:`glue_key` names:
   ``claim-<key>-statement``, ``-essay``, ``-here``, ``-verdict``, ``-why``, ``-stamp``, ``-recorded``
-  (what the recorded GPUs measured, one sentence);
+  (what the recorded GPUs measured, one sentence), ``-figures`` (the judge's arguments, JSON: the book
+  test judges each glued verdict again from them, :func:`recompute`);
 * records it for the GPU reference (:func:`brrr.reference.record`, a no-op
   except under ``make gpu-check``), under ``claims/<key>``.
 
@@ -34,7 +35,10 @@ can show a stale ledger row: rebuild clean.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import functools
+import inspect
+import json
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 from brrr import column, reference, units
@@ -60,6 +64,8 @@ class Verdict:
     held: bool
     here: str  # this machine's figure, with units
     why: str  # why it held, or why not
+    # The judge's arguments that give this verdict, by name: recompute(key, figures) judges them again.
+    figures: dict = field(default_factory=dict)
 
     @property
     def word(self) -> str:
@@ -167,7 +173,37 @@ _CLAIMS = [
     ),
 ]
 CLAIMS: dict[str, Claim] = {claim.key: claim for claim in _CLAIMS}
-FIELDS = ("statement", "essay", "here", "verdict", "why", "stamp", "recorded")
+FIELDS = ("statement", "essay", "here", "verdict", "why", "stamp", "recorded", "figures")
+
+# Each claim's judge, by key: recompute() reads it, so a glued verdict can be judged again from its figures.
+JUDGES: dict[str, Callable[..., "Verdict"]] = {}
+
+
+def _judge(key: str):
+    """Register a ``judge_*`` function as ``key``'s, and keep its arguments on the verdict it returns
+    (``Verdict.figures``), unless the judge set them itself."""
+
+    def register(judge):
+        signature = inspect.signature(judge)
+
+        @functools.wraps(judge)
+        def judged(*args, **kwargs):
+            verdict = judge(*args, **kwargs)
+            if verdict.figures:
+                return verdict
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return replace(verdict, figures=dict(bound.arguments))
+
+        JUDGES[key] = judged
+        return judged
+
+    return register
+
+
+def recompute(key: str, figures: dict) -> "Verdict":
+    """Claim ``key`` judged again from ``figures`` (a verdict's, or its glued ``figures`` field, read back)."""
+    return JUDGES[key](**figures)
 
 
 def _ratio(value: float, *against: float) -> str:
@@ -175,6 +211,7 @@ def _ratio(value: float, *against: float) -> str:
     return units.ratio(value, against)
 
 
+@_judge("three-regimes")
 def judge_three_regimes(tiny: str, pointwise: str, matmul: str) -> Verdict:
     """Regimes (``str(brrr.roofline.Regime)``: "memory-bound", ...) of three ops on the measured roofs."""
     got = {"a one-element op": tiny, "a large x * 2": pointwise, "a 4096³ matmul": matmul}
@@ -204,6 +241,7 @@ def other_time_over_flop_share(flop_share: float, time_share: float) -> float:
     return other_time / other_flops if other_flops > 0 else float("inf")
 
 
+@_judge("contractions-flops-vs-runtime")
 def judge_contractions(flop_share: float, time_share: float) -> Verdict:
     """Contractions' shares (0 to 1) of a training step's FLOPs and runtime."""
     other_flops, other_time = 1 - flop_share, 1 - time_share
@@ -236,6 +274,7 @@ def judge_contractions(flop_share: float, time_share: float) -> Verdict:
     )
 
 
+@_judge("other-ops-fewer-flops")
 def judge_other_ops_rate(
     normalization: float, elementwise: float, matmul_over_vector: float, measured: str = ""
 ) -> Verdict:
@@ -258,6 +297,7 @@ def judge_other_ops_rate(
     )
 
 
+@_judge("matmul-gap")
 def judge_matmul_gap(matmul_peak: float, vector_peak: float, measured: str = "") -> Verdict:
     """Best measured matmul peak and non-matmul peak, FLOP/s; ``measured`` names their dtype and threads."""
     gap = matmul_peak / vector_peak
@@ -273,6 +313,7 @@ def judge_matmul_gap(matmul_peak: float, vector_peak: float, measured: str = "")
     )
 
 
+@_judge("fusion-cuts-bytes")
 def judge_fusion_cuts_bytes(fusion_speedup: float, passes_saved: float) -> Verdict:
     """Control-to-fused speedup of a chain whose fused kernel makes ``passes_saved`` times fewer passes."""
     here = (
@@ -289,6 +330,7 @@ def judge_fusion_cuts_bytes(fusion_speedup: float, passes_saved: float) -> Verdi
     )
 
 
+@_judge("fused-chain-one-op")
 def judge_fused_chain(
     fused_s: float, one_op_s: float, again: Callable[[], float] | None = None, *, attempts: int = 3
 ) -> Verdict:
@@ -303,13 +345,19 @@ def judge_fused_chain(
     here = f"fused chain {_ratio(ratio, 1.3)} the time of one op"
     if len(ratios) > 1:
         here += f" (the best of {len(ratios)} measurements: {', '.join(_ratio(r, 1.3) for r in ratios)})"
+    figures = {"fused_s": ratio, "one_op_s": 1.0}  # the best measurement, as the ratio it was judged on
     if ratio <= 1.3:
-        return Verdict("fused-chain-one-op", True, here, "the extra ops hid under the memory time of one pass")
+        return Verdict("fused-chain-one-op", True, here, "the extra ops hid under the memory time of one pass", figures)
     return Verdict(
-        "fused-chain-one-op", False, here, "the chain's arithmetic did not fit under one pass's memory time here"
+        "fused-chain-one-op",
+        False,
+        here,
+        "the chain's arithmetic did not fit under one pass's memory time here",
+        figures,
     )
 
 
+@_judge("cos-cos-one-cos")
 def judge_cos_cos(fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memory: float) -> Verdict:
     """Compiled cos().cos() and cos() seconds; compute time of two cosines over one pass's memory time."""
     ratio = fused_cos_cos_s / fused_cos_s
@@ -326,6 +374,7 @@ def judge_cos_cos(fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memor
     return Verdict("cos-cos-one-cos", False, here, why)
 
 
+@_judge("memory-bound-until-ridge")
 def judge_knee(measured: float, predicted: float) -> Verdict:
     """Repeat counts: where the runtime started to climb, and where the measured roofs put it."""
     shown = units.beside(measured, 1 if measured < 10 else 0, (4, 0.5 * predicted, 2 * predicted))  # as printed
@@ -351,6 +400,7 @@ def judge_knee(measured: float, predicted: float) -> Verdict:
     )
 
 
+@_judge("overhead-floor")
 def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: float) -> Verdict:
     """Python adds/s, eager ops/s, and the time of an add 1/16 of the knee size over a one-element add."""
     slower = python_per_s / torch_per_s
@@ -366,6 +416,7 @@ def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: 
     return Verdict("overhead-floor", True, here, "small ops cost the same whatever their size")
 
 
+@_judge("batch-doubling")
 def judge_batch_doubling(first_ratio: float, first_over_roofline: float, last_ratio: float) -> Verdict:
     """Step-time ratios of the first and last doublings; the first step's time over its roofline time."""
     here = (
@@ -389,6 +440,7 @@ def judge_batch_doubling(first_ratio: float, first_over_roofline: float, last_ra
     )
 
 
+@_judge("compile-removes-overhead")
 def judge_compile_overhead(speedup: float) -> Verdict:
     """torch.compile's speedup over eager on 50 tiny pointwise ops."""
     here = f"compiled {_ratio(speedup, 2)} faster than eager on 50 tiny ops"
@@ -400,6 +452,7 @@ def judge_compile_overhead(speedup: float) -> Verdict:
 REMAT_TIME_NOISE = 0.02  # the least a speedup must exceed 1 by to count as time that fell, not noise
 
 
+@_judge("remat-memory-and-time")
 def judge_rematerialization(memory_factor: float, speedup: float, noise: float = REMAT_TIME_NOISE) -> Verdict:
     """Everything-saved over recomputed: peak memory ratio and step-time ratio (above 1: recomputing won).
 
@@ -455,6 +508,7 @@ def values(verdict: Verdict, stamp: str, gpus: list[Recorded]) -> dict[str, str]
         "why": verdict.why,
         "stamp": stamp,
         "recorded": recorded_sentence(gpus),
+        "figures": json.dumps(verdict.figures),
     }
 
 
@@ -513,8 +567,8 @@ def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
     gpus = claim_records(verdict.key)  # read once: the sentence, the table and the glue share it
     print(column.fit(recorded_sentence(gpus)))
     show(beside(verdict, stamp, gpus))
-    for field, text in values(verdict, stamp, gpus).items():
-        glue_text(glue_key(verdict.key, field), text)
+    for name, text in values(verdict, stamp, gpus).items():
+        glue_text(glue_key(verdict.key, name), text)
     reference.record(f"claims/{verdict.key}", asdict(verdict))
     reference.record_check(
         "claim", verdict.key, verdict=verdict.word, value=verdict.here, bound=CLAIMS[verdict.key].statement

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
@@ -102,3 +103,33 @@ def assert_matches_eager(compiled: Compiled, eager: Callable, x: torch.Tensor, c
     may then run). ``eager`` runs on the slice only, to keep the check cheap.
     """
     torch.testing.assert_close(compiled(x)[:count], eager(x[:count]))
+
+
+@dataclass(frozen=True)
+class Graphs:
+    """How dynamo splits a function: graphs captured, graph breaks between them, and why each break."""
+
+    graphs: int
+    breaks: int
+    reasons: tuple[str, ...]
+
+    @property
+    def one(self) -> bool:
+        """One graph, no break: everything the function does reaches the compiler together."""
+        return self.graphs == 1 and self.breaks == 0
+
+
+def graphs(fn: Callable, *example_args) -> Graphs:
+    """Count the graphs ``fn`` compiles to on ``example_args`` (``torch._dynamo.explain``: traced only, no
+    kernel is generated). A count, where a speedup against a target would tell a graph break from noise
+    only by a few percent: a break between two cosines still runs each compiled.
+
+    ``explain`` resets dynamo before and after: every function compiled so far compiles again at its next
+    call. Count after the timings."""
+    import torch._dynamo
+
+    explained = torch._dynamo.explain(fn)(*example_args)
+    reasons = tuple(
+        str(getattr(reason, "reason", reason)).strip().splitlines()[0] for reason in explained.break_reasons
+    )
+    return Graphs(explained.graph_count, explained.graph_break_count, reasons)

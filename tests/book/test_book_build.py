@@ -99,7 +99,9 @@ def test_the_ledger_shows_what_the_notebooks_measured(book_build):
         glued = _glued(build, claim.notebook)
         texts = {field: glued[claims.glue_key(key, field)] for field in claims.FIELDS}
         assert texts["statement"] == claim.statement and texts["essay"] == claim.essay
-        assert texts["verdict"] in (claims.HELD, claims.NOT_HELD), texts
+        assert texts["verdict"] == recomputed_verdict(key, texts), (
+            f"{key}: glued {texts['verdict']!r}, but its figures {texts['figures']} give otherwise"
+        )
         for field in ("statement", "essay", "here", "verdict", "why"):
             assert texts[field] in ledger, f"the ledger does not show {key}'s {field}: {texts[field]!r}"
         verdicts[key] = texts
@@ -111,6 +113,21 @@ def test_the_ledger_shows_what_the_notebooks_measured(book_build):
     assert len(shown) == len(claims.CLAIMS), f"{len(shown)} 'Recorded GPU:' entries for {len(claims.CLAIMS)} claims"
     for (key, figure), entry in zip(claims.reference_figures().items(), shown):  # "none recorded" where none is
         assert figure in entry, f"the ledger shows {entry!r} as {key}'s recorded GPU, not {figure!r}"
+
+
+def recomputed_verdict(key: str, texts: dict[str, str]) -> str:
+    """The verdict claim ``key``'s glued figures give, judged again (``claims.recompute``)."""
+    return claims.recompute(key, json.loads(texts["figures"])).word
+
+
+def test_the_ledger_check_recomputes_each_verdict_from_its_figures():
+    """What the book's ledger check reads, on glued texts made here: a verdict its figures contradict is
+    caught, whichever way it was turned."""
+    for verdict in (claims.judge_compile_overhead(1.5), claims.judge_compile_overhead(2.5)):
+        glued = claims.values(verdict, "[stamp]", [])
+        assert recomputed_verdict(verdict.key, glued) == glued["verdict"] == verdict.word
+        forged = {**glued, "verdict": claims.HELD if not verdict.held else claims.NOT_HELD}
+        assert recomputed_verdict(verdict.key, forged) != forged["verdict"]
 
 
 def _recorded_gpu_entries(ledger: str) -> list[str]:

@@ -123,15 +123,28 @@ def test_the_ledger_page_has_one_entry_per_claim_in_order():
     assert not re.search(r"^\|", LEDGER.read_text(), flags=re.MULTILINE), "the ledger is not a table"
 
 
-def test_every_measuring_notebook_publishes_its_claims():
-    """In a reading cell, or in the page's ``brrr.pages`` module its hidden cell calls."""
+def published_claims(source: str) -> set[str]:
+    """The claims ``source`` publishes: each ``publish(judge_*(`` call names its claim's judge."""
+    names = re.findall(r"publish\(\s*(?:claims\.)?(judge_\w+)\(", source)
+    return {key for key, judge in claims.JUDGES.items() if judge.__name__ in names}
+
+
+def test_every_measuring_notebook_publishes_each_of_its_claims():
+    """Each claim, by its own judge, in its notebook's reading cells or in the page's ``brrr.pages`` module
+    its hidden cell calls: one ``publish(`` does not cover a notebook's other claims."""
     for key, claim in claims.CLAIMS.items():
         source = "".join(
             "".join(cell["source"]) for cell in json.loads((ROOT / f"{claim.notebook}.ipynb").read_text())["cells"]
         )
         for page in re.findall(r"from brrr\.pages import (\w+)", source):
             source += (ROOT / "brrr" / "pages" / f"{page}.py").read_text()
-        assert "publish(" in source, f"{claim.notebook} does not publish {key}"
+        assert key in published_claims(source), f"{claim.notebook} does not publish {key}"
+
+
+def test_a_notebook_that_publishes_one_claim_does_not_cover_another():
+    source = "publish(judge_fusion_cuts_bytes(a, b))\nverdict = judge_cos_cos(x, y, z)\n"
+    assert published_claims(source) == {"fusion-cuts-bytes"}
+    assert published_claims("claims.publish(\n    claims.judge_knee(k, p))") == {"memory-bound-until-ridge"}
 
 
 def test_the_reference_column_reads_recorded_files(tmp_path):
@@ -237,3 +250,37 @@ def test_rematerialization_held_without_a_faster_step_says_the_time_did_not_fall
     assert faster.held and faster.why == "less memory, and less time too"
     inside_noise = claims.judge_rematerialization(1.8, 1.03, noise=0.05)  # 1.03x beside a 5% spread
     assert inside_noise.held and "did not fall here" in inside_noise.why and "own 5% noise" in inside_noise.why
+
+
+@pytest.mark.parametrize(
+    "judge, holds, fails", [case[:1] + (case[1], case[3]) for case in CASES], ids=[case[0].__name__ for case in CASES]
+)
+def test_each_verdict_is_recomputed_from_its_glued_figures(judge, holds, fails):
+    """The ledger's check (tests/book/test_book_build.py) judges each glued verdict again from its glued
+    figures: here, for both sides of every rule's line."""
+    for verdict in (judge(*holds), judge(*fails)):
+        glued = claims.values(verdict, "[stamp]", [])
+        again = claims.recompute(verdict.key, json.loads(glued["figures"]))
+        assert (again.held, again.word, again.key) == (verdict.held, glued["verdict"], verdict.key)
+    assert set(claims.JUDGES) == set(claims.CLAIMS)
+
+
+def test_a_fused_chain_measured_again_is_recomputed_from_its_best_measurement():
+    verdict = claims.judge_fused_chain(0.025, 0.010, iter([1.5, 1.1]).__next__)
+    assert verdict.held and claims.recompute(verdict.key, verdict.figures).held
+    assert not claims.recompute(verdict.key, claims.judge_fused_chain(0.025, 0.010, lambda: 1.4).figures).held
+
+
+@pytest.mark.parametrize("held", [True, False])
+def test_publish_glues_the_verdict_its_figure_gives(monkeypatch, capsys, held):
+    """A failing figure glues "did not hold here" for the ledger, a passing one "held here": publish glues
+    what the verdict says, field by field, and the figures that give it."""
+    glued = {}
+    monkeypatch.setattr(claims, "glue_text", lambda key, text: glued.__setitem__(key, text))
+    monkeypatch.setattr(claims.reference, "record", lambda *args: None)
+    verdict = claims.publish(claims.judge_compile_overhead(2.5 if held else 1.5), "[stamp]")
+    assert glued[claims.glue_key(verdict.key, "verdict")] == (claims.HELD if held else claims.NOT_HELD)
+    assert glued[claims.glue_key(verdict.key, "here")] == verdict.here
+    assert json.loads(glued[claims.glue_key(verdict.key, "figures")]) == {"speedup": 2.5 if held else 1.5}
+    assert set(glued) == {claims.glue_key(verdict.key, field) for field in claims.FIELDS}
+    assert ("Did not hold here" in capsys.readouterr().out) != held

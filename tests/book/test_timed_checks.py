@@ -126,7 +126,7 @@ TIMED_CHECKS = (
     ),
     TimedCheck(
         "notebooks/30-python-vs-pytorch.ipynb",
-        "targets.check(python_rate > 3 * ops_rate",
+        "targets.check(python_rate > PYTHON_OVER_EAGER_MIN * ops_rate",
         "Python adds that pay a torch op each",
         "test_timed_checks.py::test_python_adds_that_dispatch_a_torch_op_fail_the_overhead_claim",
     ),

@@ -3,6 +3,7 @@ follows the tool's top advice, bounds are shown only where they cover the fix, t
 numbers, fixes that cannot help here are named with their measured reason, and every fix computes the
 same model."""
 
+import time
 from dataclasses import replace
 from types import SimpleNamespace
 
@@ -162,3 +163,81 @@ def test_a_recorded_cuda_graph_stage_that_gave_nothing_says_why(monkeypatch):
     ), shown
     assert "was already compute-bound (54% of its time)" in shown
     assert "10.0x faster than eager at batch 1, fading to 1.01x at batch 4096" in shown
+
+
+# ---------------------------------------------------------------- the page's checks
+
+
+def test_every_fix_changes_the_setup_it_is_applied_to():
+    """A fix that hands its setup back unchanged would add a stage that measures the same step again."""
+    start = capstone.Setup()
+    for fix in capstone.FIXES:
+        assert fix.apply(start) != start, f"{fix.name} leaves the setup as it was"
+    assert capstone.fixes_that_changed_nothing(stages_gaining(2.0)) == []
+
+
+def stages_gaining(final: float, *, compile_fix=None):
+    """A start, the torch.compile stage, and an end serving ``final`` times the start's tokens per second."""
+    start = capstone.Setup()
+    fix = compile_fix or by_name("torch.compile")
+    compiled = fix.apply(start)
+    return [
+        capstone.Stage(start, None, "", None, diagnosis(OVERHEAD, step_s=1e-3)),
+        capstone.Stage(compiled, fix, "", 2.0, diagnosis(OVERHEAD, step_s=1e-3 / final)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "final, gain, compile_fix, missed",
+    [
+        (2.0, capstone.CompileGain(1.5, 0.1), None, None),
+        (2.0, capstone.CompileGain(1.1, 0.1), None, "beyond two eager timings"),  # within the noise
+        (2.0, capstone.CompileGain(3.0, 2.0), None, "beyond two eager timings"),  # noisier than the gain
+        (1.4, capstone.CompileGain(1.5, 0.1), None, "the last stage over the start"),
+        (2.0, capstone.CompileGain(1.5, 0.1), capstone.Fix("torch.compile", OVERHEAD, lambda s: s), "left the setup"),
+    ],
+)
+def test_the_page_checks_each_fix_the_compile_gain_and_the_end(monkeypatch, final, gain, compile_fix, missed):
+    from brrr import targets
+
+    monkeypatch.setenv(targets.STRICT, "1")
+    asked = []
+
+    def measure():
+        asked.append(gain)
+        return gain
+
+    stages = stages_gaining(final, compile_fix=compile_fix)
+    if missed is None:
+        capstone.check(stages, measure)
+        assert len(asked) == 1  # met at once: not timed again
+        return
+    with pytest.raises(targets.TargetMissed, match=missed):
+        capstone.check(stages, measure)
+    if "beyond" in missed:
+        assert len(asked) == 3  # a miss is timed again, three attempts in all
+
+
+def test_the_compile_gain_is_read_beyond_the_noise():
+    assert capstone.CompileGain(2.2, 0.1).beyond_noise == pytest.approx(2.0)
+    assert capstone.CompileGain(1.05, 0.1).beyond_noise < 1
+
+
+def _spin(seconds):
+    def call(*args):
+        start = time.thread_time()
+        while time.thread_time() - start < seconds:
+            pass
+
+    return call
+
+
+@pytest.mark.parametrize("compiled_s, gains", [(0.5e-3, True), (1e-3, False)])
+def test_the_compile_comparison_reads_a_gain_and_none_where_there_is_none(compiled_s, gains):
+    """Steps of known cost on the thread's clock: a compiled step twice as fast reads about 2x beyond the
+    noise; one as slow as eager (a compile that fell back to eager) reads under the page's minimum."""
+    comparison = object.__new__(capstone.CompileComparison)  # the measuring half, without building a GPT
+    comparison.eager, comparison.compiled, comparison.args = _spin(1e-3), _spin(compiled_s), ()
+    gain = comparison.measure(budget_s=0.1)
+    assert (gain.beyond_noise >= capstone.COMPILE_BEYOND_NOISE_MIN) == gains, gain
+    assert gain.noise < 0.2, gain

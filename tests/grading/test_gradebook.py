@@ -16,7 +16,7 @@ pytestmark = pytest.mark.usefixtures("grades_in_the_environment")
 def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path):
     submissions = tmp_path / "submissions"
     submissions.mkdir()
-    for name in ("correct", "unfused", "hanging", "crashing", "decoy_eager"):
+    for name in ("correct", "unfused", "hanging", "crashing", "decoy_eager", "passes_then_dies"):
         write_submission(submissions, LAB, name)
     (submissions / "broken.ipynb").write_text("{ this is not a notebook")
     out = tmp_path / "out"
@@ -26,7 +26,7 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
     assert time.monotonic() - start < 150
 
     rows = read_rows(out)
-    assert list(rows) == ["broken", "correct", "crashing", "decoy_eager", "hanging", "unfused"]
+    assert list(rows) == ["broken", "correct", "crashing", "decoy_eager", "hanging", "passes_then_dies", "unfused"]
     header = list(rows["correct"])
     assert header[:3] == ["submission", "lab", "status"] and header[-2:] == ["total", "max"]
     checks = header[3:-2]
@@ -46,6 +46,8 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
     assert summary("hanging") == ("failed", zeros, "0", full)  # not run counts as failed
     assert summary("crashing") == ("crashed", zeros, "0", full)
     assert summary("broken") == ("unreadable", zeros, "0", full)
+    # Partly graded: "correct" passed, then the kernel died; the rest is not run, and the maximum stays N.
+    assert summary("passes_then_dies") == ("crashed", ["1"] + zeros[1:], "1", full)
     assert all(row["lab"] == LAB for row in rows.values())
 
     feedback = {path.stem: path.read_text() for path in (out / "feedback").glob("*.md")}
@@ -57,6 +59,10 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
     assert "8 s allowed per cell" in feedback["hanging"] and "not run, scored 0" in feedback["hanging"]
     assert "kernel died" in feedback["crashing"]
     assert "not a readable notebook" in feedback["broken"]
+    partial = feedback["passes_then_dies"]
+    assert f"**1 of {full}**" in partial and "| correct | passed |" in partial and "kernel died" in partial
+    for check in checks[1:]:
+        assert f"| {check} | **not run** (0) |" in partial and f"## {check}: not run, scored 0" in partial, partial
     assert processes_inside(out) == []
 
 
@@ -74,6 +80,23 @@ def test_feedback_lists_other_errors_but_not_failed_checks():
     assert "- Cell 4: NameError: name 'h' is not defined" in others and "AssertionError" not in others
     assert "## correct: failed" in text and "wrong at index 3" in text
     assert "## traffic: not run, scored 0" in text
+
+
+def test_a_partly_graded_row_scores_what_passed_out_of_every_check(tmp_path):
+    """The row and feedback of a notebook that died after its first check, without running one: 1 of N, the
+    maximum every check the lab grades here, each check never received scored 0 and said "not run"."""
+    checks = gradebook.lab_checks(LAB)
+    partial = gradebook.Submission(
+        "partial", Path("partial.ipynb"), lab=LAB, status="crashed", results={checks[0]: {"passed": True}}
+    )
+    gradebook.write_csv([partial], tmp_path / "grades.csv")
+    row = read_rows(tmp_path)["partial"]
+    assert [row[check] for check in checks] == ["1"] + ["0"] * (len(checks) - 1)
+    assert (row["total"], row["max"]) == ("1", str(len(checks)))
+    text = gradebook.feedback(partial, checks)
+    assert f"**1 of {len(checks)}**" in text
+    for check in checks[1:]:
+        assert f"| {check} | **not run** (0) |" in text and f"## {check}: not run, scored 0" in text
 
 
 def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkeypatch):

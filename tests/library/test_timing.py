@@ -73,6 +73,23 @@ def test_bench_together_keeps_a_ratio_through_a_burst_of_load(monkeypatch, burst
     assert two.median_s / one.median_s != pytest.approx(2.0, rel=0.2)
 
 
+def test_bench_reports_the_median_of_every_run_its_budget_bought(monkeypatch):
+    """On a clock of known costs: after the warm-up, runs of 0.25, 0.5, 0.125 and 0.25 s spend the 1 s budget
+    at the fourth; the result is their median, over all four. A bench that returned the fastest run, or
+    stopped short, reports 0.125 s or fewer runs."""
+    monkeypatch.setattr(timing, "ON_GPU", False)  # the rounds in turns are the CPU path
+    costs = iter([0.0, 0.25, 0.5, 0.125, 0.25, 4.0, 4.0])
+    clock = _LoadedClock(burst=range(0))
+    monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
+
+    def run():
+        clock.now += next(costs)
+
+    result = bench(run, warmup=1, min_runs=3, budget_s=1.0)
+    assert (result.runs, result.median_s) == (4, 0.25)
+    assert (result.p20_s, result.p80_s) == (pytest.approx(0.2), pytest.approx(0.35))
+
+
 def test_bench_together_runs_in_turns_until_each_has_its_budget(monkeypatch):
     """On a clock of known costs (a real sleep stretches under load, and the count of runs with it): the
     slow function costs a quarter of the budget a call, so the rounds stop after its fourth call; the fast
