@@ -555,17 +555,16 @@ def beside(verdict: Verdict, stamp: str, gpus: list[Recorded]) -> Beside:
 
 
 def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
-    """Print ``verdict`` with the stamp and the recorded GPUs' result, show the three machines side by side,
-    glue it for the ledger, record it for the GPU reference.
+    """Print ``verdict``'s sentence, show the three machines side by side under it (this one with its stamp,
+    each recorded GPU with its own, the essay), glue it for the ledger, record it for the GPU reference.
+    The table says the recorded GPUs' results and the stamps once: they are not printed again above it.
 
     ``stamp``: the one the measurement was taken under, where it differs from this
     process's (the overhead notebooks time on one thread inside their helpers).
     """
     stamp = stamp or current_stamp()
     print(column.fit(verdict.line()))
-    print(f"  {stamp}")
-    gpus = claim_records(verdict.key)  # read once: the sentence, the table and the glue share it
-    print(column.fit(recorded_sentence(gpus)))
+    gpus = claim_records(verdict.key)  # read once: the table and the glue share it
     show(beside(verdict, stamp, gpus))
     for name, text in values(verdict, stamp, gpus).items():
         glue_text(glue_key(verdict.key, name), text)

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from brrr import column
+
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
 # What the machine notes say a headless Chromium needs on a closed network.
 CHROMIUM_FLAGS = [
@@ -45,6 +47,7 @@ NOT_PAGES = ("_static", "_sources", "_images", "_downloads", "reports")
 RAW_TEX = ("\\(", "\\[", "$$", "\\begin{")
 MATHJAX_TIMEOUT_MS = 30_000
 WIDTH = 1280  # px: a laptop's browser window; every page must fit it
+PRINTED_WIDTH = column.WIDTH  # characters: a printed line that must fit an output block at WIDTH
 TRACE_SUFFIX = ".json"  # the book's JSON downloads are the profiler chapter's traces
 REDIRECT = re.compile(r'<meta http-equiv="refresh" content="0; url=([^"]+)"', re.IGNORECASE)
 
@@ -75,6 +78,14 @@ INSPECT_PAGE = """async () => {
                     .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
                     .map(pre => pre.textContent.split("\\n").reduce(
                         (a, b) => (b.length > a.length ? b : a), "").slice(0, 100)),
+    // Printed output blocks in which a line of the book's 100 characters (brrr.column.WIDTH) would wrap.
+    wrapping: Array.from(main.querySelectorAll("div.cell_output pre")).filter(pre => {
+                  const style = getComputedStyle(pre);
+                  const pen = document.createElement("canvas").getContext("2d");
+                  pen.font = `${style.fontSize} ${style.fontFamily}`;
+                  const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+                  return pen.measureText("0".repeat(%d)).width > room + 0.5;
+              }).length,
     // Anything else wider than its box at this width (a table, an equation, a figure), and the
     // page itself: the main column must fit the window without sideways scrolling.
     sideways: Array.from(article.querySelectorAll("*"))
@@ -85,7 +96,7 @@ INSPECT_PAGE = """async () => {
                               + el.textContent.trim().replace(/\\s+/g, " ").slice(0, 80)),
     page_wider_than_window: document.documentElement.scrollWidth > window.innerWidth + 1,
   };
-}"""
+}""".replace("%d", str(PRINTED_WIDTH))
 
 # Run after the load event, when MathJax.js (an async script) has run if it could.
 # Resolves "done" once MathJax 2 has typeset the page (at once without MathJax).
@@ -217,6 +228,8 @@ class Reader:
         problems += [f"raw TeX {tex!r} in the visible text" for tex in RAW_TEX if tex in shown["text"]]
         problems += [f"a block scrolls sideways; its longest line: {line!r}" for line in shown["scrolling"]]
         problems += [f"wider than the column at {WIDTH} px: {what}" for what in shown["sideways"]]
+        if shown["wrapping"]:
+            problems.append(f"{shown['wrapping']} output block(s) wrap a printed line of {PRINTED_WIDTH} characters")
         if shown["page_wider_than_window"]:
             problems.append(f"the page scrolls sideways at {WIDTH} px")
         # Leave the page before the next one starts: events it still had queued (a failed image's
