@@ -54,6 +54,8 @@ class Diagnosis:
     threads: int | None
     compile_report: dict | None = None
     env: dict = field(default_factory=dict)
+    op_rows: list[ops.OpRow] = field(default_factory=list)  # every op, slowest first
+    profiler_floor_s: float = 0.0  # what the profiler adds to each profiled step by itself, taken off the idle time
 
     @property
     def margin(self) -> float:
@@ -203,7 +205,8 @@ def diagnose(
     time_split = split.time_split(measured.trace, STEP_LABEL)
     launches = split.launches_per_step(measured.trace, STEP_LABEL)
     idle_name = split.HOST_WAIT if time_split.clock == "GPU" else split.BETWEEN_OPS
-    overhead_idle_s = time_split[idle_name] * time_split.step_us / 1e6
+    # the profiler's own cost per step reads as idle time (between ops, or the device waiting on the host)
+    overhead_idle_s = max(time_split[idle_name] * time_split.step_us / 1e6 - measured.profiler_floor_s, 0.0)
     shares = regime_shares(op_rows, overhead_idle_s)
     regime = max(shares, key=shares.get)
     flops = float(measured.flops.total)
@@ -231,6 +234,7 @@ def diagnose(
         split=time_split,
         rows=ops.class_rows(op_rows, ceilings, dtype),
         top_ops=op_rows[:TOP_OPS],
+        op_rows=op_rows,
         mfu=flops / measured.timing.median_s / ceilings.matmul(dtype),
         matmul_dtype=dtype,
         flops_per_step=flops,
@@ -240,6 +244,7 @@ def diagnose(
         threads=threads,
         compile_report=explain_compile(step, args) if explain else None,
         env=_environment(threads),
+        profiler_floor_s=measured.profiler_floor_s,
     )
 
 
