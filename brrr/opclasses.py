@@ -278,7 +278,9 @@ SAME_WORK = (
             "miopen_batch_norm",
         }
     ),
-    frozenset({"native_batch_norm_backward", "batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward"}),
+    frozenset(
+        {"native_batch_norm_backward", "batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward"}
+    ),
 )
 
 # Ops whose speed neither roof sets: random numbers (a serial generator per stream), sorting and indexing

@@ -26,9 +26,10 @@ compute-bound contractions
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from brrr import units
+from brrr.diagnose.ops import BELOW_ROOFS, FAR_BELOW
 from brrr.opclasses import OpClass
 from brrr.roofline import Regime
 
@@ -44,6 +45,13 @@ class Advice:
     predicted_gain: float  # step time now / step time after the fix, at most
     regime: str
     basis: dict = field(default_factory=dict)  # the measured figures the gain was computed from, by name
+    fix: str = ""  # the trial that measures it (brrr.diagnose.trials.TRIES), "" where none does
+    measured_gain: float | None = None  # what that trial measured on the step (--try), None if not tried
+
+    @property
+    def gain(self) -> float:
+        """The measured gain where the fix was tried, else the bound."""
+        return self.measured_gain if self.measured_gain is not None else self.predicted_gain
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -101,6 +109,7 @@ def overhead_advice(
         gain,
         Regime.OVERHEAD.value,
         {"step_s": step_s, "overhead_share": share, **(compiled or {})},
+        fix="batch" if already_compiled and not on_gpu else "compile",
     )
 
 
@@ -129,6 +138,7 @@ def fusion_advice(share: float, calls: float) -> Advice:
         f"{units.percent(saved)} of the step: at most {gain:.2f}x",
         gain,
         Regime.MEMORY.value,
+        fix="compile",
     )
 
 
@@ -158,6 +168,7 @@ def contraction_advice(
                     f"{units.flops(ceilings.matmul(dtype))}: at most {gain:.1f}x",
                     gain,
                     Regime.COMPUTE.value,
+                    fix="bf16",
                 )
             )
     elif not on_gpu and dtype == "float32":
@@ -181,9 +192,17 @@ def cpu_bf16_advice(share: float, ceilings) -> list[Advice]:
                 f"at most {amdahl(saved):.2f}x",
                 amdahl(saved),
                 Regime.COMPUTE.value,
+                fix="bf16",
             )
         ]
-    return [Advice(f"{measured}: bf16 would slow its matmuls down, so keep float32 here", 1.0, Regime.COMPUTE.value)]
+    return [
+        Advice(
+            f"{measured}: bf16 would slow its matmuls down, so keep float32 here",
+            1.0,
+            Regime.COMPUTE.value,
+            fix="bf16",
+        )
+    ]
 
 
 def advise(
@@ -219,4 +238,55 @@ def advise(
         found += contraction_advice(
             contraction_share, rate / ceilings.matmul(dtype), dtype, ceilings, on_gpu, tensor_cores
         )
+    below = shares.get(BELOW_ROOFS, 0.0)
+    if below >= WORTH_FIXING:
+        found.append(below_roofs_advice(below, [row for row in rows if row.regime == BELOW_ROOFS]))
     return sorted(found, key=lambda advice: -advice.predicted_gain)
+
+
+def below_roofs_advice(share: float, rows) -> Advice:
+    """Random numbers, sorting and indexing far below both roofs: only doing less of them helps."""
+    names = ", ".join(row.name for row in sorted(rows, key=lambda row: -row.seconds)[:3])
+    return Advice(
+        f"{units.percent(share)} of the step is random numbers, sorting or indexing ({names}) at under "
+        f"{units.percent(FAR_BELOW)} of both the compute roof and the copy bandwidth: their speed is the "
+        "random-number generator's or irregular memory access, which neither fusion nor faster matmuls "
+        "change. Only doing less of it helps (dropout's random draws are the usual case: --try dropout "
+        f"measures what they cost); at most {amdahl(share):.2f}x if it all went away",
+        amdahl(share),
+        BELOW_ROOFS,
+        fix="dropout",
+    )
+
+
+def with_trials(advice: list[Advice], trials) -> list[Advice]:
+    """The advice with what ``--try`` measured: each fix's measured gain beside its bound; a fix measured
+    slower is no advice (it stays in the trials, with its number); a fix that measured faster with no advice
+    to carry it (bf16 where the peaks said keep float32, a bigger batch) becomes advice with its measurement.
+    Dropout off is never advice: it changes the model. Ranked by measured gain where there is one."""
+    measured = {trial.name: trial for trial in trials if trial.gain is not None}
+    out = []
+    for item in advice:
+        trial = measured.get(item.fix)
+        if trial is None or item.fix == "dropout":
+            out.append(item)
+        elif item.predicted_gain > 1.0 and not trial.slower:  # a fix, measured faster
+            out.append(replace(item, measured_gain=trial.gain))
+        elif item.predicted_gain <= 1.0 and trial.slower:  # advice against a fix ("keep float32"), confirmed
+            out.append(replace(item, measured_gain=trial.gain))
+    covered = {item.fix for item in out if item.measured_gain is not None}
+    for name, trial in measured.items():
+        if name in covered or name == "dropout" or trial.slower:
+            continue
+        out.append(
+            Advice(
+                f"{trial.what}: measured {trial.gain:.2f}x {'examples per second' if name == 'batch' else 'per step'} "
+                "on this step (tried with --try; no bound: the measurement is the case for it)",
+                trial.gain,
+                Regime.OVERHEAD.value if name in ("batch", "compile") else Regime.COMPUTE.value,
+                {"measured_only": True},
+                fix=name,
+                measured_gain=trial.gain,
+            )
+        )
+    return sorted(out, key=lambda item: -item.gain)

@@ -24,6 +24,7 @@ from brrr.ceilings import Ceilings, dtype_name
 from brrr.device import DEVICE, ON_GPU
 from brrr.diagnose import advice as advice_module
 from brrr.diagnose import ops, report, split
+from brrr.diagnose import trials as trials_module
 from brrr.diagnose.advice import Advice
 from brrr.diagnose.errors import DiagnoseError, step_failed
 from brrr.diagnose.profile import STEP_LABEL, Measurement, compiled_call_seconds, measure
@@ -55,6 +56,7 @@ class Diagnosis:
     compile_report: dict | None = None
     env: dict = field(default_factory=dict)
     op_rows: list[ops.OpRow] = field(default_factory=list)  # every op, slowest first
+    trials: list[trials_module.Trial] = field(default_factory=list)  # fixes tried on the step (--try)
     profiler_floor_s: float = 0.0  # what the profiler adds to each profiled step by itself, taken off the idle time
 
     @property
@@ -169,14 +171,25 @@ PROFILER_EVENTS = frozenset({"Activity Buffer Request"})
 
 
 def diagnose(
-    step: Callable, *args, threads: int | None = None, warmup: int = 2, steps: int = 3, explain: bool = False
+    step: Callable,
+    *args,
+    threads: int | None = None,
+    warmup: int = 2,
+    steps: int = 3,
+    explain: bool = False,
+    tries=None,
+    factory: Callable | None = None,
+    try_budget_s: float = trials_module.BUDGET_S,
 ) -> Diagnosis:
     """Measure ``step(*args)`` (one training or inference step) and say which regime it is in.
 
     ``threads`` pins torch's CPU threads for the step and picks the ceilings measured
     with as many (None: the current setting). ``warmup`` calls run first, untimed;
     ``steps`` calls are profiled. ``explain=True`` adds ``torch._dynamo.explain``'s graph
-    breaks. Raises :class:`DiagnoseError` with a readable message for bad input.
+    breaks. ``tries`` (``"all"`` or names from :data:`brrr.diagnose.trials.TRIES`) tries those fixes on
+    the step and measures them (``try_budget_s`` of timing each); ``factory``, the function that built
+    ``(step, args)``, lets the batch be tried (its ``batch`` parameter). Raises :class:`DiagnoseError`
+    with a readable message for bad input.
 
     Long: input checks, the timed run, the profiled run and the verdict, each a few lines, in the order
     they happen; the pieces they call live in their own modules.
@@ -186,6 +199,11 @@ def diagnose(
             f"diagnose needs a callable step, got {type(step).__name__}: pass the function "
             "that runs one step, and its arguments after it: diagnose(step, x, y)"
         )
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise DiagnoseError(
+            f"threads must be a whole number of at least 1 (or None for torch's default), got {threads!r}"
+        )
+    asked = trials_module.parse(tries)
     measured = measure(step, args, threads=threads, warmup=warmup, steps=steps)
     ceilings = ceilings_module.measure(threads=threads)
     dtype = _matmul_dtype(measured, ceilings)
@@ -227,6 +245,8 @@ def diagnose(
     found = advice_module.advise(
         shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU, tensor_cores=tensor_cores
     )
+    tried = trials_module.run(step, args, asked, threads=threads, factory=factory, budget_s=try_budget_s)
+    found = advice_module.with_trials(found, tried)
     return Diagnosis(
         regime=regime,
         shares=shares,
@@ -235,6 +255,7 @@ def diagnose(
         rows=ops.class_rows(op_rows, ceilings, dtype),
         top_ops=op_rows[:TOP_OPS],
         op_rows=op_rows,
+        trials=tried,
         mfu=flops / measured.timing.median_s / ceilings.matmul(dtype),
         matmul_dtype=dtype,
         flops_per_step=flops,

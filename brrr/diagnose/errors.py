@@ -100,3 +100,13 @@ def too_short(step_s: float, floor_s: float) -> DiagnoseError:
         "the profiler, not the step. Diagnose a longer step: several steps in one call (a loop inside "
         "step), a bigger batch, or the whole training step rather than one op."
     )
+
+
+def factory_failed(target: str, error: BaseException) -> DiagnoseError:
+    """The ``module:callable`` raised while building ``(step, args)``: before any step ran."""
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return DiagnoseError(
+        f"{target}() raised {type(error).__name__} while building the step, from {_where_in_the_step(error)}: "
+        f"{first_line[:300]}. No step ran: the error is in the code that builds (step, args). Call "
+        f"{target.partition(':')[2]}() once by itself to debug it, then diagnose it again."
+    )

@@ -29,7 +29,7 @@ from brrr.roofline import Regime, Roof
 # Random numbers, sorting and indexing (brrr.opclasses.IRREGULAR): a class of their own here, and, where they
 # run far below both roofs, a regime of their own, which neither fusion nor a faster matmul moves.
 IRREGULAR_CLASS = "random, sort and index"
-BELOW_ROOFS = "below both roofs"
+BELOW_ROOFS = "below roofs"  # both of them: the compute roof and the copy bandwidth
 FAR_BELOW = 0.1  # of the compute roof and of the copy bandwidth alike
 REGIMES = tuple(regime.value for regime in Regime) + (BELOW_ROOFS,)
 CLASS_ORDER = (
@@ -127,7 +127,9 @@ def _row(
     row = OpRow(name, label, calls, seconds, flops, bytes_, found, roof.label, roof.peak_flops, roof.bandwidth)
     far_below = row.flops_fraction < FAR_BELOW and row.bandwidth_fraction < FAR_BELOW
     if irregular and found != Regime.OVERHEAD.value and far_below:
-        row = OpRow(name, label, calls, seconds, flops, bytes_, BELOW_ROOFS, roof.label, roof.peak_flops, roof.bandwidth)
+        row = OpRow(
+            name, label, calls, seconds, flops, bytes_, BELOW_ROOFS, roof.label, roof.peak_flops, roof.bandwidth
+        )
     return row
 
 

@@ -78,7 +78,8 @@ def text(d) -> str:
         *_table(d.top_ops, "slowest ops", inside_ops),
         "",
         "advice (best first):" if d.advice else "advice: none; no regime holds enough of the step to fix",
-        *(f"  {index}. {item.text}" for index, item in enumerate(d.advice, 1)),
+        *(f"  {index}. {item.text}{_measured(item)}" for index, item in enumerate(d.advice, 1)),
+        *_trial_lines(d.trials),
     ]
     compute, bandwidth = above_the_roofs(d)
     if compute:
@@ -108,15 +109,41 @@ def text(d) -> str:
     return column.fit("\n".join(lines))
 
 
+def _measured(item) -> str:
+    if item.measured_gain is None or item.basis.get("measured_only"):
+        return ""
+    return f"; measured on this step (--try): {item.measured_gain:.2f}x"
+
+
+def _trial_lines(trials) -> list[str]:
+    """What ``--try`` measured, fix by fix, with what became of each."""
+    if not trials:
+        return []
+    lines = ["", "tried on this step (--try; interleaved rounds, the median of the per-round ratios):"]
+    for trial in trials:
+        if trial.gain is None:
+            lines.append(f"  {trial.name}: {trial.what}: {trial.note}")
+            continue
+        unit = "examples per second" if trial.name == "batch" else "per step"
+        if trial.name == "dropout":
+            verdict = (
+                f"dropout costs {units.percent(max(1 - 1 / trial.gain, 0.0))} of the step (shown, never advised: "
+                "turning it off changes the model)"
+            )
+        elif trial.slower:
+            verdict = "slower here, so not advised"
+        else:
+            verdict = "faster here"
+        lines.append(f"  {trial.name}: {trial.what}: {trial.gain:.2f}x {unit}: {verdict}")
+    return lines
+
+
 def above_the_roofs(d) -> tuple[str, str]:
     """What in the diagnosis ran faster than the roof it is divided by, as (compute, bandwidth); '' where
     nothing did: ('MFU 111%, convolution_backward 124%', 'element-wise 180%'). Compute: the MFU and each
     op (``d.op_rows``, every op of the step); bandwidth: the op classes."""
     compute = [f"MFU {units.percent(d.mfu)}"] if d.mfu > 1 else []
-    compute += [
-        f"{row.name} {units.percent(row.flops_fraction)}"
-        for row in _over_compute_roof(d)
-    ]
+    compute += [f"{row.name} {units.percent(row.flops_fraction)}" for row in _over_compute_roof(d)]
     bandwidth = [
         f"{row.name} {units.percent(row.bandwidth_fraction)}"
         for row in d.rows
@@ -166,6 +193,7 @@ def to_json(d) -> dict:
         "top_ops": [row.to_json() for row in d.top_ops],
         "counting_errors": [row.name for row in _over_compute_roof(d)] + (["MFU"] if d.mfu > 1 else []),
         "advice": [item.to_json() for item in d.advice],
+        "trials": [trial.to_json() for trial in d.trials],
         "compile_report": d.compile_report,
         "ceilings": d.ceilings.to_json(),
         "threads": d.threads,

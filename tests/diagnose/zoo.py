@@ -223,7 +223,9 @@ def transformer_encoder(batch: int = 8, seq: int = 64, width: int = 128):
 
 def mlp(batch: int = 64):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    model = nn.Sequential(
+        nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
+    )
     return train_step(model, torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,)))
 
 
