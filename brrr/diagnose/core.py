@@ -167,7 +167,8 @@ def explain_compile(step: Callable, args: tuple) -> dict:
 
 # The profiler's own bookkeeping, which its tables list beside the ops: on an H100 CUPTI's "Activity Buffer
 # Request" took 25% of a one-matmul step's rows, labelled memory-bound. It is no work of the step's.
-PROFILER_EVENTS = frozenset({"Activity Buffer Request"})
+# "ProfilerStep*" is the schedule's annotation of each profiled step (the first one is left out of the profile).
+PROFILER_EVENTS = frozenset({"Activity Buffer Request", "ProfilerStep*"})
 
 
 def diagnose(
@@ -246,7 +247,7 @@ def diagnose(
         shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU, tensor_cores=tensor_cores
     )
     tried = trials_module.run(step, args, asked, threads=threads, factory=factory, budget_s=try_budget_s)
-    found = advice_module.with_trials(found, tried)
+    found = advice_module.with_trials(found, tried, regime)
     return Diagnosis(
         regime=regime,
         shares=shares,
