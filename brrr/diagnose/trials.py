@@ -35,6 +35,7 @@ from brrr.timing import median_per_round, torch_threads
 
 TRIES = ("compile", "bf16", "batch", "dropout")
 BUDGET_S = 0.5  # measured seconds per trial, split between the two versions
+MIN_ROUNDS = 3  # at least: a fix that makes the step 40x slower (bf16 on a CPU without bf16 units) stays cheap
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def _gain(now: Callable, fixed: Callable, threads: int | None, budget_s: float, 
         {"now": now, "fixed": fixed},
         lambda s: (s["now"] / per_call[0]) / (s["fixed"] / per_call[1]),
         warmup=1,
-        min_runs=5,
+        min_runs=MIN_ROUNDS,
         budget_s=budget_s,
         threads=threads,
     )

@@ -12,11 +12,11 @@ mobilenet_v3_small
     1×1 project) with hardswish, batch norm, and the paper's small stack of strides, at 0.5 width.
 vit_tiny
     Dosovitskiy et al. 2020 at DeiT-tiny's width (192, 3 heads): patch embedding (a strided convolution),
-    class token, learned positions, pre-norm blocks, 4 of the 12 blocks, 32×32 images in 4×4 patches.
+    class token, learned positions, pre-norm blocks, 2 of the 12 blocks, 32×32 images in 4×4 patches.
 transformer_encoder
     ``nn.TransformerEncoder`` (post-norm, dropout 0.1) at d 128, 4 heads, 2 layers, sequence 64.
 mlp
-    a three-layer MLP on flattened 28×28 images.
+    a three-layer MLP (width 128) on flattened 28×28 images, four at a time.
 
 Each function takes ``batch`` and returns ``(step, args)``: one training step (forward, loss, backward and
 an SGD update), the shape ``python -m brrr.diagnose`` and ``--try`` expect.
@@ -194,9 +194,9 @@ class ViTTiny(nn.Module):
         return self.head(self.norm(self.blocks(tokens))[:, 0])
 
 
-def vit_tiny(batch: int = 8, size: int = 32):
+def vit_tiny(batch: int = 4, size: int = 32):
     torch.manual_seed(0)
-    return train_step(ViTTiny(size), torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
+    return train_step(ViTTiny(size, depth=2), torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
 
 
 # ---------------------------------------------------------------- nn.TransformerEncoder
@@ -221,11 +221,10 @@ def transformer_encoder(batch: int = 8, seq: int = 64, width: int = 128):
 # ---------------------------------------------------------------- MLP
 
 
-def mlp(batch: int = 64):
+def mlp(batch: int = 4, width: int = 128):
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
-    )
+    layers = [nn.Flatten(), nn.Linear(784, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10)]
+    model = nn.Sequential(*layers)
     return train_step(model, torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,)))
 
 
