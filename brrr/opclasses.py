@@ -260,6 +260,9 @@ _NORMALIZATION_WRAPPERS = {
     "_batch_norm_impl_index",
     "_batch_norm_impl_index_backward",
 }
+# Their own (self) time is dispatch: brrr.diagnose, which joins the time of the ops they call to those ops,
+# shows what is left under "other", as it shows aten::linear.
+NORMALIZATION_WRAPPERS = frozenset(_NORMALIZATION_WRAPPERS)
 
 # Names of the same computation: the dispatch-level count can see one (under FlopCounterMode a training
 # batch norm is ``_native_batch_norm_legit``) while the profiler, or another backend, records another

@@ -22,6 +22,15 @@ compute-bound contractions
     cores, fp32 matmuls moved to bf16 (or TF32) save at most ``c·(1 - P32/P16)``
     with both peaks measured here; on a CPU the same, where its measured bf16 peak
     beats fp32's (bf16 matrix instructions), and nothing where it does not.
+memory-bound contractions
+    share ``m``, at ``b`` of the copy bandwidth (depthwise and grouped convolutions):
+    reaching the copy bandwidth saves at most ``m·(1 - b)``.
+random numbers, sorting and indexing far below both roofs
+    share ``r``: only doing less of them helps, at most ``1/(1-r)``.
+
+The advice for the step's own regime comes first, then the rest by gain
+(:func:`ranked`). ``--try`` (:mod:`brrr.diagnose.trials`) adds each fix's measured gain
+beside its bound and withdraws a fix measured slower (:func:`with_trials`).
 """
 
 from __future__ import annotations

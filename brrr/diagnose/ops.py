@@ -14,6 +14,10 @@ measured dispatch overhead: an op whose work takes less time than dispatching it
 is overhead-bound. On a CPU, ops with neither FLOPs nor bytes (views, wrappers
 such as ``aten::linear`` whose self time is dispatch only, autograd bookkeeping)
 are overhead-bound by definition (see :func:`op_regime` for a GPU).
+
+Random numbers, sorting and indexing (:data:`brrr.opclasses.IRREGULAR`) form a class of their own,
+:data:`IRREGULAR_CLASS`; where they run under :data:`FAR_BELOW` of both roofs their regime is
+:data:`BELOW_ROOFS`: neither roof sets their speed, so neither regime's fix helps them.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 from brrr import roofline
 from brrr.ceilings import Ceilings
-from brrr.opclasses import ALL_CLASSES, IRREGULAR, OpClass, classify, op_name
+from brrr.opclasses import ALL_CLASSES, IRREGULAR, NORMALIZATION_WRAPPERS, OpClass, classify, op_name
 from brrr.roofline import Regime, Roof
 
 # Random numbers, sorting and indexing (brrr.opclasses.IRREGULAR): a class of their own here, and, where they
@@ -154,6 +158,8 @@ def op_rows(
     for name, values in merged.items():
         is_aten = name in calls or name in flops or name in bytes_ or f"aten::{name}" in seconds
         op_class = classify(f"aten::{name}" if is_aten else name) or OpClass.OTHER
+        if name in NORMALIZATION_WRAPPERS:  # aten::layer_norm around aten::native_layer_norm: dispatch only
+            op_class = OpClass.OTHER
         rows.append(
             _row(
                 name,
