@@ -264,8 +264,9 @@ def advise(
 def ranked(advice: list[Advice], regime: str) -> list[Advice]:
     """The advice for the step's own regime first (the time it holds is where a fix can gain most, and a
     bound on a smaller share, however high, was measured slower in practice: torch.compile on a compute-bound
-    transformer, 0.6-0.8x), then by gain: the measured gain where ``--try`` measured one, else the bound."""
-    return sorted(advice, key=lambda item: (item.regime != regime, -item.gain))
+    transformer, 0.6-0.8x), then by gain: the measured gain where ``--try`` measured one, else the bound.
+    Advice that promises nothing ("keep float32 here", work already fused) comes last."""
+    return sorted(advice, key=lambda item: (item.predicted_gain <= 1.0, item.regime != regime, -item.gain))
 
 
 def memory_bound_contraction_advice(share: float, rows, on_gpu: bool) -> Advice:
