@@ -126,7 +126,9 @@ def test_command_labels_the_tiny_mlp_and_writes_stamped_json_and_a_figure(comman
     else:
         expected = 8 * 4 + 1  # 8 blocks of linear, layer norm, GELU, add; the head
     assert data["launches_per_step"] == expected
-    assert data["split"]["fractions"][BETWEEN_OPS] > 0.2
+    # The profiler's first, cold call (5.8 ms of "between ops" beside a 25 µs empty step) is now left out of
+    # the profile: between ops read 15-20% here without it, 82% with it.
+    assert data["split"]["fractions"][BETWEEN_OPS] > 0.1
     assert (folder / "tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
