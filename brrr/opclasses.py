@@ -96,7 +96,26 @@ CONTRACTIONS = {
     "convolution_backward",
     "cudnn_convolution",
     "convolution_overrideable",
+    "convolution_backward_overrideable",
     "_slow_conv2d_forward",
+    "_slow_conv2d_backward",
+    # the backends' convolutions, which aten::convolution calls (the profiler's time lands on them)
+    "mkldnn_convolution",
+    "cudnn_convolution",
+    "cudnn_convolution_transpose",
+    "cudnn_convolution_relu",
+    "cudnn_convolution_add_relu",
+    "miopen_convolution",
+    "miopen_convolution_transpose",
+    "miopen_depthwise_convolution",
+    "_conv_depthwise2d",
+    "conv_depthwise3d",
+    "_nnpack_spatial_convolution",
+    "slow_conv3d_forward",
+    "slow_conv_dilated2d",
+    "slow_conv_dilated3d",
+    "slow_conv_transpose2d",
+    "slow_conv_transpose3d",
     "_scaled_dot_product_efficient_attention",
     "_scaled_dot_product_efficient_attention_backward",
     "_scaled_dot_product_flash_attention",
@@ -214,13 +233,99 @@ NORMALIZATION_FLOPS = {
     "_native_batch_norm_legit": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
     "_native_batch_norm_legit_no_training": 4,  # precomputed statistics: subtract, scale, affine
     "native_batch_norm_backward": 13,
+    # the same batch norm as each backend and torch's newer entry points name it
+    "_batch_norm_with_update": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "_batch_norm_with_update_functional": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "_native_batch_norm_legit_functional": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "_batch_norm_no_update": 4,
+    "cudnn_batch_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "miopen_batch_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "batch_norm_backward": 13,
+    "cudnn_batch_norm_backward": 13,
+    "miopen_batch_norm_backward": 13,
     "native_group_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
     "native_group_norm_backward": 13,
     "_fused_rms_norm": 4 + counting.AFFINE_FLOPS_PER_ELEMENT // 2,  # square, sum, rsqrt-scale, multiply; weight
+    "_fused_rms_norm_backward": 9,  # recompute (4), the layer norm backward's terms without the mean (5)
 }
 # Composite normalizations: they appear in profiler traces as wrappers around
 # the ops above and are decomposed before FLOPs are counted.
-_NORMALIZATION_WRAPPERS = {"softmax", "log_softmax", "layer_norm", "batch_norm", "group_norm", "rms_norm"}
+_NORMALIZATION_WRAPPERS = {
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "batch_norm",
+    "group_norm",
+    "rms_norm",
+    "_batch_norm_impl_index",
+    "_batch_norm_impl_index_backward",
+}
+# Their own (self) time is dispatch: brrr.diagnose, which joins the time of the ops they call to those ops,
+# shows what is left under "other", as it shows aten::linear.
+NORMALIZATION_WRAPPERS = frozenset(_NORMALIZATION_WRAPPERS)
+
+# Names of the same computation: the dispatch-level count can see one (under FlopCounterMode a training
+# batch norm is ``_native_batch_norm_legit``) while the profiler, or another backend, records another
+# (``native_batch_norm`` on a CPU, ``cudnn_batch_norm`` on a GPU). brrr.diagnose joins them.
+SAME_WORK = (
+    frozenset(
+        {
+            "native_batch_norm",
+            "_native_batch_norm_legit",
+            "_native_batch_norm_legit_no_training",
+            "_native_batch_norm_legit_functional",
+            "_batch_norm_with_update",
+            "_batch_norm_with_update_functional",
+            "_batch_norm_no_update",
+            "cudnn_batch_norm",
+            "miopen_batch_norm",
+        }
+    ),
+    frozenset(
+        {"native_batch_norm_backward", "batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward"}
+    ),
+)
+
+# Ops whose speed neither roof sets: random numbers (a serial generator per stream), sorting and indexing
+# (data-dependent addresses). The essay counts them element-wise, and so does :func:`classify`;
+# :mod:`brrr.diagnose` shows them apart, where a row "memory-bound at 3% of the copy bandwidth" misleads.
+IRREGULAR = {
+    "bernoulli_",
+    "bernoulli",
+    "native_dropout",
+    "uniform_",
+    "normal_",
+    "random_",
+    "exponential_",
+    "rand",
+    "randn",
+    "randint",
+    "rand_like",
+    "randn_like",
+    "randperm",
+    "multinomial",
+    "sort",
+    "argsort",
+    "topk",
+    "unique",
+    "_unique2",
+    "nonzero",
+    "index",
+    "index_put_",
+    "_index_put_impl_",
+    "index_add_",
+    "index_select",
+    "index_select_backward",
+    "gather",
+    "scatter",
+    "scatter_",
+    "scatter_add",
+    "scatter_add_",
+    "scatter_reduce",
+    "embedding_dense_backward",
+    "masked_select",
+    "take",
+}
 
 # Views, metadata and allocation: no arithmetic and no memory traffic.
 LAYOUT = {
@@ -290,7 +395,7 @@ def classify(op) -> OpClass | None:
         return OpClass.CONTRACTION
     if name in NORMALIZATION_FLOPS or name in _NORMALIZATION_WRAPPERS:
         return OpClass.NORMALIZATION
-    if name in ELEMENTWISE_FLOPS:
+    if name in ELEMENTWISE_FLOPS or name in IRREGULAR:
         return OpClass.ELEMENTWISE
     if name in LAYOUT or name in (
         "linear",
@@ -353,8 +458,62 @@ def _cpu_flash_attention_backward(grad_out, query, key, value, *args, out_shape=
     return 8 * batch * heads * s_q * s_k * d
 
 
+def convolution_flops(x_shape, w_shape, out_shape, transposed: bool = False) -> int:
+    """2 FLOPs per multiply-add of a convolution: ``2·N·prod(w)·prod(spatial)``, where the weight
+    ``(C_out, C_in/groups, k...)`` (transposed: ``(C_in, C_out/groups, k...)``) already carries the groups,
+    and the spatial size is the output's (transposed: the input's). A depthwise 3×3 convolution of
+    ``(N, C, H, W)`` into the same shape: ``2·N·C·9·H·W``."""
+    spatial = (x_shape if transposed else out_shape)[2:]
+    return 2 * x_shape[0] * math.prod(w_shape) * math.prod(spatial)
+
+
+def _convolution_forward(x_shape, w_shape, *args, out_shape=None, transposed: bool = False, **kwargs) -> int:
+    """Any backend's forward convolution, by its input, weight and output shapes."""
+    return convolution_flops(x_shape, w_shape, _first_shape(out_shape), transposed)
+
+
+def _transposed_convolution_forward(x_shape, w_shape, *args, out_shape=None, **kwargs) -> int:
+    return convolution_flops(x_shape, w_shape, _first_shape(out_shape), True)
+
+
+def _convolution_backward(
+    grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed, _pad, _groups, mask, **kwargs
+) -> int:
+    """The input gradient (a transposed convolution of the output gradient by the weight) and the weight
+    gradient (a convolution of the input by the output gradient) each take the forward's multiply-adds:
+    the forward's FLOPs once per gradient ``mask`` asks for. Torch's own formula (torch 2.13) leaves the
+    groups out of the weight gradient: ``groups`` times too many FLOPs, 33x the forward for MobileNetV3."""
+    forward = convolution_flops(x_shape, w_shape, grad_out_shape, transposed)
+    return forward * (int(bool(mask[0])) + int(bool(mask[1])))
+
+
+CONVOLUTION_FORWARDS = (
+    "mkldnn_convolution",
+    "cudnn_convolution",
+    "cudnn_convolution_relu",
+    "cudnn_convolution_add_relu",
+    "miopen_convolution",
+    "miopen_depthwise_convolution",
+    "_conv_depthwise2d",
+    "conv_depthwise3d",
+    "_nnpack_spatial_convolution",
+    "slow_conv3d_forward",
+    "slow_conv_dilated2d",
+    "slow_conv_dilated3d",
+)
+TRANSPOSED_CONVOLUTION_FORWARDS = (
+    "cudnn_convolution_transpose",
+    "miopen_convolution_transpose",
+    "slow_conv_transpose2d",
+    "slow_conv_transpose3d",
+)
+# Ops whose FlopCounterMode formula is wrong: ours replaces it.
+CORRECTED = {"convolution_backward", "convolution_backward_overrideable"}
+
+
 def _explicit_formulas() -> dict:
-    """custom_mapping for FlopCounterMode: every op we classify that it does not count."""
+    """custom_mapping for FlopCounterMode: every op we classify that it does not count, and ours for the
+    ops it counts wrong (:data:`CORRECTED`)."""
     formulas = {}
     for name, flops in ELEMENTWISE_FLOPS.items():
         formulas[name] = _per_input_element(flops) if name in _REDUCTIONS else _per_output_element(flops)
@@ -362,10 +521,13 @@ def _explicit_formulas() -> dict:
         formulas[name] = _per_input_element(flops)
     formulas["_scaled_dot_product_flash_attention_for_cpu"] = _cpu_flash_attention
     formulas["_scaled_dot_product_flash_attention_for_cpu_backward"] = _cpu_flash_attention_backward
+    formulas |= {name: _convolution_forward for name in CONVOLUTION_FORWARDS}
+    formulas |= {name: _transposed_convolution_forward for name in TRANSPOSED_CONVOLUTION_FORWARDS}
+    formulas |= {name: _convolution_backward for name in CORRECTED}
     mapping = {}
     for name, formula in formulas.items():
         packet = getattr(torch.ops.aten, name, None)
-        if packet is not None and packet not in flop_registry:
+        if packet is not None and (packet not in flop_registry or name in CORRECTED):
             mapping[packet] = formula
     return mapping
 
@@ -468,8 +630,9 @@ def profile_ops(fn: Callable[[], object], *, steps: int = 3, warmup: int = 2) ->
     return aggregate_self_times(prof.key_averages(), steps=steps, device_clock=ON_GPU)
 
 
-def aggregate_self_times(events, *, steps: int, device_clock: bool) -> OpTimes:
-    """Sum profiler events (``key_averages()`` rows) into self seconds per op name.
+def aggregate_self_times(events, *, steps: int, device_clock: bool, key: Callable | None = None) -> OpTimes:
+    """Sum profiler events (``key_averages()`` rows, or the profiler's own events) into self seconds per op
+    name; ``key(event)`` names the row an event's time goes to (default: its own name, ``event.key``).
 
     ``device_clock=True`` (GPU): each CPU-side op carries the device time of the
     kernels it launched as its self device time; rows for the kernels themselves
@@ -483,6 +646,7 @@ def aggregate_self_times(events, *, steps: int, device_clock: bool) -> OpTimes:
     """
     from torch.autograd import DeviceType
 
+    name = key or (lambda event: event.key)
     seconds: dict[str, float] = defaultdict(float)
     if device_clock:
         kernel_us = 0.0
@@ -490,7 +654,7 @@ def aggregate_self_times(events, *, steps: int, device_clock: bool) -> OpTimes:
             if getattr(event, "is_user_annotation", False):
                 continue
             if getattr(event, "device_type", DeviceType.CPU) == DeviceType.CPU:
-                seconds[event.key] += _self_device_us(event) / 1e6
+                seconds[name(event)] += _self_device_us(event) / 1e6
             else:
                 kernel_us += _self_device_us(event)
         attributed = sum(seconds.values())
@@ -501,7 +665,7 @@ def aggregate_self_times(events, *, steps: int, device_clock: bool) -> OpTimes:
         clock = "device (CUDA kernels)"
     else:
         for event in events:
-            seconds[event.key] += event.self_cpu_time_total / 1e6
+            seconds[name(event)] += event.self_cpu_time_total / 1e6
         clock = "CPU"
     return OpTimes(seconds={k: v for k, v in seconds.items() if v > 0}, steps=steps, clock=clock)
 

@@ -8,13 +8,14 @@
 
 or, for a callable that returns ``(step, args)``::
 
-    python -m brrr.diagnose module:callable [--json PATH] [--figure PATH] [--threads N]
+    python -m brrr.diagnose module:callable [--try [FIXES]] [--json PATH] [--figure PATH] [--threads N]
 
-Modules, one job each: ``profile`` (run, time, count and profile the step),
-``split`` (where the wall time goes), ``ops`` (per-op and per-class rows against
-the measured roofs), ``advice`` (fixes with their bounds), ``report`` (text, JSON,
-figure), ``core`` (:func:`diagnose` itself), ``errors`` (messages for bad input),
-``examples`` (three steps, one per regime).
+Modules, one job each: ``profile`` (run, time, count and profile the step, and join
+the profiler's time to the ops whose work was counted), ``split`` (where the wall
+time goes), ``ops`` (per-op and per-class rows against the measured roofs),
+``advice`` (fixes with their bounds), ``trials`` (``--try``: fixes measured on the
+step), ``report`` (text, JSON, figure), ``core`` (:func:`diagnose` itself),
+``errors`` (messages for bad input), ``examples`` (three steps, one per regime).
 """
 
 from brrr.diagnose.advice import Advice

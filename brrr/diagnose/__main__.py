@@ -1,4 +1,4 @@
-"""``python -m brrr.diagnose module:callable [--json PATH] [--figure PATH] [--threads N]``.
+"""``python -m brrr.diagnose module:callable [--try [FIXES]] [--json PATH] [--figure PATH] [--threads N]``.
 
 The callable, called with no arguments, returns ``(step, args)``. The report goes
 to stdout; ``--json`` writes the stamped JSON, ``--figure`` the roofline figure.
@@ -13,12 +13,37 @@ import json
 import sys
 from pathlib import Path
 
+from brrr.diagnose import trials
 from brrr.diagnose.core import diagnose
-from brrr.diagnose.errors import DiagnoseError, bad_target, step_failed
+from brrr.diagnose.errors import DiagnoseError, bad_target, factory_failed, step_failed
+
+EPILOG = """\
+the target: module:callable, where the callable, called with no arguments, returns (step, args), and
+step(*args) runs one training or inference step (forward, loss, backward, optimizer step). Return the
+loss or the output. For example, in mymodel.py:
+
+  def make_step(batch=32):
+      model = Net()
+      x, y = torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))
+      optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+      def step(model, x, y):
+          optimizer.zero_grad()
+          loss = torch.nn.functional.cross_entropy(model(x), y)
+          loss.backward()
+          optimizer.step()
+          return loss
+      return step, (model, x, y)
+
+  python -m brrr.diagnose mymodel:make_step --try
+
+--try measures fixes on the step itself: compile (torch.compile), bf16 (autocast), batch (twice the
+batch: needs a batch parameter with a default, as make_step has above, and make_step(batch=n) must
+build the step for a batch of n), dropout (off, to show what it costs). Try a few: --try compile,bf16.
+"""
 
 
-def load_target(target: str):
-    """``(step, args)`` from ``module:callable``, or a DiagnoseError saying what is wrong."""
+def load_factory(target: str):
+    """The callable ``module:callable`` names, or a DiagnoseError saying what is wrong."""
     module_name, colon, attribute = target.partition(":")
     if not colon or not module_name or not attribute:
         raise bad_target(target, "it is not of the form module:callable")
@@ -31,27 +56,69 @@ def load_target(target: str):
     factory = getattr(module, attribute, None)
     if not callable(factory):
         raise bad_target(target, f"module {module_name!r} has no callable named {attribute!r}")
+    return factory
+
+
+def load_target(target: str, factory=None):
+    """``(step, args)`` from ``module:callable`` (or its already loaded ``factory``), or a DiagnoseError."""
+    factory = factory or load_factory(target)
     try:
         built = factory()
     except Exception as error:
-        raise step_failed(error, phase=f"building the step with {target}()") from error
+        raise factory_failed(target, error) from error
+    attribute = target.partition(":")[2]
     if not (isinstance(built, tuple) and len(built) == 2 and callable(built[0])):
         raise bad_target(target, f"{attribute}() returned {type(built).__name__}, not (step, args)")
     step, args = built
     return step, tuple(args)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.diagnose", description=__doc__.split("\n\n")[0])
-    parser.add_argument("target", help="module:callable returning (step, args)")
-    parser.add_argument("--json", type=Path, help="write the stamped JSON report here")
-    parser.add_argument("--figure", type=Path, help="write the roofline figure here (PNG, SVG...)")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads for the step")
-    parser.add_argument("--explain", action="store_true", help="add torch._dynamo.explain's graph breaks")
-    args = parser.parse_args(argv)
+def positive_threads(text: str) -> int:
+    """``--threads``: a whole number of at least 1."""
     try:
-        step, step_args = load_target(args.target)
-        found = diagnose(step, *step_args, threads=args.threads, explain=args.explain)
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of threads") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{value} threads: torch needs at least 1 (leave --threads out for its default)"
+        )
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    found = argparse.ArgumentParser(
+        prog="python -m brrr.diagnose",
+        description="Which regime a PyTorch step is in (compute-, memory- or overhead-bound), where its time "
+        "goes, and what to do about it, measured on this machine.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    found.add_argument("target", help="module:callable returning (step, args): step(*args) runs one step")
+    found.add_argument(
+        "--try",
+        dest="tries",
+        nargs="?",
+        const="all",
+        default=None,
+        metavar="FIXES",
+        help=f"try fixes on the step and measure them: all, or some of {','.join(trials.TRIES)}",
+    )
+    found.add_argument("--json", type=Path, help="write the stamped JSON report here")
+    found.add_argument("--figure", type=Path, help="write the roofline figure here (PNG, SVG...)")
+    found.add_argument("--threads", type=positive_threads, default=None, help="torch CPU threads for the step")
+    found.add_argument("--explain", action="store_true", help="add torch._dynamo.explain's graph breaks")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        factory = load_factory(args.target)
+        step, step_args = load_target(args.target, factory)
+        found = diagnose(
+            step, *step_args, threads=args.threads, explain=args.explain, tries=args.tries, factory=factory
+        )
     except DiagnoseError as error:
         print(f"brrr diagnose: {error}", file=sys.stderr)
         return 2

@@ -22,13 +22,23 @@ compute-bound contractions
     cores, fp32 matmuls moved to bf16 (or TF32) save at most ``c·(1 - P32/P16)``
     with both peaks measured here; on a CPU the same, where its measured bf16 peak
     beats fp32's (bf16 matrix instructions), and nothing where it does not.
+memory-bound contractions
+    share ``m``, at ``b`` of the copy bandwidth (depthwise and grouped convolutions):
+    reaching the copy bandwidth saves at most ``m·(1 - b)``.
+random numbers, sorting and indexing far below both roofs
+    share ``r``: only doing less of them helps, at most ``1/(1-r)``.
+
+The advice for the step's own regime comes first, then the rest by gain
+(:func:`ranked`). ``--try`` (:mod:`brrr.diagnose.trials`) adds each fix's measured gain
+beside its bound and withdraws a fix measured slower (:func:`with_trials`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from brrr import units
+from brrr.diagnose.ops import BELOW_ROOFS, FAR_BELOW
 from brrr.opclasses import OpClass
 from brrr.roofline import Regime
 
@@ -44,6 +54,13 @@ class Advice:
     predicted_gain: float  # step time now / step time after the fix, at most
     regime: str
     basis: dict = field(default_factory=dict)  # the measured figures the gain was computed from, by name
+    fix: str = ""  # the trial that measures it (brrr.diagnose.trials.TRIES), "" where none does
+    measured_gain: float | None = None  # what that trial measured on the step (--try), None if not tried
+
+    @property
+    def gain(self) -> float:
+        """The measured gain where the fix was tried, else the bound."""
+        return self.measured_gain if self.measured_gain is not None else self.predicted_gain
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -101,6 +118,7 @@ def overhead_advice(
         gain,
         Regime.OVERHEAD.value,
         {"step_s": step_s, "overhead_share": share, **(compiled or {})},
+        fix="batch" if already_compiled and not on_gpu else "compile",
     )
 
 
@@ -129,6 +147,7 @@ def fusion_advice(share: float, calls: float) -> Advice:
         f"{units.percent(saved)} of the step: at most {gain:.2f}x",
         gain,
         Regime.MEMORY.value,
+        fix="compile",
     )
 
 
@@ -158,6 +177,7 @@ def contraction_advice(
                     f"{units.flops(ceilings.matmul(dtype))}: at most {gain:.1f}x",
                     gain,
                     Regime.COMPUTE.value,
+                    fix="bf16",
                 )
             )
     elif not on_gpu and dtype == "float32":
@@ -181,9 +201,17 @@ def cpu_bf16_advice(share: float, ceilings) -> list[Advice]:
                 f"at most {amdahl(saved):.2f}x",
                 amdahl(saved),
                 Regime.COMPUTE.value,
+                fix="bf16",
             )
         ]
-    return [Advice(f"{measured}: bf16 would slow its matmuls down, so keep float32 here", 1.0, Regime.COMPUTE.value)]
+    return [
+        Advice(
+            f"{measured}: bf16 would slow its matmuls down, so keep float32 here",
+            1.0,
+            Regime.COMPUTE.value,
+            fix="bf16",
+        )
+    ]
 
 
 def advise(
@@ -219,4 +247,90 @@ def advise(
         found += contraction_advice(
             contraction_share, rate / ceilings.matmul(dtype), dtype, ceilings, on_gpu, tensor_cores
         )
-    return sorted(found, key=lambda advice: -advice.predicted_gain)
+    slow = [row for row in rows if row.regime == Regime.MEMORY.value and row.op_class == OpClass.CONTRACTION.value]
+    slow_share = (
+        shares[Regime.MEMORY.value]
+        * sum(r.seconds for r in slow)
+        / max(sum(r.seconds for r in rows if r.regime == Regime.MEMORY.value), 1e-30)
+    )
+    if slow and slow_share >= WORTH_FIXING:
+        found.append(memory_bound_contraction_advice(slow_share, slow, on_gpu))
+    below = shares.get(BELOW_ROOFS, 0.0)
+    if below >= WORTH_FIXING:
+        found.append(below_roofs_advice(below, [row for row in rows if row.regime == BELOW_ROOFS]))
+    return ranked(found, max(shares, key=shares.get))
+
+
+def ranked(advice: list[Advice], regime: str) -> list[Advice]:
+    """The advice for the step's own regime first (the time it holds is where a fix can gain most, and a
+    bound on a smaller share, however high, was measured slower in practice: torch.compile on a compute-bound
+    transformer, 0.6-0.8x), then by gain: the measured gain where ``--try`` measured one, else the bound.
+    Advice that promises nothing ("keep float32 here", work already fused) comes last."""
+    return sorted(advice, key=lambda item: (item.predicted_gain <= 1.0, item.regime != regime, -item.gain))
+
+
+def memory_bound_contraction_advice(share: float, rows, on_gpu: bool) -> Advice:
+    """Convolutions or matmuls below the ridge (depthwise and grouped convolutions, skinny matmuls): few FLOPs
+    per byte, so bytes set their time; reaching the copy bandwidth saves at most ``share·(1 - b)``."""
+    seconds = sum(row.seconds for row in rows)
+    fraction = min(sum(row.bytes for row in rows) / seconds / rows[0].bandwidth, 1.0) if seconds > 0 else 0.0
+    gain = amdahl(share * (1 - fraction))
+    names = ", ".join(row.name for row in sorted(rows, key=lambda row: -row.seconds)[:3])
+    layout = "cuDNN" if on_gpu else "oneDNN"
+    return Advice(
+        f"memory-bound contractions ({names}): {units.percent(share)} of the step below the ridge, at "
+        f"{units.percent(fraction)} of the copy bandwidth. Depthwise and grouped convolutions do few FLOPs per "
+        f"byte; a layout {layout} runs natively (model and inputs .to(memory_format=torch.channels_last)) and "
+        f"fewer bytes (a smaller dtype) are what move them; at most {gain:.2f}x",
+        gain,
+        Regime.MEMORY.value,
+    )
+
+
+def below_roofs_advice(share: float, rows) -> Advice:
+    """Random numbers, sorting and indexing far below both roofs: only doing less of them helps."""
+    names = ", ".join(row.name for row in sorted(rows, key=lambda row: -row.seconds)[:3])
+    return Advice(
+        f"{units.percent(share)} of the step is random numbers, sorting or indexing ({names}) at under "
+        f"{units.percent(FAR_BELOW)} of both the compute roof and the copy bandwidth: their speed is the "
+        "random-number generator's or irregular memory access, which neither fusion nor faster matmuls "
+        "change. Only doing less of it helps (dropout's random draws are the usual case: --try dropout "
+        f"measures what they cost); at most {amdahl(share):.2f}x if it all went away",
+        amdahl(share),
+        BELOW_ROOFS,
+        fix="dropout",
+    )
+
+
+def with_trials(advice: list[Advice], trials, regime: str) -> list[Advice]:
+    """The advice with what ``--try`` measured: each fix's measured gain beside its bound; a fix measured
+    slower is no advice (it stays in the trials, with its number); a fix that measured faster with no advice
+    to carry it (bf16 where the peaks said keep float32, a bigger batch) becomes advice with its measurement.
+    Dropout off is never advice: it changes the model. Ranked as :func:`ranked` ranks, for the step's
+    ``regime``."""
+    measured = {trial.name: trial for trial in trials if trial.gain is not None}
+    out = []
+    for item in advice:
+        trial = measured.get(item.fix)
+        if trial is None or item.fix == "dropout":
+            out.append(item)
+        elif item.predicted_gain > 1.0 and not trial.slower:  # a fix, measured faster
+            out.append(replace(item, measured_gain=trial.gain))
+        elif item.predicted_gain <= 1.0 and trial.slower:  # advice against a fix ("keep float32"), confirmed
+            out.append(replace(item, measured_gain=trial.gain))
+    covered = {item.fix for item in out if item.measured_gain is not None}
+    for name, trial in measured.items():
+        if name in covered or name == "dropout" or trial.slower:
+            continue
+        out.append(
+            Advice(
+                f"{trial.what}: measured {trial.gain:.2f}x {'examples per second' if name == 'batch' else 'per step'} "
+                "on this step (tried with --try; no bound: the measurement is the case for it)",
+                trial.gain,
+                Regime.OVERHEAD.value if name in ("batch", "compile") else Regime.COMPUTE.value,
+                {"measured_only": True},
+                fix=name,
+                measured_gain=trial.gain,
+            )
+        )
+    return ranked(out, regime)

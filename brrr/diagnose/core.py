@@ -24,6 +24,7 @@ from brrr.ceilings import Ceilings, dtype_name
 from brrr.device import DEVICE, ON_GPU
 from brrr.diagnose import advice as advice_module
 from brrr.diagnose import ops, report, split
+from brrr.diagnose import trials as trials_module
 from brrr.diagnose.advice import Advice
 from brrr.diagnose.errors import DiagnoseError, step_failed
 from brrr.diagnose.profile import STEP_LABEL, Measurement, compiled_call_seconds, measure
@@ -54,6 +55,9 @@ class Diagnosis:
     threads: int | None
     compile_report: dict | None = None
     env: dict = field(default_factory=dict)
+    op_rows: list[ops.OpRow] = field(default_factory=list)  # every op, slowest first
+    trials: list[trials_module.Trial] = field(default_factory=list)  # fixes tried on the step (--try)
+    profiler_floor_s: float = 0.0  # what the profiler adds to each profiled step by itself, taken off the idle time
 
     @property
     def margin(self) -> float:
@@ -163,18 +167,30 @@ def explain_compile(step: Callable, args: tuple) -> dict:
 
 # The profiler's own bookkeeping, which its tables list beside the ops: on an H100 CUPTI's "Activity Buffer
 # Request" took 25% of a one-matmul step's rows, labelled memory-bound. It is no work of the step's.
-PROFILER_EVENTS = frozenset({"Activity Buffer Request"})
+# "ProfilerStep*" is the schedule's annotation of each profiled step (the first one is left out of the profile).
+PROFILER_EVENTS = frozenset({"Activity Buffer Request", "ProfilerStep*"})
 
 
 def diagnose(
-    step: Callable, *args, threads: int | None = None, warmup: int = 2, steps: int = 3, explain: bool = False
+    step: Callable,
+    *args,
+    threads: int | None = None,
+    warmup: int = 2,
+    steps: int = 3,
+    explain: bool = False,
+    tries=None,
+    factory: Callable | None = None,
+    try_budget_s: float = trials_module.BUDGET_S,
 ) -> Diagnosis:
     """Measure ``step(*args)`` (one training or inference step) and say which regime it is in.
 
     ``threads`` pins torch's CPU threads for the step and picks the ceilings measured
     with as many (None: the current setting). ``warmup`` calls run first, untimed;
     ``steps`` calls are profiled. ``explain=True`` adds ``torch._dynamo.explain``'s graph
-    breaks. Raises :class:`DiagnoseError` with a readable message for bad input.
+    breaks. ``tries`` (``"all"`` or names from :data:`brrr.diagnose.trials.TRIES`) tries those fixes on
+    the step and measures them (``try_budget_s`` of timing each); ``factory``, the function that built
+    ``(step, args)``, lets the batch be tried (its ``batch`` parameter). Raises :class:`DiagnoseError`
+    with a readable message for bad input.
 
     Long: input checks, the timed run, the profiled run and the verdict, each a few lines, in the order
     they happen; the pieces they call live in their own modules.
@@ -184,6 +200,11 @@ def diagnose(
             f"diagnose needs a callable step, got {type(step).__name__}: pass the function "
             "that runs one step, and its arguments after it: diagnose(step, x, y)"
         )
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise DiagnoseError(
+            f"threads must be a whole number of at least 1 (or None for torch's default), got {threads!r}"
+        )
+    asked = trials_module.parse(tries)
     measured = measure(step, args, threads=threads, warmup=warmup, steps=steps)
     ceilings = ceilings_module.measure(threads=threads)
     dtype = _matmul_dtype(measured, ceilings)
@@ -203,7 +224,8 @@ def diagnose(
     time_split = split.time_split(measured.trace, STEP_LABEL)
     launches = split.launches_per_step(measured.trace, STEP_LABEL)
     idle_name = split.HOST_WAIT if time_split.clock == "GPU" else split.BETWEEN_OPS
-    overhead_idle_s = time_split[idle_name] * time_split.step_us / 1e6
+    # the profiler's own cost per step reads as idle time (between ops, or the device waiting on the host)
+    overhead_idle_s = max(time_split[idle_name] * time_split.step_us / 1e6 - measured.profiler_floor_s, 0.0)
     shares = regime_shares(op_rows, overhead_idle_s)
     regime = max(shares, key=shares.get)
     flops = float(measured.flops.total)
@@ -224,6 +246,8 @@ def diagnose(
     found = advice_module.advise(
         shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU, tensor_cores=tensor_cores
     )
+    tried = trials_module.run(step, args, asked, threads=threads, factory=factory, budget_s=try_budget_s)
+    found = advice_module.with_trials(found, tried, regime)
     return Diagnosis(
         regime=regime,
         shares=shares,
@@ -231,6 +255,8 @@ def diagnose(
         split=time_split,
         rows=ops.class_rows(op_rows, ceilings, dtype),
         top_ops=op_rows[:TOP_OPS],
+        op_rows=op_rows,
+        trials=tried,
         mfu=flops / measured.timing.median_s / ceilings.matmul(dtype),
         matmul_dtype=dtype,
         flops_per_step=flops,
@@ -240,6 +266,7 @@ def diagnose(
         threads=threads,
         compile_report=explain_compile(step, args) if explain else None,
         env=_environment(threads),
+        profiler_floor_s=measured.profiler_floor_s,
     )
 
 

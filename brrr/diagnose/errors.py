@@ -76,3 +76,37 @@ def bad_target(target: str, reason: str) -> DiagnoseError:
         "returns (step, args): step(*args) runs one training or inference step. Example: "
         "python -m brrr.diagnose brrr.diagnose.examples:tiny_mlp"
     )
+
+
+def no_torch_op(step_s: float) -> DiagnoseError:
+    """A step in which the dispatch-level count saw no torch op."""
+    from brrr import units
+
+    return DiagnoseError(
+        f"The step ran no torch op (it took {units.seconds(step_s)}), so there is nothing to diagnose: brrr "
+        "diagnose measures the torch ops a step runs. Pass the function that runs the model (forward, loss, "
+        "backward, optimizer step) and the tensors it takes; for Python or NumPy code, use a Python profiler "
+        "(python -m cProfile) instead."
+    )
+
+
+def too_short(step_s: float, floor_s: float) -> DiagnoseError:
+    """A step shorter than what the profiler adds to each step by itself."""
+    from brrr import units
+
+    return DiagnoseError(
+        f"The step takes {units.seconds(step_s)} with the profiler off, less than the "
+        f"{units.seconds(floor_s)} the profiler adds to each step by itself, so its profile would describe "
+        "the profiler, not the step. Diagnose a longer step: several steps in one call (a loop inside "
+        "step), a bigger batch, or the whole training step rather than one op."
+    )
+
+
+def factory_failed(target: str, error: BaseException) -> DiagnoseError:
+    """The ``module:callable`` raised while building ``(step, args)``: before any step ran."""
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return DiagnoseError(
+        f"{target}() raised {type(error).__name__} while building the step, from {_where_in_the_step(error)}: "
+        f"{first_line[:300]}. No step ran: the error is in the code that builds (step, args). Call "
+        f"{target.partition(':')[2]}() once by itself to debug it, then diagnose it again."
+    )

@@ -14,6 +14,10 @@ measured dispatch overhead: an op whose work takes less time than dispatching it
 is overhead-bound. On a CPU, ops with neither FLOPs nor bytes (views, wrappers
 such as ``aten::linear`` whose self time is dispatch only, autograd bookkeeping)
 are overhead-bound by definition (see :func:`op_regime` for a GPU).
+
+Random numbers, sorting and indexing (:data:`brrr.opclasses.IRREGULAR`) form a class of their own,
+:data:`IRREGULAR_CLASS`; where they run under :data:`FAR_BELOW` of both roofs their regime is
+:data:`BELOW_ROOFS`: neither roof sets their speed, so neither regime's fix helps them.
 """
 
 from __future__ import annotations
@@ -23,8 +27,22 @@ from dataclasses import asdict, dataclass
 
 from brrr import roofline
 from brrr.ceilings import Ceilings
-from brrr.opclasses import ALL_CLASSES, OpClass, classify, op_name
+from brrr.opclasses import ALL_CLASSES, IRREGULAR, NORMALIZATION_WRAPPERS, OpClass, classify, op_name
 from brrr.roofline import Regime, Roof
+
+# Random numbers, sorting and indexing (brrr.opclasses.IRREGULAR): a class of their own here, and, where they
+# run far below both roofs, a regime of their own, which neither fusion nor a faster matmul moves.
+IRREGULAR_CLASS = "random, sort and index"
+BELOW_ROOFS = "below roofs"  # both of them: the compute roof and the copy bandwidth
+FAR_BELOW = 0.1  # of the compute roof and of the copy bandwidth alike
+REGIMES = tuple(regime.value for regime in Regime) + (BELOW_ROOFS,)
+CLASS_ORDER = (
+    OpClass.CONTRACTION.value,
+    OpClass.NORMALIZATION.value,
+    OpClass.ELEMENTWISE.value,
+    IRREGULAR_CLASS,
+    OpClass.OTHER.value,
+)
 
 
 @dataclass(frozen=True)
@@ -103,13 +121,20 @@ def _row(
     bytes_: float,
     ceilings: Ceilings,
     matmul_dtype: str,
+    irregular: bool = False,
 ) -> OpRow:
+    """One row; ``irregular`` rows (:data:`IRREGULAR_CLASS`) far below both roofs get :data:`BELOW_ROOFS`."""
     roof = roof_for(op_class, ceilings, matmul_dtype)
     per_call = max(calls, 1.0)
-    found = op_regime(flops / per_call, bytes_ / per_call, roof)
-    return OpRow(
-        name, op_class.value, calls, seconds, flops, bytes_, found.value, roof.label, roof.peak_flops, roof.bandwidth
-    )
+    found = op_regime(flops / per_call, bytes_ / per_call, roof).value
+    label = IRREGULAR_CLASS if irregular else op_class.value
+    row = OpRow(name, label, calls, seconds, flops, bytes_, found, roof.label, roof.peak_flops, roof.bandwidth)
+    far_below = row.flops_fraction < FAR_BELOW and row.bandwidth_fraction < FAR_BELOW
+    if irregular and found != Regime.OVERHEAD.value and far_below:
+        row = OpRow(
+            name, label, calls, seconds, flops, bytes_, BELOW_ROOFS, roof.label, roof.peak_flops, roof.bandwidth
+        )
+    return row
 
 
 def op_rows(
@@ -133,6 +158,8 @@ def op_rows(
     for name, values in merged.items():
         is_aten = name in calls or name in flops or name in bytes_ or f"aten::{name}" in seconds
         op_class = classify(f"aten::{name}" if is_aten else name) or OpClass.OTHER
+        if name in NORMALIZATION_WRAPPERS:  # aten::layer_norm around aten::native_layer_norm: dispatch only
+            op_class = OpClass.OTHER
         rows.append(
             _row(
                 name,
@@ -143,26 +170,30 @@ def op_rows(
                 values["bytes"],
                 ceilings,
                 matmul_dtype,
+                irregular=name in IRREGULAR,
             )
         )
     return sorted(rows, key=lambda row: -row.seconds)
 
 
 def class_rows(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> list[OpRow]:
-    """The op rows summed per class, in the essay's order; each class's regime from its average call."""
+    """The op rows summed per class, in the essay's order (:data:`CLASS_ORDER`); each class's regime from
+    its average call."""
     out = []
-    for op_class in ALL_CLASSES:
-        members = [row for row in rows if row.op_class == op_class.value]
+    for label in CLASS_ORDER:
+        members = [row for row in rows if row.op_class == label]
         if not members:
             continue
+        irregular = label == IRREGULAR_CLASS
+        op_class = OpClass.ELEMENTWISE if irregular else OpClass(label)
         totals = [sum(getattr(row, name) for row in members) for name in ("calls", "seconds", "flops", "bytes")]
-        out.append(_row(op_class.value, op_class, *totals, ceilings, matmul_dtype))
+        out.append(_row(label, op_class, *totals, ceilings, matmul_dtype, irregular=irregular))
     return out
 
 
 def seconds_by_regime(rows: list[OpRow]) -> dict[str, float]:
     """Seconds per step of the ops in each regime (each op counted in its own regime)."""
-    totals = {regime.value: 0.0 for regime in Regime}
+    totals = {regime: 0.0 for regime in REGIMES}
     for row in rows:
         totals[row.regime] += row.seconds
     return totals
@@ -196,7 +227,7 @@ def merge_compiled(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> 
     by_class: dict[str, float] = defaultdict(float)
     for row in unseen:
         by_class[row.op_class] += row.flops + row.bytes
-    classes = {op_class.value: op_class for op_class in ALL_CLASSES}
+    classes = {op_class.value: op_class for op_class in ALL_CLASSES} | {IRREGULAR_CLASS: OpClass.ELEMENTWISE}
     main_class = classes[max(by_class, key=by_class.get)] if by_class else OpClass.OTHER
     fused = _row(
         FUSED_NAME,

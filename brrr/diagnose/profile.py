@@ -40,7 +40,7 @@ from torch.utils._pytree import tree_leaves
 
 from brrr import opclasses, traces
 from brrr.device import ON_GPU
-from brrr.diagnose.errors import DiagnoseError, no_device_work, step_failed
+from brrr.diagnose.errors import DiagnoseError, no_device_work, no_torch_op, step_failed, too_short
 from brrr.timing import Timing, bench, torch_threads
 
 STEP_LABEL = "step"
@@ -72,6 +72,39 @@ class TrafficLog(TorchDispatchMode):
         return out
 
 
+def dispatch_owner(dispatched) -> Callable[[object], str]:
+    """``owner(event)``: the profiler name of the op whose work a profiled event's self time belongs to.
+
+    FLOPs and bytes are counted on the ops the dispatch-level count saw (``dispatched``, bare names),
+    while the profiler also records the ops those call inside: ``aten::convolution`` calls
+    ``aten::_convolution``, which calls the backend's ``aten::mkldnn_convolution`` (a CPU) or
+    ``aten::cudnn_convolution`` (a GPU), where the time lands; ``aten::native_dropout`` calls
+    ``aten::bernoulli_``. Joined by name, the work sat on one row and the time on another ("0 FLOP",
+    overhead-bound, beside a contraction row above its roof). So an event's time goes to its outermost
+    ancestor (or itself) among the dispatched ops: the call the count saw, which did the work. Events under
+    no dispatched op (wrappers such as ``aten::conv2d``, autograd nodes, annotations) keep their name.
+    ``dispatched`` counts calls by name; names of the same work (:data:`brrr.opclasses.SAME_WORK`) go to
+    the one of them the count saw most."""
+    aliases = {}
+    for family in opclasses.SAME_WORK:
+        seen = [name for name in family if dispatched.get(name)]
+        if seen:
+            target = max(seen, key=lambda name: dispatched[name])
+            aliases |= {name: target for name in family if name not in seen}
+    names = frozenset(name for name, calls in dispatched.items() if calls) | frozenset(aliases)
+
+    def owner(event) -> str:
+        found, current = event.name, event
+        while current is not None:
+            name = current.name
+            if name.startswith("aten::") and opclasses.op_name(name) in names:
+                found = "aten::" + aliases.get(opclasses.op_name(name), opclasses.op_name(name))
+            current = current.cpu_parent
+        return found
+
+    return owner
+
+
 @dataclass
 class Measurement:
     """Everything measured about one step, before any interpretation."""
@@ -83,6 +116,7 @@ class Measurement:
     self_times: opclasses.OpTimes  # per op, over ``steps`` profiled steps
     trace: traces.Trace  # the profiled steps, one ``step`` annotation each
     steps: int
+    profiler_floor_s: float = 0.0  # what the profiler adds to each profiled step by itself
 
 
 def checked(step: Callable, args: tuple, phase: str) -> Callable[[], object]:
@@ -113,7 +147,10 @@ def require_device_work(returned: object, trace: traces.Trace, *, on_gpu: bool) 
 
 
 def measure(step: Callable, args: tuple, *, threads: int | None, warmup: int, steps: int) -> Measurement:
-    """Warm up, time, count and profile ``step(*args)`` with ``threads`` torch threads (None: as set)."""
+    """Warm up, time, count and profile ``step(*args)`` with ``threads`` torch threads (None: as set).
+
+    Refuses a step that runs no torch op, and one shorter than the profiler's own cost per step
+    (:func:`profiler_floor_s`): the profile of either would describe the profiler, not the step."""
     if warmup < 1 or steps < 1:
         raise DiagnoseError(f"warmup and steps must be at least 1, got warmup={warmup} and steps={steps}")
     with torch_threads(threads):
@@ -128,23 +165,40 @@ def measure(step: Callable, args: tuple, *, threads: int | None, warmup: int, st
             # called: the hooks are ours, for this count only, and the user has nothing to act on.
             warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
             flops = opclasses.count_flops(checked(step, args, "FLOP counting"))
-        # GPU: one call first under the profiler, left out of it. The last H100 run read about a
-        # millisecond of "waiting on the host" per step of a 3 ms matmul (a margin of 1.56 where the
-        # CPU's is 140); the profiler starting up on its first kernel (CUPTI) is the likely cause, and
-        # this keeps it out of the steps. Not yet confirmed on a GPU. The CPU's numbers were measured
-        # without it.
-        profiler = traces.profile_steps(
-            checked(step, args, "profiling"),
-            steps,
-            label=STEP_LABEL,
-            synchronize_each=True,
-            profiler_warmup=1 if ON_GPU else 0,
-        )
-        with tempfile.TemporaryDirectory() as folder:
-            trace = traces.export(profiler, Path(folder) / "step.json")
+        if not any(traffic.calls.values()):
+            raise no_torch_op(timing.median_s)
+        floor_s = profiler_floor_s(steps)
+        if timing.median_s < floor_s:
+            raise too_short(timing.median_s, floor_s)
+        trace, profiler = _profiled(checked(step, args, "profiling"), steps)
         require_device_work(returned, trace, on_gpu=ON_GPU)
-        self_times = opclasses.aggregate_self_times(profiler.key_averages(), steps=steps, device_clock=ON_GPU)
-    return Measurement(timing, returned, flops, traffic, self_times, trace, steps)
+        self_times = opclasses.aggregate_self_times(
+            profiler.events(), steps=steps, device_clock=ON_GPU, key=dispatch_owner(traffic.calls)
+        )
+    return Measurement(timing, returned, flops, traffic, self_times, trace, steps, floor_s)
+
+
+def _profiled(run: Callable[[], object], steps: int):
+    """``(trace, profiler)`` of ``steps`` calls of ``run``, one :data:`STEP_LABEL` annotation each.
+
+    One call first under the profiler, left out of it: the first call it records pays its start-up, which
+    read 5.8 ms of "between ops" in a 25 µs empty step on our CPU (1.9 ms a step over three) and, on an
+    H100, about a millisecond of "waiting on the host" per step of a 3 ms matmul (CUPTI's start-up).
+    """
+    profiler = traces.profile_steps(run, steps, label=STEP_LABEL, synchronize_each=True, profiler_warmup=1)
+    with tempfile.TemporaryDirectory() as folder:
+        trace = traces.export(profiler, Path(folder) / "step.json")
+    return trace, profiler
+
+
+def profiler_floor_s(steps: int = 3) -> float:
+    """Seconds the profiler adds to each profiled step by itself: the mean annotated step of an empty step,
+    profiled as the step is (:func:`_profiled`). All of it reads as time between ops, which
+    :func:`brrr.diagnose.core.diagnose` takes off the step's; a step shorter than it is refused. On our
+    2-core CPU it read 19-33 µs."""
+    trace, _ = _profiled(lambda: None, steps)
+    spans = trace.annotation_spans(STEP_LABEL)
+    return sum(end - start for start, end in spans) / max(len(spans), 1) / 1e6
 
 
 FLOOR_READINGS = 3

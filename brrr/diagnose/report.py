@@ -63,7 +63,8 @@ def text(d) -> str:
         f"brrr diagnose: {d.regime} ({units.percent(share)} of the step; next {runner_up} "
         f"{units.percent(second)}: {d.margin:.1f}x behind)",
         f"step: {units.seconds(d.step_s)} median (profiler off); {d.launches_per_step:.0f} {launches} per step",
-        f"where the time goes ({d.split.clock}, {units.seconds(d.split.step_us / 1e6)} per profiled step): "
+        f"where the time goes ({d.split.clock}, {units.seconds(d.split.step_us / 1e6)} per profiled step, "
+        f"{units.seconds(d.profiler_floor_s)} of it the profiler's own): "
         + ", ".join(f"{name} {units.percent(value)}" for name, value in d.split.fractions.items()),
         f"MFU: {units.percent(d.mfu)}: {units.si(d.flops_per_step, 'FLOP')} per step at "
         f"{units.flops(d.flops_per_step / d.step_s)} against the measured {d.matmul_dtype} matmul peak "
@@ -77,15 +78,18 @@ def text(d) -> str:
         *_table(d.top_ops, "slowest ops", inside_ops),
         "",
         "advice (best first):" if d.advice else "advice: none; no regime holds enough of the step to fix",
-        *(f"  {index}. {item.text}" for index, item in enumerate(d.advice, 1)),
+        *(f"  {index}. {item.text}{_measured(item)}" for index, item in enumerate(d.advice, 1)),
+        *_trial_lines(d.trials),
     ]
     compute, bandwidth = above_the_roofs(d)
     if compute:
         lines += [
             "",
-            f"above the measured compute roofs: {compute}. A roof is the best case of its measurement, "
-            "so the cached ceilings were measured at a busier moment than this step: measure them "
-            f"again while the machine is quiet (python -m brrr.ceilings --refresh{_threads_flag(d)}).",
+            f"counting error: above the measured compute roofs: {compute}. A roof is the best this machine "
+            "did on its own measurement, so no op runs above it: more FLOPs were counted for the op than it "
+            f"did in its time (the FLOP formula for {_aten_names(d)} is wrong for these arguments), or its time "
+            "was counted on another op. The numbers above are wrong where they use these FLOPs: please "
+            "report it with this output.",
         ]
     if bandwidth:
         lines += [
@@ -105,21 +109,57 @@ def text(d) -> str:
     return column.fit("\n".join(lines))
 
 
+def _measured(item) -> str:
+    if item.measured_gain is None or item.basis.get("measured_only"):
+        return ""
+    return f"; measured on this step (--try): {item.measured_gain:.2f}x"
+
+
+def _trial_lines(trials) -> list[str]:
+    """What ``--try`` measured, fix by fix, with what became of each."""
+    if not trials:
+        return []
+    lines = ["", "tried on this step (--try; interleaved rounds, the median of the per-round ratios):"]
+    for trial in trials:
+        if trial.gain is None:
+            lines.append(f"  {trial.name}: {trial.what}: {trial.note}")
+            continue
+        unit = "examples per second" if trial.name == "batch" else "per step"
+        if trial.name == "dropout":
+            verdict = (
+                f"dropout costs {units.percent(max(1 - 1 / trial.gain, 0.0))} of the step (shown, never advised: "
+                "turning it off changes the model)"
+            )
+        elif trial.slower:
+            verdict = "slower here, so not advised"
+        else:
+            verdict = "faster here"
+        lines.append(f"  {trial.name}: {trial.what}: {trial.gain:.2f}x {unit}: {verdict}")
+    return lines
+
+
 def above_the_roofs(d) -> tuple[str, str]:
     """What in the diagnosis ran faster than the roof it is divided by, as (compute, bandwidth); '' where
-    nothing did: ('MFU 111%, matmul 124%', 'pointwise 180%')."""
+    nothing did: ('MFU 111%, convolution_backward 124%', 'element-wise 180%'). Compute: the MFU and each
+    op (``d.op_rows``, every op of the step); bandwidth: the op classes."""
     compute = [f"MFU {units.percent(d.mfu)}"] if d.mfu > 1 else []
-    compute += [
-        f"{row.name} {units.percent(row.flops_fraction)}"
-        for row in d.rows
-        if row.flop_rate > 0 and row.flops_fraction > 1
-    ]
+    compute += [f"{row.name} {units.percent(row.flops_fraction)}" for row in _over_compute_roof(d)]
     bandwidth = [
         f"{row.name} {units.percent(row.bandwidth_fraction)}"
         for row in d.rows
         if row.byte_rate > 0 and row.bandwidth_fraction > 1
     ]
     return ", ".join(compute), ", ".join(bandwidth)
+
+
+def _over_compute_roof(d) -> list:
+    return [row for row in d.op_rows if row.flop_rate > 0 and row.flops_fraction > 1]
+
+
+def _aten_names(d) -> str:
+    """The ops above their roof as aten names, the heaviest FLOP counts where only the MFU is above."""
+    rows = _over_compute_roof(d) or sorted(d.op_rows, key=lambda row: -row.flops)[:2]
+    return ", ".join(f"aten::{row.name}" for row in rows) or "the step's ops"
 
 
 def _threads_flag(d) -> str:
@@ -144,13 +184,16 @@ def to_json(d) -> dict:
         "margin": _finite(d.margin),
         "step_s": d.step_s,
         "split": d.split.to_json(),
+        "profiler_floor_s": d.profiler_floor_s,
         "mfu": d.mfu,
         "matmul_dtype": d.matmul_dtype,
         "flops_per_step": d.flops_per_step,
         "launches_per_step": d.launches_per_step,
         "rows": [row.to_json() for row in d.rows],
         "top_ops": [row.to_json() for row in d.top_ops],
+        "counting_errors": [row.name for row in _over_compute_roof(d)] + (["MFU"] if d.mfu > 1 else []),
         "advice": [item.to_json() for item in d.advice],
+        "trials": [trial.to_json() for trial in d.trials],
         "compile_report": d.compile_report,
         "ceilings": d.ceilings.to_json(),
         "threads": d.threads,

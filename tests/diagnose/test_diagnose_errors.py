@@ -75,3 +75,45 @@ def test_explain_reports_graph_breaks_and_recompiles():
     assert found["recompiles"] >= 1
     clean = explain_compile(lambda x: x.sin().cos(), (torch.ones(8),))
     assert clean["graph_breaks"] == 0 and clean["recompiles"] == 0 and clean["graphs"] == 1
+
+
+def test_a_factory_that_raises_is_named_as_the_factory(tmp_path, monkeypatch):
+    """It was reported as the step raising."""
+    (tmp_path / "broken_factory.py").write_text("def make():\n    raise ValueError('no data here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(DiagnoseError) as caught:
+        load_target("broken_factory:make")
+    message = str(caught.value)
+    assert message.startswith("broken_factory:make() raised ValueError while building the step")
+    assert "broken_factory.py:2 in make: no data here. No step ran" in message and "step's own" not in message
+
+
+def test_threads_below_one_is_a_clear_error(capsys):
+    with pytest.raises(SystemExit) as leaving:
+        main(["brrr.diagnose.examples:tiny_mlp", "--threads", "0"])
+    assert leaving.value.code == 2
+    assert "argument --threads: 0 threads: torch needs at least 1" in capsys.readouterr().err
+    with pytest.raises(DiagnoseError, match="threads must be a whole number of at least 1"):
+        diagnose(_broken_step, torch.ones(10), threads=0)
+
+
+def test_help_states_the_step_contract_with_an_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = capsys.readouterr().out
+    assert "returns (step, args)" in shown and "def make_step(batch=32):" in shown
+    assert "python -m brrr.diagnose mymodel:make_step --try" in shown and "compile,bf16,batch,dropout" in shown
+
+
+def test_long_op_names_are_shown_whole():
+    """_scaled_dot_product_flash_at... forward and backward once read the same."""
+    from brrr.ceilings import Ceilings
+    from brrr.diagnose import ops, report
+
+    ceilings = Ceilings(
+        copy_bandwidth=1e10, matmul_peak={"float32": 7e10}, vector_peak=4e10, dispatch_overhead=2e-6, threads=1
+    )
+    names = ["_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward"]
+    rows = ops.op_rows({f"aten::{n}": 0.01 for n in names}, {}, {}, {n: 1 for n in names}, ceilings, "float32")
+    shown = report._table(rows, "slowest ops", 0.02)
+    assert all(any(line.strip() == name for line in shown) for name in names), shown

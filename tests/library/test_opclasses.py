@@ -22,6 +22,32 @@ def test_classify_profiler_and_dispatch_names():
     assert opclasses.classify("aten::no_such_op") is None
 
 
+def test_every_backend_convolution_and_batch_norm_has_a_class():
+    """The profiler's time lands on the backend's op (aten::mkldnn_convolution on a CPU, cudnn on a GPU)."""
+    for name in ("mkldnn_convolution", "cudnn_convolution", "convolution_backward", "_conv_depthwise2d"):
+        assert opclasses.classify(f"aten::{name}") is OpClass.CONTRACTION, name
+    for name in ("native_batch_norm", "_native_batch_norm_legit", "cudnn_batch_norm", "batch_norm_backward"):
+        assert opclasses.classify(f"aten::{name}") is OpClass.NORMALIZATION, name
+
+
+@pytest.mark.parametrize(
+    "channels_in, channels_out, groups, input_grad",
+    [(8, 8, 8, True), (8, 8, 8, False), (8, 16, 1, True), (8, 4, 2, True)],
+    ids=["depthwise", "depthwise, first layer", "dense", "grouped"],
+)
+def test_convolution_flops_by_hand_forward_and_backward(channels_in, channels_out, groups, input_grad):
+    """A 3×3 convolution, padding 1, of (2, C_in, 10, 10): each of the 2·C_out·10·10 outputs takes
+    (C_in/groups)·9 multiply-adds, 2 FLOPs each. The backward computes the weight gradient (as many
+    multiply-adds) and, where the input needs one, the input gradient (as many again). torch 2.13's own
+    formula left the groups out of the weight gradient: 8x too many for the depthwise case."""
+    conv = torch.nn.Conv2d(channels_in, channels_out, 3, padding=1, groups=groups, bias=False)
+    x = torch.randn(2, channels_in, 10, 10, requires_grad=input_grad)
+    count = opclasses.count_flops(lambda: conv(x).sum().backward())
+    forward = 2 * (2 * channels_out * 10 * 10) * (channels_in // groups) * 9
+    assert count.flops["convolution"] == forward
+    assert count.flops["convolution_backward"] == forward * (2 if input_grad else 1)
+
+
 def test_forward_flops_per_class_by_hand():
     # Linear 8 -> 16 on a batch of 4, then LayerNorm(16), then GELU
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU())
