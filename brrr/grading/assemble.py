@@ -66,7 +66,9 @@ class Snapshot:
                 self.files[str(path.relative_to(root))] = path.read_bytes()
         self.labs: dict[str, nbformat.NotebookNode] = {}
         self.answers: dict[str, list[str]] = {}
+        self.solutions: dict[str, bytes] = {}  # the labs' solutions as read, by path relative to root
         for path in sorted((root / SOLUTIONS).glob("*.ipynb")):
+            self.solutions[str(path.relative_to(root))] = path.read_bytes()
             solution = generate.read(path)
             self.labs[path.stem] = generate.lab_notebook(solution, name=path.name)
             self.answers[path.stem] = [
@@ -74,6 +76,11 @@ class Snapshot:
                 for cell in solution.cells
                 if cell.get("cell_type") == "code" and generate.BEGIN in cell.source
             ]
+
+    def graded_files(self) -> dict[str, bytes]:
+        """Every file this snapshot grades with: ``brrr``'s and the labs' solutions (for
+        :mod:`brrr.grading.course`)."""
+        return {**self.files, **self.solutions}
 
     def write_package(self, target: Path, *, hidden: tuple[str, ...] = ()) -> Path:
         """Write ``brrr`` under ``target`` (without ``brrr/<hidden>.py``), read-only; return ``target``."""

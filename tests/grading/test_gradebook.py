@@ -28,8 +28,8 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
     rows = read_rows(out)
     assert list(rows) == ["broken", "correct", "crashing", "decoy_eager", "hanging", "unfused"]
     header = list(rows["correct"])
-    assert header[:3] == ["submission", "lab", "status"] and header[-2:] == ["total", "max"]
-    checks = header[3:-2]
+    assert header[:3] == ["submission", "lab", "status"] and header[-3:] == ["total", "max", "sandbox"]
+    checks = header[3:-3]
     assert checks == (
         ["correct", "traffic"] if gradebook.device_class() != "gpu" else ["correct", "bandwidth", "speedup"]
     )
