@@ -20,7 +20,12 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
    one per notebook. The kernel gets a copy of ``brrr`` without the lab's
    hidden modules, starts without site hooks, on a path where no import finds
    the instructor's ``brrr`` (:func:`brrr.grading.assemble.kernel_path`), and
-   reaches the grader through ``$BRRR_GRADER``.
+   reaches the grader through ``$BRRR_GRADER``. pytest, nbval, the kernel and
+   whatever it starts run in a bubblewrap sandbox (:mod:`brrr.grading.sandbox`):
+   their own PID, IPC and network namespaces, the environment read-only, the
+   checkout out of sight, the work folder the only one writable, the grader's
+   socket the only one in reach. Where no sandbox can be made the gradebook
+   refuses to grade (exit status 4) unless ``--no-sandbox`` is given.
 4. **Nothing left behind.** When the notebook ends, by itself, by timeout or by
    a crash, every process it started is killed: its tree, and any orphan that
    escaped it (the gradebook adopts orphans as a Linux child subreaper).
@@ -36,6 +41,12 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
    is that, never a file or output the notebook could write. A grader process
    that died before (killed) makes the row ``grader-killed``.
 
+Before any of that, the grading code (``brrr`` and the labs' solutions) is
+compared with what graded ``OUT_DIR`` first (:mod:`brrr.grading.course`): a
+change stops grading before it begins (exit status 4) unless
+``--accept-grading-code`` is given. A submission marked ``tampered`` is named
+at the end of the run, and the exit status is 5.
+
 A check missing from the record (a deleted grader cell, a crash, an early exit)
 is a failed check worth its points. The columns and the maximum come from the
 lab's own check list for this machine's device class.
@@ -43,7 +54,8 @@ lab's own check list for this machine's device class.
 Output in ``OUT_DIR`` (relative paths are fine):
 
 ``grades.csv``
-    ``submission, lab, status, <one column per check>, total, max``. A check
+    ``submission, lab, status, <one column per check>, total, max, sandbox``
+    (``sandbox``: ``bwrap``, or ``none`` under ``--no-sandbox``). A check
     column is 1 (passed) or 0 (failed or not run). ``status`` is ``ok``
     (every cell ran cleanly), ``failed`` (some cell failed), ``timeout``,
     ``crashed`` (the kernel died), ``unreadable`` (not a notebook), ``refused``

@@ -13,7 +13,8 @@ import threading
 import nbformat
 import pytest
 
-from brrr.grading import gradebook, sandbox
+from brrr import labs
+from brrr.grading import assemble, gradebook, sandbox
 
 from gradebook_helpers import LAB, read_rows, the_grading_environment
 from lab_fixtures import ROOT, submission_notebook
@@ -51,6 +52,7 @@ def escaped(tmp_path_factory):
             str(submissions / f"{ATTACKS}.ipynb"),  # the submissions folder
             str(tmp / "out" / "grading-code.json"),  # the gradebook's output folder
         ],
+        "labs": {lab: labs.module(lab).__name__ for lab in labs.LABS},
     }
     cell.source = f"TARGETS = {targets!r}\n" + cell.source
     nbformat.write(notebook, str(submissions / f"{ATTACKS}.ipynb"))
@@ -100,6 +102,26 @@ def test_from_inside_the_sandbox_nothing_of_the_instructors_is_in_reach(escaped)
     assert str(victim) not in reached["processes"] and len(commands) < 12, reached["processes"]
     assert not any("--socket" in command or "brrr.grading" in command for command in commands), commands
     assert reached["stopped"] == []
+
+
+@pytest.mark.parametrize("lab", sorted(labs.LABS))
+def test_no_labs_grader_side_is_importable_in_the_students_process(escaped, lab):
+    """Each lab's checks.py (how it is graded, the answers it grades against) is the grader's: absent from the
+    student's copy of brrr, though the lab's package (its given material) imports."""
+    reached = escaped[2]
+    package = labs.module(lab).__name__
+    assert reached[f"import {package}.checks"] is None, reached
+    assert reached[f"import {package}.checks:error"] == "ModuleNotFoundError"
+    assert "/student/brrr/" in reached[f"import {package}"], reached  # the student's copy, not the checkout
+
+
+def test_the_students_copy_of_brrr_holds_no_labs_checks(tmp_path):
+    copy = assemble.Snapshot().write_package(tmp_path / "student")
+    assert sorted(p.parent.name for p in copy.glob("brrr/labs/*/given.py")) == sorted(
+        labs.module(lab).__name__.rsplit(".", 1)[1] for lab in labs.LABS
+    )
+    assert list(copy.glob("brrr/labs/*/checks.py")) == []
+    assemble.make_writable(tmp_path)
 
 
 def test_without_bwrap_the_gradebook_refuses_and_names_the_package(tmp_path, monkeypatch, capsys):
