@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from brrr.grading import gradebook
+from brrr.grading import course, gradebook
 from gradebook_helpers import LAB, processes_inside, read_rows
 from lab_fixtures import expected_reason, write_submission
 
@@ -106,13 +106,17 @@ def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkey
     assert gradebook.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
     (folder, out, given), (_, _, defaults) = calls
     assert (folder, out) == (tmp_path, tmp_path / "out")
-    assert given == {"cell_timeout_s": 12.5, "notebook_timeout_s": 99.0, "lab": LAB, "jobs": 3}
+    sandboxed = {"sandboxed": True, "accept_grading_code": False}
+    assert given == {"cell_timeout_s": 12.5, "notebook_timeout_s": 99.0, "lab": LAB, "jobs": 3, **sandboxed}
     assert defaults == {
         "cell_timeout_s": gradebook.DEFAULT_CELL_TIMEOUT_S,
         "notebook_timeout_s": gradebook.DEFAULT_NOTEBOOK_TIMEOUT_S,
         "lab": None,
         "jobs": 1,
+        **sandboxed,
     }
+    gradebook.main([str(tmp_path), "--out", str(tmp_path / "out"), "--no-sandbox", course.FLAG])
+    assert calls[-1][2]["sandboxed"] is False and calls[-1][2]["accept_grading_code"] is True
 
 
 def test_a_notebook_past_its_time_limit_is_killed_kernel_and_all(tmp_path):
