@@ -10,9 +10,9 @@ kernel and whatever student code starts) under ``bwrap`` (Debian's
 - a new root holding only what runs Python, read-only: the system folders
   (:data:`SYSTEM`), the interpreter and the folders on its path
   (:func:`layout`), less the instructor's installed ``brrr`` and checkout
-  (masked by empty read-only folders). The notebook sees the student copy of
-  ``brrr`` the gradebook wrote into its work folder, and nothing else of the
-  course;
+  (masked by empty read-only folders), and the secrets of ``/etc``
+  (:data:`SECRETS`). The notebook sees the student copy of ``brrr`` the
+  gradebook wrote into its work folder, and nothing else of the course;
 - a private ``/tmp``, a minimal ``/dev`` (with the GPU's device nodes where
   there are some) and a ``/proc`` of its own;
 - one writable folder, the submission's own work folder, and one socket, its
@@ -43,6 +43,18 @@ BWRAP_VARIABLE = "BRRR_BWRAP"
 PACKAGE = "bubblewrap"  # Debian's, and most distributions' name for it
 # Folders every program needs, bound read-only where they exist (links, as on a merged-/usr system, stay links).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
+# Secrets in those system folders, masked by an empty file or folder: a gradebook run as root leaves the sandbox
+# root's uid (without any capability), and root owns them.
+SECRETS = (
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh",
+    "/etc/ssl/private",
+)
 GPU_DEVICES = ("/dev/nvidia*", "/dev/dri")
 PROBE_TIMEOUT_S = 60
 
@@ -122,6 +134,11 @@ def command(
             args += ["--ro-bind", folder, folder]
     for folder in within.readable:
         args += ["--ro-bind", str(folder), str(folder)]
+    for secret in SECRETS:
+        if os.path.isdir(secret) and not os.path.islink(secret):
+            args += ["--tmpfs", secret, "--remount-ro", secret]
+        elif os.path.lexists(secret):
+            args += ["--ro-bind", "/dev/null", secret]
     for folder in within.hidden:  # an empty folder, read-only, in its place
         args += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
     for pattern in GPU_DEVICES:
