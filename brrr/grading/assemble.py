@@ -42,6 +42,10 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holdi
 # The instructor's checkout; None where brrr is installed from a wheel (PACKAGE_ROOT is site-packages then).
 CHECKOUT = PACKAGE_ROOT if generate.SOLUTIONS.is_dir() else None
 SOLUTIONS = Path("brrr", "labs", "solutions")  # under PACKAGE_ROOT: the labs' solutions, as the package ships them
+# Files of brrr that are the grader's side of a lab (how it is graded, and the answers it grades against): the
+# student's copy never holds them, whatever the lab's HIDDEN_MODULES (the student's process imports only a lab's
+# package and its given.py; only the grader process imports checks.py).
+GRADER_SIDE = ("brrr/labs/*/checks.py",)
 # Entries of a folder on sys.path that lead to the instructor's brrr: the package and its metadata, an
 # editable install's hooks, and .pth files (a kernel started with -S runs none; they name folders and hooks).
 TO_THE_INSTRUCTORS_BRRR = ("brrr", "brrr.py", "brrr-*", "__editable__*", "*.pth", "*.egg-link")
@@ -66,7 +70,9 @@ class Snapshot:
                 self.files[str(path.relative_to(root))] = path.read_bytes()
         self.labs: dict[str, nbformat.NotebookNode] = {}
         self.answers: dict[str, list[str]] = {}
+        self.solutions: dict[str, bytes] = {}  # the labs' solutions as read, by path relative to root
         for path in sorted((root / SOLUTIONS).glob("*.ipynb")):
+            self.solutions[str(path.relative_to(root))] = path.read_bytes()
             solution = generate.read(path)
             self.labs[path.stem] = generate.lab_notebook(solution, name=path.name)
             self.answers[path.stem] = [
@@ -75,11 +81,18 @@ class Snapshot:
                 if cell.get("cell_type") == "code" and generate.BEGIN in cell.source
             ]
 
+    def graded_files(self) -> dict[str, bytes]:
+        """Every file this snapshot grades with: ``brrr``'s and the labs' solutions (for
+        :mod:`brrr.grading.course`)."""
+        return {**self.files, **self.solutions}
+
     def write_package(self, target: Path, *, hidden: tuple[str, ...] = ()) -> Path:
-        """Write ``brrr`` under ``target`` (without ``brrr/<hidden>.py``), read-only; return ``target``."""
+        """Write ``brrr`` under ``target`` (without ``brrr/<hidden>.py`` and the labs' :data:`GRADER_SIDE`),
+        read-only; return ``target``."""
         skip = {os.path.join("brrr", f"{name}.py") for name in hidden}
         for relative, data in self.files.items():
-            if relative in skip:
+            grader_side = any(fnmatch.fnmatchcase(relative.replace(os.sep, "/"), p) for p in GRADER_SIDE)
+            if relative in skip or grader_side:
                 continue
             path = target / relative
             path.parent.mkdir(parents=True, exist_ok=True)

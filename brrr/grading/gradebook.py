@@ -20,7 +20,12 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
    one per notebook. The kernel gets a copy of ``brrr`` without the lab's
    hidden modules, starts without site hooks, on a path where no import finds
    the instructor's ``brrr`` (:func:`brrr.grading.assemble.kernel_path`), and
-   reaches the grader through ``$BRRR_GRADER``.
+   reaches the grader through ``$BRRR_GRADER``. pytest, nbval, the kernel and
+   whatever it starts run in a bubblewrap sandbox (:mod:`brrr.grading.sandbox`):
+   their own PID, IPC and network namespaces, the environment read-only, the
+   checkout out of sight, the work folder the only one writable, the grader's
+   socket the only one in reach. Where no sandbox can be made the gradebook
+   refuses to grade (exit status 4) unless ``--no-sandbox`` is given.
 4. **Nothing left behind.** When the notebook ends, by itself, by timeout or by
    a crash, every process it started is killed: its tree, and any orphan that
    escaped it (the gradebook adopts orphans as a Linux child subreaper).
@@ -36,6 +41,12 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
    is that, never a file or output the notebook could write. A grader process
    that died before (killed) makes the row ``grader-killed``.
 
+Before any of that, the grading code (``brrr`` and the labs' solutions) is
+compared with what graded ``OUT_DIR`` first (:mod:`brrr.grading.course`): a
+change stops grading before it begins (exit status 4) unless
+``--accept-grading-code`` is given. A submission marked ``tampered`` is named
+at the end of the run, and the exit status is 5.
+
 A check missing from the record (a deleted grader cell, a crash, an early exit)
 is a failed check worth its points. The columns and the maximum come from the
 lab's own check list for this machine's device class.
@@ -43,7 +54,8 @@ lab's own check list for this machine's device class.
 Output in ``OUT_DIR`` (relative paths are fine):
 
 ``grades.csv``
-    ``submission, lab, status, <one column per check>, total, max``. A check
+    ``submission, lab, status, <one column per check>, total, max, sandbox``
+    (``sandbox``: ``bwrap``, or ``none`` under ``--no-sandbox``). A check
     column is 1 (passed) or 0 (failed or not run). ``status`` is ``ok``
     (every cell ran cleanly), ``failed`` (some cell failed), ``timeout``,
     ``crashed`` (the kernel died), ``unreadable`` (not a notebook), ``refused``
@@ -83,7 +95,7 @@ import nbformat
 from brrr import labs
 from brrr.checks import processes
 from brrr.device import device_class
-from brrr.grading import assemble, integrity, server
+from brrr.grading import assemble, course, integrity, sandbox, server
 
 DEFAULT_CELL_TIMEOUT_S = 600
 DEFAULT_NOTEBOOK_TIMEOUT_S = 1800
@@ -104,6 +116,7 @@ class Submission:
     note: str = ""
     data: bytes | None = None  # the file as read when grading started; later edits on disk change nothing
     tampered: list[str] = field(default_factory=list)  # watched paths that changed while it ran
+    sandboxed: bool = True  # its notebook ran in a bubblewrap sandbox (False only under --no-sandbox)
 
     @property
     def slug(self) -> str:
@@ -369,10 +382,13 @@ def _read_line(stream, timeout_s: float) -> str | None:
     return box[0].strip() if box else None
 
 
-def _student_environment(grader: _Grader, folder: Path, jupyter_path: Path) -> dict[str, str]:
+def _student_environment(grader: _Grader, folder: Path, jupyter_path: Path, sandboxed: bool) -> dict[str, str]:
     env = private_environment(folder / "private")
     env[grader_env()] = str(grader.socket)
     env["JUPYTER_PATH"] = str(jupyter_path)
+    if sandboxed:  # the instructor's home and temporary folder are not in the sandbox
+        (folder / "private" / "home").mkdir(exist_ok=True)
+        env["HOME"], env["TMPDIR"] = str(folder / "private" / "home"), "/tmp"
     return env
 
 
@@ -391,13 +407,16 @@ def run_one(
     notebook_timeout_s: float,
     default_lab: str | None = None,
     watch: "_Watch | None" = None,
+    within: sandbox.Layout | None = None,
 ) -> Submission:
     """Grade one submission (see the module docstring) and fill in its row: prepare its folder, run its
-    notebook beside its grader, then classify what came back."""
+    notebook beside its grader (in a sandbox showing ``within``; None: in none), then classify what came
+    back."""
+    submission.sandboxed = within is not None
     prepared = _prepare(submission, work, snapshot, default_lab, watch)
     if prepared is None:
         return submission
-    ran = _execute(submission, prepared, snapshot, cell_timeout_s, notebook_timeout_s, watch)
+    ran = _execute(submission, prepared, snapshot, cell_timeout_s, notebook_timeout_s, watch, within)
     if ran is not None:
         _classify(submission, prepared, ran, cell_timeout_s, notebook_timeout_s)
     return submission
@@ -484,10 +503,11 @@ def _execute(
     cell_timeout_s: float,
     notebook_timeout_s: float,
     watch: "_Watch | None",
+    within: sandbox.Layout | None,
 ) -> _Ran | None:
-    """Start the grader, run the notebook under pytest and nbval beside it (through the reaper), kill
-    whatever the notebook left, and read the grader's signed results back. None, with the row filled
-    in, if the grader did not start."""
+    """Start the grader, run the notebook under pytest and nbval beside it (through the reaper, in a
+    sandbox where ``within`` is given), kill whatever the notebook left, and read the grader's signed
+    results back. None, with the row filled in, if the grader did not start."""
     folder = prepared.folder
     start = time.monotonic()
     if watch is not None:
@@ -505,11 +525,13 @@ def _execute(
         pytest_nbval += ["-p", "no:cacheprovider", "-q", "--nbval-lax", f"--nbval-kernel-name={KERNEL_NAME}"]
         pytest_nbval += [f"--nbval-cell-timeout={cell_timeout_s:g}", f"--junitxml={prepared.junit}"]
         command = [sys.executable, "-c", processes.REAPER, sys.executable, *pytest_nbval, str(prepared.notebook)]
+        if within is not None:
+            command = sandbox.command(command, writable=folder, sockets=(grader.socket,), within=within)
         with prepared.output.open("w") as sink:
             process = IN_FLIGHT.popen(
                 command,
                 cwd=folder,
-                env=_student_environment(grader, folder, prepared.jupyter_path),
+                env=_student_environment(grader, folder, prepared.jupyter_path, within is not None),
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -723,15 +745,20 @@ def write_csv(submissions: list[Submission], path: Path) -> None:
     cols = columns(submissions)
     single_lab = len({lab for lab, _ in cols}) <= 1
     header = ["submission", "lab", "status"] + [c if single_lab else f"{lab}:{c}" for lab, c in cols]
-    header += ["total", "max"]
+    header += ["total", "max", "sandbox"]
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         for s in submissions:
             scores = [score(s, lab, check) for lab, check in cols]
-            writer.writerow(
-                [s.name, s.lab, s.status] + scores + [sum(v == "1" for v in scores), len(lab_checks(s.lab))]
-            )
+            total = [sum(v == "1" for v in scores), len(lab_checks(s.lab))]
+            writer.writerow([s.name, s.lab, s.status] + scores + total + ["bwrap" if s.sandboxed else "none"])
+
+
+UNSANDBOXED = (
+    "**Graded without a sandbox** (`--no-sandbox`): this notebook ran as the instructor's user, beside the "
+    "grader, with the network and the instructor's files in reach."
+)
 
 
 def feedback(submission: Submission, checks: list[str]) -> str:
@@ -744,6 +771,8 @@ def feedback(submission: Submission, checks: list[str]) -> str:
         f"Status: `{submission.status}`." + (f" Graded on {device}." if device else ""),
         "",
     ]
+    if not submission.sandboxed:
+        lines += [UNSANDBOXED, ""]
     if submission.note:
         lines += [submission.note, ""]
     if checks:
@@ -774,6 +803,10 @@ def feedback(submission: Submission, checks: list[str]) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+class CodeChanged(RuntimeError):
+    """The grading code differs from what graded this output folder first (:mod:`brrr.grading.course`)."""
+
+
 def grade(
     folder: Path,
     out: Path,
@@ -782,10 +815,20 @@ def grade(
     notebook_timeout_s: float = DEFAULT_NOTEBOOK_TIMEOUT_S,
     lab: str | None = None,
     jobs: int = 1,
+    sandboxed: bool = True,
+    accept_grading_code: bool = False,
 ) -> list[Submission]:
-    """Grade every submission in ``folder``; write grades.csv and feedback/ into ``out``."""
+    """Grade every submission in ``folder``; write grades.csv and feedback/ into ``out``.
+
+    Each notebook runs in a bubblewrap sandbox (:mod:`brrr.grading.sandbox`); where none can be made,
+    :class:`brrr.grading.sandbox.Unavailable` is raised before anything runs, unless ``sandboxed`` is
+    False (``--no-sandbox``). Grading code that changed since ``out``'s first run raises
+    :class:`CodeChanged` before anything runs, unless ``accept_grading_code`` (:mod:`brrr.grading.course`)."""
     if lab is not None:
         labs.module(lab)  # an unknown --lab is refused before anything runs
+    within = sandbox.layout(assemble.CHECKOUT) if sandboxed else None
+    if within is not None and (why := sandbox.problem(within)) is not None:
+        raise sandbox.Unavailable(sandbox.refusal(why))
     for name in labs.LABS:
         labs.lab(name)  # every lab imported now, its checks too: none is read from disk once student code runs
     folder, out = Path(folder).resolve(), Path(out).resolve()
@@ -793,6 +836,8 @@ def grade(
     processes.become_subreaper()
     submissions = find_submissions(folder)
     out.mkdir(parents=True, exist_ok=True)
+    if (refused := course.check(out, snapshot.graded_files(), accept=accept_grading_code)) is not None:
+        raise CodeChanged(refused)
     work = out / "work"
     work.mkdir(exist_ok=True)
     for cache in instructor_caches():  # made now, so a build filling them later adds no folder to the watch
@@ -805,7 +850,9 @@ def grade(
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
     try:
         watch = _Watch(roots, excluded)
-        limits = dict(cell_timeout_s=cell_timeout_s, notebook_timeout_s=notebook_timeout_s, default_lab=lab)
+        limits = dict(
+            cell_timeout_s=cell_timeout_s, notebook_timeout_s=notebook_timeout_s, default_lab=lab, within=within
+        )
 
         def one(submission: Submission) -> Submission:
             return _announced(run_one(submission, work, snapshot, watch=watch, **limits))
@@ -929,31 +976,66 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--lab", help=f"grade every notebook as this lab ({', '.join(sorted(labs.LABS))})")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (keep 1 for timed labs)")
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run notebooks without the bubblewrap sandbox (where bwrap cannot run); feedback and grades.csv say so",
+    )
+    parser.add_argument(
+        course.FLAG,
+        dest="accept_grading_code",
+        action="store_true",
+        help="grade with grading code that changed since this --out folder's first run, and record it",
+    )
     args = parser.parse_args(argv)
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
     if args.lab is not None and args.lab not in labs.LABS:
         parser.error(f"unknown lab {args.lab!r}; the labs are {', '.join(sorted(labs.LABS))}")
+    if not args.no_sandbox and (why := sandbox.problem(sandbox.layout(assemble.CHECKOUT))) is not None:
+        print(f"grading stopped before it began: {sandbox.refusal(why)}", file=sys.stderr)
+        return 4
     if (problem := grader_setup_problem()) is not None:
         print(f"grading stopped before it began: {problem}", file=sys.stderr)
         return 4
-    submissions = grade(
-        args.submissions,
-        args.out,
-        cell_timeout_s=args.cell_timeout,
-        notebook_timeout_s=args.notebook_timeout,
-        lab=args.lab,
-        jobs=args.jobs,
-    )
+    if args.no_sandbox:
+        print("note: --no-sandbox: notebooks run without a sandbox, as your user", file=sys.stderr, flush=True)
+    try:
+        submissions = grade(
+            args.submissions,
+            args.out,
+            cell_timeout_s=args.cell_timeout,
+            notebook_timeout_s=args.notebook_timeout,
+            lab=args.lab,
+            jobs=args.jobs,
+            sandboxed=not args.no_sandbox,
+            accept_grading_code=args.accept_grading_code,
+        )
+    except (sandbox.Unavailable, CodeChanged) as refused:
+        print(f"grading stopped before it began: {refused}", file=sys.stderr)
+        return 4
     print(f"graded {len(submissions)} submission(s): {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
-    tampered = [s.name for s in submissions if s.status == "tampered"]
+    if args.no_sandbox:
+        print("note: graded without a sandbox (--no-sandbox): grades.csv and every feedback file say so")
+    return exit_status(submissions, args.out)
+
+
+def exit_status(submissions: list[Submission], out: Path) -> int:
+    """3 if grading stopped early, 5 if a submission tampered with files (each named on standard error,
+    with what to do before grading again), else 0."""
+    tampered = [s for s in submissions if s.status == "tampered"]
+    for submission in tampered:
+        print(f"TAMPERED: {submission.name} changed {integrity.summarize(submission.tampered, 5)}", file=sys.stderr)
     if tampered:
         print(
-            f"tampered: {', '.join(tampered)} changed files outside their work folders (see their feedback); "
-            "check your checkout with `git status`",
+            f"{len(tampered)} submission(s) changed files outside their work folders (see their feedback). "
+            f"Look at your checkout with `git status` and restore it: a later run into {out} refuses to grade "
+            "with changed grading code.",
             file=sys.stderr,
         )
-    return 3 if any(s.status == "not graded" for s in submissions) else 0
+    if any(s.status == "not graded" for s in submissions):
+        return 3
+    return 5 if tampered else 0
 
 
 if __name__ == "__main__":

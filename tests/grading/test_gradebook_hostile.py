@@ -6,6 +6,9 @@ The attacks on Lab 1's timing checks are Lab 1 submissions; those that work on a
 grader cells, exiting under the grader, forging the record) are Lab 2's, the quicker lab to grade, in the
 same folder: the gradebook grades each notebook as the lab its cells say it is.
 
+A Lab 2 notebook in the same run tries every way out of its bubblewrap sandbox (brrr.grading.sandbox), beside
+another submission's grader (``--jobs 2``), and records what it reached: nothing.
+
 The run grades in a fresh, empty home folder, and the instructor's first IPython session starts there
 while it runs, as a book build's first kernel did on a fresh machine (issue 24): that writes
 ``~/.ipython``, which no grading process reads, so it is reported and charged to no submission.
@@ -24,7 +27,16 @@ import pytest
 
 from brrr.grading import gradebook
 
-from gradebook_helpers import LAB, ROOFLINE, processes_inside, read_rows, the_grading_environment
+from brrr import labs
+from gradebook_helpers import (
+    ESCAPES,
+    LAB,
+    ROOFLINE,
+    escape_attempt,
+    processes_inside,
+    read_rows,
+    the_grading_environment,
+)
 from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
 
 pytestmark = (
@@ -51,8 +63,9 @@ MADE_UP_LAB = "rebinds_the_grader"
 
 @pytest.fixture(scope="module")
 def hostile_graded(tmp_path_factory):
-    """Lab 1's solution and six hostile submissions (one claiming a made-up lab), graded once for the tests
-    below: (out, graded)."""
+    """Lab 1's solution and six hostile submissions (one claiming a made-up lab), and a Lab 2 notebook that
+    tries every way out of its sandbox before answering correctly, graded once for the tests below: (out,
+    graded, what the escape attempt reached)."""
     tmp = tmp_path_factory.mktemp("hostile")
     submissions = tmp / "submissions"
     submissions.mkdir()
@@ -70,6 +83,7 @@ def hostile_graded(tmp_path_factory):
         the_grading_environment(tmp_path_factory),
         pytest.MonkeyPatch.context() as patch,
         contextlib.redirect_stderr(io.StringIO()) as stderr,
+        escape_attempt(submissions, out) as escape,
     ):
         patch.setenv("HOME", str(home))
         first_session.start()
@@ -80,7 +94,7 @@ def hostile_graded(tmp_path_factory):
     sys.stderr.write(stderr.getvalue())
     (out / "stderr.txt").write_text(stderr.getvalue())
     time.sleep(5)  # longer than the daemon of forges_the_record waits, once its notebook is gone, to strike
-    return out, {submission.name: submission for submission in graded}
+    return out, {submission.name: submission for submission in graded}, escape
 
 
 def start_ipython_once_grading_runs(out, home):
@@ -147,7 +161,7 @@ def test_a_forged_record_and_a_daemon_change_nothing(hostile_roofline):
 def test_a_kernel_that_exits_is_noticed_in_seconds_not_at_the_cell_timeout(hostile_graded):
     """exits_under_the_grader ends its kernel with os._exit(0) in an answer cell. nbval alone would wait for
     that cell's timeout; the gradebook watches the kernel and stops the notebook a few seconds after it died."""
-    out, graded = hostile_graded
+    out, graded, _ = hostile_graded
     exited = graded["exits_under_the_grader"]
     assert exited.status == "crashed", (exited.status, exited.note)
     assert "kernel died" in exited.note
@@ -160,7 +174,7 @@ def test_a_kernel_that_exits_is_noticed_in_seconds_not_at_the_cell_timeout(hosti
 def test_errors_other_than_failed_checks_reach_the_feedback(hostile_graded):
     """calls_ceilings imports a module the student's kernel does not have: a ModuleNotFoundError in its
     answer cell, reported under "Other errors", apart from the checks that then failed."""
-    out, graded = hostile_graded
+    out, graded, _ = hostile_graded
     errors = graded["calls_ceilings"].cell_errors
     assert any("ModuleNotFoundError: No module named 'brrr.ceilings'" in error for error in errors), errors
     feedback = (out / "feedback" / "calls_ceilings.md").read_text()
@@ -170,7 +184,7 @@ def test_errors_other_than_failed_checks_reach_the_feedback(hostile_graded):
 
 
 def test_a_first_ipython_session_beside_grading_is_reported_and_charged_to_no_one(hostile_graded):
-    out, graded = hostile_graded
+    out, graded, _ = hostile_graded
     home = out.parent / "home"
     readme = home / ".ipython" / "profile_default" / "startup" / "README"
     assert readme.exists()  # the session did write its start-up folder while grading ran...
@@ -181,3 +195,49 @@ def test_a_first_ipython_session_beside_grading_is_reported_and_charged_to_no_on
     assert "read by no grading process" in report and str(readme) in report, report
     # Grading itself wrote nothing to the home folder: every process it started had private folders.
     assert [path for path in home.rglob("*") if ".ipython" not in path.relative_to(home).parts] == []
+
+
+# ---------------------------------------------------------------- the sandbox, from inside
+
+
+def test_the_correct_answer_after_the_escape_attempts_earns_full_marks_in_the_sandbox(hostile_graded):
+    out, graded, _ = hostile_graded
+    row = read_rows(out)[ESCAPES]
+    assert (row["status"], row["total"], row["sandbox"]) == ("ok", row["max"], "bwrap"), (row, graded[ESCAPES].note)
+    assert "without a sandbox" not in (out / "feedback" / f"{ESCAPES}.md").read_text()
+
+
+def test_from_inside_the_sandbox_nothing_of_the_instructors_is_in_reach(hostile_graded):
+    """The grader (its pid, from its own connection), a process of this machine, another grader's socket,
+    this machine's loopback, the checkout, the submissions and the output folder: all out of reach."""
+    out, _, escape = hostile_graded
+    reached = escape["reached"]
+    failed = {name: reached.get(name + ":error") for name in reached if not name.endswith(":error")}
+    for attack in ("signal the grader", "signal the victim", "another grader's socket", "the instructor's loopback"):
+        assert reached[attack] is None, (attack, reached)
+    assert failed["signal the grader"] == "ProcessLookupError"  # its connection names no pid it can see
+    assert failed["signal the victim"] == "ProcessLookupError"  # not in its PID namespace
+    assert escape["accepted"] == []  # nothing got through to the other socket or the loopback
+    reads = [name for name in reached if name.startswith("read ") and not name.endswith(":error")]
+    assert len(reads) == 3 and all(reached[name] is None for name in reads), reached
+    assert all(failed[name] == "FileNotFoundError" for name in reads), failed
+    # a write above its work folder lands in the sandbox's private /tmp or fails, never on this machine's disk
+    assert not (out / "work" / "planted").exists() and not (out.parent / "planted").exists()
+    assert reached["network interfaces"] == ["lo"], reached
+    assert len(reached["grader sockets"]) == 1, reached  # its own, though another submission's ran beside it
+    assert reached["grader's folder"] == ["grader.sock"], reached  # and nothing else the grader keeps there
+    commands = reached["processes"].values()
+    assert str(escape["victim"]) not in reached["processes"] and len(commands) < 12, reached["processes"]
+    assert not any("--socket" in command or "brrr.grading" in command for command in commands), commands
+    assert reached["stopped"] == []
+
+
+@pytest.mark.parametrize("lab", sorted(labs.LABS))
+def test_no_labs_grader_side_is_importable_in_the_students_process(hostile_graded, lab):
+    """Each lab's checks.py (how it is graded, the answers it grades against) is the grader's: absent from the
+    student's copy of brrr, though the lab's package (its given material) imports."""
+    reached = hostile_graded[2]["reached"]
+    package = labs.module(lab).__name__
+    assert reached[f"import {package}.checks"] is None, reached
+    assert reached[f"import {package}.checks:error"] == "ModuleNotFoundError"
+    assert "/student/brrr/" in reached[f"import {package}"], reached  # the student's copy, not the checkout

@@ -1,5 +1,8 @@
 """Submissions that write where they must not: the grader on disk, other students' files, the
-environment. Each is charged to its culprit; later grades do not change."""
+environment. Each is charged to its culprit; later grades do not change.
+
+These run with --no-sandbox: in the sandbox (tests/grading/test_gradebook_sandbox.py) none of these files is
+in reach. The integrity watch is the second line, and must hold where no sandbox can be made."""
 
 import json
 import os
@@ -10,7 +13,7 @@ import sys
 import nbformat
 import pytest
 
-from brrr.grading import gradebook
+from brrr.grading import course, gradebook
 
 from gradebook_helpers import LAB, processes_inside, read_rows
 from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
@@ -53,20 +56,26 @@ def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tm
     (submissions / "b_unsolved.ipynb").write_bytes((ROOT / "labs" / f"{LAB}.ipynb").read_bytes())
     env = dict(os.environ, PYTHONPATH=str(checkout))
     done = subprocess.run(
-        [sys.executable, "-m", "brrr.grading", str(submissions), "--out", "out", "--lab", LAB],
+        [sys.executable, "-m", "brrr.grading", str(submissions), "--out", "out", "--lab", LAB, "--no-sandbox"],
         cwd=checkout,
         env=env,
         capture_output=True,
         text=True,
         timeout=400,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 5, done.stdout + done.stderr  # a submission tampered: the exit status says so
+    assert "TAMPERED: a_vandal" in done.stderr and "git status" in done.stderr, done.stderr
     assert (checkout / "VANDALISED").exists()  # the attack did reach the instructor's disk...
     rows = read_rows(checkout / "out")
     assert rows["a_vandal"]["status"] == "tampered" and rows["a_vandal"]["total"] == "0", rows  # ...was seen...
     assert "fuse_it/checks.py" in (checkout / "out" / "feedback" / "a_vandal.md").read_text()
     assert rows["b_unsolved"]["total"] == "0", rows  # ...and the next submission was graded as before
     assert json.dumps(rows).count("vandalised") == 0
+    # The edit outlives the run: the next run into the folder refuses to grade with the changed checks.
+    again = subprocess.run(done.args, cwd=checkout, env=env, capture_output=True, text=True, timeout=400)
+    assert again.returncode == 4, again.stdout + again.stderr
+    assert "fuse_it/checks.py" in again.stderr and course.FLAG in again.stderr, again.stderr
+    assert read_rows(checkout / "out") == rows  # nothing graded again
 
 
 def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp_path, changes_the_grading_environment):
@@ -89,7 +98,7 @@ def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp
         write_submission(submissions, LAB, fixture, as_name=name)
     out = tmp_path / "out"
 
-    code = gradebook.main([str(submissions), "--out", str(out), "--lab", LAB, "--cell-timeout", "120"])
+    code = gradebook.main([str(submissions), "--out", str(out), "--lab", LAB, "--cell-timeout", "120", "--no-sandbox"])
 
     rows = read_rows(out)
     status = {name: (row["status"], row["total"]) for name, row in rows.items()}

@@ -1,0 +1,75 @@
+"""Each submission runs in a bubblewrap sandbox (brrr.grading.sandbox). What it shows and hides, and, without
+bwrap, a gradebook that refuses to grade unless told --no-sandbox, and then says so in grades.csv and every
+feedback file. (What a notebook reaches from inside the sandbox is tested in the hostile run,
+tests/grading/test_gradebook_hostile.py, which grades the notebook that tries.)"""
+
+import os
+
+import pytest
+
+from brrr import labs
+from brrr.grading import assemble, gradebook, sandbox
+
+from gradebook_helpers import LAB, read_rows
+
+pytestmark = pytest.mark.device_independent  # the sandbox around the student's process: the GPU check leaves it
+
+
+def test_the_students_copy_of_brrr_holds_no_labs_checks(tmp_path):
+    copy = assemble.Snapshot().write_package(tmp_path / "student")
+    assert sorted(p.parent.name for p in copy.glob("brrr/labs/*/given.py")) == sorted(
+        labs.module(lab).__name__.rsplit(".", 1)[1] for lab in labs.LABS
+    )
+    assert list(copy.glob("brrr/labs/*/checks.py")) == []
+    assemble.make_writable(tmp_path)
+
+
+def test_without_bwrap_the_gradebook_refuses_and_names_the_package(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(sandbox.BWRAP_VARIABLE, str(tmp_path / "no-bwrap-here"))
+    (tmp_path / "submissions").mkdir()
+    (tmp_path / "submissions" / "broken.ipynb").write_text("{ not a notebook")
+    assert sandbox.problem() is not None
+    assert gradebook.main([str(tmp_path / "submissions"), "--out", str(tmp_path / "out"), "--lab", LAB]) == 4
+    said = capsys.readouterr().err
+    assert "bubblewrap" in said and "--no-sandbox" in said and "No submission was graded" in said, said
+    assert not (tmp_path / "out" / "grades.csv").exists()
+    with pytest.raises(sandbox.Unavailable, match="bubblewrap"):
+        gradebook.grade(tmp_path / "submissions", tmp_path / "out", lab=LAB)
+
+
+def test_with_no_sandbox_every_feedback_file_and_grades_csv_say_so(tmp_path, monkeypatch):
+    monkeypatch.setenv(sandbox.BWRAP_VARIABLE, str(tmp_path / "no-bwrap-here"))
+    (tmp_path / "submissions").mkdir()
+    (tmp_path / "submissions" / "broken.ipynb").write_text("{ not a notebook")
+    gradebook.grade(tmp_path / "submissions", tmp_path / "out", lab=LAB, sandboxed=False)
+    assert read_rows(tmp_path / "out")["broken"]["sandbox"] == "none"
+    assert "Graded without a sandbox" in (tmp_path / "out" / "feedback" / "broken.md").read_text()
+
+
+def test_the_sandbox_shows_the_environment_but_not_the_checkout_or_an_installed_brrr(tmp_path):
+    """Where brrr is installed in site-packages (a wheel) or the checkout sits inside a folder the sandbox
+    shows, an empty folder stands in their place."""
+    site = tmp_path / "env" / "site-packages"
+    (site / "brrr" / "labs").mkdir(parents=True)
+    (site / "torch").mkdir()
+    checkout = tmp_path / "env" / "course"
+    (checkout / "tests").mkdir(parents=True)
+    layout = sandbox.layout(checkout, [str(site), str(checkout), str(checkout / "tests"), str(tmp_path / "env")])
+    assert tmp_path / "env" in layout.readable and checkout / "tests" not in layout.readable
+    assert set(layout.hidden) == {site / "brrr", checkout}
+    argv = sandbox.command(["true"], writable=tmp_path / "work", within=layout, bwrap="bwrap")
+    text = " ".join(argv)
+    for namespace in ("--unshare-pid", "--unshare-ipc", "--unshare-net", "--cap-drop ALL", "--die-with-parent"):
+        assert namespace in text
+    assert f"--tmpfs {site / 'brrr'} --remount-ro {site / 'brrr'}" in text
+    if os.path.exists("/etc/shadow"):  # root's uid in the sandbox (a gradebook run as root) still owns it
+        assert "--ro-bind /dev/null /etc/shadow" in text
+    # the folder it writes is bound after the folders it reads and the ones masked, so no mask covers it
+    assert text.index(f"--bind {tmp_path / 'work'}") > text.index(f"--tmpfs {checkout}")
+
+
+def test_the_probe_finds_a_sandbox_here_where_bwrap_runs():
+    if sandbox.executable() is None:
+        pytest.skip("no bwrap on this machine: the refusal test covers it")
+    assert sandbox.problem() is None
+    assert os.environ.get(sandbox.BWRAP_VARIABLE) is None
