@@ -43,8 +43,9 @@ lab's own check list for this machine's device class.
 Output in ``OUT_DIR`` (relative paths are fine):
 
 ``grades.csv``
-    ``submission, lab, status, <one column per check>, total, max``. A check
-    column is 1 (passed) or 0 (failed or not run). ``status`` is ``ok``
+    ``submission, lab, status, <one column per check>, total, max, seconds``. A
+    check column is 1 (passed) or 0 (failed or not run); ``seconds`` is the
+    submission's run, from its grader's start to its end. ``status`` is ``ok``
     (every cell ran cleanly), ``failed`` (some cell failed), ``timeout``,
     ``crashed`` (the kernel died), ``unreadable`` (not a notebook), ``refused``
     (no known lab), ``tampered``, ``grader-killed``, ``not graded`` (grading
@@ -55,6 +56,10 @@ Output in ``OUT_DIR`` (relative paths are fine):
     notebook, and what to do about a timeout or a crash.
 ``work/<submission>/``
     The notebook that ran, the original, nbval's JUnit XML and its output.
+
+``--shard K/N`` grades share K of N of the folder, and ``python -m brrr.grading
+merge`` joins the shards' outputs (:mod:`brrr.grading.shards`,
+:mod:`brrr.grading.merge`).
 
 Grade timed labs one at a time (the default, ``--jobs 1``): a performance check
 measures the machine, and a second notebook running beside it would slow both.
@@ -77,13 +82,14 @@ import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 
 from brrr import labs
 from brrr.checks import processes
 from brrr.device import device_class
-from brrr.grading import assemble, integrity, server
+from brrr.grading import assemble, integrity, server, shards
 
 DEFAULT_CELL_TIMEOUT_S = 600
 DEFAULT_NOTEBOOK_TIMEOUT_S = 1800
@@ -113,17 +119,24 @@ class Submission:
 # ---------------------------------------------------------------- finding submissions and their lab
 
 
-def find_submissions(folder: Path) -> list[Submission]:
-    """Every notebook under ``folder``, read into memory now: a submission that edits another's file on
-    disk while it runs changes nothing that is graded."""
+def submission_paths(folder: Path) -> dict[str, Path]:
+    """Every notebook under ``folder`` by its submission name, in the order they are graded."""
     paths = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    return {str(path.relative_to(folder).with_suffix("")): path for path in paths}
+
+
+def find_submissions(folder: Path, only: Callable[[str], bool] | None = None) -> list[Submission]:
+    """Every notebook under ``folder`` (those whose name ``only`` accepts), read into memory now: a
+    submission that edits another's file on disk while it runs changes nothing that is graded."""
     found = []
-    for path in paths:
+    for name, path in submission_paths(folder).items():
+        if only is not None and not only(name):
+            continue
         try:
             data = path.read_bytes() if path.is_file() and not path.is_symlink() else None
         except OSError:
             data = None
-        found.append(Submission(str(path.relative_to(folder).with_suffix("")), path, data=data))
+        found.append(Submission(name, path, data=data))
     return found
 
 
@@ -705,10 +718,10 @@ def lab_checks(lab: str) -> list[str]:
     return list(labs.checks(lab, device_class()))
 
 
-def columns(submissions: list[Submission]) -> list[tuple[str, str]]:
-    """(lab, check) pairs in column order, from each lab's own check list."""
+def columns(submissions: list[Submission], checks_of: Callable[[str], list[str]] = lab_checks) -> list[tuple[str, str]]:
+    """(lab, check) pairs in column order, from each lab's own check list (``checks_of``: this machine's)."""
     return [
-        (lab, check) for lab in sorted({s.lab for s in submissions if s.lab in labs.LABS}) for check in lab_checks(lab)
+        (lab, check) for lab in sorted({s.lab for s in submissions if s.lab in labs.LABS}) for check in checks_of(lab)
     ]
 
 
@@ -719,19 +732,20 @@ def score(submission: Submission, lab: str, check: str) -> str:
     return "1" if record is not None and record.get("passed") is True else "0"
 
 
-def write_csv(submissions: list[Submission], path: Path) -> None:
-    cols = columns(submissions)
+def write_csv(submissions: list[Submission], path: Path, checks_of: Callable[[str], list[str]] = lab_checks) -> None:
+    """grades.csv. ``checks_of``: each lab's checks, this machine's unless given (a merge of shards graded
+    elsewhere gives theirs). ``seconds``, last: the submission's run, its grader's start to its end."""
+    cols = columns(submissions, checks_of)
     single_lab = len({lab for lab, _ in cols}) <= 1
     header = ["submission", "lab", "status"] + [c if single_lab else f"{lab}:{c}" for lab, c in cols]
-    header += ["total", "max"]
+    header += ["total", "max", "seconds"]
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         for s in submissions:
             scores = [score(s, lab, check) for lab, check in cols]
-            writer.writerow(
-                [s.name, s.lab, s.status] + scores + [sum(v == "1" for v in scores), len(lab_checks(s.lab))]
-            )
+            total, most = sum(v == "1" for v in scores), len(checks_of(s.lab) if s.lab in labs.LABS else [])
+            writer.writerow([s.name, s.lab, s.status] + scores + [total, most, f"{s.seconds:.1f}"])
 
 
 def feedback(submission: Submission, checks: list[str]) -> str:
@@ -782,8 +796,10 @@ def grade(
     notebook_timeout_s: float = DEFAULT_NOTEBOOK_TIMEOUT_S,
     lab: str | None = None,
     jobs: int = 1,
+    only: Callable[[str], bool] | None = None,
 ) -> list[Submission]:
-    """Grade every submission in ``folder``; write grades.csv and feedback/ into ``out``."""
+    """Grade every submission in ``folder`` (whose name ``only`` accepts: a shard's share); write grades.csv
+    and feedback/ into ``out``."""
     if lab is not None:
         labs.module(lab)  # an unknown --lab is refused before anything runs
     for name in labs.LABS:
@@ -791,7 +807,7 @@ def grade(
     folder, out = Path(folder).resolve(), Path(out).resolve()
     snapshot = assemble.Snapshot()
     processes.become_subreaper()
-    submissions = find_submissions(folder)
+    submissions = find_submissions(folder, only)
     out.mkdir(parents=True, exist_ok=True)
     work = out / "work"
     work.mkdir(exist_ok=True)
@@ -929,11 +945,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--lab", help=f"grade every notebook as this lab ({', '.join(sorted(labs.LABS))})")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (keep 1 for timed labs)")
+    parser.add_argument(
+        "--shard", type=shards.parse, help="K/N: grade only share K of N, by submission name (brrr.grading.shards)"
+    )
     args = parser.parse_args(argv)
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
     if args.lab is not None and args.lab not in labs.LABS:
         parser.error(f"unknown lab {args.lab!r}; the labs are {', '.join(sorted(labs.LABS))}")
+    try:
+        shard = shards.Claim.take(args) if args.shard else None
+    except shards.ShardError as error:
+        parser.error(str(error))
     if (problem := grader_setup_problem()) is not None:
         print(f"grading stopped before it began: {problem}", file=sys.stderr)
         return 4
@@ -944,7 +967,10 @@ def main(argv: list[str] | None = None) -> int:
         notebook_timeout_s=args.notebook_timeout,
         lab=args.lab,
         jobs=args.jobs,
+        only=shard.owns if shard else None,
     )
+    if shard:
+        shard.finish(submissions)
     print(f"graded {len(submissions)} submission(s): {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
     tampered = [s.name for s in submissions if s.status == "tampered"]
     if tampered:
