@@ -1,35 +1,49 @@
 """The gradebook grades a folder of notebooks across a process boundary, carries on past broken, hanging,
 crashing and hostile ones, leaves no process behind, and reports what the grader process recorded."""
 
+import re
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from brrr.grading import gradebook
-from gradebook_helpers import LAB, processes_inside, read_rows
+from brrr.grading import gradebook, merge, shards
+from gradebook_helpers import LAB, processes_inside, read_rows, the_grading_environment
 from lab_fixtures import expected_reason, write_submission
 
 pytestmark = pytest.mark.usefixtures("grades_in_the_environment")
 
 
-def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path):
-    submissions = tmp_path / "submissions"
+# One per shard of three, by name (brrr.grading.shards.shard_of): good, wrong and one that crashes.
+SHARDED = ("correct", "unfused", "crashing")
+FOLDER_OPTIONS = dict(cell_timeout_s=8, notebook_timeout_s=180, lab=LAB)
+
+
+@pytest.fixture(scope="module")
+def folder_graded(tmp_path_factory):
+    """Good, wrong, hanging, crashing, hostile and broken submissions, graded once: (submissions, out, seconds)."""
+    tmp = tmp_path_factory.mktemp("folder")
+    submissions = tmp / "submissions"
     submissions.mkdir()
     for name in ("correct", "unfused", "hanging", "crashing", "decoy_eager"):
         write_submission(submissions, LAB, name)
     (submissions / "broken.ipynb").write_text("{ this is not a notebook")
-    out = tmp_path / "out"
+    out = tmp / "out"
+    with the_grading_environment(tmp_path_factory):
+        start = time.monotonic()
+        gradebook.grade(submissions, out, jobs=2, **FOLDER_OPTIONS)
+        return submissions, out, time.monotonic() - start
 
-    start = time.monotonic()
-    gradebook.grade(submissions, out, cell_timeout_s=8, notebook_timeout_s=180, jobs=2, lab=LAB)
-    assert time.monotonic() - start < 150
 
+def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(folder_graded):
+    _, out, seconds = folder_graded
+    assert seconds < 150
     rows = read_rows(out)
     assert list(rows) == ["broken", "correct", "crashing", "decoy_eager", "hanging", "unfused"]
     header = list(rows["correct"])
-    assert header[:3] == ["submission", "lab", "status"] and header[-2:] == ["total", "max"]
-    checks = header[3:-2]
+    assert header[:3] == ["submission", "lab", "status"] and header[-3:] == ["total", "max", "seconds"]
+    checks = header[3:-3]
     assert checks == (
         ["correct", "traffic"] if gradebook.device_class() != "gpu" else ["correct", "bandwidth", "speedup"]
     )
@@ -47,6 +61,7 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
     assert summary("crashing") == ("crashed", zeros, "0", full)
     assert summary("broken") == ("unreadable", zeros, "0", full)
     assert all(row["lab"] == LAB for row in rows.values())
+    assert float(rows["broken"]["seconds"]) == 0 and 0 < float(rows["correct"]["seconds"]) < seconds
 
     feedback = {path.stem: path.read_text() for path in (out / "feedback").glob("*.md")}
     assert set(feedback) == set(rows)
@@ -58,6 +73,36 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
     assert "kernel died" in feedback["crashing"]
     assert "not a readable notebook" in feedback["broken"]
     assert processes_inside(out) == []
+
+
+def test_three_shards_grade_what_one_run_grades(folder_graded, tmp_path, monkeypatch):
+    """Three of the folder's submissions, one per shard, graded by ``--shard K/3`` from the command line and
+    merged: the unsharded run's rows and feedback, but for the seconds and the random seeds the checks draw."""
+    submissions, reference, _ = folder_graded
+    subset = tmp_path / "submissions"
+    subset.mkdir()
+    for name in SHARDED:
+        shutil.copy(submissions / f"{name}.ipynb", subset)
+    assert sorted(shards.shard_of(name, 3) for name in SHARDED) == [1, 2, 3]
+    monkeypatch.setattr(gradebook, "grader_setup_problem", lambda: None)  # tests/grading/test_gradebook_setup.py
+    options = ["--lab", LAB, "--cell-timeout", "8", "--notebook-timeout", "180"]
+    outs = [tmp_path / f"shard-{index}" for index in (1, 2, 3)]
+    for index, out in enumerate(outs, start=1):
+        assert gradebook.main([str(subset), "--out", str(out), "--shard", f"{index}/3", *options]) == 0
+        assert len(read_rows(out)) == 1  # its share, and no other
+    assert merge.main([*map(str, outs), "--out", str(tmp_path / "final")]) == 0
+
+    def without_seconds(rows):
+        return {name: {k: v for k, v in row.items() if k != "seconds"} for name, row in rows.items()}
+
+    merged, unsharded = without_seconds(read_rows(tmp_path / "final")), without_seconds(read_rows(reference))
+    assert merged == {name: unsharded[name] for name in SHARDED}
+
+    def feedback(folder, name):
+        return re.sub(r"seed \d+", "seed N", (folder / "feedback" / f"{name}.md").read_text())
+
+    for name in SHARDED:
+        assert feedback(tmp_path / "final", name) == feedback(reference, name), name
 
 
 def test_feedback_lists_other_errors_but_not_failed_checks():
@@ -106,12 +151,13 @@ def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkey
     assert gradebook.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
     (folder, out, given), (_, _, defaults) = calls
     assert (folder, out) == (tmp_path, tmp_path / "out")
-    assert given == {"cell_timeout_s": 12.5, "notebook_timeout_s": 99.0, "lab": LAB, "jobs": 3}
+    assert given == {"cell_timeout_s": 12.5, "notebook_timeout_s": 99.0, "lab": LAB, "jobs": 3, "only": None}
     assert defaults == {
         "cell_timeout_s": gradebook.DEFAULT_CELL_TIMEOUT_S,
         "notebook_timeout_s": gradebook.DEFAULT_NOTEBOOK_TIMEOUT_S,
         "lab": None,
         "jobs": 1,
+        "only": None,
     }
 
 

@@ -22,9 +22,9 @@ import time
 import nbformat
 import pytest
 
-from brrr.grading import gradebook
+from brrr.grading import gradebook, merge, shards
 
-from gradebook_helpers import LAB, ROOFLINE, processes_inside, read_rows, the_grading_environment
+from gradebook_helpers import LAB, ROOFLINE, processes_inside, read_rows, shard_outputs, the_grading_environment
 from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
 
 pytestmark = (
@@ -181,3 +181,16 @@ def test_a_first_ipython_session_beside_grading_is_reported_and_charged_to_no_on
     assert "read by no grading process" in report and str(readme) in report, report
     # Grading itself wrote nothing to the home folder: every process it started had private folders.
     assert [path for path in home.rglob("*") if ".ipython" not in path.relative_to(home).parts] == []
+
+
+def test_this_run_split_three_ways_and_merged_is_this_run_byte_for_byte(hostile_graded, tmp_path):
+    """The run's rows and feedback, split as ``--shard K/3`` splits the folder (each shard's manifest and
+    feedback files) and merged: its grades.csv, two labs' columns included, and feedback/, byte for byte."""
+    out, graded = hostile_graded
+    submissions = list(graded.values())
+    assert {shards.shard_of(s.name, 3) for s in submissions} == {1, 2, 3}
+    folders = shard_outputs(submissions, out.parent / "submissions", out, 3, tmp_path / "shards")
+    assert not merge.merge(folders, tmp_path / "final").holes
+    assert (tmp_path / "final" / "grades.csv").read_bytes() == (out / "grades.csv").read_bytes()
+    expected = {path.name: path.read_bytes() for path in (out / "feedback").iterdir()}
+    assert {path.name: path.read_bytes() for path in (tmp_path / "final" / "feedback").iterdir()} == expected
