@@ -11,10 +11,11 @@ import os
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
-from brrr.grading import gradebook, gradescope
+from brrr.grading import gradebook, gradescope, shards
 from gradebook_helpers import LAB
 from lab_fixtures import write_submission
 
@@ -92,6 +93,35 @@ def test_a_grader_that_cannot_grade_writes_no_results(tmp_path, monkeypatch):
     root = tmp_path / "autograder"
     (root / "submission").mkdir(parents=True)
     (root / "submission" / f"{LAB}.ipynb").write_text("{}")
-    monkeypatch.setattr(gradescope.subprocess, "run", lambda *args, **kwargs: subprocess.CompletedProcess(args, 4))
-    assert gradescope.run(root, LAB, []) == 1
-    assert not (root / "results" / "results.json").exists()
+    outcome = {"returncode": 4, "status": None}
+
+    def gradebook_run(command, **kwargs):  # the gradebook, as it ends: a manifest with its row, an exit status
+        out = Path(command[command.index("--out") + 1])
+        if outcome["status"]:
+            out.mkdir(parents=True)
+            row = {"name": LAB, "slug": LAB, "lab": LAB, "status": outcome["status"], "seconds": 1.0, "results": {}}
+            shards.write_manifest(out, {"format": shards.FORMAT, "shard": [1, 1], "rows": [row]})
+        return subprocess.CompletedProcess(command, outcome["returncode"])
+
+    monkeypatch.setattr(gradescope.subprocess, "run", gradebook_run)
+    for returncode, status in ((4, None), (0, "grader-error"), (3, "not graded")):
+        outcome.update(returncode=returncode, status=status)
+        assert gradescope.run(root, LAB, []) == 1, (returncode, status)
+        assert not (root / "results" / "results.json").exists()
+
+
+def test_results_json_has_a_test_per_check_and_the_feedback():
+    row = {
+        "lab": LAB,
+        "status": "failed",
+        "seconds": 12.6,
+        "results": {"correct": {"passed": True, "message": "fine"}, "traffic": {"passed": False, "message": "twice"}},
+    }
+    results = gradescope.results(row, ["correct", "traffic", "speedup"], "# Feedback", {"brrr": "0.1.0"})
+    assert [(t["name"], t["score"], t["max_score"], t["output"]) for t in results["tests"]][:2] == [
+        ("correct", 1.0, 1.0, "fine"),
+        ("traffic", 0.0, 1.0, "twice"),
+    ]
+    assert results["tests"][2]["score"] == 0.0 and "Not run" in results["tests"][2]["output"]
+    assert (results["score"], results["output"], results["execution_time"]) == (1.0, "# Feedback", 13)
+    assert results["extra_data"] == {"status": "failed", "lab": LAB, "brrr": "0.1.0"}

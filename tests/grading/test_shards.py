@@ -188,3 +188,14 @@ def test_an_output_folder_belongs_to_one_shard(tmp_path):
     with pytest.raises(shards.ShardError, match="graded without --shard"):
         take(tmp_path / "unsharded", "1/3")
     assert not (tmp_path / "unsharded" / shards.MANIFEST).exists()
+
+
+def test_the_merge_writes_the_columns_the_shards_graded_not_this_machines(three_shards, tmp_path):
+    """Shards graded on GPU nodes, merged on a CPU login node: their checks are the columns."""
+    folders, _ = three_shards
+    gpu_checks = manifest(folders[0])["checks"] | {LAB: ["correct", "bandwidth", "speedup"]}
+    for folder in folders:
+        rewrite(folder, checks=gpu_checks, device_class="gpu")
+    merge.merge(folders, tmp_path / "final")
+    row = read_rows(tmp_path / "final")["alice"]
+    assert list(row)[3:] == ["correct", "bandwidth", "speedup", "total", "max", "seconds"] and row["max"] == "3"
