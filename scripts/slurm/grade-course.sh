@@ -23,4 +23,4 @@ grade=${grade%%;*}
 merge=$(sbatch --parsable --export=ALL --dependency=afterok:"$grade" --output="$OUT/slurm-merge-%j.out" \
     "$here/merge.sbatch")
 echo "grading: job array $grade, $SHARDS shard(s) into $OUT/shard-K"
-echo "merge: job ${merge%%;*}, into $OUT/final once every shard has succeeded (squeue -u $USER)"
+echo "merge: job ${merge%%;*}, into $OUT/final once every shard has succeeded (squeue -u $(id -un))"
