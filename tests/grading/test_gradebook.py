@@ -15,8 +15,8 @@ from lab_fixtures import expected_reason, write_submission
 pytestmark = pytest.mark.usefixtures("grades_in_the_environment")
 
 
-# One per shard of three, by name (brrr.grading.shards.shard_of): good, wrong and one that crashes.
-SHARDED = ("correct", "unfused", "crashing")
+# One per shard of three, by name (brrr.grading.shards.shard_of): unreadable (free), good, and one that crashes.
+SHARDED = ("broken", "correct", "crashing")
 FOLDER_OPTIONS = dict(cell_timeout_s=8, notebook_timeout_s=180, lab=LAB)
 
 
@@ -82,10 +82,11 @@ def test_three_shards_grade_what_one_run_grades(folder_graded, tmp_path, monkeyp
     subset = tmp_path / "submissions"
     subset.mkdir()
     for name in SHARDED:
-        shutil.copy(submissions / f"{name}.ipynb", subset)
+        shutil.copy(submissions / f"{name}.ipynb", subset)  # the very files graded unsharded
     assert sorted(shards.shard_of(name, 3) for name in SHARDED) == [1, 2, 3]
     monkeypatch.setattr(gradebook, "grader_setup_problem", lambda: None)  # tests/grading/test_gradebook_setup.py
-    options = ["--lab", LAB, "--cell-timeout", "8", "--notebook-timeout", "180"]
+    options = ["--lab", LAB, "--cell-timeout", f"{FOLDER_OPTIONS['cell_timeout_s']:g}"]
+    options += ["--notebook-timeout", f"{FOLDER_OPTIONS['notebook_timeout_s']:g}"]
     outs = [tmp_path / f"shard-{index}" for index in (1, 2, 3)]
     for index, out in enumerate(outs, start=1):
         assert gradebook.main([str(subset), "--out", str(out), "--shard", f"{index}/3", *options]) == 0

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from brrr.grading import gradebook, merge, shards
-from gradebook_helpers import LAB, read_rows, shard_outputs
+from gradebook_helpers import LAB, ROOFLINE, read_rows, shard_outputs
 
 pytestmark = pytest.mark.device_independent  # bookkeeping, no device: the GPU check leaves it to CI
 
@@ -48,6 +48,9 @@ def graded_run(tmp_path: Path) -> tuple[list[gradebook.Submission], Path, Path]:
             )
         )
     graded.append(gradebook.Submission("zed", submissions / "zed.ipynb", lab="unknown", status="refused", note="no"))
+    roofline = {check: {"passed": True, "message": "ok"} for check in gradebook.lab_checks(ROOFLINE)}
+    graded.append(gradebook.Submission("ivan", submissions / "ivan.ipynb", lab=ROOFLINE, status="ok", results=roofline))
+    graded.sort(key=lambda submission: submission.path)  # the gradebook's order
     for submission in graded:
         text = gradebook.feedback(submission, gradebook.lab_checks(submission.lab))
         (out / "feedback" / f"{submission.slug}.md").write_text(text)
@@ -93,7 +96,8 @@ def test_three_shards_merge_into_the_unsharded_gradebook(three_shards, tmp_path)
     assert {path.name: path.read_bytes() for path in (final / "feedback").iterdir()} == expected
     record = json.loads((final / merge.MERGED).read_text())
     assert record["missing"] == [] and record["work"]["dave"].startswith(str(folders[shards.shard_of("dave", 3) - 1]))
-    assert list(read_rows(final)["alice"])[-3:] == ["total", "max", "seconds"]
+    header = list(read_rows(final)["alice"])
+    assert f"{ROOFLINE}:copy_bandwidth" in header and header[-3:] == ["total", "max", "seconds"]  # two labs
 
 
 @pytest.mark.parametrize(
@@ -123,7 +127,7 @@ def test_the_same_shard_twice_other_counts_and_other_folders_are_refused(three_s
 
 def test_a_missing_shard_and_one_that_died_are_named(three_shards, tmp_path, capsys):
     folders, _ = three_shards
-    owned = {index: [n for n in NAMES + ["zed"] if shards.shard_of(n, 3) == index] for index in (1, 2, 3)}
+    owned = {index: [n for n in NAMES + ["zed", "ivan"] if shards.shard_of(n, 3) == index] for index in (1, 2, 3)}
     rewrite(folders[0], state="grading", rows=None)  # killed while it graded
     gone = folders[2].rename(tmp_path / "elsewhere")  # never ran
     final = tmp_path / "final"
@@ -198,4 +202,5 @@ def test_the_merge_writes_the_columns_the_shards_graded_not_this_machines(three_
         rewrite(folder, checks=gpu_checks, device_class="gpu")
     merge.merge(folders, tmp_path / "final")
     row = read_rows(tmp_path / "final")["alice"]
-    assert list(row)[3:] == ["correct", "bandwidth", "speedup", "total", "max", "seconds"] and row["max"] == "3"
+    assert [c for c in row if c.startswith(LAB)] == [f"{LAB}:{c}" for c in ("correct", "bandwidth", "speedup")]
+    assert row["max"] == "3"
