@@ -110,3 +110,32 @@ def _accept(server: socket.socket, accepted: list) -> None:
         accepted.append(server.accept())
     except OSError:  # closed when grading ended
         pass
+
+
+def shard_outputs(graded, submissions: Path, out: Path, count: int, into: Path) -> list[Path]:
+    """The folders ``count`` shards would have written for ``graded`` (the Submissions of one unsharded run
+    of ``submissions`` into ``out``): each its share's rows in its manifest, and its feedback files."""
+    from brrr.grading import assemble, shards
+
+    provenance = shards.provenance(assemble.Snapshot())
+    names = [submission.name for submission in graded]
+    folders = []
+    for index in range(1, count + 1):
+        folder = into / f"shard-{index}"
+        (folder / "feedback").mkdir(parents=True)
+        share = [s for s in graded if shards.shard_of(s.name, count) == index]
+        for submission in share:
+            (folder / "feedback" / f"{submission.slug}.md").write_bytes(
+                (out / "feedback" / f"{submission.slug}.md").read_bytes()
+            )
+        record = provenance | {
+            "shard": [index, count],
+            "state": "done",
+            "submissions": str(submissions),
+            "options": {"lab": None},
+            "folder_names": names,
+            "rows": [shards.row(submission, submissions) for submission in share],
+        }
+        shards.write_manifest(folder, record)
+        folders.append(folder)
+    return folders

@@ -1,6 +1,8 @@
 """How grading works: the verdict is computed in a grader process that student code cannot reach.
 
-    python -m brrr.grading SUBMISSIONS_DIR --out OUT_DIR [--lab 02-fuse-it]
+    python -m brrr.grading SUBMISSIONS_DIR --out OUT_DIR [--lab 02-fuse-it] [--shard K/N]
+    python -m brrr.grading merge OUT_1 ... OUT_N --out FINAL
+    python -m brrr.grading gradescope --lab 02-fuse-it --out autograder.zip
 
 | module     | job                                                                      |
 |------------|--------------------------------------------------------------------------|
@@ -11,6 +13,10 @@
 | client     | the grader cells' side: hand a function across, show the verdict         |
 | wire       | the messages between them: JSON and raw tensor bytes, never pickle       |
 | integrity  | notice a submission that changes the environment, the course or others   |
+| shards     | grade a share of a folder (``--shard K/N``), with a manifest of the run  |
+| merge      | join the shards' outputs into one gradebook, naming what is missing      |
+| gradescope | the Gradescope autograder bundle, and what it runs per submission        |
+| commands   | ``python -m brrr.grading``: route to the gradebook or a command above    |
 
 The labs, which this package grades, are in :mod:`brrr.labs`; the check library
 they are built on (compare, replay, time, thresholds, isolation, processes) is

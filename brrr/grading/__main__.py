@@ -1,5 +1,5 @@
 import sys
 
-from brrr.grading.gradebook import main
+from brrr.grading.commands import main
 
-sys.exit(main())
+sys.exit(main(sys.argv[1:]))

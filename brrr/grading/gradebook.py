@@ -54,9 +54,10 @@ lab's own check list for this machine's device class.
 Output in ``OUT_DIR`` (relative paths are fine):
 
 ``grades.csv``
-    ``submission, lab, status, <one column per check>, total, max, sandbox``
-    (``sandbox``: ``bwrap``, or ``none`` under ``--no-sandbox``). A check
-    column is 1 (passed) or 0 (failed or not run). ``status`` is ``ok``
+    ``submission, lab, status, <one column per check>, total, max, sandbox, seconds``
+    (``sandbox``: ``bwrap``, or ``none`` under ``--no-sandbox``; ``seconds``: the
+    submission's run, from its grader's start to its end). A check column is 1
+    (passed) or 0 (failed or not run). ``status`` is ``ok``
     (every cell ran cleanly), ``failed`` (some cell failed), ``timeout``,
     ``crashed`` (the kernel died), ``unreadable`` (not a notebook), ``refused``
     (no known lab), ``tampered``, ``grader-killed``, ``not graded`` (grading
@@ -67,6 +68,10 @@ Output in ``OUT_DIR`` (relative paths are fine):
     notebook, and what to do about a timeout or a crash.
 ``work/<submission>/``
     The notebook that ran, the original, nbval's JUnit XML and its output.
+
+``--shard K/N`` grades share K of N of the folder, and ``python -m brrr.grading
+merge`` joins the shards' outputs (:mod:`brrr.grading.shards`,
+:mod:`brrr.grading.merge`).
 
 Grade timed labs one at a time (the default, ``--jobs 1``): a performance check
 measures the machine, and a second notebook running beside it would slow both.
@@ -89,13 +94,14 @@ import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 
 from brrr import labs
 from brrr.checks import processes
 from brrr.device import device_class
-from brrr.grading import assemble, course, integrity, sandbox, server
+from brrr.grading import assemble, course, integrity, sandbox, server, shards
 
 DEFAULT_CELL_TIMEOUT_S = 600
 DEFAULT_NOTEBOOK_TIMEOUT_S = 1800
@@ -126,17 +132,24 @@ class Submission:
 # ---------------------------------------------------------------- finding submissions and their lab
 
 
-def find_submissions(folder: Path) -> list[Submission]:
-    """Every notebook under ``folder``, read into memory now: a submission that edits another's file on
-    disk while it runs changes nothing that is graded."""
+def submission_paths(folder: Path) -> dict[str, Path]:
+    """Every notebook under ``folder`` by its submission name, in the order they are graded."""
     paths = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    return {str(path.relative_to(folder).with_suffix("")): path for path in paths}
+
+
+def find_submissions(folder: Path, only: Callable[[str], bool] | None = None) -> list[Submission]:
+    """Every notebook under ``folder`` (those whose name ``only`` accepts), read into memory now: a
+    submission that edits another's file on disk while it runs changes nothing that is graded."""
     found = []
-    for path in paths:
+    for name, path in submission_paths(folder).items():
+        if only is not None and not only(name):
+            continue
         try:
             data = path.read_bytes() if path.is_file() and not path.is_symlink() else None
         except OSError:
             data = None
-        found.append(Submission(str(path.relative_to(folder).with_suffix("")), path, data=data))
+        found.append(Submission(name, path, data=data))
     return found
 
 
@@ -727,10 +740,10 @@ def lab_checks(lab: str) -> list[str]:
     return list(labs.checks(lab, device_class()))
 
 
-def columns(submissions: list[Submission]) -> list[tuple[str, str]]:
-    """(lab, check) pairs in column order, from each lab's own check list."""
+def columns(submissions: list[Submission], checks_of: Callable[[str], list[str]] = lab_checks) -> list[tuple[str, str]]:
+    """(lab, check) pairs in column order, from each lab's own check list (``checks_of``: this machine's)."""
     return [
-        (lab, check) for lab in sorted({s.lab for s in submissions if s.lab in labs.LABS}) for check in lab_checks(lab)
+        (lab, check) for lab in sorted({s.lab for s in submissions if s.lab in labs.LABS}) for check in checks_of(lab)
     ]
 
 
@@ -741,18 +754,21 @@ def score(submission: Submission, lab: str, check: str) -> str:
     return "1" if record is not None and record.get("passed") is True else "0"
 
 
-def write_csv(submissions: list[Submission], path: Path) -> None:
-    cols = columns(submissions)
+def write_csv(submissions: list[Submission], path: Path, checks_of: Callable[[str], list[str]] = lab_checks) -> None:
+    """grades.csv. ``checks_of``: each lab's checks, this machine's unless given (a merge of shards graded
+    elsewhere gives theirs). ``seconds``, last: the submission's run, its grader's start to its end."""
+    cols = columns(submissions, checks_of)
     single_lab = len({lab for lab, _ in cols}) <= 1
     header = ["submission", "lab", "status"] + [c if single_lab else f"{lab}:{c}" for lab, c in cols]
-    header += ["total", "max", "sandbox"]
+    header += ["total", "max", "sandbox", "seconds"]
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         for s in submissions:
             scores = [score(s, lab, check) for lab, check in cols]
-            total = [sum(v == "1" for v in scores), len(lab_checks(s.lab))]
-            writer.writerow([s.name, s.lab, s.status] + scores + total + ["bwrap" if s.sandboxed else "none"])
+            total, most = sum(v == "1" for v in scores), len(checks_of(s.lab) if s.lab in labs.LABS else [])
+            sandboxed = "bwrap" if s.sandboxed else "none"
+            writer.writerow([s.name, s.lab, s.status] + scores + [total, most, sandboxed, f"{s.seconds:.1f}"])
 
 
 UNSANDBOXED = (
@@ -817,8 +833,10 @@ def grade(
     jobs: int = 1,
     sandboxed: bool = True,
     accept_grading_code: bool = False,
+    only: Callable[[str], bool] | None = None,
 ) -> list[Submission]:
-    """Grade every submission in ``folder``; write grades.csv and feedback/ into ``out``.
+    """Grade every submission in ``folder`` (whose name ``only`` accepts: a shard's share); write grades.csv
+    and feedback/ into ``out``.
 
     Each notebook runs in a bubblewrap sandbox (:mod:`brrr.grading.sandbox`); where none can be made,
     :class:`brrr.grading.sandbox.Unavailable` is raised before anything runs, unless ``sandboxed`` is
@@ -834,7 +852,7 @@ def grade(
     folder, out = Path(folder).resolve(), Path(out).resolve()
     snapshot = assemble.Snapshot()
     processes.become_subreaper()
-    submissions = find_submissions(folder)
+    submissions = find_submissions(folder, only)
     out.mkdir(parents=True, exist_ok=True)
     if (refused := course.check(out, snapshot.graded_files(), accept=accept_grading_code)) is not None:
         raise CodeChanged(refused)
@@ -963,7 +981,8 @@ def grader_setup_problem() -> str | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
+def command_line() -> argparse.ArgumentParser:
+    """The gradebook's options (``python -m brrr.grading --help``)."""
     parser = argparse.ArgumentParser(prog="python -m brrr.grading", description=__doc__.split("\n\n")[0])
     parser.add_argument("submissions", type=Path, help="folder of submitted .ipynb files (searched recursively)")
     parser.add_argument("--out", type=Path, required=True, help="folder for grades.csv, feedback/ and work/")
@@ -987,17 +1006,26 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="grade with grading code that changed since this --out folder's first run, and record it",
     )
+    parser.add_argument(
+        "--shard", type=shards.parse, help="K/N: grade only share K of N, by submission name (brrr.grading.shards)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_line()
     args = parser.parse_args(argv)
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
     if args.lab is not None and args.lab not in labs.LABS:
         parser.error(f"unknown lab {args.lab!r}; the labs are {', '.join(sorted(labs.LABS))}")
-    if not args.no_sandbox and (why := sandbox.problem(sandbox.layout(assemble.CHECKOUT))) is not None:
-        print(f"grading stopped before it began: {sandbox.refusal(why)}", file=sys.stderr)
-        return 4
-    if (problem := grader_setup_problem()) is not None:
+    if (problem := setup_problem(args.no_sandbox)) is not None:
         print(f"grading stopped before it began: {problem}", file=sys.stderr)
         return 4
+    try:
+        shard = shards.Claim.take(args) if args.shard else None
+    except shards.ShardError as error:
+        parser.error(str(error))
     if args.no_sandbox:
         print("note: --no-sandbox: notebooks run without a sandbox, as your user", file=sys.stderr, flush=True)
     try:
@@ -1010,14 +1038,25 @@ def main(argv: list[str] | None = None) -> int:
             jobs=args.jobs,
             sandboxed=not args.no_sandbox,
             accept_grading_code=args.accept_grading_code,
+            only=shard.owns if shard else None,
         )
     except (sandbox.Unavailable, CodeChanged) as refused:
         print(f"grading stopped before it began: {refused}", file=sys.stderr)
         return 4
+    if shard:
+        shard.finish(submissions)
     print(f"graded {len(submissions)} submission(s): {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
     if args.no_sandbox:
         print("note: graded without a sandbox (--no-sandbox): grades.csv and every feedback file say so")
     return exit_status(submissions, args.out)
+
+
+def setup_problem(no_sandbox: bool) -> str | None:
+    """Why grading cannot begin here (no sandbox can be made, unless ``no_sandbox``; the grader's set-up
+    fails), in a sentence; None if it can."""
+    if not no_sandbox and (why := sandbox.problem(sandbox.layout(assemble.CHECKOUT))) is not None:
+        return sandbox.refusal(why)
+    return grader_setup_problem()
 
 
 def exit_status(submissions: list[Submission], out: Path) -> int:

@@ -1,13 +1,15 @@
 """The gradebook grades a folder of notebooks across a process boundary, carries on past broken, hanging,
 crashing and hostile ones, leaves no process behind, and reports what the grader process recorded."""
 
+import re
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from brrr.grading import course, gradebook
-from gradebook_helpers import LAB, processes_inside, read_rows
+from brrr.grading import course, gradebook, merge, shards
+from gradebook_helpers import LAB, processes_inside, read_rows, the_grading_environment
 from lab_fixtures import expected_reason, write_submission
 
 pytestmark = pytest.mark.usefixtures("grades_in_the_environment")
@@ -15,26 +17,38 @@ pytestmark = pytest.mark.usefixtures("grades_in_the_environment")
 CELL_TIMEOUT_S = 20
 
 
-def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path):
-    submissions = tmp_path / "submissions"
+# One per shard of three, by name (brrr.grading.shards.shard_of): unreadable (free), good, and one that crashes.
+SHARDED = ("broken", "correct", "crashing")
+# A cell timeout the lab's first cell (torch, Triton, matplotlib) keeps under on a loaded 2-core machine: it
+# took 3-13 s there, two notebooks at once, in the sandbox (the 8 s this test had failed 3 runs of 3 at load
+# averages 4-10), and 4-6 s in one run without it.
+FOLDER_OPTIONS = dict(cell_timeout_s=CELL_TIMEOUT_S, notebook_timeout_s=180, lab=LAB)
+
+
+@pytest.fixture(scope="module")
+def folder_graded(tmp_path_factory):
+    """Good, wrong, hanging, crashing, hostile and broken submissions, graded once: (submissions, out, seconds)."""
+    tmp = tmp_path_factory.mktemp("folder")
+    submissions = tmp / "submissions"
     submissions.mkdir()
     for name in ("correct", "unfused", "hanging", "crashing", "decoy_eager", "passes_then_dies"):
         write_submission(submissions, LAB, name)
     (submissions / "broken.ipynb").write_text("{ this is not a notebook")
-    out = tmp_path / "out"
+    out = tmp / "out"
+    with the_grading_environment(tmp_path_factory):
+        start = time.monotonic()
+        gradebook.grade(submissions, out, jobs=2, **FOLDER_OPTIONS)
+        return submissions, out, time.monotonic() - start
 
-    start = time.monotonic()
-    # A cell timeout the lab's first cell (torch, Triton, matplotlib) keeps under on a loaded 2-core machine:
-    # it took 3-13 s there, two notebooks at once, in the sandbox (the 8 s this test had failed 3 runs of 3 at
-    # load averages 4-10), and 4-6 s in one run without it.
-    gradebook.grade(submissions, out, cell_timeout_s=CELL_TIMEOUT_S, notebook_timeout_s=180, jobs=2, lab=LAB)
-    assert time.monotonic() - start < 150
 
+def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(folder_graded):
+    _, out, seconds = folder_graded
+    assert seconds < 150
     rows = read_rows(out)
     assert list(rows) == ["broken", "correct", "crashing", "decoy_eager", "hanging", "passes_then_dies", "unfused"]
     header = list(rows["correct"])
-    assert header[:3] == ["submission", "lab", "status"] and header[-3:] == ["total", "max", "sandbox"]
-    checks = header[3:-3]
+    assert header[:3] == ["submission", "lab", "status"] and header[-4:] == ["total", "max", "sandbox", "seconds"]
+    checks = header[3:-4]
     assert checks == (
         ["correct", "traffic"] if gradebook.device_class() != "gpu" else ["correct", "bandwidth", "speedup"]
     )
@@ -54,6 +68,7 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
     # Partly graded: "correct" passed, then the kernel died; the rest is not run, and the maximum stays N.
     assert summary("passes_then_dies") == ("crashed", ["1"] + zeros[1:], "1", full)
     assert all(row["lab"] == LAB for row in rows.values())
+    assert float(rows["broken"]["seconds"]) == 0 and 0 < float(rows["correct"]["seconds"]) < seconds
 
     feedback = {path.stem: path.read_text() for path in (out / "feedback").glob("*.md")}
     assert set(feedback) == set(rows)
@@ -69,6 +84,37 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(tmp_path
     for check in checks[1:]:
         assert f"| {check} | **not run** (0) |" in partial and f"## {check}: not run, scored 0" in partial, partial
     assert processes_inside(out) == []
+
+
+def test_three_shards_grade_what_one_run_grades(folder_graded, tmp_path, monkeypatch):
+    """Three of the folder's submissions, one per shard, graded by ``--shard K/3`` from the command line and
+    merged: the unsharded run's rows and feedback, but for the seconds and the random seeds the checks draw."""
+    submissions, reference, _ = folder_graded
+    subset = tmp_path / "submissions"
+    subset.mkdir()
+    for name in SHARDED:
+        shutil.copy(submissions / f"{name}.ipynb", subset)  # the very files graded unsharded
+    assert sorted(shards.shard_of(name, 3) for name in SHARDED) == [1, 2, 3]
+    monkeypatch.setattr(gradebook, "grader_setup_problem", lambda: None)  # tests/grading/test_gradebook_setup.py
+    options = ["--lab", LAB, "--cell-timeout", f"{FOLDER_OPTIONS['cell_timeout_s']:g}"]
+    options += ["--notebook-timeout", f"{FOLDER_OPTIONS['notebook_timeout_s']:g}"]
+    outs = [tmp_path / f"shard-{index}" for index in (1, 2, 3)]
+    for index, out in enumerate(outs, start=1):
+        assert gradebook.main([str(subset), "--out", str(out), "--shard", f"{index}/3", *options]) == 0
+        assert len(read_rows(out)) == 1  # its share, and no other
+    assert merge.main([*map(str, outs), "--out", str(tmp_path / "final")]) == 0
+
+    def without_seconds(rows):
+        return {name: {k: v for k, v in row.items() if k != "seconds"} for name, row in rows.items()}
+
+    merged, unsharded = without_seconds(read_rows(tmp_path / "final")), without_seconds(read_rows(reference))
+    assert merged == {name: unsharded[name] for name in SHARDED}
+
+    def feedback(folder, name):
+        return re.sub(r"seed \d+", "seed N", (folder / "feedback" / f"{name}.md").read_text())
+
+    for name in SHARDED:
+        assert feedback(tmp_path / "final", name) == feedback(reference, name), name
 
 
 def test_feedback_lists_other_errors_but_not_failed_checks():
@@ -134,7 +180,7 @@ def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkey
     assert gradebook.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
     (folder, out, given), (_, _, defaults) = calls
     assert (folder, out) == (tmp_path, tmp_path / "out")
-    sandboxed = {"sandboxed": True, "accept_grading_code": False}
+    sandboxed = {"sandboxed": True, "accept_grading_code": False, "only": None}
     assert given == {"cell_timeout_s": 12.5, "notebook_timeout_s": 99.0, "lab": LAB, "jobs": 3, **sandboxed}
     assert defaults == {
         "cell_timeout_s": gradebook.DEFAULT_CELL_TIMEOUT_S,

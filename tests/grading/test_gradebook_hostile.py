@@ -25,7 +25,7 @@ import time
 import nbformat
 import pytest
 
-from brrr.grading import gradebook
+from brrr.grading import gradebook, merge, shards
 
 from brrr import labs
 from gradebook_helpers import (
@@ -35,6 +35,7 @@ from gradebook_helpers import (
     escape_attempt,
     processes_inside,
     read_rows,
+    shard_outputs,
     the_grading_environment,
 )
 from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
@@ -241,3 +242,16 @@ def test_no_labs_grader_side_is_importable_in_the_students_process(hostile_grade
     assert reached[f"import {package}.checks"] is None, reached
     assert reached[f"import {package}.checks:error"] == "ModuleNotFoundError"
     assert "/student/brrr/" in reached[f"import {package}"], reached  # the student's copy, not the checkout
+
+
+def test_this_run_split_three_ways_and_merged_is_this_run_byte_for_byte(hostile_graded, tmp_path):
+    """The run's rows and feedback, split as ``--shard K/3`` splits the folder (each shard's manifest and
+    feedback files) and merged: its grades.csv, two labs' columns included, and feedback/, byte for byte."""
+    out, graded, _ = hostile_graded
+    submissions = list(graded.values())
+    assert {shards.shard_of(s.name, 3) for s in submissions} == {1, 2, 3}
+    folders = shard_outputs(submissions, out.parent / "submissions", out, 3, tmp_path / "shards")
+    assert not merge.merge(folders, tmp_path / "final").holes
+    assert (tmp_path / "final" / "grades.csv").read_bytes() == (out / "grades.csv").read_bytes()
+    expected = {path.name: path.read_bytes() for path in (out / "feedback").iterdir()}
+    assert {path.name: path.read_bytes() for path in (tmp_path / "final" / "feedback").iterdir()} == expected
