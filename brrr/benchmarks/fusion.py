@@ -112,7 +112,12 @@ TARGETS: dict[str, tuple[Target, ...]] = {
         Target("softmax_bandwidth", f"Triton softmax, fp32 rows of {COLS}, far above L2", 0.75, FRACTION_OF_COPY),
     ),
     "cpu": (
-        Target("cos_cos_compiled_speedup", "torch.compile'd x.cos().cos() vs eager, far above the LLC", 1.5, SPEEDUP),
+        # A correct compile measured 1.25-1.53x on these 2-core EPYCs (three fresh runs in one day: a cosine is
+        # compute-bound here, so one pass instead of two gains far less than 2x, and how much less moves with
+        # the run); a compile that falls back to eager measures 1.0x. 1.12x is the geometric middle of 1.0 and
+        # the lowest correct reading; 1.5x failed a fresh-clone build at 1.499x. A graph break is caught by
+        # counting graphs (require_one_graph), not by this speed.
+        Target("cos_cos_compiled_speedup", "torch.compile'd x.cos().cos() vs eager, far above the LLC", 1.12, SPEEDUP),
         # Code generation alone can meet the target above (a compiled cosine beats eager's); this one is
         # fusion's own: the same compiled ops, fused against one at a time (the control).
         Target(

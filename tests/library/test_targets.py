@@ -104,7 +104,7 @@ def test_every_make_target_is_strict(tmp_path):
 def test_gpu_check_is_strict_before_its_first_stage():
     script = (ROOT / ".ci" / "gpu-check").read_text()
     export = re.search(r"^export BRRR_STRICT=1\b", script, re.MULTILINE)
-    first_stage = re.search(r"^wanted \w+ && stage ", script, re.MULTILINE)
+    first_stage = re.search(r"^\s*\"\$PY\" -m brrr\.gpucheck run ", script, re.MULTILINE)  # the first part run
     assert export and first_stage and export.start() < first_stage.start()
 
 
