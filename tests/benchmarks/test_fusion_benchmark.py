@@ -19,7 +19,7 @@ def test_targets_hold_the_issues_numbers():
     assert gpu["softmax_bandwidth"].minimum == 0.75 and gpu["softmax_bandwidth"].kind == fusion.FRACTION_OF_COPY
     for check in ("cos_cos_compiled_speedup", "cos_cos_triton_speedup"):  # of the roofline's speedup
         assert gpu[check].minimum == fusion.COS_MODEL_FRACTION and gpu[check].kind == fusion.OF_ROOFLINE_SPEEDUP
-    assert cpu["cos_cos_compiled_speedup"].minimum == 1.5 and cpu["cos_cos_compiled_speedup"].kind == fusion.SPEEDUP
+    assert cpu["cos_cos_compiled_speedup"].minimum == 1.12 and cpu["cos_cos_compiled_speedup"].kind == fusion.SPEEDUP
     assert cpu["triton_kernels_correct"].kind == fusion.CORRECT
     assert cpu["chain_fusion_speedup"].minimum == 1.5 and cpu["chain_fusion_speedup"].kind == fusion.SPEEDUP
 

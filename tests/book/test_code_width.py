@@ -23,6 +23,10 @@ CODE_CELL = re.compile(
     r"^(?P<fence>`{3,})\{code-cell\}[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL
 )
 
+# A fence's opening line: its backticks and its info string (a language, or a directive such as {figure}).
+FENCE = re.compile(r"^(?P<fence>`{3,})(?P<info>.*)$")
+PLAIN = re.compile(r"^[\w+-]*$")  # ```bash, ```python, ```: shown as it is, in the same fixed-width box
+
 
 def notebook_cells(text: str) -> list[tuple[str, str]]:
     """(label, source) of each code cell of a notebook's JSON text."""
@@ -41,6 +45,24 @@ def chapter_cells(text: str) -> list[tuple[str, str]]:
         first_line = text.count("\n", 0, match.start("body")) + 1
         cells.append((f"code cell {number} (starts on page line {first_line})", match.group("body")))
     return cells
+
+
+def chapter_blocks(text: str) -> list[tuple[str, str]]:
+    """(label, source) of each plain fenced code block of a MyST page (not a directive such as {figure}),
+    read fence by fence: a closing fence is as long as its opening one."""
+    blocks, fence, plain, body, first = [], None, False, [], 0
+    for number, line in enumerate(text.split("\n"), start=1):
+        if fence is None:
+            opening = FENCE.match(line)
+            if opening:
+                fence, plain, body, first = opening["fence"], bool(PLAIN.match(opening["info"].strip())), [], number
+        elif line.strip() == fence:
+            if plain:
+                blocks.append((f"code block {len(blocks)} (starts on page line {first + 1})", "\n".join(body)))
+            fence = None
+        else:
+            body.append(line)
+    return blocks
 
 
 def too_wide(where: str, cells: list[tuple[str, str]], width: int = WIDTH) -> list[str]:
@@ -72,6 +94,20 @@ def test_notebook_code_fits_the_page(path):
 def test_chapter_code_cells_fit_the_page(path):
     wide = too_wide(str(path.relative_to(ROOT)), chapter_cells(path.read_text(encoding="utf-8")))
     assert not wide, f"{len(wide)} code line(s) over {WIDTH} characters:\n" + "\n".join(wide)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_chapter_code_blocks_fit_the_page(path):
+    """The commands an instructor copies (the grading pages' shell blocks) fit the column too: a wider one
+    scrolled sideways in the browser test at 1280 px."""
+    wide = too_wide(str(path.relative_to(ROOT)), chapter_blocks(path.read_text(encoding="utf-8")))
+    assert not wide, f"{len(wide)} code line(s) over {WIDTH} characters:\n" + "\n".join(wide)
+
+
+def test_the_block_finder_sees_shell_blocks_and_leaves_directives_out():
+    page = "```bash\n" + "x" * 81 + "\n```\n\n```{figure} a.png\n:alt: " + "y" * 200 + "\n```\n"
+    assert [len(source.strip()) for _, source in chapter_blocks(page)] == [81]
+    assert too_wide("page", chapter_blocks(page))
 
 
 def test_the_check_catches_a_line_one_character_too_long():

@@ -30,8 +30,11 @@ def softmax_reference(x: torch.Tensor) -> torch.Tensor:
 
 
 def layer_norm_reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """Layer norm over the last dim (biased variance, eps = EPS), in float32, returned in x's dtype."""
-    return F.layer_norm(x.float(), (x.shape[-1],), weight.float(), bias.float(), EPS).to(x.dtype)
+    """Layer norm over the last dim (biased variance, eps = EPS), in float64, returned in x's dtype: exact to
+    the output's rounding, so a correct float32 kernel is off only by its own rounding. In float32 the
+    reference's own rounding added to it: a correct kernel missed by 1.03e-5 against 1e-5 on a row of 4097
+    values near 30 (the rows far from zero), where x - mean loses digits."""
+    return F.layer_norm(x.double(), (x.shape[-1],), weight.double(), bias.double(), EPS).to(x.dtype)
 
 
 def softmax_unfused(x: torch.Tensor) -> torch.Tensor:
