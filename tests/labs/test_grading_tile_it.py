@@ -35,7 +35,7 @@ def test_a_correct_submission_passes_correctness_and_traffic():
     if not ON_GPU:
         summary = tile_it_checks.grade("traffic", student("correct"))
         assert "moved exactly what its tiling implies at shapes drawn" in summary, summary
-        assert summary.count("64 × 64 tiles") == 2 and "3.00× the minimum at (256" in summary, summary
+        assert summary.count("64 × 64 tiles") == 2 and "3.00× the minimum at 256×256 @ 256×256" in summary, summary
 
 
 @cpu_only

@@ -417,15 +417,18 @@ def grade_prediction(student) -> str:
 # ---------------------------------------------------------------- correct and causal
 
 
+def drawn_correctness_cases(rng) -> tuple[Shape, ...]:
+    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): an odd N."""
+    return (Shape(1, 2, core.unaligned(rng, 19, 255), 64),)
+
+
 def grade_correct(student, *, causal: bool = False) -> str:
     spec = CAUSAL_SPEC if causal else SPEC
-    result = core.check_kernels(student, spec, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
+    cases = tuple(CORRECTNESS_CASES) + drawn_correctness_cases(core.size_drawer()[0])
+    result = core.check_kernels(student, spec, cases, bounds_sizes=BOUNDS_CASES)
     what = "causal attention (is_causal=True)" if causal else "attention"
     return core.correct_summary(
-        student.name,
-        f"scaled_dot_product_attention's {what} (float32, cast to the inputs' dtype)",
-        CORRECTNESS_CASES,
-        result,
+        student.name, f"scaled_dot_product_attention's {what} (float32, cast to the inputs' dtype)", cases, result
     )
 
 

@@ -361,10 +361,17 @@ def grade_prediction(student) -> str:
 # ---------------------------------------------------------------- correct
 
 
+def drawn_correctness_cases(rng) -> tuple[Rows, ...]:
+    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): a few rows
+    of an odd length, hard rows planted."""
+    return (Rows(rng.randint(3, 9), core.unaligned(rng, 19, 2_047)),)
+
+
 def grade_correct(kind: str, student) -> str:
     spec = SPECS[kind]
-    result = core.check_kernels(student, spec, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
-    cases = "; ".join(str(case) for case in CORRECTNESS_CASES)
+    every = tuple(CORRECTNESS_CASES) + drawn_correctness_cases(core.size_drawer()[0])
+    result = core.check_kernels(student, spec, every, bounds_sizes=BOUNDS_CASES)
+    cases = "; ".join(str(case) for case in every)
     hard = SOFTMAX_HARD_ROWS if kind == "softmax" else LAYER_NORM_HARD_ROWS
     return (
         f"{student.name}'s kernels, run by the grader, match {spec.reference.__name__}() on {cases}, with "

@@ -291,11 +291,15 @@ def grade_prediction(student) -> str:
 # ---------------------------------------------------------------- correct
 
 
+def drawn_correctness_cases(rng) -> tuple[Shape, ...]:
+    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): M, N, K odd."""
+    return (Shape(core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129)),)
+
+
 def grade_correct(student) -> str:
-    result = core.check_kernels(student, SPEC, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
-    return core.correct_summary(
-        student.name, "matmul_reference() (float32, cast to the output's dtype)", CORRECTNESS_CASES, result
-    )
+    cases = tuple(CORRECTNESS_CASES) + drawn_correctness_cases(core.size_drawer()[0])
+    result = core.check_kernels(student, SPEC, cases, bounds_sizes=BOUNDS_CASES)
+    return core.correct_summary(student.name, "matmul_reference() (float32, cast to the output's dtype)", cases, result)
 
 
 # ---------------------------------------------------------------- the tiling of a recorded launch
