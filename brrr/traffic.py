@@ -20,6 +20,11 @@ process memory: at best garbage, at worst a crash of the whole grading run.
 Atomics (``tl.atomic_add`` and the rest) are counted as one load and one store
 per active lane, and bounds-checked the same way.
 
+Each launch also counts the programs of its grid that stored at least one
+element (``Launch.storing``, ``as_dict()["storing"]``): a program that stored
+nothing did no work the caller can see, and a grader whose allowance grows with
+the grid refuses such a launch (:func:`brrr.checks.core.idle_failure`).
+
 Bytes that fall in a tensor the caller did not name (a scratch buffer a wrapper
 allocated itself) are labelled by the kernel argument it was passed as, e.g.
 ``tmp_ptr``; only addresses in no tensor at all are ``"other"``. Launching a

@@ -532,7 +532,13 @@ def replay_cases(
         idle = idle_failure(name, traffics[-1], context) if traffics and traffics[-1]["n"] == case.n else None
         if idle:
             return {"failure": idle}
-    return {"failure": None, "traffic": traffics[0] if traffics else None, "traffics": traffics, "rtol": rtol, "atol": atol}
+    return {
+        "failure": None,
+        "traffic": traffics[0] if traffics else None,
+        "traffics": traffics,
+        "rtol": rtol,
+        "atol": atol,
+    }
 
 
 def _diagnosis(spec: Spec, case: Case, out: torch.Tensor) -> str:

@@ -264,7 +264,9 @@ def test_the_notebook_comparisons_run(monkeypatch):
     assert by_rule["how"] == "rule" and by_rule["counted"] == [None] * 3
     assert by_rule["rule"] == [sum(fa_checks.flash_bytes(fa.traffic_shape(n), 64).values()) for n in fa.TRAFFIC_SIZES]
     for block_m, table in fa.DEMO_FLASH_BYTES.items():  # the notebook's tables are the grader's rule
-        assert list(table) == [sum(fa_checks.flash_bytes(fa.traffic_shape(n), block_m).values()) for n in fa.TRAFFIC_SIZES]
+        assert list(table) == [
+            sum(fa_checks.flash_bytes(fa.traffic_shape(n), block_m).values()) for n in fa.TRAFFIC_SIZES
+        ]
     assert not hasattr(fa, "flash_bytes") and not hasattr(fa, "naive_bytes") and "counting" in fa.HIDDEN_MODULES
     assert len(fa.plot_traffic(by_rule).lines) == 2
     patch_lab(monkeypatch, fa, "GPU_SIZES", (64,))

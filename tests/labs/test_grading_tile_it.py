@@ -54,7 +54,9 @@ def test_a_tiling_chosen_for_the_published_shape_alone_fails_at_the_drawn_ones()
 
 def test_the_notebooks_table_of_the_rule_is_the_graders_rule():
     shape = tile_it.TRAFFIC_SHAPE
-    assert tile_it.SWEEP_RULE_BYTES == {s: sum(tile_it_checks.tiled_bytes(shape, s, s).values()) for s in tile_it.SWEEP_RULE_BYTES}
+    assert tile_it.SWEEP_RULE_BYTES == {
+        s: sum(tile_it_checks.tiled_bytes(shape, s, s).values()) for s in tile_it.SWEEP_RULE_BYTES
+    }
     assert not hasattr(tile_it, "tiled_bytes") and "counting" in tile_it.HIDDEN_MODULES
 
 

@@ -80,6 +80,7 @@ CHECKS = {
 }
 ALL_CHECKS = ("prediction", "correct", "causal", "traffic", "speed_vs_naive", "speed_vs_sdpa")
 
+
 def flash_bytes(shape: Shape, block_m: int) -> dict[str, int]:
     """Bytes per tensor that FlashAttention with ``block_m`` queries per program moves, by the lab's rule:
     the grader's reference, which the student's process cannot import (this module and ``brrr.counting``

@@ -6,7 +6,6 @@ The student's process imports this module (through :mod:`brrr.labs.flash_attenti
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch

@@ -133,8 +133,6 @@ def _counting_inputs(kind: str, rows: int = 3, cols: int = 5):
     return (x,) if kind == "softmax" else (x, torch.randn(cols), torch.randn(cols))
 
 
-
-
 def eager_traffic(kind: str, rows: int, cols: int) -> float:
     """Bytes per element of x that the unfused ``kind`` moves on ``rows × cols`` float32, every tensor counted."""
     inputs = _counting_inputs(kind, rows, cols)
