@@ -178,6 +178,7 @@ def test_what_the_student_imports_leaves_the_checks_and_the_hidden_modules_out(l
         assert not found, "\n".join(found)
     # and so it is at run time: importing the lab as the notebook does, from the student's copy, imports none
     probed = loaded_by_importing_each_lab[lab]
+    assert isinstance(probed, dict), f"importing {package.__name__} from a student's copy: {probed}"
     assert not probed["from"].startswith(str(ROOT)), probed  # the copy, not the checkout
     assert probed["loaded"] == [], f"importing {package.__name__} imported {probed['loaded']}"
 
@@ -187,6 +188,7 @@ def test_the_student_process_cannot_import_what_the_grader_compares_with(lab, lo
     """Issue 29: the lab's checks, its hidden modules and every reference its checks compare an answer with
     (reference predictions, counts, the traffic rules) are out of reach of the student's process."""
     probed = loaded_by_importing_each_lab[lab]
+    assert isinstance(probed, dict), f"importing {lab} from a student's copy: {probed}"
     assert probed["importable"] == [], f"the student's process can import {probed['importable']}"
     assert probed["reachable"] == [], f"the student's process finds {probed['reachable']} in {lab}'s given material"
     checks = labs.lab(lab)
