@@ -43,7 +43,7 @@ BOUNDS_SIZES = (1000, 4097)  # GPU: also run the kernel in the interpreter at th
 
 def drawn_correctness_sizes(rng) -> tuple[int, ...]:
     """Three odd sizes drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`)."""
-    return (core.unaligned(rng, 18, 1_023), core.unaligned(rng, 1_025, 8_191), core.unaligned(rng, 65_537, 100_001))
+    return (core.unaligned(rng, 18, 1_023), core.unaligned(rng, 1_025, 8_191), core.unaligned(rng, 40_001, 70_001))
 
 
 def traffic_sizes(rng) -> tuple[int, ...]:
