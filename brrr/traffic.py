@@ -20,6 +20,11 @@ process memory: at best garbage, at worst a crash of the whole grading run.
 Atomics (``tl.atomic_add`` and the rest) are counted as one load and one store
 per active lane, and bounds-checked the same way.
 
+Each launch also counts the programs of its grid that stored at least one
+element (``Launch.storing``, ``as_dict()["storing"]``): a program that stored
+nothing did no work the caller can see, and a grader whose allowance grows with
+the grid refuses such a launch (:func:`brrr.checks.core.idle_failure`).
+
 Bytes that fall in a tensor the caller did not name (a scratch buffer a wrapper
 allocated itself) are labelled by the kernel argument it was passed as, e.g.
 ``tmp_ptr``; only addresses in no tensor at all are ``"other"``. Launching a
@@ -92,6 +97,7 @@ class Launch:
     kernel: str
     grid: tuple[int, int, int] = (1, 1, 1)
     regions: list[Region] = field(default_factory=list)
+    storing: int = 0  # programs that stored at least one element: the rest did no work the caller can see
 
     @property
     def programs(self) -> int:
@@ -136,6 +142,7 @@ class Traffic:
             "stored": dict(self.stored),
             "kernels": self.kernels,
             "programs": [launch.programs for launch in self.launches],
+            "storing": [launch.storing for launch in self.launches],
             "violations": [str(v) for v in self.violations],
         }
 
@@ -170,7 +177,7 @@ def check_supported() -> None:
         raise TrafficCounterUnavailable(f"cannot import triton.runtime.interpreter: {error}") from error
     missing = [
         f"InterpreterBuilder.{name}"
-        for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)
+        for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim", "set_grid_idx")
         if not hasattr(getattr(interpreter, "InterpreterBuilder", None), name)
     ]
     missing += [
@@ -218,6 +225,7 @@ class _Counter:
             self.traffic.stored.setdefault(region.name, 0)
         self.check_bounds = check_bounds
         self.depth = 0  # create_load delegates to create_masked_load: count the outermost call only
+        self.program_stored = False  # whether the program now running has stored anything yet
 
     def begin_launch(self, kernel: str, arg_names, args, kwargs) -> None:
         launch = Launch(kernel)
@@ -233,6 +241,9 @@ class _Counter:
     def set_grid(self, grid) -> None:
         if self.traffic.launches:
             self.traffic.launches[-1].grid = tuple(int(g) for g in grid)
+
+    def begin_program(self) -> None:
+        self.program_stored = False
 
     def account(self, kind: str, pointers, mask) -> None:
         addresses = np.asarray(pointers.data).astype(np.uint64, copy=False)
@@ -263,6 +274,9 @@ class _Counter:
                 )
                 self.traffic.violations.append(violation)
                 raise OutOfBoundsAccess(str(violation))
+        if kind == "store" and not self.program_stored:
+            self.program_stored = True
+            launch.storing += 1
         table = self.traffic.loaded if kind == "load" else self.traffic.stored
         counted = np.zeros(addresses.shape, dtype=bool)
         for region in self.named:
@@ -342,7 +356,8 @@ class _InterpreterPatch:
         builder, executor = interpreter.InterpreterBuilder, interpreter.GridExecutor
         # (owner, attribute) -> the original, and the same keys -> the replacement
         self.originals = {
-            (builder, name): builder.__dict__[name] for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim",)
+            (builder, name): builder.__dict__[name]
+            for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim", "set_grid_idx")
         }
         self.originals[(executor, "_init_args_hst")] = executor.__dict__["_init_args_hst"]
         self.originals[(JITFunction, "run")] = JITFunction.__dict__["run"]
@@ -355,6 +370,7 @@ class _InterpreterPatch:
             (builder, "create_atomic_rmw"): self._atomic(original["create_atomic_rmw"], pointer_at=1, mask_at=3),
             (builder, "create_atomic_cas"): self._atomic(original["create_atomic_cas"], pointer_at=0, mask_at=None),
             (builder, "set_grid_dim"): self._set_grid_dim(original["set_grid_dim"]),
+            (builder, "set_grid_idx"): self._set_grid_idx(original["set_grid_idx"]),
             (executor, "_init_args_hst"): self._init_args(original["_init_args_hst"]),
             (JITFunction, "run"): _refuse_compiled_run,
         }
@@ -413,6 +429,15 @@ class _InterpreterPatch:
         def wrapped(builder, *grid):
             counter.set_grid(grid)
             return method(builder, *grid)
+
+        return wrapped
+
+    def _set_grid_idx(self, method):
+        counter = self.counter
+
+        def wrapped(builder, *index):
+            counter.begin_program()
+            return method(builder, *index)
 
         return wrapped
 

@@ -83,45 +83,85 @@ def refused_modules(lab: str) -> list[str]:
     return [f"{package.__name__}.checks"] + [f"brrr.{name}" for name in package.HIDDEN_MODULES]
 
 
-# One process imports torch, as a lab notebook's first cell does, then forks a child per lab that imports
-# the lab and names the refused modules it finds loaded: one torch import for all six, not six.
+def grader_references(lab: str) -> tuple[str, ...]:
+    """The names of what a lab's checks compare a student's answer with (its ``GRADER_REFERENCES``)."""
+    return tuple(getattr(labs.lab(lab), "GRADER_REFERENCES", ()))
+
+
+# One process imports torch, as a lab notebook's first cell does, on the path the gradebook gives the
+# student's process (brrr.grading.assemble.kernel_path: no site hooks, no way to the instructor's brrr), then
+# forks a child per lab. The child puts the lab's student copy first on its path (or, for the control, the
+# checkout), imports the lab, names the refused modules that import loaded, then tries to import
+# each refused module itself and looks for each grader reference in the lab's package and given module.
 PROBE = """
 import importlib, json, os, sys
+sys.path[:0] = json.loads(sys.argv[2])
 import torch
 found = {}
-for lab, (package, refused) in json.loads(sys.argv[1]).items():
+for lab, (path, package, refused, references) in json.loads(sys.argv[1]).items():
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
-        importlib.import_module(package)
-        os.write(write, " ".join(m for m in refused if m in sys.modules).encode())
+        if path:
+            sys.path.insert(0, path)
+        module = importlib.import_module(package)
+        loaded = [m for m in refused if m in sys.modules]
+        importable = []
+        for name in refused:
+            try:
+                importlib.import_module(name)
+                importable.append(name)
+            except ImportError:
+                pass
+        given = sys.modules.get(package + ".given")
+        reachable = [n for n in references if hasattr(module, n) or hasattr(given, n)]
+        where = os.path.dirname(module.__file__)
+        report = {"loaded": loaded, "importable": importable, "reachable": reachable, "from": where}
+        os.write(write, json.dumps(report).encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read) as pipe:
         text = pipe.read()
     _, status = os.waitpid(pid, 0)
-    found[lab] = text if os.waitstatus_to_exitcode(status) == 0 else f"import failed ({status})"
+    found[lab] = json.loads(text) if os.waitstatus_to_exitcode(status) == 0 else f"import failed ({status})"
 print(json.dumps(found))
 """
 
 
-# The control, probed in the same run: fuse_it's given.py imports brrr.checks.core, so it must be found.
-CONTROL = ("brrr.labs.fuse_it", ["brrr.checks.core", "brrr.labs.fuse_it.checks"])
+# The control, probed in the same run from the checkout: fuse_it's given.py imports brrr.checks.core, so it
+# must be found loaded, and there its checks can be imported and a name of its given module found.
+CONTROL = (str(ROOT), "brrr.labs.fuse_it", ["brrr.checks.core", "brrr.labs.fuse_it.checks"], ["chain"])
 
 
 @pytest.fixture(scope="module")
-def loaded_by_importing_each_lab() -> dict[str, str]:
-    cases = {lab: (labs.module(lab).__name__, refused_modules(lab)) for lab in labs.LABS} | {"control": CONTROL}
+def loaded_by_importing_each_lab(tmp_path_factory) -> dict[str, dict]:
+    from brrr.grading import assemble
+
+    snapshot = assemble.Snapshot()
+    path = assemble.kernel_path(Path("student-copy"), tmp_path_factory.mktemp("path-links"))[1:]
+    cases, copies = {"control": CONTROL}, []
+    for lab in labs.LABS:
+        package = labs.module(lab)
+        copies.append(snapshot.write_package(tmp_path_factory.mktemp(lab), hidden=tuple(package.HIDDEN_MODULES)))
+        cases[lab] = (str(copies[-1]), package.__name__, refused_modules(lab), list(grader_references(lab)))
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(cases)], capture_output=True, text=True, timeout=300, cwd=ROOT
+        [sys.executable, "-I", "-S", "-c", PROBE, json.dumps(cases), json.dumps(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path_factory.getbasetemp(),
     )
+    for copy in copies:
+        assemble.make_writable(copy)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_the_import_probe_sees_a_module_the_lab_imports(loaded_by_importing_each_lab):
-    assert loaded_by_importing_each_lab["control"] == "brrr.checks.core"
+    control = loaded_by_importing_each_lab["control"]
+    assert control["loaded"] == ["brrr.checks.core"], control
+    assert control["importable"] == CONTROL[2] and control["reachable"] == ["chain"], control
 
 
 @pytest.mark.parametrize("lab", sorted(labs.LABS))
@@ -136,9 +176,24 @@ def test_what_the_student_imports_leaves_the_checks_and_the_hidden_modules_out(l
             if any(within(name, module) for module in refused)
         ]
         assert not found, "\n".join(found)
-    # and so it is at run time: importing the lab as the notebook does imports none of them
-    loaded = loaded_by_importing_each_lab[lab]
-    assert loaded == "", f"importing {package.__name__} imported {loaded}"
+    # and so it is at run time: importing the lab as the notebook does, from the student's copy, imports none
+    probed = loaded_by_importing_each_lab[lab]
+    assert isinstance(probed, dict), f"importing {package.__name__} from a student's copy: {probed}"
+    assert not probed["from"].startswith(str(ROOT)), probed  # the copy, not the checkout
+    assert probed["loaded"] == [], f"importing {package.__name__} imported {probed['loaded']}"
+
+
+@pytest.mark.parametrize("lab", sorted(labs.LABS))
+def test_the_student_process_cannot_import_what_the_grader_compares_with(lab, loaded_by_importing_each_lab):
+    """Issue 29: the lab's checks, its hidden modules and every reference its checks compare an answer with
+    (reference predictions, counts, the traffic rules) are out of reach of the student's process."""
+    probed = loaded_by_importing_each_lab[lab]
+    assert isinstance(probed, dict), f"importing {lab} from a student's copy: {probed}"
+    assert probed["importable"] == [], f"the student's process can import {probed['importable']}"
+    assert probed["reachable"] == [], f"the student's process finds {probed['reachable']} in {lab}'s given material"
+    checks = labs.lab(lab)
+    for name in grader_references(lab):  # each reference exists on the grader's side, so the probe looked for it
+        assert callable(getattr(checks, name)), name
 
 
 @pytest.mark.parametrize("lab", sorted(labs.LABS))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import random
 import secrets
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -310,6 +311,23 @@ def fresh_generator(seed: int | None = None) -> tuple[torch.Generator, int]:
     return generator, seed
 
 
+def size_drawer(seed: int | None = None) -> tuple[random.Random, int]:
+    """A source of the sizes a check runs at, seeded from the OS (``secrets``: ``os.urandom``) in the grader
+    process, where the student's process cannot read it; and its seed, for the report.
+
+    Checks measured at one published size can be passed by a wrapper that launches the right kernel there
+    and another one everywhere else: every traffic and tiling check draws its sizes here, per submission.
+    """
+    seed = secrets.randbits(63) if seed is None else seed
+    return random.Random(seed), seed
+
+
+def unaligned(rng: random.Random, low: int, high: int) -> int:
+    """An odd size in ``[low, high]``: a multiple of no power-of-two block, so the last block is partial."""
+    value = rng.randint(low, high)
+    return value if value % 2 else (value + 1 if value < high else value - 1)
+
+
 def device_generator(generator: torch.Generator) -> torch.Generator:
     """A generator on the checks' device, seeded from ``generator``: inputs drawn there, not copied over."""
     seed = int(torch.randint(2**62, (1,), generator=generator))
@@ -427,17 +445,50 @@ def _kernel_error(name: str, error: BaseException, context: str) -> str:
     return f"{name}'s kernel failed when the grader ran it{context}: {type(error).__name__}: {text}"
 
 
+def counted_at(n: Any, count_traffic_at: Any) -> bool:
+    """Whether the case ``n`` is one whose traffic is asked for: ``count_traffic_at`` is one case or a
+    list or tuple of them (a lab's case may itself be a dataclass, never a list)."""
+    if count_traffic_at is None:
+        return False
+    if isinstance(count_traffic_at, (list, tuple)):
+        return n in count_traffic_at
+    return n == count_traffic_at
+
+
+def idle_failure(name: str, traffic: dict, context: str = "") -> str | None:
+    """Why the grid of a counted launch does not fit the problem, or None: a program that stored nothing
+    did no work, and allowances that grow with the grid (once per program) would count it."""
+    storing = traffic.get("storing", traffic["programs"])
+    idle = [
+        (kernel, programs, programs - stored)
+        for kernel, programs, stored in zip(traffic["kernels"], traffic["programs"], storing)
+        if stored < programs
+    ]
+    if not idle:
+        return None
+    kernel, programs, unused = idle[0]
+    return (
+        f"{name}'s launch of {kernel} ran {programs:,} programs{context}, and {unused:,} of them stored "
+        "nothing: the grid must fit the problem, one program per block of the output (say "
+        "triton.cdiv(n, BLOCK)). Programs that do no work would count against what the traffic check "
+        "allows per program, so a grid larger than the problem needs is refused."
+    )
+
+
 def replay_cases(
-    name: str, spec: Spec, cases: Sequence[Case], built, seed: int, *, count_traffic_at: int | None = None
+    name: str, spec: Spec, cases: Sequence[Case], built, seed: int, *, count_traffic_at: Any = None
 ) -> dict:
     """Run the student's kernels on every case here and compare with the reference.
 
-    In the interpreter every replay also checks bounds; the traffic at
-    ``count_traffic_at`` is returned. Returns {'failure': str|None, ...}.
+    In the interpreter every replay also checks bounds; the traffic of each case
+    in ``count_traffic_at`` (one case, or a list or tuple of them) is returned
+    (``traffics``, in order; ``traffic``, the first), and a counted launch with
+    programs that store nothing fails (:func:`idle_failure`). Returns
+    {'failure': str|None, ...}.
     """
     counting = built.interpreted
     rtol = atol = None
-    traffic_summary = None
+    traffics: list[dict] = []
     for case in cases:
         rtol, atol = tolerance(case.expected.dtype)
         snapshots = [t.clone() for t in case.inputs]
@@ -455,8 +506,8 @@ def replay_cases(
                 return {
                     "failure": f"{name}'s kernel wrote into its input `{input_name}`{context}: it must only read it."
                 }
-        if seen is not None and case.n == count_traffic_at:
-            traffic_summary = {"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()}
+        if seen is not None and counted_at(case.n, count_traffic_at):
+            traffics.append({"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()})
         unwritten = None
         if case.expected.dtype.is_floating_point and bool((out.isnan() & ~case.expected.isnan()).any()):
             fill = second_fill(case.expected.dtype)
@@ -478,7 +529,16 @@ def replay_cases(
         )
         if report:
             return {"failure": report + _diagnosis(spec, case, out) + _scratch_hint(name, case.recipe)}
-    return {"failure": None, "traffic": traffic_summary, "rtol": rtol, "atol": atol}
+        idle = idle_failure(name, traffics[-1], context) if traffics and traffics[-1]["n"] == case.n else None
+        if idle:
+            return {"failure": idle}
+    return {
+        "failure": None,
+        "traffic": traffics[0] if traffics else None,
+        "traffics": traffics,
+        "rtol": rtol,
+        "atol": atol,
+    }
 
 
 def _diagnosis(spec: Spec, case: Case, out: torch.Tensor) -> str:
@@ -509,7 +569,7 @@ def check_kernels(
     spec: Spec,
     sizes: Sequence[int],
     *,
-    count_traffic_at: int | None = None,
+    count_traffic_at: Any = None,
     bounds_sizes: Sequence[int] = (),
     timeout_s: float = isolation.DEFAULT_TIMEOUT_S,
     seed: int | None = None,
@@ -541,7 +601,8 @@ def check_kernels(
             bounds = f"bounds checked in the interpreter at n = {', '.join(f'{n:,}' for n in bounds_sizes)}"
         else:
             bounds = f"bounds checked in the interpreter at {'; '.join(spec.describe(n) for n in bounds_sizes)}"
-    wanted = list(sizes) + [n for n in (count_traffic_at,) if n is not None and n not in sizes]
+    counted = list(count_traffic_at) if isinstance(count_traffic_at, (list, tuple)) else [count_traffic_at]
+    wanted = list(sizes) + [n for n in counted if n is not None and n not in sizes]
     cases = record_cases(student, spec, wanted, generator)
     built = build_kernels(name, cases, interpreted=TRITON_INTERPRETED)
     outcome = isolation.run(

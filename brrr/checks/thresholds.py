@@ -134,7 +134,7 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         0.0,
         "exact",
         "x loaded once and out stored once, exactly; weight and bias at most once per program (row "
-        "block) of the launched grid",
+        "block) of the launched grid, where a program that stores nothing fails",
     ),
     ("03-one-pass", "softmax_bandwidth", "gpu"): Threshold(
         0.75,
@@ -229,11 +229,11 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
     ("05-tile-it", "traffic", "cpu"): Threshold(
         4.0,
         "at_most",
-        "bytes counted at 256×256 @ 256×256 float32, at most 4× the minimum (a and b read once, out "
-        "written once: 786,432 B). This allows square 64 × 64 tiles (3.0×, 14 FLOP/B) and anything larger, "
+        "each launched tiling weighed at 256×256 @ 256×256 float32, at most 4× the minimum (a and b read "
+        "once, out written once: 786,432 B). This allows square 64 × 64 tiles (3.0×, 14 FLOP/B) and anything larger, "
         "and 128 × 32 (3.7×); it refuses 32 × 64 (4.3×), 32 × 32 (5.7×) and smaller, whose intensity at large "
         "shapes, 8 FLOP/B in float32 for 32 × 32, leaves a matmul memory-bound on any GPU. The counted bytes "
-        "must also equal what the launched tiling implies, exactly",
+        "must also equal what the launched tiling implies, exactly, at two shapes drawn per submission",
     ),
     ("05-tile-it", "peak_4096", "gpu"): Threshold(
         0.70,
@@ -274,9 +274,10 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
     ("06-flash-attention", "traffic", "cpu"): Threshold(
         0.6,
         "at_most",
-        "bytes counted at (1, 2, N, 64) float32 for N = 128, 256 and 512 must equal FlashAttention's for the "
-        "launched BLOCK_M, exactly, with nothing stored but out; and at N = 512 they may be at most 0.6× the "
-        "three-kernel version's 9,437,184 B. BLOCK_M = 64 moves 0.5× (K and V read 8 times), 128 moves 0.28×; "
+        "bytes counted at (1, 2, N, 64) float32 for three odd N drawn per submission must equal FlashAttention's "
+        "for the launched BLOCK_M, exactly, with nothing stored but out; and each launched BLOCK_M, weighed at "
+        "N = 512, may move at most 0.6× the three-kernel version's 9,437,184 B. BLOCK_M = 64 moves 0.5× (K and "
+        "V read 8 times), 128 moves 0.28×; "
         "32 moves 0.94×, as good as nothing, and 16 more than the three kernels",
     ),
     ("06-flash-attention", "speed_vs_naive", "gpu"): Threshold(

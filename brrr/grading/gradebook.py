@@ -584,7 +584,7 @@ def _classify(
         return
     notes = prepared.notes
     submission.results = ran.results
-    submission.cell_errors = read_junit(prepared.junit)
+    submission.cell_errors = read_junit(prepared.junit, prepared.notebook)
     text = prepared.output.read_text(errors="replace")
     if ran.kernel_died:
         submission.status = "crashed"
@@ -690,8 +690,10 @@ def tampered_note(submission: Submission, alone: bool) -> str:
     )
 
 
-def read_junit(path: Path) -> list[str]:
-    """'Cell 7: NameError: name 'x' is not defined' for each failing cell in nbval's JUnit report.
+def read_junit(path: Path, notebook: Path | None = None) -> list[str]:
+    """'The cell that starts `h = x * s`: NameError: name 'x' is not defined' for each failing cell in
+    nbval's JUnit report, the cell named by its first line in ``notebook`` (the notebook that ran), as the
+    student sees it; 'Cell 7' (nbval's count of code cells, which no student sees) only where it cannot be.
 
     Cells that failed a grader check (an AssertionError) are left out: the check's
     own message reports those.
@@ -702,6 +704,7 @@ def read_junit(path: Path) -> list[str]:
         tree = ElementTree.parse(path)
     except ElementTree.ParseError:
         return []
+    names = cell_names(notebook)
     errors = []
     for case in tree.iter("testcase"):
         for problem in list(case.findall("failure")) + list(case.findall("error")):
@@ -710,8 +713,28 @@ def read_junit(path: Path) -> list[str]:
                 continue
             name = case.get("name", "?")
             line = _last_error_line(text)
-            errors.append(line if line.startswith(name) else f"{name}: {line}")
+            line = line.removeprefix(f"{name}: ") if line.startswith(f"{name}: ") else line
+            errors.append(f"{names.get(name, name)}: {line}")
     return errors
+
+
+def cell_names(notebook: Path | None) -> dict[str, str]:
+    """nbval's name of each code cell ('Cell 7': its count of code cells, from 0) -> 'The cell that starts
+    `...`', its first line that is not blank or a comment (the first line, where all are)."""
+    if notebook is None or not notebook.exists():
+        return {}
+    try:
+        cells = [cell for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code"]
+    except Exception:  # noqa: BLE001 - a notebook that cannot be read leaves nbval's names
+        return {}
+    names = {}
+    for number, cell in enumerate(cells):
+        lines = [line.strip() for line in cell.source.splitlines() if line.strip()]
+        code = [line for line in lines if not line.startswith("#")] or lines
+        first = code[0] if code else ""
+        first = first if len(first) <= 80 else first[:77] + "..."
+        names[f"Cell {number}"] = f"The cell that starts `{first}`" if first else f"Empty cell {number}"
+    return names
 
 
 # nbval colours its messages; JUnit XML spells the escape character as '#x1B'.

@@ -13,7 +13,10 @@ modules:
   the dataclasses the student's functions receive.
 - ``checks``: how the lab is graded, a :class:`Lab` (:func:`lab` returns it):
   the checks it grades on each device class, each check's function, what a
-  check that does not apply says, hints, and the references the grader keeps.
+  check that does not apply says, hints, and the references the grader keeps
+  (``GRADER_REFERENCES``: the reference predictions, counts and traffic rules an
+  answer is compared with, which the student's process cannot import; the
+  notebook shows them, where it must, as tables at one shape).
 
 The student's process imports the package, so neither ``__init__`` nor
 ``given`` imports at module level anything its ``HIDDEN_MODULES`` name, and

@@ -6,6 +6,7 @@ import shutil
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from brrr.grading import course, gradebook, merge, shards
@@ -115,6 +116,24 @@ def test_three_shards_grade_what_one_run_grades(folder_graded, tmp_path, monkeyp
 
     for name in SHARDED:
         assert feedback(tmp_path / "final", name) == feedback(reference, name), name
+
+
+def test_a_crash_names_the_cell_by_its_first_line_not_by_nbvals_count(tmp_path):
+    """nbval names a failing cell by its count of code cells ('Cell 1'), which no student sees; the feedback
+    names it by its first line of code in the notebook that ran."""
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    ran = tmp_path / "ran.ipynb"
+    cells = [new_markdown_cell("# Lab"), new_code_cell("# setup\nimport torch"), new_code_cell("\nh = x * s\nh")]
+    nbformat.write(new_notebook(cells=cells), ran)
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuite><testcase name="Cell 1"><error message="Cell 1: Cell execution caused an exception">'
+        "Traceback\nNameError: name 'x' is not defined</error></testcase></testsuite>"
+    )
+    named = ["The cell that starts `h = x * s`: NameError: name 'x' is not defined"]
+    assert gradebook.read_junit(junit, ran) == named
+    assert gradebook.read_junit(junit) == ["Cell 1: NameError: name 'x' is not defined"]  # no notebook: nbval's
 
 
 def test_feedback_lists_other_errors_but_not_failed_checks():

@@ -178,6 +178,7 @@ def test_errors_other_than_failed_checks_reach_the_feedback(hostile_graded):
     out, graded, _ = hostile_graded
     errors = graded["calls_ceilings"].cell_errors
     assert any("ModuleNotFoundError: No module named 'brrr.ceilings'" in error for error in errors), errors
+    assert all(error.startswith("The cell that starts `") for error in errors), errors  # not nbval's "Cell 7"
     feedback = (out / "feedback" / "calls_ceilings.md").read_text()
     others = feedback[feedback.index("## Other errors in your notebook") :]
     assert "ModuleNotFoundError: No module named 'brrr.ceilings'" in others, feedback

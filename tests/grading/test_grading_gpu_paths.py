@@ -94,6 +94,7 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
 def build_order(builds_as_on_a_gpu, monkeypatch):
     """Pretend kernels compile (as on a GPU); record each build, and build them interpreted so they run here."""
     patch_lab(monkeypatch, lab_fuse_it, "CORRECTNESS_SIZES", (1000, 17))
+    patch_lab(monkeypatch, lab_fuse_it, "drawn_correctness_sizes", lambda rng: ())  # interpreted here: kept small
     return builds_as_on_a_gpu
 
 

@@ -41,6 +41,36 @@ def test_a_correct_submission_passes_correctness_and_traffic():
         assert "12 B per element" in summary and "1 launch" in summary
 
 
+@pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
+def test_traffic_is_counted_at_sizes_drawn_per_submission_not_at_the_published_one():
+    """A wrapper that launches the fused kernel at TRAFFIC_N, where the check used to count, and two kernels
+    everywhere else passed. The sizes are now drawn in the grader, two odd and one a multiple of 1,024."""
+    from brrr.checks import core
+    from brrr.labs.fuse_it import TRAFFIC_N
+
+    name = "fused_at_the_published_size"
+    assert fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), TRAFFIC_N)) is None
+    fuse_it.grade("correct", student(name))  # right values at every size
+    with pytest.raises(AssertionError) as failure:
+        fuse_it.grade("traffic", student(name))
+    assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
+    first, second = (fuse_it.traffic_sizes(core.size_drawer()[0]) for _ in range(2))
+    assert first != second and first[0] % 2 and first[1] % 2 and first[2] % 1024 == 0
+    assert TRAFFIC_N not in first + fuse_it.drawn_correctness_sizes(core.size_drawer(7)[0])
+
+
+@pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
+def test_a_grid_larger_than_the_problem_fails_traffic():
+    """Programs past the end of out, masked off, store nothing: the exact bytes alone passed them."""
+    name = "idle_programs"
+    traffic = fuse_it.measure_traffic(student(name), 10_001)
+    assert fuse_it.traffic_failure("fused_chain", traffic) is None and traffic["storing"] == [3]
+    assert traffic["programs"] == [12]
+    with pytest.raises(AssertionError) as failure:
+        fuse_it.grade("traffic", student(name))
+    assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
+
+
 def test_the_solution_passes_correctness_20_times_in_20():
     for _ in range(20):
         fuse_it.grade("correct", student("correct", forked=False))
@@ -111,7 +141,7 @@ TRAFFIC_REASONS = {
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 @pytest.mark.parametrize("name", sorted(TRAFFIC_REASONS))
 def test_the_traffic_rule_alone_rejects_each_submission_that_moves_the_wrong_bytes(name):
-    failure = fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name)))
+    failure = fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), 100_003))
     assert failure is not None and "moved the wrong number of bytes" in failure
     assert TRAFFIC_REASONS[name] in failure, failure
 
@@ -120,7 +150,7 @@ def test_the_traffic_rule_alone_rejects_each_submission_that_moves_the_wrong_byt
 @pytest.mark.parametrize("name", ["correct", "wrong_math", "nan_overflow"])
 def test_the_traffic_rule_passes_one_pass_whatever_its_values(name):
     """Why the values come first: wrong math in one pass moves exactly the bytes a right answer does."""
-    assert fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name))) is None
+    assert fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), 100_003)) is None
 
 
 @pytest.mark.skipif(not ON_GPU, reason="timing checks run on a GPU")

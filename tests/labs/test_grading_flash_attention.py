@@ -7,6 +7,7 @@ interpreted kernel must fail them with a message that says what was measured.
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -38,10 +39,24 @@ def test_a_correct_submission_passes_every_cpu_check():
     if not ON_GPU:
         summary = fa_checks.grade("traffic", student("correct"))
         assert "moved exactly what FlashAttention moves" in summary and "stored nothing but out" in summary
-        # BLOCK_M = 64 at d = 64: K and V read N / 64 times, exactly half the three kernels' bytes at every N
-        assert (
-            "N = 512, BLOCK_M = 64: 4,718,592 B against 9,437,184 B for the three kernels (0.50× as much)" in summary
-        ), summary
+        # at three N drawn for this submission, each odd: BLOCK_M = 64 weighed at N = 512, where it moves half
+        assert summary.count("BLOCK_M = 64: ") == 3 and "N drawn for this submission" in summary, summary
+        assert "at most 0.6× at N = 512" in summary, summary
+        sizes = [int(n) for n in re.findall(r"N = (\d+), BLOCK_M", summary)]
+        assert all(n % 2 for n in sizes) and sizes == sorted(sizes), summary
+
+
+@cpu_only
+def test_small_blocks_off_the_published_sizes_fail_at_the_drawn_ones():
+    """BLOCK_M = 64 at N = 512, the largest published size, where the ceiling used to be weighed, and 16
+    everywhere else: passed. Now every launched BLOCK_M is weighed, at N drawn per submission."""
+    name = "small_blocks_off_the_published_size"
+    recipe = core.record_cases(student(name), fa_checks.SPEC, [fa_checks.CEILING_SHAPE], core.fresh_generator(0)[0])
+    blocks = fa_checks.launch_blocks("attention", recipe[0].recipe, fa_checks.CEILING_SHAPE)
+    assert fa_checks.ceiling_failure("attention", fa_checks.CEILING_SHAPE, blocks) is None  # what the old check saw
+    with pytest.raises(AssertionError) as failure:
+        fa_checks.grade("traffic", student(name))
+    assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
 
 
 # ---------------------------------------------------------------- the rules
@@ -50,8 +65,8 @@ def test_a_correct_submission_passes_every_cpu_check():
 def test_the_traffic_rules_by_hand():
     shape = fa.Shape(1, 2, 100, 64)  # 100 queries in blocks of 64: two blocks, the second partial
     once = 2 * 100 * 64 * 4
-    assert fa.flash_bytes(shape, 64) == {"q": once, "k": 2 * once, "v": 2 * once, "out": once}
-    assert fa.naive_bytes(shape) == {"q, k, v, out": 4 * once, "scores and probabilities": 2 * 4 * 100 * 100 * 4}
+    assert fa_checks.flash_bytes(shape, 64) == {"q": once, "k": 2 * once, "v": 2 * once, "out": once}
+    assert fa_checks.naive_bytes(shape) == {"q, k, v, out": 4 * once, "scores and probabilities": 2 * 4 * 100 * 100 * 4}
     assert fa_checks.score_matrix_bytes(shape) == 2 * 100 * 100 * 4
     assert fa_checks.reference_prediction() == {
         "flash": 64 * 1000 * 64 * 2 * (2 + 2 * 8),
@@ -187,7 +202,10 @@ def test_a_kernel_that_moves_too_much_fails_traffic_for_the_right_reason(name):
         fa_checks.grade("traffic", student(name))
     message = str(failure.value)
     assert expected_reason(LAB, name) in message, message
-    scores = fa_checks.score_matrix_bytes(fa.traffic_shape(fa.TRAFFIC_SIZES[0]))
+    if name in ("writes_scores", "three_kernels"):  # at the first N drawn, odd, below 192
+        n = int(re.search(r"for \(1, 2, (\d+), 64\) float32", message).group(1))
+        scores = fa_checks.score_matrix_bytes(fa.traffic_shape(n))
+        assert n % 2 and 65 <= n <= 191, message
     if name == "writes_scores":  # one N × N matrix per head, labelled by the kernel argument it went through
         assert f"s_ptr   {scores:,} B" in message and "1.00" in message, message
     if name == "three_kernels":  # the scores and the probabilities, each written and read once
@@ -236,12 +254,20 @@ def test_the_notebook_comparisons_run(monkeypatch):
     if not ON_GPU:
         counted = fa.compare_traffic(correct)
         assert counted["counted"] == counted["rule"] and counted["block_m"] == [64, 64, 64]
-        assert counted["naive"] == [sum(fa.naive_bytes(fa.traffic_shape(n)).values()) for n in fa.TRAFFIC_SIZES]
+        assert counted["naive"] == [sum(fa_checks.naive_bytes(fa.traffic_shape(n)).values()) for n in fa.TRAFFIC_SIZES]
+        assert counted["naive_scores"] == [
+            fa_checks.naive_bytes(fa.traffic_shape(n))["scores and probabilities"] for n in fa.TRAFFIC_SIZES
+        ]
         assert len(fa.plot_traffic(counted).lines) == 3
     patch_lab(monkeypatch, fa, "ON_GPU", True)
     by_rule = fa.compare_traffic(correct)
     assert by_rule["how"] == "rule" and by_rule["counted"] == [None] * 3
-    assert by_rule["rule"] == [sum(fa.flash_bytes(fa.traffic_shape(n), 64).values()) for n in fa.TRAFFIC_SIZES]
+    assert by_rule["rule"] == [sum(fa_checks.flash_bytes(fa.traffic_shape(n), 64).values()) for n in fa.TRAFFIC_SIZES]
+    for block_m, table in fa.DEMO_FLASH_BYTES.items():  # the notebook's tables are the grader's rule
+        assert list(table) == [
+            sum(fa_checks.flash_bytes(fa.traffic_shape(n), block_m).values()) for n in fa.TRAFFIC_SIZES
+        ]
+    assert not hasattr(fa, "flash_bytes") and not hasattr(fa, "naive_bytes") and "counting" in fa.HIDDEN_MODULES
     assert len(fa.plot_traffic(by_rule).lines) == 2
     patch_lab(monkeypatch, fa, "GPU_SIZES", (64,))
     seconds = {"yours": 3e-3, "naive": 2e-3, "sdpa": 1e-3}

@@ -39,8 +39,23 @@ def test_a_correct_submission_passes_correctness_and_traffic(kind):
     if not ON_GPU:
         summary = one_pass_checks.grade(f"{kind}_traffic", student(name))
         assert "loaded x once and stored out once" in summary, summary
-        if kind == "layer_norm":  # four rows per program: weight and bias once per program, 16 programs
-            assert "over 16 programs" in summary and "1 launch, 16 programs" in summary, summary
+        if kind == "layer_norm":  # four rows per program: weight and bias once per program
+            assert "(weight and bias" in summary and "1 launch" in summary, summary
+        assert "cases drawn for this submission" in summary and summary.count(" programs") == 2, summary
+
+
+@cpu_only
+def test_a_grid_larger_than_the_rows_need_earns_no_allowance():
+    """Four rows per program over one program per row: weight and bias loaded once per row passed "at most
+    once per program" when every launched program counted. Now a program that stores nothing is refused,
+    and only programs that did work count towards the allowance."""
+    traffic = one_pass_checks.measure_traffic("layer_norm", student("idle_programs_layer_norm"), one_pass.TRAFFIC_ROWS)
+    before = {key: value for key, value in traffic.items() if key != "storing"}  # every program counted
+    assert one_pass_checks.traffic_failure("layer_norm", "layer_norm", before) is None
+    assert "rows' worth over 16 programs" in one_pass_checks.traffic_failure("layer_norm", "layer_norm", traffic)
+    with pytest.raises(AssertionError) as failure:
+        one_pass_checks.grade("layer_norm_traffic", student("idle_programs_layer_norm"))
+    assert expected_reason(LAB, "idle_programs_layer_norm") in str(failure.value), str(failure.value)
 
 
 def test_the_prediction_of_the_solution_passes_and_a_wrong_one_fails_with_the_count():
@@ -78,8 +93,21 @@ def test_the_predicted_count_follows_the_unfused_code(monkeypatch):
     monkeypatch.setitem(one_pass.UNFUSED, "softmax", softmax_with_a_copy)
     assert one_pass_checks.eager_bytes_per_element("softmax") == 40
     # views move nothing; every tensor, not only x's size, is counted when asked
-    assert one_pass.count_eager(lambda x: x.view(-1), torch.randn(3, 5)) == []
+    assert one_pass_checks.count_eager(lambda x: x.view(-1), torch.randn(3, 5)) == []
     assert one_pass_checks.eager_bytes_per_element("layer_norm", rule=False) > 48
+
+
+def test_the_notebooks_table_of_eager_bytes_is_the_graders_count():
+    """The notebook's comparison reads the unfused and torch bytes from a table; the counter that made it
+    stays with the grader (no count_eager or eager_traffic in the lab's package)."""
+    case = one_pass.TRAFFIC_ROWS
+    for kind in one_pass.KINDS:
+        inputs = one_pass_checks._counting_inputs(kind, case.rows, case.cols)
+        ops = one_pass_checks.count_eager(one_pass.FUSED_TORCH[kind], *inputs)
+        torch_bytes = sum(nbytes for op in ops for _, nbytes in op["reads"] + op["writes"]) / case.numel
+        unfused = one_pass_checks.eager_traffic(kind, case.rows, case.cols)
+        assert one_pass.DEMO_EAGER_BYTES_PER_ELEMENT[kind] == {"unfused": unfused, "torch": torch_bytes}, kind
+    assert not hasattr(one_pass, "count_eager") and not hasattr(one_pass, "eager_traffic")
 
 
 # ---------------------------------------------------------------- wrong submissions

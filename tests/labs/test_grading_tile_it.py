@@ -34,8 +34,30 @@ def test_a_correct_submission_passes_correctness_and_traffic():
     assert "matches matmul_reference()" in tile_it_checks.grade("correct", student("correct"))
     if not ON_GPU:
         summary = tile_it_checks.grade("traffic", student("correct"))
-        assert "moved exactly what its 64 × 64 tiling implies" in summary, summary
-        assert "3.00× the minimum" in summary and "16 programs" in summary, summary
+        assert "moved exactly what its tiling implies at shapes drawn" in summary, summary
+        assert summary.count("64 × 64 tiles") == 2 and "3.00× the minimum at 256×256 @ 256×256" in summary, summary
+
+
+@cpu_only
+def test_a_tiling_chosen_for_the_published_shape_alone_fails_at_the_drawn_ones():
+    """64 × 64 tiles at TRAFFIC_SHAPE, where the check used to count, passed; 16 × 16 everywhere else."""
+    name = "big_tiles_at_the_published_shape"
+    shape = tile_it.TRAFFIC_SHAPE
+    recipe = core.record_cases(student(name), tile_it_checks.SPEC, [shape], core.fresh_generator(0)[0])[0].recipe
+    tiles = tile_it_checks.launch_tiling("matmul", recipe, shape)
+    assert tile_it_checks.tiling_failure("matmul", shape, tiles) is None  # what the old check weighed
+    with pytest.raises(AssertionError) as failure:
+        tile_it_checks.grade("traffic", student(name))
+    message = str(failure.value)
+    assert expected_reason(LAB, name) in message and "the tiling it launched for" in message, message
+
+
+def test_the_notebooks_table_of_the_rule_is_the_graders_rule():
+    shape = tile_it.TRAFFIC_SHAPE
+    assert tile_it.SWEEP_RULE_BYTES == {
+        s: sum(tile_it_checks.tiled_bytes(shape, s, s).values()) for s in tile_it.SWEEP_RULE_BYTES
+    }
+    assert not hasattr(tile_it, "tiled_bytes") and "counting" in tile_it.HIDDEN_MODULES
 
 
 # ---------------------------------------------------------------- prediction

@@ -75,6 +75,17 @@ def test_fused_cos_cos_moves_exactly_one_read_and_one_write_per_element():
     torch.testing.assert_close(out, x.cos().cos())
 
 
+def test_each_launch_counts_the_programs_that_stored_something():
+    """A grid past the end of the data: the extra programs' stores are all masked off, so they stored nothing."""
+    n = 3 * 1024 + 5
+    x, out = torch.randn(n), torch.empty(n)
+    with traffic.count({"x": x, "out": out}) as seen:
+        copy_masked[(10,)](x, out, n, BLOCK=1024)  # 4 programs cover n; 6 more do nothing
+        copy_masked[(4,)](x, out, n, BLOCK=1024)
+    assert [launch.programs for launch in seen.launches] == [10, 4]
+    assert [launch.storing for launch in seen.launches] == [4, 4] and seen.as_dict()["storing"] == [4, 4]
+
+
 def test_two_kernels_move_the_intermediate_through_memory():
     x, tmp, out = torch.randn(N), torch.empty(N), torch.empty(N)
     with traffic.count({"x": x, "out": out}) as seen:

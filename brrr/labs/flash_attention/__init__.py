@@ -12,8 +12,9 @@ sum ``ℓ`` and an unnormalised output accumulated in float32. The scores never
 leave the chip, so over the grid:
 
 - Q is read once and O written once; K and V are read once per query block,
-  ⌈N / BLOCK_M⌉ times (:func:`flash_bytes`, the lab's traffic rule,
-  :data:`PREDICTION_RULES`). The traffic grows as ``N²·d / BLOCK_M``, against
+  ⌈N / BLOCK_M⌉ times (the lab's traffic rule, :data:`PREDICTION_RULES`: the
+  grader keeps it, :func:`brrr.labs.flash_attention.checks.flash_bytes`, and the
+  notebook plots it from tables, :data:`DEMO_FLASH_BYTES`). The traffic grows as ``N²·d / BLOCK_M``, against
   ``4·N²`` for the three kernels: for large N the ratio tends to ``d / (2·BLOCK_M)``.
 
 Students write ``attention_kernel`` and ``attention(q, k, v, out, causal=False)``:
@@ -32,6 +33,8 @@ imports and this package does not.
 """
 
 from brrr.labs.flash_attention.given import (
+    DEMO_FLASH_BYTES,
+    DEMO_NAIVE_BYTES,
     GPU_SIZES,
     LARGE_LOGIT_STD,
     PREDICTION_BLOCK_M,
@@ -44,11 +47,9 @@ from brrr.labs.flash_attention.given import (
     attention_reference,
     compare_times,
     compare_traffic,
-    flash_bytes,
     inputs_for_demo,
     make_inputs,
     naive_attention,
-    naive_bytes,
     plot_times,
     plot_traffic,
     sdpa_function,
@@ -56,11 +57,14 @@ from brrr.labs.flash_attention.given import (
 )
 
 LAB = "06-flash-attention"
-HIDDEN_MODULES: tuple[str, ...] = ()  # the reference is given: the grader runs only the student's kernel
+# brrr.counting holds the three kernels' traffic (attention), which the prediction asks for.
+HIDDEN_MODULES: tuple[str, ...] = ("counting",)
 
 __all__ = [
     "LAB",
     "HIDDEN_MODULES",
+    "DEMO_FLASH_BYTES",
+    "DEMO_NAIVE_BYTES",
     "GPU_SIZES",
     "LARGE_LOGIT_STD",
     "PREDICTION_BLOCK_M",
@@ -73,11 +77,9 @@ __all__ = [
     "attention_reference",
     "compare_times",
     "compare_traffic",
-    "flash_bytes",
     "inputs_for_demo",
     "make_inputs",
     "naive_attention",
-    "naive_bytes",
     "plot_times",
     "plot_traffic",
     "sdpa_function",

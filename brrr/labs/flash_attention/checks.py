@@ -24,15 +24,17 @@ is only asked which kernels it launches; the grader checks the kernels' source
   no rescale, keys past N counted, the causal mask missing or applied, TF32.
 - ``causal`` (any device): ``causal_attention`` on the same cases against the
   causal reference (``is_causal=True``).
-- ``traffic`` (CPU): counted in the interpreter at N = :data:`TRAFFIC_SIZES`
-  (batch 1, 2 heads, d = 64, float32). Only ``out`` may be stored: a kernel
+- ``traffic`` (CPU): counted in the interpreter at three N drawn per submission
+  in the grader process (:func:`traffic_sizes`, odd: a multiple of no block),
+  never a published one (batch 1, 2 heads, d = 64, float32). Only ``out`` may be stored: a kernel
   that stores anything else fails, and one that stores as much as the scores
   is told it wrote the N × N score matrix, with the bytes. The launch must be
   one kernel, one program per query block of each head; the bytes counted must
   equal :func:`flash_bytes` for the ``BLOCK_M`` read from the launch, tensor by
-  tensor, at each N; and at the largest N at most a stated fraction of the
-  three-kernel version's bytes (:func:`naive_bytes`), which is refused from
-  the launch alone, before anything runs. The summary reports the ratio at
+  tensor, at each N; and each launched ``BLOCK_M``, weighed at
+  :data:`CEILING_SHAPE` (N = 512, where the threshold is stated), at most a
+  stated fraction of the three-kernel version's bytes (:func:`naive_bytes`),
+  which is refused from the launch alone, before anything runs. The summary reports the ratio at
   each N.
 - ``speed_vs_naive`` (GPU): float16 at :data:`TIMED_SHAPE` (N = 4096, d = 64),
   at least a stated multiple of the speed of :func:`naive_attention` (eager
@@ -53,6 +55,7 @@ import math
 
 import torch
 
+from brrr import counting
 from brrr.checks import core, isolation, thresholds
 from brrr.device import ON_GPU, per_device
 from brrr.labs.flash_attention import LAB
@@ -61,21 +64,44 @@ from brrr.labs.flash_attention.given import (
     PREDICTION_SHAPE,
     Shape,
     TRAFFIC_D,
-    TRAFFIC_SIZES,
     attention_reference,
-    flash_bytes,
     make_inputs,
     naive_attention,
-    naive_bytes,
     sdpa_function,
     traffic_shape,
 )
+
+# What the checks compare a student's answer with: here only, out of the student's reach (tests/test_layers.py).
+GRADER_REFERENCES = ("flash_bytes", "naive_bytes", "reference_prediction")
 
 CHECKS = {
     "cpu": ("prediction", "correct", "causal", "traffic"),
     "gpu": ("prediction", "correct", "causal", "speed_vs_naive", "speed_vs_sdpa"),
 }
 ALL_CHECKS = ("prediction", "correct", "causal", "traffic", "speed_vs_naive", "speed_vs_sdpa")
+
+
+def flash_bytes(shape: Shape, block_m: int) -> dict[str, int]:
+    """Bytes per tensor that FlashAttention with ``block_m`` queries per program moves, by the lab's rule:
+    the grader's reference, which the student's process cannot import (this module and ``brrr.counting``
+    are not in its copy).
+
+    Every head: Q read once, O written once, K and V read once per query block
+    (⌈n / block_m⌉ times). The scores never leave the chip.
+    """
+    once = shape.heads_total * shape.n * shape.d * shape.element_size
+    blocks = math.ceil(shape.n / block_m)
+    return {"q": once, "k": once * blocks, "v": once * blocks, "out": once}
+
+
+def naive_bytes(shape: Shape) -> dict[str, int]:
+    """Bytes of the three-kernel version by :func:`brrr.counting.attention`: Q, K, V and O, and the
+    ``N × N`` scores and probabilities (written, read, written, read: ``4·N²`` elements per head)."""
+    args = (shape.batch, shape.heads, shape.n, shape.d, shape.torch_dtype)
+    inputs_and_output = round(counting.attention(*args, fused=True).bytes)
+    total = round(counting.attention(*args, fused=False).bytes)
+    return {"q, k, v, out": inputs_and_output, "scores and probabilities": total - inputs_and_output}
+
 
 # The constexpr arguments of the lab's kernel the grader reads from the launch.
 BLOCK_ARGS = ("BLOCK_M", "BLOCK_N")
@@ -392,15 +418,18 @@ def grade_prediction(student) -> str:
 # ---------------------------------------------------------------- correct and causal
 
 
+def drawn_correctness_cases(rng) -> tuple[Shape, ...]:
+    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): an odd N."""
+    return (Shape(1, 2, core.unaligned(rng, 19, 255), 64),)
+
+
 def grade_correct(student, *, causal: bool = False) -> str:
     spec = CAUSAL_SPEC if causal else SPEC
-    result = core.check_kernels(student, spec, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
+    cases = tuple(CORRECTNESS_CASES) + drawn_correctness_cases(core.size_drawer()[0])
+    result = core.check_kernels(student, spec, cases, bounds_sizes=BOUNDS_CASES)
     what = "causal attention (is_causal=True)" if causal else "attention"
     return core.correct_summary(
-        student.name,
-        f"scaled_dot_product_attention's {what} (float32, cast to the inputs' dtype)",
-        CORRECTNESS_CASES,
-        result,
+        student.name, f"scaled_dot_product_attention's {what} (float32, cast to the inputs' dtype)", cases, result
     )
 
 
@@ -441,6 +470,18 @@ def _ratio_sentence(shape: Shape, block_m: int) -> str:
         f"= {shape.d / (2 * block_m):.2g} for BLOCK_M = {block_m} at d = {shape.d}: a larger block of queries "
         "reads K and V fewer times."
     )
+
+
+# Where a launched BLOCK_M is weighed against the threshold, whatever N it was launched for: the ratio to the
+# three kernels' bytes depends on N, and the threshold is stated at this one (brrr.checks.thresholds).
+CEILING_SHAPE = traffic_shape(512)
+
+
+def traffic_sizes(rng) -> tuple[int, int, int]:
+    """The N the traffic check counts at, drawn per submission (``rng`` from
+    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): odd, so the last block of queries
+    and of keys is partial, from a little over 64 to a little over 512."""
+    return (core.unaligned(rng, 65, 191), core.unaligned(rng, 193, 383), core.unaligned(rng, 385, 519))
 
 
 def ceiling_failure(name: str, shape: Shape, blocks: dict) -> str | None:
@@ -566,16 +607,17 @@ def grade_traffic(student) -> str:
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
     name = student.name
-    shapes = [traffic_shape(n) for n in TRAFFIC_SIZES]
+    shapes = [traffic_shape(n) for n in traffic_sizes(core.size_drawer()[0])]
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, SPEC, shapes, generator)
     built = core.build_kernels(name, cases, interpreted=True)  # a launch with no Triton kernel is told so first
     one_launch = all(len(case.recipe.get("launches", [])) == 1 for case in cases)
     if one_launch:  # before anything runs: the launch alone implies the traffic
         blocks = [launch_blocks(name, case.recipe, case.n) for case in cases]
-        failure = ceiling_failure(name, shapes[-1], blocks[-1])
-        if failure:
-            raise core.fail(failure)
+        for launched in blocks:
+            failure = ceiling_failure(name, CEILING_SHAPE, launched)
+            if failure:
+                raise core.fail(failure)
     outcome = isolation.run(count_cases, name, cases, built, seed)
     if not outcome.ok:
         raise core.fail(f"{name}'s kernel could not be checked: {outcome.error}")
@@ -602,7 +644,8 @@ def grade_traffic(student) -> str:
     return (
         f"{name}'s kernel moved exactly what FlashAttention moves (Q and out once, K and V ⌈N / BLOCK_M⌉ "
         f"times) and stored nothing but out, counted in the interpreter at (batch, heads, N, d) = (1, 2, N, "
-        f"{TRAFFIC_D}) float32: {'; '.join(parts)} (needed at most {threshold.value:g}× at N = {shapes[-1].n}); "
+        f"{TRAFFIC_D}) float32, N drawn for this submission: {'; '.join(parts)} (each BLOCK_M needed at most "
+        f"{threshold.value:g}× at N = {CEILING_SHAPE.n}); "
         f"seed {seed}"
     )
 

@@ -5,11 +5,15 @@ from :mod:`brrr.checks.thresholds`. The student's wrapper is only asked which
 kernels it launches; the grader checks their source (Triton only), compiles them
 itself and runs them on its own tensors (:mod:`brrr.checks.kernels`):
 
-- ``correct`` (any device): fresh inputs at odd sizes, NaN-filled output, at
+- ``correct`` (any device): fresh inputs at odd sizes, three of them drawn per
+  submission (:func:`drawn_correctness_sizes`), NaN-filled output, at
   least one Triton kernel, every load and store in bounds (in the interpreter:
   on a CPU at every run, on a GPU in an extra interpreted run at small sizes).
-- ``traffic`` (CPU): counted in the interpreter, exactly 4n bytes loaded from each
-  of x and y, 4n bytes stored to out, nothing else (atomics included).
+- ``traffic`` (CPU): counted in the interpreter at three sizes drawn per submission
+  in the grader process (:func:`traffic_sizes`; two odd, one a multiple of 1,024),
+  never a published one: at each, exactly 4n bytes loaded from each of x and y, 4n
+  bytes stored to out, nothing else (atomics included), and no program of the grid
+  that stores nothing (:func:`brrr.checks.core.idle_failure`).
 - ``bandwidth`` and ``speedup`` (GPU): at least 80% of the copy bandwidth and at
   least 2x the eager chain, timed by the grader on rotated inputs in the same
   run; every timed output is checked afterwards, and a time below what the bytes
@@ -21,7 +25,7 @@ from __future__ import annotations
 from brrr.checks import core
 from brrr.device import per_device
 from brrr.labs.fuse_it import LAB
-from brrr.labs.fuse_it.given import EAGER_ELEMENTS_MOVED, FUSED_ELEMENTS_MOVED, TRAFFIC_N, chain, make_inputs, timed_n
+from brrr.labs.fuse_it.given import EAGER_ELEMENTS_MOVED, FUSED_ELEMENTS_MOVED, chain, make_inputs, timed_n
 
 CHECKS = {"cpu": ("correct", "traffic"), "gpu": ("correct", "bandwidth", "speedup")}
 ALL_CHECKS = ("correct", "traffic", "bandwidth", "speedup")
@@ -32,11 +36,21 @@ EAGER_KERNELS = 5
 
 SPEC = core.Spec(name="chain", reference=chain, make_inputs=make_inputs, input_names=("x", "y"), out_name="out")
 
-# Sizes that are a multiple of no power-of-two block, plus one that is.
-CORRECTNESS_SIZES = per_device(
-    cpu=(1000, 1, 17, 4097, 65_536, 100_003), gpu=(1000, 1, 17, 4097, 65_536, 1_000_003, 2**24 + 5)
-)
+# Sizes that are a multiple of no power-of-two block, plus one that is; three more are drawn per submission.
+CORRECTNESS_SIZES = per_device(cpu=(1, 17, 65_536), gpu=(1000, 1, 17, 4097, 65_536, 1_000_003, 2**24 + 5))
 BOUNDS_SIZES = (1000, 4097)  # GPU: also run the kernel in the interpreter at these sizes to check bounds
+
+
+def drawn_correctness_sizes(rng) -> tuple[int, ...]:
+    """Three odd sizes drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`)."""
+    return (core.unaligned(rng, 18, 1_023), core.unaligned(rng, 1_025, 8_191), core.unaligned(rng, 40_001, 70_001))
+
+
+def traffic_sizes(rng) -> tuple[int, ...]:
+    """The sizes the traffic check counts at, drawn per submission (``rng`` from
+    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): two odd ones, whose last block is
+    partial, and a multiple of 1,024, which a block of up to 1,024 divides."""
+    return (core.unaligned(rng, 1_025, 9_999), core.unaligned(rng, 10_001, 49_999), 1_024 * rng.randint(49, 98))
 
 
 def prepare() -> None:
@@ -65,8 +79,10 @@ def not_applicable(check: str, device_class: str) -> str:
 
 def grade_correct(student) -> str:
     """``fused_chain(x, y, out)``: its kernels, run by the grader, match :func:`chain` on fresh inputs."""
-    result = core.check_kernels(student, SPEC, CORRECTNESS_SIZES, bounds_sizes=BOUNDS_SIZES)
-    sizes = ", ".join(f"{n:,}" for n in CORRECTNESS_SIZES)
+    rng, _ = core.size_drawer()
+    every = tuple(CORRECTNESS_SIZES) + drawn_correctness_sizes(rng)
+    result = core.check_kernels(student, SPEC, every, bounds_sizes=BOUNDS_SIZES)
+    sizes = ", ".join(f"{n:,}" for n in every)
     return (
         f"{student.name}'s kernels, run by the grader, match chain() at n = {sizes} (float32, rtol "
         f"{result['rtol']:g}, atol {result['atol']:g}) with NaN-filled outputs; {result['bounds']}; "
@@ -144,10 +160,10 @@ def traffic_failure(name: str, traffic: dict) -> str | None:
     ).rstrip()
 
 
-def measure_traffic(student) -> dict:
-    """CPU: the kernels' global-memory traffic at :data:`TRAFFIC_N`, counted in the interpreter, whatever
-    values they compute (for :func:`traffic_failure`)."""
-    return core.count_traffic(student, SPEC, TRAFFIC_N)
+def measure_traffic(student, n: int | None = None) -> dict:
+    """CPU: the kernels' global-memory traffic at ``n`` (by default the largest of :func:`traffic_sizes`),
+    counted in the interpreter, whatever values they compute (for :func:`traffic_failure`)."""
+    return core.count_traffic(student, SPEC, n or traffic_sizes(core.size_drawer()[0])[-1])
 
 
 def grade_traffic(student) -> str:
@@ -156,17 +172,22 @@ def grade_traffic(student) -> str:
     from brrr import traffic as traffic_counter
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
-    result = core.check_kernels(student, SPEC, (TRAFFIC_N,), count_traffic_at=TRAFFIC_N)
-    traffic = result["traffic"]
-    failure = traffic_failure(student.name, traffic)
-    if failure:
-        raise core.fail(failure)
-    n, size = traffic["n"], traffic["element_size"]
+    sizes = traffic_sizes(core.size_drawer()[0])
+    result = core.check_kernels(student, SPEC, sizes, count_traffic_at=sizes)
+    for traffic in result["traffics"]:
+        failure = traffic_failure(student.name, traffic)
+        if failure:
+            raise core.fail(failure)
+    size = result["traffics"][0]["element_size"]
+    counted = "; ".join(
+        f"n = {t['n']:,}: {t['loaded']['x'] + t['loaded']['y']:,} B loaded, {t['stored']['out']:,} B stored, "
+        f"{sum(t['programs'])} programs"
+        for t in result["traffics"]
+    )
     return (
-        f"{student.name}'s kernel loaded {traffic['loaded']['x'] + traffic['loaded']['y']:,} B and stored "
-        f"{traffic['stored']['out']:,} B for n = {n:,}: {FUSED_ELEMENTS_MOVED * size} B per element, "
-        f"against {EAGER_ELEMENTS_MOVED * size} B for the eager chain ({EAGER_KERNELS} kernels); "
-        f"{len(traffic['kernels'])} launch, {sum(traffic['programs'])} programs"
+        f"{student.name}'s kernel moved {FUSED_ELEMENTS_MOVED * size} B per element at sizes drawn for this "
+        f"submission ({counted}), against {EAGER_ELEMENTS_MOVED * size} B for the eager chain ({EAGER_KERNELS} "
+        f"kernels); {len(result['traffics'][0]['kernels'])} launch; seed {result['seed']}"
     )
 
 

@@ -9,9 +9,9 @@ The prediction
     per-column weight and bias are left out). The grader counts the unfused
     functions' own ops with a :class:`~torch.utils._python_dispatch.TorchDispatchMode`
     (:func:`count_eager`), so it follows the code. (The answer is not written here either: the
-    notebook asks for a prediction. The helpers are importable, as Lab 1's
-    counting is; an answer cell that calls them instead of predicting is there
-    for the instructor to see.)
+    notebook asks for a prediction. The counter lives here, on the grader's side,
+    which the student's process cannot import; the notebook's comparison shows the
+    unfused versions' bytes at one shape, every tensor counted, from a table.)
 
 Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
 from :mod:`brrr.checks.thresholds`. As in Lab 2 the student's wrappers are only
@@ -27,10 +27,13 @@ only), compiles them itself and runs them on its own tensors:
   sums overflow unless accumulated in float32); NaN-filled outputs; every load and
   store in bounds.
 - ``softmax_traffic`` / ``layer_norm_traffic`` (CPU): counted in the interpreter
-  on :data:`TRAFFIC_ROWS`: x loaded exactly once, out stored exactly once,
-  nothing else, except weight and bias: at most once per program (row block) of
-  the grid the student launched. A kernel that reads the row twice is told how
-  many passes it made.
+  on two cases drawn per submission in the grader process (:func:`traffic_cases`,
+  odd row lengths, hard rows planted), never a published one: x loaded exactly
+  once, out stored exactly once, nothing else, except weight and bias: at most
+  once per program (row block) of the grid the student launched, where a program
+  that stores nothing is refused (:func:`brrr.checks.core.idle_failure`), so a
+  grid larger than the rows need cannot raise the allowance. A kernel that reads
+  the row twice is told how many passes it made.
 - ``softmax_bandwidth`` / ``layer_norm_bandwidth`` and ``..._speedup`` (GPU): at
   least 75% of the copy bandwidth, and at least as fast as ``torch.softmax`` /
   ``F.layer_norm``, timed by the grader in one run on rotated inputs far above
@@ -53,14 +56,14 @@ from brrr.labs.one_pass.given import (
     KINDS,
     MAKE_INPUTS,
     Rows,
-    TRAFFIC_ROWS,
     UNFUSED,
-    _counting_inputs,
-    count_eager,
     layer_norm_reference,
     softmax_reference,
     timed_rows,
 )
+
+# What the checks compare a student's answer with: here only, out of the student's reach (tests/test_layers.py).
+GRADER_REFERENCES = ("count_eager", "eager_traffic", "eager_bytes_per_element")
 
 CHECKS = {
     "cpu": ("prediction", "softmax_correct", "softmax_traffic", "layer_norm_correct", "layer_norm_traffic"),
@@ -85,6 +88,56 @@ ALL_CHECKS = (
     "layer_norm_bandwidth",
     "layer_norm_speedup",
 )
+
+
+def _tensors(value) -> list[torch.Tensor]:
+    from torch.utils._pytree import tree_leaves
+
+    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def count_eager(fn, *inputs: torch.Tensor) -> list[dict]:
+    """The ops ``fn(*inputs)`` runs, as eager PyTorch dispatches them, with the bytes each reads and writes:
+    the grader's counter, which the student's process cannot import (this module is not in its copy).
+
+    One row per aten op that moves data (views are left out): ``{'op', 'reads':
+    [(numel, bytes)], 'writes': [(numel, bytes)]}``. A tensor passed twice to one
+    op (``d * d``) is read once.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    ops: list[dict] = []
+
+    class Counting(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            returns = func._schema.returns
+            if any(r.alias_info is not None and not r.alias_info.is_write for r in returns):
+                return out  # a view: moves nothing
+            seen, reads = set(), []
+            for tensor in _tensors((args, kwargs)):
+                if id(tensor) not in seen:
+                    seen.add(id(tensor))
+                    reads.append((tensor.numel(), tensor.numel() * tensor.element_size()))
+            writes = [(t.numel(), t.numel() * t.element_size()) for t in _tensors(out)]
+            ops.append({"op": str(func.overloadpacket.__name__), "reads": reads, "writes": writes})
+            return out
+
+    with Counting():
+        fn(*inputs)
+    return ops
+
+
+def _counting_inputs(kind: str, rows: int = 3, cols: int = 5):
+    x = torch.randn(rows, cols)
+    return (x,) if kind == "softmax" else (x, torch.randn(cols), torch.randn(cols))
+
+
+def eager_traffic(kind: str, rows: int, cols: int) -> float:
+    """Bytes per element of x that the unfused ``kind`` moves on ``rows × cols`` float32, every tensor counted."""
+    inputs = _counting_inputs(kind, rows, cols)
+    total = sum(nbytes for op in count_eager(UNFUSED[kind], *inputs) for _, nbytes in op["reads"] + op["writes"])
+    return total / (rows * cols)
 
 
 PREDICTION_RULES = (
@@ -306,10 +359,17 @@ def grade_prediction(student) -> str:
 # ---------------------------------------------------------------- correct
 
 
+def drawn_correctness_cases(rng) -> tuple[Rows, ...]:
+    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): a few rows
+    of an odd length, hard rows planted."""
+    return (Rows(rng.randint(3, 9), core.unaligned(rng, 19, 2_047)),)
+
+
 def grade_correct(kind: str, student) -> str:
     spec = SPECS[kind]
-    result = core.check_kernels(student, spec, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
-    cases = "; ".join(str(case) for case in CORRECTNESS_CASES)
+    every = tuple(CORRECTNESS_CASES) + drawn_correctness_cases(core.size_drawer()[0])
+    result = core.check_kernels(student, spec, every, bounds_sizes=BOUNDS_CASES)
+    cases = "; ".join(str(case) for case in every)
     hard = SOFTMAX_HARD_ROWS if kind == "softmax" else LAYER_NORM_HARD_ROWS
     return (
         f"{student.name}'s kernels, run by the grader, match {spec.reference.__name__}() on {cases}, with "
@@ -334,7 +394,7 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
     need = case.numel * size
     row_bytes = case.cols * size
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
-    programs = sum(traffic["programs"])
+    programs = sum(traffic.get("storing", traffic["programs"]))  # programs that did work: idle ones earn nothing
     params = ("weight", "bias") if kind == "layer_norm" else ()
     known = ("x", *params, "out")
     extra = {t for t in (*loaded, *stored) if t not in known and (loaded.get(t) or stored.get(t))}
@@ -375,7 +435,7 @@ def _traffic_hints(name: str, traffic: dict, need: int, row_bytes: int, params: 
     """One hint per way ``traffic`` strays from one pass: out under- or over-written, x read too often or
     not at all, weight and bias reloaded, out read back, a buffer round trip, more than one kernel."""
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
-    programs = sum(traffic["programs"])
+    programs = sum(traffic.get("storing", traffic["programs"]))
     passes = loaded.get("x", 0) / need
     hints = []
     if stored.get("out", 0) == 0:
@@ -435,10 +495,20 @@ def _passes(passes: float) -> str:
     return f"{passes:.2f} passes"
 
 
-def measure_traffic(kind: str, student) -> dict:
-    """CPU: the kernels' traffic at :data:`TRAFFIC_ROWS`, counted in the interpreter whatever values they
-    compute (for :func:`traffic_failure`)."""
-    return core.count_traffic(student, SPECS[kind], TRAFFIC_ROWS)
+def traffic_cases(rng) -> tuple[Rows, Rows]:
+    """The cases the traffic checks count at, drawn per submission (``rng`` from
+    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): a few dozen rows of an odd length
+    below 1,024 and above it, so that a block of next_power_of_2(cols) columns ends in a masked part."""
+    return (
+        Rows(rng.randint(8, 40), core.unaligned(rng, 257, 1_023)),
+        Rows(rng.randint(8, 24), core.unaligned(rng, 1_025, 1_999)),
+    )
+
+
+def measure_traffic(kind: str, student, case: Rows | None = None) -> dict:
+    """CPU: the kernels' traffic at ``case`` (by default the first of :func:`traffic_cases`), counted in the
+    interpreter whatever values they compute (for :func:`traffic_failure`)."""
+    return core.count_traffic(student, SPECS[kind], case or traffic_cases(core.size_drawer()[0])[0])
 
 
 def grade_traffic(kind: str, student) -> str:
@@ -446,23 +516,27 @@ def grade_traffic(kind: str, student) -> str:
     from brrr import traffic as traffic_counter
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
-    result = core.check_kernels(student, SPECS[kind], (TRAFFIC_ROWS,), count_traffic_at=TRAFFIC_ROWS)
-    traffic = result["traffic"]
-    failure = traffic_failure(kind, student.name, traffic)
-    if failure:
-        raise core.fail(failure)
-    numel = TRAFFIC_ROWS.numel
-    moved = sum(traffic["loaded"].values()) + sum(traffic["stored"].values())
-    programs = sum(traffic["programs"])
-    weights = (
-        f" (weight and bias {traffic['loaded']['weight'] + traffic['loaded']['bias']:,} B, over {programs} programs)"
-        if kind == "layer_norm"
-        else ""
-    )
+    cases = traffic_cases(core.size_drawer()[0])
+    result = core.check_kernels(student, SPECS[kind], cases, count_traffic_at=cases)
+    parts = []
+    for traffic in result["traffics"]:
+        failure = traffic_failure(kind, student.name, traffic)
+        if failure:
+            raise core.fail(failure)
+        moved = sum(traffic["loaded"].values()) + sum(traffic["stored"].values())
+        programs = sum(traffic["programs"])
+        weights = (
+            f" (weight and bias {traffic['loaded']['weight'] + traffic['loaded']['bias']:,} B)"
+            if kind == "layer_norm"
+            else ""
+        )
+        parts.append(
+            f"{traffic['n']}: {moved:,} B{weights}, {moved / traffic['n'].numel:.2f} B per element, {programs} programs"
+        )
     return (
-        f"{student.name}'s kernel loaded x once and stored out once for {TRAFFIC_ROWS}: {moved:,} B in all"
-        f"{weights}, {moved / numel:.2f} B per element, against {eager_bytes_per_element(kind):g} for "
-        f"{kind}_unfused by the lab's rules; {len(traffic['kernels'])} launch, {programs} programs"
+        f"{student.name}'s kernel loaded x once and stored out once at cases drawn for this submission "
+        f"({'; '.join(parts)}), against {eager_bytes_per_element(kind):g} B per element for {kind}_unfused by "
+        f"the lab's rules; {len(result['traffics'][0]['kernels'])} launch; seed {result['seed']}"
     )
 
 

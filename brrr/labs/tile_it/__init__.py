@@ -9,7 +9,9 @@ float32 with ``tl.dot``). Every program in the same row of tiles reads the same
 strip of ``a`` again, so over the grid:
 
 - ``a`` is read ⌈N / BLOCK_N⌉ times, ``b`` ⌈M / BLOCK_M⌉ times, ``out`` written once
-  (:func:`tiled_bytes`, the lab's traffic rule, :data:`PREDICTION_RULES`);
+  (the lab's traffic rule, :data:`PREDICTION_RULES`: the grader keeps it,
+  :func:`brrr.labs.tile_it.checks.tiled_bytes`, and the notebook plots it at one
+  shape from a table, :data:`SWEEP_RULE_BYTES`);
 - the arithmetic intensity is ``2·M·N·K`` over those bytes, and for large shapes
   it tends to ``2 / (element size · (1/BLOCK_M + 1/BLOCK_N))`` FLOP/B whatever the
   shape: the tile size, not the matrix, sets it (:func:`asymptotic_intensity`).
@@ -33,6 +35,7 @@ from brrr.labs.tile_it.given import (
     GPU_SIZES,
     PREDICTION_SHAPE,
     PREDICTION_TILINGS,
+    SWEEP_RULE_BYTES,
     SWEEP_TILES,
     Shape,
     TIMED_DTYPE,
@@ -46,11 +49,11 @@ from brrr.labs.tile_it.given import (
     matmul_reference,
     minimum_bytes,
     plot_tilings,
-    tiled_bytes,
 )
 
 LAB = "05-tile-it"
-HIDDEN_MODULES: tuple[str, ...] = ()  # the reference is given: the grader runs only the student's kernel
+# brrr.counting holds the tiling's traffic rule (tiled_matmul_bytes), which the prediction asks for.
+HIDDEN_MODULES: tuple[str, ...] = ("counting",)
 
 __all__ = [
     "LAB",
@@ -58,6 +61,7 @@ __all__ = [
     "GPU_SIZES",
     "PREDICTION_SHAPE",
     "PREDICTION_TILINGS",
+    "SWEEP_RULE_BYTES",
     "SWEEP_TILES",
     "Shape",
     "TIMED_DTYPE",
@@ -71,5 +75,4 @@ __all__ = [
     "matmul_reference",
     "minimum_bytes",
     "plot_tilings",
-    "tiled_bytes",
 ]

@@ -13,9 +13,12 @@ only asked which kernels it launches; the grader checks the kernel's source
   (the reference is a float32 matmul cast to the output's dtype); a float16
   case with K = 6,000 and values in [0, 1), where a float16 accumulator lands
   outside the tolerance (:data:`LONG_K`); NaN-filled outputs; every load and store in bounds.
-- ``traffic`` (CPU): counted in the interpreter at :data:`TRAFFIC_SHAPE`. The
-  bytes must equal what the launched tiling implies (``BLOCK_M`` and ``BLOCK_N``
-  read from the recorded launch, the grid checked against them) and be at most
+- ``traffic`` (CPU): counted in the interpreter at two shapes drawn per
+  submission in the grader process (:func:`traffic_shapes`, M, N and K odd: a
+  multiple of no tile), never a published one. At each, the bytes must equal
+  what the launched tiling implies (``BLOCK_M`` and ``BLOCK_N`` read from the
+  recorded launch, the grid checked against them), and each launched tiling,
+  weighed at :data:`TILING_SHAPE` (256³, where the threshold is stated), at most
   a stated multiple of the minimum (``a`` and ``b`` read once, ``out`` written
   once). A tiling past the multiple is refused from the launch alone, before
   anything runs, with the arithmetic intensity it reaches.
@@ -35,6 +38,7 @@ import math
 
 import torch
 
+from brrr import counting
 from brrr.checks import core, isolation, thresholds
 from brrr.device import ON_GPU, per_device
 from brrr.labs.tile_it import LAB
@@ -43,14 +47,15 @@ from brrr.labs.tile_it.given import (
     PREDICTION_TILINGS,
     Shape,
     TIMED_DTYPE,
-    TRAFFIC_SHAPE,
     asymptotic_intensity,
     intensity,
     make_inputs,
     matmul_reference,
     minimum_bytes,
-    tiled_bytes,
 )
+
+# What the checks compare a student's answer with: here only, out of the student's reach (tests/test_layers.py).
+GRADER_REFERENCES = ("tiled_bytes", "reference_prediction")
 
 CHECKS = {
     "cpu": ("prediction", "correct", "traffic"),
@@ -67,6 +72,17 @@ PREDICTION_RULES = (
     "every element is of the inputs' dtype (float16: 2 bytes)",
     "the arithmetic intensity is 2·M·N·K FLOPs over those bytes",
 )
+
+
+def tiled_bytes(shape: Shape, block_m: int, block_n: int) -> dict[str, int]:
+    """Bytes per tensor that a ``block_m × block_n`` tiling moves, by the lab's rule: the grader's reference,
+    which the student's process cannot import (here, and ``brrr.counting``, are not in its copy).
+
+    ``a`` is read once per column of tiles (⌈n / block_n⌉ times), ``b`` once per
+    row of tiles (⌈m / block_m⌉ times), ``out`` written once
+    (:func:`brrr.counting.tiled_matmul_bytes`).
+    """
+    return counting.tiled_matmul_bytes(shape.m, shape.n, shape.k, block_m, block_n, shape.element_size)
 
 
 def tiling_key(block_m: int, block_n: int) -> str:
@@ -275,11 +291,15 @@ def grade_prediction(student) -> str:
 # ---------------------------------------------------------------- correct
 
 
+def drawn_correctness_cases(rng) -> tuple[Shape, ...]:
+    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): M, N, K odd."""
+    return (Shape(core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129)),)
+
+
 def grade_correct(student) -> str:
-    result = core.check_kernels(student, SPEC, CORRECTNESS_CASES, bounds_sizes=BOUNDS_CASES)
-    return core.correct_summary(
-        student.name, "matmul_reference() (float32, cast to the output's dtype)", CORRECTNESS_CASES, result
-    )
+    cases = tuple(CORRECTNESS_CASES) + drawn_correctness_cases(core.size_drawer()[0])
+    result = core.check_kernels(student, SPEC, cases, bounds_sizes=BOUNDS_CASES)
+    return core.correct_summary(student.name, "matmul_reference() (float32, cast to the output's dtype)", cases, result)
 
 
 # ---------------------------------------------------------------- the tiling of a recorded launch
@@ -325,16 +345,35 @@ def _roofline_sentence(shape: Shape, tiles: dict) -> str:
     )
 
 
-def tiling_failure(name: str, shape: Shape, tiles: dict) -> str | None:
-    """Why the traffic a launch's tiling implies is too far above the minimum at ``shape``, or None."""
+# Where a launched tiling is weighed against the threshold, whatever shape it was launched for: the ratio to
+# the minimum depends on the shape, and the threshold is stated at this one (brrr.checks.thresholds).
+TILING_SHAPE = Shape(256, 256, 256)
+
+
+def traffic_shapes(rng) -> tuple[Shape, Shape]:
+    """The shapes the traffic check counts at, drawn per submission (``rng`` from
+    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): M, N and K odd, so every tile
+    of the edge is partial, one shape smaller and one larger than the usual 128-wide tiles."""
+    return (
+        Shape(core.unaligned(rng, 65, 191), core.unaligned(rng, 65, 191), core.unaligned(rng, 33, 191)),
+        Shape(core.unaligned(rng, 129, 223), core.unaligned(rng, 129, 223), core.unaligned(rng, 65, 223)),
+    )
+
+
+def tiling_failure(name: str, shape: Shape, tiles: dict, launched_for: Shape | None = None) -> str | None:
+    """Why the traffic a launch's tiling implies is too far above the minimum at ``shape``, or None.
+
+    ``launched_for``: the shape the launch was recorded at, where it is not ``shape``.
+    """
     threshold = thresholds.threshold(LAB, "traffic")
     bm, bn = tiles["BLOCK_M"], tiles["BLOCK_N"]
     implied = tiled_bytes(shape, bm, bn)
     total, least = sum(implied.values()), minimum_bytes(shape)
     if total <= threshold.value * least:
         return None
+    launched = f" (the tiling it launched for {launched_for})" if launched_for and launched_for != shape else ""
     return (
-        f"{name}'s tiling moves too much for {shape}. With BLOCK_M × BLOCK_N = {bm} × {bn} "
+        f"{name}'s tiling moves too much for {shape}{launched}. With BLOCK_M × BLOCK_N = {bm} × {bn} "
         f"({tiles['programs']:,} programs) it reads a ⌈N / BLOCK_N⌉ = {math.ceil(shape.n / bn)} times and b "
         f"⌈M / BLOCK_M⌉ = {math.ceil(shape.m / bm)} times: {total:,} B, {total / least:.2f}× the minimum "
         f"({least:,} B: a and b read once, out written once). Its arithmetic intensity is "
@@ -408,30 +447,36 @@ def grade_traffic(student) -> str:
     from brrr import traffic as traffic_counter
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
-    name, shape = student.name, TRAFFIC_SHAPE
+    name, shapes = student.name, traffic_shapes(core.size_drawer()[0])
     generator, seed = core.fresh_generator()
-    cases = core.record_cases(student, SPEC, [shape], generator)
+    cases = core.record_cases(student, SPEC, shapes, generator)
     built = core.build_kernels(name, cases, interpreted=True)  # a launch with no Triton kernel is told so first
-    tiles = launch_tiling(name, cases[0].recipe, shape)
-    failure = tiling_failure(name, shape, tiles)  # before anything runs: the launch alone implies it
-    if failure:
-        raise core.fail(failure)
-    outcome = isolation.run(core.replay_cases, name, SPEC, cases, built, seed, count_traffic_at=shape)
+    tilings = [launch_tiling(name, case.recipe, case.n) for case in cases]
+    for shape, tiles in zip(shapes, tilings):  # before anything runs: the launch alone implies it
+        failure = tiling_failure(name, TILING_SHAPE, tiles, launched_for=shape)
+        if failure:
+            raise core.fail(failure)
+    outcome = isolation.run(core.replay_cases, name, SPEC, cases, built, seed, count_traffic_at=list(shapes))
     if not outcome.ok:
         raise core.fail(f"{name}'s kernel could not be checked: {outcome.error}")
     if outcome.value["failure"]:
         raise core.fail(outcome.value["failure"])
-    counted = outcome.value["traffic"]
-    failure = traffic_failure(name, counted, tiles)
-    if failure:
-        raise core.fail(failure)
-    total, least = sum(tiled_bytes(shape, tiles["BLOCK_M"], tiles["BLOCK_N"]).values()), minimum_bytes(shape)
+    for counted, tiles in zip(outcome.value["traffics"], tilings):
+        failure = traffic_failure(name, counted, tiles)
+        if failure:
+            raise core.fail(failure)
     threshold = thresholds.threshold(LAB, "traffic")
+    parts = []
+    for shape, tiles in zip(shapes, tilings):
+        total = sum(tiled_bytes(shape, tiles["BLOCK_M"], tiles["BLOCK_N"]).values())
+        at = sum(tiled_bytes(TILING_SHAPE, tiles["BLOCK_M"], tiles["BLOCK_N"]).values())
+        parts.append(
+            f"{shape}: {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiles, {total:,} B, {tiles['programs']} programs "
+            f"({at / minimum_bytes(TILING_SHAPE):.2f}× the minimum at {TILING_SHAPE})"
+        )
     return (
-        f"{name}'s kernel moved exactly what its {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling implies for "
-        f"{shape}, counted in the interpreter: {total:,} B, {total / least:.2f}× the minimum ({least:,} B; "
-        f"needed {threshold.describe()}×); {intensity(shape, total):.3g} FLOP/B against "
-        f"{intensity(shape, least):.3g} for the minimum; {tiles['programs']} programs, seed {seed}"
+        f"{name}'s kernel moved exactly what its tiling implies at shapes drawn for this submission, counted in "
+        f"the interpreter: {'; '.join(parts)} (needed {threshold.describe()}× at {TILING_SHAPE}); seed {seed}"
     )
 
 
