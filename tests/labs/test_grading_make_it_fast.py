@@ -148,9 +148,9 @@ def test_a_step_that_uses_two_cores_fails_speedup(monkeypatch):
 
 
 def test_a_correct_step_under_the_threshold_fails_speedup(monkeypatch):
-    """Correct but slow: the samples two at a time, about 1.5-2x the given step. It fails the 3x the check
-    asks, and it would pass a threshold lowered to 1x: the speed check is graded against a number, not
-    against whatever the solution reaches. (A step on more cores than one is refused by the CPU-time rule:
+    """Correct but slow: the samples two at a time, 1-2x the given step (0.95x once beside the book build).
+    It fails the 3x the check asks: the speed check is graded against a number, not against whatever the
+    solution reaches. (A step on more cores than one is refused by the CPU-time rule:
     test_a_step_that_uses_two_cores_fails_speedup, on a clock that runs at twice the wall clock, and the
     CPU counted from real threads and processes above. A test of a real helper thread could only skip on a
     machine with no second core free, which under make test is most of the time.)"""
@@ -159,7 +159,9 @@ def test_a_correct_step_under_the_threshold_fails_speedup(monkeypatch):
     with pytest.raises(AssertionError) as failure:
         lab_checks.grade("speedup", student("two_at_a_time", forked=False))  # ...and slow
     assert expected_reason(LAB, "two_at_a_time") in str(failure.value), str(failure.value)
-    assert 1.2 < lab_checks.last_speedup["best"] < thresholds.threshold(LAB, "speedup").value, lab_checks.last_speedup
+    # Measured 1.55-1.81x under load beside other sessions, and 0.95x beside the book build in a fresh-clone
+    # run: only its side of the threshold is asserted (the threshold itself is pinned in test_thresholds.py).
+    assert lab_checks.last_speedup["best"] < thresholds.threshold(LAB, "speedup").value, lab_checks.last_speedup
 
 
 def test_a_correct_diagnosis_passes():
