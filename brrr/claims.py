@@ -145,7 +145,7 @@ _CLAIMS = [
         "Python: 32 M float adds/s; PyTorch: 280 K ops/s on tiny tensors (the author's machine, 2022)",
         "notebooks/30-python-vs-pytorch",
         "eager ops are at least 10x slower than Python adds, and an add 1/16 of the predicted knee size "
-        "takes at most 1.5x the time of a one-element add",
+        "takes at most 2x the time of a one-element add",
     ),
     Claim(
         "batch-doubling",
@@ -400,6 +400,12 @@ def judge_knee(measured: float, predicted: float) -> Verdict:
     )
 
 
+# On a CPU, where dispatch and work add, an add 1/16 of the knee size costs 1 + 1/16 of a one-element add by
+# the model; a fresh-clone run read 1.52x beside the other test worker (a one-point ratio of microsecond
+# times), failing a 1.5x rule. An add that loops over its elements in Python grows 100x and more.
+FLOOR_GROWTH_MAX = 2.0
+
+
 @_judge("overhead-floor")
 def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: float) -> Verdict:
     """Python adds/s, eager ops/s, and the time of an add 1/16 of the knee size over a one-element add."""
@@ -407,11 +413,11 @@ def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: 
     here = (
         f"Python {python_per_s / 1e6:.0f} M adds/s, eager PyTorch {torch_per_s / 1e3:.0f} K ops/s "
         f"({units.beside(slower, 0, (10,))}x fewer); an add 1/16 of the knee size takes "
-        f"{_ratio(floor_growth, 1.5)} a one-element add"
+        f"{_ratio(floor_growth, FLOOR_GROWTH_MAX)} a one-element add"
     )
     if slower < 10:
         return Verdict("overhead-floor", False, here, "eager ops were less than 10x slower than Python adds")
-    if floor_growth > 1.5:
+    if floor_growth > FLOOR_GROWTH_MAX:
         return Verdict("overhead-floor", False, here, "the time of small adds grew with their size: no flat floor")
     return Verdict("overhead-floor", True, here, "small ops cost the same whatever their size")
 
