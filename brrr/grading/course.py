@@ -28,6 +28,12 @@ def digests(files: dict[str, bytes]) -> dict[str, str]:
     return {name.replace(os.sep, "/"): hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())}
 
 
+def fingerprint(files: dict[str, bytes]) -> str:
+    """One SHA-256 for all of ``files``: of their :func:`digests`, so two runs that record the same digests
+    share it (the shards of one course compare it, :mod:`brrr.grading.shards`)."""
+    return hashlib.sha256(json.dumps(digests(files), sort_keys=True).encode()).hexdigest()
+
+
 def recorded(out: Path) -> dict[str, str] | None:
     """The digests recorded in ``out``; None before its first run. A record that is a link, or unreadable,
     counts as one that matches nothing (a submission may have planted it)."""

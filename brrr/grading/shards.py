@@ -36,7 +36,7 @@ from pathlib import Path
 
 from brrr import __version__, labs
 from brrr.device import device_class
-from brrr.grading import assemble
+from brrr.grading import assemble, course
 
 MANIFEST = "brrr-shard.json"
 FORMAT = 1
@@ -76,16 +76,10 @@ def shard_of(name: str, count: int) -> int:
 
 
 def code_fingerprint(snapshot: assemble.Snapshot) -> str:
-    """sha256 of what grades: every file of the ``brrr`` snapshot the grader runs from, and the labs made
-    from the solutions (their cells, given and grader cells included)."""
-    digest = hashlib.sha256()
-    for relative, data in sorted(snapshot.files.items()):
-        digest.update(f"{relative}\0{len(data)}\0".encode())
-        digest.update(data)
-    for lab, notebook in sorted(snapshot.labs.items()):
-        digest.update(f"{lab}\0".encode())
-        digest.update(json.dumps(notebook, sort_keys=True).encode())
-    return digest.hexdigest()
+    """What grades, in one digest: every file of the ``brrr`` snapshot the grader runs from and the labs'
+    solutions the lab notebooks are made from, as the gradebook's own record of them
+    (:func:`brrr.grading.course.fingerprint`)."""
+    return course.fingerprint(snapshot.graded_files())
 
 
 def provenance(snapshot: assemble.Snapshot) -> dict:

@@ -37,3 +37,13 @@ def test_a_record_replaced_by_a_link_or_garbage_matches_nothing_and_is_not_writt
     assert target.read_text() == "an instructor's file" and not (tmp_path / course.RECORD).is_symlink()
     (tmp_path / course.RECORD).write_text("{ not json")
     assert "the record itself" in course.check(tmp_path, FILES)
+
+
+def test_one_fingerprint_names_the_course_for_shards_and_changes_with_any_file():
+    assert course.fingerprint(FILES) == course.fingerprint(dict(reversed(FILES.items())))  # order-free
+    for name in FILES:
+        assert course.fingerprint(dict(FILES, **{name: FILES[name] + b" "})) != course.fingerprint(FILES)
+    assert course.fingerprint(dict(FILES, **{"brrr/extra.py": b""})) != course.fingerprint(FILES)
+    # the name is part of it: the same bytes moved to another file are another course
+    (first, data), (second, other) = FILES.items()
+    assert course.fingerprint({first: other, second: data}) != course.fingerprint(FILES)
