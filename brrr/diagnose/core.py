@@ -75,6 +75,14 @@ class Diagnosis:
         return report.plot(self, ax=ax)
 
 
+def _op_rows(seconds: dict[str, float], measured: Measurement, ceilings: Ceilings, dtype: str) -> list:
+    """Each dispatched op's row against ``ceilings`` (:func:`brrr.diagnose.ops.op_rows`), compiled kernels merged."""
+    rows = ops.op_rows(
+        seconds, measured.flops.flops, dict(measured.traffic.bytes), dict(measured.traffic.calls), ceilings, dtype
+    )
+    return ops.merge_compiled(rows, ceilings, dtype)
+
+
 def _matmul_dtype(measured: Measurement, ceilings: Ceilings) -> str:
     """The dtype most contractions ran in, as the ceilings name it (``tf32`` where fp32 may use it)."""
     counts = measured.traffic.contraction_dtypes
@@ -214,13 +222,13 @@ def diagnose(
     seconds = {
         name: total / measured.steps for name, total in measured.self_times.seconds.items() if name not in annotations
     }
-    op_rows = ops.merge_compiled(
-        ops.op_rows(
-            seconds, measured.flops.flops, dict(measured.traffic.bytes), dict(measured.traffic.calls), ceilings, dtype
-        ),
-        ceilings,
-        dtype,
-    )
+    op_rows = _op_rows(seconds, measured, ceilings, dtype)
+    if any(row.flops_fraction > 1 for row in op_rows):
+        # A roof is the best this machine does: an op above one means the roof was read in a busy moment
+        # (or brrr counted the op's work wrong). Measure the roofs again (they only rise) before the report
+        # calls it a counting error.
+        ceilings = ceilings_module.measured_again(ceilings)
+        op_rows = _op_rows(seconds, measured, ceilings, dtype)
     time_split = split.time_split(measured.trace, STEP_LABEL)
     launches = split.launches_per_step(measured.trace, STEP_LABEL)
     idle_name = split.HOST_WAIT if time_split.clock == "GPU" else split.BETWEEN_OPS
