@@ -307,13 +307,35 @@ def describe_copy_sweep(sizes: list[int], rates: list[float], ceiling: float, ca
         reasons,
         "ceiling",
     )
-    slow = [units.binary_bytes(4 * n) for n, rate in zip(sizes, rates) if rate < LOW_SHARE * ceiling]
+    slow = [(n, rate) for n, rate in zip(sizes, rates) if rate < LOW_SHARE * ceiling]
     if slow:
         lines.append(
-            f"Under half the ceiling: {', '.join(slow)}. Each size is the best of {SWEEP_ROUNDS} short "
-            "readings; other work running then slowed all of them (a cache does not make a copy slower)."
+            f"Under half the ceiling: {', '.join(units.binary_bytes(4 * n) for n, _ in slow)}. Each size is the "
+            f"best of {SWEEP_ROUNDS} short readings; other work running then slowed all of them (a cache does "
+            "not make a copy slower)."
         )
+        lines += _fixed_wait(slow)
     return lines
+
+
+# Slow copies whose sizes span at least this factor, each taking within FIXED_WAIT_SPREAD of the same time.
+FIXED_WAIT_SIZES = 4
+FIXED_WAIT_SPREAD = 2.0
+
+
+def _fixed_wait(slow: list[tuple[int, float]]) -> list[str]:
+    """A sentence when the slow copies took about the same time whatever their size: what limited them was a
+    wait, not bytes (a copy split over threads waits for each, and a thread waits while another program holds
+    its core), so their rate grows in proportion to their size."""
+    seconds = [2 * 4 * n / rate for n, rate in slow]
+    sizes = [n for n, _ in slow]
+    if max(sizes) < FIXED_WAIT_SIZES * min(sizes) or max(seconds) > FIXED_WAIT_SPREAD * min(seconds):
+        return []
+    return [
+        f"Those copies took {units.seconds(min(seconds))} to {units.seconds(max(seconds))} each, whatever their "
+        "size: a fixed wait, not bytes moved (the overhead regime). A copy split across threads finishes when "
+        "its last thread does, and a thread waits whenever another program holds its core."
+    ]
 
 
 def matmul_dtypes() -> list[str]:
