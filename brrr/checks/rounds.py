@@ -179,7 +179,7 @@ class Clock:
         if self.on_gpu:
             from brrr.timing import flush_l2
 
-            flush_l2(_flush_buffer(nbytes))
+            flush_l2(*_flush_buffers(nbytes))
 
     def span(self, fn: Callable[[], object]) -> tuple[float, float]:
         """Run ``fn`` once: (seconds between the events around it on the current stream, seconds from the
@@ -196,12 +196,14 @@ class Clock:
         return begin.seconds_to(end), time.perf_counter() - started
 
 
-_flush: dict[int, torch.Tensor] = {}
+_flush: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def _flush_buffer(nbytes: int) -> torch.Tensor:
+def _flush_buffers(nbytes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A float32 buffer of ``nbytes`` on the GPU and the 0-d sink its sum goes to, made once."""
     if nbytes not in _flush:
-        _flush[nbytes] = torch.zeros(max(1, nbytes // 4), dtype=torch.float32, device="cuda")
+        buffer = torch.zeros(max(1, nbytes // 4), dtype=torch.float32, device="cuda")
+        _flush[nbytes] = (buffer, torch.zeros((), dtype=torch.float32, device="cuda"))
     return _flush[nbytes]
 
 
