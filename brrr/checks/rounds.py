@@ -42,6 +42,7 @@ import torch
 
 from brrr import units
 from brrr.checks import core
+from brrr.checks.kernels import poison
 from brrr.timing import Timing, summarize
 
 # Where the device reports no L2 size: larger than any GPU's L2 we know of (an H100's is 50 MB, a B200's
@@ -109,11 +110,16 @@ def plan(set_bytes: int, *, sets: int = 2, l2: int | None = None) -> Plan:
 @dataclass
 class Timed:
     """One thing the rounds time: ``calls[i]`` runs it on input set ``i``. Where it writes a checked
-    output, ``outs[i]`` is that buffer and ``expected[i]`` what it must hold after every call."""
+    output, ``outs[i]`` is that buffer and ``expected[i]`` what it must hold after every call;
+    ``scratch[i]`` are buffers of set ``i`` poisoned before every call too (a result kept there from an
+    earlier call is gone), and ``inputs[i]`` its inputs by name, which must be unchanged after the rounds
+    (a kernel that left a result in its input for the next call fails)."""
 
     calls: Sequence[Callable[[], object]]
     outs: Sequence[torch.Tensor] = ()
     expected: Sequence[torch.Tensor] = ()
+    scratch: Sequence[Sequence[torch.Tensor]] = ()
+    inputs: Sequence[dict[str, torch.Tensor]] = ()
     runs: list[float] = field(default_factory=list)
 
 
@@ -234,11 +240,12 @@ def matches(out: torch.Tensor, expected: torch.Tensor) -> bool:
 
 
 class WrongWhileTimed(Exception):
-    """A timed call's output was wrong: ``name``, the 0-based ``call`` and ``set``; the buffer still holds it."""
+    """A timed call's output was wrong: ``name``, the 0-based ``call`` and ``set``; the buffer still holds it.
+    With ``input_name``: that input of the set had changed after the rounds."""
 
-    def __init__(self, name: str, call: int, input_set: int):
-        super().__init__(f"{name}: call {call + 1}, input set {input_set + 1}")
-        self.name, self.call, self.input_set = name, call, input_set
+    def __init__(self, name: str, call: int, input_set: int, *, input_name: str = ""):
+        super().__init__(f"{name}: call {call + 1}, input set {input_set + 1} {input_name}".rstrip())
+        self.name, self.call, self.input_set, self.input_name = name, call, input_set, input_name
 
 
 def time_rounds(
@@ -265,6 +272,7 @@ def time_rounds(
         if len(entry.calls) != the_plan.sets:
             raise ValueError(f"the plan rotates {the_plan.sets} input sets, a timed entry has {len(entry.calls)}")
         entry.runs.clear()
+    before = {name: [{k: t.to("cpu", copy=True) for k, t in s.items()} for s in e.inputs] for name, e in timed.items()}
     rounds = 0
     spent = dict.fromkeys(timed, 0.0)
     while rounds < warmup + max_runs and (rounds < warmup + min_runs or max(spent.values()) < budget_s):
@@ -274,7 +282,19 @@ def time_rounds(
                 entry.runs.append(seconds)
                 spent[name] += seconds
         rounds += 1
+    for name, entry in timed.items():
+        for number, (snapshot, now) in enumerate(zip(before[name], entry.inputs)):
+            for input_name, tensor in now.items():
+                if not _same(snapshot[input_name], tensor.to("cpu")):
+                    raise WrongWhileTimed(name, rounds - 1, number, input_name=input_name)
     return {name: summarize(entry.runs, "device, every stream") for name, entry in timed.items()}
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal element for element, NaN equal to NaN."""
+    if a.dtype.is_floating_point:
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return torch.equal(a, b)
 
 
 def _one_call(name: str, entry: Timed, call: int, the_plan: Plan, device: Clock, latency: float) -> float:
@@ -282,7 +302,9 @@ def _one_call(name: str, entry: Timed, call: int, the_plan: Plan, device: Clock,
     index = call % the_plan.sets
     out = entry.outs[index] if entry.outs else None
     if out is not None:
-        out.fill_(float("nan") if out.dtype.is_floating_point else -1)
+        poison(out)
+    for buffer in entry.scratch[index] if entry.scratch else ():
+        poison(buffer)
     device.flush(the_plan.flush_bytes)
     device.synchronize()
     on_stream, to_idle = device.span(entry.calls[index])
@@ -294,6 +316,11 @@ def _one_call(name: str, entry: Timed, call: int, the_plan: Plan, device: Clock,
 
 def wrong_while_timed(student: str, error: WrongWhileTimed, timed: dict[str, Timed], out_name: str, seed: int):
     """The AssertionError for a wrong timed output: which call, which input set, and the diff."""
+    if error.input_name:
+        return core.fail(
+            f"{student}'s kernels wrote into their input `{error.input_name}` while timed (input set "
+            f"{error.input_set + 1}, seed {seed}): they must only read it."
+        )
     entry = timed[error.name]
     out, expected = entry.outs[error.input_set], entry.expected[error.input_set]
     rtol, atol = core.tolerance(expected.dtype)

@@ -83,14 +83,23 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, spec, (timed.case,) * SETS, generator)
     built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
-    outs, calls = [], []
+    outs, calls, scratch = [], [], []
     for recorded in cases:
         out = torch.full_like(recorded.expected, float("nan"))
         storages = dict(zip(spec.input_names, recorded.inputs)) | {spec.out_name: out}
-        storages |= kernels.scratch_tensors(recorded.recipe, out.device)
+        scratch.append(kernels.scratch_tensors(recorded.recipe, out.device))
+        storages |= scratch[-1]
         outs.append(out)
         calls.append(lambda recipe=recorded.recipe, storages=storages: kernels.replay(recipe, built, storages))
-    entries = {"yours": rounds.Timed(calls, outs, [recorded.expected for recorded in cases])}
+    entries = {
+        "yours": rounds.Timed(
+            calls,
+            outs,
+            [recorded.expected for recorded in cases],
+            scratch=[list(buffers.values()) for buffers in scratch],
+            inputs=[dict(zip(spec.input_names, recorded.inputs)) for recorded in cases],
+        )
+    }
     if not bandwidth:
         entries["baseline"] = rounds.Timed([lambda inputs=c.inputs: timed.baseline(*inputs) for c in cases])
     plan = rounds.plan(sum(t.nbytes for t in cases[0].inputs) + outs[0].nbytes, sets=SETS)

@@ -149,3 +149,43 @@ def test_sizes_are_drawn_in_the_band_unaligned_and_vary():
     assert all(7168 <= n <= 8192 and n % 16 == 8 for n in eights) and len(eights) > 50
     with pytest.raises(ValueError):
         rounds.drawn(rng, 2, low=1.0)
+
+
+def test_a_result_kept_in_scratch_or_in_an_input_for_the_next_call_fails():
+    """Results replayed by content: kept in a scratch buffer (poisoned before every call; planted: the
+    poison removed, this passes), or written into an input (compared with a snapshot after the rounds)."""
+    expected = [torch.randn(64) for _ in range(2)]
+    outs = [torch.empty(64) for _ in range(2)]
+    kept = [torch.empty(64) for _ in range(2)]
+    computed = [False, False]
+
+    def from_scratch(index):
+        def run():
+            if not computed[index]:
+                kept[index].copy_(expected[index])
+                computed[index] = True
+            outs[index].copy_(kept[index])
+
+        return run
+
+    timed = {"yours": rounds.Timed([from_scratch(0), from_scratch(1)], outs, expected, scratch=[[kept[0]], [kept[1]]])}
+    with pytest.raises(rounds.WrongWhileTimed) as failure:
+        rounds.time_rounds(timed, one_set_plan(), budget_s=0, warmup=0, min_runs=4, device=rounds.Clock(on_gpu=False))
+    assert failure.value.call == 2
+
+    inputs = [{"x": torch.randn(64)} for _ in range(2)]
+
+    def into_input(index):
+        def run():
+            outs[index].copy_(expected[index])
+            inputs[index]["x"][0] = 0.5
+
+        return run
+
+    timed = {"yours": rounds.Timed([into_input(0), into_input(1)], outs, expected, inputs=inputs)}
+    with pytest.raises(rounds.WrongWhileTimed) as failure:
+        rounds.time_rounds(timed, one_set_plan(), budget_s=0, warmup=0, min_runs=2, device=rounds.Clock(on_gpu=False))
+    assert failure.value.input_name == "x"
+    assert "wrote into their input `x` while timed" in str(
+        rounds.wrong_while_timed("f", failure.value, timed, "out", 1)
+    )

@@ -715,6 +715,7 @@ def _measure(student, check: str) -> str:
             [lambda case=case, st=st: kernels.replay(case.recipe, built, st) for case, st in zip(cases, storages)],
             outs,
             [case.expected for case in cases],
+            inputs=[dict(zip(SPEC.input_names, case.inputs)) for case in cases],
         ),
         "baseline": rounds.Timed([lambda case=case: baseline(*case.inputs) for case in cases]),
     }

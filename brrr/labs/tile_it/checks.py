@@ -544,7 +544,8 @@ def _timed_entries(cases, recipes_by_order: dict, built) -> dict:
             storages = dict(zip(SPEC.input_names, case.inputs)) | {SPEC.out_name: out}
             calls.append(lambda recipe=recipe, storages=storages: kernels.replay(recipe, built, storages))
             outs.append(out)
-        entries[order] = rounds.Timed(calls, outs, [case.expected for case in cases])
+        inputs = [dict(zip(SPEC.input_names, case.inputs)) for case in cases]
+        entries[order] = rounds.Timed(calls, outs, [case.expected for case in cases], inputs=inputs)
     return entries
 
 
