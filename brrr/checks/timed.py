@@ -28,7 +28,7 @@ SETS = 2  # input sets rotated; each call is also preceded by an L2 flush (brrr.
 # The timed size is drawn per submission in [LOW x the published size, the published size]: the published
 # size is at least 8x the L2 and 1 GiB per tensor (brrr.device.far_above_cache), or half the GPU's memory
 # (a 15 GB T4: 0.5 GiB, over a hundred times its 4 MiB L2), so 3/4 of it stays far above the L2 and the
-# kernels stay bandwidth-bound (tests/checks/test_timed_rounds.py checks the band on an H100 and a T4).
+# kernels stay bandwidth-bound (tests/grading/test_grading_gpu_paths.py checks the band on an H100 and a T4).
 LOW = 0.75
 
 
