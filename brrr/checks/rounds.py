@@ -307,8 +307,7 @@ def _one_call(name: str, entry: Timed, call: int, the_plan: Plan, device: Clock,
         poison(buffer)
     device.flush(the_plan.flush_bytes)
     device.synchronize()
-    on_stream, to_idle = device.span(entry.calls[index])
-    device.synchronize()
+    on_stream, to_idle = device.span(entry.calls[index])  # ends with the whole device idle
     if out is not None and not matches(out, entry.expected[index]):
         raise WrongWhileTimed(name, call, index)
     return max(on_stream, to_idle - latency)
