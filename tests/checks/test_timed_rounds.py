@@ -118,7 +118,7 @@ def test_every_call_gets_the_next_input_set_an_l2_flush_and_a_whole_device_sync_
     calls = len(seen)
     flushes = [entry for entry in device.log if entry.startswith("flush")]
     assert flushes == [f"flush {2 * 4096}"] * calls  # an L2 flush of twice the L2 before every call
-    # before each call, after its flush: the device idle; and after it (span), and before its check
+    # before each call, after its flush: the device idle; and after it, before its check (span)
     assert device.log.count("sync") >= 2 * calls
 
 

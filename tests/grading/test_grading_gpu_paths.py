@@ -71,14 +71,13 @@ def test_a_wrapper_right_on_its_first_call_only_fails_the_timed_check(small_gpu_
 
 
 def test_the_drawn_timed_size_stays_far_above_the_l2_on_a_t4_and_an_h100(monkeypatch):
-    """The band's low end, 3/4 of the published size, is still over a hundred times the L2 on a 15 GB T4
-    (4 MiB of L2) and ten times it on an H100 (50 MiB): bandwidth-bound."""
+    """The band's low end, 3/4 of the published size, is still over 80 times the L2 on a 15 GB T4 (4 MiB
+    of L2) and 15 times it on an H100 (50 MiB): bandwidth-bound."""
     from brrr.checks import timed
 
     patch_lab(monkeypatch, lab_fuse_it, "far_above_cache", lambda element_size=4: 2**28)
-    for total_bytes, l2 in ((15_828_320_256, 4 * 2**20), (85_017_362_432, 50 * 2**20)):
-        low = timed.LOW * lab_fuse_it.timed_n(total_bytes=total_bytes) * 4
-        assert low > 10 * l2 and low / l2 > (100 if l2 < 2**23 else 10)
+    for total_bytes, l2, times in ((15_828_320_256, 4 * 2**20, 80), (85_017_362_432, 50 * 2**20, 15)):
+        assert timed.LOW * lab_fuse_it.timed_n(total_bytes=total_bytes) * 4 > times * l2
 
 
 def _fastest_chain(n: int, calls: int = 20) -> float:
