@@ -256,6 +256,15 @@ def timed_orders(monkeypatch, seconds: dict[str, float]):
 
 
 @cpu_only
+def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible_in_the_grouped_check(small_gpu_sizes, monkeypatch):
+    """The roofs hold in every timed check, the grouped one too (it had none): 1 ns for 120³ is faster
+    than its bytes at the 10 GB/s copy bandwidth the fixture measures."""
+    timed_orders(monkeypatch, {"yours": 1e-9, "GROUP_M=1": 1e-3})
+    with pytest.raises(AssertionError, match="copy bandwidth measured now .* impossible for a kernel"):
+        tile_it_checks.grade("grouped_order", student("correct"))
+
+
+@cpu_only
 @pytest.mark.parametrize(
     "yours_s, passed, says",
     [
