@@ -159,6 +159,14 @@ def test_gpu_timing_rejects_the_unfused_submission():
         fuse_it.grade("speedup", student("unfused"))
 
 
+@pytest.mark.skipif(not ON_GPU, reason="timing checks run on a GPU")
+def test_gpu_timing_rejects_a_wrapper_right_on_its_first_call_only():
+    """On a CPU, tests/grading/test_grading_gpu_paths.py runs the same check at a small size."""
+    name = "right_on_the_first_call_only"
+    with pytest.raises(AssertionError, match=expected_reason(LAB, name)):
+        fuse_it.grade("speedup", student(name, forked=False))  # in this process: its call count holds
+
+
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 def test_an_unsupported_triton_is_a_grader_error_not_a_failed_submission(monkeypatch):
     from brrr import traffic
