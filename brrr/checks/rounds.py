@@ -13,6 +13,9 @@ Every call, outside its timed span:
   result, which a kernel that does nothing would leave in place. Checking every
   call costs about one more read of the output and the expected result per call,
   outside the clock; checking every k-th call would let k - 1 calls in k be wrong.
+  Scratch buffers the grader hands the kernels are filled with NaN too, and the
+  inputs are compared with a host snapshot after the rounds, so no result kept
+  from one call serves the next.
 - the L2 cache is evicted by reading a buffer twice its size (:func:`brrr.timing.flush_l2`),
   and the input sets rotate, so no call finds its inputs in the cache (:class:`Plan`).
 - the whole device is synchronized (every stream) before the call and after it.
@@ -45,8 +48,8 @@ from brrr.checks import core
 from brrr.checks.kernels import poison
 from brrr.timing import Timing, summarize
 
-# Where the device reports no L2 size: larger than any GPU's L2 we know of (an H100's is 50 MB, a B200's
-# 126 MB), so that a flush sized from it errs on the side of evicting too much.
+# Where the device reports no L2 size: over twice an H100's (50 MiB), so that a flush sized from it errs on
+# the side of evicting too much.
 DEFAULT_L2_BYTES = 128 * 2**20
 # Elements compared at once when a timed output is checked: the comparison's temporaries stay small
 # beside the timed working set (a 1 GiB output checked whole would need several GiB more).
