@@ -60,6 +60,15 @@ def test_traffic_is_counted_at_sizes_drawn_per_submission_not_at_the_published_o
 
 
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
+def test_traffic_is_counted_only_on_launches_whose_output_was_checked():
+    """A wrapper that counts its calls (the fused kernel first, a cheap kernel storing zeros after): each
+    traffic count comes from the replay whose output is checked, so the cheap launches fail on their
+    values before their bytes (4 per element, less than one pass) can count."""
+    with pytest.raises(AssertionError, match="wrote a wrong `out`"):
+        fuse_it.grade("traffic", student("right_on_the_first_call_only", forked=False))
+
+
+@pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 def test_a_grid_larger_than_the_problem_fails_traffic():
     """Programs past the end of out, masked off, store nothing: the exact bytes alone passed them."""
     name = "idle_programs"
