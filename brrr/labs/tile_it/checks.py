@@ -489,13 +489,14 @@ GROUPED_SIZE = 8192
 # in the same run is impossible.
 IMPOSSIBLE_OVER_PEAK = 1.25
 
-# m, n and k are drawn per submission in [TIMED_LOW x the published size, the published size], each 8 modulo
-# 16: a multiple of 8 elements keeps every row 16-byte aligned (what vectorized and TMA loads need; an odd k
-# would make torch.mm and the student's kernel alike slow down for a reason this lab is not about), and not
-# a multiple of 16 leaves every tile of 16 or more partial at the edges. At 7/8 of 4096 a matmul still does
+# m, n and k are drawn per submission in [TIMED_LOW x the published size, the published size], each 16 modulo
+# 32: a multiple of 16 elements keeps every row aligned and every stride one Triton specializes as divisible
+# by 16 (what vectorized and TMA loads need; an odd k would make torch.mm and the student's kernel alike slow
+# down for a reason this lab is not about), and not a multiple of 32 leaves every tile of 32 or more partial
+# at the edges. At 7/8 of 4096 a matmul still does
 # about 3584 / 3 = 1,200 FLOP per byte of its minimum traffic, four times an H100's ridge: compute-bound.
 TIMED_LOW = 7 / 8
-TIMED_ALIGN = 8
+TIMED_ALIGN = 16
 
 
 def timed_shape(check: str) -> Shape:
