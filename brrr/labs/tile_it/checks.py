@@ -493,8 +493,8 @@ IMPOSSIBLE_OVER_PEAK = 1.25
 # 32: a multiple of 16 elements keeps every row aligned and every stride one Triton specializes as divisible
 # by 16 (what vectorized and TMA loads need; an odd k would make torch.mm and the student's kernel alike slow
 # down for a reason this lab is not about), and not a multiple of 32 leaves every tile of 32 or more partial
-# at the edges. At 7/8 of 4096 a matmul still does
-# about 3584 / 3 = 1,200 FLOP per byte of its minimum traffic, four times an H100's ridge: compute-bound.
+# at the edges. At 7/8 of 4096 a matmul still does about 3584 / 3 = 1,200 FLOP per byte of its minimum
+# traffic, four times an H100's ridge: compute-bound.
 TIMED_LOW = 7 / 8
 TIMED_ALIGN = 16
 
@@ -534,7 +534,8 @@ def with_group(recipe: dict, group_m: int) -> dict:
 
 def _timed_entries(cases, recipes_by_order: dict, built) -> dict:
     """One :class:`brrr.checks.rounds.Timed` per order: the recorded launches, replayed on each input set
-    into a NaN-filled output that every timed call is checked against."""
+    into a NaN-filled output that every timed call is checked against. The orders share the inputs, so
+    one of them compares them with their snapshot after timing."""
     from brrr.checks import kernels, rounds
 
     entries = {}
@@ -545,7 +546,7 @@ def _timed_entries(cases, recipes_by_order: dict, built) -> dict:
             storages = dict(zip(SPEC.input_names, case.inputs)) | {SPEC.out_name: out}
             calls.append(lambda recipe=recipe, storages=storages: kernels.replay(recipe, built, storages))
             outs.append(out)
-        inputs = [dict(zip(SPEC.input_names, case.inputs)) for case in cases]
+        inputs = [dict(zip(SPEC.input_names, case.inputs)) for case in cases] if not entries else []
         entries[order] = rounds.Timed(calls, outs, [case.expected for case in cases], inputs=inputs)
     return entries
 
