@@ -728,19 +728,6 @@ def timed_verdict(
     return f"{what}: {best.detail} (needed {threshold.describe()}{unit})"
 
 
-def rotating(items: Sequence, call: Callable[[Any], object]) -> Callable[[], None]:
-    """A function that calls ``call`` on the next of ``items`` each time, round the list: a timed loop
-    then never runs on the same inputs twice in a row, so no cache holds them."""
-    turn = [0]
-
-    def next_call() -> None:
-        item = items[turn[0] % len(items)]
-        turn[0] += 1
-        call(item)
-
-    return next_call
-
-
 def one_launch(
     name: str, recipe: dict, inputs: str, what: str, constants: tuple[str, ...], why: str
 ) -> tuple[dict, dict, int]:
@@ -780,23 +767,3 @@ def correct_summary(name: str, against: str, cases, result: dict) -> str:
         f"NaN-filled outputs (float32 rtol {tolerance(torch.float32)[0]:g}; float16 rtol "
         f"{tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}"
     )
-
-
-def check_timed_outputs(
-    name: str, out_name: str, outputs, seed: int, *, kernels: str = "kernel", tag: str = ""
-) -> None:
-    """After timing, every output the timed runs wrote against its expected value: ``outputs`` is
-    ``[(out, expected), ...]``, one per input set. A kernel fast because it skipped work fails here
-    (AssertionError naming the set); ``tag`` names the sets' group in the message, as " (grouped)"."""
-    for number, (out, expected) in enumerate(outputs):
-        rtol, atol = tolerance(expected.dtype)
-        report = diff_report(
-            out_name,
-            out,
-            expected,
-            rtol=rtol,
-            atol=atol,
-            context=f" on input set {number + 1} of {len(outputs)}{tag} after timing (seed {seed})",
-        )
-        if report:
-            raise fail(f"{name}'s {kernels} did not compute the right result while timed.\n{report}")

@@ -60,6 +60,15 @@ def test_traffic_is_counted_at_sizes_drawn_per_submission_not_at_the_published_o
 
 
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
+def test_traffic_is_counted_only_on_launches_whose_output_was_checked():
+    """A wrapper that counts its calls (the fused kernel first, a cheap kernel storing zeros after): each
+    traffic count comes from the replay whose output is checked, so the cheap launches fail on their
+    values before their bytes (4 per element, less than one pass) can count."""
+    with pytest.raises(AssertionError, match="wrote a wrong `out`"):
+        fuse_it.grade("traffic", student("right_on_the_first_call_only", forked=False))
+
+
+@pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 def test_a_grid_larger_than_the_problem_fails_traffic():
     """Programs past the end of out, masked off, store nothing: the exact bytes alone passed them."""
     name = "idle_programs"
@@ -157,6 +166,14 @@ def test_the_traffic_rule_passes_one_pass_whatever_its_values(name):
 def test_gpu_timing_rejects_the_unfused_submission():
     with pytest.raises(AssertionError, match="Needed at least 2x the speed of the eager chain"):
         fuse_it.grade("speedup", student("unfused"))
+
+
+@pytest.mark.skipif(not ON_GPU, reason="timing checks run on a GPU")
+def test_gpu_timing_rejects_a_wrapper_right_on_its_first_call_only():
+    """On a CPU, tests/grading/test_grading_gpu_paths.py runs the same check at a small size."""
+    name = "right_on_the_first_call_only"
+    with pytest.raises(AssertionError, match=expected_reason(LAB, name)):
+        fuse_it.grade("speedup", student(name, forked=False))  # in this process: its call count holds
 
 
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")

@@ -7,6 +7,7 @@ interpreted kernel must fail them with a message that says what was measured.
 """
 
 import math
+import random
 import re
 
 import pytest
@@ -223,6 +224,7 @@ def small_gpu_shape(monkeypatch):
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
     monkeypatch.setattr(thresholds, "device_class", lambda: "gpu")
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e15)
+    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
 
 
 @cpu_only
@@ -243,6 +245,31 @@ def test_a_time_faster_than_the_matmul_peak_allows_is_flagged_as_impossible(smal
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1.0)
     with pytest.raises(AssertionError, match="impossible for a kernel that does the work"):
         fa_checks.grade("speed_vs_naive", student("correct"))
+
+
+@cpu_only
+def test_a_time_faster_than_the_bandwidth_allows_is_flagged_as_impossible(small_gpu_shape, monkeypatch):
+    """1 ns a call, read off a stand-in for the rounds: faster than Q, K, V and out at the 10 GB/s copy
+    bandwidth the fixture measures (and under the 1e15 FLOP/s peak, so the bytes refuse it)."""
+    from brrr import timing
+    from brrr.checks import rounds
+
+    def time_rounds(timed, plan, **kwargs):
+        return {name: timing.Timing(1e-9, 1e-9, 1e-9, 1, "fake") for name in timed}
+
+    monkeypatch.setattr(rounds, "time_rounds", time_rounds)
+    with pytest.raises(AssertionError, match="copy bandwidth measured now .* impossible for a kernel"):
+        fa_checks.grade("speed_vs_sdpa", student("correct"))
+
+
+def test_the_timed_n_is_drawn_per_submission_odd_and_compute_bound():
+    """N drawn in [3/4, 1] of the published 4096, odd (partial last blocks): attention still does at least
+    N / 2 = 1,536 FLOP per byte it must move, five times an H100's ridge (about 300 FLOP/B)."""
+    shapes = [fa_checks.drawn_shape(random.Random(seed)) for seed in range(50)]
+    assert len({shape.n for shape in shapes}) > 40
+    for shape in shapes:
+        assert 3072 <= shape.n <= 4096 and shape.n % 2 and shape.d == 64 and shape.dtype == "float16"
+        assert shape.flops / fa_checks.minimum_bytes(shape) >= 1536
 
 
 def test_the_notebook_comparisons_run(monkeypatch):

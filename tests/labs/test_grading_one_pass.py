@@ -6,6 +6,8 @@ GPU-only timing checks run here too, on small sizes, where the interpreted
 kernel must fail them with a message that says what was measured.
 """
 
+import re
+
 import pytest
 import torch
 
@@ -211,7 +213,9 @@ def test_the_speedup_check_times_torch_and_fails_an_interpreted_kernel(small_gpu
         one_pass_checks.grade(f"{kind}_speedup", student(f"correct_{kind}"))
     torch_name = "torch.softmax" if kind == "softmax" else "F.layer_norm"
     message = str(failure.value)
-    assert f"Needed at least 1x the speed of {torch_name}" in message and "2 rows of 4,096" in message, message
+    assert f"Needed at least 1x the speed of {torch_name}" in message, message
+    cols = int(re.search(r"2 rows of ([\d,]+) float32", message).group(1).replace(",", ""))
+    assert 3840 <= cols <= 4096 and cols % 32 == 16, message  # drawn per submission: a partial last block
 
 
 @cpu_only

@@ -6,6 +6,8 @@ GPU-only timing checks run here too, on small sizes and in float32, where the
 interpreted kernel must fail them with a message that says what was measured.
 """
 
+import random
+
 import pytest
 import torch
 
@@ -213,6 +215,8 @@ def small_gpu_sizes(monkeypatch):
     patch_lab(monkeypatch, tile_it, "TIMED_DTYPE", "float32")  # bfloat16 arithmetic is wrong in the interpreter
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
     monkeypatch.setattr(thresholds, "device_class", lambda: "gpu")
+    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)  # the roofs, measured on a GPU
+    monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e15)
 
 
 @cpu_only
@@ -233,18 +237,31 @@ def test_a_time_faster_than_the_peak_allows_is_flagged_as_impossible(small_gpu_s
 
 
 def timed_orders(monkeypatch, seconds: dict[str, float]):
-    """Make ``brrr.timing.bench_together`` run each order's kernel on both timed input sets (so every output
-    is still checked) and report ``seconds[order]``: in the interpreter the two orders take about as long,
-    and which side of the 0.95x line noise puts them on is no verdict to test."""
+    """Make ``brrr.checks.rounds.time_rounds`` call each order's kernel on both timed input sets and check
+    each output, as the rounds do, and report ``seconds[order]``: in the interpreter the two orders take
+    about as long, and which side of the 0.95x line noise puts them on is no verdict to test."""
     from brrr import timing
+    from brrr.checks import rounds
 
-    def bench_together(fns, **kwargs):
-        assert set(fns) == set(seconds), set(fns)
-        for fn in fns.values():
-            fn(), fn()  # the two input sets, in turn
+    def time_rounds(timed, plan, **kwargs):
+        assert set(timed) == set(seconds) and plan.sets == 2, set(timed)
+        for entry in timed.values():
+            for call, out, expected in zip(entry.calls, entry.outs, entry.expected):
+                out.fill_(float("nan"))
+                call()
+                assert rounds.matches(out, expected)
         return {order: timing.Timing(s, s, s, 2, "fake") for order, s in seconds.items()}
 
-    monkeypatch.setattr(timing, "bench_together", bench_together)
+    monkeypatch.setattr(rounds, "time_rounds", time_rounds)
+
+
+@cpu_only
+def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible_in_the_grouped_check(small_gpu_sizes, monkeypatch):
+    """The roofs hold in every timed check, the grouped one too (it had none): 1 ns for 120³ is faster
+    than its bytes at the 10 GB/s copy bandwidth the fixture measures."""
+    timed_orders(monkeypatch, {"yours": 1e-9, "GROUP_M=1": 1e-3})
+    with pytest.raises(AssertionError, match="copy bandwidth measured now .* impossible for a kernel"):
+        tile_it_checks.grade("grouped_order", student("correct"))
 
 
 @cpu_only
@@ -274,6 +291,18 @@ def test_the_grouped_order_check_times_the_same_kernel_with_group_m_1(
             tile_it_checks.grade("grouped_order", student("correct"))
         message = str(failure.value)
     assert says in message and "64 × 64 × 32 tiles, GROUP_M=4" in message, message
+
+
+def test_the_timed_shapes_are_drawn_per_submission_aligned_and_compute_bound():
+    """m, n, k in [7/8, 1] of the published size, 16 modulo 32 (rows aligned, every tile of 32 or more
+    partial at the edge): a matmul there still does over 1,100 FLOP per byte of its minimum traffic, about
+    four times an H100's ridge (about 300 FLOP/B)."""
+    for check, size in (("peak_4096", 4096), ("peak_8192", 8192), ("grouped_order", 8192)):
+        shapes = [tile_it_checks.drawn_shape(check, random.Random(seed)) for seed in range(30)]
+        assert len({(s.m, s.n, s.k) for s in shapes}) == 30
+        for shape in shapes:
+            assert all(7 * size // 8 <= x <= size and x % 32 == 16 for x in (shape.m, shape.n, shape.k))
+            assert tile_it.intensity(shape, tile_it.minimum_bytes(shape)) > 1100
 
 
 @cpu_only

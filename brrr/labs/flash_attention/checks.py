@@ -36,7 +36,8 @@ is only asked which kernels it launches; the grader checks the kernels' source
   stated fraction of the three-kernel version's bytes (:func:`naive_bytes`),
   which is refused from the launch alone, before anything runs. The summary reports the ratio at
   each N.
-- ``speed_vs_naive`` (GPU): float16 at :data:`TIMED_SHAPE` (N = 4096, d = 64),
+- ``speed_vs_naive`` (GPU): float16 at :data:`TIMED_SHAPE` (N = 4096, d = 64; N drawn per submission
+  under it, :func:`drawn_shape`),
   at least a stated multiple of the speed of :func:`naive_attention` (eager
   PyTorch, three big kernels), timed in turns in the same run.
 - ``speed_vs_sdpa`` (GPU): the same shape, at least a stated fraction of the
@@ -653,6 +654,7 @@ def grade_traffic(student) -> str:
 # ---------------------------------------------------------------- time (GPU)
 
 TIMED_SHAPE = Shape(2, 16, 4096, 64, "float16")  # naive eager holds about 3 GB of N × N matrices: fits a T4
+TIMED_LOW = 3 / 4  # the timed N is drawn per submission in [TIMED_LOW x 4096, 4096] (drawn_shape)
 
 # A kernel faster than this multiple of the float16 matmul peak measured in the same run is impossible.
 IMPOSSIBLE_OVER_PEAK = 1.25
@@ -669,15 +671,34 @@ def _timed(student, check: str) -> str:
     return outcome.value
 
 
+def drawn_shape(rng=None) -> Shape:
+    """The timed shape for one submission: :data:`TIMED_SHAPE` with N drawn odd in [TIMED_LOW x N, N], so the
+    last query and key blocks are partial. Rows stay 16-byte aligned whatever N (their stride is d), and at
+    3/4 of 4096 attention still does N / 2 = 1,536 FLOP per byte of Q, K, V and O: compute-bound."""
+    from brrr.checks import rounds
+
+    rng = rng or core.size_drawer()[0]
+    shape = TIMED_SHAPE
+    return Shape(shape.batch, shape.heads, rounds.drawn(rng, shape.n, low=TIMED_LOW), shape.d, shape.dtype)
+
+
+def minimum_bytes(shape: Shape) -> int:
+    """Q, K and V read once and out written once: what any attention kernel must move."""
+    return 4 * shape.heads_total * shape.n * shape.d * shape.element_size
+
+
 def _measure(student, check: str) -> str:
+    """A timed check of Lab 6 on a GPU: the kernel against a baseline, in the same rounds.
+
+    Long: the inputs, the attempt and the verdict share the recorded launches; split, they would pass
+    them from function to function."""
     from brrr import ceilings, units
-    from brrr.device import TRITON_INTERPRETED
-    from brrr.checks import kernels
-    from brrr.timing import bench_together
+    from brrr.checks import kernels, rounds
+    from brrr.device import TRITON_INTERPRETED, far_above_cache
 
     name = student.name
     threshold = thresholds.threshold(LAB, check)
-    shape = TIMED_SHAPE
+    shape = drawn_shape()
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, SPEC, (shape, shape), generator)  # two sets, rotated
     blocks = [launch_blocks(name, case.recipe, shape) for case in cases]
@@ -689,21 +710,36 @@ def _measure(student, check: str) -> str:
     else:
         baseline, backend = sdpa_function()
         label = f"{BASELINES[check]} ({backend})"
-    indices = list(range(len(cases)))
-    yours = core.rotating(indices, lambda i: kernels.replay(cases[i].recipe, built, storages[i]))
-    theirs = core.rotating(indices, lambda i: baseline(*cases[i].inputs))
+    entries = {
+        "yours": rounds.Timed(
+            [lambda case=case, st=st: kernels.replay(case.recipe, built, st) for case, st in zip(cases, storages)],
+            outs,
+            [case.expected for case in cases],
+            inputs=[dict(zip(SPEC.input_names, case.inputs)) for case in cases],
+        ),
+        "baseline": rounds.Timed([lambda case=case: baseline(*case.inputs) for case in cases]),
+    }
+    plan = rounds.plan(minimum_bytes(shape), sets=len(cases))
 
     def attempt() -> core.Attempt:
         peak = ceilings.measure_matmul_peak("float16", 4096)
-        times = bench_together({"yours": yours, "baseline": theirs}, budget_s=0.5)
+        copy_rate = ceilings.measure_copy_bandwidth(far_above_cache(4))
+        try:
+            times = rounds.time_rounds(entries, plan, budget_s=0.5)
+        except rounds.WrongWhileTimed as error:
+            raise rounds.wrong_while_timed(name, error, entries, SPEC.out_name, seed) from None
         mine, other = times["yours"].median_s, times["baseline"].median_s
-        if shape.flops / mine > IMPOSSIBLE_OVER_PEAK * peak:
-            raise core.fail(
-                f"{name}'s kernel took {units.seconds(mine)} for {shape}, "
-                f"{shape.flops / mine / 1e12:.0f} TFLOP/s, more than {IMPOSSIBLE_OVER_PEAK:g}× the "
-                f"{peak / 1e12:.0f} TFLOP/s a float16 torch.mm reached now: impossible for a kernel "
-                "that does the work."
-            )
+        impossible = rounds.below_roof(
+            f"{name}'s kernel on {shape}",
+            mine,
+            moved=minimum_bytes(shape),
+            bandwidth=copy_rate,
+            flops=shape.flops,
+            peak=peak,
+            over=IMPOSSIBLE_OVER_PEAK,
+        )
+        if impossible:
+            raise core.fail(impossible)
         ratio = other / mine
         return core.Attempt(
             ratio,
@@ -713,10 +749,10 @@ def _measure(student, check: str) -> str:
         )
 
     best, history = core.repeat_until_pass(attempt)
-    core.check_timed_outputs(name, SPEC.out_name, [(out, case.expected) for case, out in zip(cases, outs)], seed)
     launched = f"BLOCK_M = {blocks[0]['BLOCK_M']}, BLOCK_N = {blocks[0]['BLOCK_N']}"
     needed = f"at least {threshold.value:g}x the speed of {label}"
-    return core.timed_verdict(best, history, f"{name} on {shape} ({launched})", needed, threshold, unit="x")
+    what = f"{name} on {shape}, drawn for this submission ({launched}; {plan.describe()})"
+    return core.timed_verdict(best, history, what, needed, threshold, unit="x")
 
 
 GRADERS = core.Graders(

@@ -197,7 +197,7 @@ def grade_traffic(student) -> str:
 def _timed_check(student, check: str) -> str:
     from brrr.checks import timed
 
-    n = timed_n()
+    n = timed.timed_size(timed_n())  # drawn per submission under the published size
     case = timed.TimedCase(
         n,
         f"n = {n:,} float32 elements",

@@ -540,10 +540,23 @@ def grade_traffic(kind: str, student) -> str:
     )
 
 
-def _timed_check(student, kind: str, check: str) -> str:
-    from brrr.checks import timed
+# The timed width is drawn in [TIMED_COLS_LOW x TIMED_COLS, TIMED_COLS], 16 modulo 32 (brrr.checks.timed.ALIGN:
+# rows stay 64-byte aligned and loads vectorized, and no block divides it): a row still takes one 4096-wide
+# block, of which at most 1/16 of the lanes are masked off (the bytes moved, and so the bandwidth, count
+# only the real elements); rows are drawn as Lab 2 draws n (brrr.checks.timed.LOW).
+TIMED_COLS_LOW = 15 / 16
 
-    rows = timed_rows()
+
+def _timed_check(student, kind: str, check: str) -> str:
+    from brrr.checks import rounds, timed
+
+    published = timed_rows()
+    rng, _ = core.size_drawer()  # drawn per submission: rows in the timed band, cols with a partial last block
+    rows = Rows(
+        rng.randint(math.ceil(timed.LOW * published.rows), published.rows),
+        rounds.drawn(rng, published.cols, low=TIMED_COLS_LOW, align=timed.ALIGN),
+        planted=False,
+    )
     weights = 2 * rows.cols * 4 if kind == "layer_norm" else 0  # weight and bias, read once
     case = timed.TimedCase(
         rows,

@@ -161,7 +161,8 @@ DEMO_EAGER_BYTES_PER_ELEMENT = {
 
 
 def compare_with_eager(softmax_fn, layer_norm_fn) -> dict:
-    """Per kind, the unfused eager version, the fused torch op and the student's kernel. Not graded.
+    """Per kind, the unfused eager version, the fused torch op and the student's kernel. Not graded, and an
+    illustration at one shape: the grader checks at shapes it draws per submission.
 
     CPU: bytes per element, the eager ones counted from their ops (every tensor,
     per-row statistics and weights included: :data:`DEMO_EAGER_BYTES_PER_ELEMENT`)

@@ -485,13 +485,34 @@ def grade_traffic(student) -> str:
 PEAK_SIZES = {"peak_4096": 4096, "peak_8192": 8192}
 GROUPED_SIZE = 8192
 
-# A kernel faster than this multiple of the torch.mm peak measured in the same run is impossible.
+# A kernel faster than this multiple of the torch.mm peak (or of the copy bandwidth, for its bytes) measured
+# in the same run is impossible.
 IMPOSSIBLE_OVER_PEAK = 1.25
+
+# m, n and k are drawn per submission in [TIMED_LOW x the published size, the published size], each 16 modulo
+# 32: a multiple of 16 elements keeps every row aligned and every stride one Triton specializes as divisible
+# by 16 (what vectorized and TMA loads need; an odd k would make torch.mm and the student's kernel alike slow
+# down for a reason this lab is not about), and not a multiple of 32 leaves every tile of 32 or more partial
+# at the edges. At 7/8 of 4096 a matmul still does about 3584 / 3 = 1,200 FLOP per byte of its minimum
+# traffic, four times an H100's ridge: compute-bound.
+TIMED_LOW = 7 / 8
+TIMED_ALIGN = 16
 
 
 def timed_shape(check: str) -> Shape:
+    """The published size of a timed check, n × n × n: the band the drawn shapes come from."""
     n = PEAK_SIZES.get(check, GROUPED_SIZE)
     return Shape(n, n, n, TIMED_DTYPE)
+
+
+def drawn_shape(check: str, rng=None) -> Shape:
+    """A shape for one submission's timed check, drawn under :func:`timed_shape` (see :data:`TIMED_LOW`)."""
+    from brrr.checks import rounds
+
+    rng = rng or core.size_drawer()[0]
+    n = timed_shape(check).m
+    m, n, k = (rounds.drawn(rng, n, low=TIMED_LOW, align=TIMED_ALIGN) for _ in range(3))
+    return Shape(m, n, k, TIMED_DTYPE)
 
 
 def _timed(student, check: str) -> str:
@@ -511,19 +532,37 @@ def with_group(recipe: dict, group_m: int) -> dict:
     return changed
 
 
+def _timed_entries(cases, recipes_by_order: dict, built) -> dict:
+    """One :class:`brrr.checks.rounds.Timed` per order: the recorded launches, replayed on each input set
+    into a NaN-filled output that every timed call is checked against. The orders share the inputs, so
+    one of them compares them with their snapshot after timing."""
+    from brrr.checks import kernels, rounds
+
+    entries = {}
+    for order, recipes in recipes_by_order.items():
+        calls, outs = [], []
+        for case, recipe in zip(cases, recipes):
+            out = torch.full_like(case.expected, float("nan"))
+            storages = dict(zip(SPEC.input_names, case.inputs)) | {SPEC.out_name: out}
+            calls.append(lambda recipe=recipe, storages=storages: kernels.replay(recipe, built, storages))
+            outs.append(out)
+        inputs = [dict(zip(SPEC.input_names, case.inputs)) for case in cases] if not entries else []
+        entries[order] = rounds.Timed(calls, outs, [case.expected for case in cases], inputs=inputs)
+    return entries
+
+
 def _measure(student, check: str) -> str:
     """A timed check of Lab 5 on a GPU: the peak fraction, or grouped order against GROUP_M = 1.
 
     Long: the inputs, the two orders, the attempt and the verdict share the recorded launches; split,
     they would pass them from function to function."""
     from brrr import ceilings, units
-    from brrr.device import TRITON_INTERPRETED
-    from brrr.checks import kernels
-    from brrr.timing import bench, bench_together
+    from brrr.checks import rounds
+    from brrr.device import TRITON_INTERPRETED, far_above_cache
 
     name = student.name
     threshold = thresholds.threshold(LAB, check)
-    shape = timed_shape(check)
+    shape = drawn_shape(check)
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, SPEC, (shape, shape), generator)  # two sets, rotated
     tiles = [launch_tiling(name, case.recipe, shape) for case in cases]
@@ -538,19 +577,29 @@ def _measure(student, check: str) -> str:
     orders = {"yours": [case.recipe for case in cases]}
     if grouped:
         orders["GROUP_M=1"] = [with_group(case.recipe, 1) for case in cases]
-    sets = {order: [] for order in orders}
-    for order, recipes in orders.items():
-        for case, recipe in zip(cases, recipes):
-            out = torch.full_like(case.expected, float("nan"))
-            storages = dict(zip(SPEC.input_names, case.inputs)) | {SPEC.out_name: out}
-            sets[order].append((case, recipe, out, storages))
-
-    def runner(order):
-        return core.rotating(sets[order], lambda entry: kernels.replay(entry[1], built, entry[3]))
+    entries = _timed_entries(cases, orders, built)
+    plan = rounds.plan(minimum_bytes(shape), sets=len(cases))
 
     def attempt() -> core.Attempt:
+        peak = ceilings.measure_matmul_peak(TIMED_DTYPE, shape.m)
+        copy_rate = ceilings.measure_copy_bandwidth(far_above_cache(4))
+        try:
+            times = rounds.time_rounds(entries, plan, budget_s=0.5)
+        except rounds.WrongWhileTimed as error:
+            raise rounds.wrong_while_timed(name, error, entries, SPEC.out_name, seed) from None
+        for order, timing in times.items():
+            impossible = rounds.below_roof(
+                f"{name}'s kernel ({order}) on {shape}",
+                timing.median_s,
+                moved=minimum_bytes(shape),
+                bandwidth=copy_rate,
+                flops=shape.flops,
+                peak=peak,
+                over=IMPOSSIBLE_OVER_PEAK,
+            )
+            if impossible:
+                raise core.fail(impossible)
         if grouped:
-            times = bench_together({order: runner(order) for order in orders}, budget_s=0.5)
             ratio = times["GROUP_M=1"].median_s / times["yours"].median_s
             return core.Attempt(
                 ratio,
@@ -559,16 +608,8 @@ def _measure(student, check: str) -> str:
                 f"GROUP_M=1 {units.seconds(times['GROUP_M=1'].median_s)}: "
                 f"{units.beside(ratio, 3, (threshold.value,))}x the speed of row-major order",
             )
-        peak = ceilings.measure_matmul_peak(TIMED_DTYPE, shape.m)
-        timing = bench(runner("yours"), budget_s=0.5)
+        timing = times["yours"]
         rate = timing.rate(shape.flops)
-        if rate > IMPOSSIBLE_OVER_PEAK * peak:
-            raise core.fail(
-                f"{name}'s kernel took {units.seconds(timing.median_s)} for {shape}, "
-                f"{rate / 1e12:.0f} TFLOP/s, more than {IMPOSSIBLE_OVER_PEAK:g}× the "
-                f"{peak / 1e12:.0f} TFLOP/s torch.mm reached now: impossible for a kernel that does the "
-                "work."
-            )
         fraction = rate / peak
         return core.Attempt(
             fraction,
@@ -579,10 +620,6 @@ def _measure(student, check: str) -> str:
         )
 
     best, history = core.repeat_until_pass(attempt)
-    for order, entries in sets.items():  # every timed output, after timing
-        core.check_timed_outputs(
-            name, SPEC.out_name, [(out, case.expected) for case, _, out, _ in entries], seed, tag=f" ({order})"
-        )
     tile = tiles[0]
     tiling = f"{tile['BLOCK_M']} × {tile['BLOCK_N']} × {tile['BLOCK_K']} tiles, GROUP_M={tile['GROUP_M']}"
     needed = (
@@ -590,7 +627,9 @@ def _measure(student, check: str) -> str:
         if grouped
         else f"at least {threshold.value:.0%} of the {TIMED_DTYPE} matmul peak measured now"
     )
-    return core.timed_verdict(best, history, f"{name} on {shape} ({tiling})", needed, threshold)
+    return core.timed_verdict(
+        best, history, f"{name} on {shape}, drawn for this submission ({tiling}; {plan.describe()})", needed, threshold
+    )
 
 
 GRADERS = core.Graders(
