@@ -114,8 +114,7 @@ def student_processes(pid: int) -> list[int]:
     if namespace is None or namespace == pid_namespace(os.getpid()):
         return [pid, *processes.descendants(pid)]
     inside = [each for each, ns in _namespaces().items() if ns == namespace]
-    below = {child for each in inside for child in processes.descendants(each)}
-    return sorted(set(inside) | below)
+    return sorted(set(inside) | set(processes.descendants_of(inside)))
 
 
 def student_pid(student) -> int:
