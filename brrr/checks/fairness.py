@@ -223,8 +223,8 @@ class Watch:
             raise core.fail(
                 f"{name}: your notebook's processes used {rate:.2f} CPU-seconds per second "
                 f"({units.seconds(used)} of CPU in {units.seconds(span)}) while the grader timed {self.what}, "
-                f"between your calls; at most {STUDENT_CPU_PER_S:g} is allowed, what a notebook waiting for the "
-                "grader uses. Work left running after your function returns (a thread, a process, a pool) "
+                f"between your calls; at most {STUDENT_CPU_PER_S:g} is allowed (a notebook waiting for the grader "
+                "uses about 0.001). Work left running after your function returns (a thread, a process, a pool) "
                 "slows the grader's side and inflates your figure: finish all work before returning."
             )
 
