@@ -101,14 +101,21 @@ def kill_orphans(keep: set[int]) -> list[int]:
 
 def descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (Linux /proc), children first found first."""
+    return descendants_of([pid])
+
+
+def descendants_of(pids: list[int]) -> list[int]:
+    """Every process below any of ``pids`` and not one of them, from one scan of /proc."""
     children: dict[int, list[int]] = {}
     for child, parent in _parents().items():
         children.setdefault(parent, []).append(child)
-    found, queue = [], [pid]
+    found, queue, seen = [], list(pids), set(pids)
     while queue:
         for child in children.get(queue.pop(), []):
-            found.append(child)
-            queue.append(child)
+            if child not in seen:
+                seen.add(child)
+                found.append(child)
+                queue.append(child)
     return found
 
 

@@ -39,7 +39,10 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
 6. **The record.** Only then is the grader process told to finish; it prints
    its results signed with a key only the gradebook and it know. The verdict
    is that, never a file or output the notebook could write. A grader process
-   that died before (killed) makes the row ``grader-killed``.
+   that died before (killed) makes the row ``grader-killed`` under
+   ``--no-sandbox``, and ``grader-error`` in a sandbox, where the notebook
+   cannot signal it and the out-of-memory killer takes the notebook's
+   processes first.
 
 Before any of that, the grading code (``brrr`` and the labs' solutions) is
 compared with what graded ``OUT_DIR`` first (:mod:`brrr.grading.course`): a
@@ -61,8 +64,8 @@ Output in ``OUT_DIR`` (relative paths are fine):
     (every cell ran cleanly), ``failed`` (some cell failed), ``timeout``,
     ``crashed`` (the kernel died), ``unreadable`` (not a notebook), ``refused``
     (no known lab), ``tampered``, ``grader-killed``, ``not graded`` (grading
-    stopped first) or ``grader-error`` (the grader could not run: not the
-    student's fault, and said so).
+    stopped first) or ``grader-error`` (the grader could not run, or could not
+    grade a check fairly: not the student's fault, and said so; grade it again).
 ``feedback/<submission>.md``
     For the student: each check with its message, the other errors in their
     notebook, and what to do about a timeout or a crash.
@@ -563,6 +566,28 @@ def _execute(
     return _Ran(returncode, kernel_died, killed, results)
 
 
+def _grader_killed(submission: Submission) -> None:
+    """The row of a submission whose grader a signal ended. Without a sandbox the notebook's processes could
+    send it, and the row is theirs (``grader-killed``, 0). In one they can neither see nor signal the grader,
+    and the out-of-memory killer takes them first (``oom_score_adj`` 1000, :mod:`brrr.checks.reaper`): the
+    signal came from outside the submission, a grader error."""
+    if submission.sandboxed:
+        submission.status = "grader-error"
+        submission.note = (
+            "The grader process of this submission was killed while its notebook ran, by something outside "
+            "it: a sandboxed notebook can neither see nor signal its grader, and when memory runs out its own "
+            "processes are killed first. Nothing was graded (not your fault). Instructors: grade it again "
+            "(alone, if memory ran out)."
+        )
+        return
+    submission.status = "grader-killed"
+    submission.note = (
+        "The grader process of this submission was killed while its notebook ran. Only the "
+        "notebook's own processes (or the system running out of memory) could do that, so "
+        "every check scores 0. Instructors: if memory ran out, grade it again alone."
+    )
+
+
 KERNEL_DIED = "The notebook's kernel died (a segmentation fault, an abort, or running out of memory)"
 
 
@@ -571,12 +596,7 @@ def _classify(
 ) -> None:
     """The row's status, results, cell errors and notes, from what the run left."""
     if ran.grader_killed:
-        submission.status = "grader-killed"
-        submission.note = (
-            "The grader process of this submission was killed while its notebook ran. Only the "
-            "notebook's own processes (or the system running out of memory) could do that, so "
-            "every check scores 0. Instructors: if memory ran out, grade it again alone."
-        )
+        _grader_killed(submission)
         return
     if ran.results is None:
         submission.status = "grader-error"
@@ -608,6 +628,13 @@ def _classify(
             "After a timeout nbval skips the rest of the notebook, so the checks after that cell did "
             "not run."
         )
+    if faults := grader_faults(submission):
+        submission.status = "grader-error"
+        notes.insert(
+            0,
+            f"The grader could not grade {', '.join(faults)} fairly, so it scores 0 here (not your fault: see "
+            "its message below). Instructors: grade this submission again, on a quieter machine.",
+        )
     escaped = re.findall(r"brrr-reaper: killed (\d+) process", text)
     if escaped and int(escaped[-1]):
         notes.append(
@@ -615,6 +642,12 @@ def _classify(
             "process tree; the gradebook killed them."
         )
     submission.note = " ".join(notes)
+
+
+def grader_faults(submission: Submission) -> list[str]:
+    """The checks the grader itself failed (``grader_fault`` in its record: it could not measure fairly, or
+    raised): neither passed nor the student's failure."""
+    return [check for check, record in submission.results.items() if record.get("grader_fault")]
 
 
 class _Watch:
@@ -818,7 +851,12 @@ def feedback(submission: Submission, checks: list[str]) -> str:
         lines += ["| check | result |", "|---|---|"]
         for check in checks:
             record = submission.results.get(check)
-            result = "**not run** (0)" if record is None else ("passed" if record.get("passed") else "**failed**")
+            if record is None:
+                result = "**not run** (0)"
+            elif record.get("grader_fault"):
+                result = "**grader error** (0, not your fault)"
+            else:
+                result = "passed" if record.get("passed") else "**failed**"
             lines.append(f"| {check} | {result} |")
         lines.append("")
     for check in checks:
@@ -833,7 +871,8 @@ def feedback(submission: Submission, checks: list[str]) -> str:
                 "",
             ]
         elif not record.get("passed"):
-            lines += [f"## {check}: failed", "", "```text", record.get("message", "").rstrip(), "```", ""]
+            title = "grader error, not your fault" if record.get("grader_fault") else "failed"
+            lines += [f"## {check}: {title}", "", "```text", record.get("message", "").rstrip(), "```", ""]
     others = [e for e in submission.cell_errors if "AssertionError" not in e]
     if others:
         lines += ["## Other errors in your notebook", ""]

@@ -42,7 +42,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from brrr.checks import core, processes
+from brrr.checks import core, fairness, processes
 from brrr.grading.wire import Channel, WireError, decode, encode
 
 if TYPE_CHECKING:
@@ -169,18 +169,22 @@ def verify(line: str, key: bytes) -> dict:
 # ---------------------------------------------------------------- serving one connection
 
 
-def _run_check(lab: Lab, check: str, student: Student) -> tuple[bool, str]:
+GRADER_ERROR = "grader error (not your fault)"  # how a check's message starts when the grader, not the student, failed
+
+
+def _run_check(lab: Lab, check: str, student: Student) -> tuple[bool, str, bool]:
+    """Run one check: (passed, message, whether the grader failed, not the student)."""
     try:
         summary = lab.grade(check, student)
-        return True, str(summary)
+        return True, str(summary), False
     except AssertionError as failure:  # a failed check, StudentError included
-        return False, str(failure)
+        return False, str(failure), False
+    except fairness.GraderFault as fault:  # the grader could not measure fairly: grade again elsewhere
+        return False, f"{GRADER_ERROR}: {fault}", True
     except KeyboardInterrupt:
         raise
     except Exception as error:  # noqa: BLE001 - a bug of the grader: say so, never blame the student
-        return False, (
-            f"grader error (not your fault): {type(error).__name__}: {error}\n" + traceback.format_exc(limit=4)
-        )
+        return False, f"{GRADER_ERROR}: {type(error).__name__}: {error}\n" + traceback.format_exc(limit=4), True
 
 
 _one_check_at_a_time = threading.Lock()  # connections are served side by side, checks one after another
@@ -240,11 +244,12 @@ def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: s
                 continue
             started = time.monotonic()
             core.taken_figures()  # nothing left over from an earlier check
-            passed, text = _run_check(lab, check, Student(channel, function))
+            passed, text, grader_fault = _run_check(lab, check, Student(channel, function))
             measured = core.taken_figures()
             result = {
                 "passed": passed,
                 "message": text,
+                "grader_fault": grader_fault,
                 "device": device_name(),
                 "device_class": device_class,
                 "seconds": round(time.monotonic() - started, 2),

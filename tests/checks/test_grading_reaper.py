@@ -50,6 +50,26 @@ def test_the_reaper_passes_the_exit_status_through_and_kills_nothing_when_nothin
     assert done.stderr.splitlines()[-1] == "brrr-reaper: killed 0 process(es) left behind"
 
 
+def test_the_command_runs_under_the_submissions_limits():
+    """A file of at most FILE_SIZE_MAX, no core dump, and the OOM killer's first choice, for every process the
+    command starts. (The task cap applies only in a user namespace of the sandbox's own; outside one Linux
+    counts the user's every process: left as it was.)"""
+    show = (
+        "import resource\n"
+        "print(*resource.getrlimit(resource.RLIMIT_FSIZE), *resource.getrlimit(resource.RLIMIT_CORE),"
+        " open('/proc/self/oom_score_adj').read().strip(), resource.getrlimit(resource.RLIMIT_NPROC)[0])"
+    )
+    done = _reap(sys.executable, "-c", show)
+    fsize, fsize_hard, core, core_hard, adjust, tasks = done.stdout.split()
+    assert (int(fsize), int(fsize_hard)) == (reaper.FILE_SIZE_MAX,) * 2, done.stdout
+    assert (int(core), int(core_hard), int(adjust)) == (0, 0, reaper.OOM_SCORE_ADJ), done.stdout
+    own_namespace = " ".join(Path("/proc/self/uid_map").read_text().split()) != reaper.INITIAL_USER_NAMESPACE
+    if not own_namespace:
+        import resource
+
+        assert int(tasks) == resource.getrlimit(resource.RLIMIT_NPROC)[0]
+
+
 def test_the_reaper_kills_an_orphaned_grandchild_that_left_the_process_group(tmp_path):
     """A daemon: the command forks a child that calls setsid and forks again, the child exits (its child is
     an orphan, re-parented to the reaper, not to init), and the command ends while the orphan sleeps."""

@@ -152,6 +152,31 @@ def test_feedback_lists_other_errors_but_not_failed_checks():
     assert "## traffic: not run, scored 0" in text
 
 
+def test_a_check_the_grader_could_not_grade_fairly_is_a_grader_error_not_a_failure_nor_a_pass(tmp_path):
+    """A check the grader recorded as its own fault (brrr.checks.fairness.GraderFault: it could not get the
+    CPU) scores 0, makes the row grader-error (graded again, as a grader that did not start), and tells the
+    student it is not their fault. A grader killed while a sandboxed notebook ran is a grader error too: the
+    notebook could not signal it; without a sandbox the row stays the notebook's (grader-killed)."""
+    prepared = gradebook._Prepared(tmp_path, LAB, tmp_path / "submission.ipynb", tmp_path, [])
+    prepared.output.write_text("")
+    fault = {"passed": False, "grader_fault": True, "message": "grader error (not your fault): the grader could not"}
+    checks = gradebook.lab_checks(LAB)
+    submission = gradebook.Submission("bob", Path("bob.ipynb"), lab=LAB)
+    ran = gradebook._Ran(0, False, False, {checks[0]: {"passed": True}, checks[1]: fault})
+    gradebook._classify(submission, prepared, ran, 60, 600)
+    assert submission.status == "grader-error" and "not your fault" in submission.note, submission.note
+    text = gradebook.feedback(submission, checks)
+    assert f"| {checks[1]} | **grader error** (0, not your fault) |" in text, text
+    assert f"## {checks[1]}: grader error, not your fault" in text and "**failed**" not in text
+    gradebook.write_csv([submission], tmp_path / "grades.csv")
+    row = read_rows(tmp_path)["bob"]
+    assert (row["status"], row[checks[0]], row[checks[1]]) == ("grader-error", "1", "0"), row
+    for sandboxed, status, said in ((True, "grader-error", "not your fault"), (False, "grader-killed", "Only the")):
+        killed = gradebook.Submission("carol", Path("carol.ipynb"), lab=LAB, sandboxed=sandboxed)
+        gradebook._classify(killed, prepared, gradebook._Ran(0, False, True, None), 60, 600)
+        assert killed.status == status and said in killed.note, (sandboxed, killed.status, killed.note)
+
+
 def test_a_partly_graded_row_scores_what_passed_out_of_every_check(tmp_path):
     """The row and feedback of a notebook that died after its first check, without running one: 1 of N, the
     maximum every check the lab grades here, each check never received scored 0 and said "not run"."""

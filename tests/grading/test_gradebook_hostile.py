@@ -25,6 +25,7 @@ import time
 import nbformat
 import pytest
 
+from brrr.checks import reaper
 from brrr.grading import gradebook, merge, shards
 
 from brrr import labs
@@ -232,6 +233,12 @@ def test_from_inside_the_sandbox_nothing_of_the_instructors_is_in_reach(hostile_
     assert str(escape["victim"]) not in reached["processes"] and len(commands) < 12, reached["processes"]
     assert not any("--socket" in command or "brrr.grading" in command for command in commands), commands
     assert reached["stopped"] == []
+    # its resource limits (brrr.checks.reaper): a file of 512 MiB at most, no core dumps, the OOM killer's first
+    assert reached["limits"]["RLIMIT_FSIZE"] == [reaper.FILE_SIZE_MAX] * 2, reached["limits"]
+    assert reached["limits"]["RLIMIT_CORE"] == [0, 0], reached["limits"]
+    assert reached["oom_score_adj"] == reaper.OOM_SCORE_ADJ
+    assert reached["write a file past the size limit"] is None, reached
+    assert reached["write a file past the size limit:error"] == "OSError"  # EFBIG: Python ignores SIGXFSZ
 
 
 @pytest.mark.parametrize("lab", sorted(labs.LABS))

@@ -182,5 +182,5 @@ def test_an_unsupported_triton_is_a_grader_error_not_a_failed_submission(monkeyp
     from brrr.grading import server
 
     monkeypatch.setattr(traffic, "triton_version", lambda: (9, 9))
-    passed, message = server._run_check(fuse_it, "traffic", student("correct"))
-    assert not passed and "not your fault" in message
+    passed, message, grader_fault = server._run_check(fuse_it, "traffic", student("correct"))
+    assert not passed and grader_fault and "not your fault" in message

@@ -147,6 +147,43 @@ def test_a_step_that_uses_two_cores_fails_speedup(monkeypatch):
     assert "CPU-seconds per second" in str(failure.value), str(failure.value)
 
 
+def test_a_step_that_leaves_work_running_while_the_grader_times_the_given_step_fails_speedup():
+    """The correct step, with a thread that computes only between its calls: it slows the grader's copy of
+    the given step, timed between the student's calls, and so inflates the speedup, while the CPU rule of
+    the student's own calls sees nothing. The grader counts the CPU of every process of the student's
+    while it times its side (here its own process, less the grader's thread; under the gradebook every
+    process of the sandbox's PID namespace: brrr/checks/fairness.py) and fails the step for it."""
+    correct = load_module(LAB, "correct").fast_train
+    between_calls, stop, started = threading.Event(), threading.Event(), []
+
+    def keep_busy():
+        x = torch.randn(128, 128)
+        while not stop.is_set():
+            between_calls.wait()
+            x = torch.tanh(x @ x)
+
+    def fast_train(problem):
+        between_calls.clear()
+        if not started:
+            started.append(threading.Thread(target=keep_busy, daemon=True))
+            started[0].start()
+        try:
+            return correct(problem)
+        finally:
+            between_calls.set()
+
+    try:
+        with pytest.raises(AssertionError) as failure:
+            lab_checks.grade("speedup", local_student(fast_train, lab.WIRE_TYPES, forked=False))
+    finally:
+        stop.set()
+        between_calls.set()
+        if started:
+            started[0].join()
+    message = str(failure.value)
+    assert "your notebook's processes used" in message and "while the grader timed the given step" in message, message
+
+
 def test_a_correct_step_under_the_threshold_fails_speedup(monkeypatch):
     """Correct but slow: the samples two at a time, 1-2x the given step (0.95x once beside the book build).
     It fails the 3x the check asks: the speed check is graded against a number, not against whatever the

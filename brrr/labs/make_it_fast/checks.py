@@ -11,12 +11,15 @@ Grading, in the grader process (thresholds from :mod:`brrr.checks.thresholds`):
   round trip only ever counts against the student). Every timed call, on both
   sides, gets a fresh seed, so nothing can be precomputed or cached, and every
   timed result is checked against the grader's. Speedup = median over median,
-  at least 3x on a CPU and 5x on a GPU. The student's process (and every process
-  under it) may spend at most 1.3 CPU-seconds per second of the call
+  at least 3x on a CPU and 5x on a GPU. The student's process (and every other
+  process of its sandbox) may spend at most 1.3 CPU-seconds per second of the call
   (:func:`cpu_seconds`, the kernel's own per-process CPU clock): a step that is
   faster only because it runs on more cores fails. (There is no lower bound: across
   a real connection, on a loaded machine, an honest step's process is on the CPU
   for only about half of the call's wall time, which includes the round trip.)
+  While the grader times its copy of the given step, the student's processes
+  must be quiet and the grader's thread must have had the CPU
+  (:mod:`brrr.checks.fairness`).
 - ``diagnosis``: on two problems the grader draws (a narrow, overhead-bound
   model and a wide one whose ops take real time), ``diagnose`` returns its
   fraction and the path of its trace. The grader reads that trace and computes
@@ -31,10 +34,7 @@ Grading, in the grader process (thresholds from :mod:`brrr.checks.thresholds`):
 
 from __future__ import annotations
 
-import os
-import socket
 import statistics
-import struct
 import tempfile
 import time
 from pathlib import Path
@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 
 from brrr import units
-from brrr.checks import core, processes, thresholds
+from brrr.checks import core, fairness, thresholds
 from brrr.device import ON_GPU, per_device, synchronize
 from brrr.labs.make_it_fast import LAB
 from brrr.labs.make_it_fast.given import NARROW, Problem, SHAPES, Shape, given_train, new_problem
@@ -80,31 +80,22 @@ def profile_given(problem: Problem, path) -> tuple[float, int]:
 # ---------------------------------------------------------------- the student's process, seen from here
 
 
-def student_pid(student) -> int:
-    """The pid of the process that answers ``student``'s calls: the peer of its Unix socket, or this
-    process for a student served in-process (:func:`brrr.grading.client.local_student`)."""
-    channel = getattr(student, "channel", None)
-    if channel is None:
-        return os.getpid()
-    creds = channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[0]
+student_pid = fairness.student_pid  # the pid of the process that answers the student's calls
 
 
 def _process_cpu_clock(pid: int) -> float:
-    """Seconds of CPU the process ``pid`` has used, all its threads (ended ones too), to the nanosecond:
-    the kernel's per-process CPU clock (``clock_getcpuclockid``: ``~pid << 3 | CPUCLOCK_SCHED``)."""
-    return time.clock_gettime((~pid << 3) | 2)
+    """The process's CPU clock (:func:`brrr.checks.fairness.process_cpu_clock`; tests replace it here)."""
+    return fairness.process_cpu_clock(pid)
 
 
-def _children_ticks(pid: int) -> float:
-    """CPU seconds of ``pid``'s children that have ended and been waited for (``cutime + cstime``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+_children_ticks = fairness.reaped_children_cpu
 
 
 def process_tree(pid: int) -> list[int]:
-    """``pid`` and every process under it now (a scan of ``/proc``, a few ms: done once per attempt)."""
-    return [pid, *processes.descendants(pid)]
+    """``pid`` first, then every other process of the student's now: in a sandbox, all of its PID namespace
+    and below (:func:`brrr.checks.fairness.student_processes`), else every process under ``pid`` (a scan of
+    ``/proc``, a few ms: done once per attempt)."""
+    return [pid, *(each for each in fairness.student_processes(pid) if each != pid)]
 
 
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
@@ -254,17 +245,18 @@ def grade_speedup(student) -> str:
         student.call(new_problem(shape), threads=1, forked=False)
     given_train(new_problem(shape))
 
-    def attempt() -> core.Attempt:
+    def attempt(watch: fairness.Watch) -> core.Attempt:
         given_s, student_s, replies = [], [], []
         cpu = wall = 0.0
         tree = process_tree(pid)
         with torch_threads(1), no_gc_pauses():
             for _ in range(TIMED_CALLS):
                 problem = new_problem(shape)
-                start = time.perf_counter()
-                losses, params = given_train(problem)
-                synchronize()
-                given_s.append(time.perf_counter() - start)
+                with watch.window():  # the student's processes and the grader's thread, watched
+                    start = time.perf_counter()
+                    losses, params = given_train(problem)
+                    synchronize()
+                    given_s.append(time.perf_counter() - start)
                 before = cpu_seconds(tree)
                 start = time.perf_counter()
                 reply = student.call(problem, threads=1, forked=False)
@@ -273,6 +265,7 @@ def grade_speedup(student) -> str:
                 wall += elapsed
                 student_s.append(elapsed)
                 replies.append((problem, reply, (losses, [p.to("cpu") for p in params])))
+        watch.judge(name)  # work left running while the grader timed the given step: before any other verdict
         born = [each for each in process_tree(pid) if each not in tree]
         cpu += cpu_used(
             {}, {each: value for each, value in cpu_seconds([pid, *born]).items() if each not in (pid, -pid)}
@@ -301,7 +294,7 @@ def grade_speedup(student) -> str:
         )
         return core.Attempt(speedup, speedup >= threshold.value, detail)
 
-    best, history = core.repeat_until_pass(attempt)
+    best, history = fairness.repeat_fairly(attempt, pid, name, "the given step")
     last_speedup.update(best=best.value, attempts=[a.value for a in history], passed=best.passed)
     where = "one thread" if not ON_GPU else "on the GPU"
     if not best.passed:

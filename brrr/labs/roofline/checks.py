@@ -25,7 +25,7 @@ import time
 import torch
 
 from brrr import counting, units
-from brrr.checks import core, thresholds
+from brrr.checks import core, fairness, thresholds
 from brrr.counting import OpCount
 from brrr.device import ON_GPU, per_device
 from brrr.labs.roofline import LAB
@@ -123,12 +123,17 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
 
     pairs: list[tuple[float, float, float]] = []  # (ratio, value, reading beside it), over all attempts
 
-    def attempt() -> core.Attempt:
+    def attempt(watch: fairness.Watch) -> core.Attempt:
+        def read() -> float:
+            with watch.window():  # the student's processes and the grader's thread, watched
+                return reference()
+
         with torch_threads(1), no_gc_pauses():
-            readings, calls = [reference()], []
+            readings, calls = [read()], []
             for _ in range(PAIRS):
                 calls.append(timed_call())
-                readings.append(reference())
+                readings.append(read())
+        watch.judge(name)  # work left running while the grader read brrr.ceilings: before any other verdict
         high = max(readings)
         fastest_one = work / (high * (1 + threshold.value))
         slowest = min(elapsed for _, elapsed in calls)
@@ -151,7 +156,7 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
         )
         return core.Attempt(-distance, passed, detail)
 
-    best, history = core.repeat_until_pass(attempt)
+    best, history = fairness.repeat_fairly(attempt, fairness.student_pid(student), name, "brrr.ceilings' reference")
     threads = "single-threaded" if not ON_GPU else "on the GPU"
     if not best.passed:
         tried = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))

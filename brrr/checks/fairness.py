@@ -1,0 +1,272 @@
+"""A grader clock that cannot be stretched or starved: the grader's own timed windows, watched.
+
+Two checks compare a time the grader measures itself with the student's:
+Lab 4's speedup (the grader's copy of the given step, interleaved with the
+student's step) and Lab 1's ceilings (``brrr.ceilings`` read between the
+student's calls). Whatever slows the grader's own side inflates the student's
+figure. Each of the grader's timed windows runs inside :meth:`Watch.window`,
+which reads two things around it:
+
+- **the student's processes** (:func:`student_processes`): every process in the
+  student's PID namespace (the sandbox's) and in any namespace nested below it,
+  so a background thread, a process the notebook started, a double-forked
+  orphan adopted by the sandbox's first process and a process in a namespace of
+  its own all count. Their CPU time over the grader's windows, per second, must
+  stay under :data:`STUDENT_CPU_PER_S`, far above what a notebook waiting for
+  the grader uses and far below one busy thread: above it, the student fails
+  (:meth:`Watch.judge`). Under
+  ``--no-sandbox``, or with the student served in the grader's own process (a
+  test's :func:`brrr.grading.client.local_student`), the student's processes
+  are its process and those under it, less the grader's own thread.
+- **the grader's own thread**: its CPU time (``time.thread_time``) against the
+  wall time of the window. The grader's windows compute on one thread (on a
+  GPU, its launching thread, which by CUDA's default spins in ``synchronize``
+  while the GPU works: not yet measured on a GPU), so the two agree unless something else took the CPU (another
+  submission under ``--jobs 2``, another user, a busy laptop) or the grader was
+  stopped. An attempt in which half of the windows or more had a share of
+  :data:`GRADER_SHARE_MIN` or less is void and measured again
+  (:func:`repeat_fairly`); when :data:`VOIDED_MAX` attempts were void, the
+  check ends in a :class:`GraderFault`: not the student's failure, not a pass.
+
+The student's processes are judged first: a student who starves the grader
+fails for it, and cannot turn it into a grader fault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import struct
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from brrr import units
+from brrr.checks import core, processes, thresholds
+
+# CPU-seconds per second the student's processes may use, all together, while the grader times its own side.
+# Measured in the hostile gradebook run (tests/grading/test_gradebook_hostile.py, a real sandbox, --jobs 2, on
+# the 2-core machine): Lab 1's solution waiting for the grader's next request, its Jupyter kernel, nbval,
+# pytest, the reaper and the sandbox's first process together, 0.0003-0.0007 CPU-s/s over 7 attempts. One
+# thread that keeps computing reads 0.3-1.0 (a core shared with the grader, or one of its own). 0.05 is
+# seventy times the idle reading, and a twentieth of the least a busy thread reads.
+STUDENT_CPU_PER_S = 0.05
+# A window in which the grader's thread was on the CPU for at most this share of the wall time is starved, and
+# an attempt whose median window is starved is void. Measured on the 2-core machine, per window of the given
+# step (49 ms) and of the ceilings' readings (0.3 s): 0.96 or more in nine windows of ten with one other
+# test run beside (the lowest 0.80); in the hostile run, graded with --jobs 2 beside a Lab 2 notebook, the
+# median window of each attempt 0.70-1.00 (single windows down to 0.57); beside a thread spinning and another
+# session's test run, 0.27-0.41.
+# Moderate load slows both sides of the comparison alike, and the interleaving cancels it; a grader that gets
+# half a core or less in most of its windows is measured mostly in other programs' time slices.
+GRADER_SHARE_MIN = 0.5
+GRADER_SHARE_WHY = (
+    "the grader's timed windows compute on one thread, which is on the CPU for 0.96 or more of a window on a "
+    "quiet machine and for 0.70 or more in most windows beside another grading run; at half or less, its side "
+    "is measured mostly in other programs' time"
+)
+# Windows shorter than this are not judged for the grader's share (one time slice of another program is a large
+# part of them); the student's CPU gets an absolute allowance beside its rate: the CPU time of a child that
+# ended in a window is read in clock ticks (10 ms).
+JUDGED_WINDOW_S = 0.005
+STUDENT_CPU_SLACK_S = 0.01
+VOIDED_MAX = 3  # attempts voided for a starved grader before the check ends in a grader fault
+
+
+class GraderFault(Exception):
+    """The grader could not measure fairly (its own thread did not get the CPU): not the student's failure.
+
+    The grader process records the check as a grader fault (:func:`brrr.grading.server._run_check`): not
+    passed, scored 0, and the gradebook marks the submission ``grader-error`` to grade again."""
+
+
+# ---------------------------------------------------------------- the student's processes
+
+
+def pid_namespace(pid: int) -> str | None:
+    """``pid``'s PID namespace (``pid:[inode]``), or None where it cannot be read (ended, another user's)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _namespaces() -> dict[int, str]:
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (namespace := pid_namespace(int(entry.name))) is not None:
+            found[int(entry.name)] = namespace
+    return found
+
+
+def student_processes(pid: int) -> list[int]:
+    """The processes of the student whose process is ``pid``: all of its sandbox, and nothing else.
+
+    Where ``pid`` is in another PID namespace than this process (a sandbox), every process in that
+    namespace and every process below one of them (which covers namespaces nested inside: a nested
+    namespace's processes descend from the process in the sandbox that made it, and its orphans are
+    adopted inside it). Where it shares this process's namespace (``--no-sandbox``, a test), ``pid`` and
+    the processes under it.
+    """
+    namespace = pid_namespace(pid)
+    if namespace is None or namespace == pid_namespace(os.getpid()):
+        return [pid, *processes.descendants(pid)]
+    inside = [each for each, ns in _namespaces().items() if ns == namespace]
+    return sorted(set(inside) | set(processes.descendants_of(inside)))
+
+
+def student_pid(student) -> int:
+    """The pid of the process that answers ``student``'s calls, as this process sees it: the peer of its Unix
+    socket (``SO_PEERCRED``), or this process for a student served in-process
+    (:func:`brrr.grading.client.local_student`)."""
+    channel = getattr(student, "channel", None)
+    if channel is None:
+        return os.getpid()
+    creds = channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[0]
+
+
+def process_cpu_clock(pid: int) -> float:
+    """Seconds of CPU the process ``pid`` has used, all its threads (ended ones too), to the nanosecond:
+    the kernel's per-process CPU clock (``clock_getcpuclockid``: ``~pid << 3 | CPUCLOCK_SCHED``)."""
+    return time.clock_gettime((~pid << 3) | 2)
+
+
+def reaped_children_cpu(pid: int) -> float:
+    """CPU seconds of ``pid``'s children that ended and were waited for (``cutime + cstime``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_total(pids: list[int]) -> float:
+    """CPU seconds used so far by ``pids`` and by their children that ended and were reaped.
+
+    Two readings subtract exactly even when processes end between them: one that ends and is reaped by
+    another of them moves its CPU time into its parent's reaped-children figure (a sandbox's orphans are
+    reaped inside it), and one born in between counts from zero.
+    """
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):  # ended meanwhile
+            total += process_cpu_clock(pid) + reaped_children_cpu(pid)
+    return total
+
+
+# ---------------------------------------------------------------- one attempt's windows
+
+
+@dataclass(frozen=True)
+class Window:
+    """One of the grader's timed windows: its wall time, the grader thread's CPU time in it, and the CPU
+    time of the student's processes over it (``student_span``: the wall time that reading covers)."""
+
+    wall: float
+    grader_cpu: float
+    student_cpu: float
+    student_span: float
+
+    @property
+    def grader_share(self) -> float:
+        return self.grader_cpu / self.wall if self.wall > 0 else 1.0
+
+
+@dataclass
+class Watch:
+    """The grader's timed windows of one attempt, with what the student's processes and the grader's thread
+    did in them (see the module docstring). ``what`` names the grader's side in messages ("the given step")."""
+
+    student_pid: int
+    what: str
+    windows: list[Window] = field(default_factory=list)
+    processes: Callable[[int], list[int]] = student_processes
+    cpu: Callable[[list[int]], float] = cpu_total
+    thread_time: Callable[[], float] = time.thread_time
+    clock: Callable[[], float] = time.perf_counter
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[None]:
+        """Time the block as one of the grader's windows; the caller times it too, as before."""
+        members = self.processes(self.student_pid)
+        opened, before, thread_before = self.clock(), self.cpu(members), self.thread_time()
+        start = self.clock()
+        yield
+        wall, thread_mid = self.clock() - start, self.thread_time()
+        members_after = self.processes(self.student_pid)
+        after, thread_after, closed = self.cpu(members_after), self.thread_time(), self.clock()
+        used = after - before
+        if os.getpid() in members or os.getpid() in members_after:  # served in this process: less our thread
+            used -= thread_after - thread_before
+        self.windows.append(Window(wall, thread_mid - thread_before, max(0.0, used), closed - opened))
+
+    def student_rate(self) -> float:
+        """CPU-seconds per second the student's processes used over the grader's windows."""
+        span = sum(w.student_span for w in self.windows)
+        return sum(w.student_cpu for w in self.windows) / span if span > 0 else 0.0
+
+    def starved(self) -> list[Window]:
+        """The windows in which the grader's thread had the CPU for at most :data:`GRADER_SHARE_MIN` of the time."""
+        return [w for w in self.windows if w.wall >= JUDGED_WINDOW_S and w.grader_share <= GRADER_SHARE_MIN]
+
+    def void(self) -> bool:
+        """Whether the grader was starved in half its windows or more: the median window, which the checks'
+        medians rest on, is one of them."""
+        return bool(self.windows) and 2 * len(self.starved()) >= len(self.windows)
+
+    def judge(self, name: str) -> None:
+        """Fail the student (AssertionError) if their processes worked while the grader timed its side."""
+        used = sum(w.student_cpu for w in self.windows)
+        span = sum(w.student_span for w in self.windows)
+        rate = self.student_rate()
+        if used > STUDENT_CPU_PER_S * span + STUDENT_CPU_SLACK_S:
+            raise core.fail(
+                f"{name}: your notebook's processes used {rate:.2f} CPU-seconds per second "
+                f"({units.seconds(used)} of CPU in {units.seconds(span)}) while the grader timed {self.what}, "
+                f"between your calls; at most {STUDENT_CPU_PER_S:g} is allowed (a notebook waiting for the grader "
+                "uses about 0.001). Work left running after your function returns (a thread, a process, a pool) "
+                "slows the grader's side and inflates your figure: finish all work before returning."
+            )
+
+    def summary(self) -> str:
+        shares = ", ".join(f"{w.grader_share:.2f}" for w in self.windows)
+        return f"the grader's CPU share per window of {self.what}: {shares}"
+
+
+def repeat_fairly(
+    measure: Callable[[Watch], core.Attempt],
+    student_pid: int,
+    name: str,
+    what: str,
+    *,
+    attempts: int | None = None,
+    watch: Callable[[int, str], Watch] = Watch,
+) -> tuple[core.Attempt, list[core.Attempt]]:
+    """:func:`brrr.checks.core.repeat_until_pass`, each attempt's grader windows watched.
+
+    ``measure(watch)`` times the grader's side inside ``watch.window()``. After each attempt the student's
+    processes are judged (a failure ends the check); an attempt in which the grader was starved is voided,
+    not counted, and measured again; after :data:`VOIDED_MAX` voided attempts, :class:`GraderFault`.
+    """
+    attempts = attempts or thresholds.attempts()
+    history: list[core.Attempt] = []
+    voided: list[str] = []
+    while len(history) < attempts:
+        current = watch(student_pid, what)
+        attempt = measure(current)
+        current.judge(name)
+        if current.void():
+            voided.append(current.summary())
+            if len(voided) >= VOIDED_MAX:
+                tried = "\n".join(f"  voided attempt {i + 1}: {text}" for i, text in enumerate(voided))
+                raise GraderFault(
+                    f"the grader could not get the CPU while it timed {what}: in {len(voided)} attempts its "
+                    f"thread was on the CPU for {GRADER_SHARE_MIN:g} of the time or less in half its windows or more "
+                    f"({GRADER_SHARE_WHY}), and your notebook's processes were quiet. Regrade on a quieter "
+                    f"machine.\n{tried}"
+                )
+            continue
+        history.append(attempt)
+        if attempt.passed:
+            return attempt, history
+    return max(history, key=lambda a: a.value), history

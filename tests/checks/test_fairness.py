@@ -1,0 +1,166 @@
+"""The grader's own timed windows, watched (brrr/checks/fairness.py): a student whose processes work while the
+grader times its side fails for it; a grader that does not get the CPU voids the attempt and, after
+VOIDED_MAX of them, reports a grader fault, never the student's failure and never a pass."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from brrr.checks import core, fairness, processes
+from brrr.grading import sandbox
+
+pytestmark = [
+    pytest.mark.device_independent,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PID namespaces and /proc are Linux only"),
+]
+
+
+class Machine:
+    """Fake clocks: each window of grader work advances the wall clock, the grader thread's CPU clock and
+    the student's processes' CPU by what the test says."""
+
+    def __init__(self):
+        self.now = self.thread = self.student = 0.0
+
+    def work(self, wall: float, grader_share: float = 1.0, student_rate: float = 0.0) -> None:
+        self.now += wall
+        self.thread += grader_share * wall
+        self.student += student_rate * wall
+
+    def watch(self, pid: int, what: str) -> fairness.Watch:
+        return fairness.Watch(
+            pid,
+            what,
+            processes=lambda pid: [pid],
+            cpu=lambda pids: self.student,
+            thread_time=lambda: self.thread,
+            clock=lambda: self.now,
+        )
+
+
+def measuring(machine: Machine, *, grader_share=lambda attempt, window: 1.0, student_rate=0.0, passes=True):
+    """A measure function of nine grader windows of 62.5 ms each (a binary fraction: the fake clocks add up
+    exactly), every attempt counted in ``calls``."""
+    calls = []
+
+    def measure(watch: fairness.Watch) -> core.Attempt:
+        calls.append(watch)
+        for window in range(9):
+            with watch.window():
+                machine.work(0.0625, grader_share(len(calls), window), student_rate)
+            machine.now += 0.0625  # the student's call, between the grader's windows
+        return core.Attempt(1.0, passes, f"attempt {len(calls)}")
+
+    return measure, calls
+
+
+def test_an_attempt_whose_grader_got_half_its_wall_time_is_voided_and_then_a_grader_fault():
+    machine = Machine()
+    measure, calls = measuring(machine, grader_share=lambda attempt, window: 0.5)
+    with pytest.raises(fairness.GraderFault) as fault:
+        fairness.repeat_fairly(measure, 123, "fast_train", "the given step", attempts=3, watch=machine.watch)
+    assert len(calls) == fairness.VOIDED_MAX  # each voided, none judged: no pass, no student failure
+    message = str(fault.value)
+    assert "could not get the CPU" in message and "Regrade on a quieter machine" in message, message
+    assert "0.50, 0.50" in message  # the shares it saw, window by window
+    assert not isinstance(fault.value, AssertionError)  # the server tells it from a failed check by its type
+
+
+def test_a_voided_attempt_is_measured_again_and_not_counted():
+    machine = Machine()
+    measure, calls = measuring(machine, grader_share=lambda attempt, window: 0.5 if attempt == 1 else 1.0)
+    best, history = fairness.repeat_fairly(measure, 123, "fast_train", "the given step", watch=machine.watch)
+    assert best.detail == "attempt 2" and len(history) == 1 and len(calls) == 2
+
+
+def test_starved_windows_below_the_median_do_not_void_an_attempt():
+    """Four windows of nine with a third of a CPU: the median, which the checks judge, is a fair one."""
+    machine = Machine()
+    measure, calls = measuring(machine, grader_share=lambda attempt, window: 0.33 if window < 4 else 0.99)
+    best, history = fairness.repeat_fairly(measure, 123, "fast_train", "the given step", watch=machine.watch)
+    assert len(calls) == 1 and len(calls[0].starved()) == 4 and not calls[0].void()
+
+
+def test_a_quiet_student_and_a_grader_with_the_cpu_pass_in_one_attempt():
+    machine = Machine()
+    measure, calls = measuring(machine, grader_share=lambda attempt, window: 0.7, student_rate=0.004)
+    best, history = fairness.repeat_fairly(measure, 123, "fast_train", "the given step", watch=machine.watch)
+    assert best.passed and len(calls) == 1 and calls[0].starved() == []
+
+
+def test_a_busy_student_namespace_is_the_students_failure_even_when_it_starved_the_grader():
+    machine = Machine()
+    measure, calls = measuring(machine, grader_share=lambda attempt, window: 0.5, student_rate=0.5)
+    with pytest.raises(AssertionError) as failure:
+        fairness.repeat_fairly(measure, 123, "fast_train", "the given step", watch=machine.watch)
+    message = str(failure.value)
+    assert "your notebook's processes used 0.50 CPU-seconds per second" in message, message
+    assert "while the grader timed the given step" in message and len(calls) == 1
+
+
+def test_the_grader_own_thread_is_not_counted_as_the_students_when_they_share_a_process():
+    """Served in this process (a test's local_student): the process's CPU less the grader thread's."""
+    watch = fairness.Watch(os.getpid(), "the given step")
+    for _ in range(3):
+        with watch.window():
+            start = time.thread_time()
+            while time.thread_time() - start < 0.05:  # the grader's own work, on its own thread
+                pass
+    assert watch.student_rate() < fairness.STUDENT_CPU_PER_S, watch.windows
+    watch.judge("fast_train")
+
+
+ORPHAN = """
+import os, sys, time
+if os.fork() == 0:          # a child that forks the spinner and exits: the spinner is an orphan, adopted by
+    if os.fork() == 0:      # the sandbox's first process, outside this process's tree
+        while True:
+            pass
+    os._exit(0)
+os.wait()
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_double_forked_orphan_in_the_sandbox_is_counted(tmp_path):
+    """The spinner is below no process the notebook's tree holds, but in its PID namespace: counted."""
+    if sandbox.executable() is None or sandbox.problem() is not None:
+        pytest.skip("no sandbox can be made here")
+    command = sandbox.command([sys.executable, "-S", "-c", ORPHAN], writable=tmp_path, within=sandbox.layout(None))
+    outer = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert outer.stdout.readline().strip() == "ready"
+        script = min((pid for pid in processes.descendants(outer.pid) if _runs(pid)), key=_inner_pid)
+        assert fairness.pid_namespace(script) != fairness.pid_namespace(os.getpid())
+        watch = fairness.Watch(script, "the given step")
+        with watch.window():
+            time.sleep(0.2)
+        assert watch.student_rate() > 0.3, watch.windows  # the spinner: most of a core
+        with pytest.raises(AssertionError, match="your notebook's processes used"):
+            watch.judge("fast_train")
+        tree = fairness.cpu_total([script, *processes.descendants(script)])
+        time.sleep(0.1)
+        assert fairness.cpu_total([script, *processes.descendants(script)]) - tree < 0.01  # its tree misses it
+    finally:
+        outer.kill()
+        outer.wait()
+
+
+def _runs(pid: int) -> bool:
+    """``pid`` runs the script above in Python (the script, or a process it forked; not bwrap)."""
+    try:
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        return False
+    return argv[0] == sys.executable.encode() and b"time.sleep(60)" in argv[-2]
+
+
+def _inner_pid(pid: int) -> int:
+    """``pid`` as its own PID namespace numbers it (the script is the sandbox's second process, the first
+    after bwrap's)."""
+    status = open(f"/proc/{pid}/status").read()
+    return int(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[-1])
