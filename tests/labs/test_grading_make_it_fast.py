@@ -201,6 +201,25 @@ def test_a_correct_step_under_the_threshold_fails_speedup(monkeypatch):
     assert lab_checks.last_speedup["best"] < thresholds.threshold(LAB, "speedup").value, lab_checks.last_speedup
 
 
+def test_the_speed_check_compares_with_its_threshold_not_with_one(monkeypatch):
+    """A step measured at about 2x the given step fails the 3x the check asks, whatever the load: here the
+    student's step is the given step itself and the grader's copy runs twice per timed call (the same work
+    twice, on the grader's thread), so the ratio is 2 by construction, not by a fixture's speed on the day
+    (two_at_a_time above read 0.95-1.81x, so a check compared with 1x could pass or fail it)."""
+    monkeypatch.setitem(thresholds.ATTEMPTS, "cpu", 1)
+    given = lab_checks.given_train
+
+    def given_twice(problem):
+        given(problem)
+        return given(problem)
+
+    monkeypatch.setattr(lab_checks, "given_train", given_twice)
+    with pytest.raises(AssertionError) as failure:
+        lab_checks.grade("speedup", local_student(lab.given_train, lab.WIRE_TYPES, forked=False))
+    assert "is not at least 3x faster than the given step" in str(failure.value), str(failure.value)
+    assert 1.3 < lab_checks.last_speedup["best"] < 2.7, lab_checks.last_speedup
+
+
 def test_a_correct_diagnosis_passes():
     summary = lab_checks.grade("diagnosis", student("correct_diagnosis", "diagnose"))
     assert "narrow" in summary and "wide" in summary
