@@ -178,7 +178,8 @@ def splice(lab: nbformat.NotebookNode, answer_ids: list[str], submission: nbform
     An answer cell is matched by its cell id, or failing that by the functions it
     defines (the last cell of the submission that defines all of them). An
     answer cell with no match keeps the lab's stub. Everything else the student
-    changed or added is left out, and counted in ``ignored_edits``.
+    changed or added is left out, and counted in ``ignored_edits`` (but for cells tagged ``solution-only``:
+    an instructor grading a solution is not told that its own cells were left out).
     """
     notebook = copy.deepcopy(lab)
     submitted = [cell for cell in submission.get("cells", []) if cell.get("cell_type") == "code"]
@@ -200,7 +201,13 @@ def splice(lab: nbformat.NotebookNode, answer_ids: list[str], submission: nbform
         used.add(id(match))
         result.answers_found.append(cell.get("id"))
     given = {c.get("id"): c.source for c in notebook.cells if c.get("cell_type") == "code"}
-    result.ignored_edits = sum(1 for c in submitted if id(c) not in used and given.get(c.get("id")) != _text(c))
+    result.ignored_edits = sum(
+        1
+        for c in submitted
+        if id(c) not in used
+        and given.get(c.get("id")) != _text(c)
+        and generate.SOLUTION_ONLY_TAG not in c.get("metadata", {}).get("tags", [])  # a solution's own cells
+    )
     notebook.metadata.setdefault("brrr", {})
     return result
 

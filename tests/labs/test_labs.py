@@ -195,3 +195,19 @@ def test_each_unsolved_lab_is_rejected_by_its_grader(tmp_path, grades_in_the_env
             assert "not written yet" in record["message"], (submission.name, check, record["message"])
     with (out / "grades.csv").open() as handle:
         assert all(row["total"] == "0" for row in csv.DictReader(handle))
+
+
+def test_a_solution_graded_as_a_submission_is_told_of_no_edits():
+    """An instructor grading a solution was told '1 cell(s) you changed or added outside the answer cells
+    were not run': its solution-only cell (the GPU record). Spliced into its lab, each solution fills every
+    answer cell and counts no edit; a cell added beside them still counts."""
+    from brrr.grading import assemble
+
+    snapshot = assemble.Snapshot()
+    solutions = {Path(path).stem: data for path, data in snapshot.solutions.items()}
+    for lab in snapshot.labs:
+        solution = nbformat.reads(solutions[lab].decode(), as_version=4)
+        spliced = assemble.splice(snapshot.labs[lab], snapshot.answers[lab], solution)
+        assert (spliced.ignored_edits, spliced.answers_missing) == (0, []), lab
+        solution.cells.append(nbformat.v4.new_code_cell("print('mine')"))
+        assert assemble.splice(snapshot.labs[lab], snapshot.answers[lab], solution).ignored_edits == 1, lab
