@@ -11,8 +11,13 @@ kernel and whatever student code starts) under ``bwrap`` (Debian's
   (:data:`SYSTEM`), the interpreter and the folders on its path
   (:func:`layout`), less the instructor's installed ``brrr`` and checkout
   (masked by empty read-only folders), and the secrets of ``/etc``
-  (:data:`SECRETS`). The notebook sees the student copy of ``brrr`` the
-  gradebook wrote into its work folder, and nothing else of the course;
+  (:data:`SECRETS`). A gradebook run as root leaves its sandbox root's uid
+  (without any capability), which owns what root owns, so there every file
+  and folder under :data:`SCANNED` that other users cannot read is masked too
+  (:func:`unreadable_to_others`: a Slurm node's ``/etc/munge/munge.key``, a
+  database's access rules): the notebook reads only what any user may. The
+  notebook sees the student copy of ``brrr`` the gradebook wrote into its
+  work folder, and nothing else of the course;
 - a private ``/tmp``, a minimal ``/dev`` (with the GPU's device nodes where
   there are some) and a ``/proc`` of its own;
 - one writable folder, the submission's own work folder, and one socket, its
@@ -30,9 +35,11 @@ missing file).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -55,6 +62,10 @@ SECRETS = (
     "/etc/ssh",
     "/etc/ssl/private",
 )
+# Folders scanned, for a gradebook run as root, for what other users cannot read (masked in the sandbox). /etc
+# holds a machine's keys and passwords; the other system folders and the environment hold what packages
+# installed, readable by all (scanning /usr and a virtual environment takes a second more per run).
+SCANNED = ("/etc",)
 GPU_DEVICES = ("/dev/nvidia*", "/dev/dri")
 PROBE_TIMEOUT_S = 60
 
@@ -69,10 +80,13 @@ class Layout:
 
     ``readable``: folders bound read-only (the interpreter, its prefixes, the folders on its path).
     ``hidden``: folders inside those that are masked by an empty one (the instructor's brrr, the checkout).
+    ``unreadable``: for a gradebook run as root, what other users cannot read under :data:`SCANNED`,
+    masked: folders by an empty one, files by an empty file.
     """
 
     readable: tuple[Path, ...]
     hidden: tuple[Path, ...]
+    unreadable: tuple[Path, ...] = ()
 
 
 def executable() -> str | None:
@@ -111,7 +125,35 @@ def layout(checkout: Path | None, path: list[str] | None = None) -> Layout:
                 hidden.add(folder / name)
     if checkout and _inside(checkout, set(readable)):
         hidden.add(checkout)
-    return Layout(tuple(readable), tuple(sorted(hidden)))
+    unreadable = unreadable_to_others(SCANNED) if os.geteuid() == 0 else []
+    return Layout(tuple(readable), tuple(sorted(hidden)), tuple(unreadable))
+
+
+def unreadable_to_others(folders) -> list[Path]:
+    """Every file under ``folders`` that other users cannot read, and every folder they cannot list or
+    enter (not descended into), links left alone: what the sandbox masks for a gradebook run as root.
+    Entries that vanish or cannot be read while scanning are skipped."""
+    found: list[Path] = []
+    for top in folders:
+        if not os.path.isdir(top) or os.path.islink(top):
+            continue
+        for folder, subfolders, files in os.walk(top):
+            for name in list(subfolders):
+                path = Path(folder) / name
+                with contextlib.suppress(OSError):
+                    mode = path.lstat().st_mode
+                    if not stat.S_ISLNK(mode) and (mode & (stat.S_IROTH | stat.S_IXOTH)) != (
+                        stat.S_IROTH | stat.S_IXOTH
+                    ):
+                        found.append(path)
+                        subfolders.remove(name)
+            for name in files:
+                path = Path(folder) / name
+                with contextlib.suppress(OSError):
+                    mode = path.lstat().st_mode
+                    if stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+                        found.append(path)
+    return sorted(found)
 
 
 def _inside(path: Path, folders: set[Path]) -> bool:
@@ -139,6 +181,13 @@ def command(
             args += ["--tmpfs", secret, "--remount-ro", secret]
         elif os.path.lexists(secret):
             args += ["--ro-bind", "/dev/null", secret]
+    for path in within.unreadable:
+        if any(path == Path(secret) or Path(secret) in path.parents for secret in SECRETS):
+            continue  # masked above
+        if path.is_dir():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        else:
+            args += ["--ro-bind", "/dev/null", str(path)]
     for folder in within.hidden:  # an empty folder, read-only, in its place
         args += ["--tmpfs", str(folder), "--remount-ro", str(folder)]
     for pattern in GPU_DEVICES:

@@ -73,3 +73,46 @@ def test_the_probe_finds_a_sandbox_here_where_bwrap_runs():
         pytest.skip("no bwrap on this machine: the refusal test covers it")
     assert sandbox.problem() is None
     assert os.environ.get(sandbox.BWRAP_VARIABLE) is None
+
+
+def test_what_other_users_cannot_read_is_masked_for_a_gradebook_run_as_root(tmp_path):
+    """A gradebook run as root (a Gradescope autograder, a Slurm node) leaves its sandbox root's uid, which
+    owns what root owns: on this machine it read /etc/munge/munge.key (a Slurm cluster's shared key) from a
+    notebook, and a message can carry it into the student's feedback. Every file and folder under the
+    scanned folders that others cannot read is masked; what others can read stays."""
+    import subprocess
+    import sys
+
+    etc = tmp_path / "etc"
+    (etc / "munge").mkdir(parents=True)
+    (etc / "munge" / "munge.key").write_text("cluster key")
+    (etc / "munge").chmod(0o700)
+    (etc / "db.conf").write_text("password")
+    (etc / "db.conf").chmod(0o600)
+    (etc / "hosts").write_text("127.0.0.1 localhost")
+    (etc / "hosts").chmod(0o644)
+    (etc / "link").symlink_to(etc / "db.conf")
+    assert sandbox.unreadable_to_others([str(etc)]) == [etc / "db.conf", etc / "munge"]
+
+    if sandbox.executable() is None:
+        pytest.skip("no bwrap on this machine: the refusal test covers it")
+    within = sandbox.layout(None)
+    unreadable = sandbox.unreadable_to_others([str(etc)]) if os.geteuid() == 0 else []
+    within = sandbox.Layout((*within.readable, etc), within.hidden, (*within.unreadable, *unreadable))
+    (tmp_path / "work").mkdir()
+    reads = (
+        "import os\n"
+        "def read(path):\n"
+        "    try:\n"
+        "        return open(path).read()\n"
+        "    except OSError as error:\n"
+        "        return type(error).__name__\n"
+        f"print([read({str(etc / 'munge' / 'munge.key')!r}), read({str(etc / 'db.conf')!r}), "
+        f"read({str(etc / 'hosts')!r})])"
+    )
+    argv = sandbox.command([sys.executable, "-S", "-c", reads], writable=tmp_path / "work", within=within)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    munge, db, hosts = eval(done.stdout)  # noqa: S307 - our own script's printed list
+    assert munge in ("FileNotFoundError", "PermissionError") and db in ("", "PermissionError"), done.stdout
+    assert hosts == "127.0.0.1 localhost"
