@@ -18,7 +18,7 @@ kernel and whatever student code starts) under ``bwrap`` (Debian's
   database's access rules): the notebook reads only what any user may. The
   notebook sees the student copy of ``brrr`` the gradebook wrote into its
   work folder, and nothing else of the course;
-- a private ``/tmp``, a minimal ``/dev`` (with the GPU's device nodes where
+- a private ``/tmp`` of at most :data:`TMP_BYTES`, a minimal ``/dev`` (with the GPU's device nodes where
   there are some) and a ``/proc`` of its own;
 - one writable folder, the submission's own work folder, and one socket, its
   own grader's;
@@ -36,6 +36,7 @@ missing file).
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import os
 import shutil
@@ -67,6 +68,11 @@ SECRETS = (
 # installed, readable by all (scanning /usr and a virtual environment takes a second more per run).
 SCANNED = ("/etc",)
 GPU_DEVICES = ("/dev/nvidia*", "/dev/dri")
+# The private /tmp's size. A tmpfs lives in memory that no process is charged with, so a notebook that filled
+# it would make the out-of-memory killer take the largest processes (the grader's among them), not the
+# notebook's. The caches torch and Triton write go to the work folder (the gradebook's environment), so an
+# honest notebook's /tmp holds a few MiB of temporary files. Set where bwrap has --size (0.8 and later).
+TMP_BYTES = 1 << 30
 PROBE_TIMEOUT_S = 60
 
 
@@ -168,7 +174,8 @@ def command(
     bwrap = bwrap or executable() or "bwrap"
     args = [bwrap, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     args += ["--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += (["--size", str(TMP_BYTES)] if sizes_tmpfs(bwrap) else []) + ["--tmpfs", "/tmp"]
     for folder in SYSTEM:
         if os.path.islink(folder):
             args += ["--symlink", os.readlink(folder), folder]
@@ -198,6 +205,16 @@ def command(
         args += ["--ro-bind", str(socket), str(socket)]  # connecting needs no write access to the mount
     args += ["--remount-ro", "/", "--chdir", str(writable), "--"]
     return args + list(argv)
+
+
+@functools.lru_cache(maxsize=None)
+def sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this ``bwrap`` can cap a tmpfs's size (``--size``, bubblewrap 0.8 and later)."""
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in done.stdout + done.stderr
 
 
 def problem(within: Layout | None = None) -> str | None:

@@ -116,3 +116,34 @@ def test_what_other_users_cannot_read_is_masked_for_a_gradebook_run_as_root(tmp_
     munge, db, hosts = eval(done.stdout)  # noqa: S307 - our own script's printed list
     assert munge in ("FileNotFoundError", "PermissionError") and db in ("", "PermissionError"), done.stdout
     assert hosts == "127.0.0.1 localhost"
+
+
+def test_the_private_tmp_is_capped_where_bwrap_can(tmp_path, monkeypatch):
+    """A tmpfs is memory charged to no process: a notebook that filled /tmp would make the out-of-memory
+    killer take the largest processes (a grader among them). Where bwrap has --size, /tmp holds at most
+    sandbox.TMP_BYTES (8 MiB here, for the test's speed): a larger write fails, a smaller one works."""
+    import subprocess
+    import sys
+
+    if sandbox.executable() is None:
+        pytest.skip("no bwrap on this machine: the refusal test covers it")
+    assert sandbox.TMP_BYTES == 1 << 30
+    said = subprocess.run([sandbox.executable(), "--version"], capture_output=True, text=True).stdout.split()
+    version = tuple(int(part) for part in said[-1].split(".")[:2]) if said else (0, 0)
+    assert sandbox.sizes_tmpfs(sandbox.executable()) == (version >= (0, 8)), said  # --size came in 0.8
+    if not sandbox.sizes_tmpfs(sandbox.executable()):
+        assert "--size" not in sandbox.command(["true"], writable=tmp_path, within=sandbox.layout(None))
+        pytest.skip("this bwrap has no --size (before 0.8): /tmp is uncapped, as the grading page says")
+    monkeypatch.setattr(sandbox, "TMP_BYTES", 8 << 20)
+    script = (
+        "import errno\n"
+        "open('/tmp/small', 'wb').write(bytes(4 << 20))\n"
+        "try:\n"
+        "    open('/tmp/large', 'wb').write(bytes(8 << 20))\n"
+        "    print('written')\n"
+        "except OSError as error:\n"
+        "    print(errno.errorcode[error.errno])\n"
+    )
+    argv = sandbox.command([sys.executable, "-S", "-c", script], writable=tmp_path, within=sandbox.layout(None))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "ENOSPC"), done.stdout + done.stderr
