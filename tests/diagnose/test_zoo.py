@@ -19,9 +19,10 @@ TRY_BUDGET_S = 0.1
 EXPECTED = {
     # convolutions hold the time: make them run nearer the matmul peak
     "resnet18": ("compute-bound", "compute-bound: the contractions"),
-    # depthwise convolutions do few FLOPs per byte; its 1x1 convolutions sit at a 2-core CPU's ridge (5.9
-    # FLOP/B backward, 4.8 forward, against a ridge of 5.6 in one fresh-clone run): its label follows the
-    # roofs measured that day, so AT_THE_RIDGE below asks for the depthwise advice, not its rank
+    # depthwise convolutions do few FLOPs per byte; with its 1x1 convolutions (one aten op, one row) they sit
+    # at a 2-core CPU's ridge (5.9 FLOP/B backward, 4.8 forward, against ridges of 4.5-5.6 in fresh-clone
+    # runs): its label follows the roofs measured that day, so AT_THE_RIDGE below asks for the advice of the
+    # side of the ridge its convolution rows are on
     "mobilenet_v3_small": ("memory-bound", "memory-bound contractions"),
     # the matmuls of attention and the MLP blocks
     "vit_tiny": ("compute-bound", "compute-bound: the contractions"),
@@ -55,8 +56,15 @@ def test_each_model_gets_the_expected_regime_and_top_advice(model):
     name, found = model
     regime, advice = EXPECTED[name]
     if name in AT_THE_RIDGE:
+        # Its convolution rows (depthwise and 1x1 together: one aten op) sit at the ridge, on one side or the
+        # other as the day's roofs fall (5.9 and 4.8 FLOP/B against ridges of 4.5-5.6 in fresh-clone runs).
+        # The advice must follow the side they are on: the depthwise advice below it, a faster contraction
+        # above it.
         assert found.regime in ("memory-bound", "compute-bound"), found.report()
-        assert any(item.text.startswith(advice) for item in found.advice), found.report()
+        contractions = [row for row in found.op_rows if row.op_class == "tensor contraction" and row.seconds > 0]
+        below = any(row.regime == "memory-bound" for row in contractions)
+        expected = advice if below else EXPECTED["resnet18"][1]
+        assert any(item.text.startswith(expected) for item in found.advice), found.report()
         return
     assert found.regime == regime, found.report()
     assert found.advice and found.advice[0].text.startswith(advice), found.report()
