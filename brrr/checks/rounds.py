@@ -325,6 +325,17 @@ def _one_call(name: str, entry: Timed, call: int, the_plan: Plan, device: Clock,
     return max(on_stream, to_idle - latency)
 
 
+def time_checked(
+    student: str, timed: dict[str, Timed], the_plan: Plan, *, budget_s: float, out_name: str, seed: int
+) -> dict[str, Timing]:
+    """:func:`time_rounds`, with a wrong output while timed turned into the student's failed check
+    (:func:`wrong_while_timed`): what every timed kernel check calls."""
+    try:
+        return time_rounds(timed, the_plan, budget_s=budget_s)
+    except WrongWhileTimed as error:
+        raise wrong_while_timed(student, error, timed, out_name, seed) from None
+
+
 def wrong_while_timed(student: str, error: WrongWhileTimed, timed: dict[str, Timed], out_name: str, seed: int):
     """The AssertionError for a wrong timed output: which call, which input set, and the diff."""
     if error.input_name:

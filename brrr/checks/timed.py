@@ -76,7 +76,7 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
     """The fraction of the copy bandwidth (``bandwidth``) or the speedup over the baseline, by the threshold.
 
     The kernels timed are the ones recorded for the input sets whose every timed output is checked
-    (:func:`brrr.checks.rounds.time_rounds`): a wrapper that launches one kernel on its first call and
+    (:func:`brrr.checks.rounds.time_checked`): a wrapper that launches one kernel on its first call and
     another afterwards is timed, and checked, on both.
 
     Long: the inputs, the timed entries, the attempt and the verdict share the recorded launches; split,
@@ -112,10 +112,7 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
 
     def attempt() -> core.Attempt:
         copy = ceilings.measure_copy_bandwidth(timed.copy_n)
-        try:
-            times = rounds.time_rounds(entries, plan, budget_s=0.3)
-        except rounds.WrongWhileTimed as error:
-            raise rounds.wrong_while_timed(name, error, entries, spec.out_name, seed) from None
+        times = rounds.time_checked(name, entries, plan, budget_s=0.3, out_name=spec.out_name, seed=seed)
         fused = times["yours"]
         impossible = rounds.below_roof(
             f"{name}'s kernels on {timed.label}", fused.median_s, moved=timed.moved, bandwidth=copy, over=OVER_ROOF

@@ -204,7 +204,7 @@ TIMED_CHECKS = (
     ),
     TimedCheck(
         "brrr/labs/flash_attention/checks.py",
-        "rounds.time_rounds",
+        "rounds.time_checked",
         "a time faster than the matmul peak allows",
         "test_grading_flash_attention.py::test_a_time_faster_than_the_matmul_peak_allows_is_flagged_as_impossible",
         "gpu",

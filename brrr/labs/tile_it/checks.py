@@ -583,10 +583,7 @@ def _measure(student, check: str) -> str:
     def attempt() -> core.Attempt:
         peak = ceilings.measure_matmul_peak(TIMED_DTYPE, shape.m)
         copy_rate = ceilings.measure_copy_bandwidth(far_above_cache(4))
-        try:
-            times = rounds.time_rounds(entries, plan, budget_s=0.5)
-        except rounds.WrongWhileTimed as error:
-            raise rounds.wrong_while_timed(name, error, entries, SPEC.out_name, seed) from None
+        times = rounds.time_checked(name, entries, plan, budget_s=0.5, out_name=SPEC.out_name, seed=seed)
         for order, timing in times.items():
             impossible = rounds.below_roof(
                 f"{name}'s kernel ({order}) on {shape}",
