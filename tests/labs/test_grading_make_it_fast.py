@@ -217,7 +217,10 @@ def test_the_speed_check_compares_with_its_threshold_not_with_one(monkeypatch):
     with pytest.raises(AssertionError) as failure:
         lab_checks.grade("speedup", local_student(lab.given_train, lab.WIRE_TYPES, forked=False))
     assert "is not at least 3x faster than the given step" in str(failure.value), str(failure.value)
-    assert 1.3 < lab_checks.last_speedup["best"] < 2.7, lab_checks.last_speedup
+    # The ratio the mutant "compared with 1x" would pass: 1.82-2.00 on a quiet machine, 1.25 beside the book
+    # build in a fresh-clone run (the wire's round trip counts against the student's side); above 1 is what
+    # makes the planted bug visible, under 3 what makes the check fail it.
+    assert 1.0 < lab_checks.last_speedup["best"] < 3.0, lab_checks.last_speedup
 
 
 def test_a_correct_diagnosis_passes():
