@@ -1,8 +1,8 @@
 """Every page of the built book, loaded in a real browser with the network blocked.
 
-The machinery of ``test_every_page_renders_offline`` in test_book_build.py,
-which runs it on the one forced build: every test that reads the build sits in
-that one file, so pytest-xdist (``--dist loadfile``) gives it to one worker.
+The machinery of ``test_every_page_renders_offline`` in book/test_book_in_a_browser.py,
+which runs it on the one forced build of the run (``book_build``: a worker that
+asks for it while the other builds it waits for that build).
 
 Debian's Chromium, driven by Playwright for Python, opens each page of the one
 forced build (``book_build`` in conftest.py) from a server on localhost. Any

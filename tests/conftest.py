@@ -130,6 +130,10 @@ LAST_FILES = (
     "test_fusion_rematerialization.py",
 )
 
+# After everything: the browser's minute reads the built book. Whichever worker is free then takes it; in
+# the book's own file it ran on the book's worker after the build, lengthening the run's longest chain.
+AFTER_THE_BOOK = ("test_book_in_a_browser.py",)
+
 
 def pytest_configure(config):
     """Keep the order below under pytest-xdist. Its ``--dist loadfile`` sorts files by their number
@@ -173,14 +177,15 @@ def _measure_ceilings_while_quiet(config) -> None:
 def pytest_collection_modifyitems(config, items):
     """The book's tests go first: under ``make test`` (pytest-xdist, ``--dist loadfile``)
     the worker that takes test_book_build.py starts the build at once, and the
-    other worker runs the slow files meanwhile, then the rest. Every test that
-    reads the build is in that one file, so no worker waits on the other's build.
+    other worker runs the slow files meanwhile, then the rest. The only other file
+    that reads the build, the browser's, comes last (:data:`AFTER_THE_BOOK`), so no
+    worker waits on the other's build while there is other work to do.
     (``--dist loadgroup`` cannot do this: pytest-xdist 3.8 marks groups in a test
     id attribute that pytest 9 no longer reads.)"""
     order = {
         "test_book_build.py": -1,
         **{name: rank for rank, name in enumerate(SLOW_FILES)},
-        **{name: len(SLOW_FILES) + 1 + rank for rank, name in enumerate(LAST_FILES)},
+        **{name: len(SLOW_FILES) + 1 + rank for rank, name in enumerate(LAST_FILES + AFTER_THE_BOOK)},
     }
     items.sort(key=lambda item: order.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept
 
