@@ -1,0 +1,74 @@
+"""Kernels forked from the zygote (brrr/warm/): fresh globals, their own pids, interrupts, shutdown, and
+the normal launch when the zygote cannot start; the zygote exits when closed. Tiny notebooks and a zygote that preloads nothing
+(``BRRR_WARM_PRELOAD=""``): what is tested is the forking, not the imports."""
+
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from brrr.warm import provisioner
+
+pytestmark = pytest.mark.device_independent
+
+
+@pytest.fixture
+def warm(monkeypatch):
+    """The warm kernelspec on JUPYTER_PATH, a zygote of this test's own; closed at the end."""
+    monkeypatch.setenv("JUPYTER_PATH", str(provisioner.JUPYTER_PATH))
+    monkeypatch.setenv("BRRR_WARM_PRELOAD", "")
+    monkeypatch.setattr(provisioner, "_zygote", None)
+    monkeypatch.setattr(provisioner, "_zygote_failed", False)
+    yield
+    if provisioner._zygote is not None:
+        zygote = provisioner._zygote.process
+        provisioner._zygote.close()
+        assert zygote.poll() is not None
+
+
+def execute(folder: Path, *sources: str, **options) -> list[list[dict]]:
+    """Run the cells in a kernel started in ``folder``; each cell's outputs."""
+    folder.mkdir(exist_ok=True)
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    NotebookClient(notebook, kernel_name="python3", resources={"metadata": {"path": str(folder)}}, **options).execute()
+    return [cell.outputs for cell in notebook.cells]
+
+
+def printed(outputs: list[dict]) -> str:
+    return "".join(output.get("text", "") for output in outputs)
+
+
+WHO = "import os; print(os.getpid(), os.getppid(), os.getcwd())"
+
+
+def test_each_kernel_is_forked_fresh_in_its_own_folder_and_shut_down(warm, tmp_path):
+    first = execute(tmp_path / "a", "x = 1", WHO)
+    second = execute(tmp_path / "b", "print('x' in globals())", WHO)
+    zygote = provisioner._zygote.process.pid
+    pid_a, parent_a, cwd_a = printed(first[1]).split()
+    pid_b, parent_b, cwd_b = printed(second[1]).split()
+    assert int(parent_a) == int(parent_b) == zygote, "not forked from the zygote"
+    assert pid_a != pid_b
+    assert printed(second[0]).strip() == "False", "a global of the first kernel is in the second"
+    assert (cwd_a, cwd_b) == (str(tmp_path / "a"), str(tmp_path / "b"))
+    for pid in (pid_a, pid_b):
+        assert not Path(f"/proc/{pid}").exists(), "a kernel, or its zombie, is still there after shutdown"
+
+
+def test_an_interrupt_stops_a_running_cell(warm, tmp_path):
+    outputs = execute(
+        tmp_path, "import time; time.sleep(120)", "print('still here')",
+        timeout=2, interrupt_on_timeout=True, allow_errors=True,
+    )  # fmt: skip
+    assert [output.get("ename") for output in outputs[0]] == ["KeyboardInterrupt"]
+    assert printed(outputs[1]).strip() == "still here"
+
+
+def test_without_a_zygote_the_kernel_starts_the_normal_way(warm, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("BRRR_WARM_PRELOAD", "brrr_no_such_module")
+    pid, parent, _ = printed(execute(tmp_path, WHO)[0]).split()
+    assert int(parent) == os.getpid(), "not launched by this process"
+    assert provisioner._zygote is None and provisioner._zygote_failed
+    assert "no zygote" in caplog.text
