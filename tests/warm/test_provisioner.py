@@ -1,6 +1,6 @@
 """Kernels forked from the zygote (brrr/warm/): fresh globals, their own pids, interrupts, shutdown, and
-the normal launch when the zygote cannot start; the zygote exits when closed. Tiny notebooks and a zygote that preloads nothing
-(``BRRR_WARM_PRELOAD=""``): what is tested is the forking, not the imports."""
+the normal launch when the zygote cannot start; the zygote exits when closed. Tiny notebooks and a
+zygote that preloads nothing (``BRRR_WARM_PRELOAD=""``): what is tested is the forking, not the imports."""
 
 import os
 from pathlib import Path
