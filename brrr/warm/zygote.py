@@ -35,8 +35,7 @@ PRELOAD = (
     "torch",
     "numpy",
     "matplotlib",
-    "matplotlib.pyplot",
-    "matplotlib_inline.backend_inline",
+    "matplotlib.pyplot",  # not its backend, matplotlib_inline.backend_inline: see preload()
     "IPython",
     "ipykernel.kernelapp",
     "ipykernel.ipkernel",
@@ -45,7 +44,8 @@ PRELOAD = (
 # These import triton: preloaded only where every kernel runs Triton's interpreter (see interpreter_on()).
 PRELOAD_WITH_TRITON = ("torch._dynamo", "torch._inductor.compile_fx")
 PR_SET_PDEATHSIG = 1
-INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
+INLINE_BACKEND_MODULE = "matplotlib_inline.backend_inline"
+INLINE_BACKEND = f"module://{INLINE_BACKEND_MODULE}"
 
 
 def threads() -> int:
@@ -94,6 +94,12 @@ def preload() -> None:
     if names == list(PRELOAD) and interpreter_on():
         for name in PRELOAD_WITH_TRITON:
             importlib.import_module(name)
+    if INLINE_BACKEND_MODULE in sys.modules:
+        # On import in a kernel it turns on IPython's showing of each cell's figures; imported here, it
+        # would not, and a page without ``%matplotlib inline`` would lose its figures.
+        raise RuntimeError(
+            f"the preloaded modules imported {INLINE_BACKEND_MODULE}, which must be imported in a kernel"
+        )
     if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError("the preloaded modules imported triton before TRITON_INTERPRET was set")
     stop_blas_threads()
