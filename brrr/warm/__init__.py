@@ -1,10 +1,29 @@
 """Warm kernels for the book build: each notebook's kernel forked from a process that has imported torch.
 
 myst-nb executes every notebook in a fresh Jupyter kernel, and each paid the same start-up: ipykernel,
-the inline backend, ``import torch`` and, where a page compiles, torch._dynamo and Inductor (2.8-4.3 s
-of set-up cell per notebook on the 2-core CI machine). The book build names the kernelspec ``brrr-warm``
-(``nb_kernel_rgx_aliases``), whose provisioner (provisioner.py) forks each kernel from one zygote
-(zygote.py) that imported those modules once. A forked kernel starts as fresh as a launched one apart from
-the modules already imported: its own session, environment, folder and globals, no tensor, no thread.
-Anything that stops the zygote makes the kernel start the normal way.
+``import torch`` and, where a page compiles, torch._dynamo and Inductor (2.8-4.3 s of set-up cell per
+notebook on the 2-core CI machine). ``make book`` and the tests' book builds put :data:`KERNELSPECS` first
+on JUPYTER_PATH (:func:`jupyter_path`); there the kernelspec ``python3``, the notebooks' own, names the
+provisioner ``brrr-warm`` (provisioner.py), which forks each kernel from one zygote (zygote.py) that
+imported those modules once. A forked kernel starts as fresh as a launched one apart from the modules
+already imported (and Python's hash seed, the zygote's): its own session, environment, folder, globals and
+random seeds, no tensor, no thread. Anything that stops the zygote makes the kernel start the normal way.
+
+The spec keeps the name ``python3`` because nbclient gives IPython's history an in-memory file only to a
+kernel of that name (``KernelManager.ipykernel``): under another name each kernel would write
+``~/.ipython``'s history database. ``python -m brrr.warm.saving NOTEBOOK...`` measures what it saves.
 """
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+# The folder that, on JUPYTER_PATH, makes the kernelspec ``python3`` the warm one (provisioner ``brrr-warm``).
+KERNELSPECS = Path(__file__).with_name("jupyter_path")
+
+
+def jupyter_path(env: dict | None = None) -> str:
+    """The JUPYTER_PATH under which kernels start warm: ours first, then any the environment had."""
+    existing = (os.environ if env is None else env).get("JUPYTER_PATH")
+    return os.pathsep.join([str(KERNELSPECS), *([existing] if existing else [])])

@@ -1,7 +1,7 @@
 """The kernel provisioner ``brrr-warm``: book kernels forked from a warm zygote, or launched as usual.
 
 Registered under ``jupyter_client.kernel_provisioners`` (pyproject.toml) and named by the kernelspec in
-``brrr/warm/jupyter_path/kernels/brrr-warm``. The first launch starts the zygote (brrr/warm/zygote.py) with
+``brrr/warm/jupyter_path/kernels/python3``. The first launch starts the zygote (brrr/warm/zygote.py) with
 that launch's environment and folder; every launch whose command is ipykernel's with the same Python and
 whose environment is the same (apart from Jupyter's per-session ``JPY_`` variables) is forked from it. Any
 other launch, and every launch after the zygote failed, starts the normal way (LocalProvisioner's).
@@ -27,8 +27,6 @@ from pathlib import Path
 from jupyter_client.provisioning import LocalProvisioner
 
 ZYGOTE = Path(__file__).with_name("zygote.py")
-JUPYTER_PATH = Path(__file__).with_name("jupyter_path")  # put on JUPYTER_PATH to find the kernelspec
-KERNEL_NAME = "brrr-warm"
 READY_TIMEOUT_S = 300  # the zygote's imports: ~10 CPU-s, much longer on a loaded 2-core machine
 NORMAL_LAUNCH_ARGUMENTS = {"env", "cwd", "kernel_id", "extra_arguments"}
 
@@ -146,6 +144,7 @@ def fork_kernel(cmd: list, env: dict, cwd: str) -> ForkedKernel | None:
         if _zygote is None:
             _zygote = Zygote(cmd[0], env, cwd)
         if not _zygote.fits(cmd, env):
+            log.warning("brrr-warm: a command or environment unlike the zygote's; this kernel starts the normal way")
             return None
         reply = _zygote.request({"launch": {"argv": cmd, "env": env, "cwd": cwd}})
     except Exception as error:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from brrr.warm.provisioner import JUPYTER_PATH
+from brrr.warm import jupyter_path
 
 
 def output_kinds(notebook) -> list[list[str]]:
@@ -48,9 +48,8 @@ def execute(paths: list[str], record: str) -> None:
 def run(paths: list[str], warm: bool) -> tuple[float, dict]:
     """(CPU-seconds of the process tree, output kinds per notebook) of one run."""
     env = dict(os.environ)
-    env.pop("JUPYTER_PATH", None)
     if warm:
-        env["JUPYTER_PATH"] = str(JUPYTER_PATH)
+        env["JUPYTER_PATH"] = jupyter_path(env)
     with tempfile.NamedTemporaryFile(suffix=".json") as record:
         child = subprocess.Popen([sys.executable, "-m", "brrr.warm.saving", "--child", record.name, *paths], env=env)
         _, status, usage = os.wait4(child.pid, 0)

@@ -3,13 +3,14 @@ the normal launch when the zygote cannot start; the zygote exits when closed. Ti
 zygote that preloads only pyplot (``BRRR_WARM_PRELOAD``): what is tested is the forking, not the imports."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from brrr.warm import provisioner
+from brrr.warm import KERNELSPECS, jupyter_path, provisioner
 
 pytestmark = pytest.mark.device_independent
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.device_independent
 @pytest.fixture
 def warm(monkeypatch):
     """The warm kernelspec on JUPYTER_PATH, a zygote of this test's own; closed at the end."""
-    monkeypatch.setenv("JUPYTER_PATH", str(provisioner.JUPYTER_PATH))
+    monkeypatch.setenv("JUPYTER_PATH", jupyter_path())
     monkeypatch.setenv("BRRR_WARM_PRELOAD", "matplotlib.pyplot")  # not torch: cheap
     monkeypatch.setattr(provisioner, "_zygote", None)
     monkeypatch.setattr(provisioner, "_zygote_failed", False)
@@ -73,3 +74,19 @@ def test_without_a_zygote_the_kernel_starts_the_normal_way(warm, tmp_path, monke
     assert int(parent) == os.getpid(), "not launched by this process"
     assert provisioner._zygote is None and provisioner._zygote_failed
     assert "no zygote" in caplog.text
+
+
+def test_the_suites_book_builds_start_warm_kernels(monkeypatch, tmp_path):
+    """As ``make book`` does (its WARM_KERNELS): the build's JUPYTER_PATH starts with the warm kernelspec."""
+    import conftest
+
+    seen = {}
+
+    def fake_run(command, **kwargs):
+        seen.update(kwargs.get("env") or os.environ)
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(conftest.subprocess, "run", fake_run)
+    conftest.build_book(tmp_path, tmp_path / "_config.yml", tmp_path / "out")
+    assert seen["JUPYTER_PATH"].split(os.pathsep)[0] == str(KERNELSPECS)
+    assert (KERNELSPECS / "kernels" / "python3" / "kernel.json").is_file()
