@@ -119,8 +119,8 @@ def become_kernel(argv: list, env: dict, cwd: str, ready: int, zygote: int) -> l
     os.close(null)
     # The generators seeded when the zygote imported them start from fresh seeds, as in a new process
     # (Python's random reseeds itself after a fork).
-    if "numpy" in sys.modules:
-        sys.modules["numpy"].random.seed()
+    if "numpy.random" in sys.modules:  # numpy imports it on first use, seeding its generator then
+        sys.modules["numpy.random"].seed()
     if "torch" in sys.modules:
         sys.modules["torch"].default_generator.seed()  # the CPU one; CUDA's are made in the kernel, if at all
     os.write(ready, b"1")

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.device_independent
 def warm(monkeypatch):
     """The warm kernelspec on JUPYTER_PATH, a zygote of this test's own; closed at the end."""
     monkeypatch.setenv("JUPYTER_PATH", jupyter_path())
-    monkeypatch.setenv("BRRR_WARM_PRELOAD", "matplotlib.pyplot")  # not torch: cheap
+    monkeypatch.setenv("BRRR_WARM_PRELOAD", "numpy.random,matplotlib.pyplot")  # not torch: cheap
     monkeypatch.setattr(provisioner, "_zygote", None)
     monkeypatch.setattr(provisioner, "_zygote_failed", False)
     yield
@@ -42,18 +42,22 @@ def printed(outputs: list[dict]) -> str:
 
 
 WHO = "import os; print(os.getpid(), os.getppid(), os.getcwd())"
+SEEDS = "import numpy; print(numpy.random.rand())"  # seeded in the zygote, on import
 
 
 def test_each_kernel_is_forked_fresh_in_its_own_folder_and_shut_down(warm, tmp_path):
-    first = execute(tmp_path / "a", "x = 1", WHO)
-    second = execute(tmp_path / "b", "print('x' in globals())", WHO, "import matplotlib.pyplot as plt; plt.plot([1]);")
+    first = execute(tmp_path / "a", "x = 1", WHO, SEEDS)
+    second = execute(
+        tmp_path / "b", "print('x' in globals())", WHO, SEEDS, "import matplotlib.pyplot as plt; plt.plot([1]);"
+    )
     zygote = provisioner._zygote.process.pid
     pid_a, parent_a, cwd_a = printed(first[1]).split()
     pid_b, parent_b, cwd_b = printed(second[1]).split()
     assert int(parent_a) == int(parent_b) == zygote, "not forked from the zygote"
     assert pid_a != pid_b
     assert printed(second[0]).strip() == "False", "a global of the first kernel is in the second"
-    assert [output.output_type for output in second[2]] == ["display_data"], "no figure without %matplotlib inline"
+    assert printed(first[2]) != printed(second[2]), "numpy's generator starts where the zygote's did"
+    assert [output.output_type for output in second[3]] == ["display_data"], "no figure without %matplotlib inline"
     assert (cwd_a, cwd_b) == (str(tmp_path / "a"), str(tmp_path / "b"))
     for pid in (pid_a, pid_b):
         assert not Path(f"/proc/{pid}").exists(), "a kernel, or its zombie, is still there after shutdown"
