@@ -44,6 +44,7 @@ class Zygote:
     def __init__(self, python: str, env: dict, cwd: str):
         self.environment = same_environment(env)
         self.python = python
+        self.owner = os.getpid()  # a process forked from ours (a pool's worker) must not share the socket
         ours, theirs = socket.socketpair()
         self.lock = threading.Lock()
         self.process = subprocess.Popen(
@@ -77,10 +78,12 @@ class Zygote:
             return self._read()
 
     def fits(self, cmd: list, env: dict) -> bool:
-        return cmd[:1] == [self.python] and same_environment(env) == self.environment
+        return os.getpid() == self.owner and cmd[:1] == [self.python] and same_environment(env) == self.environment
 
     def close(self) -> None:
         """Close the socket: the zygote exits, and with it any kernel it forked that is still running."""
+        if os.getpid() != self.owner:
+            return
         self.reader.close()  # the socket's file descriptor stays open while its file object is
         self.connection.close()
         try:

@@ -94,3 +94,17 @@ def test_the_suites_book_builds_start_warm_kernels(monkeypatch, tmp_path):
     conftest.build_book(tmp_path, tmp_path / "_config.yml", tmp_path / "out")
     assert seen["JUPYTER_PATH"].split(os.pathsep)[0] == str(KERNELSPECS)
     assert (KERNELSPECS / "kernels" / "python3" / "kernel.json").is_file()
+
+
+def test_only_a_launch_like_the_zygotes_own_is_forked():
+    """Forked only with the zygote's Python and environment (Jupyter's per-session JPY_ variables apart), and
+    only from the process that started it: a process forked from that one must not share its socket."""
+    zygote = object.__new__(provisioner.Zygote)
+    zygote.python, zygote.owner = "/venv/bin/python", os.getpid()
+    zygote.environment = provisioner.same_environment({"PATH": "/bin", "JPY_SESSION_NAME": "a.ipynb"})
+    command = ["/venv/bin/python", "-m", "ipykernel_launcher", "-f", "kernel.json"]
+    assert zygote.fits(command, {"PATH": "/bin", "JPY_SESSION_NAME": "b.ipynb", "JPY_PARENT_PID": "1"})
+    assert not zygote.fits(command, {"PATH": "/bin", "TORCHINDUCTOR_CACHE_DIR": "/elsewhere"})
+    assert not zygote.fits(["/other/python", *command[1:]], {"PATH": "/bin"})
+    zygote.owner += 1
+    assert not zygote.fits(command, {"PATH": "/bin"})
