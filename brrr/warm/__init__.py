@@ -23,7 +23,18 @@ from pathlib import Path
 KERNELSPECS = Path(__file__).with_name("jupyter_path")
 
 
+def provisioner_installed() -> bool:
+    """Whether this environment has the entry point ``brrr-warm`` (installed with brrr, by ``make install``)."""
+    from importlib.metadata import entry_points
+
+    return bool(entry_points(group="jupyter_client.kernel_provisioners", name="brrr-warm"))
+
+
 def jupyter_path(env: dict | None = None) -> str:
-    """The JUPYTER_PATH under which kernels start warm: ours first, then any the environment had."""
+    """The JUPYTER_PATH under which kernels start warm: ours first, then any the environment had.
+
+    Where brrr was installed without the provisioner's entry point (an older editable install), ours is left
+    out: jupyter_client would find no kernel at all named python3 there, and every notebook would fail."""
     existing = (os.environ if env is None else env).get("JUPYTER_PATH")
-    return os.pathsep.join([str(KERNELSPECS), *([existing] if existing else [])])
+    ours = [str(KERNELSPECS)] if provisioner_installed() else []
+    return os.pathsep.join([*ours, *([existing] if existing else [])])

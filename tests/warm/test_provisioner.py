@@ -108,3 +108,14 @@ def test_only_a_launch_like_the_zygotes_own_is_forked():
     assert not zygote.fits(["/other/python", *command[1:]], {"PATH": "/bin"})
     zygote.owner += 1
     assert not zygote.fits(command, {"PATH": "/bin"})
+
+
+def test_without_the_entry_point_the_kernels_start_the_normal_way(monkeypatch):
+    """Where brrr's install predates the provisioner, the warm kernelspec would name a provisioner jupyter_client
+    cannot find (NoSuchKernel for python3): it is left off JUPYTER_PATH, which keeps what it had."""
+    import importlib.metadata
+
+    assert jupyter_path({}) == str(KERNELSPECS)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **selection: [])
+    assert jupyter_path({"JUPYTER_PATH": "/mine"}) == "/mine"
+    assert jupyter_path({}) == ""
