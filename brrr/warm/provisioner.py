@@ -59,10 +59,13 @@ class Zygote:
         self.connection = ours
         self.connection.settimeout(READY_TIMEOUT_S)
         self.reader = ours.makefile("r", encoding="utf-8")
-        ready = self._read()
-        if "ready" not in ready:
+        try:
+            ready = self._read()
+            if "ready" not in ready:
+                raise RuntimeError(ready.get("error", ready))
+        except BaseException:  # a failed import, or no answer in READY_TIMEOUT_S: no zygote left behind
             self.close()
-            raise RuntimeError(ready.get("error", ready))
+            raise
         self.connection.settimeout(60)
         atexit.register(self.close)
 

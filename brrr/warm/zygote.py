@@ -186,7 +186,10 @@ def main() -> None:
         ready = {"ready": os.getpid(), "threads": threads()}
     except BaseException as error:
         ready = {"error": f"preload failed: {type(error).__name__}: {error}"}
-    connection.sendall((json.dumps(ready) + "\n").encode())
+    try:
+        connection.sendall((json.dumps(ready) + "\n").encode())
+    except OSError:  # the building process gave up waiting
+        os._exit(1)
     if "error" in ready:
         os._exit(1)
     sys.argv = serve(connection)
