@@ -24,6 +24,10 @@ export MALLOC_MMAP_MAX_ := 0
 export MALLOC_TRIM_THRESHOLD_ := 100000000000
 
 BOOK_FLAGS := -W -n --keep-going
+# First on JUPYTER_PATH, brrr/warm/jupyter_path's kernelspec python3 forks each notebook's kernel from one
+# process that has imported torch and the rest of every page's set-up, once (brrr/warm/); the tests' book
+# builds take the same path from the same function.
+WARM_JUPYTER_PATH = $(shell $(PY) -c 'from brrr.warm import jupyter_path; print(jupyter_path())')
 
 .PHONY: book test labs mutants gpu-check wheelhouse clean install
 
@@ -52,7 +56,7 @@ CEILINGS := $(PY) -m brrr.ceilings --refresh
 book: $(INSTALLED)
 	rm -rf _build
 	$(CEILINGS) && $(CEILINGS) --threads 1
-	$(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
+	JUPYTER_PATH="$(WARM_JUPYTER_PATH)" $(VENV)/bin/jupyter-book build . $(BOOK_FLAGS)
 	@echo "Book built: open _build/html/index.html"
 
 # Inductor compiles in the process that asks: a pool of compile workers costs each compiling process

@@ -29,6 +29,8 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | widgets    | the roofline explorer: live sliders, and small multiples    |
 | allocator  | keep freed memory in the process (applied at import, Linux) |
 | book_pages | Sphinx extension: the built book works offline, error-free  |
+| warm/      | the book build's kernels, forked from one process that has  |
+|            | imported torch (``python -m brrr.warm.saving`` measures it) |
 | pages/     | what a book page checks, records and glues, in its hidden cell |
 | traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
 | diagnose/  | which regime any PyTorch step is in, and what to do about it: |
