@@ -104,7 +104,7 @@ import nbformat
 from brrr import labs
 from brrr.checks import processes
 from brrr.device import device_class
-from brrr.grading import assemble, course, integrity, sandbox, server, shards
+from brrr.grading import assemble, course, forked, integrity, sandbox, server, shards
 
 DEFAULT_CELL_TIMEOUT_S = 600
 DEFAULT_NOTEBOOK_TIMEOUT_S = 1800
@@ -254,37 +254,62 @@ def _kernelspec(folder: Path, student_copy: Path) -> Path:
 
 
 class _Grader:
-    """The grader process of one submission, run from the snapshot in memory (no grader file on disk)."""
+    """The grader process of one submission, run from the snapshot in memory (no grader file on disk): forked
+    by ``zygote`` (:mod:`brrr.grading.forked`) where there is one that still forks, else started anew."""
 
-    def __init__(self, snapshot: assemble.Snapshot, lab: str):
+    def __init__(self, snapshot: assemble.Snapshot, lab: str, zygote: forked.Zygote | None = None):
         self.key = secrets.token_hex(32)
         self.private = Path(tempfile.mkdtemp(prefix="brrr-grader-"))
         self.socket = self.private / "grader.sock"
         self.log = self.private / "stderr.txt"
         with self.log.open("wb") as log:
-            self.process = IN_FLIGHT.popen(
-                [
-                    sys.executable,
-                    "-I",
-                    "-B",
-                    "-c",
-                    assemble.GRADER_BOOTSTRAP,
-                    "--lab",
-                    lab,
-                    "--socket",
-                    str(self.socket),
-                ],
-                cwd=self.private,
-                env=_grader_environment(self.private),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                start_new_session=True,
-            )
-        self.process.stdin.write(snapshot.grader_payload().decode() + self.key + "\n")
+            self.process = self._forked(zygote, lab, log.fileno()) or self._started(lab, log)
+        code = "" if self.forked else snapshot.grader_payload().decode()  # a forked grader has its code
+        self.process.stdin.write(code + self.key + "\n")
         self.process.stdin.flush()
         self.ready = _read_line(self.process.stdout, GRADER_START_TIMEOUT_S) == "ready"
+
+    def _forked(self, zygote: forked.Zygote | None, lab: str, log: int) -> forked.ForkedGrader | None:
+        self.forked = False
+        if zygote is None or zygote.gone:
+            return None
+        request = {"lab": lab, "socket": str(self.socket), "private": str(self.private)}
+        request["env"] = _grader_environment(self.private)
+        try:
+            with IN_FLIGHT.lock:  # recorded as the gradebook's: adopted if the zygote dies, it is not reaped
+                process = zygote.fork(request, log)
+                IN_FLIGHT.pids.add(process.pid)
+        except forked.ZygoteGone as gone:
+            print(
+                f"note: the grader zygote stopped forking graders ({gone}); each grader now starts anew",
+                file=sys.stderr,
+                flush=True,
+            )
+            return None
+        self.forked = True
+        return process
+
+    def _started(self, lab: str, log) -> subprocess.Popen:
+        return IN_FLIGHT.popen(
+            [
+                sys.executable,
+                "-I",
+                "-B",
+                "-c",
+                assemble.GRADER_BOOTSTRAP,
+                "--lab",
+                lab,
+                "--socket",
+                str(self.socket),
+            ],
+            cwd=self.private,
+            env=_grader_environment(self.private),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            start_new_session=True,
+        )
 
     def killed(self) -> bool:
         """A signal ended it before it was told to finish: only the submission's processes (or the system,
@@ -424,15 +449,16 @@ def run_one(
     default_lab: str | None = None,
     watch: "_Watch | None" = None,
     within: sandbox.Layout | None = None,
+    zygote: forked.Zygote | None = None,
 ) -> Submission:
     """Grade one submission (see the module docstring) and fill in its row: prepare its folder, run its
     notebook beside its grader (in a sandbox showing ``within``; None: in none), then classify what came
-    back."""
+    back. Its grader is forked by ``zygote`` where one is given and still forks (:mod:`brrr.grading.forked`)."""
     submission.sandboxed = within is not None
     prepared = _prepare(submission, work, snapshot, default_lab, watch)
     if prepared is None:
         return submission
-    ran = _execute(submission, prepared, snapshot, cell_timeout_s, notebook_timeout_s, watch, within)
+    ran = _execute(submission, prepared, snapshot, cell_timeout_s, notebook_timeout_s, watch, within, zygote)
     if ran is not None:
         _classify(submission, prepared, ran, cell_timeout_s, notebook_timeout_s)
     return submission
@@ -520,6 +546,7 @@ def _execute(
     notebook_timeout_s: float,
     watch: "_Watch | None",
     within: sandbox.Layout | None,
+    zygote: forked.Zygote | None = None,
 ) -> _Ran | None:
     """Start the grader, run the notebook under pytest and nbval beside it (through the reaper, in a
     sandbox where ``within`` is given), kill whatever the notebook left, and read the grader's signed
@@ -528,7 +555,7 @@ def _execute(
     start = time.monotonic()
     if watch is not None:
         watch.started(submission)
-    grader = _Grader(snapshot, prepared.lab)
+    grader = _Grader(snapshot, prepared.lab, zygote)
     try:
         if not grader.ready:
             submission.status = "grader-error"
@@ -928,10 +955,15 @@ def grade(
     was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
     sys.dont_write_bytecode = True  # a lazy import here must not add files to the watched environment
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
+    zygote = start_zygote(snapshot)  # before the watch's first look: what its imports change is no one's
     try:
         watch = _Watch(roots, excluded)
         limits = dict(
-            cell_timeout_s=cell_timeout_s, notebook_timeout_s=notebook_timeout_s, default_lab=lab, within=within
+            cell_timeout_s=cell_timeout_s,
+            notebook_timeout_s=notebook_timeout_s,
+            default_lab=lab,
+            within=within,
+            zygote=zygote,
         )
 
         def one(submission: Submission) -> Submission:
@@ -941,11 +973,44 @@ def grade(
             submissions = list(pool.map(one, submissions))
         IN_FLIGHT.reap()
     finally:
+        if zygote is not None:
+            zygote.close()
+            IN_FLIGHT.remove(zygote.process.pid)
         sys.dont_write_bytecode = was_writing_bytecode
         if was_dumpable:
             processes.set_dumpable(True)
     _report(submissions, watch, out, alone=jobs <= 1)
     return submissions
+
+
+def start_zygote(snapshot: assemble.Snapshot) -> forked.Zygote | None:
+    """The grader zygote of this run (:mod:`brrr.grading.zygote`), started as a grader is, ready to fork
+    graders; None, with a one-line note, where it does not start: each grader then starts anew."""
+    private = Path(tempfile.mkdtemp(prefix="brrr-zygote-"))
+    path = private / "zygote.sock"
+    log = private / "stderr.txt"
+    with log.open("wb") as sink:
+        process = IN_FLIGHT.popen(
+            [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, "--zygote", "--socket", str(path)],
+            cwd=private,
+            env={**_grader_environment(private), **forked.ZYGOTE_ENVIRONMENT},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            text=True,
+            start_new_session=True,
+        )
+    process.stdin.write(snapshot.grader_payload().decode())
+    process.stdin.flush()
+    if _read_line(process.stdout, GRADER_START_TIMEOUT_S) == "ready":
+        return forked.Zygote(process, path, private)
+    process.kill()
+    process.wait()
+    IN_FLIGHT.remove(process.pid)
+    why = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no error"]
+    shutil.rmtree(private, ignore_errors=True)
+    print(f"note: the grader zygote did not start ({why[0][:200]}); each grader starts anew", file=sys.stderr)
+    return None
 
 
 def _announced(submission: Submission) -> Submission:
