@@ -75,11 +75,13 @@ def fork_problem() -> str | None:
     return None
 
 
-def become_grader(request: dict, streams: list[int], inherited: list[int]) -> None:
+def become_grader(request: dict, streams: list[int], inherited: list[int], imported: dict[str, str]) -> None:
     """In the forked child: become the grader process of ``request`` and never return.
 
     Everything a fresh grader process would start with is set before anything reads it: the session, the
-    standard streams, the working folder, the environment (its private caches), the random state."""
+    standard streams, the working folder, the environment (its private caches, and ``imported``: what the
+    zygote's imports set in theirs, as they would have in a fresh grader's: ``TRITON_INTERPRET`` on a CPU),
+    the random state."""
     code = 1
     try:
         os.setsid()
@@ -91,6 +93,7 @@ def become_grader(request: dict, streams: list[int], inherited: list[int]) -> No
         os.chdir(request["private"])
         os.environ.clear()
         os.environ.update(request["env"])
+        os.environ.update(imported)
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.stdout = open(1, "w", encoding="utf-8", closefd=False)
         sys.stderr = open(2, "w", encoding="utf-8", closefd=False)
@@ -114,8 +117,8 @@ def become_grader(request: dict, streams: list[int], inherited: list[int]) -> No
 class Zygote:
     """The zygote's loop: requests on ``listener``, children's ends on their pidfds, its end on stdin."""
 
-    def __init__(self, listener: socket.socket):
-        self.listener = listener
+    def __init__(self, listener: socket.socket, imported: dict[str, str]):
+        self.listener, self.imported = listener, imported
         self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, the requester's connection)
 
     def serve(self) -> None:
@@ -145,7 +148,7 @@ class Zygote:
             inherited += [fd for pidfd, (_, other) in self.children.items() for fd in (pidfd, other.fileno())]
             pid = os.fork()
             if pid == 0:
-                become_grader(request, streams, inherited)
+                become_grader(request, streams, inherited, self.imported)
             pidfd = os.pidfd_open(pid)
             socket.send_fds(connection, [json.dumps({"pid": pid}).encode()], [pidfd])
             self.children[pidfd] = (pid, connection)
@@ -184,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     processes.set_dumpable(False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # it ends when its standard input closes
+    before = dict(os.environ)
     preload()
+    imported = {name: value for name, value in os.environ.items() if before.get(name) != value}
     if (problem := fork_problem()) is not None:
         print(f"the zygote cannot fork safely after its imports: {problem}", file=sys.stderr, flush=True)
         return 1
@@ -193,5 +198,5 @@ def main(argv: list[str] | None = None) -> int:
     os.chmod(args.socket, 0o600)
     listener.listen(8)
     print("ready", flush=True)
-    Zygote(listener).serve()
+    Zygote(listener, imported).serve()
     return 0
