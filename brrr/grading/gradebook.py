@@ -15,7 +15,11 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
 3. **Two processes.** A grader process (:mod:`brrr.grading.server`), started
    first, runs from the snapshot of ``brrr`` held in memory
    (:data:`brrr.grading.assemble.GRADER_BOOTSTRAP`) and holds the checks and
-   the record. Then nbval runs the notebook in its own Jupyter
+   the record. It is forked, fresh, from the run's grader zygote
+   (:mod:`brrr.grading.zygote`), which imported torch and every lab's checks
+   once before any submission ran; where the zygote does not start or dies,
+   a note says so and each grader starts on its own (:mod:`brrr.grading.forked`).
+   Then nbval runs the notebook in its own Jupyter
    kernel, exactly as ``pytest --nbval-lax`` would, with a timeout per cell and
    one per notebook. The kernel gets a copy of ``brrr`` without the lab's
    hidden modules, starts without site hooks, on a path where no import finds
@@ -265,8 +269,11 @@ class _Grader:
         with self.log.open("wb") as log:
             self.process = self._forked(zygote, lab, log.fileno()) or self._started(lab, log)
         code = "" if self.forked else snapshot.grader_payload().decode()  # a forked grader has its code
-        self.process.stdin.write(code + self.key + "\n")
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write(code + self.key + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:  # it died before reading its key: not ready, and its log says why
+            pass
         self.ready = _read_line(self.process.stdout, GRADER_START_TIMEOUT_S) == "ready"
 
     def _forked(self, zygote: forked.Zygote | None, lab: str, log: int) -> forked.ForkedGrader | None:
@@ -1000,8 +1007,11 @@ def start_zygote(snapshot: assemble.Snapshot) -> forked.Zygote | None:
             text=True,
             start_new_session=True,
         )
-    process.stdin.write(snapshot.grader_payload().decode())
-    process.stdin.flush()
+    try:
+        process.stdin.write(snapshot.grader_payload().decode())
+        process.stdin.flush()
+    except BrokenPipeError:  # it died first: its log says why
+        pass
     if _read_line(process.stdout, GRADER_START_TIMEOUT_S) == "ready":
         return forked.Zygote(process, path, private)
     process.kill()
