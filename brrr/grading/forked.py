@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -102,38 +103,72 @@ class ForkedGrader:
 
 
 class Zygote:
-    """The zygote of a gradebook run, started by the gradebook (``process``), serving on ``path``."""
+    """The zygote of a gradebook run, started by the gradebook (``process``, its payload written), serving on
+    ``path`` once it prints ``ready``: the first :meth:`fork` waits for that, up to ``start_timeout_s``, so its
+    imports run while the gradebook prepares the first submission. ``log``: its standard error."""
 
-    def __init__(self, process: subprocess.Popen, path: Path, private: Path | None = None):
-        self.process, self.path, self.private = process, path, private
+    def __init__(self, process: subprocess.Popen, path: Path, private: Path, log: Path, start_timeout_s: float):
+        self.process, self.path, self.private, self.log = process, path, private, log
+        self.start_timeout_s = start_timeout_s
+        self.started = False
         self.lock = threading.Lock()  # one request at a time: forking is fast
         self.gone = ""  # why it no longer forks graders, once it does not
 
     def fork(self, request: dict, stderr: int) -> ForkedGrader:
         """A grader forked for ``request`` (lab, socket, private, env), its standard error ``stderr``;
-        :class:`ZygoteGone` if the zygote does not fork one."""
-        if self.gone:
-            raise ZygoteGone(self.gone)
+        :class:`ZygoteGone` if the zygote does not fork one (said once, on standard error)."""
+        self.wait_started()
+        with self.lock:
+            if self.gone:
+                raise ZygoteGone(self.gone)
+            try:
+                return self._request(request, stderr)
+            except ZygoteGone as gone:
+                self._give_up(f"stopped forking graders ({gone})")
+                raise
+
+    def wait_started(self) -> None:
+        """Wait until it is ready to fork (the first time), or has given up starting."""
+        with self.lock:
+            if not self.gone and not self.started:
+                self._start()
+
+    def _start(self) -> None:
+        ready, _, _ = select.select([self.process.stdout], [], [], self.start_timeout_s)
+        if ready and self.process.stdout.readline().strip() == "ready":
+            self.started = True
+            return
+        self.process.kill()
+        self.process.wait()
+        try:
+            why = (self.log.read_text(errors="replace").strip().splitlines() or ["no error"])[-1][:200]
+        except OSError:
+            why = "no log"
+        self._give_up(f"did not start ({why})")
+
+    def _give_up(self, why: str) -> None:
+        self.gone = why
+        print(f"note: the grader zygote {why}; each grader starts on its own", file=sys.stderr, flush=True)
+
+    def _request(self, request: dict, stderr: int) -> ForkedGrader:
         stdin_read, stdin_write = os.pipe()
         stdout_read, stdout_write = os.pipe()
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            with self.lock:
-                connection.settimeout(REQUEST_TIMEOUT_S)
-                connection.connect(str(self.path))
-                socket.send_fds(connection, [json.dumps(request).encode()], [stdin_read, stdout_write, stderr])
-                data, fds, _, _ = socket.recv_fds(connection, 4096, 1)
-            reply = json.loads(data) if data else {"error": "the zygote closed the connection"}
+            connection.settimeout(REQUEST_TIMEOUT_S)
+            connection.connect(str(self.path))
+            socket.send_fds(connection, [json.dumps(request).encode()], [stdin_read, stdout_write, stderr])
+            data, fds, _, _ = socket.recv_fds(connection, 4096, 1)
+            reply = json.loads(data) if data else {"error": "it closed the connection"}
             if "error" in reply or len(fds) != 1:
                 for fd in fds:
                     os.close(fd)
-                raise ZygoteGone(str(reply.get("error", "no pidfd in the reply")))
+                raise ZygoteGone(str(reply.get("error", "no pidfd in its reply")))
         except (OSError, ValueError) as error:
             connection.close()
             for fd in (stdin_write, stdout_read):
                 os.close(fd)
-            self.gone = f"{type(error).__name__}: {error}"
-            raise ZygoteGone(self.gone) from None
+            raise ZygoteGone(str(error) if isinstance(error, ZygoteGone) else f"{type(error).__name__}: {error}")
         finally:
             os.close(stdin_read)
             os.close(stdout_write)
@@ -151,5 +186,4 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        if self.private is not None:
-            shutil.rmtree(self.private, ignore_errors=True)
+        shutil.rmtree(self.private, ignore_errors=True)

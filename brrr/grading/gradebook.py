@@ -282,16 +282,12 @@ class _Grader:
             return None
         request = {"lab": lab, "socket": str(self.socket), "private": str(self.private)}
         request["env"] = _grader_environment(self.private)
+        zygote.wait_started()  # not under IN_FLIGHT's lock: the other submissions' processes go on meanwhile
         try:
             with IN_FLIGHT.lock:  # recorded as the gradebook's: adopted if the zygote dies, it is not reaped
                 process = zygote.fork(request, log)
                 IN_FLIGHT.pids.add(process.pid)
-        except forked.ZygoteGone as gone:
-            print(
-                f"note: the grader zygote stopped forking graders ({gone}); each grader now starts anew",
-                file=sys.stderr,
-                flush=True,
-            )
+        except forked.ZygoteGone:  # said once, by the zygote's side
             return None
         self.forked = True
         return process
@@ -962,7 +958,8 @@ def grade(
     was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
     sys.dont_write_bytecode = True  # a lazy import here must not add files to the watched environment
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
-    zygote = start_zygote(snapshot)  # before the watch's first look: what its imports change is no one's
+    # One submission needs one grader, which starts on its own sooner than a zygote and its fork (0.3 CPU-s).
+    zygote = start_zygote(snapshot) if len(submissions) > 1 else None
     try:
         watch = _Watch(roots, excluded)
         limits = dict(
@@ -990,15 +987,16 @@ def grade(
     return submissions
 
 
-def start_zygote(snapshot: assemble.Snapshot) -> forked.Zygote | None:
-    """The grader zygote of this run (:mod:`brrr.grading.zygote`), started as a grader is, ready to fork
-    graders; None, with a one-line note, where it does not start: each grader then starts anew."""
+def start_zygote(snapshot: assemble.Snapshot) -> forked.Zygote:
+    """The grader zygote of this run (:mod:`brrr.grading.zygote`), started as a grader is. It is not waited
+    for here: its imports run while the first submission is prepared, and the first fork waits until it is
+    ready (:class:`brrr.grading.forked.Zygote`); where it does not start, a note says so, and each grader
+    starts on its own."""
     private = Path(tempfile.mkdtemp(prefix="brrr-zygote-"))
-    path = private / "zygote.sock"
     log = private / "stderr.txt"
     with log.open("wb") as sink:
         process = IN_FLIGHT.popen(
-            [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, "--zygote", "--socket", str(path)],
+            [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, "--zygote", "--socket", "zygote.sock"],
             cwd=private,
             env={**_grader_environment(private), **forked.ZYGOTE_ENVIRONMENT},
             stdin=subprocess.PIPE,
@@ -1010,17 +1008,9 @@ def start_zygote(snapshot: assemble.Snapshot) -> forked.Zygote | None:
     try:
         process.stdin.write(snapshot.grader_payload().decode())
         process.stdin.flush()
-    except BrokenPipeError:  # it died first: its log says why
+    except BrokenPipeError:  # it died first: its log says why, at the first fork
         pass
-    if _read_line(process.stdout, GRADER_START_TIMEOUT_S) == "ready":
-        return forked.Zygote(process, path, private)
-    process.kill()
-    process.wait()
-    IN_FLIGHT.remove(process.pid)
-    why = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no error"]
-    shutil.rmtree(private, ignore_errors=True)
-    print(f"note: the grader zygote did not start ({why[0][:200]}); each grader starts anew", file=sys.stderr)
-    return None
+    return forked.Zygote(process, private / "zygote.sock", private, log, GRADER_START_TIMEOUT_S)
 
 
 def _announced(submission: Submission) -> Submission:

@@ -2,10 +2,10 @@
 imported torch and the labs once are still one fresh grader per submission, and the gradebook still tells a
 grader a signal ended from one that exited by itself. Where the zygote falls over, graders start anew."""
 
+import io
 import os
 import signal
 import socket
-import subprocess
 import threading
 import time
 
@@ -23,7 +23,6 @@ def snapshot():
 @pytest.fixture(scope="module")
 def zygote(snapshot):
     started = gradebook.start_zygote(snapshot)
-    assert started is not None, "the zygote did not start"
     yield started
     started.close()
     gradebook.IN_FLIGHT.remove(started.process.pid)
@@ -85,9 +84,15 @@ def test_a_forked_grader_a_signal_ends_is_killed_and_one_that_exits_is_not(snaps
         exits.remove()
 
 
-def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(snapshot, capsys):
+class _Ready:
+    """A grader process, as far as the gradebook's start of one looks: it reads its input and says ready."""
+
+    def __init__(self):
+        self.stdin, self.stdout = io.StringIO(), io.StringIO("ready\n")
+
+
+def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(snapshot, capsys, monkeypatch):
     zygote = gradebook.start_zygote(snapshot)
-    assert zygote is not None
     running = _forked(snapshot, "01-roofline", zygote)
     try:
         assert running.ready
@@ -96,28 +101,34 @@ def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(
         _fail_a_check(running, "intensities")
         assert running.process.poll() is None and not running.killed()
         assert list(running.finish()) == ["intensities"]  # its record still comes back, signed
-        fallback = gradebook._Grader(snapshot, "01-roofline", zygote)
-        try:
+        started = []  # a grader started on its own, as before the zygote (stubbed: 4 CPU-seconds saved)
+        monkeypatch.setattr(gradebook._Grader, "_started", lambda grader, lab, log: started.append(lab) or _Ready())
+        for _ in range(2):
+            fallback = gradebook._Grader(snapshot, "01-roofline", zygote)
             assert not fallback.forked and fallback.ready
-            assert isinstance(fallback.process, subprocess.Popen)
-        finally:
-            fallback.remove()
+        assert started == ["01-roofline", "01-roofline"]
     finally:
         running.remove()
         zygote.close()
         gradebook.IN_FLIGHT.remove(zygote.process.pid)
     noted = capsys.readouterr().err
     assert noted.count("note: the grader zygote stopped forking graders") == 1, noted
+    assert noted.count("each grader starts on its own") == 1, noted
 
 
 def test_a_zygote_that_does_not_start_is_said_in_one_line(snapshot, monkeypatch, capsys):
     monkeypatch.setattr(assemble, "GRADER_BOOTSTRAP", "import sys; sys.exit('no zygote here')")
-    started = time.monotonic()
-    assert gradebook.start_zygote(snapshot) is None
-    assert time.monotonic() - started < gradebook.GRADER_START_TIMEOUT_S
+    zygote = gradebook.start_zygote(snapshot)
+    try:
+        for _ in range(2):
+            with pytest.raises(forked.ZygoteGone, match="no zygote here"):
+                zygote.fork({}, 2)
+    finally:
+        zygote.close()
+        gradebook.IN_FLIGHT.remove(zygote.process.pid)
     noted = capsys.readouterr().err
     assert noted.strip().splitlines() == [
-        "note: the grader zygote did not start (no zygote here); each grader starts anew"
+        "note: the grader zygote did not start (no zygote here); each grader starts on its own"
     ]
 
 
