@@ -15,10 +15,11 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
 3. **Two processes.** A grader process (:mod:`brrr.grading.server`), started
    first, runs from the snapshot of ``brrr`` held in memory
    (:data:`brrr.grading.assemble.GRADER_BOOTSTRAP`) and holds the checks and
-   the record. It is forked, fresh, from the run's grader zygote
-   (:mod:`brrr.grading.zygote`), which imported torch and every lab's checks
-   once before any submission ran; where the zygote does not start or dies,
-   a note says so and each grader starts on its own (:mod:`brrr.grading.forked`).
+   the record. In a run of more than one submission it is forked, fresh, from
+   the run's grader zygote (:mod:`brrr.grading.zygote`), which imported torch
+   and every lab's checks once before any submission ran; where the zygote
+   does not start or dies, a note says so and each grader starts on its own
+   (:mod:`brrr.grading.forked`).
    Then nbval runs the notebook in its own Jupyter
    kernel, exactly as ``pytest --nbval-lax`` would, with a timeout per cell and
    one per notebook. The kernel gets a copy of ``brrr`` without the lab's

@@ -106,8 +106,10 @@ def become_grader(request: dict, streams: list[int], inherited: list[int], impor
 
         server.REQUEST_TIMEOUT_S = float(os.environ.get("BRRR_GRADER_REQUEST_TIMEOUT_S", 900))
         code = server.main(["--lab", request["lab"], "--socket", request["socket"]])
-    except SystemExit as leaving:
-        code = leaving.code if isinstance(leaving.code, int) else 1
+    except SystemExit as leaving:  # as Python would end: None is 0, a message is said and is 1
+        code = 0 if leaving.code is None else leaving.code if isinstance(leaving.code, int) else 1
+        if not isinstance(leaving.code, (int, type(None))):
+            print(leaving.code, file=sys.stderr)
     except BaseException:  # noqa: BLE001 - said on its standard error, as a grader process would
         traceback.print_exc()
     finally:
