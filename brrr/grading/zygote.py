@@ -24,6 +24,7 @@ It ends when its standard input closes, killing any grader still running.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import random
@@ -98,6 +99,19 @@ def become_grader(request: dict, streams: list[int], inherited: list[int], impor
         sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)  # PYTHONUNBUFFERED's lines
         sys.stderr = open(2, "w", buffering=1, encoding="utf-8", closefd=False)
         sys.argv = ["brrr.grading.server"]
+        name_itself(
+            [
+                sys.executable,
+                "-I",
+                "-B",
+                "-c",
+                "(the grader's bootstrap)",
+                "--lab",
+                request["lab"],
+                "--socket",
+                request["socket"],
+            ]
+        )
         random.seed()
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
@@ -119,6 +133,22 @@ def become_grader(request: dict, streams: list[int], inherited: list[int], impor
             except (OSError, ValueError):
                 pass
         os._exit(code)
+
+
+def name_itself(argv: list[str]) -> None:
+    """Show ``argv`` as this process's command line (``/proc/self/cmdline``, ``ps``), written over the
+    zygote's own, whose bootstrap source leaves room: a forked grader reads as one started on its own, its
+    lab and socket named. Cut short where it does not fit; left as it was where the area cannot be found."""
+    try:
+        with open("/proc/self/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start and arg_end, fields 48 and 49 of stat(5)
+    except (OSError, IndexError, ValueError):
+        return
+    if end <= start:
+        return
+    text = b"\0".join(arg.encode(errors="replace") for arg in argv)[: end - start - 1]
+    ctypes.memmove(start, text.ljust(end - start, b"\0"), end - start)
 
 
 class Zygote:

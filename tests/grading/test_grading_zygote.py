@@ -8,6 +8,7 @@ import signal
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -58,6 +59,8 @@ def test_graders_forked_for_two_labs_share_no_state(snapshot, zygote, monkeypatc
         assert len({grader.process.pid for grader in graders} | {zygote.process.pid}) == 4
         assert len({grader.key for grader in graders}) == len({grader.socket for grader in graders}) == 3
         assert all(grader.socket.exists() for grader in graders)
+        for grader in graders:  # its command line names its socket, as a grader started on its own does
+            assert str(grader.socket).encode() in Path(f"/proc/{grader.process.pid}/cmdline").read_bytes()
         _fail_a_check(first, "intensities")
         results = [grader.finish() for grader in graders]
     finally:
