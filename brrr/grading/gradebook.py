@@ -964,15 +964,11 @@ def grade(
     try:
         watch = _Watch(roots, excluded)
         limits = dict(
-            cell_timeout_s=cell_timeout_s,
-            notebook_timeout_s=notebook_timeout_s,
-            default_lab=lab,
-            within=within,
-            zygote=zygote,
+            cell_timeout_s=cell_timeout_s, notebook_timeout_s=notebook_timeout_s, default_lab=lab, within=within
         )
 
         def one(submission: Submission) -> Submission:
-            return _announced(run_one(submission, work, snapshot, watch=watch, **limits))
+            return _announced(run_one(submission, work, snapshot, watch=watch, zygote=zygote, **limits))
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             submissions = list(pool.map(one, submissions))
