@@ -1,6 +1,7 @@
 """The grader process's first code: import ``brrr`` from the bytes on standard input, then run the server.
 
     python -I -B -c "$(source of this file)" --lab LAB --socket PATH
+    python -I -B -c "$(source of this file)" --zygote --socket PATH
 
 The gradebook runs it so (:data:`brrr.grading.assemble.GRADER_BOOTSTRAP` is
 this file's source, read when the gradebook starts). It reads one line from
@@ -8,7 +9,8 @@ standard input, :meth:`brrr.grading.assemble.Snapshot.grader_payload` (every
 ``brrr`` file, base64 in JSON), puts a finder first on ``sys.meta_path`` that
 serves ``brrr`` from those bytes and refuses any brrr module they do not hold,
 so nothing of brrr is ever read from disk, then runs
-:func:`brrr.grading.server.main`, which reads the signing key, the next line.
+:func:`brrr.grading.server.main`, which reads the signing key, the next line (with ``--zygote``,
+:func:`brrr.grading.zygote.main`, which forks grader processes that do).
 Its module paths name no real file; source for tracebacks and ``inspect`` comes
 from the loader. ``-I`` keeps PYTHONPATH, the user's site folder and the
 working directory off ``sys.path``; ``-B`` writes no bytecode next to the
@@ -66,6 +68,11 @@ class Finder(importlib.abc.MetaPathFinder):
 
 def main(argv):
     sys.meta_path.insert(0, Finder(json.loads(sys.stdin.buffer.readline())))
+    if argv[:1] == ["--zygote"]:  # the gradebook's grader zygote, which forks graders
+        from brrr.grading import zygote
+
+        sys.argv[0] = "brrr.grading.zygote"
+        return zygote.main(argv[1:])
     from brrr.grading import server
 
     sys.argv[0] = "brrr.grading.server"

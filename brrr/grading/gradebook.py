@@ -15,7 +15,12 @@ relative to the folder (``alice.ipynb`` -> ``alice``, ``bob/02-fuse-it.ipynb`` -
 3. **Two processes.** A grader process (:mod:`brrr.grading.server`), started
    first, runs from the snapshot of ``brrr`` held in memory
    (:data:`brrr.grading.assemble.GRADER_BOOTSTRAP`) and holds the checks and
-   the record. Then nbval runs the notebook in its own Jupyter
+   the record. In a run of more than one submission it is forked, fresh, from
+   the run's grader zygote (:mod:`brrr.grading.zygote`), which imported torch
+   and every lab's checks once before any submission ran; where the zygote
+   does not start or dies, a note says so and each grader starts on its own
+   (:mod:`brrr.grading.forked`).
+   Then nbval runs the notebook in its own Jupyter
    kernel, exactly as ``pytest --nbval-lax`` would, with a timeout per cell and
    one per notebook. The kernel gets a copy of ``brrr`` without the lab's
    hidden modules, starts without site hooks, on a path where no import finds
@@ -104,7 +109,7 @@ import nbformat
 from brrr import labs
 from brrr.checks import processes
 from brrr.device import device_class
-from brrr.grading import assemble, course, integrity, sandbox, server, shards
+from brrr.grading import assemble, course, forked, integrity, sandbox, server, shards
 
 DEFAULT_CELL_TIMEOUT_S = 600
 DEFAULT_NOTEBOOK_TIMEOUT_S = 1800
@@ -254,37 +259,61 @@ def _kernelspec(folder: Path, student_copy: Path) -> Path:
 
 
 class _Grader:
-    """The grader process of one submission, run from the snapshot in memory (no grader file on disk)."""
+    """The grader process of one submission, run from the snapshot in memory (no grader file on disk): forked
+    by ``zygote`` (:mod:`brrr.grading.forked`) where there is one that still forks, else started anew."""
 
-    def __init__(self, snapshot: assemble.Snapshot, lab: str):
+    def __init__(self, snapshot: assemble.Snapshot, lab: str, zygote: forked.Zygote | None = None):
         self.key = secrets.token_hex(32)
         self.private = Path(tempfile.mkdtemp(prefix="brrr-grader-"))
         self.socket = self.private / "grader.sock"
         self.log = self.private / "stderr.txt"
         with self.log.open("wb") as log:
-            self.process = IN_FLIGHT.popen(
-                [
-                    sys.executable,
-                    "-I",
-                    "-B",
-                    "-c",
-                    assemble.GRADER_BOOTSTRAP,
-                    "--lab",
-                    lab,
-                    "--socket",
-                    str(self.socket),
-                ],
-                cwd=self.private,
-                env=_grader_environment(self.private),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                start_new_session=True,
-            )
-        self.process.stdin.write(snapshot.grader_payload().decode() + self.key + "\n")
-        self.process.stdin.flush()
+            self.process = self._forked(zygote, lab, log.fileno()) or self._started(lab, log)
+        code = "" if self.forked else snapshot.grader_payload().decode()  # a forked grader has its code
+        try:
+            self.process.stdin.write(code + self.key + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:  # it died before reading its key: not ready, and its log says why
+            pass
         self.ready = _read_line(self.process.stdout, GRADER_START_TIMEOUT_S) == "ready"
+
+    def _forked(self, zygote: forked.Zygote | None, lab: str, log: int) -> forked.ForkedGrader | None:
+        self.forked = False
+        if zygote is None or zygote.gone:
+            return None
+        request = {"lab": lab, "socket": str(self.socket), "private": str(self.private)}
+        request["env"] = _grader_environment(self.private)
+        zygote.wait_started()  # not under IN_FLIGHT's lock: the other submissions' processes go on meanwhile
+        try:
+            with IN_FLIGHT.lock:  # recorded as the gradebook's: adopted if the zygote dies, it is not reaped
+                process = zygote.fork(request, log)
+                IN_FLIGHT.pids.add(process.pid)
+        except forked.ZygoteGone:  # said once, by the zygote's side
+            return None
+        self.forked = True
+        return process
+
+    def _started(self, lab: str, log) -> subprocess.Popen:
+        return IN_FLIGHT.popen(
+            [
+                sys.executable,
+                "-I",
+                "-B",
+                "-c",
+                assemble.GRADER_BOOTSTRAP,
+                "--lab",
+                lab,
+                "--socket",
+                str(self.socket),
+            ],
+            cwd=self.private,
+            env=_grader_environment(self.private),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            start_new_session=True,
+        )
 
     def killed(self) -> bool:
         """A signal ended it before it was told to finish: only the submission's processes (or the system,
@@ -424,15 +453,16 @@ def run_one(
     default_lab: str | None = None,
     watch: "_Watch | None" = None,
     within: sandbox.Layout | None = None,
+    zygote: forked.Zygote | None = None,
 ) -> Submission:
     """Grade one submission (see the module docstring) and fill in its row: prepare its folder, run its
     notebook beside its grader (in a sandbox showing ``within``; None: in none), then classify what came
-    back."""
+    back. Its grader is forked by ``zygote`` where one is given and still forks (:mod:`brrr.grading.forked`)."""
     submission.sandboxed = within is not None
     prepared = _prepare(submission, work, snapshot, default_lab, watch)
     if prepared is None:
         return submission
-    ran = _execute(submission, prepared, snapshot, cell_timeout_s, notebook_timeout_s, watch, within)
+    ran = _execute(submission, prepared, snapshot, cell_timeout_s, notebook_timeout_s, watch, within, zygote)
     if ran is not None:
         _classify(submission, prepared, ran, cell_timeout_s, notebook_timeout_s)
     return submission
@@ -520,6 +550,7 @@ def _execute(
     notebook_timeout_s: float,
     watch: "_Watch | None",
     within: sandbox.Layout | None,
+    zygote: forked.Zygote | None = None,
 ) -> _Ran | None:
     """Start the grader, run the notebook under pytest and nbval beside it (through the reaper, in a
     sandbox where ``within`` is given), kill whatever the notebook left, and read the grader's signed
@@ -528,7 +559,7 @@ def _execute(
     start = time.monotonic()
     if watch is not None:
         watch.started(submission)
-    grader = _Grader(snapshot, prepared.lab)
+    grader = _Grader(snapshot, prepared.lab, zygote)
     try:
         if not grader.ready:
             submission.status = "grader-error"
@@ -928,6 +959,8 @@ def grade(
     was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
     sys.dont_write_bytecode = True  # a lazy import here must not add files to the watched environment
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
+    # One submission needs one grader, which starts on its own sooner than a zygote and its fork (0.3 CPU-s).
+    zygote = start_zygote(snapshot) if len(submissions) > 1 else None
     try:
         watch = _Watch(roots, excluded)
         limits = dict(
@@ -935,17 +968,46 @@ def grade(
         )
 
         def one(submission: Submission) -> Submission:
-            return _announced(run_one(submission, work, snapshot, watch=watch, **limits))
+            return _announced(run_one(submission, work, snapshot, watch=watch, zygote=zygote, **limits))
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             submissions = list(pool.map(one, submissions))
         IN_FLIGHT.reap()
     finally:
+        if zygote is not None:
+            zygote.close()
+            IN_FLIGHT.remove(zygote.process.pid)
         sys.dont_write_bytecode = was_writing_bytecode
         if was_dumpable:
             processes.set_dumpable(True)
     _report(submissions, watch, out, alone=jobs <= 1)
     return submissions
+
+
+def start_zygote(snapshot: assemble.Snapshot) -> forked.Zygote:
+    """The grader zygote of this run (:mod:`brrr.grading.zygote`), started as a grader is. It is not waited
+    for here: its imports run while the first submission is prepared, and the first fork waits until it is
+    ready (:class:`brrr.grading.forked.Zygote`); where it does not start, a note says so, and each grader
+    starts on its own."""
+    private = Path(tempfile.mkdtemp(prefix="brrr-zygote-"))
+    log = private / "stderr.txt"
+    with log.open("wb") as sink:
+        process = IN_FLIGHT.popen(
+            [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, "--zygote", "--socket", "zygote.sock"],
+            cwd=private,
+            env={**_grader_environment(private), **forked.ZYGOTE_ENVIRONMENT},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+            text=True,
+            start_new_session=True,
+        )
+    try:
+        process.stdin.write(snapshot.grader_payload().decode())
+        process.stdin.flush()
+    except BrokenPipeError:  # it died first: its log says why, at the first fork
+        pass
+    return forked.Zygote(process, private / "zygote.sock", private, log, GRADER_START_TIMEOUT_S)
 
 
 def _announced(submission: Submission) -> Submission:
