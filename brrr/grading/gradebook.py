@@ -268,7 +268,9 @@ class _Grader:
         self.socket = self.private / "grader.sock"
         self.log = self.private / "stderr.txt"
         with self.log.open("wb") as log:
-            self.process = self._forked(zygote, lab, log.fileno()) or self._started(lab, log)
+            self.process = self._forked(zygote, lab, log.fileno()) or _bootstrap(
+                ["--lab", lab, "--socket", str(self.socket)], self.private, _grader_environment(self.private), log
+            )
         code = "" if self.forked else snapshot.grader_payload().decode()  # a forked grader has its code
         try:
             self.process.stdin.write(code + self.key + "\n")
@@ -277,8 +279,12 @@ class _Grader:
             pass
         self.ready = _read_line(self.process.stdout, GRADER_START_TIMEOUT_S) == "ready"
 
+    @property
+    def forked(self) -> bool:
+        """Forked by the run's zygote, so it holds the grader's code already (no payload on its input)."""
+        return isinstance(self.process, forked.ForkedGrader)
+
     def _forked(self, zygote: forked.Zygote | None, lab: str, log: int) -> forked.ForkedGrader | None:
-        self.forked = False
         if zygote is None or zygote.gone:
             return None
         request = {"lab": lab, "socket": str(self.socket), "private": str(self.private)}
@@ -290,30 +296,7 @@ class _Grader:
                 IN_FLIGHT.pids.add(process.pid)
         except forked.ZygoteGone:  # said once, by the zygote's side
             return None
-        self.forked = True
         return process
-
-    def _started(self, lab: str, log) -> subprocess.Popen:
-        return IN_FLIGHT.popen(
-            [
-                sys.executable,
-                "-I",
-                "-B",
-                "-c",
-                assemble.GRADER_BOOTSTRAP,
-                "--lab",
-                lab,
-                "--socket",
-                str(self.socket),
-            ],
-            cwd=self.private,
-            env=_grader_environment(self.private),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
 
     def killed(self) -> bool:
         """A signal ended it before it was told to finish: only the submission's processes (or the system,
@@ -992,22 +975,30 @@ def start_zygote(snapshot: assemble.Snapshot) -> forked.Zygote:
     private = Path(tempfile.mkdtemp(prefix="brrr-zygote-"))
     log = private / "stderr.txt"
     with log.open("wb") as sink:
-        process = IN_FLIGHT.popen(
-            [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, "--zygote", "--socket", "zygote.sock"],
-            cwd=private,
-            env={**_grader_environment(private), **forked.ZYGOTE_ENVIRONMENT},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=sink,
-            text=True,
-            start_new_session=True,
-        )
+        environment = {**_grader_environment(private), **forked.ZYGOTE_ENVIRONMENT}
+        process = _bootstrap(["--zygote", "--socket", "zygote.sock"], private, environment, sink)
     try:
         process.stdin.write(snapshot.grader_payload().decode())
         process.stdin.flush()
     except BrokenPipeError:  # it died first: its log says why, at the first fork
         pass
     return forked.Zygote(process, private / "zygote.sock", private, log, GRADER_START_TIMEOUT_S)
+
+
+def _bootstrap(arguments: list[str], private: Path, environment: dict, stderr) -> subprocess.Popen:
+    """A process running :data:`brrr.grading.assemble.GRADER_BOOTSTRAP` with ``arguments`` (a grader's or the
+    zygote's), in ``private`` with ``environment``, in a session of its own, its standard input and output
+    piped (its code arrives on the input), recorded in :data:`IN_FLIGHT`."""
+    return IN_FLIGHT.popen(
+        [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, *arguments],
+        cwd=private,
+        env=environment,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _announced(submission: Submission) -> Submission:

@@ -105,7 +105,11 @@ def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(
         assert running.process.poll() is None and not running.killed()
         assert list(running.finish()) == ["intensities"]  # its record still comes back, signed
         started = []  # a grader started on its own, as before the zygote (stubbed: 4 CPU-seconds saved)
-        monkeypatch.setattr(gradebook._Grader, "_started", lambda grader, lab, log: started.append(lab) or _Ready())
+        monkeypatch.setattr(
+            gradebook,
+            "_bootstrap",
+            lambda arguments, *_: started.append(arguments[arguments.index("--lab") + 1]) or _Ready(),
+        )
         for _ in range(2):
             fallback = gradebook._Grader(snapshot, "01-roofline", zygote)
             assert not fallback.forked and fallback.ready
