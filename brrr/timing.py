@@ -245,15 +245,21 @@ def summarize(times: list[float], device: str) -> Timing:
 def _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s, clock=time.perf_counter) -> dict[str, list[float]]:
     """Warm each up, then rounds of one timed call each, until the one with the most time has had
     ``budget_s`` of it (and ``min_runs`` rounds), or ``max_runs`` rounds. Each run is read on ``clock``;
-    the budget is always wall time, so a busy machine makes no timing take longer than it did."""
+    the budget is always wall time, so a busy machine makes no timing take longer than it did.
+
+    Every other round takes its turns in reverse order: in a fixed order the same function always ran
+    first, after the same other call, and a neighbour's periodic load settled on one place in the round
+    (two identical calls beside .ci/neighbour_load.py read 0.83-1.10x apart, median 0.90x, in a fixed
+    order)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     spent = dict.fromkeys(fns, 0.0)
+    forward = list(fns.items())
     rounds = 0
     while rounds < max_runs and (rounds < min_runs or max(spent.values()) < budget_s):
-        for name, fn in fns.items():
+        for name, fn in forward if rounds % 2 == 0 else reversed(forward):
             start, wall = clock(), time.perf_counter()
             fn()
             times[name].append(clock() - start)

@@ -350,3 +350,29 @@ def test_the_fused_chains_compile_to_one_graph_and_a_graph_break_misses_by_a_cou
 
     with pytest.raises(targets.TargetMissed, match=r"2 graph\(s\) with 1 graph break\(s\) \(Call to `torch._dynamo"):
         fusion.require_one_graph("x.cos().cos()", broken, x)
+
+
+def test_a_speedup_timed_in_turns_is_the_median_of_the_rounds_ratios():
+    """A burst of load that slows the baseline in rounds 2-3 and the faster variant in rounds 3-5: round by
+    round the baseline is 2x slower in all but the last two rounds; the medians (2 s and 2 s) say 1x."""
+    from brrr.timing import Timing
+
+    def timed(label, rounds):
+        ordered = sorted(rounds)
+        return fusion.Measurement(label, Timing(ordered[2], ordered[1], ordered[3], 5, "fake"), 1.0, tuple(rounds))
+
+    baseline, faster = timed("eager", (2, 4, 4, 2, 2)), timed("fused", (1, 1, 2, 2, 2))
+    assert baseline.seconds == faster.seconds == 2
+    assert fusion.speedup(baseline, faster) == 2.0
+    # without rounds in common (timed apart, or on a GPU), the medians' ratio
+    assert fusion.speedup(_measured("eager", 4.0), _measured("fused", 2.0)) == 2.0
+    assert fusion.speedup(timed("eager", (2, 4, 4, 2, 2)), _measured("fused", 2.0)) == 1.0
+
+
+def test_measured_together_on_a_cpu_keeps_each_rounds_seconds(monkeypatch):
+    monkeypatch.setattr(fusion, "ON_GPU", False)
+    slow, fast = fusion.measure_together(
+        [("slow", lambda: sum(range(20000)), 1.0), ("fast", lambda: None, 1.0)], threads=1, budget_s=0.01, min_runs=5
+    )
+    assert len(slow.round_seconds) == len(fast.round_seconds) == slow.timing.runs >= 5
+    assert fusion.speedup(slow, fast) > 1

@@ -105,7 +105,8 @@ def test_bench_together_runs_in_turns_until_each_has_its_budget(monkeypatch):
         min_runs=3,
         budget_s=1.0,
     )
-    assert order == ["slow", "fast"] * 5  # one warm-up round, then rounds of one call each
+    # one warm-up round, then rounds of one call each, every other round in reverse order
+    assert order == ["slow", "fast"] * 2 + ["fast", "slow", "slow", "fast", "fast", "slow"]
     assert result["slow"].runs == result["fast"].runs == 4
     assert result["slow"].median_s == 0.25 and result["fast"].median_s == 0.0
     result = bench_together({"slow": slow, "fast": fast}, warmup=0, min_runs=6, budget_s=1.0)
