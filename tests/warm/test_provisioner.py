@@ -63,6 +63,29 @@ def test_each_kernel_is_forked_fresh_in_its_own_folder_and_shut_down(warm, tmp_p
         assert not Path(f"/proc/{pid}").exists(), "a kernel, or its zombie, is still there after shutdown"
 
 
+# A cell that leaves an atexit function and an open file in the notebook's namespace, and an object whose
+# finalizer runs only when Python tears its modules down (a module's globals outlive the namespace).
+AT_THE_END = """
+import atexit, sys, types
+atexit.register(lambda: open("atexit-ran", "w").close())
+unflushed = open("written", "w"); unflushed.write("every byte")
+class TornDown:
+    def __del__(self):
+        open("torn-down", "w").close()
+kept = types.ModuleType("kept"); kept.mark = TornDown(); sys.modules["kept"] = kept
+"""
+
+
+def test_a_kernel_ends_as_python_would_less_the_teardown(warm, tmp_path):
+    """Tearing down every module a book kernel imported (torch, dynamo, Inductor) took 1.8 CPU-s and 2.7 s
+    after the shutdown request: the kernel runs its atexit functions (IPython's closes the namespace's
+    files), then exits without the teardown."""
+    execute(tmp_path, AT_THE_END)
+    assert (tmp_path / "atexit-ran").exists(), "the atexit functions did not run"
+    assert (tmp_path / "written").read_text() == "every byte", "a file left open in the namespace lost its bytes"
+    assert not (tmp_path / "torn-down").exists(), "the kernel tore Python down on the way out"
+
+
 def test_an_interrupt_stops_a_running_cell(warm, tmp_path):
     outputs = execute(
         tmp_path, "import time; time.sleep(30)", WHO,
