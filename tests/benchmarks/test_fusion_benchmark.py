@@ -376,3 +376,18 @@ def test_measured_together_on_a_cpu_keeps_each_rounds_seconds(monkeypatch):
     )
     assert len(slow.round_seconds) == len(fast.round_seconds) == slow.timing.runs >= 5
     assert fusion.speedup(slow, fast) > 1
+
+
+def test_the_factors_total_is_the_product_the_page_prints():
+    """Round by round, eager/fused's median (3.0 here) is not the product of the factors' medians (2.0 x 1.33):
+    the page prints "total = code generation x fusion", so the total is that product."""
+    from brrr.timing import Timing
+
+    def timed(label, rounds):
+        ordered = sorted(rounds)
+        return fusion.Measurement(label, Timing(ordered[1], ordered[0], ordered[2], 3, "fake"), 1.0, tuple(rounds))
+
+    factors = fusion.Factors(timed("eager", (6, 6, 6)), timed("separate", (3, 4, 2)), timed("fused", (1, 3, 2)), 3)
+    assert (factors.codegen, factors.fusion, fusion.speedup(factors.eager, factors.fused)) == (2.0, 4 / 3, 3.0)
+    assert factors.total == factors.codegen * factors.fusion != fusion.speedup(factors.eager, factors.fused)
+    assert f"{factors.total:.2f}x = code generation {factors.codegen:.2f}x" in factors.summary()
