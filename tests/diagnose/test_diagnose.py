@@ -17,7 +17,7 @@ from brrr import targets
 from brrr.diagnose import diagnose, examples
 from brrr.diagnose.advice import compile_gain
 from brrr.diagnose.split import BETWEEN_OPS, INSIDE_OPS
-from brrr.timing import bench_together
+from brrr.timing import median_per_round
 
 ROOT = Path(__file__).resolve().parents[2]
 THREADS = 1
@@ -26,11 +26,14 @@ THREADS = 1
 # (about 220x), overhead-bound 100% against 0%.
 MARGIN = 5.0
 # The compiled tiny MLP's speedup must land between these fractions of the overhead advice's bound
-# ("at most N x"). A bound, so it is not beaten beyond timing noise (1.25); the compiled step pays more
-# per kernel than the one eager dispatch the bound counts, so it reaches 0.43-0.71 of it here (about
-# 3.2x against a bound of 4.5-7x). Counting only the contractions (no call floor, no fused-kernel
-# dispatch) would bound it at about 17x, which reached 0.18-0.27: below the lower end.
-BOUND_REACHED = (0.3, 1.25)
+# ("at most N x"), as a median over rounds of each round's reading. A bound, so it is not beaten beyond
+# timing noise (1.25); the compiled step pays more per kernel than the one eager dispatch the bound counts,
+# so it reaches 0.61-0.76 of it on a quiet machine, 0.65-0.73 beside .ci/neighbour_load.py and 0.48-0.55
+# with a one-thread copy-and-matmul loop beside that too (10 readings each). A bound that counts only the
+# contractions (no call floor, no fused-kernel dispatch; the mutant in tests/mutants/mutants.toml) read
+# 0.23-0.32, 0.24-0.33 and 0.07-0.11 in the same runs: 0.4 is the geometric middle of 0.33 and 0.48. (By
+# the ratio of the medians, as this test read before, the right bound read as low as 0.42.)
+BOUND_REACHED = (0.4, 1.25)
 DISPATCHES = 100  # eager one-element adds per timed call: one dispatch is too short to time alone
 
 
@@ -182,22 +185,26 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
             x + x
 
     def reached() -> float:
-        """The compiled speedup over the bound, every time in it from these rounds."""
-        timed = bench_together(
+        """The compiled speedup over the bound, every time in it from one round: the median over rounds."""
+
+        def in_one_round(seconds: dict[str, float]) -> float:
+            eager, fast = seconds["eager"], seconds["compiled"]
+            basis["floor_s"] = seconds["floor"]
+            basis["dispatch_s"] = seconds["dispatch"] / DISPATCHES
+            return eager / fast / compile_gain(eager, **basis)
+
+        return median_per_round(
             {
                 "eager": lambda: step(*args),
                 "compiled": lambda: compiled(*args),
                 "floor": lambda: floor_call(x),
                 "dispatch": dispatches,
             },
+            in_one_round,
             threads=THREADS,
             budget_s=0.3,
             on_cpu_clock=True,
         )
-        eager, fast = timed["eager"].median_s, timed["compiled"].median_s
-        basis["floor_s"] = timed["floor"].median_s
-        basis["dispatch_s"] = timed["dispatch"].median_s / DISPATCHES
-        return eager / fast / compile_gain(eager, **basis)
 
     low, high = BOUND_REACHED
     readings = targets.measurements(reached(), reached, lambda share: low <= share <= high)
