@@ -369,6 +369,10 @@ def private_environment(folder: Path, base: dict[str, str] | None = None) -> dic
     env.pop(grader_env(), None)
     env.pop("BRRR_RECORD_REFERENCE", None)  # a graded run records nothing into the checkout (gpu-check sets it)
     env.pop("PYTHONSTARTUP", None)  # a file of the instructor's that every IPython kernel would run
+    for name in [name for name in env if name.startswith("PYTEST_")]:
+        # the instructor's pytest settings (PYTEST_ADDOPTS, PYTEST_PLUGINS, ...) are not nbval's: a
+        # --basetemp in PYTEST_ADDOPTS stopped every notebook's run, and every student was given "not run"
+        env.pop(name)
     for variable, name in PRIVATE_FOLDERS.items():
         (folder / name).mkdir(parents=True, exist_ok=True)
         env[variable] = str(folder / name)

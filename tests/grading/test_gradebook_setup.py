@@ -53,3 +53,15 @@ def test_the_check_passes_where_the_grader_has_what_it_needs():
     from brrr.grading.gradebook import grader_setup_problem
 
     assert grader_setup_problem() is None
+
+
+def test_the_instructors_pytest_settings_stay_out_of_the_graded_run(tmp_path, monkeypatch):
+    """A ``--basetemp`` in the instructor's PYTEST_ADDOPTS stopped the pytest that runs every graded notebook
+    (nbval's), and every student was given "not run": no PYTEST_ variable reaches a grading process."""
+    from brrr.grading import gradebook
+
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--basetemp=.")
+    monkeypatch.setenv("PYTEST_PLUGINS", "no_such_plugin")
+    env = gradebook.private_environment(tmp_path)
+    assert [name for name in env if name.startswith("PYTEST_")] == []
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"  # the rest of the environment is still made
