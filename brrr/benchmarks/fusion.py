@@ -43,7 +43,6 @@ import argparse
 import dataclasses
 import functools
 import json
-import statistics
 import sys
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -57,16 +56,7 @@ from brrr.device import DEVICE, ON_GPU, device_class, far_above_cache, per_devic
 from brrr.kernels import pointwise, softmax
 from brrr.memory import settle_page_faults
 from brrr.stamp import environment, format_stamp
-from brrr.timing import (
-    Timing,
-    bench,
-    bench_together,
-    median_per_round,
-    rounds_in_turns,
-    summarize,
-    thread_clock_for,
-    torch_threads,
-)
+from brrr.timing import Timing, bench, bench_together, median_per_round, thread_clock_for, torch_threads
 
 THREADS: int | None = per_device(cpu=1, gpu=None)
 
@@ -194,9 +184,6 @@ class Measurement:
     label: str
     timing: Timing
     bytes_moved: float
-    # On a CPU, measured in turns (measure_together): each round's seconds, the k-th run of every variant
-    # in the same round, so speedup() can take a ratio round by round. Empty where there are no rounds.
-    round_seconds: tuple[float, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -253,16 +240,15 @@ def measure_together(
     with torch_threads(threads):
         for _, fn, _ in specs:
             settle_page_faults(fn)
-    fns = {label: fn for label, fn, _ in specs}
-    timing = dict(threads=threads, budget_s=budget, warmup=warmup, min_runs=min_runs)
-    if ON_GPU:
-        timings = bench_together(fns, **timing)
-        return [Measurement(label, timings[label], float(bytes_moved)) for label, _, bytes_moved in specs]
-    runs = rounds_in_turns(fns, **timing, on_cpu_clock=thread_clock_for(threads))
-    return [
-        Measurement(label, summarize(runs[label], str(DEVICE)), float(bytes_moved), tuple(runs[label]))
-        for label, _, bytes_moved in specs
-    ]
+    timings = bench_together(
+        {label: fn for label, fn, _ in specs},
+        threads=threads,
+        budget_s=budget,
+        warmup=warmup,
+        min_runs=min_runs,
+        on_cpu_clock=thread_clock_for(threads),
+    )
+    return [Measurement(label, timings[label], float(bytes_moved)) for label, _, bytes_moved in specs]
 
 
 def copy_bandwidth(n: int | None = None, *, threads: int | None = THREADS) -> float:
@@ -384,16 +370,10 @@ def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> lis
 
 
 def speedup(baseline: Measurement, faster: Measurement) -> float:
-    """How many times faster ``faster`` ran than ``baseline``: the median of the rounds' ratios where both
-    were timed in the same rounds (a burst of load inside a round lands on both), else of their medians.
-
-    Two identical calls timed 5 rounds in turns beside .ci/neighbour_load.py read 0.84-1.15x apart by
-    their medians and 0.91-1.06x by the rounds' ratios (16 readings, reversed turns every other round): a
-    compile that falls back to eager read 1.14x against the 1.12x target by medians in a fresh-clone run."""
-    paired = baseline.round_seconds and len(baseline.round_seconds) == len(faster.round_seconds)
-    if not paired:
-        return baseline.seconds / faster.seconds
-    return statistics.median(slow / fast for slow, fast in zip(baseline.round_seconds, faster.round_seconds))
+    """How many times faster ``faster`` ran than ``baseline``: the ratio of the two medians the page prints
+    beside it. (A median of the rounds' ratios, tried, read 1.74x beside medians of 134 and 87.5 ms in a
+    loaded book build: a number that contradicts its neighbours.)"""
+    return baseline.seconds / faster.seconds
 
 
 def time_triton_cos_cos(
@@ -493,9 +473,7 @@ class Factors:
 
     @property
     def total(self) -> float:
-        """codegen x fusion: the page prints it as that product. Each factor is a median of the rounds'
-        ratios (:func:`speedup`), and a median of eager/fused need not equal the product of the medians."""
-        return self.codegen * self.fusion
+        return speedup(self.eager, self.fused)
 
     def summary(self) -> str:
         """The factors in one line; below 1x fusion, what that means, in a second."""
