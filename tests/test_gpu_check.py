@@ -76,7 +76,8 @@ def test_the_clock_prints_each_files_time_as_soon_as_the_file_is_done(tmp_path):
         "import time\n\ndef test_a():\n    time.sleep(0.3)\n\ndef test_b():\n    pass\n"
     )
     (tmp_path / "test_second.py").write_text("def test_c():\n    print('second ran')\n")
-    env = {key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"}  # this run's, not its
+    # the suite's own PYTEST_ADDOPTS (a --basetemp, say) would apply to the inner run too: left out
+    env = {key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"}
     env["PYTHONPATH"] = f"{ROOT / '.ci'}:{os.environ.get('PYTHONPATH', '')}"
     result = subprocess.run(
         [
