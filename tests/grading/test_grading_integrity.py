@@ -52,6 +52,24 @@ def test_ipython_history_is_no_change_but_a_startup_file_is(tmp_path):
     ]
 
 
+def test_only_a_root_whose_walk_changed_is_read(tmp_path, monkeypatch):
+    """A fingerprint keeps each root's walk as find printed it: an unchanged root (the environment, tens of
+    thousands of files) is compared unread, and a changed one is read and compared entry by entry."""
+    environment, course = tmp_path / "site-packages", tmp_path / "submissions"
+    for folder in (environment, course):
+        folder.mkdir()
+        (folder / "a.py").write_text("a")
+    roots = [Root(environment, ENVIRONMENT), Root(course, COURSE)]
+    before = Fingerprint.take(roots)
+    read = []
+    entries = integrity._entries
+    monkeypatch.setattr(integrity, "_entries", lambda walk: read.append(walk) or entries(walk))
+    assert not before.changes(Fingerprint.take(roots)) and read == []
+    (course / "b.py").write_text("b")
+    assert before.changes(Fingerprint.take(roots)).paths == [str(course / "b.py")]
+    assert len(read) == 2 and all(str(course).encode() in walk for walk in read)  # that root's two walks
+
+
 def test_find_and_python_walk_the_same_entries(tmp_path):
     (tmp_path / "package" / "sub").mkdir(parents=True)
     (tmp_path / "package" / "sub" / "m.py").write_text("x = 1")
