@@ -72,13 +72,14 @@ def test_counting_only_the_reads_is_outside_the_tolerance(small_copy):
         with torch_threads(1):  # the reference is single-threaded; two threads copy nearly 2x faster
             return timed_copies(n, 4)  # forgets the 4n bytes written
 
-    messages = []
-    for _ in range(3):
+    messages, gradings = [], 0
+    while gradings < 3 and len(messages) < 2:  # a third grading only where one of the first two passed it
+        gradings += 1
         try:
             roofline_checks.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
         except AssertionError as failure:
             messages.append(str(failure))
-    assert len(messages) >= 2, f"a 2x error passed {3 - len(messages)} of 3 gradings"
+    assert len(messages) >= 2, f"a 2x error passed {gradings - len(messages)} of 3 gradings"
     message = messages[0]
     assert "is not within ±" in message and "attempt 2:" in message and "brrr.ceilings" in message
 
