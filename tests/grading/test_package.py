@@ -14,8 +14,9 @@ Nothing is written into the checkout, caches included: while this runs, a gradeb
 worker watches the checkout, and a cache there (uv's, with the new environment's files hard-linked to
 it) changed under that watch and charged its submissions with tampering.
 
-From there the gradebook grades a folder holding Lab 2's solution, the unsolved lab and a wrong answer,
-each with its own score, each in a Jupyter kernel of that environment (a reader's notebook runs the same
+From there the gradebook grades a folder holding Lab 2's solution and a wrong answer, each with its own
+score, each in a Jupyter kernel of that environment (the unsolved labs are graded in
+tests/labs/test_labs.py; here one cost 10 s and checked nothing of the wheel's) (a reader's notebook runs the same
 way: a separate run of notebook 32 there cost the suite 16 s and checked nothing more); and
 ``python -m brrr.labs`` says it needs a checkout.
 """
@@ -155,7 +156,7 @@ print(json.dumps({{p.name: p.read_text() for p in sorted(solutions.glob("*.ipynb
     assert shipped == in_the_checkout, "the wheel's lab solutions differ from solutions/"
 
 
-def test_the_gradebook_grades_a_solution_an_unsolved_lab_and_a_wrong_answer_from_the_wheel(wheel_env):
+def test_the_gradebook_grades_a_solution_and_a_wrong_answer_from_the_wheel(wheel_env):
     """The README's promise for ``brrr[grade]``. Before issue 24 this stopped with status 4 (the student
     kernel's path dropped site-packages, which holds the installed brrr), then failed on ``KeyError:
     '02-fuse-it'`` (the lab's solution did not ship)."""
@@ -163,7 +164,6 @@ def test_the_gradebook_grades_a_solution_an_unsolved_lab_and_a_wrong_answer_from
     submissions = work / "submissions"
     submissions.mkdir()
     shutil.copy(ROOT / "solutions" / f"{LAB}.ipynb", submissions / "solution.ipynb")
-    shutil.copy(ROOT / "labs" / f"{LAB}.ipynb", submissions / "unsolved.ipynb")
     write_submission(submissions, LAB, "unfused", as_name="wrong")
     result = subprocess.run(
         [str(python), "-m", "brrr.grading", str(submissions), "--out", str(work / "grades"), "--lab", LAB],
@@ -179,13 +179,13 @@ def test_the_gradebook_grades_a_solution_an_unsolved_lab_and_a_wrong_answer_from
     checks = gradebook.lab_checks(LAB)
     full = str(len(checks))
     assert status["solution"] == ("ok", full, full), status
-    assert status["unsolved"] == ("failed", "0", full), status
     if checks == ["correct", "traffic"]:  # on a CPU: right, but one kernel per op
         assert status["wrong"] == ("failed", "1", full) and rows["wrong"]["traffic"] == "0", status
     else:
         assert status["wrong"][0] == "failed" and int(status["wrong"][1]) < len(checks), status
     # The students' copy of brrr holds no solution, though the installed package does.
-    assert not list((work / "grades" / "work" / "unsolved" / "student").rglob("*.ipynb"))
+    student = work / "grades" / "work" / "wrong" / "student"
+    assert (student / "brrr" / "labs").is_dir() and not list(student.rglob("*.ipynb")), student
 
 
 def test_the_labs_command_says_it_needs_a_checkout(wheel_env):
