@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from xdist.scheduler import LoadFileScheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,9 +135,29 @@ LAST_FILES = (
     "test_fusion_rematerialization.py",
 )
 
-# After everything: the browser's minute reads the built book. Whichever worker is free then takes it; in
-# the book's own file it ran on the book's worker after the build, lengthening the run's longest chain.
+# The browser's minute reads the built book: the book's worker runs it right after the build, as one unit
+# of work with the book's file (BookThenBrowser). Handed to whichever worker was free at the end, it ran
+# there alone: in a fresh-clone run (2026-11-27) the book's worker finished at 694 s and the other ran the
+# browser from 695 to 753 s. The book and its browser (533 s) are no longer the run's longest chain: the
+# other 900 worker-seconds are. In a run of one process it comes last.
 AFTER_THE_BOOK = ("test_book_in_a_browser.py",)
+BOOK_FILE = "tests/book/test_book_build.py"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the browser's file in one unit of work with the book's (AFTER_THE_BOOK)."""
+    if config.getoption("dist") == "loadfile":
+        return BookThenBrowser(config, log)
+    return None
+
+
+class BookThenBrowser(LoadFileScheduling):
+    """pytest-xdist's scheduling by file, but for the browser's file: the book's worker runs it after the
+    build (the unit's tests keep their collection order, the book's first)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        scope = super()._split_scope(nodeid)
+        return BOOK_FILE if Path(scope).name in AFTER_THE_BOOK else scope
 
 
 def pytest_configure(config):
@@ -182,8 +203,10 @@ def pytest_collection_modifyitems(config, items):
     """The book's tests go first: under ``make test`` (pytest-xdist, ``--dist loadfile``)
     the worker that takes test_book_build.py starts the build at once, and the
     other worker runs the slow files meanwhile, then the rest. The only other file
-    that reads the build, the browser's, comes last (:data:`AFTER_THE_BOOK`), so no
-    worker waits on the other's build while there is other work to do.
+    that reads the build, the browser's, comes last (:data:`AFTER_THE_BOOK`): in a
+    run of one process, after everything; under pytest-xdist, on the book's worker
+    right after the build (:class:`BookThenBrowser`), so that no worker waits on the
+    other's build.
     (``--dist loadgroup`` cannot do this: pytest-xdist 3.8 marks groups in a test
     id attribute that pytest 9 no longer reads.)"""
     order = {

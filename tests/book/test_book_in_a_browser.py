@@ -1,9 +1,8 @@
 """The built book in Chromium, offline: every page renders (math, images, no console error, nothing
 scrolling sideways, working downloads) and the profiler page's timeline zooms and pans (book_browser.py).
 
-A file of its own, run last (tests/conftest.py, AFTER_THE_BOOK): it reads the one build of this run, and
-kept in the book's file it ran after the build on the same worker, a minute that no other worker could
-take while that worker built the book.
+A file of its own that reads the one build of this run: under ``make test`` the book's worker runs it
+right after the build, in one unit of work with the book's file (tests/conftest.py, AFTER_THE_BOOK).
 """
 
 import pytest
@@ -104,3 +103,19 @@ def test_the_trace_timeline_zooms_and_pans_offline(browser, served_book):
     finally:
         reader.close()
         context.close()
+
+
+def test_under_make_test_the_books_worker_reads_the_pages_right_after_the_build(monkeypatch):
+    """pytest-xdist's scheduling by file, less one file: the browser's is in the book's unit of work."""
+    import types
+
+    import conftest
+
+    scheduler = object.__new__(conftest.BookThenBrowser)
+    assert scheduler._split_scope(f"{conftest.BOOK_FILE}::test_book_builds") == conftest.BOOK_FILE
+    assert scheduler._split_scope("tests/book/test_book_in_a_browser.py::test_a") == conftest.BOOK_FILE
+    assert scheduler._split_scope("tests/book/test_claims.py::test_b") == "tests/book/test_claims.py"
+    monkeypatch.setattr(conftest, "BookThenBrowser", lambda config, log: ("book then browser", config.dist))
+    for dist, scheduler in (("loadfile", ("book then browser", "loadfile")), ("load", None)):
+        config = types.SimpleNamespace(dist=dist, getoption=lambda name, dist=dist: dist)
+        assert conftest.pytest_xdist_make_scheduler(config, None) == scheduler
