@@ -210,13 +210,6 @@ class Fingerprint:
             walks[str(root.path)] = _walk(root.path, inside)
         return cls(walks, {str(root.path): root.kind for root in roots})
 
-    @property
-    def entries(self) -> dict[str, tuple]:
-        merged: dict[str, tuple] = {}
-        for walk in self.walks.values():
-            merged.update(_entries(walk))
-        return merged
-
     def changes(self, later: "Fingerprint") -> "Changes":
         """What differs in ``later``: paths added, removed or modified, each with its root's kind."""
         changed: set[str] = set()
