@@ -265,6 +265,20 @@ def test_the_vector_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypatc
     assert ceilings.measure_all().vector_peak == 139.7e9
 
 
+def test_a_cpu_matmul_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypatch):
+    """A one-thread float32 peak read 67.3 GFLOP/s at a fresh clone's start (80-82 in other readings that
+    hour), and a ViT's matmul then ran at 106% of it."""
+    if ceilings.ON_GPU:
+        pytest.skip("a GPU's peak is the best of its shapes (measure_gpu_matmul_peak)")
+    readings = {name: iter([(67.3e9, 512), (82.3e9, 128)]) for name in ceilings.matmul_dtypes()}
+    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 20e9)
+    monkeypatch.setattr(ceilings, "measure_best_matmul_peak", lambda name, **k: next(readings[name]))
+    monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: 1e10)
+    monkeypatch.setattr(ceilings, "measure_dispatch_overhead", lambda *a, **k: 2e-6)
+    found = ceilings.measure_all(threads=1)
+    assert found.matmul("float32") == 82.3e9 and found.matmul_n["float32"] == 128
+
+
 def test_roofs_combine_at_their_better_readings_and_are_never_lowered_in_the_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
     cached = _fake(vector_peak=18.9e9, matmul_n={"float32": 512}, env={**_fake().env, "date": "2026-01-01"})
