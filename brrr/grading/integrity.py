@@ -278,13 +278,9 @@ def summarize(paths: list[str], limit: int = 10) -> str:
     return ", ".join(shown[:limit]) + more
 
 
-def _scan(root: Path, excluded: list[Path]) -> dict[str, tuple]:
-    """Every entry under ``root`` (links not followed): path -> (inode, size, permissions, type, mtime, ctime)."""
-    return _entries(_walk(root, excluded))
-
-
 def _walk(root: Path, excluded: list[Path]) -> bytes | dict[str, tuple]:
-    """The entries under ``root`` as GNU find prints them, or as a dict where the walk was Python's.
+    """Every entry under ``root`` (links not followed) as GNU find prints them, or as a dict where the walk
+    was Python's; :func:`_entries` reads either as path -> (inode, size, permissions, type, mtime, ctime).
 
     GNU find does the walk where there is one (about ten times faster than
     Python); otherwise, or if find was stopped, Python does. Both read into the
