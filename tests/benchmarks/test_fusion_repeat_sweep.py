@@ -143,7 +143,13 @@ def test_the_multiply_roof_is_a_roof():
 
 def test_a_multiply_roof_measured_2x_low_fails_the_roof_check(monkeypatch):
     """The planted regression of notebook 11's roof check: roof chains that do two multiplies for each one
-    counted read the roof 2x low, and the sweep's point rises over it beyond the tolerance every time."""
+    counted read the roof 2x low, and the sweep's point rises over it beyond the tolerance every time.
+
+    The point lies past the knee, where it is compute-bound and a 2x-low roof shows as 2x. At the CPU's
+    16 repeats, at its knee, the point is still partly memory-bound, so the planted roof put it at only
+    1.34-1.64x (a fresh clone's run read 1.246x against the 1.25 tolerance);
+    at 32 repeats it read 2.29-2.40x quiet and 2.10-2.20x beside .ci/neighbour_load.py (2026-11-28, our
+    2-core CPU)."""
     honest = repeat_sweep.compile_chain
 
     def doubled_roof(repeats, example, *, threads=None):
@@ -152,7 +158,7 @@ def test_a_multiply_roof_measured_2x_low_fails_the_roof_check(monkeypatch):
 
     monkeypatch.setattr(repeat_sweep, "compile_chain", doubled_roof)
     monkeypatch.setattr(repeat_sweep, "MULTIPLY_PEAK_CHAINS", per_device(cpu=(8, 16), gpu=(256,)))  # fewer compiles
-    repeats = per_device(cpu=16, gpu=128)
+    repeats = per_device(cpu=32, gpu=256)  # past the knee (test_the_multiply_roof_is_a_roof's second count)
     for _ in range(2):
         over = repeat_sweep.over_roof_in_turns(far_above_cache(4), repeats, threads=fusion.THREADS)
         assert over > repeat_sweep.OVER_ROOF_TOLERANCE, over
