@@ -305,6 +305,21 @@ def test_roofs_combine_at_their_better_readings_and_are_never_lowered_in_the_cac
     assert ceilings.measured_again(best) == best  # a reading under load lowers nothing
 
 
+def test_a_matmul_peak_read_again_rises_alone_and_is_never_lowered(tmp_path, monkeypatch):
+    """What diagnose reads while a contraction sits above the roof: the one dtype's peak, kept at the better
+    reading, written to the cache only where it rose."""
+    monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
+    cached = _fake(matmul_n={"float32": 512, "bfloat16": 256})
+    monkeypatch.setattr(ceilings, "measure_best_matmul_peak", lambda dtype, threads=None: (250e9, 128))
+    rose = ceilings.matmul_measured_again(cached, "float32")
+    assert rose.matmul_peak == {"float32": 250e9, "bfloat16": 60e9}
+    assert rose.matmul_n == {"float32": 128, "bfloat16": 256}
+    assert dataclasses.replace(rose, matmul_peak=cached.matmul_peak, matmul_n=cached.matmul_n) == cached
+    assert Ceilings.from_json(ceilings.cache.read_json(ceilings.cache_path(None))) == rose
+    monkeypatch.setattr(ceilings, "measure_best_matmul_peak", lambda dtype, threads=None: (90e9, 1024))
+    assert ceilings.matmul_measured_again(rose, "float32") is rose  # a slower reading lowers nothing
+
+
 def test_a_copy_sweep_marks_each_rate_over_the_ceiling_and_says_each_reason_once():
     """A buffer that fits in the cache may beat the ceiling from it; a larger one over it was timed at
     another moment (load), never 'served by the cache'; each reason is said once under the table, not on
