@@ -612,23 +612,19 @@ def measured_again(found: Ceilings) -> Ceilings:
 
 
 def matmul_measured_again(found: Ceilings, dtype: str) -> Ceilings:
-    """``found`` with the matmul peak of ``dtype`` read once more now (:func:`measure_best_matmul_peak`), kept
-    at the better reading and written to the cache where it rose: a second or third look at the one roof an
-    op was found above, a few seconds each where :func:`measured_again` reads every roof."""
-    shape = {}
+    """``found`` combined (:meth:`Ceilings.best_with`) with one more reading of the matmul peak of ``dtype``,
+    written to the cache where it changed, as :func:`measured_again` does: a second or third look at the one
+    roof an op was found above, a few seconds each where :func:`measured_again` reads every roof."""
     if ON_GPU:
-        rate, shape[dtype], _ = measure_gpu_matmul_peak(dtype)
-        n = int(shape[dtype].split("x", 1)[0])
+        rate, label, readings = measure_gpu_matmul_peak(dtype)
+        reading = {"matmul_n": {dtype: int(label.split("x", 1)[0])}, "matmul_shape": {dtype: label}}
+        reading["matmul_spread"] = {dtype: readings}
     else:
         rate, n = measure_best_matmul_peak(dtype, threads=found.threads)
-    if rate <= found.matmul_peak.get(dtype, 0.0):
+        reading = {"matmul_n": {dtype: n}, "matmul_shape": {}, "matmul_spread": {}}
+    better = found.best_with(dataclasses.replace(found, matmul_peak={dtype: rate}, **reading))
+    if better == found:
         return found
-    better = dataclasses.replace(
-        found,
-        matmul_peak={**found.matmul_peak, dtype: rate},
-        matmul_n={**found.matmul_n, dtype: n},
-        matmul_shape={**found.matmul_shape, **shape},
-    )
     cache.write_json(cache_path(found.threads), better.to_json())
     return better
 
