@@ -273,8 +273,8 @@ def test_a_matmul_still_above_gets_its_peak_read_again_before_it_is_a_counting_e
     low = dataclasses.replace(measured, matmul_peak={d: peak / 20 for d, peak in measured.matmul_peak.items()})
     # The good reading far above the one measured: a 256³ matmul timed in a quiet moment once read above the
     # run's measured peak itself (a fresh clone's run), and asked for a third reading this test had not planted.
-    true = dataclasses.replace(measured, matmul_peak={d: peak * 20 for d, peak in measured.matmul_peak.items()})
-    readings = iter([low] * low_readings + [true])
+    good = dataclasses.replace(measured, matmul_peak={d: peak * 20 for d, peak in measured.matmul_peak.items()})
+    readings = iter([low] * low_readings + [good])
     asked = []
     monkeypatch.setattr(ceilings_module, "measure", lambda **_: low)
     monkeypatch.setattr(ceilings_module, "measured_again", lambda found: found)
@@ -285,7 +285,7 @@ def test_a_matmul_still_above_gets_its_peak_read_again_before_it_is_a_counting_e
     found = diagnose(lambda: a @ b, threads=THREADS, warmup=1, steps=3)
     above = [row.name for row in found.op_rows if row.flops_fraction > 1]
     if low_readings < core.MATMUL_READINGS_UNDER_AN_OP_ABOVE:
-        assert asked == ["float32"] * (low_readings + 1) and found.ceilings == true and above == []
+        assert asked == ["float32"] * (low_readings + 1) and found.ceilings == good and above == []
     else:  # every reading allowed, all low: the report says what it cannot tell apart
         assert asked == ["float32"] * core.MATMUL_READINGS_UNDER_AN_OP_ABOVE and above == ["mm"]
         assert "counting error" in found.report()
