@@ -413,6 +413,11 @@ def shape_label(shape: tuple[int, int, int]) -> str:
     return f"{m}x{n}x{k}"
 
 
+def shape_rows(label: str) -> int:
+    """The m of a :func:`shape_label` ``"MxNxK"``: the ``n`` a GPU's peak is filed under (:attr:`Ceilings.matmul_n`)."""
+    return int(label.split("x", 1)[0])
+
+
 def measure_matmul_rate(dtype: str, shape: tuple[int, int, int], *, budget_s: float = GPU_PEAK_BUDGET_S) -> float:
     """FLOP/s of an (m×k) @ (k×n) matmul of ``dtype``: 2·m·n·k FLOPs."""
     m, n, k = shape
@@ -476,7 +481,7 @@ def measure_best_matmul_peak(dtype: str, *, threads: int | None = None) -> tuple
     """
     if ON_GPU:
         rate, label, _ = measure_gpu_matmul_peak(dtype)
-        return rate, int(label.split("x", 1)[0])
+        return rate, shape_rows(label)
     else:
         picked = matmul_peak_size(dtype, threads=threads)
         rates = {picked: measure_matmul_peak(dtype, picked, threads=threads)}
@@ -581,7 +586,7 @@ def measure_all(*, threads: int | None = None) -> Ceilings:
     if ON_GPU:
         for name in matmul_dtypes():
             _, shapes[name], spread[name] = measure_gpu_matmul_peak(name)
-        best = {name: (max(spread[name][shapes[name]]), int(shapes[name].split("x")[0])) for name in spread}
+        best = {name: (max(spread[name][shapes[name]]), shape_rows(shapes[name])) for name in spread}
     else:
         best = {name: measure_best_matmul_peak(name, threads=threads) for name in matmul_dtypes()}
     dispatch_overhead = measure_dispatch_overhead(threads=threads)
@@ -607,10 +612,7 @@ def measured_again(found: Ceilings) -> Ceilings:
     """``found`` with every roof measured again now, each kept at the better reading (:meth:`Ceilings.best_with`)
     and written to the cache where one rose: what a check does before it says a roof is wrong. A roof read
     in a busy moment is too low; a reading now is never used to lower one."""
-    better = found.best_with(measure_all(threads=found.threads))
-    if better != found:
-        cache.write_json(cache_path(found.threads), better.to_json())
-    return better
+    return _kept_at_the_better(found, measure_all(threads=found.threads))
 
 
 def matmul_measured_again(found: Ceilings, dtype: str) -> Ceilings:
@@ -619,12 +621,18 @@ def matmul_measured_again(found: Ceilings, dtype: str) -> Ceilings:
     roof an op was found above, a few seconds each where :func:`measured_again` reads every roof."""
     if ON_GPU:
         rate, label, readings = measure_gpu_matmul_peak(dtype)
-        reading = {"matmul_n": {dtype: int(label.split("x", 1)[0])}, "matmul_shape": {dtype: label}}
+        reading = {"matmul_n": {dtype: shape_rows(label)}, "matmul_shape": {dtype: label}}
         reading["matmul_spread"] = {dtype: readings}
     else:
         rate, n = measure_best_matmul_peak(dtype, threads=found.threads)
         reading = {"matmul_n": {dtype: n}, "matmul_shape": {}, "matmul_spread": {}}
-    better = found.best_with(dataclasses.replace(found, matmul_peak={dtype: rate}, **reading))
+    return _kept_at_the_better(found, dataclasses.replace(found, matmul_peak={dtype: rate}, **reading))
+
+
+def _kept_at_the_better(found: Ceilings, reading: Ceilings) -> Ceilings:
+    """``found`` combined with ``reading`` (:meth:`Ceilings.best_with`), written to the cache where a roof
+    rose; ``found`` itself where none did."""
+    better = found.best_with(reading)
     if better == found:
         return found
     cache.write_json(cache_path(found.threads), better.to_json())
