@@ -373,6 +373,10 @@ def private_environment(folder: Path, base: dict[str, str] | None = None) -> dic
         # the instructor's pytest settings (PYTEST_ADDOPTS, PYTEST_PLUGINS, ...) are not nbval's: a
         # --basetemp in PYTEST_ADDOPTS stopped every notebook's run, and every student was given "not run"
         env.pop(name)
+    # Nor are the plugins installed beside it: nbval alone is loaded (``-p nbval``), not whatever else the
+    # environment holds (pytest-randomly would reorder a notebook's cells; xdist and anyio cost 0.2
+    # CPU-seconds a grading, for nothing).
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     for variable, name in PRIVATE_FOLDERS.items():
         (folder / name).mkdir(parents=True, exist_ok=True)
         env[variable] = str(folder / name)
@@ -555,7 +559,7 @@ def _execute(
                 f"Its error: {grader.error_text()}"
             )
             return None
-        pytest_nbval = ["-m", "pytest", "-c", str(folder / "pytest.ini"), "--rootdir", str(folder)]
+        pytest_nbval = ["-m", "pytest", "-c", str(folder / "pytest.ini"), "--rootdir", str(folder), "-p", "nbval"]
         pytest_nbval += ["-p", "no:cacheprovider", "-q", "--nbval-lax", f"--nbval-kernel-name={KERNEL_NAME}"]
         pytest_nbval += [f"--nbval-cell-timeout={cell_timeout_s:g}", f"--junitxml={prepared.junit}"]
         command = [sys.executable, "-c", processes.REAPER, sys.executable, *pytest_nbval, str(prepared.notebook)]

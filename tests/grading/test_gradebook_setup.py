@@ -57,11 +57,12 @@ def test_the_check_passes_where_the_grader_has_what_it_needs():
 
 def test_the_instructors_pytest_settings_stay_out_of_the_graded_run(tmp_path, monkeypatch):
     """A ``--basetemp`` in the instructor's PYTEST_ADDOPTS stopped the pytest that runs every graded notebook
-    (nbval's), and every student was given "not run": no PYTEST_ variable reaches a grading process."""
+    (nbval's), and every student was given "not run": no PYTEST_ variable of the instructor's reaches a grading
+    process, and no plugin loads there but nbval."""
     from brrr.grading import gradebook
 
     monkeypatch.setenv("PYTEST_ADDOPTS", "--basetemp=.")
     monkeypatch.setenv("PYTEST_PLUGINS", "no_such_plugin")
     env = gradebook.private_environment(tmp_path)
-    assert [name for name in env if name.startswith("PYTEST_")] == []
+    assert {name: env[name] for name in env if name.startswith("PYTEST_")} == {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"  # the rest of the environment is still made
