@@ -42,6 +42,7 @@ def folder_graded(tmp_path_factory):
         return submissions, out, time.monotonic() - start
 
 
+@pytest.mark.e2e
 def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(folder_graded):
     _, out, seconds = folder_graded
     assert seconds < 150
@@ -87,6 +88,7 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(folder_g
     assert processes_inside(out) == []
 
 
+@pytest.mark.e2e
 def test_three_shards_grade_what_one_run_grades(folder_graded, tmp_path, monkeypatch):
     """Three of the folder's submissions, one per shard, graded by ``--shard K/3`` from the command line and
     merged: the unsharded run's rows and feedback, but for the seconds and the random seeds the checks draw."""
@@ -237,6 +239,7 @@ def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkey
     assert calls[-1][2]["sandboxed"] is False and calls[-1][2]["accept_grading_code"] is True
 
 
+@pytest.mark.e2e
 def test_a_notebook_past_its_time_limit_is_killed_kernel_and_all(tmp_path):
     submissions = tmp_path / "submissions"
     submissions.mkdir()

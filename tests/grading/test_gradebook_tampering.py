@@ -18,7 +18,10 @@ from brrr.grading import course, gradebook
 from gradebook_helpers import LAB, processes_inside, read_rows
 from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
 
-pytestmark = pytest.mark.device_independent  # the gradebook's tamper detection: the GPU check leaves it to CI
+pytestmark = [
+    pytest.mark.device_independent,  # the gradebook's tamper detection: the GPU check leaves it to CI
+    pytest.mark.e2e,  # whole gradebook runs, one as a subprocess of a copied checkout: `make test-e2e`
+]
 
 
 VANDAL = """

@@ -56,6 +56,7 @@ def test_the_bundle_holds_what_gradescope_runs(bundle):
         assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
 
 
+@pytest.mark.e2e
 def test_run_autograder_grades_a_submission_into_results_json(bundle, tmp_path):
     root = unpacked(bundle, tmp_path / "autograder")
     write_submission(root / "submission", LAB, "unfused", as_name="my work")

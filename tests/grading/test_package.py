@@ -37,7 +37,7 @@ from gradebook_helpers import LAB, read_rows
 from lab_fixtures import write_submission
 
 # It installs from the package index, which a GPU node has no access to: the GPU check leaves it to CI.
-pytestmark = pytest.mark.device_independent
+pytestmark = [pytest.mark.device_independent, pytest.mark.e2e]  # a wheel installed and graded from: `make test-e2e`
 
 MADE_UP_GPU = "made-up-gpu"
 
