@@ -122,9 +122,11 @@ SLOW_FILES = (
 )
 
 # Last: these compile the graphs a notebook of the book compiles (notebooks 10-13 and 40), and run from
-# Inductor's cache once the book has filled it. Measured on this machine with an empty cache: the
-# rematerialization tests 25 s after notebook 13, 39 s before; the six others together 59 s after
-# those notebooks, 96 s before.
+# Inductor's cache once the book has filled it, in a run that builds it (a plain pytest). Measured on this
+# machine with an empty cache: the rematerialization tests 25 s after notebook 13, 39 s before; the six
+# others together 59 s after those notebooks, 96 s before. `make test` builds no book: there they compile,
+# and go right after the slow files, so that its last minute is short files on both workers (placed last
+# there, they ran 365-483 s of a 492 s run, one worker idle for the last 39 s).
 LAST_FILES = (
     "test_fusion_helpers.py",
     "test_fusion_benchmark.py",
@@ -210,7 +212,7 @@ E2E_FIXTURES = ("book_build",)
 def pytest_collection_modifyitems(config, items):
     """Mark the end-to-end stage's tests before ``-m`` selects (:data:`E2E_FIXTURES`), then order them all.
 
-    The book's tests go first: under ``make test`` (pytest-xdist, ``--dist loadfile``)
+    The book's tests go first: under ``make test-e2e`` or a plain ``pytest -n 2 --dist loadfile``
     the worker that takes test_book_build.py starts the build at once, and the
     other worker runs the slow files meanwhile, then the rest. The only other file
     that reads the build, the browser's, comes last (:data:`AFTER_THE_BOOK`): in a
@@ -222,12 +224,15 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(name in getattr(item, "fixturenames", ()) for name in E2E_FIXTURES):
             item.add_marker(pytest.mark.e2e)
+    builds_the_book = "not e2e" not in (config.getoption("markexpr") or "")
+    early = SLOW_FILES + (() if builds_the_book else LAST_FILES)
+    late = (LAST_FILES if builds_the_book else ()) + AFTER_THE_BOOK
     order = {
         "test_book_build.py": -1,
-        **{name: rank for rank, name in enumerate(SLOW_FILES)},
-        **{name: len(SLOW_FILES) + 1 + rank for rank, name in enumerate(LAST_FILES + AFTER_THE_BOOK)},
+        **{name: rank for rank, name in enumerate(early)},
+        **{name: len(early) + 1 + rank for rank, name in enumerate(late)},
     }
-    items.sort(key=lambda item: order.get(item.path.name, len(SLOW_FILES)))  # stable: file order kept
+    items.sort(key=lambda item: order.get(item.path.name, len(early)))  # stable: file order kept
 
 
 def pytest_terminal_summary(terminalreporter, config):

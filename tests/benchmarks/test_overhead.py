@@ -103,7 +103,7 @@ def test_record_train_step_trace_marks_each_step(tmp_path):
 @pytest.mark.skipif(
     not ON_GPU,
     reason="on a CPU, notebook 33 enforces this target (compiled tiny ops) in the "
-    "book build (overhead.require; tests/book/test_book_build.py): timing it twice cost the suite "
+    "book build (`make test-e2e`; overhead.require; tests/book/test_book_build.py): timing it twice cost the suite "
     "a quarter of a minute",
 )
 def test_this_devices_performance_target(capsys):

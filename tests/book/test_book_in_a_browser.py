@@ -1,7 +1,7 @@
 """The built book in Chromium, offline: every page renders (math, images, no console error, nothing
 scrolling sideways, working downloads) and the profiler page's timeline zooms and pans (book_browser.py).
 
-A file of its own that reads the one build of this run: under ``make test`` the book's worker runs it
+A file of its own that reads the one build of this run: under ``make test-e2e`` the book's worker runs it
 right after the build, in one unit of work with the book's file (tests/conftest.py, AFTER_THE_BOOK).
 """
 
@@ -105,7 +105,7 @@ def test_the_trace_timeline_zooms_and_pans_offline(browser, served_book):
         context.close()
 
 
-def test_under_make_test_the_books_worker_reads_the_pages_right_after_the_build(monkeypatch):
+def test_under_xdist_the_books_worker_reads_the_pages_right_after_the_build(monkeypatch):
     """pytest-xdist's scheduling by file, less one file: the browser's is in the book's unit of work."""
     import types
 
