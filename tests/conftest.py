@@ -236,8 +236,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    """How long each page of the book took to execute, where this run built it: the suite's budget
-    is mostly the book, and this is where a slow notebook shows."""
+    """How long each page of the book took to execute, where this run built it: most of the end-to-end
+    stage's time is the book, and this is where a slow notebook shows."""
     factory = getattr(config, "_tmp_path_factory", None)
     if factory is None:
         return

@@ -64,8 +64,8 @@ def test_correctness_check_catches_a_wrong_kernel(monkeypatch):
 
 @pytest.mark.skipif(
     not ON_GPU,
-    reason="on a CPU, notebook 10 enforces these speed targets in the book build "
-    "(`make test-e2e`; fusion.require; tests/book/test_book_build.py), and test_kernels_pass_the_benchmarks_correctness_"
+    reason="on a CPU, notebook 10 enforces these speed targets in the book build (`make test-e2e`; "
+    "fusion.require; tests/book/test_book_build.py), and test_kernels_pass_the_benchmarks_correctness_"
     "check the correctness one: timing them twice cost the suite half a minute",
 )
 def test_this_devices_fusion_targets_are_met():
