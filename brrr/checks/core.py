@@ -673,25 +673,27 @@ def _on_cpu(cases: Sequence[Case]) -> list[Case]:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One measurement of a performance check: the value and whether it met the threshold."""
+    """One measurement of a performance check: the value and whether it met the threshold. ``final``: a miss
+    so far outside the threshold that no noise could explain it, which further attempts cannot turn."""
 
     value: float
     passed: bool
     detail: str
+    final: bool = False
 
 
 def repeat_until_pass(measure: Callable[[], Attempt], attempts: int | None = None) -> tuple[Attempt, list[Attempt]]:
     """Run ``measure`` until an attempt passes, at most ``attempts`` times; return the best and all of them.
 
     A noisy machine can make one honest measurement fall short; a check fails
-    only when every attempt does.
+    only when every attempt does, or one misses beyond doubt (``Attempt.final``).
     """
     attempts = attempts or thresholds.attempts()
     history: list[Attempt] = []
     for _ in range(attempts):
         attempt = measure()
         history.append(attempt)
-        if attempt.passed:
+        if attempt.passed or attempt.final:
             return attempt, history
     return max(history, key=lambda a: a.value), history
 

@@ -267,6 +267,6 @@ def repeat_fairly(
                 )
             continue
         history.append(attempt)
-        if attempt.passed:
+        if attempt.passed or attempt.final:
             return attempt, history
     return max(history, key=lambda a: a.value), history

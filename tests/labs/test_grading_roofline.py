@@ -141,6 +141,30 @@ def test_a_rate_that_is_not_a_positive_number_is_rejected(small_copy):
         roofline_checks.grade_copy_bandwidth(LocalStudent(lambda n: float("nan")))
 
 
+def test_a_miss_beyond_doubt_ends_at_the_first_attempt_and_a_near_miss_gets_every_attempt(small_copy, monkeypatch):
+    """A rate 12x low (a patched clock, a wrong unit) is not measured again; one 0.54x low, the size of a
+    wrong byte count, is measured again as often as a near miss. Deterministic: the readings are fixed."""
+    from brrr import ceilings
+
+    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda n, threads=None, budget_s=None: 12e9)
+    calls = []
+
+    def copy_bandwidth_returning(rate):
+        def copy_bandwidth(n):
+            calls.append(rate)
+            time.sleep(0.02)  # longer than the copy takes at 12 GB/s: the call is not instant
+            return rate
+
+        return copy_bandwidth
+
+    for rate, attempts in ((1e9, 1), (6.5e9, 2)):  # small_copy allows two attempts
+        calls.clear()
+        with pytest.raises(AssertionError, match=outside_the_band()) as failure:
+            roofline_checks.grade_copy_bandwidth(LocalStudent(copy_bandwidth_returning(rate)))
+        assert len(calls) == attempts * roofline_checks.PAIRS, (rate, len(calls))
+        assert f"attempt {attempts}:" in str(failure.value) and f"attempt {attempts + 1}:" not in str(failure.value)
+
+
 def test_a_matmul_peak_in_the_wrong_unit_is_rejected(monkeypatch):
     """A student who times the matmul honestly but returns GFLOP/s: a billion times off, outside any noise."""
     patch_lab(monkeypatch, lab_roofline, "MATMUL_N", 256)  # a smaller matmul, for the student and brrr.ceilings

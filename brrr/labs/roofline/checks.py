@@ -86,6 +86,13 @@ def _number(name: str, value) -> float:
 # a book build and .ci/neighbour_load.py a rate counted from reads alone (0.47-0.53x in isolation) passed
 # two gradings of three with five pairs an attempt; the median of more pairs is steadier on both sides.
 PAIRS = 7
+# A median ratio this far from 1 (3x either way) ends the check at its first attempt: honest calls centre on
+# 0.94x with a per-pair spread of 17% beside a book build and .ci/neighbour_load.py (80 pairs), and no
+# honest median read below 0.57x even when each call was compared with the higher of its two readings, a
+# harsher rule since replaced (see _grade_ceiling). A rate in the wrong unit or from a patched clock reads
+# 0.05x or less, and another attempt would spend seven more calls to say the same. A 2x error (reads
+# counted alone, 0.47-0.53x) is not final: it gets every attempt, as a near miss does.
+BEYOND_DOUBT = 3.0
 REFERENCE_S = per_device(cpu={"copy": 0.1, "matmul": 0.2}, gpu={"copy": 0.1, "matmul": 0.2})
 
 
@@ -101,8 +108,8 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
     by chance, and an honest solution read 0.57-0.61x that way beside a book
     build and a memory-bound neighbour; by the mean, the same kind of run
     centres on 0.94x with a per-pair spread of 17% (``.ci/neighbour_load.py``,
-    80 pairs), and a rate counted from reads alone on 0.47x. A miss
-    measures more pairs and judges the median of all of them: a retry sharpens
+    80 pairs), and a rate counted from reads alone on 0.47x. A miss (short of
+    :data:`BEYOND_DOUBT`) measures more pairs and judges the median of all of them: a retry sharpens
     the estimate instead of buying another draw (a rate counted from reads alone,
     a 2x error, got through 2 gradings of 3 beside a CI book build when each
     attempt, judged alone, compared one call with readings before and after).
@@ -148,13 +155,14 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
         ratio, value, beside = sorted(pairs)[len(pairs) // 2]  # the median pair of every attempt so far
         passed = 1 - threshold.value <= ratio <= 1 + threshold.value
         distance = 0.0 if passed else abs(math.log(ratio))
+        final = not passed and not 1 / BEYOND_DOUBT <= ratio <= BEYOND_DOUBT
         _measured[check] = high
         detail = (
             f"yours {', '.join(units.si(v, unit) for v, _ in calls)} against brrr.ceilings "
             f"{', '.join(units.si(r, unit) for r in readings)} read between them; the median of "
             f"{len(pairs)} pairs, {units.si(value, unit)} against {units.si(beside, unit)}, is {ratio:.2f}x"
         )
-        return core.Attempt(-distance, passed, detail)
+        return core.Attempt(-distance, passed, detail, final)
 
     best, history = fairness.repeat_fairly(attempt, fairness.student_pid(student), name, "brrr.ceilings' reference")
     threads = "single-threaded" if not ON_GPU else "on the GPU"
