@@ -168,6 +168,8 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
     threads = "single-threaded" if not ON_GPU else "on the GPU"
     if not best.passed:
         tried = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
+        if history[-1].final:
+            tried += f"\n  ({BEYOND_DOUBT:g}x or further from brrr.ceilings is beyond any noise: not measured again.)"
         call = f"{name}({', '.join(ceilings.dtype_name(a) if isinstance(a, torch.dtype) else repr(a) for a in args)})"
         raise core.fail(
             f"{call} is not {threshold.describe()} of {what} as brrr.ceilings measures it in the "
