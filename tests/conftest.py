@@ -138,28 +138,34 @@ LAST_FILES = (
 )
 
 # The browser's minute reads the built book: the book's worker runs it right after the build, as one unit
-# of work with the book's file (BookThenBrowser). Handed to whichever worker was free at the end, it ran
+# of work with the book's file (FilesTogether). Handed to whichever worker was free at the end, it ran
 # there alone: in a fresh-clone run (2026-11-27) the book's worker finished at 694 s and the other ran the
 # browser from 695 to 753 s. The book and its browser (533 s) are no longer the run's longest chain: the
 # other 900 worker-seconds are. In a run of one process it comes last.
 AFTER_THE_BOOK = ("test_book_in_a_browser.py",)
 BOOK_FILE = "tests/book/test_book_build.py"
+# The unsolved labs' gradebook run (two notebooks at a time) follows the hostile one (two at a time, Lab 1's
+# timed checks among them) on its worker: run side by side in `make test`, the four notebooks and their
+# graders starved a grader's timed windows to half the CPU three attempts running, and a hostile
+# submission's matmul check came back a grader error (a fresh clone, 2026-11-28).
+HOSTILE_FILE = "tests/grading/test_gradebook_hostile.py"
+TOGETHER = {**{name: BOOK_FILE for name in AFTER_THE_BOOK}, "test_labs.py": HOSTILE_FILE}
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadfile`` with the browser's file in one unit of work with the book's (AFTER_THE_BOOK)."""
+    """``--dist loadfile`` with some files in one unit of work with another's (:data:`TOGETHER`)."""
     if config.getoption("dist") == "loadfile":
-        return BookThenBrowser(config, log)
+        return FilesTogether(config, log)
     return None
 
 
-class BookThenBrowser(LoadFileScheduling):
-    """pytest-xdist's scheduling by file, but for the browser's file: the book's worker runs it after the
-    build (the unit's tests keep their collection order, the book's first)."""
+class FilesTogether(LoadFileScheduling):
+    """pytest-xdist's scheduling by file, but for the files of :data:`TOGETHER`: each runs on the worker of
+    the file it names, after it (the unit's tests keep their collection order, that file's first)."""
 
     def _split_scope(self, nodeid: str) -> str:
         scope = super()._split_scope(nodeid)
-        return BOOK_FILE if Path(scope).name in AFTER_THE_BOOK else scope
+        return TOGETHER.get(Path(scope).name, scope)
 
 
 def pytest_configure(config):
@@ -217,7 +223,7 @@ def pytest_collection_modifyitems(config, items):
     other worker runs the slow files meanwhile, then the rest. The only other file
     that reads the build, the browser's, comes last (:data:`AFTER_THE_BOOK`): in a
     run of one process, after everything; under pytest-xdist, on the book's worker
-    right after the build (:class:`BookThenBrowser`), so that no worker waits on the
+    right after the build (:class:`FilesTogether`), so that no worker waits on the
     other's build.
     (``--dist loadgroup`` cannot do this: pytest-xdist 3.8 marks groups in a test
     id attribute that pytest 9 no longer reads.)"""
