@@ -167,9 +167,7 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
     best, history = fairness.repeat_fairly(attempt, fairness.student_pid(student), name, "brrr.ceilings' reference")
     threads = "single-threaded" if not ON_GPU else "on the GPU"
     if not best.passed:
-        tried = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
-        if history[-1].final:
-            tried += f"\n  ({BEYOND_DOUBT:g}x or further from brrr.ceilings is beyond any noise: not measured again.)"
+        tried = _attempts_told(history)
         call = f"{name}({', '.join(ceilings.dtype_name(a) if isinstance(a, torch.dtype) else repr(a) for a in args)})"
         raise core.fail(
             f"{call} is not {threshold.describe()} of {what} as brrr.ceilings measures it in the "
@@ -177,6 +175,14 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
             "the synchronize before reading the clock on a GPU, and that you take the median."
         )
     return f"{best.detail} ({threshold.describe()}, {threads}, attempt {len(history)})"
+
+
+def _attempts_told(history: list[core.Attempt]) -> str:
+    """Each attempt's detail, a line each, and why there were no more after a miss beyond doubt."""
+    told = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
+    if history[-1].final:
+        told += f"\n  ({BEYOND_DOUBT:g}x or further from brrr.ceilings is beyond any noise: not measured again.)"
+    return told
 
 
 def _geometric_mean(a: float, b: float) -> float:
