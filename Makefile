@@ -1,6 +1,6 @@
 # brrr: two commands do all set-up on a fresh machine.
 #   make book   create .venv, install, execute every notebook, build the HTML book in _build/html
-#   make test   the same set-up, then the test suite (ten minutes on two cores)
+#   make test   the same set-up, then the test suite (within ten minutes on two cores)
 #   make test-e2e   the end-to-end stage: the book built and read in Chromium, whole gradebook runs
 # GPU nodes without internet: `make wheelhouse` where there is internet, carry the
 # folder across, then `make gpu-check` on the node (see README).
