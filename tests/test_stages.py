@@ -62,3 +62,18 @@ def test_without_the_book_the_files_that_compile_its_graphs_go_early_and_with_it
 
     assert ordered("not e2e") == ["test_gradebook_hostile.py", "test_diagnose.py", "test_opclasses.py"]
     assert ordered(None) == ["test_gradebook_hostile.py", "test_opclasses.py", "test_diagnose.py"]
+
+
+def test_under_xdist_some_files_run_on_the_worker_of_another_right_after_it(monkeypatch):
+    """pytest-xdist's scheduling by file, less two files: the browser's is in the book's unit of work (it
+    reads the build), and the unsolved labs' in the hostile run's (two gradebook runs of two notebooks at a
+    time side by side starved a grader)."""
+    scheduler = object.__new__(conftest.FilesTogether)
+    assert scheduler._split_scope(f"{conftest.BOOK_FILE}::test_book_builds") == conftest.BOOK_FILE
+    assert scheduler._split_scope("tests/book/test_book_in_a_browser.py::test_a") == conftest.BOOK_FILE
+    assert scheduler._split_scope("tests/labs/test_labs.py::test_c") == conftest.HOSTILE_FILE
+    assert scheduler._split_scope("tests/book/test_claims.py::test_b") == "tests/book/test_claims.py"
+    monkeypatch.setattr(conftest, "FilesTogether", lambda config, log: ("files together", config.dist))
+    for dist, scheduler in (("loadfile", ("files together", "loadfile")), ("load", None)):
+        config = types.SimpleNamespace(dist=dist, getoption=lambda name, dist=dist: dist)
+        assert conftest.pytest_xdist_make_scheduler(config, None) == scheduler

@@ -103,21 +103,3 @@ def test_the_trace_timeline_zooms_and_pans_offline(browser, served_book):
     finally:
         reader.close()
         context.close()
-
-
-def test_under_xdist_the_books_worker_reads_the_pages_right_after_the_build(monkeypatch):
-    """pytest-xdist's scheduling by file, less one file: the browser's is in the book's unit of work."""
-    import types
-
-    import conftest
-
-    scheduler = object.__new__(conftest.FilesTogether)
-    assert scheduler._split_scope(f"{conftest.BOOK_FILE}::test_book_builds") == conftest.BOOK_FILE
-    assert scheduler._split_scope("tests/book/test_book_in_a_browser.py::test_a") == conftest.BOOK_FILE
-    # and the unsolved labs' gradebook run after the hostile one, never beside it
-    assert scheduler._split_scope("tests/labs/test_labs.py::test_c") == conftest.HOSTILE_FILE
-    assert scheduler._split_scope("tests/book/test_claims.py::test_b") == "tests/book/test_claims.py"
-    monkeypatch.setattr(conftest, "FilesTogether", lambda config, log: ("files together", config.dist))
-    for dist, scheduler in (("loadfile", ("files together", "loadfile")), ("load", None)):
-        config = types.SimpleNamespace(dist=dist, getoption=lambda name, dist=dist: dist)
-        assert conftest.pytest_xdist_make_scheduler(config, None) == scheduler
