@@ -21,6 +21,8 @@ from typing import Callable
 
 import torch
 
+from brrr.interpreter import mend_when_imported
+
 
 def _choose_device() -> torch.device:
     forced = os.environ.get("BRRR_DEVICE", "").strip().lower()
@@ -40,6 +42,8 @@ TRITON_INTERPRETED: bool = not ON_GPU
 if TRITON_INTERPRETED:
     # Must happen before any @triton.jit runs: the decorator reads it.
     os.environ["TRITON_INTERPRET"] = "1"
+# Kernels are interpreted on a CPU, and by the grader on a GPU too (to check their bounds): brrr/interpreter.py.
+mend_when_imported()
 
 
 def _explain_compiled_kernels_without_a_gpu() -> None:

@@ -4,6 +4,7 @@ combine functions) are JITFunctions, which an interpreted kernel cannot call: ev
 solution failed `make gpu-check` on an H100 with "Cannot call @triton.jit'd outside of the scope of a
 kernel". This runs the same grading in such a process, here on the CPU."""
 
+import os
 import subprocess
 import sys
 
@@ -71,3 +72,59 @@ def test_on_a_cpu_kernels_work_when_torch_imported_triton_before_brrr():
         env={**__import__("os").environ, "BRRR_DEVICE": "cpu"},
     )
     assert result.returncode == 0 and "interpreted" in result.stdout, result.stderr[-3000:]
+
+
+THEN_COMPILED = r"""
+import os, sys
+os.environ.pop("TRITON_INTERPRET", None)
+import torch
+import triton  # imported as on a GPU node: no interpreter
+import brrr.device
+if brrr.device._restore_language is not None:
+    brrr.device._restore_language()  # as above: stand in for a GPU node
+from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import CUDABackend
+from triton.compiler import ASTSource
+from brrr.checks import core, kernels
+
+add_stages = CUDABackend.add_stages
+CUDABackend.add_stages = lambda self, stages, options, language: (
+    add_stages(self, stages, options, language), stages.update(cubin=lambda ptx, metadata: b""))
+SOURCE = '''
+def gated_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets, mask=offsets < n)
+    tl.store(out_ptr + offsets, x * tl.sigmoid(x), mask=offsets < n)
+'''
+x, out = torch.randn(300), torch.empty(300)
+recipe = {"launches": [{"kernel": "gated_kernel", "grid": [3, 1, 1], "options": {},
+                        "args": {"x_ptr": dict(tensor="x", offset=0, shape=[300], stride=[1], dtype="float32"),
+                                 "out_ptr": dict(tensor="out", offset=0, shape=[300], stride=[1], dtype="float32"),
+                                 "n": {"value": 300}, "BLOCK": {"value": 128}}}],
+          "sources": {"gated_kernel": SOURCE.strip() + "\n"}, "constants": {}}
+with core._interpreter_on():  # the bounds check: interpreted, tl.sigmoid a jit function it calls
+    interpreted = kernels.Built(recipe["sources"], {}, interpreted=True)
+    kernels.replay(recipe, interpreted, {"x": x, "out": out})
+torch.testing.assert_close(out, x * torch.sigmoid(x))
+import triton.language as tl
+left = [name for name, value in vars(tl.core).items() if getattr(value, "__name__", "") == "<lambda>"]
+assert not left, f"triton.language.core left patched for the interpreter: {left}"
+compiled = kernels.Built(recipe["sources"], {}, interpreted=False).kernels["gated_kernel"]
+signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+triton.compile(ASTSource(fn=compiled, signature=signature, constexprs={"BLOCK": 128}),
+               target=GPUTarget("cuda", 90, 32))
+print("compiled after interpreted")
+"""
+
+
+def test_a_kernel_interpreted_then_compiled_in_one_process_compiles(tmp_path):
+    """On an H200 (triton 3.6) every Lab 2, 3, 5 and 6 solution failed its grader with "CompilationError:
+    'triton._C.libtriton.ir.value' object has no attribute 'dtype'" at the kernel's first operator: the
+    interpreted bounds check called a jit function (tl.sigmoid), whose call left triton.language patched for
+    the interpreter, and the compiler met it there (brrr/interpreter.py). Compiled to PTX here, no GPU, from
+    the source as the grader compiles it (TRITON_ALWAYS_COMPILE: a cached binary would hide the fault)."""
+    env = {**os.environ, "TRITON_ALWAYS_COMPILE": "1", "TRITON_CACHE_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-c", THEN_COMPILED], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+    )
+    assert result.returncode == 0 and "compiled after interpreted" in result.stdout, result.stderr[-3000:]
