@@ -17,11 +17,19 @@ which reads two things around it:
   (:meth:`Watch.judge`). Under
   ``--no-sandbox``, or with the student served in the grader's own process (a
   test's :func:`brrr.grading.client.local_student`), the student's processes
-  are its process and those under it, less the grader's own thread.
-- **the grader's own thread**: its CPU time (``time.thread_time``) against the
-  wall time of the window. The grader's windows compute on one thread (on a
-  GPU, its launching thread, which by CUDA's default spins in ``synchronize``
-  while the GPU works: not yet measured on a GPU), so the two agree unless something else took the CPU (another
+  are its process and those under it, less the grader's side (below). A
+  practice grader, which the notebook starts (:mod:`brrr.grading.client`), runs
+  below the student's process: it and the processes below it are the grader's,
+  never the student's (:func:`grader_branch`).
+- **the grader's side**: the CPU time of the grader's thread and of the autograd
+  engine's device threads (:func:`grader_cpu`) against the wall time of the
+  window. On a CPU the grader's windows compute on its one thread. On a GPU the
+  backward passes of Lab 4's given step run on autograd's thread for the device
+  (``pt_autograd_0``) while the grader's thread waits for them: by the code, the
+  0.40 CPU-s/s a practice grader charged to Lab 4's reference solution on an
+  H200 (2026-11-28; not yet measured thread by thread). The grader's thread
+  spins in CUDA's ``synchronize`` while the GPU works (CUDA's default; not yet
+  measured on a GPU either), so the two agree unless something else took the CPU (another
   submission under ``--jobs 2``, another user, a busy laptop) or the grader was
   stopped. An attempt in which half of the windows or more had a share of
   :data:`GRADER_SHARE_MIN` or less is void and measured again
@@ -38,6 +46,7 @@ import contextlib
 import os
 import socket
 import struct
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,17 +62,17 @@ from brrr.checks import core, processes, thresholds
 # thread that keeps computing reads 0.3-1.0 (a core shared with the grader, or one of its own). 0.05 is
 # seventy times the idle reading, and a twentieth of the least a busy thread reads.
 STUDENT_CPU_PER_S = 0.05
-# A window in which the grader's thread was on the CPU for at most this share of the wall time is starved, and
-# an attempt whose median window is starved is void. Measured on the 2-core machine, per window of the given
-# step (49 ms) and of the ceilings' readings (0.3 s): 0.96 or more in nine windows of ten with one other
-# test run beside (the lowest 0.80); in the hostile run, graded with --jobs 2 beside a Lab 2 notebook, the
-# median window of each attempt 0.70-1.00 (single windows down to 0.57); beside a thread spinning and another
-# session's test run, 0.27-0.41.
+# A window in which the grader's side (grader_cpu) was on the CPU for at most this share of the wall time is
+# starved, and an attempt whose median window is starved is void. Measured on the 2-core machine (where the
+# side is the grader's one thread), per window of the given step (49 ms) and of the ceilings' readings
+# (0.3 s): 0.96 or more in nine windows of ten with one other test run beside (the lowest 0.80); in the hostile
+# run, graded with --jobs 2 beside a Lab 2 notebook, the median window of each attempt 0.70-1.00 (single
+# windows down to 0.57); beside a thread spinning and another session's test run, 0.27-0.41.
 # Moderate load slows both sides of the comparison alike, and the interleaving cancels it; a grader that gets
 # half a core or less in most of its windows is measured mostly in other programs' time slices.
 GRADER_SHARE_MIN = 0.5
 GRADER_SHARE_WHY = (
-    "the grader's timed windows compute on one thread, which is on the CPU for 0.96 or more of a window on a "
+    "the grader's timed windows compute on one thread at a time, on the CPU for 0.96 or more of a window on a "
     "quiet machine and for 0.70 or more in most windows beside another grading run; at half or less, its side "
     "is measured mostly in other programs' time"
 )
@@ -101,18 +110,28 @@ def _namespaces() -> dict[int, str]:
     return found
 
 
+def grader_branch(pid: int) -> int | None:
+    """The child of ``pid`` that this process is or descends from, or None where it is not below ``pid``.
+
+    A practice grader (:class:`brrr.grading.client._PracticeGrader`) is started by the notebook, so it runs
+    below the student's process: that child, and every process below it, are the grader's.
+    """
+    chain = processes.ancestors(os.getpid())
+    return next((child for child, parent in zip(chain, chain[1:]) if parent == pid), None)
+
+
 def student_processes(pid: int) -> list[int]:
     """The processes of the student whose process is ``pid``: all of its sandbox, and nothing else.
 
     Where ``pid`` is in another PID namespace than this process (a sandbox), every process in that
     namespace and every process below one of them (which covers namespaces nested inside: a nested
     namespace's processes descend from the process in the sandbox that made it, and its orphans are
-    adopted inside it). Where it shares this process's namespace (``--no-sandbox``, a test), ``pid`` and
-    the processes under it.
+    adopted inside it). Where it shares this process's namespace (``--no-sandbox``, a practice grader, a
+    test), ``pid`` and the processes under it, less the grader's own (:func:`grader_branch`).
     """
     namespace = pid_namespace(pid)
     if namespace is None or namespace == pid_namespace(os.getpid()):
-        return [pid, *processes.descendants(pid)]
+        return [pid, *processes.descendants_of([pid], but=grader_branch(pid))]
     inside = [each for each, ns in _namespaces().items() if ns == namespace]
     return sorted(set(inside) | set(processes.descendants_of(inside)))
 
@@ -154,13 +173,50 @@ def cpu_total(pids: list[int]) -> float:
     return total
 
 
+# Autograd's engine runs the backward pass of a GPU tensor on a thread of its own per device, which it names
+# "pt_autograd_<device>" (torch/csrc/autograd/engine.cpp); the thread that called backward waits meanwhile.
+AUTOGRAD_THREAD_PREFIX = "pt_autograd_"
+
+
+def autograd_threads() -> list[int]:
+    """The thread ids of this process's autograd device threads (none before a GPU tensor's first backward,
+    and none on a CPU, where the calling thread runs the backward pass)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:  # no /proc here: none found
+        return []
+    found = []
+    for task in tasks:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/self/task/{task}/comm").read_text().startswith(AUTOGRAD_THREAD_PREFIX):
+                found.append(int(task))
+    return found
+
+
+def thread_cpu_clock(tid: int) -> float:
+    """Seconds of CPU the thread ``tid`` of this process has used (the kernel's per-thread CPU clock:
+    ``~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED``), 0 for one that ended."""
+    try:
+        return time.clock_gettime((~tid << 3) | 6)
+    except OSError:
+        return 0.0
+
+
+def grader_cpu() -> float:
+    """CPU seconds of the grader's side so far: the calling thread's and the autograd device threads' (see the
+    module docstring). The calling thread is read last: listing the others at a window's start is not in it."""
+    others = sum(thread_cpu_clock(tid) for tid in autograd_threads() if tid != threading.get_native_id())
+    return others + time.thread_time()
+
+
 # ---------------------------------------------------------------- one attempt's windows
 
 
 @dataclass(frozen=True)
 class Window:
-    """One of the grader's timed windows: its wall time, the grader thread's CPU time in it, and the CPU
-    time of the student's processes over it (``student_span``: the wall time that reading covers)."""
+    """One of the grader's timed windows: its wall time, the CPU time of the grader's side in it
+    (:func:`grader_cpu`), and the CPU time of the student's processes over it (``student_span``: the wall
+    time that reading covers)."""
 
     wall: float
     grader_cpu: float
@@ -174,7 +230,7 @@ class Window:
 
 @dataclass
 class Watch:
-    """The grader's timed windows of one attempt, with what the student's processes and the grader's thread
+    """The grader's timed windows of one attempt, with what the student's processes and the grader's side
     did in them (see the module docstring). ``what`` names the grader's side in messages ("the given step")."""
 
     student_pid: int
@@ -182,23 +238,23 @@ class Watch:
     windows: list[Window] = field(default_factory=list)
     processes: Callable[[int], list[int]] = student_processes
     cpu: Callable[[list[int]], float] = cpu_total
-    thread_time: Callable[[], float] = time.thread_time
+    grader_time: Callable[[], float] = grader_cpu
     clock: Callable[[], float] = time.perf_counter
 
     @contextlib.contextmanager
     def window(self) -> Iterator[None]:
         """Time the block as one of the grader's windows; the caller times it too, as before."""
         members = self.processes(self.student_pid)
-        opened, before, thread_before = self.clock(), self.cpu(members), self.thread_time()
+        opened, before, grader_before = self.clock(), self.cpu(members), self.grader_time()
         start = self.clock()
         yield
-        wall, thread_mid = self.clock() - start, self.thread_time()
+        wall, grader_mid = self.clock() - start, self.grader_time()
         members_after = self.processes(self.student_pid)
-        after, thread_after, closed = self.cpu(members_after), self.thread_time(), self.clock()
+        after, grader_after, closed = self.cpu(members_after), self.grader_time(), self.clock()
         used = after - before
-        if os.getpid() in members or os.getpid() in members_after:  # served in this process: less our thread
-            used -= thread_after - thread_before
-        self.windows.append(Window(wall, thread_mid - thread_before, max(0.0, used), closed - opened))
+        if os.getpid() in members or os.getpid() in members_after:  # served in this process: less our side
+            used -= grader_after - grader_before
+        self.windows.append(Window(wall, grader_mid - grader_before, max(0.0, used), closed - opened))
 
     def student_rate(self) -> float:
         """CPU-seconds per second the student's processes used over the grader's windows."""
@@ -206,7 +262,7 @@ class Watch:
         return sum(w.student_cpu for w in self.windows) / span if span > 0 else 0.0
 
     def starved(self) -> list[Window]:
-        """The windows in which the grader's thread had the CPU for at most :data:`GRADER_SHARE_MIN` of the time."""
+        """The windows in which the grader's side had the CPU for at most :data:`GRADER_SHARE_MIN` of the time."""
         return [w for w in self.windows if w.wall >= JUDGED_WINDOW_S and w.grader_share <= GRADER_SHARE_MIN]
 
     def void(self) -> bool:

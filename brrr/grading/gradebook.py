@@ -422,6 +422,11 @@ def _student_environment(grader: _Grader, folder: Path, jupyter_path: Path, sand
     env = private_environment(folder / "private")
     env[grader_env()] = str(grader.socket)
     env["JUPYTER_PATH"] = str(jupyter_path)
+    # torch.compile compiles in the student's process, not in a pool of worker processes. Inductor compiles
+    # in-process while its pool is still starting and lets the pool go on starting (a torch import in each of
+    # up to 32 workers): after the student's call has returned, while the grader times its side, charged to
+    # the student (brrr.checks.fairness). A guard, from torch's source: not yet seen on a GPU.
+    env["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     if sandboxed:  # the instructor's home and temporary folder are not in the sandbox
         (folder / "private" / "home").mkdir(exist_ok=True)
         env["HOME"], env["TMPDIR"] = str(folder / "private" / "home"), "/tmp"

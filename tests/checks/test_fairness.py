@@ -2,15 +2,19 @@
 grader times its side fails for it; a grader that does not get the CPU voids the attempt and, after
 VOIDED_MAX of them, reports a grader fault, never the student's failure and never a pass."""
 
+import ctypes
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from brrr.checks import core, fairness, processes
 from brrr.grading import sandbox
+from conftest import ROOT
 
 pytestmark = [
     pytest.mark.device_independent,
@@ -36,7 +40,7 @@ class Machine:
             what,
             processes=lambda pid: [pid],
             cpu=lambda pids: self.student,
-            thread_time=lambda: self.thread,
+            grader_time=lambda: self.thread,
             clock=lambda: self.now,
         )
 
@@ -111,6 +115,94 @@ def test_the_grader_own_thread_is_not_counted_as_the_students_when_they_share_a_
                 pass
     assert watch.student_rate() < fairness.STUDENT_CPU_PER_S, watch.windows
     watch.judge("fast_train")
+
+
+def test_autograd_device_threads_work_for_the_grader_not_the_student():
+    """On a GPU the backward passes of the grader's given step run on autograd's thread for the device
+    (pt_autograd_0) while the grader's thread waits for them. Here a thread of that name does the grader's
+    work while the grader's thread waits: that work is the grader's side, not the student's CPU (the planted
+    bug: 0.40 CPU-s/s charged to Lab 4's reference solution on an H200), and it counts in the grader's share
+    (not a grader left without the CPU; the share itself depends on the machine's load, so its CPU is
+    asserted)."""
+    work, done, stop = threading.Event(), threading.Event(), threading.Event()
+
+    def device_thread():
+        ctypes.CDLL(None).prctl(15, b"pt_autograd_0", 0, 0, 0)  # PR_SET_NAME, as torch names it
+        while work.wait() and not stop.is_set():
+            work.clear()
+            start = time.thread_time()
+            while time.thread_time() - start < 0.05:  # the backward pass
+                pass
+            done.set()
+
+    thread = threading.Thread(target=device_thread, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not fairness.autograd_threads() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        watch = fairness.Watch(os.getpid(), "the given step")
+        for _ in range(3):
+            with watch.window():
+                work.set()
+                done.wait()  # the grader's thread waits for the backward pass
+                done.clear()
+    finally:
+        stop.set()
+        work.set()
+        thread.join()
+    assert watch.student_rate() < fairness.STUDENT_CPU_PER_S, watch.windows
+    assert all(window.grader_cpu >= 0.045 for window in watch.windows), watch.windows  # the backward passes
+    watch.judge("fast_train")
+
+
+PRACTICE_GRADER = """
+import json, os, threading, time
+from brrr.checks import fairness
+student = os.getppid()  # the notebook's process started this grader, as a practice grader is started
+go, stop = threading.Event(), threading.Event()
+
+def other_thread():  # another thread of the grader's process: its work is the grader's
+    go.wait()
+    while not stop.is_set():
+        pass
+
+thread = threading.Thread(target=other_thread)
+thread.start()
+watch = fairness.Watch(student, "the given step")
+with watch.window():
+    go.set()
+    time.sleep(0.3)
+    stop.set()
+thread.join()
+members = fairness.student_processes(student)
+print(json.dumps({"grader": os.getpid(), "members": members, "rate": watch.student_rate()}))
+"""
+
+NOTEBOOK = """
+import subprocess, sys
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # the notebook's own
+grader = subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True, text=True)
+helper.kill()
+print(helper.pid)
+print(grader.stdout, grader.stderr[-2000:])
+"""
+
+
+def test_a_practice_grader_below_the_notebook_is_not_counted_as_the_students(tmp_path):
+    """A practice grader (brrr.grading.client) is started by the notebook's process, so it is below it: its
+    processes are the grader's, and what they do while the grader times its side is not the student's. The
+    notebook's own processes still are. (The planted bug: the grader's process counted as the student's, less
+    its timing thread; on an H200 the grader's other threads read 0.40 CPU-s/s and failed Lab 4's solution.)"""
+    notebook = subprocess.run(
+        [sys.executable, "-c", NOTEBOOK, PRACTICE_GRADER], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    helper, seen = notebook.stdout.split("\n", 1)
+    assert seen.strip().startswith("{"), notebook.stdout + notebook.stderr
+    seen = json.loads(seen.strip().splitlines()[0])
+    assert seen["grader"] not in seen["members"], seen
+    assert int(helper) in seen["members"], seen  # what the notebook started itself is the student's
+    assert seen["rate"] < fairness.STUDENT_CPU_PER_S, seen
 
 
 ORPHAN = """

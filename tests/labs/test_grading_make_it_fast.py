@@ -184,6 +184,19 @@ def test_a_step_that_leaves_work_running_while_the_grader_times_the_given_step_f
     assert "your notebook's processes used" in message and "while the grader timed the given step" in message, message
 
 
+def test_a_graded_notebook_compiles_in_its_own_process_not_in_a_pool_left_starting(tmp_path, monkeypatch):
+    """torch.compile in a student's step: Inductor compiles in-process while its pool of compile workers is
+    still starting, and the pool goes on starting (a torch import in each worker) after the call returns,
+    while the grader times the given step: charged to the student. The graded notebook's environment asks
+    for no pool, whatever the instructor's has (the planted regression: the variable left unset)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "16")
+    grader = SimpleNamespace(socket=tmp_path / "grader.sock")
+    env = gradebook._student_environment(grader, tmp_path, tmp_path / "jupyter", sandboxed=False)
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+
+
 def test_a_correct_step_under_the_threshold_fails_speedup(monkeypatch):
     """Correct but slow: the samples two at a time, 1-2x the given step (0.95x once beside the book build).
     It fails the 3x the check asks: the speed check is graded against a number, not against whatever the

@@ -93,8 +93,8 @@ _children_ticks = fairness.reaped_children_cpu
 
 def process_tree(pid: int) -> list[int]:
     """``pid`` first, then every other process of the student's now: in a sandbox, all of its PID namespace
-    and below (:func:`brrr.checks.fairness.student_processes`), else every process under ``pid`` (a scan of
-    ``/proc``, a few ms: done once per attempt)."""
+    and below (:func:`brrr.checks.fairness.student_processes`), else every process under ``pid`` but a
+    practice grader's (a scan of ``/proc``, a few ms: done once per attempt)."""
     return [pid, *(each for each in fairness.student_processes(pid) if each != pid)]
 
 
