@@ -3,8 +3,10 @@
 Four numbers, each measured on the machine the code runs on, never looked up:
 
 copy bandwidth
-    Bytes per second that ``dst.copy_(src)`` moves (read + write) on a buffer far
-    larger than the last-level cache. The memory roof.
+    Bytes per second moved (read + write) by the fastest of several ways to copy
+    a buffer far larger than the last-level cache (:data:`COPY_WAYS`:
+    ``dst.copy_(src)``, ``torch.clone`` and a compiled elementwise copy, the kind
+    of kernel Inductor writes). The memory roof.
 matmul peak, per dtype
     FLOP/s of a large square matmul (2·n³ FLOPs). fp32 and, where the GPU has
     them, tf32, bf16 and fp16. On a CPU: fp32 and bf16. The compute roof for
@@ -18,7 +20,8 @@ dispatch overhead
     Seconds of host time per eager op on a one-element tensor. The overhead floor.
 
 ``measure()`` caches the result per user (see :mod:`brrr.cache`), keyed by device,
-torch version and thread count, and stamps it with device, versions and date::
+torch version, thread count and, on a CPU, the instruction set torch dispatches to
+(``ATEN_CPU_CAPABILITY``), and stamps it with device, versions and date::
 
     python -m brrr.ceilings            # print, measuring only if not cached
     python -m brrr.ceilings --refresh  # measure again
@@ -29,9 +32,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import sys
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -39,25 +43,26 @@ from brrr import cache, reference, units
 from brrr.device import DEVICE, ON_GPU, device_name, far_above_cache, per_device, synchronize
 from brrr.stamp import environment, format_stamp
 from brrr.roofline import Roof  # noqa: F401  (re-exported: brrr.ceilings.Roof)
-from brrr.timing import bench, torch_threads
+from brrr.timing import bench, bench_together, torch_threads
 
 # Why a kernel can stream faster than the copy roof, for the line that shows it (units.fraction_of's above).
-# On a CPU dst.copy_ is not the fastest way to stream memory. Measured on our 2-core CI machine, one thread,
-# 128 MiB: copy_ 19 GB/s, a + b 22-23 (into a fresh or an existing output alike), an in-place x.mul_ 40,
-# counting what each reads and writes once; another day x.clone() and compiled kernels ran at 25-26.
-# A CPU reads each destination line before it writes it (write-allocate), traffic no byte count here
-# includes, and ops that write less per byte read, or write in place, pay less of it.
+# The roof is the fastest of COPY_WAYS, yet on a CPU an op that is no copy can still stream faster. Measured
+# on our 2-core CI machine, one thread, 128 MiB: copy_ 19 GB/s, a + b 22-23 (into a fresh or an existing
+# output alike), an in-place x.mul_ 40, counting what each reads and writes once; another day x.clone() and
+# compiled kernels ran at 25-26. A CPU reads each destination line before it writes it (write-allocate),
+# traffic no byte count here includes, and ops that write less per byte read, or write in place, pay less.
 ABOVE_COPY = per_device(
-    cpu="dst.copy_ is not this CPU's fastest stream: a CPU reads each line it writes first "
-    "(write-allocate), traffic the counted bytes leave out, and an op that reads more than it writes, "
-    "or writes in place, pays less of it; the copy roof is also one measurement, with its noise",
-    gpu="the copy roof is one measurement, with its noise",
+    cpu="a CPU reads each line it writes first (write-allocate), traffic the counted bytes leave out, and "
+    "an op that reads more than it writes, or writes in place, pays less of it than any copy; the copy "
+    "roof is also a measurement, with its noise",
+    gpu="the copy roof is a measurement, with its noise",
 )
 
 # 2: the vector peak is a throughput measurement (independent accumulators)
 # 3: the matmul size per dtype is recorded (a CPU times slow dtypes smaller)
 # 4: GPU: the peak is the best of several shapes after the clocks settle, every reading kept
-FORMAT_VERSION = 4
+# 5: the copy bandwidth is the best of several ways to copy (COPY_WAYS), each way's reading kept
+FORMAT_VERSION = 5
 
 _DTYPES = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -73,6 +78,8 @@ class Ceilings:
     matmul_n: dict[str, int] = field(default_factory=dict)  # dtype name -> n of the n×n matmul timed
     matmul_shape: dict[str, str] = field(default_factory=dict)  # GPU: dtype name -> "MxNxK" of the best shape
     matmul_spread: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPU: every shape's readings
+    copy_way: str = "dst.copy_(src)"  # the way to copy (COPY_WAYS) that set copy_bandwidth; format 4 had only it
+    copy_rates: dict[str, float] = field(default_factory=dict)  # B/s: each way's best reading
 
     @property
     def stamp(self) -> str:
@@ -122,8 +129,11 @@ class Ceilings:
         lines = [f"Ceilings of {self.env.get('device', '?')}:"]
         lines.append(
             f"  copy bandwidth      {units.bandwidth(self.copy_bandwidth)} "
-            f"({copy_setup(self.threads, far_above_cache(4))})"
+            f"({copy_setup(self.threads, far_above_cache(4), self.copy_way)})"
         )
+        if len(self.copy_rates) > 1:
+            ways = ", ".join(f"{way} {units.bandwidth(rate)}" for way, rate in self.copy_rates.items())
+            lines.append(f"    best of {ways}")
         for name, peak in self.matmul_peak.items():
             size = f" (n={self.matmul_n[name]})" if name in self.matmul_n else ""
             if name in self.matmul_shape:
@@ -138,7 +148,8 @@ class Ceilings:
     def best_with(self, other: "Ceilings") -> "Ceilings":
         """Each roof at the better of the two measurements: load from other work only lowers a rate (and
         raises the per-op overhead), so the better reading is nearer the machine's own. Dated by the
-        later one; the matmul size is the one of the peak kept."""
+        later one; the matmul size is the one of the peak kept, the copy's way the one of the copy kept,
+        and each way's copy reading the better of the two."""
         if other.threads != self.threads:
             raise ValueError(f"ceilings of {self.threads} and {other.threads} threads do not combine")
         matmul_peak, matmul_n, shape = dict(self.matmul_peak), dict(self.matmul_n), dict(self.matmul_shape)
@@ -155,9 +166,15 @@ class Ceilings:
         for name, shapes in other.matmul_spread.items():  # every reading of both, the spread of both
             for label, rates in shapes.items():
                 spread.setdefault(name, {}).setdefault(label, []).extend(rates)
+        copy_rates = dict(self.copy_rates)
+        for way, rate in other.copy_rates.items():
+            copy_rates[way] = max(rate, copy_rates.get(way, 0.0))
+        faster = other if other.copy_bandwidth > self.copy_bandwidth else self
         return dataclasses.replace(
             self,
-            copy_bandwidth=max(self.copy_bandwidth, other.copy_bandwidth),
+            copy_bandwidth=faster.copy_bandwidth,
+            copy_way=faster.copy_way,
+            copy_rates=copy_rates,
             matmul_peak=matmul_peak,
             matmul_n=matmul_n,
             matmul_shape=shape,
@@ -185,10 +202,23 @@ def dtype_name(dtype: str | torch.dtype) -> str:
 # ---------------------------------------------------------------- the four measurements
 
 
-def copy_setup(threads: int | None, n: int) -> str:
-    """How a copy bandwidth was measured: thread count and buffer size, to print beside it.
+# The ways to copy that the copy roof is the best of. Each reads the 4n bytes of an fp32 source and writes 4n
+# bytes; none is always the fastest. On an H200 a roof of dst.copy_ alone read 4.25 TB/s, and notebook 10's
+# compiled x.cos().cos() (an Inductor kernel moving the same bytes) ran at 0.896x its roofline time. On our
+# 2-core EPYC (128 MiB, timed in turns) the three read within 10% of each other, the winner changing from run
+# to run: one thread, copy_ 13.9-14.9 GB/s, clone 14.3-16.2, compiled 14.4-15.8; two threads 23.4, 24.5, 23.5.
+COPY_INTO = "dst.copy_(src)"
+CLONE = "torch.clone(src)"
+COMPILED_COPY = "compiled src * 1"  # Inductor's own elementwise kernel: C++ on a CPU, Triton on a GPU
+COPY_WAYS = (COPY_INTO, CLONE, COMPILED_COPY)
+COPY_WAYS_BUDGET_S = per_device(cpu=0.3, gpu=0.2)  # the slowest way's timed seconds (bench_together)
 
-    A CPU's copy bandwidth depends on both (one thread cannot saturate DRAM on
+
+def copy_setup(threads: int | None, n: int, way: str = COPY_INTO) -> str:
+    """How a copy bandwidth was measured: the way to copy (:data:`COPY_WAYS`), thread count and buffer size,
+    to print beside it.
+
+    A CPU's copy bandwidth depends on all three (one thread cannot saturate DRAM on
     most machines; a buffer that fits in cache measures the cache), so every
     copy bandwidth the book prints says which it was.
     """
@@ -197,16 +227,59 @@ def copy_setup(threads: int | None, n: int) -> str:
     else:
         count = threads or torch.get_num_threads()
         where = f"{count} thread{'s' if count != 1 else ''}"
-    return f"dst.copy_(src), {where}, {units.binary_bytes(4 * n)} buffers"
+    return f"{way}, {where}, {units.binary_bytes(4 * n)} buffers"
 
 
-def describe_copy(rate: float, *, threads: int | None, n: int | None = None) -> str:
-    """``rate`` with the setup it was measured on: ``12.3 GB/s (dst.copy_(src), 1 thread, 256 MiB buffers)``."""
-    return f"{units.bandwidth(rate)} ({copy_setup(threads, n or far_above_cache(4))})"
+def describe_copy(rate: float, *, threads: int | None, n: int | None = None, way: str = COPY_INTO) -> str:
+    """``rate`` with the setup it was measured on: ``12.3 GB/s (dst.copy_(src), 1 thread, 256 MiB buffers)``.
+    For the copy roof, pass its way (:attr:`Ceilings.copy_way`)."""
+    return f"{units.bandwidth(rate)} ({copy_setup(threads, n or far_above_cache(4), way)})"
+
+
+def _times_one(x: torch.Tensor) -> torch.Tensor:
+    return x * 1  # reads 4n bytes, writes 4n bytes
+
+
+@functools.cache
+def _compiled_times_one() -> Callable[[torch.Tensor], torch.Tensor]:
+    """One compiled ``x * 1`` for the process: dynamo keeps a version per shape and thread count. Measured
+    with a cold Inductor cache on our 2-core EPYC, after the vector peak's compile: 1.2-1.5 CPU-s per
+    thread count."""
+    return torch.compile(_times_one, dynamic=False)
+
+
+def copy_calls(src: torch.Tensor, dst: torch.Tensor, *, threads: int | None = None) -> dict[str, Callable[[], object]]:
+    """Each of :data:`COPY_WAYS` as a call of no arguments, by name: each reads ``src`` and writes a tensor
+    of its size (``dst``, or one of its own). The compiled way is compiled here, at the thread count it will
+    be timed with, so that no timed call compiles."""
+    compiled = _compiled_times_one()
+    with torch_threads(threads):
+        compiled(src)
+    return {COPY_INTO: lambda: dst.copy_(src), CLONE: lambda: torch.clone(src), COMPILED_COPY: lambda: compiled(src)}
+
+
+def measure_copy_ways(n: int | None = None, *, threads: int | None = None) -> dict[str, float]:
+    """B/s of each of :data:`COPY_WAYS` on ``n`` fp32 elements (reads 4n bytes, writes 4n bytes), by name,
+    timed in turns (one call of each per round) so that a burst of other work lands on every way alike."""
+    n = n or far_above_cache(4)
+    src = torch.full((n,), 0.5, device=DEVICE)  # see measure_copy_bandwidth
+    dst = torch.empty_like(src)
+    calls = copy_calls(src, dst, threads=threads)
+    timings = bench_together(calls, threads=threads, budget_s=COPY_WAYS_BUDGET_S)
+    return {way: timings[way].rate(2 * n * src.element_size()) for way in calls}
+
+
+def fastest_copy(rates: dict[str, float]) -> tuple[str, float]:
+    """``(way, B/s)``: the fastest of ``rates`` (each way's B/s), the copy roof."""
+    if not rates:
+        raise ValueError("no copy readings to pick a roof from")
+    way = max(rates, key=rates.get)
+    return way, rates[way]
 
 
 def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None, budget_s: float | None = None) -> float:
-    """B/s of ``dst.copy_(src)`` on ``n`` fp32 elements: reads 4n bytes, writes 4n bytes."""
+    """B/s of ``dst.copy_(src)`` on ``n`` fp32 elements: reads 4n bytes, writes 4n bytes. One of the ways
+    the copy roof times (:func:`measure_copy_ways`), and the copy the labs and sweeps time."""
     n = n or far_above_cache(4)
     # A copy moves bytes whatever they hold; filling the source costs a third of drawing it at random (0.09
     # against 0.31 s for the CPU's 128 MiB, longer than the 0.1 s a grader's reading times).
@@ -258,8 +331,8 @@ def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -
     if best > ceiling:
         note = (
             f"{what}: {units.bandwidth(best)}, {best / ceiling:.2f}x the cached ceiling of "
-            f"{units.bandwidth(ceiling)} (measured {found.env.get('date', '?')}). It is the copy the ceiling "
-            "times, and load only ever slows a copy, so the ceiling was read in a busier moment. It is "
+            f"{units.bandwidth(ceiling)} (measured {found.env.get('date', '?')}). It is one of the copies the "
+            "ceiling times, and load only ever slows a copy, so the ceiling was read in a busier moment. It is "
             "raised to this reading, here and in the cache, for every page from now on."
         )
         found = raise_copy_ceiling(found, best)
@@ -273,13 +346,19 @@ def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -
     return found, best, note
 
 
-def raise_copy_ceiling(found: Ceilings, rate: float) -> Ceilings:
-    """``found`` with its copy bandwidth raised to ``rate`` (never lowered), written to the cache that
-    :func:`measure` reads."""
+def raise_copy_ceiling(found: Ceilings, rate: float, way: str = COPY_INTO) -> Ceilings:
+    """``found`` with its copy bandwidth raised to ``rate``, a reading of ``way`` (never lowered), written to
+    the cache that :func:`measure` reads."""
     if rate <= found.copy_bandwidth:
         return found
     # dated today: the stamp printed beside the raised roof says when its figure was measured
-    raised = dataclasses.replace(found, copy_bandwidth=rate, env={**found.env, "date": environment()["date"]})
+    raised = dataclasses.replace(
+        found,
+        copy_bandwidth=rate,
+        copy_way=way,
+        copy_rates={**found.copy_rates, way: rate},
+        env={**found.env, "date": environment()["date"]},
+    )
     cache.write_json(cache_path(found.threads), raised.to_json())  # measure() keeps threads None on a GPU
     return raised
 
@@ -566,7 +645,8 @@ def measure_dispatch_overhead(ops: int = 2000, *, threads: int | None = None) ->
 def measure_all(*, threads: int | None = None) -> Ceilings:
     """Every ceiling, measured now.
 
-    The copy bandwidth and the vector peak are each read twice, first and last,
+    The copy bandwidth is the fastest of :data:`COPY_WAYS` (:func:`measure_copy_ways`), each way's reading
+    kept in :attr:`Ceilings.copy_rates`. It and the vector peak are each read twice, first and last,
     seconds apart, and the higher reading kept: load from other work only lowers
     a rate, and a kernel on every core is what a burst of it hits hardest (a fresh
     clone's test run once read the copy at 5.35 GB/s under one, 3.5x below the same
@@ -579,7 +659,9 @@ def measure_all(*, threads: int | None = None) -> Ceilings:
     """
     with torch_threads(threads):
         env = environment()
-    first_copy = measure_copy_bandwidth(threads=threads)
+    if not ON_GPU:
+        env["cpu_capability"] = cpu_capability()
+    first_copy = measure_copy_ways(threads=threads)
     first_vector = measure_vector_peak(threads=threads)
     spread: dict[str, dict[str, list[float]]] = {}
     shapes: dict[str, str] = {}
@@ -595,10 +677,15 @@ def measure_all(*, threads: int | None = None) -> Ceilings:
         best = {name: max(best[name], again[name]) for name in best}
     matmul_peak = {name: rate for name, (rate, _) in best.items()}
     sizes = {name: n for name, (_, n) in best.items()}
+    last_copy = measure_copy_ways(threads=threads)
+    copy_rates = {way: max(first_copy[way], last_copy[way]) for way in first_copy}
+    copy_way, copy_bandwidth = fastest_copy(copy_rates)
     return Ceilings(
         matmul_spread=spread,
         matmul_shape=shapes,
-        copy_bandwidth=max(first_copy, measure_copy_bandwidth(threads=threads)),
+        copy_bandwidth=copy_bandwidth,
+        copy_way=copy_way,
+        copy_rates=copy_rates,
         matmul_peak=matmul_peak,
         matmul_n=sizes,
         vector_peak=max(first_vector, measure_vector_peak(threads=threads)),
@@ -642,9 +729,20 @@ def _kept_at_the_better(found: Ceilings, reading: Ceilings) -> Ceilings:
 # ---------------------------------------------------------------- caching
 
 
+def cpu_capability() -> str:
+    """The instruction set torch's CPU kernels dispatch to ("AVX2", "AVX512", "DEFAULT"...): the CPU's best,
+    or less where ``ATEN_CPU_CAPABILITY`` masks it, which Inductor's C++ follows too. It moves the copy and
+    the vector peak, so roofs measured under one are no roofs under another."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
 def cache_path(threads: int | None = None):
+    """The cache file of this device's ceilings at ``threads``; on a CPU, of this :func:`cpu_capability`."""
     threads_part = "default-threads" if threads is None else f"{threads}-threads"
-    return cache.cache_dir() / f"ceilings-{cache.slug(device_name())}-{DEVICE.type}-{threads_part}.json"
+    device_part = f"{cache.slug(device_name())}-{DEVICE.type}"
+    if not ON_GPU:
+        device_part += f"-{cache.slug(cpu_capability())}"
+    return cache.cache_dir() / f"ceilings-{device_part}-{threads_part}.json"
 
 
 def measure(*, refresh: bool = False, threads: int | None = None) -> Ceilings:
@@ -670,7 +768,7 @@ def measure(*, refresh: bool = False, threads: int | None = None) -> Ceilings:
 
 
 def _still_valid(cached: dict) -> bool:
-    now = environment()
+    now = environment()  # the CPU's capability is in the cache's path (cache_path)
     env = cached.get("env", {})
     return cached.get("format") == FORMAT_VERSION and all(
         env.get(key) == now[key] for key in ("device", "device_type", "torch", "triton")

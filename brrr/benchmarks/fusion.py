@@ -51,7 +51,7 @@ import torch
 
 from brrr import column, counting, reference, roofline, targets, units
 from brrr.benchmarks.compiling import compile_for_timing, graphs
-from brrr.ceilings import ABOVE_COPY, measure_copy_bandwidth  # ABOVE_COPY: why a kernel can beat the copy roof
+from brrr.ceilings import ABOVE_COPY, copy_calls, measure_copy_bandwidth  # ABOVE_COPY: why a kernel beats it
 from brrr.device import DEVICE, ON_GPU, device_class, far_above_cache, per_device
 from brrr.kernels import pointwise, softmax
 from brrr.memory import settle_page_faults
@@ -625,11 +625,11 @@ def model_ratio_in_turns(
 ) -> float:
     """:func:`model_ratio` of ``fn`` measured again, with both of its roofs timed in the same rounds.
 
-    Each round times ``fn``, a copy of ``n`` fp32 elements (the memory roof, as :mod:`brrr.ceilings`
-    times it; left out with ``memory=False``) and the cosine roof's kernels (eager ``x.cos()`` on data
-    in cache for an eager variant on a CPU, else the compiled chains of :func:`cos_rates`). Each round
-    gives the workload's time over the roofline's time at that round's roofs; the median of the rounds
-    is returned. A burst of load slows the roofs of its round as it slows the workload, where roofs
+    Each round times ``fn``, each way of copying ``n`` fp32 elements (the memory roof, the fastest of them
+    as :mod:`brrr.ceilings` reads it; left out with ``memory=False``) and the cosine roof's kernels (eager
+    ``x.cos()`` on data in cache for an eager variant on a CPU, else the compiled chains of :func:`cos_rates`).
+    Each round gives the workload's time over the roofline's time at that round's roofs; the median of the
+    rounds is returned. A burst of load slows the roofs of its round as it slows the workload, where roofs
     timed seconds apart could catch a burst the workload missed or miss one it caught: a neighbour
     streaming memory takes bandwidth from the workload and evicts the cosine roof's data from the cache.
     With one thread on a CPU the runs are timed on the thread's CPU clock, so that time spent preempted
@@ -643,18 +643,18 @@ def model_ratio_in_turns(
             length: functools.partial(compile_for_timing(cos_chain_of(length), small, threads=threads), small)
             for length in COS_RATE_CHAINS
         }
-    timed = {"workload": fn, **roofs}
-    if memory:
+    copies = {}
+    if memory:  # every way the copy roof is read (brrr.ceilings.copy_calls): on an H200 a compiled copy beat copy_
         src = torch.randn(n, device=DEVICE)
-        dst = torch.empty_like(src)
-        timed["copy"] = lambda: dst.copy_(src)
+        copies = {f"copy {way}": call for way, call in copy_calls(src, torch.empty_like(src), threads=threads).items()}
+    timed = {"workload": fn, **roofs, **copies}
     with torch_threads(threads):
         for call in timed.values():
             settle_page_faults(call)
 
     def per_round(seconds: dict) -> float:
         rate = max(length * COS_RATE_N / seconds[length] for length in roofs)
-        bandwidth = 2 * n * 4 / seconds["copy"] if memory else float("inf")
+        bandwidth = max((2 * n * 4 / seconds[copy] for copy in copies), default=float("inf"))
         return seconds["workload"] / predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate)
 
     return median_per_round(

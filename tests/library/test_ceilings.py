@@ -8,7 +8,7 @@ import torch
 from brrr import ceilings, reference
 from brrr.ceilings import Ceilings
 from brrr.device import DEVICE, ON_GPU, far_above_cache, per_device, synchronize
-from brrr.timing import torch_threads
+from brrr.timing import Timing, torch_threads
 
 
 def _fake(**overrides) -> Ceilings:
@@ -29,6 +29,11 @@ def _fake(**overrides) -> Ceilings:
     )
     values.update(overrides)
     return Ceilings(**values)
+
+
+def _every_way(rate: float) -> dict[str, float]:
+    """A reading of :func:`ceilings.measure_copy_ways` where every way copies at ``rate``."""
+    return {way: rate for way in ceilings.COPY_WAYS}
 
 
 def _fastest(fn, calls: int) -> float:
@@ -244,8 +249,8 @@ def test_a_faster_reading_of_the_ceilings_copy_raises_the_ceiling_and_a_slow_one
 
 def test_the_copy_ceiling_keeps_the_higher_of_two_readings_taken_apart(monkeypatch):
     """A burst of load beside the first reading must not become the roof (5.35 GB/s against 18.5 once)."""
-    readings = iter([5.35e9, 18.5e9])
-    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: next(readings))
+    readings = iter([_every_way(5.35e9), _every_way(18.5e9)])
+    monkeypatch.setattr(ceilings, "measure_copy_ways", lambda *a, **k: next(readings))
     monkeypatch.setattr(ceilings, "matmul_peak_size", lambda *a, **k: 64)
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e11)
     monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: 1e10)
@@ -257,7 +262,7 @@ def test_the_vector_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypatc
     """The planted regression of notebook 00's memory-bound check: a two-thread vector peak read under load
     (18.9 GFLOP/s against 139.7 quiet, in a fresh clone's run) must not become the roof."""
     readings = iter([18.9e9, 139.7e9])
-    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 20e9)
+    monkeypatch.setattr(ceilings, "measure_copy_ways", lambda *a, **k: _every_way(20e9))
     monkeypatch.setattr(ceilings, "matmul_peak_size", lambda *a, **k: 64)
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e11)
     monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: next(readings))
@@ -271,7 +276,7 @@ def test_a_cpu_matmul_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypa
     if ceilings.ON_GPU:
         pytest.skip("a GPU's peak is the best of its shapes (measure_gpu_matmul_peak)")
     readings = {name: iter([(67.3e9, 512), (82.3e9, 128)]) for name in ceilings.matmul_dtypes()}
-    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 20e9)
+    monkeypatch.setattr(ceilings, "measure_copy_ways", lambda *a, **k: _every_way(20e9))
     monkeypatch.setattr(ceilings, "measure_best_matmul_peak", lambda name, **k: next(readings[name]))
     monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: 1e10)
     monkeypatch.setattr(ceilings, "measure_dispatch_overhead", lambda *a, **k: 2e-6)
@@ -420,3 +425,105 @@ def test_the_matmul_peak_is_the_best_of_its_shapes_after_the_clocks_settle(monke
     assert sorted(timed) == sorted({1024, *ceilings.CPU_EXTRA_PEAK_SIZES})
     rates[128] = 200e9
     assert ceilings.measure_best_matmul_peak("bfloat16") == (200e9, 128)
+
+
+def _other_roofs_faked(monkeypatch, *, on_gpu: bool) -> None:
+    """Every roof but the copy faked, with ``ON_GPU`` faked at the branch: on a GPU the copy roof runs the
+    same code as on a CPU (only the budget and the label differ), so it is tested here on either."""
+    monkeypatch.setattr(ceilings, "ON_GPU", on_gpu)
+    monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: 1e10)
+    monkeypatch.setattr(ceilings, "measure_dispatch_overhead", lambda *a, **k: 2e-6)
+    monkeypatch.setattr(ceilings, "matmul_dtypes", lambda: ["float32"])
+    monkeypatch.setattr(ceilings, "measure_best_matmul_peak", lambda name, **k: (1e11, 64))
+    monkeypatch.setattr(ceilings, "measure_gpu_matmul_peak", lambda name: (1e14, "64x64x64", {"64x64x64": [1e14]}))
+
+
+@pytest.mark.parametrize("on_gpu", [False, True], ids=["cpu", "gpu"])
+def test_the_copy_roof_is_the_fastest_way_to_copy_the_same_bytes(monkeypatch, on_gpu):
+    """The planted regression: a roof of dst.copy_ alone. On an H200 it read 4.25 TB/s, and notebook 10's
+    compiled x.cos().cos(), an Inductor kernel that reads and writes the same bytes as a copy, ran at 0.896x
+    its roofline time: 11% above the roof. Here the compiled copy is made the fastest way (timings faked,
+    every way's call run for real on a small buffer): the roof is its rate, and the record says so."""
+    n = 4096
+    seconds = {ceilings.COPY_INTO: 1e-3, ceilings.CLONE: 0.95e-3, ceilings.COMPILED_COPY: 0.9e-3}
+    called = []
+
+    def timed_in_turns(calls, **timing):
+        assert sorted(calls) == sorted(ceilings.COPY_WAYS)
+        for way, call in calls.items():
+            assert torch.equal(call().cpu(), torch.full((n,), 0.5)), way
+            called.append(way)
+        return {way: Timing(seconds[way], seconds[way], seconds[way], 5, "faked") for way in calls}
+
+    _other_roofs_faked(monkeypatch, on_gpu=on_gpu)
+    monkeypatch.setattr(ceilings, "far_above_cache", lambda element_size=4, **k: n)
+    monkeypatch.setattr(ceilings, "bench_together", timed_in_turns)
+    monkeypatch.setattr(ceilings, "_compiled_times_one", lambda: lambda x: x * 1)  # compiling: the next test
+    found = ceilings.measure_all()
+    moved = 2 * 4 * n
+    assert found.copy_bandwidth == pytest.approx(moved / 0.9e-3) and found.copy_way == ceilings.COMPILED_COPY
+    assert found.copy_rates == pytest.approx({way: moved / s for way, s in seconds.items()})
+    assert sorted(called) == sorted(ceilings.COPY_WAYS * 2)  # read first and last, as before
+    assert f"({ceilings.COMPILED_COPY}, " in found.summary()
+    assert Ceilings.from_json(found.to_json()) == found
+
+
+def test_the_copy_roof_is_at_least_every_ways_reading_each_a_real_copy():
+    """The invariant, measured: each way (the compiled one compiled by Inductor) copies the same bytes, and the
+    roof is at least every way's reading in the same run."""
+    n = 2**16
+    src, dst = torch.randn(n, device=DEVICE), torch.empty(n, device=DEVICE)
+    for way, call in ceilings.copy_calls(src, dst, threads=1).items():
+        dst.zero_()
+        assert torch.equal(call(), src), way
+    rates = ceilings.measure_copy_ways(n, threads=1)
+    assert sorted(rates) == sorted(ceilings.COPY_WAYS) and all(rate > 0 for rate in rates.values())
+    way, roof = ceilings.fastest_copy(rates)
+    assert roof == rates[way] and all(roof >= rate for rate in rates.values())
+
+
+def test_the_copy_roofs_way_follows_the_reading_kept_and_the_roof_never_falls_below_a_way():
+    """Roofs only rise, each way's reading with them: combined, raised by a faster copy_ (notebook 00's sweep,
+    fusion.copy_roof) or not, the roof stays at least every reading it records, and names the way that set
+    it."""
+    cached = _fake(
+        copy_bandwidth=20e9,
+        copy_way=ceilings.COMPILED_COPY,
+        copy_rates={ceilings.COPY_INTO: 15e9, ceilings.COMPILED_COPY: 20e9},
+    )
+    fresh = _fake(
+        copy_bandwidth=22e9, copy_way=ceilings.CLONE, copy_rates={ceilings.COPY_INTO: 12e9, ceilings.CLONE: 22e9}
+    )
+    best = cached.best_with(fresh)
+    assert (best.copy_bandwidth, best.copy_way) == (22e9, ceilings.CLONE)
+    assert best.copy_rates == {ceilings.COPY_INTO: 15e9, ceilings.COMPILED_COPY: 20e9, ceilings.CLONE: 22e9}
+    assert fresh.best_with(cached).copy_way == ceilings.CLONE
+    slower = dataclasses.replace(fresh, copy_bandwidth=5e9, copy_rates={ceilings.CLONE: 5e9})
+    assert cached.best_with(slower).copy_way == ceilings.COMPILED_COPY
+    for found in (best, cached.best_with(slower)):
+        assert all(found.copy_bandwidth >= rate for rate in found.copy_rates.values())
+
+
+def test_roofs_cached_under_one_cpu_capability_are_not_read_under_another(tmp_path, monkeypatch):
+    """ATEN_CPU_CAPABILITY=avx2 (or default) masks the CPU's instruction set from torch's kernels and from
+    Inductor's C++: the copy and the vector peak move with it. Roofs measured under one capability are cached
+    apart from another's, and each is read back under its own."""
+    monkeypatch.setattr(ceilings, "ON_GPU", False)
+    monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(reference.ENV_VAR, raising=False)  # fake ceilings must not reach data/reference
+    measured = []
+
+    def fake_measure_all(threads=None):
+        capability = torch.backends.cpu.get_cpu_capability()
+        measured.append(capability)
+        return _fake(copy_bandwidth={"AVX512": 30e9}.get(capability, 10e9), env=ceilings.environment())
+
+    monkeypatch.setattr(ceilings, "measure_all", fake_measure_all)
+    paths = {}
+    for capability in ("AVX512", "DEFAULT", "AVX512", "DEFAULT"):
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda capability=capability: capability)
+        found = ceilings.measure(threads=1)
+        assert found.copy_bandwidth == {"AVX512": 30e9}.get(capability, 10e9), capability
+        paths[capability] = ceilings.cache_path(1)
+    assert measured == ["AVX512", "DEFAULT"]  # each measured once, then read from its own cache
+    assert paths["AVX512"] != paths["DEFAULT"] and all(path.is_file() for path in paths.values())
