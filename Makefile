@@ -2,6 +2,7 @@
 #   make book   create .venv, install, execute every notebook, build the HTML book in _build/html
 #   make test   the same set-up, then the test suite (within ten minutes on two cores)
 #   make test-e2e   the end-to-end stage: the book built and read in Chromium, whole gradebook runs
+#   make test-stacks   on the GPU nodes' and Colab's torch and Triton (.ci/stacks.toml), what depends on them
 # GPU nodes without internet: `make wheelhouse` where there is internet, carry the
 # folder across, then `make gpu-check` on the node (see README).
 
@@ -30,7 +31,7 @@ BOOK_FLAGS := -W -n --keep-going
 # builds take the same path from the same function.
 WARM_JUPYTER_PATH = $(shell $(PY) -c 'from brrr.warm import jupyter_path; print(jupyter_path())')
 
-.PHONY: book test test-e2e labs mutants gpu-check wheelhouse clean install
+.PHONY: book test test-e2e test-stacks labs mutants gpu-check wheelhouse clean install
 
 install: $(INSTALLED)
 
@@ -66,12 +67,17 @@ book: $(INSTALLED)
 # `make test` leaves out the end-to-end stage (tests marked e2e; tests/conftest.py marks every test that
 # reads the built book): the two together used 1,387 CPU-seconds in a fresh clone, 810 s on the 2-core CI
 # machine, against a budget of 600 s. CI runs both (.ci/run); a plain `pytest` runs both.
-test test-e2e: export TORCHINDUCTOR_COMPILE_THREADS := 1
+test test-e2e test-stacks: export TORCHINDUCTOR_COMPILE_THREADS := 1
 test: $(INSTALLED)
 	$(PY) -m pytest -n 2 --dist loadfile -m "not e2e"
 
 test-e2e: $(INSTALLED)
 	$(PY) -m pytest -n 2 --dist loadfile -m e2e
+
+# Every other stack of .ci/stacks.toml (a GPU node's torch and Triton, Colab's): in a venv of its own each,
+# what depends on their versions (.ci/test-stacks says what). CI runs it after the two stages.
+test-stacks:
+	$(PYTHON) .ci/test-stacks $(STACKS)
 
 labs: $(INSTALLED)
 	$(PY) -m brrr.labs
@@ -106,4 +112,4 @@ gpu-check:
 	bash .ci/gpu-check $(if $(PART),--part $(PART)) $(if $(OUT),--out $(OUT))
 
 clean:
-	rm -rf _build .cache .pytest_cache $(GPU_VENV)
+	rm -rf _build .cache .pytest_cache $(GPU_VENV) .venv-gpu-node .venv-colab

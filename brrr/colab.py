@@ -17,7 +17,7 @@ runs is replaced:
   commit that holds its cells.
 - pip gets Colab's torch and triton pinned at the versions installed (a
   constraints file written by the cell): a package the session has imported
-  cannot be swapped under it, and ``torch>=2.11`` cannot make pip fetch
+  cannot be swapped under it, and ``torch>=2.10`` cannot make pip fetch
   another torch. A runtime whose torch or triton is older than brrr needs is
   told so, and nothing is installed.
 - It installs ``brrr``, not ``brrr[grade]``: the extras serve the gradebook

@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -213,10 +214,15 @@ def _measure_ceilings_while_quiet(config) -> None:
 # within its ten minutes on two cores; a plain ``pytest`` runs both.
 E2E_FIXTURES = ("book_build",)
 
+# What depends on the torch and Triton versions, which `make test-stacks` runs on every stack besides the
+# pinned one (.ci/stacks.toml, [run]): marked `stack`, as is every notebook a run is given.
+STACK_FILES = tuple(Path(name).name for name in tomllib.loads((ROOT / ".ci/stacks.toml").read_text())["run"]["tests"])
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Mark the end-to-end stage's tests before ``-m`` selects (:data:`E2E_FIXTURES`), then order them all.
+    """Mark the end-to-end stage's tests before ``-m`` selects (:data:`E2E_FIXTURES`), and the stacks' tests
+    (:data:`STACK_FILES`, and any notebook run), then order them all.
 
     The book's tests go first: under ``make test-e2e`` or a plain ``pytest -n 2 --dist loadfile``
     the worker that takes test_book_build.py starts the build at once, and the
@@ -230,6 +236,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if any(name in getattr(item, "fixturenames", ()) for name in E2E_FIXTURES):
             item.add_marker(pytest.mark.e2e)
+        if item.path.name in STACK_FILES or item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.stack)
     builds_the_book = "not e2e" not in (config.getoption("markexpr") or "")
     early = SLOW_FILES + (() if builds_the_book else LAST_FILES)
     late = (LAST_FILES if builds_the_book else ()) + AFTER_THE_BOOK
