@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
 import re
 from pathlib import Path
 
@@ -89,3 +90,26 @@ def patch_lab(monkeypatch, lab, name: str, value) -> None:
     assert holding, f"no module of {lab.__name__} has {name}"
     for module in holding:
         monkeypatch.setattr(module, name, value)
+
+
+def solution_on_gpu(folder, lab: str, cell_id: str, kernel: str):
+    """The cell ``cell_id`` of ``lab``'s solution notebook as a module, answers included, on its GPU branch (``ON_GPU``
+    true), with ``kernel`` replaced by one that records its launches (``module.launches``: grid and keyword
+    arguments), so that nothing runs and the device is asked only what a test fakes. Triton reads a kernel's
+    source from a file: the cell is written to one in ``folder``."""
+    cells = json.loads((SOLUTIONS / f"{lab}.ipynb").read_text())["cells"]
+    (source,) = ["".join(cell["source"]) for cell in cells if cell.get("id") == cell_id]
+    source = source.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", "")
+    path = folder / f"solution_{cell_id}.py"
+    path.write_text("import torch\nimport triton\nimport triton.language as tl\nON_GPU = True\n" + source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.launches = []
+
+    class Recorded:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: module.launches.append((grid, kwargs))
+
+    setattr(module, kernel, Recorded())
+    return module

@@ -21,7 +21,7 @@ from brrr.grading.client import LocalStudent
 from brrr.labs import flash_attention as fa
 from brrr.labs.flash_attention import checks as fa_checks
 
-from lab_fixtures import expected_reason, load_module, patch_lab, submission_notebook
+from lab_fixtures import expected_reason, load_module, patch_lab, solution_on_gpu, submission_notebook
 
 LAB = "06-flash-attention"
 cpu_only = pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
@@ -340,34 +340,6 @@ def test_the_gradebook_matches_a_lab_6_submission_and_splices_its_answers(tmp_pa
 # ---------------------------------------------------------------- the solution's wrapper, on its GPU branch
 
 
-def solution_on_gpu(folder, cell_id: str, kernel: str):
-    """The solution notebook's cell ``cell_id`` as a module, answers included, on its GPU branch (``ON_GPU``
-    true), with ``kernel`` replaced by one that records its launches (``module.launches``: grid and keyword
-    arguments), so that nothing runs and the device is asked only what a test fakes. Triton reads a kernel's
-    source from a file: the cell is written to one in ``folder``."""
-    import importlib.util
-    import json
-
-    from lab_fixtures import SOLUTIONS
-
-    cells = json.loads((SOLUTIONS / f"{LAB}.ipynb").read_text())["cells"]
-    (source,) = ["".join(cell["source"]) for cell in cells if cell.get("id") == cell_id]
-    source = source.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", "")
-    path = folder / f"solution_{cell_id}.py"
-    path.write_text("import torch\nimport triton\nimport triton.language as tl\nON_GPU = True\n" + source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.launches = []
-
-    class Recorded:
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: module.launches.append((grid, kwargs))
-
-    setattr(module, kernel, Recorded())
-    return module
-
-
 def test_the_solution_chooses_its_blocks_once_per_dtype_and_head_dim_not_on_every_call(tmp_path, monkeypatch):
     """Lab 5's wrapper, choosing its tiling on every call, lost about 1.1 ms of host time a call to it on an
     H200 (tests/labs/test_grading_tile_it.py). The attention wrapper's blocks_for asks the device's compute
@@ -375,7 +347,7 @@ def test_the_solution_chooses_its_blocks_once_per_dtype_and_head_dim_not_on_ever
     (dtype, d) over ten calls, not on every one."""
     asked = []
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args: asked.append("capability") or (9, 0))
-    solution = solution_on_gpu(tmp_path, "attention", "attention_kernel")
+    solution = solution_on_gpu(tmp_path, LAB, "attention", "attention_kernel")
     for d in (64, 128):
         q = torch.ones(1, 2, 48, d, dtype=torch.float16)
         for _ in range(5):

@@ -19,7 +19,7 @@ from brrr.grading.client import LocalStudent
 from brrr.labs import tile_it
 from brrr.labs.tile_it import checks as tile_it_checks
 
-from lab_fixtures import expected_reason, load_module, patch_lab, submission_notebook
+from lab_fixtures import expected_reason, load_module, patch_lab, solution_on_gpu, submission_notebook
 
 LAB = "05-tile-it"
 cpu_only = pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
@@ -374,34 +374,6 @@ def test_the_gradebook_matches_a_lab_5_submission_and_splices_its_answers(tmp_pa
 # ---------------------------------------------------------------- the solution's wrapper, on its GPU branch
 
 
-def solution_on_gpu(folder, cell_id: str, kernel: str):
-    """The solution notebook's cell ``cell_id`` as a module, answers included, on its GPU branch (``ON_GPU``
-    true), with ``kernel`` replaced by one that records its launches (``module.launches``: grid and keyword
-    arguments), so that nothing runs and the device is asked only what a test fakes. Triton reads a kernel's
-    source from a file: the cell is written to one in ``folder``."""
-    import importlib.util
-    import json
-
-    from lab_fixtures import SOLUTIONS
-
-    cells = json.loads((SOLUTIONS / f"{LAB}.ipynb").read_text())["cells"]
-    (source,) = ["".join(cell["source"]) for cell in cells if cell.get("id") == cell_id]
-    source = source.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", "")
-    path = folder / f"solution_{cell_id}.py"
-    path.write_text("import torch\nimport triton\nimport triton.language as tl\nON_GPU = True\n" + source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.launches = []
-
-    class Recorded:
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: module.launches.append((grid, kwargs))
-
-    setattr(module, kernel, Recorded())
-    return module
-
-
 def test_the_solution_chooses_its_tiling_once_per_dtype_not_on_every_call(tmp_path, monkeypatch):
     """On an H200 (2026-11-28) the solution's wrapper, called as matmul(a, b, out), chose its tiling on every
     call: choosing it (it asks the device) cost about 1.1 ms of host time a call, and it reached 16-18% of torch.mm at
@@ -410,7 +382,7 @@ def test_the_solution_chooses_its_tiling_once_per_dtype_not_on_every_call(tmp_pa
     same options. (The planted regression: tile_for without its cache asks on all ten calls.)"""
     asked = []
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args: asked.append("capability") or (9, 0))
-    solution = solution_on_gpu(tmp_path, "matmul", "matmul_kernel")
+    solution = solution_on_gpu(tmp_path, LAB, "matmul", "matmul_kernel")
     solution.pipeline_stages = lambda stage_bytes, most=3: asked.append("shared memory") or most
     for dtype in (torch.bfloat16, torch.float32):
         a, b, out = torch.ones(40, 24, dtype=dtype), torch.ones(24, 56, dtype=dtype), torch.empty(40, 56, dtype=dtype)
