@@ -26,10 +26,10 @@ export MALLOC_MMAP_MAX_ := 0
 export MALLOC_TRIM_THRESHOLD_ := 100000000000
 
 BOOK_FLAGS := -W -n --keep-going
-# First on JUPYTER_PATH, brrr/warm/jupyter_path's kernelspec python3 forks each notebook's kernel from one
-# process that has imported torch and the rest of every page's set-up, once (brrr/warm/); the tests' book
+# First on JUPYTER_PATH, book/brrr_book/warm/jupyter_path's kernelspec python3 forks each notebook's kernel from one
+# process that has imported torch and the rest of every page's set-up, once (book/brrr_book/warm/); the tests' book
 # builds take the same path from the same function.
-WARM_JUPYTER_PATH = $(shell $(PY) -c 'from brrr.warm import jupyter_path; print(jupyter_path())')
+WARM_JUPYTER_PATH = $(shell $(PY) -c 'from brrr_book.warm import jupyter_path; print(jupyter_path())')
 
 .PHONY: book test test-e2e test-stacks labs mutants gpu-check wheelhouse clean install
 
@@ -44,11 +44,11 @@ install: $(INSTALLED)
 UV_VERSION := 0.13.9
 UV_INSTALL := $(PY) -m uv pip install --quiet --no-cache --compile-bytecode --python $(PY)
 
-$(INSTALLED): requirements.txt pyproject.toml
+$(INSTALLED): requirements.txt pyproject.toml book/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0 uv==$(UV_VERSION)
 	$(UV_INSTALL) -r requirements.txt
-	$(UV_INSTALL) --no-deps -e .
+	$(UV_INSTALL) --no-deps -e . -e book
 	touch $@
 
 # The roofs every page divides by, measured afresh on a quiet machine before any notebook runs (a cached
@@ -107,7 +107,7 @@ wheelhouse: $(INSTALLED)
 	@echo "wheelhouse/ holds $$(ls wheelhouse/*.whl | wc -l) wheels for Python $(WHEEL_PYTHON); copy it to the GPU node."
 
 # PART=1|2|3 runs one part of the check (each within 9 minutes), OUT=DIR the folder its record goes to;
-# without PART all three run, one after the other, and are merged. The parts: brrr/gpucheck/plan.py.
+# without PART all three run, one after the other, and are merged. The parts: book/brrr_book/gpucheck/plan.py.
 gpu-check:
 	bash .ci/gpu-check $(if $(PART),--part $(PART)) $(if $(OUT),--out $(OUT))
 

@@ -1,7 +1,7 @@
-"""A pytest plugin for the GPU check (brrr.gpucheck.run): under nbval, save each cell's outputs and figures.
+"""A pytest plugin for the GPU check (brrr_book.gpucheck.run): under nbval, save each cell's outputs and figures.
 
 After every cell, what it printed and drew goes to ``$BRRR_NOTEBOOK_OUTPUTS/<stem>/`` in the small form of
-:mod:`brrr.gpucheck.outputs` (text and PNGs), whether the cell passed or failed; the file is rewritten after
+:mod:`brrr_book.gpucheck.outputs` (text and PNGs), whether the cell passed or failed; the file is rewritten after
 each cell, so a notebook stopped at its limit keeps what it had shown. Load it with
 ``-p notebook_record`` and ``.ci`` on ``PYTHONPATH``; without the variable it does nothing.
 """
@@ -23,7 +23,7 @@ def pytest_runtest_makereport(item, call):
     cell = getattr(item, "cell_num", None)
     if not root or cell is None or call.when != "call":
         return
-    from brrr.gpucheck import outputs
+    from brrr_book.gpucheck import outputs
 
     report = outcome.get_result()
     notebook = item.nodeid.split("::", 1)[0]

@@ -1,10 +1,13 @@
 """brrr: measure, model and grade GPU performance for deep learning, from first principles.
 
-Helper code for the book's notebooks and labs. Each module has one job:
+The toolkit, the labs and their grader; the book's own machinery (its pages' modules, Sphinx
+extension, warm kernels, Colab cell and GPU check) is ``brrr_book``, in ``book/``, not shipped here.
+Each module has one job:
 
 | module     | job                                                         |
 |------------|-------------------------------------------------------------|
 | device     | which device we run on; per-device problem sizes            |
+| interpreter| Triton's interpreter, mended where the releases in use break it |
 | timing     | ``bench()``: honest timings on GPU and CPU                  |
 | units      | formatting numbers with their units                         |
 | stamp      | the device/versions/date line printed beside every number   |
@@ -15,8 +18,6 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | counting   | FLOP and byte counts of common ops                          |
 | essay      | figures quoted from Horace He's essay, never measured here  |
 | reference  | GPU reference figures in brrr/data/reference/ (from gpu-check) |
-| gpucheck/  | the GPU check in three parts, its runner and its merge:     |
-|            | ``python -m brrr.gpucheck parts|run|merge``                 |
 | plots      | roofline and log-log sweep charts                           |
 | traces     | profiler traces: parse, idle gaps, timeline figure          |
 | timeline   | a trace as a zoomable timeline in the static book, offline  |
@@ -28,10 +29,6 @@ Helper code for the book's notebooks and labs. Each module has one job:
 | source     | showing a kernel's source in a notebook                     |
 | widgets    | the roofline explorer: live sliders, and small multiples    |
 | allocator  | keep freed memory in the process (applied at import, Linux) |
-| book_pages | Sphinx extension: the built book works offline, error-free  |
-| warm/      | the book build's kernels, forked from one process that has  |
-|            | imported torch (``python -m brrr.warm.saving`` measures it) |
-| pages/     | what a book page checks, records and glues, in its hidden cell |
 | traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
 | diagnose/  | which regime any PyTorch step is in, and what to do about it: |
 |            | ``python -m brrr.diagnose module:callable``                 |

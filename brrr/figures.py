@@ -5,7 +5,7 @@ fixes, FlashAttention's tiles.
 Each function returns a matplotlib ``Figure`` drawn from the numbers it is given (or the book's own data:
 ``brrr.datasheets``, ``brrr.essay``, the GPU record), so a picture cannot disagree with the numbers
 beside it. :data:`FIGURES` names each picture with its alt text and a one-line caption; the book's Sphinx
-extension (:mod:`brrr.book_pages`) draws them all into ``_figures/`` when a build starts, and the
+extension (:mod:`brrr_book.book_pages`) draws them all into ``_figures/`` when a build starts, and the
 chapters show them with MyST's ``figure`` directive.
 
 Each picture is drawn twice, once for each mode of the book's theme (:data:`THEMES`): ``<name>.png`` on

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from matplotlib.figure import Figure
 from matplotlib.transforms import Bbox
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 from brrr import units
+from brrr.stamp import add_stamp  # noqa: F401  (plots.add_stamp, as pages call it)
 from brrr.roofline import Roof
 from brrr.roofline import attainable_flops
 
@@ -162,18 +162,6 @@ def _separate_labels(ax, labels, *, vertical: bool = False) -> None:
         label.xyann = best
         label.set_horizontalalignment("right" if best[0] < 0 else "left")
         placed.append(label.get_window_extent(renderer))
-
-
-def add_stamp(ax_or_figure, *stamps: str, bottom: float | None = None, color: str = "gray") -> None:
-    """The stamps of what a figure shows, one a line, small, at its bottom left (empty ones left out).
-    ``bottom`` makes room for them under the axes; without it the caller lays the figure out."""
-    figure = ax_or_figure if isinstance(ax_or_figure, Figure) else ax_or_figure.figure
-    stamps = [stamp for stamp in stamps if stamp]
-    if not stamps:
-        return
-    figure.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color=color, ha="left", va="bottom")
-    if bottom is not None:
-        figure.subplots_adjust(bottom=bottom)
 
 
 def _add_stamp(ax, stamp: str) -> None:

@@ -3,11 +3,11 @@
 The files ship inside the package and are read through :mod:`importlib.resources`,
 so a pip-installed brrr shows the same GPU figures as a checkout.
 
-The GPU check (:mod:`brrr.gpucheck`) sets ``BRRR_RECORD_REFERENCE`` to a part's
+The GPU check (:mod:`brrr_book.gpucheck`) sets ``BRRR_RECORD_REFERENCE`` to a part's
 own folder, and every notebook that calls :func:`record` adds its figures,
 stamped, to that GPU's file there; every target, claim and grader check adds
 its verdict (:func:`record_check`), met or not, before a miss stops the cell.
-``python -m brrr.gpucheck merge`` folds the parts into the committed folder:
+``python -m brrr_book.gpucheck merge`` folds the parts into the committed folder:
 nothing records into it directly (:func:`recording_dir` refuses it), so no test
 or stray run can overwrite the committed ceilings. Elsewhere :func:`record`
 does nothing, so a reader's run never edits the committed data. Chapters load
@@ -25,7 +25,7 @@ which has only ``figures``, read the same way)::
                 "value": ..., "bound": ..., "attempts": [...], "verdict": "met" | "NOT met" | ...,
                 "source": "<notebook>", "env": {...}}},
      "notebooks": {"<path>": {"seconds": ..., "verdict": ..., "part": N, "outputs": "outputs/<gpu>/<stem>"}},
-     "parts": {"1": {...the part's log, brrr.gpucheck.run...}}}
+     "parts": {"1": {...the part's log, brrr_book.gpucheck.run...}}}
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 ENV_VAR = "BRRR_RECORD_REFERENCE"
-SOURCE_VAR = "BRRR_RECORD_SOURCE"  # the notebook being run, set by brrr.gpucheck.run
+SOURCE_VAR = "BRRR_RECORD_SOURCE"  # the notebook being run, set by brrr_book.gpucheck.run
 SCHEMA = 2
 
 
@@ -66,7 +66,7 @@ def recording_dir() -> Path | None:
     if path.resolve() == Path(str(committed())).resolve():
         raise RecordingIntoCommitted(
             f"{ENV_VAR}={folder} is the committed reference folder: record into a folder of your own "
-            "(.ci/gpu-check --out DIR does) and fold it in with python -m brrr.gpucheck merge DIR"
+            "(.ci/gpu-check --out DIR does) and fold it in with python -m brrr_book.gpucheck merge DIR"
         )
     return path
 

@@ -80,3 +80,17 @@ def stamp() -> str:
 def stamped(text: str) -> str:
     """``text`` followed by the stamp on its own line."""
     return f"{text}\n  {stamp()}"
+
+
+def add_stamp(ax_or_figure, *stamps: str, bottom: float | None = None, color: str = "gray") -> None:
+    """The stamps of what a figure shows, one a line, small, at its bottom left (empty ones left out).
+    ``bottom`` makes room for them under the axes; without it the caller lays the figure out."""
+    from matplotlib.figure import Figure  # only where a figure is drawn
+
+    figure = ax_or_figure if isinstance(ax_or_figure, Figure) else ax_or_figure.figure
+    stamps = [stamp for stamp in stamps if stamp]
+    if not stamps:
+        return
+    figure.text(0.01, 0.005, "\n".join(stamps), fontsize=6, color=color, ha="left", va="bottom")
+    if bottom is not None:
+        figure.subplots_adjust(bottom=bottom)

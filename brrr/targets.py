@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 from brrr import column, units
 
 # The one switch, read by strict() alone. Set to 1 by the Makefile (every target), tests/conftest.py (the
-# suite and the book build it runs), brrr.book_pages (any book build) and .ci/gpu-check.
+# suite and the book build it runs), brrr_book.book_pages (any book build) and .ci/gpu-check.
 STRICT = "BRRR_STRICT"
 
 READER_MISS = """\

@@ -398,7 +398,7 @@ def render_timeline(
     """
     import matplotlib.pyplot as plt
 
-    from brrr.plots import _add_stamp
+    from brrr.stamp import add_stamp
 
     window = window or trace.window
     if ax is None:
@@ -448,8 +448,8 @@ def render_timeline(
     ax.set_xlabel("time (µs from the first event)")
     if title:
         ax.set_title(title)
-    _add_stamp(ax, stamp)
-    if stamp:  # a short figure needs more than _add_stamp's margin to keep the stamp clear of the axis label
+    add_stamp(ax, stamp, bottom=0.16)
+    if stamp:  # a short figure needs more than that margin to keep the stamp clear of the axis label
         ax.figure.subplots_adjust(bottom=min(0.4, 0.6 / ax.figure.get_figheight()))
     return ax
 

@@ -33,8 +33,8 @@ BOOK_FLAGS = ["-W", "-n", "--keep-going"]
 
 def build_book(source: Path, config: Path, output: Path) -> subprocess.CompletedProcess:
     """``jupyter-book build`` with the flags of ``make book``, into ``output``; its kernels forked warm, as
-    ``make book``'s are (brrr/warm/)."""
-    from brrr.warm import jupyter_path
+    ``make book``'s are (book/brrr_book/warm/)."""
+    from brrr_book.warm import jupyter_path
 
     return subprocess.run(
         [str(JUPYTER_BOOK), "build", str(source), *BOOK_FLAGS, "--config", str(config), "--path-output", str(output)],

@@ -17,6 +17,8 @@ from test_style import ruff
 pytestmark = pytest.mark.device_independent  # source read, never run: the same on every device
 
 NOTEBOOKS = sorted(path for folder in ("notebooks", "solutions", "labs") for path in (ROOT / folder).glob("*.ipynb"))
+# Where each of our packages' sources lie: the toolkit, and the book's machinery beside it.
+SOURCES = {"brrr": ROOT, "brrr_book": ROOT / "book"}
 # Names IPython puts in a notebook's namespace, which no cell defines.
 IPYTHON = {"display", "get_ipython"}
 # Ruff reads a lambda's body at the end of the module, after the cell's `del layer, x`; the lambda runs before.
@@ -39,8 +41,9 @@ def notebook_source(path: Path) -> tuple[str, list[str]]:
 
 @functools.cache
 def names_of(module: str) -> set[str] | None:
-    """The names a brrr module defines at its top level, and its submodules; None if there is no such file."""
-    path = ROOT.joinpath(*module.split("."))
+    """The names a module of brrr or brrr_book defines at its top level, and its submodules; None if there is
+    no such file."""
+    path = SOURCES[module.partition(".")[0]].joinpath(*module.split("."))
     file = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     if not file.exists():
         return None
@@ -66,7 +69,7 @@ def missing_imports(source: str) -> list[tuple[int, str]]:
             for alias in node.names:
                 module, name = (node.module, alias.name) if isinstance(node, ast.ImportFrom) else (alias.name, None)
                 top = module.partition(".")[0]
-                if top != "brrr":
+                if top not in SOURCES:
                     found += [(node.lineno, f"no module {top}")] if importlib.util.find_spec(top) is None else []
                 elif (names := names_of(module)) is None:
                     found.append((node.lineno, f"no module {module}"))
@@ -99,7 +102,7 @@ def test_every_notebook_reads_clean_on_both_branches(tmp_path):
 
 def test_every_import_of_the_package_is_found():
     found = []
-    for path in sorted((ROOT / "brrr").rglob("*.py")):
+    for path in sorted(path for folder in SOURCES.values() for path in folder.glob("brrr*/**/*.py")):
         found += [f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in missing_imports(path.read_text())]
     assert found == []
 

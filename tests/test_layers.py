@@ -1,6 +1,6 @@
-"""The package's top layers import downwards only (docs/DESIGN.md, "Layers"): the check library
-(brrr/checks/) imports neither the labs nor the gradebook, and the labs (brrr/labs/) do not import the
-gradebook (brrr/grading/). Every import counts, at module level and inside functions alike.
+"""The package's layers import downwards only (docs/DESIGN.md, "Layers"): every module of brrr has its
+layer (:data:`LAYERS`) and imports only from its own or lower ones, and no modules import each other round
+in a cycle. Every import counts, at module level and inside functions alike.
 
 Each lab's package and given material are what the student's process imports: they import neither
 the lab's checks nor a module the lab hides from the student (its ``HIDDEN_MODULES``)."""
@@ -20,12 +20,23 @@ pytestmark = pytest.mark.device_independent
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "brrr"
 
-# A layer and the packages its modules may not import.
-FORBIDDEN = {"checks": ("brrr.labs", "brrr.grading"), "labs": ("brrr.grading",)}
+# docs/DESIGN.md's layers, from the bottom: each of brrr's modules and packages, by its layer.
+LAYERS = {
+    **dict.fromkeys(("device", "interpreter", "units", "column", "stamp", "cache", "allocator", "timing"), 1),
+    **dict.fromkeys(("ceilings", "roofline", "counting", "traffic", "opclasses", "datasheets", "essay"), 2),
+    **dict.fromkeys(("reference", "targets", "traces", "memory"), 2),
+    **dict.fromkeys(("kernels", "benchmarks", "plots", "flames", "timeline", "widgets", "claims"), 3),
+    **dict.fromkeys(("source", "figures", "beside"), 3),
+    **dict.fromkeys(("diagnose", "capstone", "models"), 4),
+    "checks": 5,
+    "labs": 6,
+    "grading": 7,
+}
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = path.with_suffix("").parts
+    parts = parts[len(parts) - 1 - parts[::-1].index("brrr") :]  # from the package's folder down
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -54,13 +65,52 @@ def within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
-def upward_imports(layer: str) -> list[str]:
+def room(name: str) -> str | None:
+    """The module or package of brrr that ``name`` is in (``brrr.checks.core`` -> ``checks``), or None."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "brrr" and len(parts) > 1 and parts[1] != "__init__" else None
+
+
+def upward_imports(package: Path = PACKAGE, layers: dict[str, int] = LAYERS) -> list[str]:
     wrong = []
-    for path in sorted((PACKAGE / layer).rglob("*.py")):
-        for line, name in imports(path):
-            if any(within(name, forbidden) for forbidden in FORBIDDEN[layer]):
-                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+    for path in sorted(package.rglob("*.py")):
+        here = room(module_name(path))
+        for line, name in imports(path) if here else ():
+            there = room(name)
+            if there in layers and layers[there] > layers.get(here, 0):
+                wrong.append(f"{path.relative_to(package.parent)}:{line} ({here}) imports {name} ({there})")
     return wrong
+
+
+def cycles(package: Path = PACKAGE) -> list[list[str]]:
+    """The groups of brrr's modules that import each other round in a circle (Tarjan's algorithm). A module's
+    import of its own package (``from brrr.diagnose import advice`` in brrr.diagnose.core) is how Python
+    reaches a sibling, not a use of the package's ``__init__``, and is left out."""
+    paths = {module_name(path): path for path in package.rglob("*.py")}
+    graph = {
+        name: {m for _, m in imports(path) if m in paths and m != name and not name.startswith(m + ".")}
+        for name, path in paths.items()
+    }
+    order, low, stack, found = {}, {}, [], []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for after in graph[node]:
+            if after not in order:
+                visit(after)
+                low[node] = min(low[node], low[after])
+            elif after in stack:
+                low[node] = min(low[node], order[after])
+        if low[node] == order[node]:
+            group = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
+            found.extend([sorted(group)] if len(group) > 1 else [])
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return found
 
 
 def test_the_imports_are_read_from_every_module():
@@ -71,11 +121,33 @@ def test_the_imports_are_read_from_every_module():
     assert len(list((PACKAGE / "checks").glob("*.py"))) >= 8 and len(list((PACKAGE / "labs").rglob("*.py"))) >= 20
 
 
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_no_import_runs_back_up(layer):
-    wrong = upward_imports(layer)
-    where = '(docs/DESIGN.md, "Layers")'
-    assert not wrong, f"brrr/{layer}/ may not import {' or '.join(FORBIDDEN[layer])} {where}:\n" + "\n".join(wrong)
+def test_every_module_has_its_layer():
+    rooms = {room(module_name(path)) for path in PACKAGE.rglob("*.py")} - {None}
+    assert rooms == set(LAYERS), f"place these in docs/DESIGN.md's layers and LAYERS: {rooms ^ set(LAYERS)}"
+
+
+def test_no_import_runs_back_up():
+    wrong = upward_imports()
+    assert not wrong, 'an import runs up the layers (docs/DESIGN.md, "Layers"):\n' + "\n".join(wrong)
+
+
+def test_no_modules_import_each_other_round_in_a_cycle():
+    assert cycles() == []
+
+
+def test_a_planted_back_import_and_cycle_are_found(tmp_path):
+    """The control: a check that imports the gradebook inside a function, and two modules importing each
+    other, in a made-up brrr."""
+    (tmp_path / "brrr" / "checks").mkdir(parents=True)
+    (tmp_path / "brrr" / "grading").mkdir()
+    (tmp_path / "brrr" / "checks" / "core.py").write_text("def f():\n    from brrr.grading import gradebook\n")
+    (tmp_path / "brrr" / "grading" / "gradebook.py").write_text("from brrr.grading import shards\n")
+    (tmp_path / "brrr" / "grading" / "shards.py").write_text("from brrr.grading.gradebook import x\n")
+    assert upward_imports(tmp_path / "brrr") == [
+        "brrr/checks/core.py:2 (checks) imports brrr.grading (grading)",
+        "brrr/checks/core.py:2 (checks) imports brrr.grading.gradebook (grading)",
+    ]
+    assert cycles(tmp_path / "brrr") == [["brrr.grading.gradebook", "brrr.grading.shards"]]
 
 
 def refused_modules(lab: str) -> list[str]:

@@ -8,7 +8,7 @@ import tomllib
 import pytest
 from conftest import ROOT
 
-from brrr import colab
+from brrr_book import colab
 
 pytestmark = pytest.mark.device_independent
 

@@ -23,7 +23,7 @@ def recipe(target: str) -> str:
 def test_make_test_leaves_the_end_to_end_stage_to_its_own_command_and_ci_runs_both_then_the_stacks():
     assert '-m "not e2e"' in recipe("test")
     assert re.search(r"-m e2e\b", recipe("test-e2e"))
-    steps = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    steps = [line.strip().removeprefix("step ") for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     steps = [step for step in steps if step.startswith("make ")]
     assert steps == ["make test", "make test-e2e", "make test-stacks"], steps
 

@@ -1,4 +1,4 @@
-"""One formatter and one width (docs/STYLE.md): ruff formats and lints brrr/, tests/ and .ci/ at 120
+"""One formatter and one width (docs/STYLE.md): ruff formats and lints brrr/, book/, tests/ and .ci/ at 120
 characters (pyproject.toml [tool.ruff]), and the kernels the book shows at 100 (brrr/kernels/ruff.toml)."""
 
 import ast
@@ -12,7 +12,7 @@ import pytest
 pytestmark = pytest.mark.device_independent  # source layout: the same on every device
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKED = ["brrr", "tests", ".ci"]
+CHECKED = ["brrr", "book", "tests", ".ci"]
 
 
 def ruff(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -31,7 +31,7 @@ def test_the_package_and_tests_pass_ruff_check():
 
 def test_the_package_and_tests_are_formatted():
     done = ruff("format", "--check", *CHECKED)
-    assert done.returncode == 0, "run `ruff format brrr tests .ci`:\n" + done.stdout + done.stderr
+    assert done.returncode == 0, "run `ruff format brrr book tests .ci`:\n" + done.stdout + done.stderr
 
 
 def test_the_checks_catch_a_long_line_and_an_unformatted_file(tmp_path):
@@ -69,7 +69,7 @@ def long_functions(source: str, path: str = "<source>") -> list[str]:
 
 def test_no_function_is_over_60_lines_without_a_reason():
     found = []
-    for path in sorted((ROOT / "brrr").rglob("*.py")):
+    for path in sorted([*(ROOT / "brrr").rglob("*.py"), *(ROOT / "book").rglob("*.py")]):
         found += long_functions(path.read_text(), str(path.relative_to(ROOT)))
     assert not found, "split these into their phases, or say why in a 'Long: ...' paragraph:\n" + "\n".join(found)
 

@@ -32,7 +32,7 @@ import os
 import random
 import secrets
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import torch
 
@@ -83,19 +83,35 @@ def fail(message: str) -> AssertionError:
     return AssertionError(f"{message}\n[{where()}]")
 
 
+class Student(Protocol):
+    """The student's side, as every check sees it. The grader's :class:`brrr.grading.server.Student` serves it
+    over the notebook's connection, :class:`brrr.grading.client.LocalStudent` in this process (tests); a
+    check asks nothing else of it. What a call returns is plain data, never the student's objects."""
+
+    name: str  # the student's function, for messages
+
+    def call(self, *args, threads: int | None = None, timeout_s: float | None = None, forked: bool = True) -> Any:
+        """``function(*args)`` on the student's side; ``forked=False`` for timed calls."""
+
+    def record(
+        self, tensors: dict[str, tuple[list[int], str]], *, inputs: tuple[str, ...] = (), timeout_s: float | None = None
+    ) -> dict:
+        """The kernel launches the wrapper makes when called on tensors of these (shape, dtype name)."""
+
+
 class Graders(dict):
-    """A lab's checks by name, each a function of the student's side (:class:`brrr.grading.server.Student`)
+    """A lab's checks by name, each a function of the student's side (:class:`Student`)
     that returns what passed, in a sentence, or raises AssertionError (through :func:`fail`) with the reason.
 
     Every lab keeps its checks in one (``GRADERS`` in its checks module) and
     runs one the same way, :meth:`grade`, which the grader process calls.
     """
 
-    def __init__(self, lab: str, graders: dict[str, Callable[[Any], str]]):
+    def __init__(self, lab: str, graders: dict[str, Callable[[Student], str]]):
         super().__init__(graders)
         self.lab = lab
 
-    def grade(self, check: str, student) -> str:
+    def grade(self, check: str, student: Student) -> str:
         """Run ``check`` against the student's side: a summary, or AssertionError with the reason."""
         if check not in self:
             raise KeyError(f"{self.lab} has no check {check!r}")

@@ -170,7 +170,7 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         "CPU, one thread: batching the samples removes most of the per-op dispatch and autograd "
         "overhead; 3x sits well below what the reference solution reaches, a margin for a machine "
         "others share (the grader's figure for it is on the Lab 4 solution page, and "
-        "python -m brrr.benchmarks.make_it_fast grades it repeatedly)",
+        "python -m brrr.grading.make_it_fast grades it repeatedly)",
     ),
     ("04-make-it-fast", "speedup", "gpu"): Threshold(
         5.0,

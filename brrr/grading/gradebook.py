@@ -140,17 +140,11 @@ class Submission:
 # ---------------------------------------------------------------- finding submissions and their lab
 
 
-def submission_paths(folder: Path) -> dict[str, Path]:
-    """Every notebook under ``folder`` by its submission name, in the order they are graded."""
-    paths = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    return {str(path.relative_to(folder).with_suffix("")): path for path in paths}
-
-
 def find_submissions(folder: Path, only: Callable[[str], bool] | None = None) -> list[Submission]:
     """Every notebook under ``folder`` (those whose name ``only`` accepts), read into memory now: a
     submission that edits another's file on disk while it runs changes nothing that is graded."""
     found = []
-    for name, path in submission_paths(folder).items():
+    for name, path in shards.submission_paths(folder).items():
         if only is not None and not only(name):
             continue
         try:

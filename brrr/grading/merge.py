@@ -139,7 +139,7 @@ def plan(found: dict[int, tuple[Path, dict]], absent: list[Path]) -> Plan:
                 "grade that shard again"
             )
             result.missing += late
-    result.rows.sort(key=lambda row: Path(row["path"]))  # the gradebook's own order (gradebook.submission_paths)
+    result.rows.sort(key=lambda row: Path(row["path"]))  # the gradebook's own order (shards.submission_paths)
     return result
 
 

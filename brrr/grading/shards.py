@@ -44,6 +44,12 @@ FORMAT = 1
 NOT_COMPARED = ("submissions", "out", "shard", "jobs", "accept_grading_code")
 
 
+def submission_paths(folder: Path) -> dict[str, Path]:
+    """Every notebook under ``folder`` by its submission name, in the order they are graded (and sharded)."""
+    paths = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    return {str(path.relative_to(folder).with_suffix("")): path for path in paths}
+
+
 class ShardError(ValueError):
     """A shard that must not run (or be merged) as asked; the message says why and what to do."""
 
@@ -146,8 +152,6 @@ class Claim:
         """Check ``args.out`` is this shard's (or nobody's), and write the manifest that says it is grading.
 
         Refused (:class:`ShardError`): an ``OUT`` that holds another shard, or an unsharded gradebook."""
-        from brrr.grading.gradebook import submission_paths
-
         folder, out, shard = args.submissions.resolve(), args.out.resolve(), args.shard
         out.mkdir(parents=True, exist_ok=True)
         options = {key: value for key, value in sorted(vars(args).items()) if key not in NOT_COMPARED}

@@ -53,7 +53,7 @@ class Lab(Protocol):
     ``GRADERS`` (:class:`brrr.checks.core.Graders`) holds every check's
     function, and ``grade(check, student)`` runs one: the grader process reaches
     the student's function only through ``student``
-    (:class:`brrr.grading.server.Student`). ``prepare()`` imports what the
+    (:class:`brrr.checks.core.Student`). ``prepare()`` imports what the
     checks use, before any student code runs; ``not_applicable(check,
     device_class)`` is the note shown for a check that does not apply on this
     device.

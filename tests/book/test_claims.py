@@ -130,14 +130,14 @@ def published_claims(source: str) -> set[str]:
 
 
 def test_every_measuring_notebook_publishes_each_of_its_claims():
-    """Each claim, by its own judge, in its notebook's reading cells or in the page's ``brrr.pages`` module
+    """Each claim, by its own judge, in its notebook's reading cells or in the page's ``brrr_book.pages`` module
     its hidden cell calls: one ``publish(`` does not cover a notebook's other claims."""
     for key, claim in claims.CLAIMS.items():
         source = "".join(
             "".join(cell["source"]) for cell in json.loads((ROOT / f"{claim.notebook}.ipynb").read_text())["cells"]
         )
-        for page in re.findall(r"from brrr\.pages import (\w+)", source):
-            source += (ROOT / "brrr" / "pages" / f"{page}.py").read_text()
+        for page in re.findall(r"from brrr_book\.pages import (\w+)", source):
+            source += (ROOT / "book" / "brrr_book" / "pages" / f"{page}.py").read_text()
         assert key in published_claims(source), f"{claim.notebook} does not publish {key}"
 
 

@@ -149,7 +149,7 @@ def test_the_check_catches_a_line_one_character_too_long():
 
 
 # A page reads like a Triton tutorial: what it teaches, not the machinery (which sits in one hidden cell
-# calling the page's brrr/pages module). Counted as the reader sees it: non-blank lines of code cells the
+# calling the page's book/brrr_book/pages module). Counted as the reader sees it: non-blank lines of code cells the
 # book does not hide.
 MOST_CODE_LINES = 150
 HIDDEN = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
@@ -170,7 +170,7 @@ def test_a_page_shows_at_most_150_lines_of_code(path):
     shown = shown_code_lines(json.loads(path.read_text()))
     assert shown <= MOST_CODE_LINES, (
         f"{path.name} shows {shown} lines of code: move what the build needs and the reader does not "
-        f"(targets, retries, records, glue) into the page's brrr/pages module, called from a hidden cell"
+        f"(targets, retries, records, glue) into the page's book/brrr_book/pages module, called from a hidden cell"
     )
 
 

@@ -1,4 +1,4 @@
-"""The set-up cell (brrr.colab): in every notebook and lab, the same, a no-op outside Colab."""
+"""The set-up cell (brrr_book.colab): in every notebook and lab, the same, a no-op outside Colab."""
 
 import json
 import os
@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from brrr import colab
+from brrr_book import colab
 from brrr.labs.generate import LABS, ROOT, SOLUTIONS, read
 
 EVERY_NOTEBOOK = colab.notebook_paths(colab.NOTEBOOKS, SOLUTIONS, LABS)
@@ -145,7 +145,10 @@ def test_it_installs_the_books_version_with_colabs_torch_and_triton_pinned(tmp_p
     assert len(calls) == 1, calls
     args = calls[0]["args"]
     assert "--constraint" in args and calls[0]["pins"].split() == ["torch==2.13.0+cu126", "triton==3.9.0"]
-    assert args[0] == "install" and args[-1] == f"brrr @ git+{FORK}@v{version}"
+    assert args[0] == "install" and args[-2:] == [
+        f"brrr @ git+{FORK}@v{version}",
+        f"brrr-book @ git+{FORK}@v{version}#subdirectory=book",  # the pages' hidden cells import brrr_book
+    ]
     assert f"brrr {version} installed" in printed
     if gpu:
         assert "GPU runtime is attached" in printed
@@ -210,7 +213,7 @@ def test_the_build_names_the_placeholder_and_a_missing_tag(tmp_path):
 
 
 def test_the_book_build_prints_the_problem_as_a_notice_not_a_warning(monkeypatch, tmp_path):
-    from brrr import book_pages
+    from brrr_book import book_pages
 
     said = []
 

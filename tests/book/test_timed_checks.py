@@ -227,14 +227,15 @@ WITHOUT_A_PLANTED_REGRESSION = {
 CALL = re.compile(r"(targets\.(require\w*|check)|fusion\.require|overhead\.require|require_memory_bound)\(")
 
 
-PAGE_MODULE = re.compile(r"^from brrr\.pages import (\w+)", re.MULTILINE)
+PAGE_MODULE = re.compile(r"^from brrr_book\.pages import (\w+)", re.MULTILINE)
 
 
 def _page_source(path: Path) -> tuple[str, str]:
-    """A notebook's code cells, and the source of the ``brrr.pages`` modules it imports: a page's
-    verdicts sit in its hidden cell's module (brrr/pages/), and count as the notebook's."""
+    """A notebook's code cells, and the source of the ``brrr_book.pages`` modules it imports: a page's
+    verdicts sit in its hidden cell's module (book/brrr_book/pages/), and count as the notebook's."""
     code = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
-    modules = "\n".join((ROOT / "brrr" / "pages" / f"{name}.py").read_text() for name in PAGE_MODULE.findall(code))
+    pages = ROOT / "book" / "brrr_book" / "pages"
+    modules = "\n".join((pages / f"{name}.py").read_text() for name in PAGE_MODULE.findall(code))
     return code, modules
 
 
@@ -260,7 +261,7 @@ def test_every_timed_verdict_in_a_notebook_has_a_row():
 
 
 def test_a_verdict_moved_to_a_page_module_still_counts(tmp_path):
-    """A page whose verdicts moved to its brrr/pages module keeps its rows: the calls are counted there."""
+    """A page whose verdicts moved to its book/brrr_book/pages module keeps its rows: the calls are counted there."""
     assert _notebook_calls(ROOT / "notebooks" / "10-cos-cos.ipynb") == sum(
         check.where.endswith("10-cos-cos.ipynb") for check in TIMED_CHECKS
     )

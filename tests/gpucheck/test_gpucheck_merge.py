@@ -7,8 +7,8 @@ import pytest
 from conftest import ROOT
 
 from brrr import beside, claims, reference
-from brrr.gpucheck import merge
-from brrr.gpucheck.__main__ import main
+from brrr_book.gpucheck import merge
+from brrr_book.gpucheck.__main__ import main
 
 GPU = "nvidia-h100-80gb-hbm3"
 ENV = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-12-01", "torch": "2.11", "triton": "3.6", "commit": "abc123"}

@@ -5,7 +5,7 @@ import json
 
 from conftest import ROOT
 
-from brrr.gpucheck import merge, outputs, plan, run
+from brrr_book.gpucheck import merge, outputs, plan, run
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 40).decode()
 

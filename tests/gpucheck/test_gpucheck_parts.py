@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from brrr.gpucheck import plan, run
-from brrr.gpucheck.__main__ import main
+from brrr_book.gpucheck import plan, run
+from brrr_book.gpucheck.__main__ import main
 
 
 class Node:

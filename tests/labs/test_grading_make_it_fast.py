@@ -16,7 +16,7 @@ import time
 import pytest
 import torch
 
-from brrr.benchmarks import make_it_fast as benchmark
+from brrr.grading import make_it_fast as benchmark
 from brrr.checks import thresholds
 from brrr.grading import gradebook
 from brrr.grading.client import local_student
@@ -72,7 +72,7 @@ def test_the_reference_solution_passes_same_result():
 
 
 def test_the_benchmark_script_grades_the_reference_solutions_speedup(capsys):
-    """The speed check once, as the suite's share of `python -m brrr.benchmarks.make_it_fast` (20 runs)."""
+    """The speed check once, as the suite's share of `python -m brrr.grading.make_it_fast` (20 runs)."""
     assert benchmark.main(["--runs", "1"]) == 0
     assert "1 of 1 passed" in capsys.readouterr().out
     assert lab_checks.last_speedup["best"] >= thresholds.threshold(LAB, "speedup").value

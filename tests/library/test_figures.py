@@ -156,13 +156,13 @@ def test_the_recorded_gpu_pictures_draw_the_record():
 
 
 def test_the_dark_image_joins_its_figure_under_one_caption():
-    """The theme hides a caption that follows a hidden image: brrr.book_pages moves the dark image into the
+    """The theme hides a caption that follows a hidden image: brrr_book.book_pages moves the dark image into the
     figure, both drawings in one div ahead of the caption (parsed as MyST, without Sphinx)."""
     from docutils import nodes
     from docutils.core import publish_doctree, publish_from_doctree
     from myst_parser.parsers.docutils_ import Parser
 
-    from brrr.book_pages import LIGHT_DARK, pair_light_dark
+    from brrr_book.book_pages import LIGHT_DARK, pair_light_dark
 
     text = (ROOT / "chapters" / "intro.md").read_text()
     match = next(m for m in DIRECTIVE.finditer(text) if m["name"] == "factory")

@@ -12,7 +12,8 @@ import types
 import pytest
 
 import conftest
-from brrr import book_pages, counting, roofline, targets
+from brrr import counting, roofline, targets
+from brrr_book import book_pages
 from conftest import ROOT
 
 MISSES = {
@@ -104,7 +105,7 @@ def test_every_make_target_is_strict(tmp_path):
 def test_gpu_check_is_strict_before_its_first_stage():
     script = (ROOT / ".ci" / "gpu-check").read_text()
     export = re.search(r"^export BRRR_STRICT=1\b", script, re.MULTILINE)
-    first_stage = re.search(r"^\s*\"\$PY\" -m brrr\.gpucheck run ", script, re.MULTILINE)  # the first part run
+    first_stage = re.search(r"^\s*\"\$PY\" -m brrr_book\.gpucheck run ", script, re.MULTILINE)  # the first part run
     assert export and first_stage and export.start() < first_stage.start()
 
 
@@ -125,7 +126,7 @@ def test_grading_never_reads_the_switch():
 
 
 def test_met_targets_keep_quiet_and_a_miss_shows_every_attempt(monkeypatch, capsys):
-    """brrr.pages holds a page's target lines back while they are met; a miss prints them all, in a
+    """brrr_book.pages holds a page's target lines back while they are met; a miss prints them all, in a
     reader's session (printed) and in the build (raised)."""
     monkeypatch.setenv(targets.STRICT, "0")
     with targets.said_only_if_missed():

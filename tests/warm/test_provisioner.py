@@ -1,4 +1,4 @@
-"""Kernels forked from the zygote (brrr/warm/): fresh globals, their own pids, interrupts, shutdown, and
+"""Kernels forked from the zygote (book/brrr_book/warm/): fresh globals, their own pids, interrupts, shutdown, and
 the normal launch when the zygote cannot start; the zygote exits when closed. Tiny notebooks and a
 zygote that preloads only pyplot (``BRRR_WARM_PRELOAD``): what is tested is the forking, not the imports."""
 
@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from brrr.warm import KERNELSPECS, jupyter_path, provisioner
+from brrr_book.warm import KERNELSPECS, jupyter_path, provisioner
 
 pytestmark = pytest.mark.device_independent
 

@@ -225,7 +225,7 @@ def grade_same_result(student) -> str:
 
 # ---------------------------------------------------------------- speedup
 
-# The last speedup check's measurements in this process (for brrr.benchmarks.make_it_fast).
+# The last speedup check's measurements in this process (for brrr.grading.make_it_fast).
 last_speedup: dict = {}
 
 

@@ -17,7 +17,7 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   state. We load none, and tell myst-nb never to pick a widget view: an
   explorer (``brrr.widgets``) carries a static snapshot as HTML in the same
   output, and that is what the page shows.
-- **Outputs wrap.** ``brrr/book_static/brrr.css`` wraps printed lines wider
+- **Outputs wrap.** ``book/brrr_book/book_static/brrr.css`` wraps printed lines wider
   than the column (stamps, table rows), so no output hides behind a scrollbar;
   code cells fit by themselves (``tests/book/test_code_width.py``).
 - **No console errors of the theme stack's making.** sphinx-thebe's settings
@@ -40,7 +40,7 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   two in a ``div.brrr-light-dark``: one figure, one caption and one number in either mode.
 - **Says when Colab cannot install brrr.** At the end of the build it prints,
   as a notice, why the Colab launch buttons open a set-up cell that cannot
-  install brrr (``brrr.colab.release_problem``: ``repository.url`` is the
+  install brrr (``brrr_book.colab.release_problem``: ``repository.url`` is the
   placeholder, or this checkout has no tag ``v<version>``). A notice, not a
   Sphinx warning: the course ships with the placeholder, and ``-W`` builds
   (``make book``, the tests) must pass with it.
@@ -60,11 +60,12 @@ from docutils import nodes
 from sphinx.transforms import SphinxTransform
 from sphinx.util import logging
 
-from brrr import colab, targets
+from brrr import targets
+from brrr_book import colab
 
 logger = logging.getLogger(__name__)
 
-STYLESHEET = "brrr.css"  # in brrr/book_static/, copied to _static/
+STYLESHEET = "brrr.css"  # in book/brrr_book/book_static/, copied to _static/
 MATHJAX_PACKAGE = "jupyter_server_mathjax"
 MATHJAX_FOLDER = "mathjax"  # under _static/ in the built book
 MATHJAX_PATH = f"{MATHJAX_FOLDER}/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
@@ -172,7 +173,7 @@ def _copy_mathjax(app, exception) -> None:
 
 
 def _colab_notice(app, exception) -> None:
-    """Print :func:`brrr.colab.release_problem` for this book, if any, when the build is done."""
+    """Print :func:`brrr_book.colab.release_problem` for this book, if any, when the build is done."""
     if exception is not None or not (Path(app.srcdir) / "pyproject.toml").is_file():  # not brrr's own book
         return
     problem = colab.release_problem(Path(app.srcdir))

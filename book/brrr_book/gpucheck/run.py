@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from brrr.gpucheck.plan import Part, Stage
+from brrr_book.gpucheck.plan import Part, Stage
 
 # A notebook or a command is not started with less than this left: it would only be stopped.
 MIN_START_S = 10
@@ -183,5 +183,6 @@ def run_part(
         if names:
             say(f"part {part.number}: {label}: {', '.join(names)}")
     if log["passed"]:
-        say(f"part {part.number}: passed; its record is in {out} (fold it in: python -m brrr.gpucheck merge {out})")
+        fold = f"python -m brrr_book.gpucheck merge {out}"
+        say(f"part {part.number}: passed; its record is in {out} (fold it in: {fold})")
     return log

@@ -1,6 +1,6 @@
 """What warm kernels save: execute notebooks as the book build does, with normal and with warm kernels.
 
-    python -m brrr.warm.saving [--runs 3] notebooks/00-your-machine.ipynb solutions/02-fuse-it.ipynb ...
+    python -m brrr_book.warm.saving [--runs 3] notebooks/00-your-machine.ipynb solutions/02-fuse-it.ipynb ...
 
 Each run executes every notebook given, one after the other in one process (myst-nb's way), in a child
 process; its CPU time is that process tree's (user + system, from ``os.wait4``: the kernels, and with warm
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from brrr.warm import jupyter_path
+from brrr_book.warm import jupyter_path
 
 
 def output_kinds(notebook) -> list[list[str]]:
@@ -51,7 +51,8 @@ def run(paths: list[str], warm: bool) -> tuple[float, dict]:
     if warm:
         env["JUPYTER_PATH"] = jupyter_path(env)
     with tempfile.NamedTemporaryFile(suffix=".json") as record:
-        child = subprocess.Popen([sys.executable, "-m", "brrr.warm.saving", "--child", record.name, *paths], env=env)
+        command = [sys.executable, "-m", "brrr_book.warm.saving", "--child", record.name, *paths]
+        child = subprocess.Popen(command, env=env)
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode:

@@ -1,8 +1,8 @@
-"""``python -m brrr.gpucheck``: run one part of the GPU check, list the parts, or merge the parts' folders.
+"""``python -m brrr_book.gpucheck``: run one part of the GPU check, list the parts, or merge the parts' folders.
 
-    python -m brrr.gpucheck parts
-    python -m brrr.gpucheck run --part 1 --out DIR [--part-limit S] [--stage-limit "lab solutions=300"]
-    python -m brrr.gpucheck merge DIR [DIR...] [--into brrr/data/reference]
+    python -m brrr_book.gpucheck parts
+    python -m brrr_book.gpucheck run --part 1 --out DIR [--part-limit S] [--stage-limit "lab solutions=300"]
+    python -m brrr_book.gpucheck merge DIR [DIR...] [--into brrr/data/reference]
 
 ``run`` is what ``.ci/gpu-check --part N`` calls after checking the node and setting up; run by hand it
 checks nothing first. It exits 1 where anything failed, was stopped at its limit or did not run.
@@ -16,13 +16,13 @@ import os
 import sys
 from pathlib import Path
 
-from brrr.gpucheck import merge, plan, run
+from brrr_book.gpucheck import merge, plan, run
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]  # book/brrr_book/gpucheck/ -> the checkout
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m brrr.gpucheck", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m brrr_book.gpucheck", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("parts", help="list the parts, their stages and limits")
     one = commands.add_parser("run", help="run one part")

@@ -1,7 +1,7 @@
 """The kernel provisioner ``brrr-warm``: book kernels forked from a warm zygote, or launched as usual.
 
-Registered under ``jupyter_client.kernel_provisioners`` (pyproject.toml) and named by the kernelspec in
-``brrr/warm/jupyter_path/kernels/python3``. The first launch starts the zygote (brrr/warm/zygote.py) with
+Registered under ``jupyter_client.kernel_provisioners`` (book/pyproject.toml) and named by the kernelspec in
+``jupyter_path/kernels/python3`` beside this module. The first launch starts the zygote (zygote.py) with
 that launch's environment and folder; every launch whose command is ipykernel's with the same Python and
 whose environment is the same (apart from Jupyter's per-session ``JPY_`` variables) is forked from it. Any
 other launch, and every launch after the zygote failed, starts the normal way (LocalProvisioner's).

@@ -1,7 +1,7 @@
 """Lab 4's speed check, graded N times on the reference solution: how often it passes, and the speedups.
 
-    python -m brrr.benchmarks.make_it_fast            # 20 gradings of the speedup check
-    python -m brrr.benchmarks.make_it_fast --runs 1
+    python -m brrr.grading.make_it_fast            # 20 gradings of the speedup check
+    python -m brrr.grading.make_it_fast --runs 1
 
 The reference solution is the answer cell ``fast-train`` of
 ``solutions/04-make-it-fast.ipynb``, run as the notebook runs it. Each run is
@@ -69,9 +69,7 @@ def run(runs: int) -> tuple[int, list[float], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m brrr.benchmarks.make_it_fast", description=__doc__.split("\n\n")[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m brrr.grading.make_it_fast", description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args(argv)
     passes, speedups, _ = run(args.runs)

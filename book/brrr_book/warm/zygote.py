@@ -1,7 +1,7 @@
-"""The warm process every book kernel is forked from (brrr.warm's docstring says why).
+"""The warm process every book kernel is forked from (brrr_book.warm's docstring says why).
 
 Run as a script, never imported: ``python zygote.py FD`` where FD is one end of a socket pair whose
-other end the building process (brrr.warm.provisioner) holds. It imports what every notebook imports
+other end the building process (brrr_book.warm.provisioner) holds. It imports what every notebook imports
 anyway (``PRELOAD``; ``BRRR_WARM_PRELOAD`` replaces the list, comma-separated), says it is ready, then
 answers one JSON line per JSON line read:
 

@@ -11,7 +11,7 @@ random seeds, no tensor, no thread. Anything that stops the zygote makes the ker
 
 The spec keeps the name ``python3`` because nbclient gives IPython's history an in-memory file only to a
 kernel of that name (``KernelManager.ipykernel``): under another name each kernel would write
-``~/.ipython``'s history database. ``python -m brrr.warm.saving NOTEBOOK...`` measures what it saves.
+``~/.ipython``'s history database. ``python -m brrr_book.warm.saving NOTEBOOK...`` measures what it saves.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import json
 import shutil
 from pathlib import Path
 
-COMMITTED = Path(__file__).resolve().parent.parent / "data" / "reference"
+COMMITTED = Path(__file__).resolve().parents[3] / "brrr" / "data" / "reference"  # the checkout's
 SCHEMA = 2  # brrr.reference.SCHEMA (not imported here: brrr.reference imports torch)
 
 

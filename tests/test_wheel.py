@@ -1,0 +1,57 @@
+"""What `pip install brrr` ships: the toolkit, its labs and grader, and nothing of the book's machinery.
+
+The wheel is built from a copy of the checkout's layout, book/ included, so that a package list that took
+brrr_book in (setuptools' `include = ["brrr*"]` did) would show here. Installing and grading from the wheel
+is tests/grading/test_package.py's (the end-to-end stage)."""
+
+import ast
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+from conftest import ROOT
+
+pytestmark = pytest.mark.device_independent
+
+BOOK_ONLY = ("brrr_book/", "brrr/pages/", "brrr/gpucheck/", "brrr/warm/", "brrr/book_pages.py", "brrr/colab.py")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    source = tmp_path_factory.mktemp("source")
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for folder in ("brrr", "book", "solutions"):
+        shutil.copytree(ROOT / folder, source / folder, symlinks=True, ignore=ignore)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    dist = tmp_path_factory.mktemp("dist")
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
+    done = subprocess.run([*command, "--wheel-dir", str(dist), str(source)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (built,) = dist.glob("brrr-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def test_the_wheel_holds_the_toolkit_labs_and_grader_and_none_of_the_book(wheel):
+    names = wheel.namelist()
+    assert {"brrr/ceilings.py", "brrr/grading/gradebook.py", "brrr/labs/tile_it/checks.py"} <= set(names)
+    assert any(name.startswith("brrr/labs/solutions/") for name in names), "the lab solutions did not ship"
+    assert [name for name in names if name.startswith(BOOK_ONLY)] == []
+
+
+def test_the_wheel_registers_nothing_of_the_books(wheel):
+    (entry_points,) = [name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")]
+    text = wheel.read(entry_points).decode()
+    assert "kernel_provisioners" not in text and "brrr_book" not in text, text
+
+
+def test_no_module_of_the_toolkit_imports_the_books():
+    found = []
+    for path in sorted((ROOT / "brrr").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            modules += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}" for m in modules if m.partition(".")[0] == "brrr_book"]
+    assert found == [], "brrr imports the book's machinery, which its wheel does not ship"
