@@ -148,9 +148,15 @@ BOOK_FILE = "tests/book/test_book_build.py"
 # The unsolved labs' gradebook run (two notebooks at a time) follows the hostile one (two at a time, Lab 1's
 # timed checks among them) on its worker: run side by side in `make test`, the four notebooks and their
 # graders starved a grader's timed windows to half the CPU three attempts running, and a hostile
-# submission's matmul check came back a grader error (a fresh clone, 2026-11-28).
+# submission's matmul check came back a grader error (a fresh clone, 2026-11-28). Lab 1's grader tests come
+# after both: beside the hostile run's Lab 1 notebooks, which time copies on the other core, the test that a
+# 2x copy-bandwidth error fails let it through in 2 of 3 fresh-clone runs of `make test` (2026-11-28).
 HOSTILE_FILE = "tests/grading/test_gradebook_hostile.py"
-TOGETHER = {**{name: BOOK_FILE for name in AFTER_THE_BOOK}, "test_labs.py": HOSTILE_FILE}
+TOGETHER = {
+    **{name: BOOK_FILE for name in AFTER_THE_BOOK},
+    "test_labs.py": HOSTILE_FILE,
+    "test_grading_roofline.py": HOSTILE_FILE,
+}
 
 
 def pytest_xdist_make_scheduler(config, log):
