@@ -60,7 +60,11 @@ def test_a_problem_with_a_relu_input_at_zero_is_never_drawn():
     assert lab.relu_margin(close) < lab.KINK_MARGIN
     reply = local_student(benchmark.reference_solution(), lab.WIRE_TYPES, forked=False).call(close)
     failure = lab_checks.result_failure("fast_train", reply, lab_checks._expected(close), close)
-    assert failure is not None and "W1" in failure  # why the margin exists: the reference solution fails it
+    # Why the margin exists: summed in AVX2's order, the reference solution fails this problem in W1. A CPU
+    # that sums in another order (ATEN_CPU_CAPABILITY=default, scalar) may not; where it fails, it is in W1.
+    if torch.backends.cpu.get_cpu_capability() == "AVX2":
+        assert failure is not None and "W1" in failure
+    assert failure is None or "W1" in failure
     drawn = [lab.new_problem(shape) for shape in lab.SHAPES for _ in range(20)]
     assert all(lab.relu_margin(problem) >= lab.KINK_MARGIN for problem in drawn)
     assert len({problem.seed for problem in drawn}) == len(drawn)
