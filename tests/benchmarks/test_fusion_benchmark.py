@@ -326,10 +326,19 @@ def test_a_cosine_roof_measured_2x_low_fails_the_model(monkeypatch):
         once = honest(fn, *example, threads=threads, **options)
         return Compiled(lambda *args: (once(*args), once(*args))[1], once.compile_s, fn, threads)
 
+    def over_the_roof() -> float:
+        return 1 / fusion.model_ratio_in_turns(lambda: compiled_cos(x), x.numel(), 1, 1, eager=False, memory=False)
+
+    unplanted = over_the_roof()
     monkeypatch.setattr(fusion, "compile_for_timing", twice_per_call)
     for _ in range(2):
-        over = 1 / fusion.model_ratio_in_turns(lambda: compiled_cos(x), x.numel(), 1, 1, eager=False, memory=False)
-        assert over > 1 / fusion.MODEL_FLOOR, over
+        over = over_the_roof()
+        # The planted 2x shows as about 2x on any CPU: 1.98-2.02x here, 1.66-1.98x with ATEN_CPU_CAPABILITY=default.
+        assert over > 1.5 * unplanted, (over, unplanted)
+        # It fails the floor where x.cos() runs near the roof (0.99-1.02 of it here); with no vector units it
+        # runs at 0.8, and 2x that sits at the floor's edge (1.33-1.58 against 1.43).
+        if unplanted >= 0.9:
+            assert over > 1 / fusion.MODEL_FLOOR, over
 
 
 def test_the_fused_chains_compile_to_one_graph_and_a_graph_break_misses_by_a_count(monkeypatch):
