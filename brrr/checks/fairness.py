@@ -20,7 +20,7 @@ which reads two things around it:
   are its process and those under it, less the grader's side (below). A
   practice grader, which the notebook starts (:mod:`brrr.grading.client`), runs
   below the student's process: it and the processes below it are the grader's,
-  never the student's (:func:`grader_branch`).
+  never the student's (the branch this process is on, :func:`student_processes`).
 - **the grader's side**: the CPU time of the grader's thread and of the autograd
   engine's device threads (:func:`grader_cpu`) against the wall time of the
   window. On a CPU the grader's windows compute on its one thread. On a GPU the
@@ -110,16 +110,6 @@ def _namespaces() -> dict[int, str]:
     return found
 
 
-def grader_branch(pid: int) -> int | None:
-    """The child of ``pid`` that this process is or descends from, or None where it is not below ``pid``.
-
-    A practice grader (:class:`brrr.grading.client._PracticeGrader`) is started by the notebook, so it runs
-    below the student's process: that child, and every process below it, are the grader's.
-    """
-    chain = processes.ancestors(os.getpid())
-    return next((child for child, parent in zip(chain, chain[1:]) if parent == pid), None)
-
-
 def student_processes(pid: int) -> list[int]:
     """The processes of the student whose process is ``pid``: all of its sandbox, and nothing else.
 
@@ -127,11 +117,13 @@ def student_processes(pid: int) -> list[int]:
     namespace and every process below one of them (which covers namespaces nested inside: a nested
     namespace's processes descend from the process in the sandbox that made it, and its orphans are
     adopted inside it). Where it shares this process's namespace (``--no-sandbox``, a practice grader, a
-    test), ``pid`` and the processes under it, less the grader's own (:func:`grader_branch`).
+    test), ``pid`` and the processes under it, less the grader's own: a practice grader
+    (:class:`brrr.grading.client._PracticeGrader`) is started by the notebook, so the branch this process is on
+    runs below the student's process, and it and every process below it are the grader's.
     """
     namespace = pid_namespace(pid)
     if namespace is None or namespace == pid_namespace(os.getpid()):
-        return [pid, *processes.descendants_of([pid], but=grader_branch(pid))]
+        return [pid, *processes.descendants_of([pid], but_mine=True)]
     inside = [each for each, ns in _namespaces().items() if ns == namespace]
     return sorted(set(inside) | set(processes.descendants_of(inside)))
 

@@ -104,35 +104,26 @@ def descendants(pid: int) -> list[int]:
     return descendants_of([pid])
 
 
-def descendants_of(pids: list[int], *, but: int | None = None) -> list[int]:
-    """Every process below any of ``pids`` and not one of them, from one scan of /proc; none of ``but``
-    and the processes below it."""
+def descendants_of(pids: list[int], *, but_mine: bool = False) -> list[int]:
+    """Every process below any of ``pids`` and not one of them, from one scan of /proc; with ``but_mine``,
+    none on the branch this process is on (it and its ancestors) and none below those."""
+    parents = _parents()
     children: dict[int, list[int]] = {}
-    for child, parent in _parents().items():
+    for child, parent in parents.items():
         children.setdefault(parent, []).append(child)
+    mine: set[int] = set()
+    here = os.getpid() if but_mine else None
+    while here in parents and here not in mine:
+        mine.add(here)
+        here = parents[here]
     found, queue, seen = [], list(pids), set(pids)
     while queue:
         for child in children.get(queue.pop(), []):
-            if child not in seen and child != but:
+            if child not in seen and child not in mine:
                 seen.add(child)
                 found.append(child)
                 queue.append(child)
     return found
-
-
-def ancestors(pid: int) -> list[int]:
-    """``pid``, its parent, its parent's parent, ... up to the first process (Linux /proc); as far as they can
-    be read."""
-    chain = [pid]
-    while chain[-1] > 1:
-        try:
-            parent = int(Path(f"/proc/{chain[-1]}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            break
-        if parent <= 0 or parent in chain:
-            break
-        chain.append(parent)
-    return chain
 
 
 def _kill_tree(process: subprocess.Popen) -> None:
