@@ -135,6 +135,17 @@ def test_no_modules_import_each_other_round_in_a_cycle():
     assert cycles() == []
 
 
+def test_the_toolkit_never_imports_the_books_machinery():
+    """brrr_book (book/) imports brrr, never the other way: brrr's wheel does not ship it (tests/test_wheel.py)."""
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line, name in imports(path)
+        if within(name, "brrr_book")
+    ]
+    assert found == []
+
+
 def test_a_planted_back_import_and_cycle_are_found(tmp_path):
     """The control: a check that imports the gradebook inside a function, and two modules importing each
     other, in a made-up brrr."""

@@ -4,11 +4,11 @@ The wheel is built from a copy of the checkout's layout, book/ included, so that
 brrr_book in (setuptools' `include = ["brrr*"]` did) would show here. Installing and grading from the wheel
 is tests/grading/test_package.py's (the end-to-end stage)."""
 
-import ast
 import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 from conftest import ROOT
@@ -18,20 +18,27 @@ pytestmark = pytest.mark.device_independent
 BOOK_ONLY = ("brrr_book/", "brrr/pages/", "brrr/gpucheck/", "brrr/warm/", "brrr/book_pages.py", "brrr/colab.py")
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> zipfile.ZipFile:
-    source = tmp_path_factory.mktemp("source")
+def build_wheel(work: Path, *, extra: dict[str, str] | None = None) -> Path:
+    """The wheel of a copy of the checkout's layout (brrr with its link to solutions/, book/, solutions/ and
+    the metadata), with ``extra`` files (path: text) written into the copy first."""
+    source = work / "source"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
     for folder in ("brrr", "book", "solutions"):
         shutil.copytree(ROOT / folder, source / folder, symlinks=True, ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    dist = tmp_path_factory.mktemp("dist")
+    for name, text in (extra or {}).items():
+        (source / name).write_text(text)
     command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
-    done = subprocess.run([*command, "--wheel-dir", str(dist), str(source)], capture_output=True, text=True)
+    done = subprocess.run([*command, "--wheel-dir", str(work / "dist"), str(source)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    (built,) = dist.glob("brrr-*.whl")
-    return zipfile.ZipFile(built)
+    (wheel,) = (work / "dist").glob("brrr-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    return zipfile.ZipFile(build_wheel(tmp_path_factory.mktemp("wheel")))
 
 
 def test_the_wheel_holds_the_toolkit_labs_and_grader_and_none_of_the_book(wheel):
@@ -45,13 +52,3 @@ def test_the_wheel_registers_nothing_of_the_books(wheel):
     (entry_points,) = [name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")]
     text = wheel.read(entry_points).decode()
     assert "kernel_provisioners" not in text and "brrr_book" not in text, text
-
-
-def test_no_module_of_the_toolkit_imports_the_books():
-    found = []
-    for path in sorted((ROOT / "brrr").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            modules = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            modules += [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            found += [f"{path.relative_to(ROOT)}:{node.lineno}" for m in modules if m.partition(".")[0] == "brrr_book"]
-    assert found == [], "brrr imports the book's machinery, which its wheel does not ship"

@@ -35,6 +35,7 @@ from brrr.grading import gradebook
 from conftest import ROOT
 from gradebook_helpers import LAB, read_rows
 from lab_fixtures import write_submission
+from test_wheel import build_wheel
 
 # It installs from the package index, which a GPU node has no access to: the GPU check leaves it to CI.
 pytestmark = [pytest.mark.device_independent, pytest.mark.e2e]  # a wheel installed and graded from: `make test-e2e`
@@ -48,31 +49,9 @@ def run(command, **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
-def build_wheel(work: Path) -> Path:
-    """The wheel of a copy of the source: brrr (its link to solutions/ kept), solutions/ and the metadata."""
-    source = work / "source"
-    shutil.copytree(ROOT / "brrr", source / "brrr", symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(ROOT / "solutions", source / "solutions")
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    (source / "brrr" / "data" / "reference" / f"{MADE_UP_GPU}.json").write_text('{"ceilings": {}}')
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-index",
-            "--wheel-dir",
-            str(work / "dist"),
-            str(source),
-        ]
-    )
-    (wheel,) = (work / "dist").glob("brrr-*.whl")
-    return wheel
+def build_wheel_with_made_up_gpu(work: Path) -> Path:
+    """The wheel of the checkout's layout (:func:`test_wheel.build_wheel`), with one made-up reference file."""
+    return build_wheel(work, extra={f"brrr/data/reference/{MADE_UP_GPU}.json": '{"ceilings": {}}'})
 
 
 def clean_environment(work: Path) -> dict[str, str]:
@@ -90,7 +69,7 @@ def clean_environment(work: Path) -> dict[str, str]:
 def wheel_env(tmp_path_factory):
     """(python of the new environment, a working folder outside the checkout, its environment variables)."""
     work = tmp_path_factory.mktemp("wheel")
-    wheel = build_wheel(work)
+    wheel = build_wheel_with_made_up_gpu(work)
     venv = work / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
     python = venv / "bin" / "python"
