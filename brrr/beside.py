@@ -59,7 +59,11 @@ def recorded(section: str, folder=None) -> list[Recorded]:
     for name, data in reference.load_all(folder).items():
         entry = data.get("figures", {}).get(section)
         if entry:
-            found.append(Recorded(entry.get("env", {}).get("device", name), entry["values"], entry.get("env", {})))
+            found.append(
+                Recorded(
+                    entry.get("env", {}).get("device", name), entry["values"], entry.get("env", {})
+                )
+            )
     return found
 
 
@@ -67,7 +71,9 @@ def machine_here(env: dict) -> str:
     return f"this machine: {env.get('device', '?')} ({env.get('mode', '?')})"
 
 
-def three_machines(title: str, here: str, stamp: str, gpus: list[tuple[Recorded, str]], essay: str) -> Beside:
+def three_machines(
+    title: str, here: str, stamp: str, gpus: list[tuple[Recorded, str]], essay: str
+) -> Beside:
     """``here`` (measured under ``stamp``) beside each recorded GPU's result (``(record, result)`` pairs, or
     one row saying none is recorded) and the essay's figure, quoted."""
     rows = [Row(machine_here(environment()), here, stamp.strip("[]"))]

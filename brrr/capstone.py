@@ -51,7 +51,9 @@ class Fix:
     name: str
     regime: str  # the regime it addresses
     apply: Callable[[Setup], Setup]
-    why_not_here: Callable[[], str | None] = lambda: None  # why it does not apply on this device; None if it does
+    why_not_here: Callable[[], str | None] = lambda: (
+        None
+    )  # why it does not apply on this device; None if it does
     # False where the advice's bound does not cover what the fix changes: a bigger batch changes the work
     # of a step, and SDPA fuses attention's matmuls with the softmax between them, which the fusion bound
     # keeps as separate library calls.
@@ -100,7 +102,11 @@ FIXES = (
         lambda s: replace(s, batch=s.batch * BATCH_GROWTH),
         bounded_by_advice=False,
     ),
-    Fix("torch.compile", Regime.OVERHEAD.value, lambda s: replace(s, compile_mode=s.compile_mode or "default")),
+    Fix(
+        "torch.compile",
+        Regime.OVERHEAD.value,
+        lambda s: replace(s, compile_mode=s.compile_mode or "default"),
+    ),
     Fix(
         "SDPA attention",
         Regime.MEMORY.value,
@@ -161,7 +167,9 @@ def next_fix(diagnosis, remaining: list[Fix]) -> Choice:
                     f"(at most {advice.predicted_gain:.2f}x per step) does not cover this fix",
                     None,
                 )
-    return Choice(remaining[0], "no remaining fix addresses the top advice; the next one in the list", None)
+    return Choice(
+        remaining[0], "no remaining fix addresses the top advice; the next one in the list", None
+    )
 
 
 def pin_threads() -> None:
@@ -243,7 +251,11 @@ def graphs_note(before: dict, row: dict) -> str:
     gave = row["tokens_per_s"] / before["tokens_per_s"]
     sweep = GraphSweep.recorded()
     fade = f" Notebook 33's sweep shows the same fade: {sweep.sentence()}" if sweep else ""
-    bound = f", against the tool's bound of {row['predicted_gain']:.2f}x" if row.get("predicted_gain") else ""
+    bound = (
+        f", against the tool's bound of {row['predicted_gain']:.2f}x"
+        if row.get("predicted_gain")
+        else ""
+    )
     return (
         f"{row['stage'].removeprefix('+ ')} gave {gave:.2f}x{bound}: they remove only the host's dispatch of "
         f"each kernel, and this step, at batch {row['batch']}, was already {before['regime']} "
@@ -273,7 +285,8 @@ def reference_tables() -> list[str]:
             notes += [
                 graphs_note(before, row)
                 for before, row in zip(rows, rows[1:])
-                if "CUDA graphs" in row["stage"] and row["tokens_per_s"] / before["tokens_per_s"] < GRAPHS_GAINED
+                if "CUDA graphs" in row["stage"]
+                and row["tokens_per_s"] / before["tokens_per_s"] < GRAPHS_GAINED
             ]
             found.append(
                 column.fit(
@@ -295,7 +308,9 @@ def build_step(setup: Setup, *, seed: int = 0):
     model = gpt.build(setup.config, device=DEVICE, dtype=setup.dtype, seed=seed)
     if setup.compile_mode is not None:
         model = torch.compile(model, mode=setup.compile_mode)
-    return gpt.inference_step(model), (gpt.synthetic_tokens(setup.config, setup.batch, device=DEVICE),)
+    return gpt.inference_step(model), (
+        gpt.synthetic_tokens(setup.config, setup.batch, device=DEVICE),
+    )
 
 
 def conclusions(stages: list[Stage]) -> list[str]:
@@ -311,7 +326,9 @@ def conclusions(stages: list[Stage]) -> list[str]:
     for before, after in zip(stages, stages[1:]):
         gave = after.tokens_per_s / before.tokens_per_s
         moved = (
-            "and the step stayed " if after.diagnosis.regime == before.diagnosis.regime else "and the step became "
+            "and the step stayed "
+            if after.diagnosis.regime == before.diagnosis.regime
+            else "and the step became "
         ) + after.diagnosis.regime
         bound = ""
         if after.predicted_gain is not None:
@@ -340,7 +357,9 @@ def above_bound(gave: float, bound: float) -> bool:
 
 
 def in_all(start_tokens_per_s: float, end_tokens_per_s: float) -> str:
-    return f"In all: {end_tokens_per_s / start_tokens_per_s:.1f}x the tokens per second of the start."
+    return (
+        f"In all: {end_tokens_per_s / start_tokens_per_s:.1f}x the tokens per second of the start."
+    )
 
 
 def stage_rows(stages: list[Stage]) -> list[dict]:
@@ -376,7 +395,9 @@ FINAL_OVER_START_MIN = 1.5
 
 def fixes_that_changed_nothing(stages: list[Stage]) -> list[str]:
     """The fixes whose stage runs the same setup as the stage before it: a fix that does nothing."""
-    return [after.fix.name for before, after in zip(stages, stages[1:]) if after.setup == before.setup]
+    return [
+        after.fix.name for before, after in zip(stages, stages[1:]) if after.setup == before.setup
+    ]
 
 
 @dataclass(frozen=True)
@@ -425,9 +446,15 @@ class CompileComparison:
             on_cpu_clock=THREADS == 1 and not ON_GPU,
             budget_s=budget_s,
         )
-        rounds = list(zip(runs["eager"], runs["compiled"], runs["eager again"], runs["compiled again"]))
-        ratio = statistics.median(min(e, e_again) / max(c, c_again) for e, c, e_again, c_again in rounds)
-        control = statistics.median(e / e_again for e, _, e_again, _ in rounds)  # 1 but for the noise
+        rounds = list(
+            zip(runs["eager"], runs["compiled"], runs["eager again"], runs["compiled again"])
+        )
+        ratio = statistics.median(
+            min(e, e_again) / max(c, c_again) for e, c, e_again, c_again in rounds
+        )
+        control = statistics.median(
+            e / e_again for e, _, e_again, _ in rounds
+        )  # 1 but for the noise
         return CompileGain(ratio, max(control, 1 / control) - 1)
 
 

@@ -64,7 +64,12 @@ ABOVE_COPY = per_device(
 # 5: the copy bandwidth is the best of several ways to copy (COPY_WAYS), each way's reading kept
 FORMAT_VERSION = 5
 
-_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = {
+    "float32": torch.float32,
+    "tf32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 
 
 @dataclass(frozen=True)
@@ -75,9 +80,15 @@ class Ceilings:
     dispatch_overhead: float  # s per eager op
     threads: int | None  # torch threads during measurement (None: default)
     env: dict[str, str] = field(default_factory=dict)
-    matmul_n: dict[str, int] = field(default_factory=dict)  # dtype name -> n of the n×n matmul timed
-    matmul_shape: dict[str, str] = field(default_factory=dict)  # GPU: dtype name -> "MxNxK" of the best shape
-    matmul_spread: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPU: every shape's readings
+    matmul_n: dict[str, int] = field(
+        default_factory=dict
+    )  # dtype name -> n of the n×n matmul timed
+    matmul_shape: dict[str, str] = field(
+        default_factory=dict
+    )  # GPU: dtype name -> "MxNxK" of the best shape
+    matmul_spread: dict[str, dict[str, list[float]]] = field(
+        default_factory=dict
+    )  # GPU: every shape's readings
     copy_way: str = "dst.copy_(src)"  # the way to copy (COPY_WAYS) that set copy_bandwidth; format 4 had only it
     copy_rates: dict[str, float] = field(default_factory=dict)  # B/s: each way's best reading
 
@@ -132,12 +143,17 @@ class Ceilings:
             f"({copy_setup(self.threads, far_above_cache(4), self.copy_way)})"
         )
         if len(self.copy_rates) > 1:
-            ways = ", ".join(f"{way} {units.bandwidth(rate)}" for way, rate in self.copy_rates.items())
+            ways = ", ".join(
+                f"{way} {units.bandwidth(rate)}" for way, rate in self.copy_rates.items()
+            )
             lines.append(f"    best of {ways}")
         for name, peak in self.matmul_peak.items():
             size = f" (n={self.matmul_n[name]})" if name in self.matmul_n else ""
             if name in self.matmul_shape:
-                low = min(min(readings) for readings in self.matmul_spread.get(name, {}).values() or [[peak]])
+                low = min(
+                    min(readings)
+                    for readings in self.matmul_spread.get(name, {}).values() or [[peak]]
+                )
                 size = f" ({self.matmul_shape[name]}; all shapes {units.flops(low)} to it)"
             lines.append(f"  matmul peak {name:<8} {units.flops(peak)}{size}")
         lines.append(f"  non-matmul peak     {units.flops(self.vector_peak)} (fp32)")
@@ -151,8 +167,14 @@ class Ceilings:
         later one; the matmul size is the one of the peak kept, the copy's way the one of the copy kept,
         and each way's copy reading the better of the two."""
         if other.threads != self.threads:
-            raise ValueError(f"ceilings of {self.threads} and {other.threads} threads do not combine")
-        matmul_peak, matmul_n, shape = dict(self.matmul_peak), dict(self.matmul_n), dict(self.matmul_shape)
+            raise ValueError(
+                f"ceilings of {self.threads} and {other.threads} threads do not combine"
+            )
+        matmul_peak, matmul_n, shape = (
+            dict(self.matmul_peak),
+            dict(self.matmul_n),
+            dict(self.matmul_shape),
+        )
         for name, peak in other.matmul_peak.items():
             if peak > matmul_peak.get(name, 0.0):
                 matmul_peak[name] = peak
@@ -161,9 +183,13 @@ class Ceilings:
                 if name in other.matmul_shape:
                     shape[name] = other.matmul_shape[name]
         spread = {
-            name: {label: list(rates) for label, rates in shapes.items()} for name, shapes in self.matmul_spread.items()
+            name: {label: list(rates) for label, rates in shapes.items()}
+            for name, shapes in self.matmul_spread.items()
         }
-        for name, shapes in other.matmul_spread.items():  # every reading of both, the spread of both
+        for (
+            name,
+            shapes,
+        ) in other.matmul_spread.items():  # every reading of both, the spread of both
             for label, rates in shapes.items():
                 spread.setdefault(name, {}).setdefault(label, []).extend(rates)
         copy_rates = dict(self.copy_rates)
@@ -209,9 +235,13 @@ def dtype_name(dtype: str | torch.dtype) -> str:
 # to run: one thread, copy_ 13.9-14.9 GB/s, clone 14.3-16.2, compiled 14.4-15.8; two threads 23.4, 24.5, 23.5.
 COPY_INTO = "dst.copy_(src)"
 CLONE = "torch.clone(src)"
-COMPILED_COPY = "compiled src * 1"  # Inductor's own elementwise kernel: C++ on a CPU, Triton on a GPU
+COMPILED_COPY = (
+    "compiled src * 1"  # Inductor's own elementwise kernel: C++ on a CPU, Triton on a GPU
+)
 COPY_WAYS = (COPY_INTO, CLONE, COMPILED_COPY)
-COPY_WAYS_BUDGET_S = per_device(cpu=0.3, gpu=0.2)  # the slowest way's timed seconds (bench_together)
+COPY_WAYS_BUDGET_S = per_device(
+    cpu=0.3, gpu=0.2
+)  # the slowest way's timed seconds (bench_together)
 
 
 def copy_setup(threads: int | None, n: int, way: str = COPY_INTO) -> str:
@@ -230,7 +260,9 @@ def copy_setup(threads: int | None, n: int, way: str = COPY_INTO) -> str:
     return f"{way}, {where}, {units.binary_bytes(4 * n)} buffers"
 
 
-def describe_copy(rate: float, *, threads: int | None, n: int | None = None, way: str = COPY_INTO) -> str:
+def describe_copy(
+    rate: float, *, threads: int | None, n: int | None = None, way: str = COPY_INTO
+) -> str:
     """``rate`` with the setup it was measured on: ``12.3 GB/s (dst.copy_(src), 1 thread, 256 MiB buffers)``.
     For the copy roof, pass its way (:attr:`Ceilings.copy_way`)."""
     return f"{units.bandwidth(rate)} ({copy_setup(threads, n or far_above_cache(4), way)})"
@@ -248,14 +280,20 @@ def _compiled_times_one() -> Callable[[torch.Tensor], torch.Tensor]:
     return torch.compile(_times_one, dynamic=False)
 
 
-def copy_calls(src: torch.Tensor, dst: torch.Tensor, *, threads: int | None = None) -> dict[str, Callable[[], object]]:
+def copy_calls(
+    src: torch.Tensor, dst: torch.Tensor, *, threads: int | None = None
+) -> dict[str, Callable[[], object]]:
     """Each of :data:`COPY_WAYS` as a call of no arguments, by name: each reads ``src`` and writes a tensor
     of its size (``dst``, or one of its own). The compiled way is compiled here, at the thread count it will
     be timed with, so that no timed call compiles."""
     compiled = _compiled_times_one()
     with torch_threads(threads):
         compiled(src)
-    return {COPY_INTO: lambda: dst.copy_(src), CLONE: lambda: torch.clone(src), COMPILED_COPY: lambda: compiled(src)}
+    return {
+        COPY_INTO: lambda: dst.copy_(src),
+        CLONE: lambda: torch.clone(src),
+        COMPILED_COPY: lambda: compiled(src),
+    }
 
 
 def measure_copy_ways(n: int | None = None, *, threads: int | None = None) -> dict[str, float]:
@@ -277,7 +315,9 @@ def fastest_copy(rates: dict[str, float]) -> tuple[str, float]:
     return way, rates[way]
 
 
-def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None, budget_s: float | None = None) -> float:
+def measure_copy_bandwidth(
+    n: int | None = None, *, threads: int | None = None, budget_s: float | None = None
+) -> float:
     """B/s of ``dst.copy_(src)`` on ``n`` fp32 elements: reads 4n bytes, writes 4n bytes. One of the ways
     the copy roof times (:func:`measure_copy_ways`), and the copy the labs and sweeps time."""
     n = n or far_above_cache(4)
@@ -293,7 +333,9 @@ def measure_copy_bandwidth(n: int | None = None, *, threads: int | None = None, 
 SWEEP_ROUNDS = 3
 
 
-def measure_copy_sweep(sizes: list[int], *, rounds: int = SWEEP_ROUNDS, budget_s: float = 0.1) -> list[float]:
+def measure_copy_sweep(
+    sizes: list[int], *, rounds: int = SWEEP_ROUNDS, budget_s: float = 0.1
+) -> list[float]:
     """B/s of :func:`measure_copy_bandwidth` at each of ``sizes`` fp32 elements: the best of ``rounds``
     readings, taken round by round over all the sizes, so that a burst of other work that slows one reading
     of a size is unlikely to slow its other readings too (load only ever slows a copy)."""
@@ -312,7 +354,9 @@ def measure_copy_sweep(sizes: list[int], *, rounds: int = SWEEP_ROUNDS, budget_s
 LOW_SHARE = 0.5
 
 
-def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -> tuple[Ceilings, float, str]:
+def check_copy_ceiling(
+    found: Ceilings, rate: float, *, what: str, again=None
+) -> tuple[Ceilings, float, str]:
     """``rate``: B/s of the copy the ceiling times (``far_above_cache(4)`` fp32 elements, ``found.threads``),
     timed now. Returns the ceilings to use from here on, the best reading, and a note for the page ('' if
     there is nothing to say).
@@ -325,7 +369,9 @@ def check_copy_ceiling(found: Ceilings, rate: float, *, what: str, again=None) -
 
     ceiling = found.copy_bandwidth
     again = again or (lambda: measure_copy_bandwidth(threads=found.threads))
-    shares = targets.measurements(rate / ceiling, lambda: again() / ceiling, lambda share: share >= LOW_SHARE)
+    shares = targets.measurements(
+        rate / ceiling, lambda: again() / ceiling, lambda share: share >= LOW_SHARE
+    )
     best = max(shares) * ceiling
     note = ""
     if best > ceiling:
@@ -359,11 +405,15 @@ def raise_copy_ceiling(found: Ceilings, rate: float, way: str = COPY_INTO) -> Ce
         copy_rates={**found.copy_rates, way: rate},
         env={**found.env, "date": environment()["date"]},
     )
-    cache.write_json(cache_path(found.threads), raised.to_json())  # measure() keeps threads None on a GPU
+    cache.write_json(
+        cache_path(found.threads), raised.to_json()
+    )  # measure() keeps threads None on a GPU
     return raised
 
 
-def describe_copy_sweep(sizes: list[int], rates: list[float], ceiling: float, cache_bytes: int) -> list[str]:
+def describe_copy_sweep(
+    sizes: list[int], rates: list[float], ceiling: float, cache_bytes: int
+) -> list[str]:
     """One line per fp32 buffer size of a copy sweep, each rate against the copy ceiling; a rate above it is
     marked, and each mark's reason is said once under the table, as is a note when some ran far below it.
 
@@ -374,13 +424,17 @@ def describe_copy_sweep(sizes: list[int], rates: list[float], ceiling: float, ca
     """
     reasons = {
         "*": "source and destination fit in the cache, which serves them",
-        "†": ("timed at another moment than the ceiling (load from other work slows any copy), or partly cached"),
+        "†": (
+            "timed at another moment than the ceiling (load from other work slows any copy), or partly cached"
+        ),
     }
     lines = units.footnoted(
         [
             (
                 f"{units.binary_bytes(4 * n):>10} buffer: "
-                + units.fraction_of(rate, ceiling, "B/s", "measured copy bandwidth", thresholds=(1.0,)),
+                + units.fraction_of(
+                    rate, ceiling, "B/s", "measured copy bandwidth", thresholds=(1.0,)
+                ),
                 ("*" if 2 * 4 * n <= cache_bytes else "†") if rate > ceiling else "",
             )
             for n, rate in zip(sizes, rates)
@@ -410,7 +464,9 @@ def _fixed_wait(slow: list[tuple[int, float]]) -> list[str]:
     its core), so their rate grows in proportion to their size."""
     seconds = [2 * 4 * n / rate for n, rate in slow]
     sizes = [n for n, _ in slow]
-    if max(sizes) < FIXED_WAIT_SIZES * min(sizes) or max(seconds) > FIXED_WAIT_SPREAD * min(seconds):
+    if max(sizes) < FIXED_WAIT_SIZES * min(sizes) or max(seconds) > FIXED_WAIT_SPREAD * min(
+        seconds
+    ):
         return []
     return [
         f"Those copies took {units.seconds(min(seconds))} to {units.seconds(max(seconds))} each, whatever their "
@@ -448,9 +504,14 @@ def matmul_peak_size(dtype: str, *, threads: int | None = None) -> int:
         return MATMUL_PEAK_N
     probe = 256
     a = torch.randn(probe, probe, dtype=_DTYPES[dtype])
-    timing = bench(lambda: torch.mm(a, a), threads=threads, warmup=1, min_runs=1, max_runs=3, budget_s=0.05)
+    timing = bench(
+        lambda: torch.mm(a, a), threads=threads, warmup=1, min_runs=1, max_runs=3, budget_s=0.05
+    )
     rate = timing.rate(2 * probe**3)
-    return max((n for n in range(probe, MATMUL_PEAK_N + 1, 256) if 2 * n**3 / rate <= CPU_MATMUL_CALL_S), default=probe)
+    return max(
+        (n for n in range(probe, MATMUL_PEAK_N + 1, 256) if 2 * n**3 / rate <= CPU_MATMUL_CALL_S),
+        default=probe,
+    )
 
 
 def measure_matmul_peak(
@@ -480,7 +541,13 @@ def measure_matmul_peak(
 # below the same GPU's 4096³ and skinny 4096 × 8192 matmuls in the same run, notebook 20's sweeps read
 # 1.04-1.08x of it, and the bf16 roof moved 697 -> 709 -> 757 TFLOP/s within one run: a roof that
 # measurements sit above is no roof. The record keeps every shape's readings (Ceilings.matmul_spread).
-GPU_PEAK_SHAPES = ((4096, 4096, 4096), (6144, 6144, 6144), (8192, 8192, 8192), (8192, 8192, 4096), (4096, 8192, 4096))
+GPU_PEAK_SHAPES = (
+    (4096, 4096, 4096),
+    (6144, 6144, 6144),
+    (8192, 8192, 8192),
+    (8192, 8192, 4096),
+    (4096, 8192, 4096),
+)
 GPU_PEAK_SIZES = tuple(m for m, n, k in GPU_PEAK_SHAPES if m == n == k)  # the square ones
 GPU_SETTLE_S = 1.0
 GPU_PEAK_PASSES = 2
@@ -497,7 +564,9 @@ def shape_rows(label: str) -> int:
     return int(label.split("x", 1)[0])
 
 
-def measure_matmul_rate(dtype: str, shape: tuple[int, int, int], *, budget_s: float = GPU_PEAK_BUDGET_S) -> float:
+def measure_matmul_rate(
+    dtype: str, shape: tuple[int, int, int], *, budget_s: float = GPU_PEAK_BUDGET_S
+) -> float:
     """FLOP/s of an (m×k) @ (k×n) matmul of ``dtype``: 2·m·n·k FLOPs."""
     m, n, k = shape
     a = torch.randn(m, k, device=DEVICE, dtype=_DTYPES[dtype])
@@ -537,7 +606,9 @@ def measure_gpu_matmul_peak(dtype: str) -> tuple[float, str, dict[str, list[floa
     :data:`GPU_PEAK_PASSES` times after :func:`settle_clocks`; ``readings`` keeps every one (the spread)."""
     settle_clocks(dtype)
     readings: dict[str, list[float]] = {shape_label(shape): [] for shape in GPU_PEAK_SHAPES}
-    for _ in range(GPU_PEAK_PASSES):  # passes, not one shape after another: a drift lands on all shapes alike
+    for _ in range(
+        GPU_PEAK_PASSES
+    ):  # passes, not one shape after another: a drift lands on all shapes alike
         for shape in GPU_PEAK_SHAPES:
             readings[shape_label(shape)].append(measure_matmul_rate(dtype, shape))
     label, rate = best_shape(readings)
@@ -566,7 +637,9 @@ def measure_best_matmul_peak(dtype: str, *, threads: int | None = None) -> tuple
         rates = {picked: measure_matmul_peak(dtype, picked, threads=threads)}
         for n in CPU_EXTRA_PEAK_SIZES:
             if n not in rates:
-                rates[n] = measure_matmul_peak(dtype, n, threads=threads, budget_s=CPU_EXTRA_PEAK_BUDGET_S)
+                rates[n] = measure_matmul_peak(
+                    dtype, n, threads=threads, budget_s=CPU_EXTRA_PEAK_BUDGET_S
+                )
     best = max(rates, key=rates.get)
     return rates[best], best
 
@@ -598,7 +671,9 @@ VECTOR_STEPS = 8
 def _independent_multiply_adds(x: torch.Tensor, steps: int, chains: int) -> torch.Tensor:
     accumulators = [x + 0.125 * i for i in range(chains)]
     for _ in range(steps):
-        accumulators = [a * 0.999 + 0.001 for a in accumulators]  # 2 FLOPs each; no chain waits on another
+        accumulators = [
+            a * 0.999 + 0.001 for a in accumulators
+        ]  # 2 FLOPs each; no chain waits on another
     total = accumulators[0]
     for a in accumulators[1:]:
         total = total + a
@@ -611,7 +686,11 @@ def vector_flops_per_element(steps: int = VECTOR_STEPS, chains: int = VECTOR_CHA
 
 
 def measure_vector_peak(
-    n: int | None = None, steps: int = VECTOR_STEPS, *, chains: int = VECTOR_CHAINS, threads: int | None = None
+    n: int | None = None,
+    steps: int = VECTOR_STEPS,
+    *,
+    chains: int = VECTOR_CHAINS,
+    threads: int | None = None,
 ) -> float:
     """FLOP/s of fp32 multiply-adds on ``chains`` independent accumulators per element, compiled into one kernel.
 
@@ -625,7 +704,9 @@ def measure_vector_peak(
     compiled = torch.compile(_independent_multiply_adds, dynamic=False)
     with torch_threads(threads):
         compiled(x, steps, chains)  # compile outside the timed region
-    timing = bench(lambda: compiled(x, steps, chains), threads=threads, budget_s=per_device(cpu=0.5, gpu=0.2))
+    timing = bench(
+        lambda: compiled(x, steps, chains), threads=threads, budget_s=per_device(cpu=0.5, gpu=0.2)
+    )
     return timing.rate(vector_flops_per_element(steps, chains) * n)
 
 
@@ -668,7 +749,9 @@ def measure_all(*, threads: int | None = None) -> Ceilings:
     if ON_GPU:
         for name in matmul_dtypes():
             _, shapes[name], spread[name] = measure_gpu_matmul_peak(name)
-        best = {name: (max(spread[name][shapes[name]]), shape_rows(shapes[name])) for name in spread}
+        best = {
+            name: (max(spread[name][shapes[name]]), shape_rows(shapes[name])) for name in spread
+        }
     else:
         best = {name: measure_best_matmul_peak(name, threads=threads) for name in matmul_dtypes()}
     dispatch_overhead = measure_dispatch_overhead(threads=threads)
@@ -713,7 +796,9 @@ def matmul_measured_again(found: Ceilings, dtype: str) -> Ceilings:
     else:
         rate, n = measure_best_matmul_peak(dtype, threads=found.threads)
         reading = {"matmul_n": {dtype: n}, "matmul_shape": {}, "matmul_spread": {}}
-    return _kept_at_the_better(found, dataclasses.replace(found, matmul_peak={dtype: rate}, **reading))
+    return _kept_at_the_better(
+        found, dataclasses.replace(found, matmul_peak={dtype: rate}, **reading)
+    )
 
 
 def _kept_at_the_better(found: Ceilings, reading: Ceilings) -> Ceilings:
@@ -776,8 +861,12 @@ def _still_valid(cached: dict) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.ceilings", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--refresh", action="store_true", help="measure again instead of reading the cache")
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.ceilings", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--refresh", action="store_true", help="measure again instead of reading the cache"
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads to measure with")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a summary")
     args = parser.parse_args(argv)

@@ -72,9 +72,7 @@ class Verdict:
         return HELD if self.held else NOT_HELD
 
     def line(self) -> str:
-        return (
-            f"{CLAIMS[self.key].statement} {self.word.capitalize()}: {self.here}. {self.why[:1].upper()}{self.why[1:]}."
-        )
+        return f"{CLAIMS[self.key].statement} {self.word.capitalize()}: {self.here}. {self.why[:1].upper()}{self.why[1:]}."
 
 
 _CLAIMS = [
@@ -221,7 +219,9 @@ def judge_three_regimes(tiny: str, pointwise: str, matmul: str) -> Verdict:
         "a 4096³ matmul": "compute-bound",
     }
     here = "; ".join(f"{op} {regime}" for op, regime in got.items())
-    wrong = [f"{op} came out {got[op]}, not {want}" for op, want in expected.items() if got[op] != want]
+    wrong = [
+        f"{op} came out {got[op]}, not {want}" for op, want in expected.items() if got[op] != want
+    ]
     why = (
         "all three regimes occur on this machine's measured roofs"
         if not wrong
@@ -286,7 +286,9 @@ def judge_other_ops_rate(
         f"{units.beside(elementwise, 0, (100,))}x fewer FLOP/s than the contractions"
     )
     if min(normalization, elementwise) >= 100:
-        return Verdict("other-ops-fewer-flops", True, here, "hundreds of times fewer, as in the essay")
+        return Verdict(
+            "other-ops-fewer-flops", True, here, "hundreds of times fewer, as in the essay"
+        )
     return Verdict(
         "other-ops-fewer-flops",
         False,
@@ -301,7 +303,9 @@ def judge_other_ops_rate(
 def judge_matmul_gap(matmul_peak: float, vector_peak: float, measured: str = "") -> Verdict:
     """Best measured matmul peak and non-matmul peak, FLOP/s; ``measured`` names their dtype and threads."""
     gap = matmul_peak / vector_peak
-    here = f"matmul peak {_ratio(gap, 4)} the non-matmul peak" + (f" ({measured})" if measured else "")
+    here = f"matmul peak {_ratio(gap, 4)} the non-matmul peak" + (
+        f" ({measured})" if measured else ""
+    )
     if gap >= 4:
         return Verdict("matmul-gap", True, here, "matmuls have hardware the other ops cannot use")
     return Verdict(
@@ -345,9 +349,18 @@ def judge_fused_chain(
     here = f"fused chain {_ratio(ratio, 1.3)} the time of one op"
     if len(ratios) > 1:
         here += f" (the best of {len(ratios)} measurements: {', '.join(_ratio(r, 1.3) for r in ratios)})"
-    figures = {"fused_s": ratio, "one_op_s": 1.0}  # the best measurement, as the ratio it was judged on
+    figures = {
+        "fused_s": ratio,
+        "one_op_s": 1.0,
+    }  # the best measurement, as the ratio it was judged on
     if ratio <= 1.3:
-        return Verdict("fused-chain-one-op", True, here, "the extra ops hid under the memory time of one pass", figures)
+        return Verdict(
+            "fused-chain-one-op",
+            True,
+            here,
+            "the extra ops hid under the memory time of one pass",
+            figures,
+        )
     return Verdict(
         "fused-chain-one-op",
         False,
@@ -358,7 +371,9 @@ def judge_fused_chain(
 
 
 @_judge("cos-cos-one-cos")
-def judge_cos_cos(fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memory: float) -> Verdict:
+def judge_cos_cos(
+    fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memory: float
+) -> Verdict:
     """Compiled cos().cos() and cos() seconds; compute time of two cosines over one pass's memory time."""
     ratio = fused_cos_cos_s / fused_cos_s
     here = f"compiled x.cos().cos() {_ratio(ratio, 1.3)} the time of compiled x.cos()"
@@ -377,7 +392,9 @@ def judge_cos_cos(fused_cos_cos_s: float, fused_cos_s: float, two_cos_over_memor
 @_judge("memory-bound-until-ridge")
 def judge_knee(measured: float, predicted: float) -> Verdict:
     """Repeat counts: where the runtime started to climb, and where the measured roofs put it."""
-    shown = units.beside(measured, 1 if measured < 10 else 0, (4, 0.5 * predicted, 2 * predicted))  # as printed
+    shown = units.beside(
+        measured, 1 if measured < 10 else 0, (4, 0.5 * predicted, 2 * predicted)
+    )  # as printed
     here = f"flat up to about {shown} repeats; the measured roofs predict {predicted:.0f}"
     if measured < 4:
         return Verdict(
@@ -396,7 +413,10 @@ def judge_knee(measured: float, predicted: float) -> Verdict:
             "roofs predict, outside the 0.5x to 2x the rule allows",
         )
     return Verdict(
-        "memory-bound-until-ridge", True, here, "extra arithmetic was free up to the ridge point, as the roofline says"
+        "memory-bound-until-ridge",
+        True,
+        here,
+        "extra arithmetic was free up to the ridge point, as the roofline says",
     )
 
 
@@ -416,14 +436,23 @@ def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: 
         f"{_ratio(floor_growth, FLOOR_GROWTH_MAX)} a one-element add"
     )
     if slower < 10:
-        return Verdict("overhead-floor", False, here, "eager ops were less than 10x slower than Python adds")
+        return Verdict(
+            "overhead-floor", False, here, "eager ops were less than 10x slower than Python adds"
+        )
     if floor_growth > FLOOR_GROWTH_MAX:
-        return Verdict("overhead-floor", False, here, "the time of small adds grew with their size: no flat floor")
+        return Verdict(
+            "overhead-floor",
+            False,
+            here,
+            "the time of small adds grew with their size: no flat floor",
+        )
     return Verdict("overhead-floor", True, here, "small ops cost the same whatever their size")
 
 
 @_judge("batch-doubling")
-def judge_batch_doubling(first_ratio: float, first_over_roofline: float, last_ratio: float) -> Verdict:
+def judge_batch_doubling(
+    first_ratio: float, first_over_roofline: float, last_ratio: float
+) -> Verdict:
     """Step-time ratios of the first and last doublings; the first step's time over its roofline time."""
     here = (
         f"first doubling {_ratio(first_ratio, 1.25)} the time, at {units.beside(first_over_roofline, 1, (2,))}x "
@@ -440,9 +469,14 @@ def judge_batch_doubling(first_ratio: float, first_over_roofline: float, last_ra
             "(the essay's footnote)",
         )
     if last_ratio <= 1.5:
-        return Verdict("batch-doubling", False, here, "the largest batch did not reach the scaling regime")
+        return Verdict(
+            "batch-doubling", False, here, "the largest batch did not reach the scaling regime"
+        )
     return Verdict(
-        "batch-doubling", True, here, "flat while far above the roofline (overhead), then scaling with the work"
+        "batch-doubling",
+        True,
+        here,
+        "flat while far above the roofline (overhead), then scaling with the work",
     )
 
 
@@ -452,14 +486,20 @@ def judge_compile_overhead(speedup: float) -> Verdict:
     here = f"compiled {_ratio(speedup, 2)} faster than eager on 50 tiny ops"
     if speedup >= 2:
         return Verdict("compile-removes-overhead", True, here, "one dispatch instead of fifty")
-    return Verdict("compile-removes-overhead", False, here, "the compiled call's own overhead ate the gain")
+    return Verdict(
+        "compile-removes-overhead", False, here, "the compiled call's own overhead ate the gain"
+    )
 
 
-REMAT_TIME_NOISE = 0.02  # the least a speedup must exceed 1 by to count as time that fell, not noise
+REMAT_TIME_NOISE = (
+    0.02  # the least a speedup must exceed 1 by to count as time that fell, not noise
+)
 
 
 @_judge("remat-memory-and-time")
-def judge_rematerialization(memory_factor: float, speedup: float, noise: float = REMAT_TIME_NOISE) -> Verdict:
+def judge_rematerialization(
+    memory_factor: float, speedup: float, noise: float = REMAT_TIME_NOISE
+) -> Verdict:
     """Everything-saved over recomputed: peak memory ratio and step-time ratio (above 1: recomputing won).
 
     ``noise``: the two timings' own spread (``Split.remat_noise``). A speedup within it is not "less time":
@@ -469,10 +509,15 @@ def judge_rematerialization(memory_factor: float, speedup: float, noise: float =
         "same compiled code with everything saved"
     )
     if memory_factor < 1.1:
-        return Verdict("remat-memory-and-time", False, here, "recomputing saved under 10% of the peak memory")
+        return Verdict(
+            "remat-memory-and-time", False, here, "recomputing saved under 10% of the peak memory"
+        )
     if speedup < 0.95:
         return Verdict(
-            "remat-memory-and-time", False, here, "recomputation cost time here: the recomputed ops were not free"
+            "remat-memory-and-time",
+            False,
+            here,
+            "recomputation cost time here: the recomputed ops were not free",
         )
     if speedup >= 1 + max(noise, REMAT_TIME_NOISE):
         return Verdict("remat-memory-and-time", True, here, "less memory, and less time too")
@@ -528,7 +573,9 @@ def glue_text(key: str, text: str) -> None:
 
 
 def held_there(values: dict) -> str:
-    return "held there" if values["held"] else "did not hold there"  # "here" is always the page's machine
+    return (
+        "held there" if values["held"] else "did not hold there"
+    )  # "here" is always the page's machine
 
 
 def claim_records(key: str, folder=None) -> list[Recorded]:
@@ -576,7 +623,11 @@ def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
         glue_text(glue_key(verdict.key, name), text)
     reference.record(f"claims/{verdict.key}", asdict(verdict))
     reference.record_check(
-        "claim", verdict.key, verdict=verdict.word, value=verdict.here, bound=CLAIMS[verdict.key].statement
+        "claim",
+        verdict.key,
+        verdict=verdict.word,
+        value=verdict.here,
+        bound=CLAIMS[verdict.key].statement,
     )
     return verdict
 
@@ -585,7 +636,8 @@ def reference_figures(claims: dict[str, Claim] = CLAIMS, folder=None) -> dict[st
     """Per claim, what the committed GPU reference files recorded for it, or that none did."""
     return {
         key: "; ".join(
-            f"{gpu.device}: {gpu.values['here']} ({held_there(gpu.values)})" for gpu in claim_records(key, folder)
+            f"{gpu.device}: {gpu.values['here']} ({held_there(gpu.values)})"
+            for gpu in claim_records(key, folder)
         )
         or "none recorded"
         for key in claims
@@ -603,7 +655,9 @@ def reference_summary(folder=None) -> str:
         )
     lines = []
     for name, data in recorded.items():
-        claims = sorted(key.split("/", 1)[1] for key in data.get("figures", {}) if key.startswith("claims/"))
+        claims = sorted(
+            key.split("/", 1)[1] for key in data.get("figures", {}) if key.startswith("claims/")
+        )
         lines.append(
             f"{name}.json: {len(claims)} of {len(CLAIMS)} claims recorded"
             + (f" ({', '.join(claims)})" if claims else "")

@@ -23,7 +23,9 @@ class OpCount:
         return self.flops / self.bytes
 
     def __add__(self, other: "OpCount") -> "OpCount":
-        return OpCount(f"{self.name} + {other.name}", self.flops + other.flops, self.bytes + other.bytes)
+        return OpCount(
+            f"{self.name} + {other.name}", self.flops + other.flops, self.bytes + other.bytes
+        )
 
 
 def element_size(dtype: torch.dtype) -> int:
@@ -43,19 +45,27 @@ def pointwise(
     return OpCount(name, flops_per_element * n, (inputs + outputs) * n * element_size(dtype))
 
 
-def reduction(rows: int, cols: int, dtype: torch.dtype = torch.float32, *, name: str = "row reduction") -> OpCount:
+def reduction(
+    rows: int, cols: int, dtype: torch.dtype = torch.float32, *, name: str = "row reduction"
+) -> OpCount:
     """Sum each row: read rows·cols elements, write rows; cols - 1 adds per row (counted as cols)."""
     size = element_size(dtype)
     return OpCount(name, rows * cols, (rows * cols + rows) * size)
 
 
-def matmul(m: int, n: int, k: int, dtype: torch.dtype = torch.float32, *, name: str | None = None) -> OpCount:
+def matmul(
+    m: int, n: int, k: int, dtype: torch.dtype = torch.float32, *, name: str | None = None
+) -> OpCount:
     """(m×k) @ (k×n): 2·m·n·k FLOPs; read m·k + k·n, write m·n elements."""
     size = element_size(dtype)
-    return OpCount(name or f"matmul {m}x{k} @ {k}x{n}", 2 * m * n * k, (m * k + k * n + m * n) * size)
+    return OpCount(
+        name or f"matmul {m}x{k} @ {k}x{n}", 2 * m * n * k, (m * k + k * n + m * n) * size
+    )
 
 
-def tiled_matmul_bytes(m: int, n: int, k: int, block_m: int, block_n: int, element_size: int) -> dict[str, int]:
+def tiled_matmul_bytes(
+    m: int, n: int, k: int, block_m: int, block_n: int, element_size: int
+) -> dict[str, int]:
     """Bytes per tensor that (m×k) @ (k×n) moves in ``block_m × block_n`` output tiles (a loop over K in each).
 
     Every tile in a row of tiles reads that row's strip of ``a``, and every tile in
@@ -70,7 +80,9 @@ def tiled_matmul_bytes(m: int, n: int, k: int, block_m: int, block_n: int, eleme
     }
 
 
-def tiled_matmul(m: int, n: int, k: int, block_m: int, block_n: int, dtype: torch.dtype = torch.float32) -> OpCount:
+def tiled_matmul(
+    m: int, n: int, k: int, block_m: int, block_n: int, dtype: torch.dtype = torch.float32
+) -> OpCount:
     """(m×k) @ (k×n) in ``block_m × block_n`` tiles: 2·m·n·k FLOPs over :func:`tiled_matmul_bytes`."""
     nbytes = sum(tiled_matmul_bytes(m, n, k, block_m, block_n, element_size(dtype)).values())
     return OpCount(f"matmul {m}x{k} @ {k}x{n} in {block_m}x{block_n} tiles", 2 * m * n * k, nbytes)
@@ -97,20 +109,29 @@ def softmax(rows: int, cols: int, dtype: torch.dtype = torch.float32) -> OpCount
     return OpCount("softmax", SOFTMAX_FLOPS_PER_ELEMENT * rows * cols, 2 * rows * cols * size)
 
 
-def layer_norm(rows: int, cols: int, dtype: torch.dtype = torch.float32, *, affine: bool = True) -> OpCount:
+def layer_norm(
+    rows: int, cols: int, dtype: torch.dtype = torch.float32, *, affine: bool = True
+) -> OpCount:
     """Layer norm over the last dim, fused: read x (and weight, bias), write y.
 
     FLOPs per element: mean (1), subtract (1), square and sum for variance (2),
     multiply by 1/std (1), and with ``affine`` scale and shift (2).
     """
     size = element_size(dtype)
-    flops = (LAYER_NORM_FLOPS_PER_ELEMENT + (AFFINE_FLOPS_PER_ELEMENT if affine else 0)) * rows * cols
+    flops = (
+        (LAYER_NORM_FLOPS_PER_ELEMENT + (AFFINE_FLOPS_PER_ELEMENT if affine else 0)) * rows * cols
+    )
     params = 2 * cols if affine else 0
     return OpCount("layer norm", flops, (2 * rows * cols + params) * size)
 
 
 def linear(
-    batch: int, in_features: int, out_features: int, dtype: torch.dtype = torch.float32, *, bias: bool = True
+    batch: int,
+    in_features: int,
+    out_features: int,
+    dtype: torch.dtype = torch.float32,
+    *,
+    bias: bool = True,
 ) -> OpCount:
     """``y = x @ W.T + b`` for ``batch`` rows: a (batch×in) @ (in×out) matmul plus a bias add.
 
@@ -123,19 +144,35 @@ def linear(
     """
     size = element_size(dtype)
     flops = 2 * batch * in_features * out_features + (batch * out_features if bias else 0)
-    elements = batch * in_features + in_features * out_features + batch * out_features + (out_features if bias else 0)
+    elements = (
+        batch * in_features
+        + in_features * out_features
+        + batch * out_features
+        + (out_features if bias else 0)
+    )
     return OpCount(f"linear {in_features}->{out_features}, batch {batch}", flops, elements * size)
 
 
 def linear_over_batches(
-    batches, in_features: int, out_features: int, dtype: torch.dtype = torch.float32, *, bias: bool = True
+    batches,
+    in_features: int,
+    out_features: int,
+    dtype: torch.dtype = torch.float32,
+    *,
+    bias: bool = True,
 ) -> list[OpCount]:
     """:func:`linear` for each batch size in ``batches``, in order."""
     return [linear(batch, in_features, out_features, dtype, bias=bias) for batch in batches]
 
 
 def attention(
-    batch: int, heads: int, seq: int, head_dim: int, dtype: torch.dtype = torch.float32, *, fused: bool = True
+    batch: int,
+    heads: int,
+    seq: int,
+    head_dim: int,
+    dtype: torch.dtype = torch.float32,
+    *,
+    fused: bool = True,
 ) -> OpCount:
     """Self-attention ``softmax(Q Kᵀ / √d) V`` on (batch, heads, seq, head_dim) tensors, no masking.
 
@@ -155,4 +192,8 @@ def attention(
     if not fused:
         elements += heads_total * 4 * seq * seq
     kind = "fused" if fused else "unfused"
-    return OpCount(f"attention ({kind}), {batch}x{heads} heads, seq {seq}, d {head_dim}", flops, elements * size)
+    return OpCount(
+        f"attention ({kind}), {batch}x{heads} heads, seq {seq}, d {head_dim}",
+        flops,
+        elements * size,
+    )

@@ -101,7 +101,9 @@ def interpret_jit_calls() -> Callable[[], None]:
     def method(function):
         return lambda self, *args, **kwargs: device_call(function, self, *args, **kwargs)
 
-    members = {name: value for name, value in vars(tl.tensor).items() if isinstance(value, JITFunction)}
+    members = {
+        name: value for name, value in vars(tl.tensor).items() if isinstance(value, JITFunction)
+    }
     JITFunction.__call__ = device_call
     for name, function in members.items():
         setattr(tl.tensor, name, method(function))

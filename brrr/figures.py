@@ -49,7 +49,16 @@ LIGHT = Theme("light", "", "white", INK, MUTED, "#dddddd", ACCENT, WARM, COOL, "
 # The dark page of sphinx-book-theme (#121212) and pydata-sphinx-theme's text colours on it; the accents
 # lightened so that small text in them keeps a contrast above 4.5 on that page.
 DARK = Theme(
-    "dark", "-dark", "#121212", "#ced6dd", "#9ca4af", "#3a3f47", "#5aa9e6", "#ff6b6b", "#4cc94c", "dark_background"
+    "dark",
+    "-dark",
+    "#121212",
+    "#ced6dd",
+    "#9ca4af",
+    "#3a3f47",
+    "#5aa9e6",
+    "#ff6b6b",
+    "#4cc94c",
+    "dark_background",
 )
 THEMES = (LIGHT, DARK)
 
@@ -94,7 +103,11 @@ def themed(theme: Theme) -> Iterator[Theme]:
 
 def _arrow(ax, start, end, text="", color=None, width=2.0, style="-|>"):
     color = color or _colors().ink
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle=style, mutation_scale=14, linewidth=width, color=color))
+    ax.add_patch(
+        FancyArrowPatch(
+            start, end, arrowstyle=style, mutation_scale=14, linewidth=width, color=color
+        )
+    )
     if text:
         ax.text(
             (start[0] + end[0]) / 2,
@@ -110,10 +123,23 @@ def _arrow(ax, start, end, text="", color=None, width=2.0, style="-|>"):
 def _box(ax, x, y, w, h, title, body="", color=None):
     c = _colors()
     color = color or c.accent
-    ax.add_patch(Rectangle((x, y), w, h, facecolor=color, alpha=0.12, edgecolor=color, linewidth=1.5))
-    ax.text(x + w / 2, y + h - 0.3, title, ha="center", va="top", fontsize=10, weight="bold", color=c.ink)
+    ax.add_patch(
+        Rectangle((x, y), w, h, facecolor=color, alpha=0.12, edgecolor=color, linewidth=1.5)
+    )
+    ax.text(
+        x + w / 2,
+        y + h - 0.3,
+        title,
+        ha="center",
+        va="top",
+        fontsize=10,
+        weight="bold",
+        color=c.ink,
+    )
     if body:
-        ax.text(x + w / 2, y + h / 2 - 0.25, body, ha="center", va="center", fontsize=8, color=c.ink)
+        ax.text(
+            x + w / 2, y + h / 2 - 0.25, body, ha="center", va="center", fontsize=8, color=c.ink
+        )
 
 
 def factory() -> plt.Figure:
@@ -139,9 +165,30 @@ def factory() -> plt.Figure:
     _arrow(ax, (3.9, 5.6), (10.5, 5.6), "orders: one per kernel", c.muted)
     _arrow(ax, (3.9, 1.4), (10.5, 1.4), "the road: memory bandwidth (bytes/s)", c.warm, width=3.5)
     _arrow(ax, (10.5, 2.4), (3.9, 2.4), "", c.warm, width=3.5)
-    ax.text(7.2, 3.4, "memory-bound: the factory\nwaits for the truck", ha="center", fontsize=8.5, color=c.warm)
-    ax.text(7.2, 4.6, "overhead-bound: the factory\nwaits for its orders", ha="center", fontsize=8.5, color=c.muted)
-    ax.text(14.1, 1.2, "compute-bound: the factory\nis busy all the time", ha="center", fontsize=8.5, color=c.cool)
+    ax.text(
+        7.2,
+        3.4,
+        "memory-bound: the factory\nwaits for the truck",
+        ha="center",
+        fontsize=8.5,
+        color=c.warm,
+    )
+    ax.text(
+        7.2,
+        4.6,
+        "overhead-bound: the factory\nwaits for its orders",
+        ha="center",
+        fontsize=8.5,
+        color=c.muted,
+    )
+    ax.text(
+        14.1,
+        1.2,
+        "compute-bound: the factory\nis busy all the time",
+        ha="center",
+        fontsize=8.5,
+        color=c.cool,
+    )
     return fig
 
 
@@ -157,12 +204,31 @@ def trips(ops: int = 3, n: int = 2**28) -> plt.Figure:
         ax.set_xlim(0, 10)
         ax.set_ylim(0, 6)
         ax.axis("off")
-        ax.add_patch(Rectangle((0.2, 0.3), 9.6, 1.2, facecolor=c.warm, alpha=0.12, edgecolor=c.warm))
+        ax.add_patch(
+            Rectangle((0.2, 0.3), 9.6, 1.2, facecolor=c.warm, alpha=0.12, edgecolor=c.warm)
+        )
         ax.text(5, 0.9, "memory", ha="center", va="center", fontsize=10, color=c.warm)
-        ax.add_patch(Rectangle((0.2, 4.3), 9.6, 1.4, facecolor=c.cool, alpha=0.12, edgecolor=c.cool))
-        ax.text(5, 5.45, "compute: registers and on-chip memory", ha="center", va="center", fontsize=9, color=c.cool)
+        ax.add_patch(
+            Rectangle((0.2, 4.3), 9.6, 1.4, facecolor=c.cool, alpha=0.12, edgecolor=c.cool)
+        )
+        ax.text(
+            5,
+            5.45,
+            "compute: registers and on-chip memory",
+            ha="center",
+            va="center",
+            fontsize=9,
+            color=c.cool,
+        )
         if fused:
-            ax.text(5, 4.75, " → ".join(f"op {i + 1}" for i in range(ops)), ha="center", fontsize=9, color=c.ink)
+            ax.text(
+                5,
+                4.75,
+                " → ".join(f"op {i + 1}" for i in range(ops)),
+                ha="center",
+                fontsize=9,
+                color=c.ink,
+            )
             _arrow(ax, (3.0, 1.5), (3.0, 4.3), "read", c.warm)
             _arrow(ax, (7.0, 4.3), (7.0, 1.5), "write", c.warm)
             moved = one_pass
@@ -205,14 +271,27 @@ def generations(measured: dict[str, tuple[float, float]] | None = None) -> plt.F
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     years = [g.year for g in GENERATIONS]
     left.semilogy(
-        years, [g.tensor_flops for g in GENERATIONS], marker="o", color=c.cool, label="16-bit tensor-core FLOP/s"
+        years,
+        [g.tensor_flops for g in GENERATIONS],
+        marker="o",
+        color=c.cool,
+        label="16-bit tensor-core FLOP/s",
     )
     left.semilogy(
-        years, [g.bandwidth * 100 for g in GENERATIONS], marker="s", color=c.warm, label="memory bandwidth × 100 (B/s)"
+        years,
+        [g.bandwidth * 100 for g in GENERATIONS],
+        marker="s",
+        color=c.warm,
+        label="memory bandwidth × 100 (B/s)",
     )
     for g in GENERATIONS:
         left.annotate(
-            g.name, (g.year, g.tensor_flops), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7
+            g.name,
+            (g.year, g.tensor_flops),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=7,
         )
     first, last = GENERATIONS[0], GENERATIONS[-1]
     left.set_title(
@@ -245,7 +324,9 @@ def roofline_three(machines: dict[str, tuple[float, float]]) -> plt.Figure:
 
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     intensity = np.logspace(-2, 4, 200)
-    for (label, (peak, bandwidth)), color in zip(machines.items(), (c.muted, c.accent, c.warm, c.cool)):
+    for (label, (peak, bandwidth)), color in zip(
+        machines.items(), (c.muted, c.accent, c.warm, c.cool)
+    ):
         ax.loglog(intensity, np.minimum(peak, intensity * bandwidth), color=color, label=label)
         ax.plot([peak / bandwidth], [peak], marker="o", color=color)
         ax.annotate(
@@ -389,7 +470,13 @@ def knee(sweeps: dict[str, dict], stamps: list[str] = ()) -> plt.Figure:
             ("knee_predicted_multiply", ":", "knee the roofs predict"),
             ("knee_measured", "--", "knee measured"),
         ):
-            ax.axvline(values[key], color=color, linestyle=style, linewidth=1, label=f"{label} ({values[key]:.0f})")
+            ax.axvline(
+                values[key],
+                color=color,
+                linestyle=style,
+                linewidth=1,
+                label=f"{label} ({values[key]:.0f})",
+            )
     ax.set_xlabel("multiplies per element (repeats)")
     ax.set_ylabel("ms per call")
     ax.set_ylim(bottom=0)
@@ -410,7 +497,9 @@ def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] =
     if trace is None:
         _no_record(top, "a training step's trace")
     else:
-        traces.render_timeline(trace.trace, window=trace.window, title=title or "one training step", ax=top)
+        traces.render_timeline(
+            trace.trace, window=trace.window, title=title or "one training step", ax=top
+        )
     if not idle:
         _no_record(bottom, "the idle share of its device")
     else:
@@ -418,7 +507,14 @@ def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] =
         labels = [f"batch {values['batch']:,}" for _, values in rows]
         shares = [values["idle_fraction"] for _, values in rows]
         bottom.barh(labels, [1 - s for s in shares], color=c.cool, label="device busy")
-        bottom.barh(labels, shares, left=[1 - s for s in shares], color=c.warm, alpha=0.4, label="device idle")
+        bottom.barh(
+            labels,
+            shares,
+            left=[1 - s for s in shares],
+            color=c.warm,
+            alpha=0.4,
+            label="device idle",
+        )
         for y, share in enumerate(shares):
             bottom.text(1.01, y, f"{units.percent(share)} idle", va="center", fontsize=8)
         bottom.set_xlim(0, 1.15)
@@ -439,7 +535,9 @@ def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
     names = [row["stage"].removeprefix("+ ").split(" (torch.compile")[0] for row in rows]
     rates = [row["tokens_per_s"] for row in rows]
     colors = {"overhead-bound": c.warm, "memory-bound": c.accent, "compute-bound": c.cool}
-    ax.barh(names[::-1], rates[::-1], color=[colors.get(row["regime"], c.muted) for row in rows][::-1])
+    ax.barh(
+        names[::-1], rates[::-1], color=[colors.get(row["regime"], c.muted) for row in rows][::-1]
+    )
     for y, row in enumerate(rows[::-1]):
         ax.text(
             row["tokens_per_s"] * 1.1,
@@ -451,7 +549,9 @@ def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
     ax.set_xscale("log")
     ax.set_xlim(min(rates) / 2, max(rates) * 20)
     ax.set_xlabel(f"tokens per second on the recorded {device} (log scale)")
-    ax.set_title("Each fix moves the step to the next regime, and the next fix follows it", fontsize=10)
+    ax.set_title(
+        "Each fix moves the step to the next regime, and the next fix follows it", fontsize=10
+    )
     fig.tight_layout()
     _stamps(fig, stamps)
     return fig
@@ -490,7 +590,14 @@ def flamegraph(frames: list, title: str, stamps: list[str] = ()) -> plt.Figure:
         )
     for frame in frames:
         if frame.on_device:
-            ax.barh(0, frame.duration_us, left=frame.start_us, height=0.9, color=c.cool, edgecolor=c.cool)
+            ax.barh(
+                0,
+                frame.duration_us,
+                left=frame.start_us,
+                height=0.9,
+                color=c.cool,
+                edgecolor=c.cool,
+            )
             ax.annotate(
                 f"the kernel: {frame.duration_us:.2f} µs",
                 (frame.start_us + frame.duration_us, 0),
@@ -500,11 +607,16 @@ def flamegraph(frames: list, title: str, stamps: list[str] = ()) -> plt.Figure:
                 fontsize=8,
                 color=c.ink,
             )
-    ax.set_yticks(range(top + 2), ["device"] + [f"host {depth}" for depth in range(top + 1)], fontsize=8)
+    ax.set_yticks(
+        range(top + 2), ["device"] + [f"host {depth}" for depth in range(top + 1)], fontsize=8
+    )
     ax.set_ylim(-0.6, top + 1.6)
     ax.set_xlim(0, max(frame.start_us + frame.duration_us for frame in frames) * 1.25)
     ax.set_xlabel("µs from the op's start")
-    ax.set_title(f"{title}: the kernel is {units.percent(kernel_share(frames))} of the host's time", fontsize=10)
+    ax.set_title(
+        f"{title}: the kernel is {units.percent(kernel_share(frames))} of the host's time",
+        fontsize=10,
+    )
     fig.tight_layout()
     _stamps(fig, stamps)
     return fig
@@ -528,7 +640,11 @@ def _recorded_waits():
     trace = traces.reference_trace()
     trace = trace if trace is not None and not trace.synthetic else None
     idle = found[0].values if found else {}
-    title = f"{found[0].device}, batch {idle['small']['batch']}: one training step" if found and "small" in idle else ""
+    title = (
+        f"{found[0].device}, batch {idle['small']['batch']}: one training step"
+        if found and "small" in idle
+        else ""
+    )
     return gpu_waits(trace, idle, title, [gpu.stamp for gpu in found])
 
 
@@ -574,11 +690,24 @@ def _three_machines() -> dict[str, tuple[float, float]]:
     from brrr import cache
     from brrr.ceilings import cache_path
 
-    machines = {"A100, the essay's figures (quoted)": (essay.A100["matmul_peak_bf16"], essay.A100["bandwidth"])}
-    machines.update({f"{label}, recorded": (peak, bandwidth) for label, (bandwidth, peak) in _recorded_gpu().items()})
+    machines = {
+        "A100, the essay's figures (quoted)": (
+            essay.A100["matmul_peak_bf16"],
+            essay.A100["bandwidth"],
+        )
+    }
+    machines.update(
+        {
+            f"{label}, recorded": (peak, bandwidth)
+            for label, (bandwidth, peak) in _recorded_gpu().items()
+        }
+    )
     here = cache.read_json(cache_path(None))
     if here and here.get("matmul_peak"):
-        machines["this build's machine (measured)"] = (max(here["matmul_peak"].values()), here["copy_bandwidth"])
+        machines["this build's machine (measured)"] = (
+            max(here["matmul_peak"].values()),
+            here["copy_bandwidth"],
+        )
     return machines
 
 

@@ -31,14 +31,18 @@ def nest(trace: Trace, root: Interval) -> list[Frame]:
     inside = [
         event
         for event in trace.cpu_ops + trace.launches
-        if event.lane == root.lane and root.start_us <= event.start_us and event.end_us <= root.end_us
+        if event.lane == root.lane
+        and root.start_us <= event.start_us
+        and event.end_us <= root.end_us
     ]
     inside.sort(key=lambda event: (event.start_us, -event.end_us))
     frames, open_ends = [], []  # open_ends: the end of each enclosing event, outermost first
     for event in inside:
         while open_ends and event.start_us >= open_ends[-1]:
             open_ends.pop()
-        frames.append(Frame(event.name, event.start_us - root.start_us, event.duration_us, len(open_ends)))
+        frames.append(
+            Frame(event.name, event.start_us - root.start_us, event.duration_us, len(open_ends))
+        )
         open_ends.append(event.end_us)
     launched = {
         event.correlation

@@ -49,11 +49,16 @@ def _peak_cuda(fn) -> int:
 def _peak_profiled_cpu(fn) -> int:
     from torch.profiler import ProfilerActivity, profile
 
-    with quiet_native_stderr(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with (
+        quiet_native_stderr(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+    ):
         fn()
     try:
         events = prof.profiler.kineto_results.events()
-        changes = sorted((event.start_ns(), event.nbytes()) for event in events if event.name() == "[memory]")
+        changes = sorted(
+            (event.start_ns(), event.nbytes()) for event in events if event.name() == "[memory]"
+        )
     except AttributeError as error:  # the profiler's result API moved
         raise RuntimeError(
             f"cannot read allocation events from this torch's profiler ({torch.__version__}): {error}"
@@ -61,7 +66,9 @@ def _peak_profiled_cpu(fn) -> int:
     return peak_of(change for _, change in changes)
 
 
-def settle_page_faults(fn: Callable[[], object], *, max_calls: int = 12, quiet_pages: int = 64) -> int:
+def settle_page_faults(
+    fn: Callable[[], object], *, max_calls: int = 12, quiet_pages: int = 64
+) -> int:
     """Call ``fn()`` until one call page-faults on at most ``quiet_pages`` pages; return the calls made.
 
     A function that returns a new large tensor gets its memory from the C

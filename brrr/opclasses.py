@@ -230,13 +230,17 @@ NORMALIZATION_FLOPS = {
     # dγ = Σ dy·x̂ (2), dβ = Σ dy (1)
     "native_layer_norm_backward": 13,
     "native_batch_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
-    "_native_batch_norm_legit": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "_native_batch_norm_legit": counting.LAYER_NORM_FLOPS_PER_ELEMENT
+    + counting.AFFINE_FLOPS_PER_ELEMENT,
     "_native_batch_norm_legit_no_training": 4,  # precomputed statistics: subtract, scale, affine
     "native_batch_norm_backward": 13,
     # the same batch norm as each backend and torch's newer entry points name it
-    "_batch_norm_with_update": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
-    "_batch_norm_with_update_functional": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
-    "_native_batch_norm_legit_functional": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "_batch_norm_with_update": counting.LAYER_NORM_FLOPS_PER_ELEMENT
+    + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "_batch_norm_with_update_functional": counting.LAYER_NORM_FLOPS_PER_ELEMENT
+    + counting.AFFINE_FLOPS_PER_ELEMENT,
+    "_native_batch_norm_legit_functional": counting.LAYER_NORM_FLOPS_PER_ELEMENT
+    + counting.AFFINE_FLOPS_PER_ELEMENT,
     "_batch_norm_no_update": 4,
     "cudnn_batch_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
     "miopen_batch_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
@@ -245,7 +249,8 @@ NORMALIZATION_FLOPS = {
     "miopen_batch_norm_backward": 13,
     "native_group_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
     "native_group_norm_backward": 13,
-    "_fused_rms_norm": 4 + counting.AFFINE_FLOPS_PER_ELEMENT // 2,  # square, sum, rsqrt-scale, multiply; weight
+    "_fused_rms_norm": 4
+    + counting.AFFINE_FLOPS_PER_ELEMENT // 2,  # square, sum, rsqrt-scale, multiply; weight
     "_fused_rms_norm_backward": 9,  # recompute (4), the layer norm backward's terms without the mean (5)
 }
 # Composite normalizations: they appear in profiler traces as wrappers around
@@ -282,7 +287,12 @@ SAME_WORK = (
         }
     ),
     frozenset(
-        {"native_batch_norm_backward", "batch_norm_backward", "cudnn_batch_norm_backward", "miopen_batch_norm_backward"}
+        {
+            "native_batch_norm_backward",
+            "batch_norm_backward",
+            "cudnn_batch_norm_backward",
+            "miopen_batch_norm_backward",
+        }
     ),
 )
 
@@ -451,7 +461,9 @@ def _cpu_flash_attention(query, key, value, *args, out_shape=None, **kwargs) -> 
     return 4 * batch * heads * s_q * s_k * d
 
 
-def _cpu_flash_attention_backward(grad_out, query, key, value, *args, out_shape=None, **kwargs) -> int:
+def _cpu_flash_attention_backward(
+    grad_out, query, key, value, *args, out_shape=None, **kwargs
+) -> int:
     """Gradients of both matmuls of the forward, two matmuls each (as FlopCounterMode counts the GPU kernels)."""
     batch, heads, s_q, d = query
     s_k = key[2]
@@ -467,7 +479,9 @@ def convolution_flops(x_shape, w_shape, out_shape, transposed: bool = False) -> 
     return 2 * x_shape[0] * math.prod(w_shape) * math.prod(spatial)
 
 
-def _convolution_forward(x_shape, w_shape, *args, out_shape=None, transposed: bool = False, **kwargs) -> int:
+def _convolution_forward(
+    x_shape, w_shape, *args, out_shape=None, transposed: bool = False, **kwargs
+) -> int:
     """Any backend's forward convolution, by its input, weight and output shapes."""
     return convolution_flops(x_shape, w_shape, _first_shape(out_shape), transposed)
 
@@ -477,7 +491,18 @@ def _transposed_convolution_forward(x_shape, w_shape, *args, out_shape=None, **k
 
 
 def _convolution_backward(
-    grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed, _pad, _groups, mask, **kwargs
+    grad_out_shape,
+    x_shape,
+    w_shape,
+    _bias,
+    _stride,
+    _padding,
+    _dilation,
+    transposed,
+    _pad,
+    _groups,
+    mask,
+    **kwargs,
 ) -> int:
     """The input gradient (a transposed convolution of the output gradient by the weight) and the weight
     gradient (a convolution of the input by the output gradient) each take the forward's multiply-adds:
@@ -516,7 +541,9 @@ def _explicit_formulas() -> dict:
     ops it counts wrong (:data:`CORRECTED`)."""
     formulas = {}
     for name, flops in ELEMENTWISE_FLOPS.items():
-        formulas[name] = _per_input_element(flops) if name in _REDUCTIONS else _per_output_element(flops)
+        formulas[name] = (
+            _per_input_element(flops) if name in _REDUCTIONS else _per_output_element(flops)
+        )
     for name, flops in NORMALIZATION_FLOPS.items():
         formulas[name] = _per_input_element(flops)
     formulas["_scaled_dot_product_flash_attention_for_cpu"] = _cpu_flash_attention
@@ -553,7 +580,9 @@ class FlopCount:
 
     flops: dict[str, int]  # op name -> FLOPs
     calls: dict[str, int]  # op name -> calls
-    unclassified: dict[str, int] = field(default_factory=dict)  # op name -> calls, no class and no formula
+    unclassified: dict[str, int] = field(
+        default_factory=dict
+    )  # op name -> calls, no class and no formula
 
     def per_class(self) -> dict[OpClass, int]:
         totals = {cls: 0 for cls in ALL_CLASSES}
@@ -574,8 +603,13 @@ def count_flops(fn: Callable[[], object]) -> FlopCount:
     # ops the counter actually runs, after it decomposes composite ones.
     with log, counter:
         fn()
-    flops = {op_name(packet): int(value) for packet, value in counter.get_flop_counts().get("Global", {}).items()}
-    unclassified = {name: calls for name, calls in log.calls.items() if classify("aten::" + name) is None}
+    flops = {
+        op_name(packet): int(value)
+        for packet, value in counter.get_flop_counts().get("Global", {}).items()
+    }
+    unclassified = {
+        name: calls for name, calls in log.calls.items() if classify("aten::" + name) is None
+    }
     return FlopCount(flops=flops, calls=dict(log.calls), unclassified=unclassified)
 
 
@@ -598,7 +632,11 @@ class OpTimes:
 
     def unclassified(self) -> dict[str, float]:
         """Profiled aten ops that this module does not classify (counted under ``other``), seconds per step."""
-        return {name: s / self.steps for name, s in self.seconds.items() if classify(name) is None and s > 0}
+        return {
+            name: s / self.steps
+            for name, s in self.seconds.items()
+            if classify(name) is None and s > 0
+        }
 
 
 def _self_device_us(event) -> float:
@@ -630,7 +668,9 @@ def profile_ops(fn: Callable[[], object], *, steps: int = 3, warmup: int = 2) ->
     return aggregate_self_times(prof.key_averages(), steps=steps, device_clock=ON_GPU)
 
 
-def aggregate_self_times(events, *, steps: int, device_clock: bool, key: Callable | None = None) -> OpTimes:
+def aggregate_self_times(
+    events, *, steps: int, device_clock: bool, key: Callable | None = None
+) -> OpTimes:
     """Sum profiler events (``key_averages()`` rows, or the profiler's own events) into self seconds per op
     name; ``key(event)`` names the row an event's time goes to (default: its own name, ``event.key``).
 
@@ -659,7 +699,9 @@ def aggregate_self_times(events, *, steps: int, device_clock: bool, key: Callabl
                 kernel_us += _self_device_us(event)
         attributed = sum(seconds.values())
         if kernel_us == 0 and attributed == 0:
-            raise RuntimeError("the profiler recorded no CUDA kernel time; is the model on the GPU?")
+            raise RuntimeError(
+                "the profiler recorded no CUDA kernel time; is the model on the GPU?"
+            )
         if kernel_us / 1e6 > attributed * 1.001:
             seconds["<unattributed kernels>"] += kernel_us / 1e6 - attributed
         clock = "device (CUDA kernels)"
@@ -727,19 +769,21 @@ class ClassTable:
                     "essay_time_pct": quoted.get("runtime"),
                     "flops": self.flops[cls],
                     "seconds": self.seconds[cls],
-                    "rate": self.rate(cls) if self.seconds[cls] > 0 else None,  # FLOP/s; None: no time measured
+                    "rate": self.rate(cls)
+                    if self.seconds[cls] > 0
+                    else None,  # FLOP/s; None: no time measured
                 }
             )
         return out
 
     def format(self) -> str:
-        header = (
-            f"{'operator class':<27} {'% FLOPs':>9} {'% runtime':>10}   {'essay (BERT table)':>19}   {'achieved':>14}"
-        )
+        header = f"{'operator class':<27} {'% FLOPs':>9} {'% runtime':>10}   {'essay (BERT table)':>19}   {'achieved':>14}"
         lines = [header, "-" * len(header)]
         for row in self.rows():
             quoted = (
-                "" if row["essay_flop_pct"] is None else f"{row['essay_flop_pct']:6.2f} / {row['essay_time_pct']:4.1f}"
+                ""
+                if row["essay_flop_pct"] is None
+                else f"{row['essay_flop_pct']:6.2f} / {row['essay_time_pct']:4.1f}"
             )
             rate = units.flops(row["rate"]) if row["rate"] is not None else "-"
             lines.append(

@@ -45,14 +45,20 @@ def roofline(
     for roof in roofs:
         y = [attainable_flops(i, roof) for i in x]
         (line,) = ax.loglog(
-            x, y, label=f"{roof.label}: {units.flops(roof.peak_flops)}, {units.bandwidth(roof.bandwidth)}"
+            x,
+            y,
+            label=f"{roof.label}: {units.flops(roof.peak_flops)}, {units.bandwidth(roof.bandwidth)}",
         )
         ax.axvline(roof.ridge_point, color=line.get_color(), linestyle=":", linewidth=1)
     labels = []
     for label, op_intensity, achieved in points:
         y = attainable_flops(op_intensity, roofs[0]) if achieved is None else achieved
         ax.scatter([op_intensity], [y], zorder=3)
-        labels.append(ax.annotate(label, (op_intensity, y), fontsize=8, textcoords="offset points", xytext=(4, 4)))
+        labels.append(
+            ax.annotate(
+                label, (op_intensity, y), fontsize=8, textcoords="offset points", xytext=(4, 4)
+            )
+        )
     ax.set_xlabel("arithmetic intensity (FLOPs / byte)")
     ax.set_ylabel("attainable FLOP/s")
     ax.set_title(title)
@@ -122,7 +128,18 @@ def loglog_sweep(
 # Where to try a label, in points from its anchor, until it overlaps no
 # other label and stays inside the axes: beside the point, then further
 # above and below.
-_POINT_OFFSETS = [(4, 4), (4, -12), (-4, 4), (-4, -12), (4, 16), (4, -24), (-4, 16), (-4, -24), (4, 28), (4, -36)]
+_POINT_OFFSETS = [
+    (4, 4),
+    (4, -12),
+    (-4, 4),
+    (-4, -12),
+    (4, 16),
+    (4, -24),
+    (-4, 16),
+    (-4, -24),
+    (4, 28),
+    (4, -36),
+]
 # A rotated label on a vertical line: left of the line, right of it, lower.
 _MARK_OFFSETS = [(-1, -2), (1, -2), (-1, -60), (1, -60), (-1, -120), (1, -120)]
 
@@ -140,7 +157,9 @@ def _separate_labels(ax, labels, *, vertical: bool = False) -> None:
     """
     if not labels:
         return
-    if not hasattr(ax.figure.canvas, "get_renderer"):  # a bare Figure: give it the canvas savefig would use
+    if not hasattr(
+        ax.figure.canvas, "get_renderer"
+    ):  # a bare Figure: give it the canvas savefig would use
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         FigureCanvasAgg(ax.figure)
@@ -190,11 +209,23 @@ def share_bars(
         left = 0.0
         for i, part in enumerate(parts):
             value = shares[label].get(part, 0.0)
-            ax.barh(y, value, left=left, color=colors[i % len(colors)], label=part if y == 0 else None)
+            ax.barh(
+                y, value, left=left, color=colors[i % len(colors)], label=part if y == 0 else None
+            )
             if value >= 8:
-                ax.text(left + value / 2, y, f"{value:.1f}%", ha="center", va="center", fontsize=7, color="white")
+                ax.text(
+                    left + value / 2,
+                    y,
+                    f"{value:.1f}%",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    color="white",
+                )
             left += value
-        small = [f"{shares[label][part]:.2f}%" if part in shares[label] else "-" for part in parts[1:]]
+        small = [
+            f"{shares[label][part]:.2f}%" if part in shares[label] else "-" for part in parts[1:]
+        ]
         ax.text(101, y, " / ".join(small), va="center", fontsize=7)
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.invert_yaxis()
@@ -202,7 +233,9 @@ def share_bars(
     ax.set_xlabel(f"percent (numbers at the right: {' / '.join(parts[1:])})", fontsize=8)
     if title:
         ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=len(parts), frameon=False)
+    ax.legend(
+        fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=len(parts), frameon=False
+    )
     _add_stamp(ax, stamp)
     ax.figure.subplots_adjust(left=0.28, right=0.8, bottom=0.32)
 
@@ -226,7 +259,13 @@ def bars(
     drawn = ax.bar(positions, values, color=[f"C{i}" for i in range(len(labels))])
     ax.set_xticks(positions, labels, rotation=15, ha="right", fontsize=8)
     for bar, text in zip(drawn, annotations or []):
-        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom", fontsize=8)
+        ax.annotate(
+            text,
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     for (label, level), style in zip((lines or {}).items(), ["--", ":", "-."] * 4):
         ax.axhline(level, linestyle=style, linewidth=1, color="gray", label=label)
     # Headroom above the tallest bar or line, so that the numbers on the
@@ -250,7 +289,9 @@ def vertical_marks(ax, marks: dict[str, float], *, legend: bool = True):
     labels on the chart, these stay readable when two positions nearly coincide.
     """
     styles = [("C3", "--"), ("C2", ":"), ("C4", "-."), ("C1", (0, (5, 1)))]
-    for (label, position), (color, style) in zip(marks.items(), styles * (len(marks) // len(styles) + 1)):
+    for (label, position), (color, style) in zip(
+        marks.items(), styles * (len(marks) // len(styles) + 1)
+    ):
         ax.axvline(position, color=color, linestyle=style, linewidth=1.2, label=label)
     if legend:
         ax.legend(fontsize=8)

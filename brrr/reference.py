@@ -101,7 +101,14 @@ def entry(values: dict) -> dict:
 
 
 def record_check(
-    kind: str, name: str, *, verdict: str, value=None, bound=None, attempts: list | None = None, detail: str = ""
+    kind: str,
+    name: str,
+    *,
+    verdict: str,
+    value=None,
+    bound=None,
+    attempts: list | None = None,
+    detail: str = "",
 ) -> Path | None:
     """Record one check's verdict (``met``/``NOT met``, ``passed``/``failed``...), its value, bound and every
     attempt, when recording: called before a miss raises, so a failed check is on record as failed."""
@@ -113,7 +120,9 @@ def record_check(
     key = f"{kind}: {name}" + (f" ({source})" if source else "")
 
     return _update(
-        lambda data: data.setdefault("checks", {}).__setitem__(key, {**found, "source": source, "env": environment()})
+        lambda data: data.setdefault("checks", {}).__setitem__(
+            key, {**found, "source": source, "env": environment()}
+        )
     )
 
 
@@ -126,7 +135,10 @@ def load_all(folder: Path | Traversable | None = None) -> dict[str, dict]:
     folder = committed() if folder is None else folder
     if not folder.is_dir():
         return {}
-    files = sorted((entry for entry in folder.iterdir() if entry.name.endswith(".json")), key=lambda entry: entry.name)
+    files = sorted(
+        (entry for entry in folder.iterdir() if entry.name.endswith(".json")),
+        key=lambda entry: entry.name,
+    )
     return {entry.name.removesuffix(".json"): cache.read_json(entry) or {} for entry in files}
 
 

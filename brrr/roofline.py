@@ -35,7 +35,9 @@ class Roof:
     bandwidth: float  # B/s
     overhead_s: float = 0.0  # s per op
     label: str = ""
-    overhead_adds: bool = False  # True where dispatch and kernel run on one thread (a CPU): the costs add
+    overhead_adds: bool = (
+        False  # True where dispatch and kernel run on one thread (a CPU): the costs add
+    )
 
     @property
     def ridge_point(self) -> float:
@@ -100,7 +102,9 @@ def fraction_of_roof(flops: float, bytes_moved: float, measured_s: float, roof: 
     return predicted_time(flops, bytes_moved, roof) / measured_s
 
 
-def require_memory_bound(ops: dict, roof: Roof, measure_again: Callable[[], Roof] | None = None) -> bool:
+def require_memory_bound(
+    ops: dict, roof: Roof, measure_again: Callable[[], Roof] | None = None
+) -> bool:
     """Whether every op in ``ops`` (name -> a count with ``flops`` and ``bytes``) is memory-bound against
     ``roof``; a miss goes to :func:`brrr.targets.check` (raised where strict, printed with how to measure
     again in a reader's session).
@@ -150,9 +154,7 @@ def above_roof(value: float, roof: float, spread: float, *, beyond: str = "") ->
     if excess <= 0:
         return ""
     if excess <= spread + ROOF_NOISE:
-        return (
-            f"{units.percent(excess)} over, within this run's spread ({units.percent(spread)}) and the roof's own noise"
-        )
+        return f"{units.percent(excess)} over, within this run's spread ({units.percent(spread)}) and the roof's own noise"
     return f"{units.percent(excess)} over, beyond this run's spread ({units.percent(spread)}): " + (
         beyond or "the roof is below what the same code reaches here: a low roof, not a fast kernel"
     )

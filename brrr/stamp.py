@@ -28,7 +28,9 @@ def triton_version() -> str:
     return triton.__version__
 
 
-COMMIT_VAR = "BRRR_COMMIT"  # set where the code runs without its .git (a GPU node given a copy of the tree)
+COMMIT_VAR = (
+    "BRRR_COMMIT"  # set where the code runs without its .git (a GPU node given a copy of the tree)
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -39,10 +41,14 @@ def commit() -> str:
         return os.environ[COMMIT_VAR]
     root = Path(__file__).resolve().parent.parent
     try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        )
         if head.returncode != 0:
             return "unknown"
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"], cwd=root, capture_output=True, timeout=10)
+        dirty = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", "--"], cwd=root, capture_output=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return head.stdout.strip() + ("+dirty" if dirty.returncode == 1 else "")

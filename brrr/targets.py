@@ -157,13 +157,24 @@ def require_between(
     met = [value for value in values if meets(value)]
     middle = (minimum * maximum) ** 0.5
     best = met[0] if met else min(values, key=lambda value: max(value / middle, middle / value))
-    recorded("target", what, verdict="met" if met else "NOT met", value=best, bound=[minimum, maximum], attempts=values)
+    recorded(
+        "target",
+        what,
+        verdict="met" if met else "NOT met",
+        value=best,
+        bound=[minimum, maximum],
+        attempts=values,
+    )
     _report(what, f"between {show(minimum)} and {show(maximum)}", values, bool(met), show)
     return best
 
 
 def measurements(
-    first: float, again: Callable[[], float] | None, meets: Callable[[float], bool], *, attempts: int = 3
+    first: float,
+    again: Callable[[], float] | None,
+    meets: Callable[[float], bool],
+    *,
+    attempts: int = 3,
 ) -> list[float]:
     """``first``, then ``again()`` while the latest value misses (``meets`` is false), ``attempts`` values at
     most: a stall on a shared machine gets more chances, and every value is kept to be shown."""
@@ -181,8 +192,17 @@ def _require(what, first, again, attempts, show, *, bound: float, at_least: bool
     values = measurements(first, again, meets, attempts=attempts)
     best = max(values) if at_least else min(values)
     wanted = {"at_least" if at_least else "at_most": bound}
-    recorded("target", what, verdict="met" if meets(best) else "NOT met", value=best, bound=wanted, attempts=values)
-    _report(what, f"{'at least' if at_least else 'at most'} {show(bound)}", values, meets(best), show)
+    recorded(
+        "target",
+        what,
+        verdict="met" if meets(best) else "NOT met",
+        value=best,
+        bound=wanted,
+        attempts=values,
+    )
+    _report(
+        what, f"{'at least' if at_least else 'at most'} {show(bound)}", values, meets(best), show
+    )
     return best
 
 
@@ -191,11 +211,17 @@ def _ratio(*thresholds: float) -> Callable[[float], str]:
     return lambda value: units.ratio(value, thresholds)
 
 
-def _report(what: str, wanted: str, values: list[float], met: bool, show: Callable[[float], str]) -> None:
+def _report(
+    what: str, wanted: str, values: list[float], met: bool, show: Callable[[float], str]
+) -> None:
     """Print the target's line with every attempt; if it was not met, :func:`missed`."""
     tried = ", ".join(show(value) for value in values)
     print(column.fit(f"target: {what}: {wanted}; measured {tried}: {'met' if met else 'NOT met'}"))
     if not met:
-        from brrr.device import device_name  # torch: this module imports without it (book_pages, roofline)
+        from brrr.device import (
+            device_name,
+        )  # torch: this module imports without it (book_pages, roofline)
 
-        missed(f"{what}: {wanted} wanted, measured {tried} in {len(values)} attempt(s) on {device_name()}")
+        missed(
+            f"{what}: {wanted} wanted, measured {tried} in {len(values)} attempt(s) on {device_name()}"
+        )

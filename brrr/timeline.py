@@ -59,11 +59,16 @@ def _bars(spans, row: str) -> list[str]:
     ]
 
 
-def interactive_html(trace: Trace, window: Span | None = None, *, title: str = "", stamp: str = "") -> str:
+def interactive_html(
+    trace: Trace, window: Span | None = None, *, title: str = "", stamp: str = ""
+) -> str:
     """``trace`` (its top-level CPU ops and its device kernels, inside ``window``) as an HTML block with
     a zoomable, pannable SVG timeline; the device's idle gaps are shaded."""
     start, end = window or trace.window
-    cpu = [(op.name, op.start_us, op.end_us) for op in overlapping(trace.top_level_cpu_ops(), (start, end))]
+    cpu = [
+        (op.name, op.start_us, op.end_us)
+        for op in overlapping(trace.top_level_cpu_ops(), (start, end))
+    ]
     device = [(k.name, k.start_us, k.end_us) for k in overlapping(trace.device, (start, end))]
     gaps = idle_gaps(trace.device, (start, end)) if trace.has_device else []
     shaded = [

@@ -178,7 +178,9 @@ def median_per_round(
     roof's, say, each pair timed side by side, so a burst of load that spans a round cancels."""
     times = rounds_in_turns(fns, **timing)
     rounds = len(next(iter(times.values())))
-    return statistics.median(per_round({name: runs[k] for name, runs in times.items()}) for k in range(rounds))
+    return statistics.median(
+        per_round({name: runs[k] for name, runs in times.items()}) for k in range(rounds)
+    )
 
 
 def rounds_in_turns(
@@ -211,14 +213,22 @@ def rounds_in_turns(
     _require_run_counts(min_runs, max_runs)
     if ON_GPU:
         with torch_threads(threads):
-            times = {name: _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2) for name, fn in fns.items()}
+            times = {
+                name: _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush_l2)
+                for name, fn in fns.items()
+            }
         runs = min(len(values) for values in times.values())
         return {name: values[:runs] for name, values in times.items()}
     if on_cpu_clock and threads != 1:
         raise ValueError("the calling thread's CPU time counts a kernel's work only with threads=1")
     with torch_threads(threads):
         return _cpu_times_in_turns(
-            fns, warmup, min_runs, max_runs, budget_s, clock=time.thread_time if on_cpu_clock else time.perf_counter
+            fns,
+            warmup,
+            min_runs,
+            max_runs,
+            budget_s,
+            clock=time.thread_time if on_cpu_clock else time.perf_counter,
         )
 
 
@@ -242,7 +252,9 @@ def summarize(times: list[float], device: str) -> Timing:
     return Timing(statistics.median(ordered), deciles[1], deciles[7], len(ordered), device)
 
 
-def _cpu_times_in_turns(fns, warmup, min_runs, max_runs, budget_s, clock=time.perf_counter) -> dict[str, list[float]]:
+def _cpu_times_in_turns(
+    fns, warmup, min_runs, max_runs, budget_s, clock=time.perf_counter
+) -> dict[str, list[float]]:
     """Warm each up, then rounds of one timed call each, until the one with the most time has had
     ``budget_s`` of it (and ``min_runs`` rounds), or ``max_runs`` rounds. Each run is read on ``clock``;
     the budget is always wall time, so a busy machine makes no timing take longer than it did.
@@ -283,7 +295,9 @@ def flush_l2(buffer: torch.Tensor | None = None, sink: torch.Tensor | None = Non
     global _flush_buffers
     if buffer is None:
         if _flush_buffers is None:
-            flush = torch.zeros(2 * last_level_cache_bytes() // 4, dtype=torch.float32, device=DEVICE)
+            flush = torch.zeros(
+                2 * last_level_cache_bytes() // 4, dtype=torch.float32, device=DEVICE
+            )
             _flush_buffers = (flush, torch.zeros((), dtype=torch.float32, device=DEVICE))
         buffer, sink = _flush_buffers
     elif sink is None:

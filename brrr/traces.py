@@ -57,7 +57,9 @@ class Interval:
     end_us: float
     lane: str = ""
     category: str = ""
-    correlation: int | None = None  # ties a launch to the kernel it launched (the event's args.correlation)
+    correlation: int | None = (
+        None  # ties a launch to the kernel it launched (the event's args.correlation)
+    )
 
     @property
     def duration_us(self) -> float:
@@ -101,7 +103,9 @@ class Trace:
         """First start to last end of the annotations called ``name`` (e.g. each ``record_function`` step)."""
         spans = [a for a in self.annotations if a.name == name]
         if not spans:
-            raise KeyError(f"no annotation named {name!r}; have {sorted({a.name for a in self.annotations})}")
+            raise KeyError(
+                f"no annotation named {name!r}; have {sorted({a.name for a in self.annotations})}"
+            )
         return min(a.start_us for a in spans), max(a.end_us for a in spans)
 
 
@@ -121,7 +125,12 @@ def load(source: str | os.PathLike | dict | list) -> Trace:
 
 def parse(events: Iterable[dict]) -> Trace:
     """Sort complete events into rows and shift times so the earliest kept event starts at 0."""
-    rows: dict[str, list[tuple[float, float, dict]]] = {"cpu": [], "launch": [], "device": [], "annotation": []}
+    rows: dict[str, list[tuple[float, float, dict]]] = {
+        "cpu": [],
+        "launch": [],
+        "device": [],
+        "annotation": [],
+    }
     for event in events:
         if event.get("ph") != "X":
             continue
@@ -147,7 +156,9 @@ def parse(events: Iterable[dict]) -> Trace:
         ]
         return tuple(sorted(made, key=lambda e: (e.start_us, -e.end_us)))
 
-    return Trace(intervals("cpu"), intervals("launch"), intervals("device"), intervals("annotation"), origin)
+    return Trace(
+        intervals("cpu"), intervals("launch"), intervals("device"), intervals("annotation"), origin
+    )
 
 
 def _row_of(category: str) -> str | None:
@@ -210,7 +221,9 @@ def busy_us(events: Iterable[Interval | Span], window: Span) -> float:
     return sum(max(0.0, min(end, high) - max(start, low)) for start, end in merge(events))
 
 
-def idle_gaps(events: Iterable[Interval | Span], window: Span, min_gap_us: float = 0.0) -> list[Span]:
+def idle_gaps(
+    events: Iterable[Interval | Span], window: Span, min_gap_us: float = 0.0
+) -> list[Span]:
     """The parts of ``window`` covered by none of the intervals, at least ``min_gap_us`` long."""
     low, high = window
     gaps: list[Span] = []
@@ -260,7 +273,9 @@ def _span(event: Interval | Span) -> Span:
 
 # The profiler's own chatter: start/stop markers, and the allocator's note that a block
 # allocated before profiling began will have no deallocation event.
-_PROFILER_MARKER = re.compile(r"^(USDT|STAGE):.*Profiler|^\[W.*allocated before the profiling started")
+_PROFILER_MARKER = re.compile(
+    r"^(USDT|STAGE):.*Profiler|^\[W.*allocated before the profiling started"
+)
 
 
 @contextlib.contextmanager
@@ -323,7 +338,11 @@ def profile_steps(
     on_gpu = ON_GPU if on_gpu is None else on_gpu
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     synchronize()
-    plan = schedule(wait=0, warmup=profiler_warmup, active=steps, repeat=1) if profiler_warmup else None
+    plan = (
+        schedule(wait=0, warmup=profiler_warmup, active=steps, repeat=1)
+        if profiler_warmup
+        else None
+    )
     profiler = profile(activities=activities, schedule=plan)
     with quiet_native_stderr():
         profiler.__enter__()
@@ -442,14 +461,18 @@ def render_timeline(
     )
     # The legend sits in a clear band above the CPU row, not on top of its bars.
     ax.legend(fontsize=7, loc="upper right", ncols=3)
-    ax.set_yticks([device_row, cpu_row], ["device kernels" if trace.has_device else "device", "CPU ops"])
+    ax.set_yticks(
+        [device_row, cpu_row], ["device kernels" if trace.has_device else "device", "CPU ops"]
+    )
     ax.set_ylim(-0.6, 2.4)
     ax.set_xlim(*window)
     ax.set_xlabel("time (µs from the first event)")
     if title:
         ax.set_title(title)
     add_stamp(ax, stamp, bottom=0.16)
-    if stamp:  # a short figure needs more than that margin to keep the stamp clear of the axis label
+    if (
+        stamp
+    ):  # a short figure needs more than that margin to keep the stamp clear of the axis label
         ax.figure.subplots_adjust(bottom=min(0.4, 0.6 / ax.figure.get_figheight()))
     return ax
 
@@ -488,10 +511,24 @@ SYNTHETIC_DATE = "2026-11-23"
 SYNTHETIC_STEP_US = 100
 SYNTHETIC_STEP = (
     ("aten::linear", "aten::addmm", (0, 20), (10, 15), "sm80_xmma_gemm_f32f32_tn", (20, 26)),
-    ("aten::relu", "aten::clamp_min", (24, 34), (28, 32), "vectorized_elementwise_kernel<clamp_min>", (36, 38)),
+    (
+        "aten::relu",
+        "aten::clamp_min",
+        (24, 34),
+        (28, 32),
+        "vectorized_elementwise_kernel<clamp_min>",
+        (36, 38),
+    ),
     ("aten::linear", "aten::addmm", (38, 58), (48, 53), "sm80_xmma_gemm_f32f32_tn", (60, 66)),
     ("aten::mse_loss", None, (62, 76), (68, 72), "reduce_kernel<MeanOps>", (76, 79)),
-    ("aten::_foreach_add_", None, (82, 96), (88, 92), "multi_tensor_apply_kernel<AddOp>", (95, 100)),
+    (
+        "aten::_foreach_add_",
+        None,
+        (82, 96),
+        (88, 92),
+        "multi_tensor_apply_kernel<AddOp>",
+        (95, 100),
+    ),
 )
 _HOST = {"pid": 1000, "tid": 1000}
 _DEVICE = {"pid": 0, "tid": 7}
@@ -513,8 +550,21 @@ def synthetic_gpu_train_step(steps: int = 2) -> dict:
     Long: a trace written out event by event, so that every figure from it can be checked by hand.
     """
     events: list[dict] = [
-        {"ph": "M", "name": "process_name", **_HOST, "ts": _BASE_US, "args": {"name": "python (synthetic)"}},
-        {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "ts": _BASE_US, "args": {"name": "GPU 0 (synthetic)"}},
+        {
+            "ph": "M",
+            "name": "process_name",
+            **_HOST,
+            "ts": _BASE_US,
+            "args": {"name": "python (synthetic)"},
+        },
+        {
+            "ph": "M",
+            "name": "process_name",
+            "pid": 0,
+            "tid": 0,
+            "ts": _BASE_US,
+            "args": {"name": "GPU 0 (synthetic)"},
+        },
         {"ph": "M", "name": "thread_name", **_DEVICE, "ts": _BASE_US, "args": {"name": "stream 7"}},
     ]
     correlation = 0
@@ -531,10 +581,21 @@ def synthetic_gpu_train_step(steps: int = 2) -> dict:
                 "args": {},
             }
         )
-        for op, inner, (start, end), (launch_start, launch_end), kernel, (k_start, k_end) in SYNTHETIC_STEP:
+        for op, inner, (start, end), (launch_start, launch_end), kernel, (
+            k_start,
+            k_end,
+        ) in SYNTHETIC_STEP:
             correlation += 1
             events.append(
-                {"ph": "X", "cat": "cpu_op", "name": op, **_HOST, "ts": t0 + start, "dur": end - start, "args": {}}
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": op,
+                    **_HOST,
+                    "ts": t0 + start,
+                    "dur": end - start,
+                    "args": {},
+                }
             )
             if inner is not None:
                 events.append(
@@ -571,10 +632,25 @@ def synthetic_gpu_train_step(steps: int = 2) -> dict:
                 }
             )
             events.append(
-                {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": correlation, **_HOST, "ts": t0 + launch_start}
+                {
+                    "ph": "s",
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "id": correlation,
+                    **_HOST,
+                    "ts": t0 + launch_start,
+                }
             )
             events.append(
-                {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": correlation, "bp": "e", **_DEVICE, "ts": t0 + k_start}
+                {
+                    "ph": "f",
+                    "cat": "ac2g",
+                    "name": "ac2g",
+                    "id": correlation,
+                    "bp": "e",
+                    **_DEVICE,
+                    "ts": t0 + k_start,
+                }
             )
     return {
         "schemaVersion": 1,
@@ -611,8 +687,15 @@ def write_trace_json(data: dict, path: str | os.PathLike) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     head = {key: value for key, value in data.items() if key != "traceEvents"}
-    lines = ",\n".join("  " + json.dumps(event, sort_keys=True) for event in data.get("traceEvents", []))
-    text = json.dumps(head, indent=1, sort_keys=True)[:-2] + ',\n "traceEvents": [\n' + lines + "\n ]\n}\n"
+    lines = ",\n".join(
+        "  " + json.dumps(event, sort_keys=True) for event in data.get("traceEvents", [])
+    )
+    text = (
+        json.dumps(head, indent=1, sort_keys=True)[:-2]
+        + ',\n "traceEvents": [\n'
+        + lines
+        + "\n ]\n}\n"
+    )
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -643,7 +726,11 @@ def read_reference_trace(source) -> ReferenceTrace:
     """A reference trace file (a path or a Traversable) with its ``brrr`` metadata."""
     from brrr.stamp import format_stamp
 
-    with source.open("r", encoding="utf-8") if hasattr(source, "open") else open(source, encoding="utf-8") as stream:
+    with (
+        source.open("r", encoding="utf-8")
+        if hasattr(source, "open")
+        else open(source, encoding="utf-8") as stream
+    ):
         data = json.load(stream)
     meta = data.get("brrr") or {}
     synthetic = bool(meta.get("synthetic", False))
@@ -682,7 +769,9 @@ def copy_reference_trace(reference: ReferenceTrace, folder: str | os.PathLike) -
     return target
 
 
-def save_reference_trace(path: str | os.PathLike, folder: str | os.PathLike, *, description: str) -> Path:
+def save_reference_trace(
+    path: str | os.PathLike, folder: str | os.PathLike, *, description: str
+) -> Path:
     """Copy a trace ``torch.profiler`` exported at ``path`` into ``folder`` as ``<gpu>-train-step.json``.
 
     Only what :func:`parse` reads (complete events of its rows) and the flow
@@ -702,7 +791,11 @@ def save_reference_trace(path: str | os.PathLike, folder: str | os.PathLike, *, 
         or (event.get("ph") == "X" and _row_of(str(event.get("cat", ""))) is not None)
         or (event.get("ph") in ("s", "f") and event.get("cat") == "ac2g")
     ]
-    out = {key: data[key] for key in ("schemaVersion", "displayTimeUnit", "deviceProperties") if key in data}
+    out = {
+        key: data[key]
+        for key in ("schemaVersion", "displayTimeUnit", "deviceProperties")
+        if key in data
+    }
     out["brrr"] = {"synthetic": False, "description": description, "env": environment()}
     out["traceEvents"] = kept
     return write_trace_json(out, Path(folder) / f"{cache.slug(device_name())}-train-step.json")
@@ -713,9 +806,13 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m brrr.traces", description=main.__doc__)
-    parser.add_argument("--folder", default=str(Path(__file__).parent / "data" / "reference" / "traces"))
+    parser.add_argument(
+        "--folder", default=str(Path(__file__).parent / "data" / "reference" / "traces")
+    )
     args = parser.parse_args(argv)
-    path = write_trace_json(synthetic_gpu_train_step(), Path(args.folder) / f"{SYNTHETIC_NAME}.json")
+    path = write_trace_json(
+        synthetic_gpu_train_step(), Path(args.folder) / f"{SYNTHETIC_NAME}.json"
+    )
     print(f"wrote {path}")
     return 0
 

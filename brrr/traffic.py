@@ -97,7 +97,9 @@ class Launch:
     kernel: str
     grid: tuple[int, int, int] = (1, 1, 1)
     regions: list[Region] = field(default_factory=list)
-    storing: int = 0  # programs that stored at least one element: the rest did no work the caller can see
+    storing: int = (
+        0  # programs that stored at least one element: the rest did no work the caller can see
+    )
 
     @property
     def programs(self) -> int:
@@ -174,7 +176,9 @@ def check_supported() -> None:
     try:
         from triton.runtime import interpreter
     except Exception as error:  # noqa: BLE001 - any import failure means the same thing here
-        raise TrafficCounterUnavailable(f"cannot import triton.runtime.interpreter: {error}") from error
+        raise TrafficCounterUnavailable(
+            f"cannot import triton.runtime.interpreter: {error}"
+        ) from error
     missing = [
         f"InterpreterBuilder.{name}"
         for name in _BUILDER_METHODS + _ATOMIC_METHODS + ("set_grid_dim", "set_grid_idx")
@@ -208,7 +212,9 @@ def tensor_region(name: str, tensor) -> Region | None:
     """The bytes a tensor view can reach: from its first element to one past its last."""
     if tensor.numel() == 0:
         return None
-    reach = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()) if size > 1)
+    reach = sum(
+        (size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()) if size > 1
+    )
     start = tensor.data_ptr()
     end = start + (reach + 1) * tensor.element_size()
     return Region(name, start, end, tensor.numel(), str(tensor.dtype).removeprefix("torch."))
@@ -270,7 +276,11 @@ class _Counter:
                 outside = addresses[~inside]
                 nearest = [owner] if inside.any() else launch.regions
                 violation = Violation(
-                    kind, launch.kernel, int(outside.size), int(outside[0]), _locate(int(outside[0]), nearest, itemsize)
+                    kind,
+                    launch.kernel,
+                    int(outside.size),
+                    int(outside[0]),
+                    _locate(int(outside[0]), nearest, itemsize),
                 )
                 self.traffic.violations.append(violation)
                 raise OutOfBoundsAccess(str(violation))
@@ -311,14 +321,18 @@ def _locate(address: int, regions: list[Region], itemsize: int) -> str:
         return ""
     region = best[1]
     index = (address - region.start) // itemsize
-    return f"index {index:,} of {region.name}, which has {region.elements:,} {region.dtype} elements"
+    return (
+        f"index {index:,} of {region.name}, which has {region.elements:,} {region.dtype} elements"
+    )
 
 
 _active: _Counter | None = None
 
 
 @contextlib.contextmanager
-def count(named: Mapping[str, object] | None = None, *, check_bounds: bool = True) -> Iterator[Traffic]:
+def count(
+    named: Mapping[str, object] | None = None, *, check_bounds: bool = True
+) -> Iterator[Traffic]:
     """Count bytes loaded and stored by interpreted Triton kernels inside the block.
 
     ``named`` maps names to tensors; bytes that fall inside one of them are
@@ -364,11 +378,19 @@ class _InterpreterPatch:
         original = {name: method for (_, name), method in self.originals.items()}
         self.replacements = {
             (builder, "create_load"): self._load(original["create_load"], masked=False),
-            (builder, "create_masked_load"): self._load(original["create_masked_load"], masked=True),
+            (builder, "create_masked_load"): self._load(
+                original["create_masked_load"], masked=True
+            ),
             (builder, "create_store"): self._store(original["create_store"], masked=False),
-            (builder, "create_masked_store"): self._store(original["create_masked_store"], masked=True),
-            (builder, "create_atomic_rmw"): self._atomic(original["create_atomic_rmw"], pointer_at=1, mask_at=3),
-            (builder, "create_atomic_cas"): self._atomic(original["create_atomic_cas"], pointer_at=0, mask_at=None),
+            (builder, "create_masked_store"): self._store(
+                original["create_masked_store"], masked=True
+            ),
+            (builder, "create_atomic_rmw"): self._atomic(
+                original["create_atomic_rmw"], pointer_at=1, mask_at=3
+            ),
+            (builder, "create_atomic_cas"): self._atomic(
+                original["create_atomic_cas"], pointer_at=0, mask_at=None
+            ),
             (builder, "set_grid_dim"): self._set_grid_dim(original["set_grid_dim"]),
             (builder, "set_grid_idx"): self._set_grid_idx(original["set_grid_idx"]),
             (executor, "_init_args_hst"): self._init_args(original["_init_args_hst"]),
@@ -388,7 +410,9 @@ class _InterpreterPatch:
         counter = self.counter
 
         def wrapped(builder, pointers, *args, **kwargs):
-            if counter.depth == 0:  # create_load delegates to create_masked_load: count the outermost
+            if (
+                counter.depth == 0
+            ):  # create_load delegates to create_masked_load: count the outermost
                 counter.account("load", pointers, args[0].data if masked else True)
             counter.depth += 1
             try:
@@ -446,7 +470,9 @@ class _InterpreterPatch:
 
         def wrapped(executor, args_dev, kwargs):
             args_hst, kwargs_hst = method(executor, args_dev, kwargs)
-            counter.begin_launch(getattr(executor.fn, "__name__", "kernel"), executor.arg_names, args_hst, kwargs_hst)
+            counter.begin_launch(
+                getattr(executor.fn, "__name__", "kernel"), executor.arg_names, args_hst, kwargs_hst
+            )
             return args_hst, kwargs_hst
 
         return wrapped

@@ -94,12 +94,20 @@ def percent(fraction: float, thresholds: tuple[float, ...] = ()) -> str:
     A fraction that would round to "0%" keeps two significant digits instead ("0.057%"): a small
     rate against a far larger roof is still a rate."""
     value, lines = fraction * 100, tuple(100 * t for t in thresholds)
-    decimals = 1 - math.floor(math.log10(abs(value))) if value and f"{value:.0f}" in ("0", "-0") else 0
+    decimals = (
+        1 - math.floor(math.log10(abs(value))) if value and f"{value:.0f}" in ("0", "-0") else 0
+    )
     return beside(value, decimals, lines) + "%"
 
 
 def fraction_of(
-    value: float, ceiling: float, unit: str, ceiling_name: str, *, above: str = "", thresholds: tuple[float, ...] = ()
+    value: float,
+    ceiling: float,
+    unit: str,
+    ceiling_name: str,
+    *,
+    above: str = "",
+    thresholds: tuple[float, ...] = (),
 ) -> str:
     """'<value> = <pct> of <ceiling> <ceiling_name>', both in ``unit`` with SI prefixes.
 

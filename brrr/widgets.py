@@ -102,9 +102,7 @@ def placement_grid(
     return figure
 
 
-LIVE_NOTE = (
-    "A snapshot at the default settings. In Jupyter and Colab the sliders are live: run this notebook to move them."
-)
+LIVE_NOTE = "A snapshot at the default settings. In Jupyter and Colab the sliders are live: run this notebook to move them."
 
 
 def static_snapshot(placement: Placement, *, stamp: str = "") -> str:
@@ -148,7 +146,9 @@ class Explorer:
         return bundle
 
 
-def repeat_explorer(roof: Roof, *, log2_n: int = 26, dtype: str = "float32", repeats: int = 16, stamp: str = ""):
+def repeat_explorer(
+    roof: Roof, *, log2_n: int = 26, dtype: str = "float32", repeats: int = 16, stamp: str = ""
+):
     """Sliders for size, dtype and repeats that redraw :func:`show_placement`. Returns an :class:`Explorer`."""
     import ipywidgets as widgets
 
@@ -160,7 +160,9 @@ def repeat_explorer(roof: Roof, *, log2_n: int = 26, dtype: str = "float32", rep
         update,
         log2_n=widgets.IntSlider(value=log2_n, min=4, max=31, description="log2(n)"),
         dtype=widgets.Dropdown(options=list(DTYPES), value=dtype, description="dtype"),
-        repeats=widgets.SelectionSlider(options=list(EXPLORER_REPEATS), value=repeats, description="repeats"),
+        repeats=widgets.SelectionSlider(
+            options=list(EXPLORER_REPEATS), value=repeats, description="repeats"
+        ),
     )
     snapshot = static_snapshot(place(2**log2_n, dtype, repeats, roof), stamp=stamp)
     return Explorer(widget, snapshot)

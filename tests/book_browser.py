@@ -225,11 +225,17 @@ class Reader:
         shown = self.page.evaluate(INSPECT_PAGE)
         problems += [f"image did not load: {src}" for src in shown["broken_images"]]
         problems += [f"math not rendered: {text!r}" for text in shown["unrendered_math"]]
-        problems += [f"raw TeX {tex!r} in the visible text" for tex in RAW_TEX if tex in shown["text"]]
-        problems += [f"a block scrolls sideways; its longest line: {line!r}" for line in shown["scrolling"]]
+        problems += [
+            f"raw TeX {tex!r} in the visible text" for tex in RAW_TEX if tex in shown["text"]
+        ]
+        problems += [
+            f"a block scrolls sideways; its longest line: {line!r}" for line in shown["scrolling"]
+        ]
         problems += [f"wider than the column at {WIDTH} px: {what}" for what in shown["sideways"]]
         if shown["wrapping"]:
-            problems.append(f"{shown['wrapping']} output block(s) wrap a printed line of {PRINTED_WIDTH} characters")
+            problems.append(
+                f"{shown['wrapping']} output block(s) wrap a printed line of {PRINTED_WIDTH} characters"
+            )
         if shown["page_wider_than_window"]:
             problems.append(f"the page scrolls sideways at {WIDTH} px")
         # Leave the page before the next one starts: events it still had queued (a failed image's

@@ -37,7 +37,16 @@ def build_book(source: Path, config: Path, output: Path) -> subprocess.Completed
     from brrr_book.warm import jupyter_path
 
     return subprocess.run(
-        [str(JUPYTER_BOOK), "build", str(source), *BOOK_FLAGS, "--config", str(config), "--path-output", str(output)],
+        [
+            str(JUPYTER_BOOK),
+            "build",
+            str(source),
+            *BOOK_FLAGS,
+            "--config",
+            str(config),
+            "--path-output",
+            str(output),
+        ],
         capture_output=True,
         text=True,
         timeout=1800,
@@ -60,7 +69,9 @@ class BookBuild:
 
 
 # myst-nb's log line for each page it executes; the times are shown at the end of the run.
-EXECUTED = re.compile(rf"^{re.escape(str(ROOT))}/(\S+): Executed notebook in ([\d.]+) seconds", re.MULTILINE)
+EXECUTED = re.compile(
+    rf"^{re.escape(str(ROOT))}/(\S+): Executed notebook in ([\d.]+) seconds", re.MULTILINE
+)
 NOTEBOOK_TIMES = "notebook-times.txt"
 
 
@@ -75,7 +86,9 @@ def _forced_build(folder: Path) -> BookBuild:
     (folder / NOTEBOOK_TIMES).write_text(
         "".join(f"{seconds:>7} s  {page}\n" for page, seconds in EXECUTED.findall(result.stdout))
     )
-    return BookBuild(result.returncode, result.stdout, result.stderr, str(folder / "out" / "_build" / "html"))
+    return BookBuild(
+        result.returncode, result.stdout, result.stderr, str(folder / "out" / "_build" / "html")
+    )
 
 
 @pytest.fixture(scope="session")
@@ -183,7 +196,9 @@ def pytest_configure(config):
         config.option.loadscopereorder = False
     # Only the pytest-xdist controller, before its workers start: a single-process run (one test file, say)
     # measures them when a test first needs them, with nothing beside it, and pays nothing at start-up.
-    controller = getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER")
+    controller = getattr(config.option, "numprocesses", None) and not os.environ.get(
+        "PYTEST_XDIST_WORKER"
+    )
     if controller and not config.option.collectonly:
         _measure_ceilings_while_quiet(config)
 
@@ -207,7 +222,9 @@ def _measure_ceilings_while_quiet(config) -> None:
     for threads in CEILING_THREADS:
         found = ceilings.measure(threads=threads, refresh=True)
         if config.option.verbose >= 0:
-            setting = "default threads" if threads is None else f"{threads} thread{'s' * (threads != 1)}"
+            setting = (
+                "default threads" if threads is None else f"{threads} thread{'s' * (threads != 1)}"
+            )
             print(
                 f"ceilings ({setting}): copy {found.copy_bandwidth / 1e9:.1f} GB/s, "
                 f"float32 matmul {found.matmul('float32') / 1e9:.1f} GFLOP/s · {found.env.get('date')}"
@@ -222,7 +239,10 @@ E2E_FIXTURES = ("book_build",)
 
 # What depends on the torch and Triton versions, which `make test-stacks` runs on every stack besides the
 # pinned one (.ci/stacks.toml, [run]): marked `stack`, as is every notebook a run is given.
-STACK_FILES = tuple(Path(name).name for name in tomllib.loads((ROOT / ".ci/stacks.toml").read_text())["run"]["tests"])
+STACK_FILES = tuple(
+    Path(name).name
+    for name in tomllib.loads((ROOT / ".ci/stacks.toml").read_text())["run"]["tests"]
+)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -68,7 +68,9 @@ def escape_attempt(submissions: Path, out: Path):
     from brrr import labs
     from lab_fixtures import ROOT, submission_notebook
 
-    other = out.parent / "brrr-grader-other"  # another submission's grader, as far as the notebook knows
+    other = (
+        out.parent / "brrr-grader-other"
+    )  # another submission's grader, as far as the notebook knows
     other.mkdir(parents=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(other / "grader.sock"))

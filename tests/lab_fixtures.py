@@ -85,7 +85,9 @@ def patch_lab(monkeypatch, lab, name: str, value) -> None:
     (``checks`` imports ``COPY_N`` from ``given``, both import ``ON_GPU`` from ``brrr.device``)."""
     import importlib
 
-    modules = [lab] + [importlib.import_module(f"{lab.__name__}.{part}") for part in ("given", "checks")]
+    modules = [lab] + [
+        importlib.import_module(f"{lab.__name__}.{part}") for part in ("given", "checks")
+    ]
     holding = [module for module in modules if hasattr(module, name)]
     assert holding, f"no module of {lab.__name__} has {name}"
     for module in holding:
@@ -101,7 +103,9 @@ def solution_on_gpu(folder, lab: str, cell_id: str, kernel: str):
     (source,) = ["".join(cell["source"]) for cell in cells if cell.get("id") == cell_id]
     source = source.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", "")
     path = folder / f"solution_{cell_id}.py"
-    path.write_text("import torch\nimport triton\nimport triton.language as tl\nON_GPU = True\n" + source)
+    path.write_text(
+        "import torch\nimport triton\nimport triton.language as tl\nON_GPU = True\n" + source
+    )
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

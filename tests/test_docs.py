@@ -28,7 +28,9 @@ SOURCES = [
 
 def headings(document: str) -> set[str]:
     return {
-        line.lstrip("#").strip() for line in (ROOT / "docs" / document).read_text().splitlines() if line.startswith("#")
+        line.lstrip("#").strip()
+        for line in (ROOT / "docs" / document).read_text().splitlines()
+        if line.startswith("#")
     }
 
 
@@ -38,7 +40,11 @@ def test_every_link_and_path_in_a_document_exists(document):
     targets = [link for link in LINK.findall(text) if "://" not in link]
     targets += [path for path in PATH.findall(text) if "<" not in path and "*" not in path]
     missing = sorted(
-        {target for target in targets if not (document.parent / target).exists() and not (ROOT / target).exists()}
+        {
+            target
+            for target in targets
+            if not (document.parent / target).exists() and not (ROOT / target).exists()
+        }
     )
     assert not missing, f"{document.name} points at what is not in the repository: {missing}"
 
@@ -70,6 +76,10 @@ def test_the_readme_is_a_front_door():
     """At most about 1,000 words, and the table of what it teaches names every chapter's notebooks."""
     text = (ROOT / "README.md").read_text()
     assert len(text.split()) <= 1100, f"the README has {len(text.split())} words"
-    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb")):
-        assert f"({notebook.relative_to(ROOT).as_posix()})" in text, f"the README's table lacks {notebook.name}"
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted(
+        (ROOT / "solutions").glob("*.ipynb")
+    ):
+        assert f"({notebook.relative_to(ROOT).as_posix()})" in text, (
+            f"the README's table lacks {notebook.name}"
+        )
     assert "(MAINTAINING.md)" in text

@@ -16,7 +16,11 @@ from test_style import ruff
 
 pytestmark = pytest.mark.device_independent  # source read, never run: the same on every device
 
-NOTEBOOKS = sorted(path for folder in ("notebooks", "solutions", "labs") for path in (ROOT / folder).glob("*.ipynb"))
+NOTEBOOKS = sorted(
+    path
+    for folder in ("notebooks", "solutions", "labs")
+    for path in (ROOT / folder).glob("*.ipynb")
+)
 # Where each of our packages' sources lie: the toolkit, and the book's machinery beside it.
 SOURCES = {"brrr": ROOT, "brrr_book": ROOT / "book"}
 # Names IPython puts in a notebook's namespace, which no cell defines.
@@ -28,13 +32,17 @@ LAMBDA_THEN_DEL = {("21-flops-vs-runtime.ipynb", "cell-03", name) for name in ("
 def notebook_source(path: Path) -> tuple[str, list[str]]:
     """A notebook's code cells as one module, each magic line made a `pass`, and the cell id of each line."""
     lines, cells = [], []
-    for cell in json.loads(path.read_text())["cells"]:  # as stored: nbformat's validation is not the point here
+    for cell in json.loads(path.read_text())[
+        "cells"
+    ]:  # as stored: nbformat's validation is not the point here
         source = "".join(cell["source"])
         if cell["cell_type"] != "code" or source.lstrip().startswith("%%"):
             continue  # a cell magic's body is not Python
         for line in source.splitlines():
             code = line.lstrip()
-            lines.append(line[: len(line) - len(code)] + "pass" if code.startswith(("%", "!")) else line)
+            lines.append(
+                line[: len(line) - len(code)] + "pass" if code.startswith(("%", "!")) else line
+            )
             cells.append(cell.get("id", "?"))
     return "\n".join(lines) + "\n", cells
 
@@ -67,10 +75,18 @@ def missing_imports(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
             for alias in node.names:
-                module, name = (node.module, alias.name) if isinstance(node, ast.ImportFrom) else (alias.name, None)
+                module, name = (
+                    (node.module, alias.name)
+                    if isinstance(node, ast.ImportFrom)
+                    else (alias.name, None)
+                )
                 top = module.partition(".")[0]
                 if top not in SOURCES:
-                    found += [(node.lineno, f"no module {top}")] if importlib.util.find_spec(top) is None else []
+                    found += (
+                        [(node.lineno, f"no module {top}")]
+                        if importlib.util.find_spec(top) is None
+                        else []
+                    )
                 elif (names := names_of(module)) is None:
                     found.append((node.lineno, f"no module {module}"))
                 elif name and not {name, "*"} & names:
@@ -85,12 +101,27 @@ def notebook_findings(notebooks: list[Path], scratch: Path) -> list[str]:
         (source, cells), file = notebook_source(notebook), scratch / f"notebook_{index}.py"
         file.write_text(source)
         sources[file.name] = notebook, cells
-        found += [f"{notebook.name}, cell {cells[line - 1]}: {what}" for line, what in missing_imports(source)]
-    done = ruff("check", "--isolated", "--select", "F821,F822,F823", "--output-format", "json", ".", cwd=scratch)
+        found += [
+            f"{notebook.name}, cell {cells[line - 1]}: {what}"
+            for line, what in missing_imports(source)
+        ]
+    done = ruff(
+        "check",
+        "--isolated",
+        "--select",
+        "F821,F822,F823",
+        "--output-format",
+        "json",
+        ".",
+        cwd=scratch,
+    )
     assert done.returncode in (0, 1), done.stderr
     for problem in json.loads(done.stdout or "[]"):
         notebook, cells = sources[Path(problem["filename"]).name]
-        cell, name = cells[problem["location"]["row"] - 1], re.search(r"`(.+?)`", problem["message"])
+        cell, name = (
+            cells[problem["location"]["row"] - 1],
+            re.search(r"`(.+?)`", problem["message"]),
+        )
         if not (name and (name[1] in IPYTHON or (notebook.name, cell, name[1]) in LAMBDA_THEN_DEL)):
             found.append(f"{notebook.name}, cell {cell}: {problem['message']}")
     return found
@@ -102,8 +133,13 @@ def test_every_notebook_reads_clean_on_both_branches(tmp_path):
 
 def test_every_import_of_the_package_is_found():
     found = []
-    for path in sorted(path for folder in SOURCES.values() for path in folder.glob("brrr*/**/*.py")):
-        found += [f"{path.relative_to(ROOT)}:{line}: {what}" for line, what in missing_imports(path.read_text())]
+    for path in sorted(
+        path for folder in SOURCES.values() for path in folder.glob("brrr*/**/*.py")
+    ):
+        found += [
+            f"{path.relative_to(ROOT)}:{line}: {what}"
+            for line, what in missing_imports(path.read_text())
+        ]
     assert found == []
 
 
@@ -111,7 +147,9 @@ def test_the_check_reads_a_branch_only_a_gpu_executes(tmp_path):
     """The control: a GPU-only branch with an undefined name and two imports that fail is reported, by cell."""
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
-        nbformat.v4.new_code_cell("%matplotlib inline\nfrom brrr.device import ON_GPU\nsizes = [1]", id="set-up"),
+        nbformat.v4.new_code_cell(
+            "%matplotlib inline\nfrom brrr.device import ON_GPU\nsizes = [1]", id="set-up"
+        ),
         nbformat.v4.new_code_cell(
             "if ON_GPU:\n    import no_such_module\n    from brrr.device import no_such_name\n"
             "    print(undefined_name, max(sizes))\nelse:\n    display(sizes)",

@@ -14,7 +14,9 @@ from pathlib import Path
 from conftest import ROOT
 
 
-def _run(tmp_path: Path, *, wheelhouse: bool, python: str | None = None, args=()) -> subprocess.CompletedProcess:
+def _run(
+    tmp_path: Path, *, wheelhouse: bool, python: str | None = None, args=()
+) -> subprocess.CompletedProcess:
     (tmp_path / ".ci").mkdir(exist_ok=True)
     shutil.copy(ROOT / ".ci" / "gpu-check", tmp_path / ".ci" / "gpu-check")
     if wheelhouse:
@@ -24,14 +26,20 @@ def _run(tmp_path: Path, *, wheelhouse: bool, python: str | None = None, args=()
     if python:
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir(exist_ok=True)
-        wrapper = bin_dir / "python3"  # a script, not a link: a venv's python finds its venv by its path
+        wrapper = (
+            bin_dir / "python3"
+        )  # a script, not a link: a venv's python finds its venv by its path
         wrapper.write_text(f'#!/bin/sh\nexec "{python}" "$@"\n')
         wrapper.chmod(0o755)
         env["PATH"] = f"{bin_dir}:{env['PATH']}"
     env["CUDA_VISIBLE_DEVICES"] = ""  # no GPU, even on a GPU machine
     env.pop("PART", None)
     return subprocess.run(
-        ["bash", str(tmp_path / ".ci" / "gpu-check"), *args], capture_output=True, text=True, env=env, timeout=120
+        ["bash", str(tmp_path / ".ci" / "gpu-check"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
 
 
@@ -43,17 +51,26 @@ def test_without_a_wheelhouse_it_says_how_to_make_one(tmp_path):
 
 
 def test_a_part_it_does_not_have_is_refused_with_the_parts_it_has(tmp_path):
-    result = _run(tmp_path, wheelhouse=True, python=sys.executable, args=("--part", "4", "--out", "x"))
+    result = _run(
+        tmp_path, wheelhouse=True, python=sys.executable, args=("--part", "4", "--out", "x")
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "no part '4'" in result.stdout and "1 2 3" in result.stdout
     assert not (tmp_path / ".venv-gpu").exists()
-    known = _run(tmp_path, wheelhouse=True, python=sys.executable, args=("--part", "3", "--out", str(tmp_path / "o")))
+    known = _run(
+        tmp_path,
+        wheelhouse=True,
+        python=sys.executable,
+        args=("--part", "3", "--out", str(tmp_path / "o")),
+    )
     assert "torch sees no CUDA device" in known.stdout  # accepted: it went on to the next check
     assert not (tmp_path / ".venv-gpu").exists() and not (tmp_path / "o").exists()
 
 
 def test_without_a_cuda_device_it_stops_before_installing_anything(tmp_path):
-    result = _run(tmp_path, wheelhouse=True, python=sys.executable)  # this venv: torch and triton, no CUDA
+    result = _run(
+        tmp_path, wheelhouse=True, python=sys.executable
+    )  # this venv: torch and triton, no CUDA
     assert result.returncode == 2, result.stdout + result.stderr
     assert "torch sees no CUDA device" in result.stdout
     assert not (tmp_path / ".venv-gpu").exists()
@@ -102,7 +119,9 @@ def test_the_clock_prints_each_files_time_as_soon_as_the_file_is_done(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     first = result.stdout.index("clock: test_first.py took")
-    assert first < result.stdout.index("second ran"), "the first file's time came after the next file ran"
+    assert first < result.stdout.index("second ran"), (
+        "the first file's time came after the next file ran"
+    )
     seconds = float(result.stdout[first:].split("took ", 1)[1].split(" s", 1)[0])
     assert 0.3 <= seconds < 5
     assert "clock: test_second.py took" in result.stdout

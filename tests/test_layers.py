@@ -22,10 +22,16 @@ PACKAGE = ROOT / "brrr"
 
 # docs/DESIGN.md's layers, from the bottom: each of brrr's modules and packages, by its layer.
 LAYERS = {
-    **dict.fromkeys(("device", "interpreter", "units", "column", "stamp", "cache", "allocator", "timing"), 1),
-    **dict.fromkeys(("ceilings", "roofline", "counting", "traffic", "opclasses", "datasheets", "essay"), 2),
+    **dict.fromkeys(
+        ("device", "interpreter", "units", "column", "stamp", "cache", "allocator", "timing"), 1
+    ),
+    **dict.fromkeys(
+        ("ceilings", "roofline", "counting", "traffic", "opclasses", "datasheets", "essay"), 2
+    ),
     **dict.fromkeys(("reference", "targets", "traces", "memory"), 2),
-    **dict.fromkeys(("kernels", "benchmarks", "plots", "flames", "timeline", "widgets", "claims"), 3),
+    **dict.fromkeys(
+        ("kernels", "benchmarks", "plots", "flames", "timeline", "widgets", "claims"), 3
+    ),
     **dict.fromkeys(("source", "figures", "beside"), 3),
     **dict.fromkeys(("diagnose", "capstone", "models"), 4),
     "checks": 5,
@@ -44,7 +50,9 @@ def imports(path: Path, *, module_level_only: bool = False) -> list[tuple[int, s
     """(line, module) for every import in ``path``: ``import a.b`` gives ``a.b``, ``from a import b`` gives
     ``a`` and ``a.b`` (b may be a module), a relative import is resolved against the file's package."""
     tree = ast.parse(path.read_text(), str(path))
-    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    package = (
+        module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    )
     nodes = tree.body if module_level_only else list(ast.walk(tree))
     found = []
     for node in nodes:
@@ -78,7 +86,9 @@ def upward_imports(package: Path = PACKAGE, layers: dict[str, int] = LAYERS) -> 
         for line, name in imports(path) if here else ():
             there = room(name)
             if there in layers and layers[there] > layers.get(here, 0):
-                wrong.append(f"{path.relative_to(package.parent)}:{line} ({here}) imports {name} ({there})")
+                wrong.append(
+                    f"{path.relative_to(package.parent)}:{line} ({here}) imports {name} ({there})"
+                )
     return wrong
 
 
@@ -88,7 +98,9 @@ def cycles(package: Path = PACKAGE) -> list[list[str]]:
     reaches a sibling, not a use of the package's ``__init__``, and is left out."""
     paths = {module_name(path): path for path in package.rglob("*.py")}
     graph = {
-        name: {m for _, m in imports(path) if m in paths and m != name and not name.startswith(m + ".")}
+        name: {
+            m for _, m in imports(path) if m in paths and m != name and not name.startswith(m + ".")
+        }
         for name, path in paths.items()
     }
     order, low, stack, found = {}, {}, [], []
@@ -118,17 +130,24 @@ def test_the_imports_are_read_from_every_module():
     server = imports(PACKAGE / "grading" / "server.py")
     assert any(name == "brrr.labs" for _, name in server)  # inside main()
     assert any(name == "brrr.checks.core" for _, name in server)  # at module level
-    assert len(list((PACKAGE / "checks").glob("*.py"))) >= 8 and len(list((PACKAGE / "labs").rglob("*.py"))) >= 20
+    assert (
+        len(list((PACKAGE / "checks").glob("*.py"))) >= 8
+        and len(list((PACKAGE / "labs").rglob("*.py"))) >= 20
+    )
 
 
 def test_every_module_has_its_layer():
     rooms = {room(module_name(path)) for path in PACKAGE.rglob("*.py")} - {None}
-    assert rooms == set(LAYERS), f"place these in docs/DESIGN.md's layers and LAYERS: {rooms ^ set(LAYERS)}"
+    assert rooms == set(LAYERS), (
+        f"place these in docs/DESIGN.md's layers and LAYERS: {rooms ^ set(LAYERS)}"
+    )
 
 
 def test_no_import_runs_back_up():
     wrong = upward_imports()
-    assert not wrong, 'an import runs up the layers (docs/DESIGN.md, "Layers"):\n' + "\n".join(wrong)
+    assert not wrong, 'an import runs up the layers (docs/DESIGN.md, "Layers"):\n' + "\n".join(
+        wrong
+    )
 
 
 def test_no_modules_import_each_other_round_in_a_cycle():
@@ -151,9 +170,13 @@ def test_a_planted_back_import_and_cycle_are_found(tmp_path):
     other, in a made-up brrr."""
     (tmp_path / "brrr" / "checks").mkdir(parents=True)
     (tmp_path / "brrr" / "grading").mkdir()
-    (tmp_path / "brrr" / "checks" / "core.py").write_text("def f():\n    from brrr.grading import gradebook\n")
+    (tmp_path / "brrr" / "checks" / "core.py").write_text(
+        "def f():\n    from brrr.grading import gradebook\n"
+    )
     (tmp_path / "brrr" / "grading" / "gradebook.py").write_text("from brrr.grading import shards\n")
-    (tmp_path / "brrr" / "grading" / "shards.py").write_text("from brrr.grading.gradebook import x\n")
+    (tmp_path / "brrr" / "grading" / "shards.py").write_text(
+        "from brrr.grading.gradebook import x\n"
+    )
     assert upward_imports(tmp_path / "brrr") == [
         "brrr/checks/core.py:2 (checks) imports brrr.grading (grading)",
         "brrr/checks/core.py:2 (checks) imports brrr.grading.gradebook (grading)",
@@ -214,7 +237,12 @@ print(json.dumps(found))
 
 # The control, probed in the same run from the checkout: fuse_it's given.py imports brrr.checks.core, so it
 # must be found loaded, and there its checks can be imported and a name of its given module found.
-CONTROL = (str(ROOT), "brrr.labs.fuse_it", ["brrr.checks.core", "brrr.labs.fuse_it.checks"], ["chain"])
+CONTROL = (
+    str(ROOT),
+    "brrr.labs.fuse_it",
+    ["brrr.checks.core", "brrr.labs.fuse_it.checks"],
+    ["chain"],
+)
 
 
 @pytest.fixture(scope="module")
@@ -226,8 +254,17 @@ def loaded_by_importing_each_lab(tmp_path_factory) -> dict[str, dict]:
     cases, copies = {"control": CONTROL}, []
     for lab in labs.LABS:
         package = labs.module(lab)
-        copies.append(snapshot.write_package(tmp_path_factory.mktemp(lab), hidden=tuple(package.HIDDEN_MODULES)))
-        cases[lab] = (str(copies[-1]), package.__name__, refused_modules(lab), list(grader_references(lab)))
+        copies.append(
+            snapshot.write_package(
+                tmp_path_factory.mktemp(lab), hidden=tuple(package.HIDDEN_MODULES)
+            )
+        )
+        cases[lab] = (
+            str(copies[-1]),
+            package.__name__,
+            refused_modules(lab),
+            list(grader_references(lab)),
+        )
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", PROBE, json.dumps(cases), json.dumps(path)],
         capture_output=True,
@@ -248,7 +285,9 @@ def test_the_import_probe_sees_a_module_the_lab_imports(loaded_by_importing_each
 
 
 @pytest.mark.parametrize("lab", sorted(labs.LABS))
-def test_what_the_student_imports_leaves_the_checks_and_the_hidden_modules_out(lab, loaded_by_importing_each_lab):
+def test_what_the_student_imports_leaves_the_checks_and_the_hidden_modules_out(
+    lab, loaded_by_importing_each_lab
+):
     package = labs.module(lab)
     folder = Path(package.__file__).parent
     refused = refused_modules(lab)
@@ -267,15 +306,21 @@ def test_what_the_student_imports_leaves_the_checks_and_the_hidden_modules_out(l
 
 
 @pytest.mark.parametrize("lab", sorted(labs.LABS))
-def test_the_student_process_cannot_import_what_the_grader_compares_with(lab, loaded_by_importing_each_lab):
+def test_the_student_process_cannot_import_what_the_grader_compares_with(
+    lab, loaded_by_importing_each_lab
+):
     """Issue 29: the lab's checks, its hidden modules and every reference its checks compare an answer with
     (reference predictions, counts, the traffic rules) are out of reach of the student's process."""
     probed = loaded_by_importing_each_lab[lab]
     assert isinstance(probed, dict), f"importing {lab} from a student's copy: {probed}"
     assert probed["importable"] == [], f"the student's process can import {probed['importable']}"
-    assert probed["reachable"] == [], f"the student's process finds {probed['reachable']} in {lab}'s given material"
+    assert probed["reachable"] == [], (
+        f"the student's process finds {probed['reachable']} in {lab}'s given material"
+    )
     checks = labs.lab(lab)
-    for name in grader_references(lab):  # each reference exists on the grader's side, so the probe looked for it
+    for name in grader_references(
+        lab
+    ):  # each reference exists on the grader's side, so the probe looked for it
         assert callable(getattr(checks, name)), name
 
 
@@ -302,7 +347,9 @@ def prints_outside_main(path: Path, root: Path = ROOT) -> list[str]:
 
     def visit(node, inside: str | None):
         for child in ast.iter_child_nodes(node):
-            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else inside
+            name = (
+                child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else inside
+            )
             if isinstance(child, ast.Call) and getattr(child.func, "id", None) == "print":
                 if inside not in ("main", "run"):
                     found.append(f"{path.relative_to(root)}:{child.lineno} {inside or '<module>'}")
@@ -318,7 +365,9 @@ def test_a_measuring_module_never_prints():
         target = PACKAGE / name
         paths += sorted(target.rglob("*.py")) if target.is_dir() else [target]
     found = [line for path in paths for line in prints_outside_main(path)]
-    assert len(paths) > 8 and not found, "return the sentence to the page instead:\n" + "\n".join(found)
+    assert len(paths) > 8 and not found, "return the sentence to the page instead:\n" + "\n".join(
+        found
+    )
 
 
 def test_the_print_finder_sees_a_print_in_a_measuring_function(tmp_path):

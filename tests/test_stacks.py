@@ -23,19 +23,33 @@ def minor(version: str) -> tuple[int, int]:
 
 
 def test_the_pinned_stack_is_requirements_txt():
-    pins = dict(re.findall(r"^(torch|triton)==(\S+)", (ROOT / "requirements.txt").read_text(), re.MULTILINE))
+    pins = dict(
+        re.findall(r"^(torch|triton)==(\S+)", (ROOT / "requirements.txt").read_text(), re.MULTILINE)
+    )
     assert {name: STACKS["pinned"][name] for name in PACKAGES} == pins
 
 
 def test_the_lower_bounds_and_the_colab_cell_are_the_oldest_stack_tested(monkeypatch):
-    monkeypatch.setattr(colab, "book_repository", lambda root: "https://github.com/a-course/brrr")  # a fork's
+    monkeypatch.setattr(
+        colab, "book_repository", lambda root: "https://github.com/a-course/brrr"
+    )  # a fork's
     oldest = {name: min(minor(stack[name]) for stack in STACKS.values()) for name in PACKAGES}
-    assert colab.least_versions() == oldest, "pyproject.toml's lower bounds are not the oldest stack CI tests"
+    assert colab.least_versions() == oldest, (
+        "pyproject.toml's lower bounds are not the oldest stack CI tests"
+    )
     minima = colab._literal(oldest)
-    assert minima in colab.cell_source(), "the Colab cell refuses other versions than pyproject.toml's bounds"
+    assert minima in colab.cell_source(), (
+        "the Colab cell refuses other versions than pyproject.toml's bounds"
+    )
 
 
 def test_every_stack_names_its_versions_and_the_files_it_runs_are_there():
-    assert len(STACKS) >= 3 and all({"torch", "triton", "what"} <= set(stack) for stack in STACKS.values())
-    missing = [name for name in CONFIG["run"]["tests"] + CONFIG["run"]["notebooks"] if not (ROOT / name).exists()]
+    assert len(STACKS) >= 3 and all(
+        {"torch", "triton", "what"} <= set(stack) for stack in STACKS.values()
+    )
+    missing = [
+        name
+        for name in CONFIG["run"]["tests"] + CONFIG["run"]["notebooks"]
+        if not (ROOT / name).exists()
+    ]
     assert not missing, f".ci/stacks.toml names files that are not there: {missing}"

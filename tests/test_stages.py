@@ -23,7 +23,10 @@ def recipe(target: str) -> str:
 def test_make_test_leaves_the_end_to_end_stage_to_its_own_command_and_ci_runs_both_then_the_stacks():
     assert '-m "not e2e"' in recipe("test")
     assert re.search(r"-m e2e\b", recipe("test-e2e"))
-    steps = [line.strip().removeprefix("step ") for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    steps = [
+        line.strip().removeprefix("step ")
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+    ]
     steps = [step for step in steps if step.startswith("make ")]
     assert steps == ["make test", "make test-e2e", "make test-stacks"], steps
 
@@ -57,10 +60,16 @@ def test_without_the_book_the_files_that_compile_its_graphs_go_early_and_with_it
 
     def ordered(markexpr):
         items = [_Item(path, ()) for path in files]
-        conftest.pytest_collection_modifyitems(types.SimpleNamespace(getoption=lambda name: markexpr), items)
+        conftest.pytest_collection_modifyitems(
+            types.SimpleNamespace(getoption=lambda name: markexpr), items
+        )
         return [item.path.name for item in items]
 
-    assert ordered("not e2e") == ["test_gradebook_hostile.py", "test_diagnose.py", "test_opclasses.py"]
+    assert ordered("not e2e") == [
+        "test_gradebook_hostile.py",
+        "test_diagnose.py",
+        "test_opclasses.py",
+    ]
     assert ordered(None) == ["test_gradebook_hostile.py", "test_opclasses.py", "test_diagnose.py"]
 
 
@@ -70,10 +79,16 @@ def test_under_xdist_some_files_run_on_the_worker_of_another_right_after_it(monk
     time side by side starved a grader)."""
     scheduler = object.__new__(conftest.FilesTogether)
     assert scheduler._split_scope(f"{conftest.BOOK_FILE}::test_book_builds") == conftest.BOOK_FILE
-    assert scheduler._split_scope("tests/book/test_book_in_a_browser.py::test_a") == conftest.BOOK_FILE
+    assert (
+        scheduler._split_scope("tests/book/test_book_in_a_browser.py::test_a") == conftest.BOOK_FILE
+    )
     assert scheduler._split_scope("tests/labs/test_labs.py::test_c") == conftest.HOSTILE_FILE
-    assert scheduler._split_scope("tests/book/test_claims.py::test_b") == "tests/book/test_claims.py"
-    monkeypatch.setattr(conftest, "FilesTogether", lambda config, log: ("files together", config.dist))
+    assert (
+        scheduler._split_scope("tests/book/test_claims.py::test_b") == "tests/book/test_claims.py"
+    )
+    monkeypatch.setattr(
+        conftest, "FilesTogether", lambda config, log: ("files together", config.dist)
+    )
     for dist, scheduler in (("loadfile", ("files together", "loadfile")), ("load", None)):
         config = types.SimpleNamespace(dist=dist, getoption=lambda name, dist=dist: dist)
         assert conftest.pytest_xdist_make_scheduler(config, None) == scheduler

@@ -15,7 +15,14 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.device_independent
 
-BOOK_ONLY = ("brrr_book/", "brrr/pages/", "brrr/gpucheck/", "brrr/warm/", "brrr/book_pages.py", "brrr/colab.py")
+BOOK_ONLY = (
+    "brrr_book/",
+    "brrr/pages/",
+    "brrr/gpucheck/",
+    "brrr/warm/",
+    "brrr/book_pages.py",
+    "brrr/colab.py",
+)
 
 
 def build_wheel(work: Path, *, extra: dict[str, str] | None = None) -> Path:
@@ -29,8 +36,19 @@ def build_wheel(work: Path, *, extra: dict[str, str] | None = None) -> Path:
         shutil.copy(ROOT / name, source / name)
     for name, text in (extra or {}).items():
         (source / name).write_text(text)
-    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "--no-index"]
-    done = subprocess.run([*command, "--wheel-dir", str(work / "dist"), str(source)], capture_output=True, text=True)
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+    ]
+    done = subprocess.run(
+        [*command, "--wheel-dir", str(work / "dist"), str(source)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     (wheel,) = (work / "dist").glob("brrr-*.whl")
     return wheel
@@ -43,12 +61,18 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
 
 def test_the_wheel_holds_the_toolkit_labs_and_grader_and_none_of_the_book(wheel):
     names = wheel.namelist()
-    assert {"brrr/ceilings.py", "brrr/grading/gradebook.py", "brrr/labs/tile_it/checks.py"} <= set(names)
-    assert any(name.startswith("brrr/labs/solutions/") for name in names), "the lab solutions did not ship"
+    assert {"brrr/ceilings.py", "brrr/grading/gradebook.py", "brrr/labs/tile_it/checks.py"} <= set(
+        names
+    )
+    assert any(name.startswith("brrr/labs/solutions/") for name in names), (
+        "the lab solutions did not ship"
+    )
     assert [name for name in names if name.startswith(BOOK_ONLY)] == []
 
 
 def test_the_wheel_registers_nothing_of_the_books(wheel):
-    (entry_points,) = [name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")]
+    (entry_points,) = [
+        name for name in wheel.namelist() if name.endswith(".dist-info/entry_points.txt")
+    ]
     text = wheel.read(entry_points).decode()
     assert "kernel_provisioners" not in text and "brrr_book" not in text, text

@@ -106,12 +106,18 @@ def mathjax_source() -> Path:
 
 
 def _configure(app, config) -> None:
-    config.html_static_path = [*config.html_static_path, str(Path(__file__).with_name("book_static"))]
+    config.html_static_path = [
+        *config.html_static_path,
+        str(Path(__file__).with_name("book_static")),
+    ]
     config.mathjax_path = MATHJAX_PATH
     config.mathjax2_config = MATHJAX2_CONFIG
     config.html_context.setdefault("default_mode", "auto")  # pydata theme
     config.nb_ipywidgets_js = {}
-    config.nb_mime_priority_overrides = [*config.nb_mime_priority_overrides, ("*", WIDGET_VIEW, None)]
+    config.nb_mime_priority_overrides = [
+        *config.nb_mime_priority_overrides,
+        ("*", WIDGET_VIEW, None),
+    ]
 
 
 FIGURES_DIR = "_figures"
@@ -174,7 +180,9 @@ def _copy_mathjax(app, exception) -> None:
 
 def _colab_notice(app, exception) -> None:
     """Print :func:`brrr_book.colab.release_problem` for this book, if any, when the build is done."""
-    if exception is not None or not (Path(app.srcdir) / "pyproject.toml").is_file():  # not brrr's own book
+    if (
+        exception is not None or not (Path(app.srcdir) / "pyproject.toml").is_file()
+    ):  # not brrr's own book
         return
     problem = colab.release_problem(Path(app.srcdir))
     if problem:

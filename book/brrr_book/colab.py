@@ -126,7 +126,9 @@ INSTALL = """\
 
 def book_version(root: Path = ROOT) -> str:
     """The ``version`` in the checkout's pyproject.toml."""
-    match = re.search(r'^version\s*=\s*"([^"]+)"', (root / "pyproject.toml").read_text(), re.MULTILINE)
+    match = re.search(
+        r'^version\s*=\s*"([^"]+)"', (root / "pyproject.toml").read_text(), re.MULTILINE
+    )
     if not match:
         raise ValueError(f"no version in {root / 'pyproject.toml'}")
     return match.group(1)
@@ -135,7 +137,9 @@ def book_version(root: Path = ROOT) -> str:
 def book_repository(root: Path = ROOT) -> str:
     """``repository.url`` in the book's _config.yml (where the launch buttons point)."""
     match = re.search(
-        r"^repository:\s*\n(?:\s+.*\n)*?\s+url:\s*(\S+)", (root / "_config.yml").read_text(), re.MULTILINE
+        r"^repository:\s*\n(?:\s+.*\n)*?\s+url:\s*(\S+)",
+        (root / "_config.yml").read_text(),
+        re.MULTILINE,
     )
     if not match:
         raise ValueError(f"no repository url in {root / '_config.yml'}")
@@ -164,7 +168,12 @@ def cell_source(root: Path = ROOT) -> str:
         purpose = f"installs brrr {version}"
     return (
         Template(template)
-        .substitute(purpose=purpose, version=version, repository=repository, minima=_literal(least_versions(root)))
+        .substitute(
+            purpose=purpose,
+            version=version,
+            repository=repository,
+            minima=_literal(least_versions(root)),
+        )
         .rstrip("\n")
     )
 
@@ -225,9 +234,17 @@ def problem(notebook) -> str | None:
     if first is None:
         return "no code cell"
     cell = notebook.cells[first]
-    if cell.get("id") != CELL_ID or cell.source != cell_source() or cell.metadata.get("tags") != TAGS:
+    if (
+        cell.get("id") != CELL_ID
+        or cell.source != cell_source()
+        or cell.metadata.get("tags") != TAGS
+    ):
         return "its first code cell is not the current set-up cell (python -m brrr_book.colab writes it)"
-    ids = [i for i, c in enumerate(notebook.cells) if c.get("id") == CELL_ID or c.source == cell_source()]
+    ids = [
+        i
+        for i, c in enumerate(notebook.cells)
+        if c.get("id") == CELL_ID or c.source == cell_source()
+    ]
     if ids != [first]:
         return f"the set-up cell appears {len(ids)} times"
     return None
@@ -242,13 +259,19 @@ def with_setup_cell(notebook):
 
 
 def notebook_paths(*folders: Path) -> list[Path]:
-    return sorted(path for folder in (folders or (NOTEBOOKS, SOLUTIONS)) for path in folder.glob("*.ipynb"))
+    return sorted(
+        path for folder in (folders or (NOTEBOOKS, SOLUTIONS)) for path in folder.glob("*.ipynb")
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr_book.colab", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr_book.colab", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument(
-        "--check", action="store_true", help="exit 1 if a notebook, solution or lab lacks the current set-up cell"
+        "--check",
+        action="store_true",
+        help="exit 1 if a notebook, solution or lab lacks the current set-up cell",
     )
     args = parser.parse_args(argv)
     refusal = needs_a_checkout(SOLUTIONS)

@@ -66,9 +66,14 @@ class ActivationCosts:
 
 def measure(x: torch.Tensor, *, threads: int | None) -> ActivationCosts:
     """Both activations compiled for ``x`` (one fused pass each) and timed in turns."""
-    from brrr.benchmarks.fusion import measure_together  # fusion's timing rules: one thread, in turns
+    from brrr.benchmarks.fusion import (
+        measure_together,
+    )  # fusion's timing rules: one thread, in turns
 
-    compiled = {name: compile_for_timing(fn, x, threads=threads) for name, fn in (("relu", relu), ("gelu", gelu))}
+    compiled = {
+        name: compile_for_timing(fn, x, threads=threads)
+        for name, fn in (("relu", relu), ("gelu", gelu))
+    }
     one_pass = 8 * x.numel()
     relu_run, gelu_run = measure_together(
         [(name, lambda fn=fn: fn(x), one_pass) for name, fn in compiled.items()], threads=threads
@@ -77,14 +82,21 @@ def measure(x: torch.Tensor, *, threads: int | None) -> ActivationCosts:
 
 
 def record(costs: ActivationCosts) -> None:
-    reference.record(SECTION, {"relu_s": costs.relu_s, "gelu_s": costs.gelu_s, "ratio": costs.ratio})
+    reference.record(
+        SECTION, {"relu_s": costs.relu_s, "gelu_s": costs.gelu_s, "ratio": costs.ratio}
+    )
 
 
 def beside(costs: ActivationCosts, stamp: str, folder=None) -> Beside:
     """This machine's ratio beside every recorded GPU's and the essay's words."""
     gpus = [
-        (gpu, ActivationCosts(gpu.values["relu_s"], gpu.values["gelu_s"]).result()) for gpu in recorded(SECTION, folder)
+        (gpu, ActivationCosts(gpu.values["relu_s"], gpu.values["gelu_s"]).result())
+        for gpu in recorded(SECTION, folder)
     ]
     return three_machines(
-        "Activation functions: gelu against relu, each one fused pass", costs.result(), stamp, gpus, ESSAY
+        "Activation functions: gelu against relu, each one fused pass",
+        costs.result(),
+        stamp,
+        gpus,
+        ESSAY,
     )

@@ -56,7 +56,9 @@ class Compiled:
     again and pay the compile a second time.
     """
 
-    def __init__(self, fn: Callable, compile_s: float, source: Callable, threads: int | None = None):
+    def __init__(
+        self, fn: Callable, compile_s: float, source: Callable, threads: int | None = None
+    ):
         self.fn = fn
         self.compile_s = compile_s
         self.source = source
@@ -73,7 +75,11 @@ class Compiled:
 
 
 def compile_for_timing(
-    fn: Callable, *example_args, dynamic: bool = False, threads: int | None = None, **compile_options
+    fn: Callable,
+    *example_args,
+    dynamic: bool = False,
+    threads: int | None = None,
+    **compile_options,
 ) -> Compiled:
     """``torch.compile(fn)``, called once on ``example_args`` so that the compile is paid now.
 
@@ -93,7 +99,9 @@ def compile_for_timing(
     return Compiled(compiled, elapsed, fn, threads)
 
 
-def assert_matches_eager(compiled: Compiled, eager: Callable, x: torch.Tensor, count: int = 100_003) -> None:
+def assert_matches_eager(
+    compiled: Compiled, eager: Callable, x: torch.Tensor, count: int = 100_003
+) -> None:
     """Check an element-wise ``compiled`` against ``eager`` on the first ``count`` elements.
 
     ``compiled`` runs on the whole of ``x``, the shape it was compiled and is
@@ -130,6 +138,7 @@ def graphs(fn: Callable, *example_args) -> Graphs:
 
     explained = torch._dynamo.explain(fn)(*example_args)
     reasons = tuple(
-        str(getattr(reason, "reason", reason)).strip().splitlines()[0] for reason in explained.break_reasons
+        str(getattr(reason, "reason", reason)).strip().splitlines()[0]
+        for reason in explained.break_reasons
     )
     return Graphs(explained.graph_count, explained.graph_break_count, reasons)

@@ -42,7 +42,12 @@ from brrr.device import DEVICE, ON_GPU, far_above_cache, half_precision_dtype, p
 from brrr.timing import bench, torch_threads
 
 # ceilings names -> torch dtypes; "tf32" is float32 storage with TF32 tensor cores allowed
-TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+TORCH_DTYPES = {
+    "float32": torch.float32,
+    "tf32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 
 THREADS: int | None = per_device(cpu=1, gpu=None)  # torch threads for every CPU measurement here
 
@@ -94,7 +99,8 @@ def matmul_peaks_now(ceilings: Ceilings) -> Ceilings:
     if not ON_GPU:
         return ceilings
     best = {
-        name: ceilings_module.measure_best_matmul_peak(name, threads=ceilings.threads) for name in ceilings.matmul_peak
+        name: ceilings_module.measure_best_matmul_peak(name, threads=ceilings.threads)
+        for name in ceilings.matmul_peak
     }
     peaks = {name: rate for name, (rate, _) in best.items()}
     sizes = {name: n for name, (_, n) in best.items()}
@@ -163,7 +169,13 @@ class MatmulPoint:
 
 
 def time_matmul(
-    m: int, n: int, k: int, dtype: str = "float32", *, budget_s: float | None = None, from_memory: bool = False
+    m: int,
+    n: int,
+    k: int,
+    dtype: str = "float32",
+    *,
+    budget_s: float | None = None,
+    from_memory: bool = False,
 ) -> MatmulPoint:
     """Median time of ``torch.mm`` of an (m×k) by a (k×n) matrix, written into a preallocated output.
 
@@ -202,12 +214,16 @@ def time_matmul(
 
 def square_sizes() -> list[int]:
     """n for the n×n @ n×n sweep: small sizes that starve the machine up to sizes that fill it."""
-    return per_device(cpu=[64, 128, 256, 512, 1024, 1536], gpu=[256, 512, 1024, 2048, 4096, 8192, 16384])
+    return per_device(
+        cpu=[64, 128, 256, 512, 1024, 1536], gpu=[256, 512, 1024, 2048, 4096, 8192, 16384]
+    )
 
 
 def skinny_sizes() -> tuple[int, list[int]]:
     """(large, smalls): shapes with one dimension swept over ``smalls`` and the others ``large``."""
-    return per_device(cpu=(1024, [1, 4, 16, 64, 256, 1024]), gpu=(8192, [1, 4, 16, 64, 256, 1024, 4096, 8192]))
+    return per_device(
+        cpu=(1024, [1, 4, 16, 64, 256, 1024]), gpu=(8192, [1, 4, 16, 64, 256, 1024, 4096, 8192])
+    )
 
 
 def unaligned_sizes() -> list[int]:
@@ -216,7 +232,9 @@ def unaligned_sizes() -> list[int]:
     return list(range(base - 8, base + 9))
 
 
-def square_sweep(dtypes: list[str] | None = None, sizes: list[int] | None = None) -> list[MatmulPoint]:
+def square_sweep(
+    dtypes: list[str] | None = None, sizes: list[int] | None = None
+) -> list[MatmulPoint]:
     """n×n @ n×n for every dtype and size, smallest first.
 
     On a CPU a dtype stops at the first size whose call the previous size's rate
@@ -227,7 +245,11 @@ def square_sweep(dtypes: list[str] | None = None, sizes: list[int] | None = None
     for dtype in dtypes or sweep_dtypes():
         for n in sizes or square_sizes():
             done = [p for p in points if p.dtype == dtype]
-            if not ON_GPU and done and predicted_call_s(done[-1], n) > ceilings_module.CPU_MATMUL_CALL_S:
+            if (
+                not ON_GPU
+                and done
+                and predicted_call_s(done[-1], n) > ceilings_module.CPU_MATMUL_CALL_S
+            ):
                 break
             points.append(time_matmul(n, n, n, dtype))
     return points
@@ -304,7 +326,9 @@ def tensor_core_dtype(ceilings: Ceilings | None = None) -> str:
     if ON_GPU:
         return next(name for name in ("bfloat16", "float16", "float32") if name in names)
     if ceilings is not None:
-        return max((name for name in names if name in ceilings.matmul_peak), key=ceilings.matmul_peak.get)
+        return max(
+            (name for name in names if name in ceilings.matmul_peak), key=ceilings.matmul_peak.get
+        )
     return "float32"
 
 
@@ -317,7 +341,11 @@ def elementwise_rate(n: int | None = None) -> tuple[float, float]:
     n = n or far_above_cache(4)
     x = torch.rand(n, device=DEVICE)
     y = torch.empty_like(x)
-    timing = bench(lambda: torch.mul(x, 1.0000001, out=y), threads=THREADS, budget_s=per_device(cpu=0.3, gpu=0.1))
+    timing = bench(
+        lambda: torch.mul(x, 1.0000001, out=y),
+        threads=THREADS,
+        budget_s=per_device(cpu=0.3, gpu=0.1),
+    )
     return timing.rate(n), timing.rate(8 * n)
 
 
@@ -379,10 +407,14 @@ def time_rowwise(op: str, rows: int, cols: int, dtype: str = "float32") -> float
     return bench(call, threads=THREADS, budget_s=per_device(cpu=0.3, gpu=0.1)).median_s
 
 
-def time_attention(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "float32") -> float:
+def time_attention(
+    batch: int, heads: int, seq: int, head_dim: int, dtype: str = "float32"
+) -> float:
     """Median seconds of ``F.scaled_dot_product_attention`` (inference, no mask): a fused kernel where one exists."""
     torch_dtype = TORCH_DTYPES[dtype]
-    q, k, v = (torch.randn(batch, heads, seq, head_dim, device=DEVICE, dtype=torch_dtype) for _ in range(3))
+    q, k, v = (
+        torch.randn(batch, heads, seq, head_dim, device=DEVICE, dtype=torch_dtype) for _ in range(3)
+    )
 
     def call():
         with torch.no_grad():
@@ -436,7 +468,14 @@ def encoder_training_step(config: EncoderConfig):
         .to(device=DEVICE, dtype=torch_dtype)
         .train()
     )
-    x = torch.randn(config.batch, config.seq, config.d_model, device=DEVICE, dtype=torch_dtype, requires_grad=True)
+    x = torch.randn(
+        config.batch,
+        config.seq,
+        config.d_model,
+        device=DEVICE,
+        dtype=torch_dtype,
+        requires_grad=True,
+    )
 
     def step():
         layer.zero_grad(set_to_none=True)
@@ -461,7 +500,9 @@ def attention_backend(kind: str) -> Iterator[None]:
         yield
 
 
-def bert_table(config: EncoderConfig | None = None, *, attention: str = "math", steps: int = 3) -> opclasses.ClassTable:
+def bert_table(
+    config: EncoderConfig | None = None, *, attention: str = "math", steps: int = 3
+) -> opclasses.ClassTable:
     """The essay's table for one training step of the layer: FLOPs and runtime per operator class."""
     step = encoder_training_step(config or EncoderConfig.for_device())
     with attention_backend(attention), torch_threads(THREADS):
@@ -544,7 +585,9 @@ def matmul_check(points: list[MatmulPoint], ceilings: Ceilings, dtype: str = "bf
         figure = sheet.peaks[dtype]
         fast = largest.rate >= MATMUL_DATASHEET_FRACTION * figure
         parts.append(
-            units.fraction_of(largest.rate, figure, "FLOP/s", f"{sheet.product} datasheet {dtype} (dense)")
+            units.fraction_of(
+                largest.rate, figure, "FLOP/s", f"{sheet.product} datasheet {dtype} (dense)"
+            )
             + f" (target at least {units.percent(MATMUL_DATASHEET_FRACTION)})"
         )
         against = "measured peak and datasheet"
@@ -556,10 +599,14 @@ def matmul_check(points: list[MatmulPoint], ceilings: Ceilings, dtype: str = "bf
             f"(target at least {MATMUL_OVER_VECTOR_TARGET:g}x; no datasheet known for {device or '?'})"
         )
         against = "measured peak and non-matmul peak"
-    return Check(f"largest {dtype} matmul ({largest.m}³) vs {against}", near_peak and fast, "; ".join(parts))
+    return Check(
+        f"largest {dtype} matmul ({largest.m}³) vs {against}", near_peak and fast, "; ".join(parts)
+    )
 
 
-def run(ceilings: Ceilings) -> tuple[Ceilings, list[MatmulPoint], opclasses.ClassTable, list[Check]]:
+def run(
+    ceilings: Ceilings,
+) -> tuple[Ceilings, list[MatmulPoint], opclasses.ClassTable, list[Check]]:
     """Measure the square sweep and the BERT table, and check this device's targets.
 
     On a GPU the matmul peaks are measured again right before the sweep
@@ -588,7 +635,9 @@ def recorded_layers(folder=None) -> str:
             if linear["from"] != linear["to"]
             else f"stayed {linear['from']}"
         )
-        rowwise = " and ".join(f"{row['op']} at {units.bandwidth(row['bytes_per_s'])}" for row in values["rowwise"])
+        rowwise = " and ".join(
+            f"{row['op']} at {units.bandwidth(row['bytes_per_s'])}" for row in values["rowwise"]
+        )
         said.append(
             f"On the recorded {gpu.device} ({values['dtype']}, {gpu.env.get('date', '?')}), the linear "
             f"layer {moved} between batch {rows[0]['batch']} and {rows[-1]['batch']}, and the row-wise "
@@ -600,7 +649,9 @@ def recorded_layers(folder=None) -> str:
 def main(argv: list[str] | None = None) -> int:
     from brrr.stamp import stamp
 
-    parser = argparse.ArgumentParser(prog="python -m brrr.benchmarks.compute", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.benchmarks.compute", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--json", action="store_true", help="also print the measurements as JSON")
     args = parser.parse_args(argv)
 
@@ -637,7 +688,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if ON_GPU:  # `make gpu-check` keeps every target's figure in brrr/data/reference
         reference.record(
-            "compute-benchmark", {"checks": [asdict(c) for c in checks], "matmuls": [asdict(p) for p in points]}
+            "compute-benchmark",
+            {"checks": [asdict(c) for c in checks], "matmuls": [asdict(p) for p in points]},
         )
     return 0 if all(check.passed for check in checks) else 1
 

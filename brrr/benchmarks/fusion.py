@@ -51,12 +51,23 @@ import torch
 
 from brrr import column, counting, reference, roofline, targets, units
 from brrr.benchmarks.compiling import compile_for_timing, graphs
-from brrr.ceilings import ABOVE_COPY, copy_calls, measure_copy_bandwidth  # ABOVE_COPY: why a kernel beats it
+from brrr.ceilings import (
+    ABOVE_COPY,
+    copy_calls,
+    measure_copy_bandwidth,
+)  # ABOVE_COPY: why a kernel beats it
 from brrr.device import DEVICE, ON_GPU, device_class, far_above_cache, per_device
 from brrr.kernels import pointwise, softmax
 from brrr.memory import settle_page_faults
 from brrr.stamp import environment, format_stamp
-from brrr.timing import Timing, bench, bench_together, median_per_round, thread_clock_for, torch_threads
+from brrr.timing import (
+    Timing,
+    bench,
+    bench_together,
+    median_per_round,
+    thread_clock_for,
+    torch_threads,
+)
 
 THREADS: int | None = per_device(cpu=1, gpu=None)
 
@@ -108,8 +119,18 @@ TARGETS: dict[str, tuple[Target, ...]] = {
             COS_MODEL_FRACTION,
             OF_ROOFLINE_SPEEDUP,
         ),
-        Target("pointwise_bandwidth", "Triton bias_gelu_scale, fp32, far above L2", 0.85, FRACTION_OF_COPY),
-        Target("softmax_bandwidth", f"Triton softmax, fp32 rows of {COLS}, far above L2", 0.75, FRACTION_OF_COPY),
+        Target(
+            "pointwise_bandwidth",
+            "Triton bias_gelu_scale, fp32, far above L2",
+            0.85,
+            FRACTION_OF_COPY,
+        ),
+        Target(
+            "softmax_bandwidth",
+            f"Triton softmax, fp32 rows of {COLS}, far above L2",
+            0.75,
+            FRACTION_OF_COPY,
+        ),
     ),
     "cpu": (
         # A correct compile measured 1.25-1.53x on these 2-core EPYCs (three fresh runs in one day: a cosine is
@@ -117,7 +138,12 @@ TARGETS: dict[str, tuple[Target, ...]] = {
         # the run); a compile that falls back to eager measures 1.0x. 1.12x is the geometric middle of 1.0 and
         # the lowest correct reading; 1.5x failed a fresh-clone build at 1.499x. A graph break is caught by
         # counting graphs (require_one_graph), not by this speed.
-        Target("cos_cos_compiled_speedup", "torch.compile'd x.cos().cos() vs eager, far above the LLC", 1.12, SPEEDUP),
+        Target(
+            "cos_cos_compiled_speedup",
+            "torch.compile'd x.cos().cos() vs eager, far above the LLC",
+            1.12,
+            SPEEDUP,
+        ),
         # Code generation alone can meet the target above (a compiled cosine beats eager's); this one is
         # fusion's own: the same compiled ops, fused against one at a time (the control).
         Target(
@@ -146,7 +172,9 @@ def target(check: str) -> Target:
     for candidate in TARGETS[device_class()]:
         if candidate.check == check:
             return candidate
-    raise KeyError(f"no target {check!r} for {device_class()}; have {[t.check for t in TARGETS[device_class()]]}")
+    raise KeyError(
+        f"no target {check!r} for {device_class()}; have {[t.check for t in TARGETS[device_class()]]}"
+    )
 
 
 # ---------------------------------------------------------------- workloads
@@ -166,7 +194,9 @@ def cos_cos_bytes(n: int, dtype: torch.dtype = torch.float32, *, fused: bool) ->
     return int(one_pass if fused else 2 * one_pass)
 
 
-def bias_gelu_scale_bytes(rows: int, cols: int, dtype: torch.dtype = torch.float32, *, fused: bool) -> int:
+def bias_gelu_scale_bytes(
+    rows: int, cols: int, dtype: torch.dtype = torch.float32, *, fused: bool
+) -> int:
     """Fused: read x and the bias, write out. Eager: three full passes (add, gelu, multiply)."""
     size = counting.element_size(dtype)
     if fused:
@@ -220,7 +250,11 @@ def measure(
     the operating system handing out fresh memory.
     """
     (only,) = measure_together(
-        [(label, fn, bytes_moved)], threads=threads, budget_s=budget_s, warmup=warmup, min_runs=min_runs
+        [(label, fn, bytes_moved)],
+        threads=threads,
+        budget_s=budget_s,
+        warmup=warmup,
+        min_runs=min_runs,
     )
     return only
 
@@ -248,7 +282,9 @@ def measure_together(
         min_runs=min_runs,
         on_cpu_clock=thread_clock_for(threads),
     )
-    return [Measurement(label, timings[label], float(bytes_moved)) for label, _, bytes_moved in specs]
+    return [
+        Measurement(label, timings[label], float(bytes_moved)) for label, _, bytes_moved in specs
+    ]
 
 
 def copy_bandwidth(n: int | None = None, *, threads: int | None = THREADS) -> float:
@@ -267,7 +303,9 @@ def copy_roof(*, threads: int | None = THREADS) -> tuple[float, str]:
     page took the better of its own copy and the ceiling, and one build printed seven copy bandwidths
     between 19.1 and 31.8 GB/s.
     """
-    from brrr.ceilings import measure as measure_ceilings  # this module's measure() times a workload
+    from brrr.ceilings import (
+        measure as measure_ceilings,
+    )  # this module's measure() times a workload
     from brrr.ceilings import raise_copy_ceiling
 
     cached = measure_ceilings(threads=threads)
@@ -290,7 +328,9 @@ NEAR_COPY = 0.7  # a fused kernel at 70% of copy bandwidth or more is "near the 
 def near_copy(label: str, fraction: float) -> str:
     """A sentence, from the run, on whether ``label`` reached the copy line (``fraction`` of copy bandwidth)."""
     if fraction >= NEAR_COPY:
-        return f"{label} ran near the copy line ({units.percent(fraction)} of it): memory set its time"
+        return (
+            f"{label} ran near the copy line ({units.percent(fraction)} of it): memory set its time"
+        )
     return (
         f"{label} ran well below the copy line ({units.percent(fraction)} of it): something other than "
         "memory, such as its arithmetic, set its time here"
@@ -308,8 +348,9 @@ def sweep_table(sweep_results: dict[str, list[Measurement]], sizes: list[str], c
     rows = []
     for name, results in sweep_results.items():
         for size, result in zip(sizes, results):
-            line = f"{name:<30} {size:>12} {units.seconds(result.seconds):>9}  " + units.fraction_of(
-                result.bandwidth, copy, "B/s", "copy"
+            line = (
+                f"{name:<30} {size:>12} {units.seconds(result.seconds):>9}  "
+                + units.fraction_of(result.bandwidth, copy, "B/s", "copy")
             )
             rows.append((line, "*" if result.bandwidth > copy else ""))
     return column.fit("\n".join(units.footnoted(rows, {"*": ABOVE_COPY}, "copy roof")))
@@ -364,7 +405,9 @@ def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> lis
             "At the smallest size, held back by a fixed cost per call rather than bandwidth: "
             + ", ".join(name for name, h in held.items() if h)
             + "; about as close to the copy "
-            "line as at the largest, or closer: " + ", ".join(name for name, h in held.items() if not h) + "."
+            "line as at the largest, or closer: "
+            + ", ".join(name for name, h in held.items() if not h)
+            + "."
         )
     return lines
 
@@ -386,9 +429,13 @@ def time_triton_cos_cos(
     of all of ``x`` would not fit a small GPU)."""
     n = x.numel()
     out, fast_out = torch.empty_like(x), torch.empty_like(x)
-    accurate = measure("Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True))
+    accurate = measure(
+        "Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True)
+    )
     fast = measure(
-        "Triton cos_cos, fast_cosf", lambda: pointwise.cos_cos(x, out=fast_out, fast=True), cos_cos_bytes(n, fused=True)
+        "Triton cos_cos, fast_cosf",
+        lambda: pointwise.cos_cos(x, out=fast_out, fast=True),
+        cos_cos_bytes(n, fused=True),
     )
     lines = [
         accurate.summary(copy),
@@ -429,7 +476,9 @@ def cheap_chain_eager(x: torch.Tensor) -> torch.Tensor:
     return (x * 1.5 + 0.5).abs()
 
 
-def one_by_one(ops: list[Callable[[torch.Tensor], torch.Tensor]], x: torch.Tensor) -> Callable[[], torch.Tensor]:
+def one_by_one(
+    ops: list[Callable[[torch.Tensor], torch.Tensor]], x: torch.Tensor
+) -> Callable[[], torch.Tensor]:
     """A call that runs ``ops`` on ``x`` one after another, each op its own kernel (the control of a fused
     chain: the same code, every intermediate through memory)."""
 
@@ -518,7 +567,9 @@ def cos_chain_of(length: int) -> Callable[[torch.Tensor], torch.Tensor]:
     return cos_chain
 
 
-def cos_rates(*, threads: int | None = THREADS, chains: tuple[int, ...] = COS_RATE_CHAINS) -> dict[int, float]:
+def cos_rates(
+    *, threads: int | None = THREADS, chains: tuple[int, ...] = COS_RATE_CHAINS
+) -> dict[int, float]:
     """Cosines per second of each compiled chain of ``chains`` cosines, on ``COS_RATE_N`` elements in cache.
 
     Compiled and timed as the workloads are (:func:`compile_for_timing`, a fresh output, ``threads``),
@@ -569,13 +620,22 @@ def eager_cos_rate(*, threads: int | None = THREADS) -> float:
     with torch_threads(threads):
         settle_page_faults(lambda: cos_eager(x))
     timing = bench(
-        lambda: cos_eager(x), threads=threads, budget_s=0.3, flush_l2=False, on_cpu_clock=thread_clock_for(threads)
+        lambda: cos_eager(x),
+        threads=threads,
+        budget_s=0.3,
+        flush_l2=False,
+        on_cpu_clock=thread_clock_for(threads),
     )
     return timing.rate(COS_RATE_N)
 
 
 def predicted_cos_seconds(
-    n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float, dtype: torch.dtype = torch.float32
+    n: int,
+    cosines_per_element: int,
+    passes: int,
+    bandwidth: float,
+    rate: float,
+    dtype: torch.dtype = torch.float32,
 ) -> float:
     """Roofline time of ``passes`` kernels that together apply ``cosines_per_element`` cosines.
 
@@ -587,7 +647,9 @@ def predicted_cos_seconds(
     return passes * max(memory_s, compute_s)
 
 
-def predicted_cos_cos_speedup(n: int, bandwidth: float, rate: float, dtype: torch.dtype = torch.float32) -> float:
+def predicted_cos_cos_speedup(
+    n: int, bandwidth: float, rate: float, dtype: torch.dtype = torch.float32
+) -> float:
     """The speedup the roofline predicts for fused ``x.cos().cos()`` over eager's two passes.
 
     Eager: two passes, one cosine per element each. Fused: one pass, two cosines
@@ -640,13 +702,18 @@ def model_ratio_in_turns(
         roofs = {1: lambda: cos_eager(small)}
     else:
         roofs = {
-            length: functools.partial(compile_for_timing(cos_chain_of(length), small, threads=threads), small)
+            length: functools.partial(
+                compile_for_timing(cos_chain_of(length), small, threads=threads), small
+            )
             for length in COS_RATE_CHAINS
         }
     copies = {}
     if memory:  # every way the copy roof is read (brrr.ceilings.copy_calls): on an H200 a compiled copy beat copy_
         src = torch.randn(n, device=DEVICE)
-        copies = {f"copy {way}": call for way, call in copy_calls(src, torch.empty_like(src), threads=threads).items()}
+        copies = {
+            f"copy {way}": call
+            for way, call in copy_calls(src, torch.empty_like(src), threads=threads).items()
+        }
     timed = {"workload": fn, **roofs, **copies}
     with torch_threads(threads):
         for call in timed.values():
@@ -655,7 +722,9 @@ def model_ratio_in_turns(
     def per_round(seconds: dict) -> float:
         rate = max(length * COS_RATE_N / seconds[length] for length in roofs)
         bandwidth = max((2 * n * 4 / seconds[copy] for copy in copies), default=float("inf"))
-        return seconds["workload"] / predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate)
+        return seconds["workload"] / predicted_cos_seconds(
+            n, cosines_per_element, passes, bandwidth, rate
+        )
 
     return median_per_round(
         timed,
@@ -669,7 +738,12 @@ def model_ratio_in_turns(
 
 
 def cos_bound(
-    n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float, dtype: torch.dtype = torch.float32
+    n: int,
+    cosines_per_element: int,
+    passes: int,
+    bandwidth: float,
+    rate: float,
+    dtype: torch.dtype = torch.float32,
 ) -> str:
     """'memory' or 'compute': which of a pass's two times the roofline takes (:func:`predicted_cos_seconds`)."""
     memory_s = counting.pointwise(n, dtype).bytes / bandwidth
@@ -677,14 +751,24 @@ def cos_bound(
 
 
 def model_ratio(
-    result: Measurement, n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float
+    result: Measurement,
+    n: int,
+    cosines_per_element: int,
+    passes: int,
+    bandwidth: float,
+    rate: float,
 ) -> float:
     """Measured time over the roofline's time: at least 1 if the roofs are roofs, about 1 where one sets it."""
     return result.seconds / predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate)
 
 
 def against_model(
-    result: Measurement, n: int, cosines_per_element: int, passes: int, bandwidth: float, rate: float
+    result: Measurement,
+    n: int,
+    cosines_per_element: int,
+    passes: int,
+    bandwidth: float,
+    rate: float,
 ) -> str:
     """One line: the roofline's time for ``result``, the measured time, their ratio, and, where the
     measurement beat the roofline's minimum, why, on the same line (:func:`brrr.roofline.above_roof`)."""
@@ -756,11 +840,15 @@ def cos_model_summary(
     return f"{text} It did not beat eager's two passes here ({eager_cos_cos_s / fused_cos_cos_s:.2f}x)."
 
 
-def target_value(check: str, measured_speedup: float, predicted_speedup: float | None = None) -> float:
+def target_value(
+    check: str, measured_speedup: float, predicted_speedup: float | None = None
+) -> float:
     """What target ``check`` compares with its minimum: the speedup, or its fraction of the model's."""
     if target(check).kind == OF_ROOFLINE_SPEEDUP:
         if predicted_speedup is None:
-            raise ValueError(f"{check} is a fraction of the roofline's speedup: pass predicted_speedup")
+            raise ValueError(
+                f"{check} is a fraction of the roofline's speedup: pass predicted_speedup"
+            )
         return measured_speedup / predicted_speedup
     return measured_speedup
 
@@ -788,9 +876,12 @@ def sweep(
     for size in sizes:
         inputs = make_inputs(size)
         specs = [
-            (name, functools.partial(provider, *inputs), bytes_moved(size)) for name, provider in providers.items()
+            (name, functools.partial(provider, *inputs), bytes_moved(size))
+            for name, provider in providers.items()
         ]
-        for result in measure_together(specs, threads=threads, budget_s=budget, warmup=1, min_runs=3):
+        for result in measure_together(
+            specs, threads=threads, budget_s=budget, warmup=1, min_runs=3
+        ):
             results[result.label].append(result)
     return results
 
@@ -815,7 +906,9 @@ CORRECTNESS_SHAPES = {
 }
 
 
-def check_kernels(dtype: torch.dtype = torch.float32, *, seed: int | None = None) -> list[CorrectnessCase]:
+def check_kernels(
+    dtype: torch.dtype = torch.float32, *, seed: int | None = None
+) -> list[CorrectnessCase]:
     """Run each Triton kernel on fresh random inputs of odd shapes and compare with torch.
 
     Outputs are poisoned with NaN first, so an element the kernel never writes is
@@ -831,16 +924,26 @@ def check_kernels(dtype: torch.dtype = torch.float32, *, seed: int | None = None
     for shape in CORRECTNESS_SHAPES["cos_cos"]:
         x = fresh(*shape)
         out = torch.full_like(x, float("nan"))
-        cases.append(_compare("cos_cos", shape, pointwise.cos_cos(x, out=out), pointwise.cos_cos_reference(x)))
+        cases.append(
+            _compare(
+                "cos_cos", shape, pointwise.cos_cos(x, out=out), pointwise.cos_cos_reference(x)
+            )
+        )
     for shape in CORRECTNESS_SHAPES["bias_gelu_scale"]:
         x, bias = fresh(*shape), fresh(shape[1])
         out = torch.full_like(x, float("nan"))
         got = pointwise.bias_gelu_scale(x, bias, 0.5, out=out)
-        cases.append(_compare("bias_gelu_scale", shape, got, pointwise.bias_gelu_scale_reference(x, bias, 0.5)))
+        cases.append(
+            _compare(
+                "bias_gelu_scale", shape, got, pointwise.bias_gelu_scale_reference(x, bias, 0.5)
+            )
+        )
     for shape in CORRECTNESS_SHAPES["softmax"]:
         x = fresh(*shape) * 10  # wide logits: exp overflows unless the max is subtracted
         out = torch.full_like(x, float("nan"))
-        cases.append(_compare("softmax", shape, softmax.softmax(x, out=out), softmax.softmax_reference(x)))
+        cases.append(
+            _compare("softmax", shape, softmax.softmax(x, out=out), softmax.softmax_reference(x))
+        )
     return cases
 
 
@@ -852,7 +955,9 @@ def _compare(kernel: str, shape, got: torch.Tensor, expected: torch.Tensor) -> C
         passed = True
     except AssertionError:
         passed = False
-    return CorrectnessCase(kernel, tuple(shape), str(got.dtype).removeprefix("torch."), worst, passed)
+    return CorrectnessCase(
+        kernel, tuple(shape), str(got.dtype).removeprefix("torch."), worst, passed
+    )
 
 
 # ---------------------------------------------------------------- the run
@@ -869,7 +974,9 @@ class Result:
     detail: str
 
     def row(self) -> str:
-        value = _figure(self.kind, self.measured, self.minimum) + (" ok" if self.kind == CORRECT else "")
+        value = _figure(self.kind, self.measured, self.minimum) + (
+            " ok" if self.kind == CORRECT else ""
+        )
         wanted = Target(self.check, "", self.minimum, self.kind).describe_minimum()
         verdict = "pass" if self.passed else "FAIL"
         return f"{self.check:<26} {value:>12}  {wanted:<16} {verdict:<5} {self.detail}"
@@ -877,10 +984,20 @@ class Result:
 
 def _result(check: str, measured: float, detail: str) -> Result:
     wanted = target(check)
-    return Result(check, wanted.description, measured, wanted.minimum, wanted.kind, measured >= wanted.minimum, detail)
+    return Result(
+        check,
+        wanted.description,
+        measured,
+        wanted.minimum,
+        wanted.kind,
+        measured >= wanted.minimum,
+        detail,
+    )
 
 
-def run(*, n: int | None = None, threads: int | None = THREADS, attempts: int = 2) -> tuple[float, list[Result]]:
+def run(
+    *, n: int | None = None, threads: int | None = THREADS, attempts: int = 2
+) -> tuple[float, list[Result]]:
     """Measure every target of this device class; return (copy bandwidth in B/s, results).
 
     A timed target that misses is measured again, up to ``attempts`` times, so a
@@ -891,7 +1008,10 @@ def run(*, n: int | None = None, threads: int | None = THREADS, attempts: int = 
         copy = copy_roof(threads=threads)[0] if n is None else copy_bandwidth(n, threads=threads)
     n = n or far_above_cache(4)
     with torch_threads(threads):
-        results = [_measure_target(check.check, n, copy, threads, attempts) for check in TARGETS[device_class()]]
+        results = [
+            _measure_target(check.check, n, copy, threads, attempts)
+            for check in TARGETS[device_class()]
+        ]
     return copy, results
 
 
@@ -899,7 +1019,9 @@ def _measure_target(check: str, n: int, copy: float, threads: int | None, attemp
     if check == "triton_kernels_correct":
         cases = check_kernels()
         failed = [f"{case.kernel}{case.shape}" for case in cases if not case.passed]
-        detail = f"{len(cases)} cases, odd shapes, fresh inputs" + (f"; failed: {', '.join(failed)}" if failed else "")
+        detail = f"{len(cases)} cases, odd shapes, fresh inputs" + (
+            f"; failed: {', '.join(failed)}" if failed else ""
+        )
         return _result(check, sum(case.passed for case in cases) / len(cases), detail)
     tries: list[Result] = []
     for _ in range(attempts):
@@ -913,7 +1035,9 @@ def _measure_target(check: str, n: int, copy: float, threads: int | None, attemp
     return dataclasses.replace(best, detail=f"{best.detail}; attempts: {shown}")
 
 
-def require(check: str, first: float, again: Callable[[], float] | None = None, *, attempts: int = 3) -> float:
+def require(
+    check: str, first: float, again: Callable[[], float] | None = None, *, attempts: int = 3
+) -> float:
     """Enforce this device's target ``check`` where a notebook measures it (:func:`brrr.targets.require`).
 
     ``first`` is the measured speedup or fraction of copy; ``again()`` measures it
@@ -930,7 +1054,9 @@ def require(check: str, first: float, again: Callable[[], float] | None = None, 
     )
 
 
-def require_one_graph(what: str, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> bool:
+def require_one_graph(
+    what: str, fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
+) -> bool:
     """That ``fn`` compiles to one graph with no break (:func:`brrr.benchmarks.compiling.graphs`), through
     :func:`brrr.targets.check` (raised where strict). A fused chain's speed target alone missed a graph break
     between two cosines by a few percent (1.44-1.499x against 1.5x): the count misses it whole."""
@@ -965,12 +1091,23 @@ def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Resul
         x = torch.randn(n, device=DEVICE)
         if check == "cos_cos_compiled_speedup":
             compiled = compile_for_timing(cos_cos_eager, x, threads=threads)
-            fused_spec = ("compiled x.cos().cos()", lambda: compiled(x), cos_cos_bytes(n, fused=True))
+            fused_spec = (
+                "compiled x.cos().cos()",
+                lambda: compiled(x),
+                cos_cos_bytes(n, fused=True),
+            )
         else:
             out = torch.empty_like(x)
-            fused_spec = ("Triton cos_cos", lambda: pointwise.cos_cos(x, out=out), cos_cos_bytes(n, fused=True))
+            fused_spec = (
+                "Triton cos_cos",
+                lambda: pointwise.cos_cos(x, out=out),
+                cos_cos_bytes(n, fused=True),
+            )
         eager, fused = measure_together(
-            [("eager x.cos().cos()", lambda: cos_cos_eager(x), cos_cos_bytes(n, fused=False)), fused_spec],
+            [
+                ("eager x.cos().cos()", lambda: cos_cos_eager(x), cos_cos_bytes(n, fused=False)),
+                fused_spec,
+            ],
             threads=threads,
         )
         detail = f"eager {units.seconds(eager.seconds)}, {fused.label} {units.seconds(fused.seconds)}, n={n}"
@@ -1015,15 +1152,22 @@ def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Resul
             bias_gelu_scale_bytes(rows, COLS, fused=True),
             threads=threads,
         )
-        return _result(check, kernel.bandwidth / copy, f"{units.bandwidth(kernel.bandwidth)} on {rows}x{COLS}")
+        return _result(
+            check, kernel.bandwidth / copy, f"{units.bandwidth(kernel.bandwidth)} on {rows}x{COLS}"
+        )
     if check == "softmax_bandwidth":
         rows = max(1, n // COLS)
         x = torch.randn(rows, COLS, device=DEVICE)
         out = torch.empty_like(x)
         kernel = measure(
-            "Triton softmax", lambda: softmax.softmax(x, out=out), counting.softmax(rows, COLS).bytes, threads=threads
+            "Triton softmax",
+            lambda: softmax.softmax(x, out=out),
+            counting.softmax(rows, COLS).bytes,
+            threads=threads,
         )
-        return _result(check, kernel.bandwidth / copy, f"{units.bandwidth(kernel.bandwidth)} on {rows}x{COLS}")
+        return _result(
+            check, kernel.bandwidth / copy, f"{units.bandwidth(kernel.bandwidth)} on {rows}x{COLS}"
+        )
     raise KeyError(f"no measurement for target {check!r}")
 
 
@@ -1039,18 +1183,29 @@ def report(copy: float, results: list[Result], env: dict[str, str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.benchmarks.fusion", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.benchmarks.fusion", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
-        "--n", type=int, default=None, help="elements per tensor (default: far above the last-level cache)"
+        "--n",
+        type=int,
+        default=None,
+        help="elements per tensor (default: far above the last-level cache)",
     )
     args = parser.parse_args(argv)
     with torch_threads(THREADS):
         env = environment()
     copy, results = run(n=args.n)
-    payload = {"env": env, "copy_bandwidth": copy, "results": [asdict(result) for result in results]}
+    payload = {
+        "env": env,
+        "copy_bandwidth": copy,
+        "results": [asdict(result) for result in results],
+    }
     if ON_GPU:
-        reference.record("fusion-benchmark", {"copy_bandwidth": copy, **{r.check: r.measured for r in results}})
+        reference.record(
+            "fusion-benchmark", {"copy_bandwidth": copy, **{r.check: r.measured for r in results}}
+        )
     print(json.dumps(payload, indent=2) if args.json else report(copy, results, env))
     return 0 if all(result.passed for result in results) else 1
 

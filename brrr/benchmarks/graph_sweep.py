@@ -57,8 +57,12 @@ class GraphSweep:
 
     def table(self) -> str:
         lines = [f"{'batch':>6} {'eager':>10} {'replay':>10} {'speedup':>8}   ({self.where})"]
-        for size, eager, replay, speedup in zip(self.batches, self.eager_s, self.replay_s, self.speedups):
-            lines.append(f"{size:>6} {units.seconds(eager):>10} {units.seconds(replay):>10} {speedup:>7.2f}x")
+        for size, eager, replay, speedup in zip(
+            self.batches, self.eager_s, self.replay_s, self.speedups
+        ):
+            lines.append(
+                f"{size:>6} {units.seconds(eager):>10} {units.seconds(replay):>10} {speedup:>7.2f}x"
+            )
         return "\n".join(lines + [f"  {self.stamp}"])
 
     def sentence(self) -> str:

@@ -55,7 +55,9 @@ def measured_stamp() -> str:
         return stamp()
 
 
-def time_it(fn: Callable[[], object], *, budget_s: float = 0.3, threads: int | None = THREADS, **kwargs) -> Timing:
+def time_it(
+    fn: Callable[[], object], *, budget_s: float = 0.3, threads: int | None = THREADS, **kwargs
+) -> Timing:
     """:func:`brrr.timing.bench` with this module's choices: one thread, no L2 flush, and on a CPU the
     thread's own clock (host work is all this thread's: time preempted by other processes is left out)."""
     kwargs.setdefault("on_cpu_clock", thread_clock_for(threads))
@@ -68,7 +70,11 @@ def time_together(
     """:func:`time_it` for work whose times are compared: timed in turns (:func:`brrr.timing.bench_together`),
     so that a burst of other work lands on all of them alike."""
     return bench_together(
-        fns, threads=threads, budget_s=budget_s, flush_l2=False, on_cpu_clock=thread_clock_for(threads)
+        fns,
+        threads=threads,
+        budget_s=budget_s,
+        flush_l2=False,
+        on_cpu_clock=thread_clock_for(threads),
     )
 
 
@@ -161,7 +167,9 @@ def add_bytes(n: int) -> int:
     return counting.pointwise(n, torch.float32, inputs=2, outputs=1).bytes
 
 
-def describe_add_sweep(sizes: Sequence[int], timings: Sequence[Timing], copy_bandwidth: float) -> list[str]:
+def describe_add_sweep(
+    sizes: Sequence[int], timings: Sequence[Timing], copy_bandwidth: float
+) -> list[str]:
     """One line per size of the ``a + b`` sweep, its bytes against the copy roof; a row above the roof is
     marked, and each mark's reason is said once under the table (issue 27: five rows repeated one)."""
     from brrr.ceilings import ABOVE_COPY
@@ -181,7 +189,9 @@ def describe_add_sweep(sizes: Sequence[int], timings: Sequence[Timing], copy_ban
         rows.append(
             (
                 f"{n:>12,} elements  {units.seconds(timing.median_s):>9}  "
-                + units.fraction_of(achieved, copy_bandwidth, "B/s", "measured copy bandwidth", thresholds=(1.0,)),
+                + units.fraction_of(
+                    achieved, copy_bandwidth, "B/s", "measured copy bandwidth", thresholds=(1.0,)
+                ),
                 ("*" if add_bytes(n) <= cache else "†") if achieved > copy_bandwidth else "",
             )
         )
@@ -221,7 +231,9 @@ def graph_target_shape(l2_bytes: int | None = None, depth: int = MLP.depth) -> M
     return MlpShape(width=width, depth=depth)
 
 
-def small_mlp(shape: MlpShape = MLP, *, seed: int = 0, device: torch.device = DEVICE) -> torch.nn.Sequential:
+def small_mlp(
+    shape: MlpShape = MLP, *, seed: int = 0, device: torch.device = DEVICE
+) -> torch.nn.Sequential:
     """The chapter's model: fp32, the same weights for the same ``seed``."""
     generator_state = torch.random.get_rng_state()
     torch.manual_seed(seed)
@@ -243,7 +255,9 @@ class TrainStep:
     waits for the device.
     """
 
-    def __init__(self, model: torch.nn.Module, *, forward: Callable | None = None, lr: float = LEARNING_RATE):
+    def __init__(
+        self, model: torch.nn.Module, *, forward: Callable | None = None, lr: float = LEARNING_RATE
+    ):
         self.model = model
         self.forward = forward or model
         self.optimizer = torch.optim.SGD(model.parameters(), lr=lr)
@@ -256,9 +270,13 @@ class TrainStep:
         return loss
 
 
-def batch(size: int, shape: MlpShape = MLP, *, device: torch.device = DEVICE) -> tuple[torch.Tensor, torch.Tensor]:
+def batch(
+    size: int, shape: MlpShape = MLP, *, device: torch.device = DEVICE
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random inputs and targets for one step at batch ``size``."""
-    return torch.randn(size, shape.width, device=device), torch.randn(size, shape.width, device=device)
+    return torch.randn(size, shape.width, device=device), torch.randn(
+        size, shape.width, device=device
+    )
 
 
 def step_flops(batch_size: int, shape: MlpShape = MLP) -> float:
@@ -272,7 +290,9 @@ def step_flops(batch_size: int, shape: MlpShape = MLP) -> float:
     return (3 * shape.depth - 1) * one.flops
 
 
-def batch_sweep(batches: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.2) -> list[Timing]:
+def batch_sweep(
+    batches: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.2
+) -> list[Timing]:
     """Time one training step at each batch size, on one fresh model, on the thread's clock (:func:`time_it`).
 
     One size after another, not in turns: in turns the smallest step runs right after the largest, whose
@@ -318,7 +338,9 @@ def doubling_sweep(
     return batches, timings
 
 
-def doubling_in_turns(pair: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.4) -> float:
+def doubling_in_turns(
+    pair: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.4
+) -> float:
     """Step time at the larger of two batch sizes over the smaller, the two steps timed in turns on one model
     (:func:`time_together`): a burst of other work lands on both, where one size timed after the other could
     catch it alone (batch 1 -> 2 read 1.67x once that way beside .ci/neighbour_load.py, 1.15x twice)."""
@@ -326,7 +348,8 @@ def doubling_in_turns(pair: Sequence[int], shape: MlpShape = MLP, *, budget_s: f
     small, large = sorted(pair)
     inputs = {size: batch(size, shape) for size in (small, large)}
     timings = time_together(
-        {str(size): (lambda x=x, y=y: step(x, y)) for size, (x, y) in inputs.items()}, budget_s=budget_s
+        {str(size): (lambda x=x, y=y: step(x, y)) for size, (x, y) in inputs.items()},
+        budget_s=budget_s,
     )
     return timings[str(large)].median_s / timings[str(small)].median_s
 
@@ -352,7 +375,9 @@ def doubling_ratios(times: Sequence[float]) -> list[float]:
     return [after / before for before, after in zip(times, times[1:])]
 
 
-def step_roofline_seconds(batch_size: int, peak_flops: float, bandwidth: float, shape: MlpShape = MLP) -> float:
+def step_roofline_seconds(
+    batch_size: int, peak_flops: float, bandwidth: float, shape: MlpShape = MLP
+) -> float:
     """The step's matmuls at the roofline: each takes max(FLOPs / peak, bytes / bandwidth), and they add up.
 
     The bytes count the weight matrix of every matmul: while the batch is below the
@@ -362,7 +387,9 @@ def step_roofline_seconds(batch_size: int, peak_flops: float, bandwidth: float, 
     return (3 * shape.depth - 1) * max(one.flops / peak_flops, one.bytes / bandwidth)
 
 
-def doubling_verdict(ratio: float, predicted_ratio: float | None = None, over_roofline: float | None = None) -> str:
+def doubling_verdict(
+    ratio: float, predicted_ratio: float | None = None, over_roofline: float | None = None
+) -> str:
     """Read one doubling: under 1.25x the batch rode along nearly free; over 1.75x the step scales
     with it.
 
@@ -397,7 +424,9 @@ def overhead_floor(times: Sequence[float]) -> float:
     return min(times)
 
 
-def regime_change(batches: Sequence[int], times: Sequence[float], factor: float = 2.0) -> int | None:
+def regime_change(
+    batches: Sequence[int], times: Sequence[float], factor: float = 2.0
+) -> int | None:
     """The first batch whose step takes ``factor`` times the floor, or None within the sweep.
 
     At twice the floor, the work that grows with the batch costs as much as the
@@ -453,7 +482,11 @@ def compiled_vs_eager_tiny_ops(n: int = TINY_ELEMENTS, *, mode: str | None = Non
     label = "compiled" if mode is None else mode
     timings = time_together({"eager": eager_call, label: compiled_call})
     return Comparison(
-        f"{TINY_OPS} tiny ops on {n} fp32 elements, {DEVICE.type}", "eager", timings["eager"], label, timings[label]
+        f"{TINY_OPS} tiny ops on {n} fp32 elements, {DEVICE.type}",
+        "eager",
+        timings["eager"],
+        label,
+        timings[label],
     )
 
 
@@ -540,7 +573,9 @@ def reduce_overhead_vs_eager(batch_size: int = 1, shape: MlpShape = MLP) -> Comp
     require_gpu("reduce_overhead_vs_eager")
     eager_step = TrainStep(small_mlp(shape))
     model = small_mlp(shape)
-    compiled_step = TrainStep(model, forward=torch.compile(model, mode="reduce-overhead", dynamic=False))
+    compiled_step = TrainStep(
+        model, forward=torch.compile(model, mode="reduce-overhead", dynamic=False)
+    )
     x, y = batch(batch_size, shape)
 
     def compiled_call():
@@ -631,7 +666,9 @@ def require(first: Comparison, device_type: str = DEVICE.type, *, attempts: int 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.benchmarks.overhead", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.benchmarks.overhead", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--all", action="store_true", help="also print ops/s and the batch sweep")
     args = parser.parse_args(argv)
     if args.all:

@@ -92,7 +92,9 @@ class PointwiseHeavyMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
             if self.checkpointed:
-                x = checkpoint(block, x, use_reentrant=False)  # keep x only; rerun block in backward
+                x = checkpoint(
+                    block, x, use_reentrant=False
+                )  # keep x only; rerun block in backward
             else:
                 x = block(x)
         return x
@@ -185,7 +187,9 @@ def default_partitioner() -> Iterator[None]:
     accepted = set(inspect.signature(default_partition).parameters)
 
     def save_everything(joint, joint_inputs, compiler: str = "inductor", **kwargs):
-        return default_partition(joint, joint_inputs, **{k: v for k, v in kwargs.items() if k in accepted})
+        return default_partition(
+            joint, joint_inputs, **{k: v for k, v in kwargs.items() if k in accepted}
+        )
 
     with (
         mock.patch.object(inductor_compile, name, save_everything),
@@ -214,7 +218,12 @@ def build(batch: int, width: int, blocks: int, *, seed: int = 0) -> tuple[nn.Mod
 
 
 def measure_variant(
-    name: str, model: PointwiseHeavyMLP, x: torch.Tensor, *, threads: int | None = None, budget_s: float | None = None
+    name: str,
+    model: PointwiseHeavyMLP,
+    x: torch.Tensor,
+    *,
+    threads: int | None = None,
+    budget_s: float | None = None,
 ) -> VariantResult:
     """Step time, peak memory and saved bytes of one way of training ``model`` on ``x``."""
     if name not in VARIANTS:
@@ -236,12 +245,20 @@ def measure_variant(
         peak = peak_memory(step)
         saved = saved_activation_bytes(step)
         settle_page_faults(step)
-    timing = bench(step, threads=threads, warmup=1, min_runs=3, budget_s=budget_s or per_device(cpu=0.5, gpu=0.3))
+    timing = bench(
+        step,
+        threads=threads,
+        warmup=1,
+        min_runs=3,
+        budget_s=budget_s or per_device(cpu=0.5, gpu=0.3),
+    )
     model.checkpointed = False
     return VariantResult(name, timing, peak, saved, compile_s)
 
 
-def hidden_tensors_kept(saved_bytes: float, batch: int, width: int, blocks: int, expansion: int = EXPANSION) -> float:
+def hidden_tensors_kept(
+    saved_bytes: float, batch: int, width: int, blocks: int, expansion: int = EXPANSION
+) -> float:
     """Hidden-sized fp32 tensors per block in ``saved_bytes``, besides each block's input.
 
     A reading of the measured bytes through the model of the notebook: every block keeps
@@ -253,7 +270,12 @@ def hidden_tensors_kept(saved_bytes: float, batch: int, width: int, blocks: int,
 
 
 def compare(
-    batch: int, width: int, blocks: int, *, threads: int | None = None, variants: tuple[str, ...] = VARIANTS
+    batch: int,
+    width: int,
+    blocks: int,
+    *,
+    threads: int | None = None,
+    variants: tuple[str, ...] = VARIANTS,
 ) -> list[VariantResult]:
     """Measure each variant on the same model and input, in order."""
     model, x = build(batch, width, blocks)

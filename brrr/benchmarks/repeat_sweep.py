@@ -47,7 +47,12 @@ REPEATS = per_device(cpu=(1, 2, 4, 8, 16, 32, 64, 128), gpu=(1, 2, 4, 8, 16, 32,
 # takes 0.27 s, past the budget in two rounds, so this sets the count: 7 rounds, about 3.4 s.
 SWEEP_ROUNDS = 7
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
 
 
 def times_two(x: torch.Tensor, repeats: int) -> torch.Tensor:
@@ -238,7 +243,10 @@ OVER_ROOF_TOLERANCE = per_device(cpu=1.25, gpu=1 + roofline.ROOF_NOISE)
 
 
 def multiply_rates(
-    dtype: torch.dtype = torch.float32, *, threads: int | None = None, chains: Sequence[int] = MULTIPLY_PEAK_CHAINS
+    dtype: torch.dtype = torch.float32,
+    *,
+    threads: int | None = None,
+    chains: Sequence[int] = MULTIPLY_PEAK_CHAINS,
 ) -> dict[int, float]:
     """FLOP/s of the compiled multiply chain of each length in ``chains``, where memory cannot limit it
     (:data:`MULTIPLY_PEAK_PLACE`: in cache on a CPU, long enough to be compute-bound on a GPU).
@@ -292,10 +300,15 @@ def over_roof_in_turns(
     small = torch.rand(MULTIPLY_PEAK_N, device=DEVICE, dtype=dtype)
     small_out = torch.empty_like(small)
     point = compile_chain(repeats, x, threads=threads)
-    chains = {length: compile_chain(length, small, threads=threads) for length in MULTIPLY_PEAK_CHAINS}
+    chains = {
+        length: compile_chain(length, small, threads=threads) for length in MULTIPLY_PEAK_CHAINS
+    }
     timed = {
         "point": lambda: point(out, x),
-        **{length: (lambda chain=chain: chain(small_out, small)) for length, chain in chains.items()},
+        **{
+            length: (lambda chain=chain: chain(small_out, small))
+            for length, chain in chains.items()
+        },
     }
 
     def per_round(seconds: dict) -> float:
@@ -334,7 +347,8 @@ def describe_flops(points: Sequence[SweepPoint], roof_flops: float, rates: dict[
         return text + " Past the knee the rate falls again."
     common = max(both)
     return (
-        text + f" Past the knee the rate falls again, and not for want of memory: at {common} repeats the "
+        text
+        + f" Past the knee the rate falls again, and not for want of memory: at {common} repeats the "
         f"sweep ran at {units.percent(swept[common].achieved_flops / roof_flops)} of the roof and the same "
         f"chain {MULTIPLY_PEAK_PLACE} at {units.percent(rates[common] / roof_flops)}. "
         "Each element's multiplies depend on one another, and a long chain leaves the hardware waiting on "
@@ -512,7 +526,10 @@ def plot_beside_recorded(
 
     ax = plots.beside_recorded(
         {f"this machine (knee {knee_here:.0f})": (repeats, [s / seconds[0] for s in seconds])},
-        {f"recorded: {gpu.device} (knee {gpu.knee_measured:.0f})": (gpu.repeats, gpu.relative) for gpu in gpus},
+        {
+            f"recorded: {gpu.device} (knee {gpu.knee_measured:.0f})": (gpu.repeats, gpu.relative)
+            for gpu in gpus
+        },
         xlabel="repeats (multiplications per element)",
         ylabel="runtime / runtime at 1 repeat",
         title="Flat while memory-bound, then rising: each machine at its own knee",
@@ -523,7 +540,11 @@ def plot_beside_recorded(
         ax.axvline(knee, linestyle="--", linewidth=1, color=line.get_color())
     flat_until = essay.REPEAT_SWEEP["flat_until"]
     ax.axvline(
-        flat_until, linestyle=":", linewidth=1, color="gray", label=f"essay's A100: flat until {flat_until} (quoted)"
+        flat_until,
+        linestyle=":",
+        linewidth=1,
+        color="gray",
+        label=f"essay's A100: flat until {flat_until} (quoted)",
     )
     ax.legend(fontsize=7)
     return ax

@@ -26,7 +26,12 @@ from brrr.kernels.matmul import matmul_reference, tile_for, tiled_matmul
 from brrr.roofline import Roof, attainable_flops
 
 COUNT_SIZE = 256  # n of the n×n @ n×n float32 matmul counted in the interpreter
-COUNTED_TILES = (32, 64, 128, 256)  # 16 takes 5 s in the interpreter at 256³: drawn by the rule only
+COUNTED_TILES = (
+    32,
+    64,
+    128,
+    256,
+)  # 16 takes 5 s in the interpreter at 256³: drawn by the rule only
 RULE_TILES = (8, 16, 32, 64, 128, 256)
 TIMED_SIZE = 4096  # GPU: n of the timed n×n @ n×n matmul
 TIMED_TILES = (16, 32, 64, 128)
@@ -79,7 +84,9 @@ def count_tilings(n: int = COUNT_SIZE, tiles=COUNTED_TILES) -> list[Tiling]:
     from brrr import traffic
 
     if ON_GPU:
-        raise RuntimeError("traffic is counted in Triton's interpreter: run on a CPU, or with BRRR_DEVICE=cpu")
+        raise RuntimeError(
+            "traffic is counted in Triton's interpreter: run on a CPU, or with BRRR_DEVICE=cpu"
+        )
     a, b = torch.randn(n, n), torch.randn(n, n)
     expected = matmul_reference(a, b)
     result = []
@@ -89,11 +96,15 @@ def count_tilings(n: int = COUNT_SIZE, tiles=COUNTED_TILES) -> list[Tiling]:
             tiled_matmul(a, b, out, tile_for(a.dtype, block))
         torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
         rule = rule_tiling(block, n, a.dtype)
-        result.append(Tiling(block, n, rule.dtype, rule.rule_bytes, seen.loaded_bytes + seen.stored_bytes))
+        result.append(
+            Tiling(block, n, rule.dtype, rule.rule_bytes, seen.loaded_bytes + seen.stored_bytes)
+        )
     return result
 
 
-def time_tilings(n: int = TIMED_SIZE, dtype: torch.dtype = torch.bfloat16, tiles=TIMED_TILES) -> list[Tiling]:
+def time_tilings(
+    n: int = TIMED_SIZE, dtype: torch.dtype = torch.bfloat16, tiles=TIMED_TILES
+) -> list[Tiling]:
     """GPU: the median time of the tiled kernel at n³ in ``dtype`` for each square tile, output checked."""
     from brrr.timing import bench
 

@@ -75,7 +75,9 @@ def where() -> str:
 def text_table(rows: Sequence[Sequence[str]]) -> str:
     """Rows of strings as an indented plain-text table, each column as wide as its widest cell."""
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return "\n".join("    " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows)
+    return "\n".join(
+        "    " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows
+    )
 
 
 def fail(message: str) -> AssertionError:
@@ -90,11 +92,17 @@ class Student(Protocol):
 
     name: str  # the student's function, for messages
 
-    def call(self, *args, threads: int | None = None, timeout_s: float | None = None, forked: bool = True) -> Any:
+    def call(
+        self, *args, threads: int | None = None, timeout_s: float | None = None, forked: bool = True
+    ) -> Any:
         """``function(*args)`` on the student's side; ``forked=False`` for timed calls."""
 
     def record(
-        self, tensors: dict[str, tuple[list[int], str]], *, inputs: tuple[str, ...] = (), timeout_s: float | None = None
+        self,
+        tensors: dict[str, tuple[list[int], str]],
+        *,
+        inputs: tuple[str, ...] = (),
+        timeout_s: float | None = None,
     ) -> dict:
         """The kernel launches the wrapper makes when called on tensors of these (shape, dtype name)."""
 
@@ -154,7 +162,11 @@ def _ranges(indices: list[int], limit: int = 6) -> str:
 
 
 def _table(
-    flat: list[int], got: torch.Tensor, expected: torch.Tensor, inputs: dict[str, torch.Tensor], shape: Sequence[int]
+    flat: list[int],
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    inputs: dict[str, torch.Tensor],
+    shape: Sequence[int],
 ) -> str:
     names = ["index", "got", "expected"] + list(inputs)
     rows = [names]
@@ -163,7 +175,9 @@ def _table(
         row += [_fmt(float(t[i])) for t in inputs.values()]
         rows.append(row)
     widths = [max(len(row[c]) for row in rows) for c in range(len(names))]
-    return "\n".join("    " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in rows)
+    return "\n".join(
+        "    " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in rows
+    )
 
 
 def diff_report(
@@ -188,7 +202,9 @@ def diff_report(
     if got.shape != expected.shape:
         return f"{name} has shape {tuple(got.shape)}, but the reference has shape {tuple(expected.shape)}{context}."
     if unwritten is None and bool(
-        torch.isclose(got.detach().to(expected.dtype), expected.detach(), rtol=rtol, atol=atol, equal_nan=True).all()
+        torch.isclose(
+            got.detach().to(expected.dtype), expected.detach(), rtol=rtol, atol=atol, equal_nan=True
+        ).all()
     ):
         return None  # the common case, decided on the device without copying anything
     got_flat = got.detach().reshape(-1).to("cpu", torch.float64)
@@ -204,13 +220,19 @@ def diff_report(
     n, shape = got_flat.numel(), list(expected.shape)
     paragraphs = []
     bad = ~close
-    never = torch.zeros_like(bad) if unwritten is None else unwritten.reshape(-1).to("cpu").bool() & bad
+    never = (
+        torch.zeros_like(bad) if unwritten is None else unwritten.reshape(-1).to("cpu").bool() & bad
+    )
     if bool(never.any()):
-        paragraphs.append(_unwritten_paragraph(name, never.nonzero().flatten().tolist(), n, expected.dtype))
+        paragraphs.append(
+            _unwritten_paragraph(name, never.nonzero().flatten().tolist(), n, expected.dtype)
+        )
     nonfinite = bad & ~never & ~torch.isfinite(got_flat) & torch.isfinite(exp_flat)
     if bool(nonfinite.any()):
         idx = nonfinite.nonzero().flatten().tolist()
-        paragraphs.append(_nonfinite_paragraph(name, idx, got_flat, exp_flat, shown_inputs, shape, show))
+        paragraphs.append(
+            _nonfinite_paragraph(name, idx, got_flat, exp_flat, shown_inputs, shape, show)
+        )
     wrong = bad & ~never & ~nonfinite
     if bool(wrong.any()):
         idx = wrong.nonzero().flatten().tolist()
@@ -269,9 +291,7 @@ def _unwritten_paragraph(name: str, idx: list[int], n: int, dtype: torch.dtype) 
             "program store its partial block under a mask?"
         )
     else:
-        hint = (
-            "Some programs, or some lanes, never stored their results: check the grid, the offsets and the store mask."
-        )
+        hint = "Some programs, or some lanes, never stored their results: check the grid, the offsets and the store mask."
     return (
         f"{name} has {count:,} of {n:,} elements unwritten: {'it' if count == 1 else 'they'} still "
         f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and "
@@ -380,7 +400,9 @@ class Case:
         return self.label or describe_n(self.n)
 
 
-def record_cases(student, spec: Spec, sizes: Sequence[int], generator: torch.Generator) -> list[Case]:
+def record_cases(
+    student, spec: Spec, sizes: Sequence[int], generator: torch.Generator
+) -> list[Case]:
     """Draw the grader's inputs at each size and ask the student's wrapper which kernels it launches for them."""
     from brrr.checks.dtypes import dtype_name
 
@@ -388,7 +410,10 @@ def record_cases(student, spec: Spec, sizes: Sequence[int], generator: torch.Gen
     for n in sizes:
         inputs = spec.make_inputs(n, generator)
         expected = spec.reference(*inputs)
-        shapes = {name: (list(t.shape), dtype_name(t.dtype)) for name, t in zip(spec.names, inputs + (expected,))}
+        shapes = {
+            name: (list(t.shape), dtype_name(t.dtype))
+            for name, t in zip(spec.names, inputs + (expected,))
+        }
         recipe = student.record(shapes, inputs=spec.input_names)
         cases.append(Case(n, inputs, expected, recipe, spec.describe(n)))
     return cases
@@ -509,9 +534,7 @@ def replay_cases(
         rtol, atol = tolerance(case.expected.dtype)
         snapshots = [t.clone() for t in case.inputs]
         out = _poisoned(case.expected, float("nan"))
-        context = (
-            f" for {case.named} ({str(case.expected.dtype).removeprefix('torch.')} on {out.device.type}, seed {seed})"
-        )
+        context = f" for {case.named} ({str(case.expected.dtype).removeprefix('torch.')} on {out.device.type}, seed {seed})"
         try:
             seen = _replay_case(case, built, spec, out, count=counting)
             synchronize()
@@ -523,9 +546,13 @@ def replay_cases(
                     "failure": f"{name}'s kernel wrote into its input `{input_name}`{context}: it must only read it."
                 }
         if seen is not None and counted_at(case.n, count_traffic_at):
-            traffics.append({"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()})
+            traffics.append(
+                {"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()}
+            )
         unwritten = None
-        if case.expected.dtype.is_floating_point and bool((out.isnan() & ~case.expected.isnan()).any()):
+        if case.expected.dtype.is_floating_point and bool(
+            (out.isnan() & ~case.expected.isnan()).any()
+        ):
             fill = second_fill(case.expected.dtype)
             second = _poisoned(case.expected, fill)
             try:
@@ -544,8 +571,14 @@ def replay_cases(
             title=f"{name}'s kernel wrote a wrong `{spec.out_name}`{context}.",
         )
         if report:
-            return {"failure": report + _diagnosis(spec, case, out) + _scratch_hint(name, case.recipe)}
-        idle = idle_failure(name, traffics[-1], context) if traffics and traffics[-1]["n"] == case.n else None
+            return {
+                "failure": report + _diagnosis(spec, case, out) + _scratch_hint(name, case.recipe)
+            }
+        idle = (
+            idle_failure(name, traffics[-1], context)
+            if traffics and traffics[-1]["n"] == case.n
+            else None
+        )
         if idle:
             return {"failure": idle}
     return {
@@ -603,12 +636,18 @@ def check_kernels(
     """
     generator, seed = fresh_generator(seed)
     name = student.name
-    bounds = "bounds checked in the interpreter on every run" if TRITON_INTERPRETED else "bounds not checked"
+    bounds = (
+        "bounds checked in the interpreter on every run"
+        if TRITON_INTERPRETED
+        else "bounds not checked"
+    )
     if not TRITON_INTERPRETED and bounds_sizes:
         small = record_cases(student, spec, bounds_sizes, generator)
         with _interpreter_on():
             interpreted = build_kernels(name, small, interpreted=True)
-            checked = isolation.run(replay_cases, name, spec, _on_cpu(small), interpreted, seed, timeout_s=timeout_s)
+            checked = isolation.run(
+                replay_cases, name, spec, _on_cpu(small), interpreted, seed, timeout_s=timeout_s
+            )
         if not checked.ok:
             raise fail(f"{name}'s kernel could not be checked in the interpreter: {checked.error}")
         if checked.value["failure"]:
@@ -617,12 +656,23 @@ def check_kernels(
             bounds = f"bounds checked in the interpreter at n = {', '.join(f'{n:,}' for n in bounds_sizes)}"
         else:
             bounds = f"bounds checked in the interpreter at {'; '.join(spec.describe(n) for n in bounds_sizes)}"
-    counted = list(count_traffic_at) if isinstance(count_traffic_at, (list, tuple)) else [count_traffic_at]
+    counted = (
+        list(count_traffic_at)
+        if isinstance(count_traffic_at, (list, tuple))
+        else [count_traffic_at]
+    )
     wanted = list(sizes) + [n for n in counted if n is not None and n not in sizes]
     cases = record_cases(student, spec, wanted, generator)
     built = build_kernels(name, cases, interpreted=TRITON_INTERPRETED)
     outcome = isolation.run(
-        replay_cases, name, spec, cases, built, seed, count_traffic_at=count_traffic_at, timeout_s=timeout_s
+        replay_cases,
+        name,
+        spec,
+        cases,
+        built,
+        seed,
+        count_traffic_at=count_traffic_at,
+        timeout_s=timeout_s,
     )
     if not outcome.ok:
         raise fail(f"{name}'s kernel could not be checked: {outcome.error}")
@@ -640,7 +690,12 @@ def _traffic_of(spec: Spec, case: Case, built) -> dict:
 
 
 def count_traffic(
-    student, spec: Spec, n: int, *, timeout_s: float = isolation.DEFAULT_TIMEOUT_S, seed: int | None = None
+    student,
+    spec: Spec,
+    n: int,
+    *,
+    timeout_s: float = isolation.DEFAULT_TIMEOUT_S,
+    seed: int | None = None,
 ) -> dict:
     """The global-memory traffic of the student's kernels, replayed here at ``n`` in the interpreter,
     whatever values they compute: ``{'n', 'element_size', 'loaded', 'stored', 'kernels', ...}``.
@@ -661,7 +716,9 @@ def count_traffic(
     built = build_kernels(student.name, cases, interpreted=True)
     outcome = isolation.run(_traffic_of, spec, cases[0], built, timeout_s=timeout_s)
     if not outcome.ok:
-        raise fail(f"{student.name}'s kernel could not be run to count its traffic (seed {seed}): {outcome.error}")
+        raise fail(
+            f"{student.name}'s kernel could not be run to count its traffic (seed {seed}): {outcome.error}"
+        )
     return outcome.value
 
 
@@ -681,7 +738,10 @@ def _interpreter_on() -> Iterator[None]:
 
 def _on_cpu(cases: Sequence[Case]) -> list[Case]:
     """The same cases with their tensors on the CPU, for the interpreter."""
-    return [Case(c.n, tuple(t.cpu() for t in c.inputs), c.expected.cpu(), c.recipe, c.label) for c in cases]
+    return [
+        Case(c.n, tuple(t.cpu() for t in c.inputs), c.expected.cpu(), c.recipe, c.label)
+        for c in cases
+    ]
 
 
 # ---------------------------------------------------------------- performance
@@ -698,7 +758,9 @@ class Attempt:
     final: bool = False
 
 
-def repeat_until_pass(measure: Callable[[], Attempt], attempts: int | None = None) -> tuple[Attempt, list[Attempt]]:
+def repeat_until_pass(
+    measure: Callable[[], Attempt], attempts: int | None = None
+) -> tuple[Attempt, list[Attempt]]:
     """Run ``measure`` until an attempt passes, at most ``attempts`` times; return the best and all of them.
 
     A noisy machine can make one honest measurement fall short; a check fails
@@ -714,7 +776,9 @@ def repeat_until_pass(measure: Callable[[], Attempt], attempts: int | None = Non
     return max(history, key=lambda a: a.value), history
 
 
-_figures: list[dict] = []  # the timed checks judged since taken_figures() last ran (checks run one at a time)
+_figures: list[
+    dict
+] = []  # the timed checks judged since taken_figures() last ran (checks run one at a time)
 
 
 def taken_figures() -> list[dict]:
@@ -726,7 +790,14 @@ def taken_figures() -> list[dict]:
 
 
 def timed_verdict(
-    best: Attempt, history: list[Attempt], what: str, needed: str, threshold, *, failed: str = "", unit: str = ""
+    best: Attempt,
+    history: list[Attempt],
+    what: str,
+    needed: str,
+    threshold,
+    *,
+    failed: str = "",
+    unit: str = "",
 ) -> str:
     """The pass line of a timed check, ``what: best detail (needed <threshold><unit>)``; if no attempt
     passed, fail with every attempt, what was ``needed`` and why (``failed``: a longer ``what`` for that
@@ -759,7 +830,9 @@ def one_launch(
     launches = recipe.get("launches", [])
     if len(launches) != 1:
         kernels = ", ".join(launch.get("kernel", "?") for launch in launches) or "none"
-        raise fail(f"{name} launched {len(launches)} kernels for {inputs} ({kernels}): this lab asks for {what}.")
+        raise fail(
+            f"{name} launched {len(launches)} kernels for {inputs} ({kernels}): this lab asks for {what}."
+        )
     launch = launches[0]
     args = launch.get("args", {})
     sizes = {}

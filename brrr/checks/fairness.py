@@ -197,7 +197,9 @@ def thread_cpu_clock(tid: int) -> float:
 def grader_cpu() -> float:
     """CPU seconds of the grader's side so far: the calling thread's and the autograd device threads' (see the
     module docstring). The calling thread is read last: listing the others at a window's start is not in it."""
-    others = sum(thread_cpu_clock(tid) for tid in autograd_threads() if tid != threading.get_native_id())
+    others = sum(
+        thread_cpu_clock(tid) for tid in autograd_threads() if tid != threading.get_native_id()
+    )
     return others + time.thread_time()
 
 
@@ -244,9 +246,13 @@ class Watch:
         members_after = self.processes(self.student_pid)
         after, grader_after, closed = self.cpu(members_after), self.grader_time(), self.clock()
         used = after - before
-        if os.getpid() in members or os.getpid() in members_after:  # served in this process: less our side
+        if (
+            os.getpid() in members or os.getpid() in members_after
+        ):  # served in this process: less our side
             used -= grader_after - grader_before
-        self.windows.append(Window(wall, grader_mid - grader_before, max(0.0, used), closed - opened))
+        self.windows.append(
+            Window(wall, grader_mid - grader_before, max(0.0, used), closed - opened)
+        )
 
     def student_rate(self) -> float:
         """CPU-seconds per second the student's processes used over the grader's windows."""
@@ -255,7 +261,11 @@ class Watch:
 
     def starved(self) -> list[Window]:
         """The windows in which the grader's side had the CPU for at most :data:`GRADER_SHARE_MIN` of the time."""
-        return [w for w in self.windows if w.wall >= JUDGED_WINDOW_S and w.grader_share <= GRADER_SHARE_MIN]
+        return [
+            w
+            for w in self.windows
+            if w.wall >= JUDGED_WINDOW_S and w.grader_share <= GRADER_SHARE_MIN
+        ]
 
     def void(self) -> bool:
         """Whether the grader was starved in half its windows or more: the median window, which the checks'
@@ -306,7 +316,9 @@ def repeat_fairly(
         if current.void():
             voided.append(current.summary())
             if len(voided) >= VOIDED_MAX:
-                tried = "\n".join(f"  voided attempt {i + 1}: {text}" for i, text in enumerate(voided))
+                tried = "\n".join(
+                    f"  voided attempt {i + 1}: {text}" for i, text in enumerate(voided)
+                )
                 raise GraderFault(
                     f"the grader could not get the CPU while it timed {what}: in {len(voided)} attempts its "
                     f"thread was on the CPU for {GRADER_SHARE_MIN:g} of the time or less in half its windows or more "

@@ -102,11 +102,17 @@ def can_fork() -> tuple[bool, str]:
     if not hasattr(os, "fork"):
         return False, "this platform has no fork()"
     if cuda_initialized():
-        return False, "CUDA is initialised in this process, and fork() after CUDA initialisation is not allowed"
+        return (
+            False,
+            "CUDA is initialised in this process, and fork() after CUDA initialisation is not allowed",
+        )
     from brrr.device import ON_GPU
 
     if ON_GPU:
-        return False, "this process grades on the GPU: a forked child could not use CUDA beside its parent"
+        return (
+            False,
+            "this process grades on the GPU: a forked child could not use CUDA beside its parent",
+        )
     return True, ""
 
 
@@ -186,7 +192,13 @@ def _child(fn, args, kwargs, write_fd: int, low_level_fd: int) -> None:
             data = pickle.dumps(payload + (captured.getvalue(),))
         except Exception as error:  # noqa: BLE001 - an unpicklable return value
             data = pickle.dumps(
-                ("error", "PicklingError", f"the result could not be sent back: {error}", "", captured.getvalue())
+                (
+                    "error",
+                    "PicklingError",
+                    f"the result could not be sent back: {error}",
+                    "",
+                    captured.getvalue(),
+                )
             )
         view = memoryview(data)
         while view:
@@ -287,7 +299,11 @@ def _run_forked_into(fn, args, kwargs, timeout_s: float, low_level) -> Outcome:
     data = b"".join(chunks)
     if not data:
         return Outcome(
-            False, error_type="crash", isolated=True, error=_describe_exit(status), traceback=_crash_trace(low_level)
+            False,
+            error_type="crash",
+            isolated=True,
+            error=_describe_exit(status),
+            traceback=_crash_trace(low_level),
         )
     try:
         payload = pickle.loads(data)

@@ -99,7 +99,9 @@ def _public(obj) -> set[str]:
 def _allowed_attributes() -> tuple[set[str], set[str], set[str]]:
     """(tl.X names, tl.math.X names, attribute names allowed on values: tensors, dtypes, pointer types)."""
     tl = _tl()
-    top = {n for n in _public(tl) if n not in DENIED_TL and not inspect.ismodule(getattr(tl, n))} | {"math"}
+    top = {
+        n for n in _public(tl) if n not in DENIED_TL and not inspect.ismodule(getattr(tl, n))
+    } | {"math"}
     math = {n for n in _public(tl.math) if not inspect.ismodule(getattr(tl.math, n))}
     values = set(VALUE_ATTRIBUTES)
     for cls in (tl.tensor, tl.dtype, tl.pointer_type, tl.block_type, tl.constexpr):
@@ -177,14 +179,20 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
             tree = ast.parse(source)
         except SyntaxError as error:
             raise KernelRejected(f"{name}: the kernel source does not parse ({error})") from None
-        if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or tree.body[0].name != name:
+        if (
+            len(tree.body) != 1
+            or not isinstance(tree.body[0], ast.FunctionDef)
+            or tree.body[0].name != name
+        ):
             raise KernelRejected(f"{name}: expected the source of one function named {name}")
         function = tree.body[0]
         if function.decorator_list:
             raise KernelRejected(f"{name}: the source must start at its def line")
         args = function.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
-            raise KernelRejected(f"{name}: a Triton kernel takes plain arguments (no *args, **kwargs)")
+            raise KernelRejected(
+                f"{name}: a Triton kernel takes plain arguments (no *args, **kwargs)"
+            )
         local = {a.arg for a in args.args}
         for node in ast.walk(function):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -198,7 +206,8 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
         # Names first, so that `torch.sigmoid(x)` is reported as torch, not as an unknown attribute.
         names = local | jit_names | known_constants | {"tl"} | set(ALLOWED_BUILTINS)
         for node in sorted(
-            ast.walk(tree), key=lambda n: (not isinstance(n, ast.Name), not isinstance(n, ast.Attribute))
+            ast.walk(tree),
+            key=lambda n: (not isinstance(n, ast.Name), not isinstance(n, ast.Attribute)),
         ):
             _check_node(name, node, function, source, names, jit_names, (top, math, values))
         for default in args.defaults:
@@ -207,7 +216,13 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
 
 
 def _check_node(
-    name: str, node: ast.AST, function: ast.FunctionDef, source: str, names: set, jit_names: set, allowed: tuple
+    name: str,
+    node: ast.AST,
+    function: ast.FunctionDef,
+    source: str,
+    names: set,
+    jit_names: set,
+    allowed: tuple,
 ) -> None:
     """Raise :class:`KernelRejected` if ``node`` of kernel ``name`` is something Triton would not compile:
     a nested function, a non-literal constant, a name that is not a local, a kernel, a constant or tl,
@@ -215,7 +230,9 @@ def _check_node(
     where = _line(node, source)
     if isinstance(node, ast.FunctionDef) and node is not function:
         raise KernelRejected(f"{name}: nested functions are not allowed in a kernel{where}")
-    if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool, type(None))):
+    if isinstance(node, ast.Constant) and not isinstance(
+        node.value, (int, float, str, bool, type(None))
+    ):
         raise KernelRejected(f"{name}: constant {node.value!r} is not allowed{where}")
     if isinstance(node, ast.Name):
         if node.id.startswith("__"):
@@ -241,18 +258,26 @@ def _check_node(
             and annotation.value.id == "tl"
         )
         if not constexpr:
-            raise KernelRejected(f"{name}: the only annotation a kernel argument may have is tl.constexpr{where}")
+            raise KernelRejected(
+                f"{name}: the only annotation a kernel argument may have is tl.constexpr{where}"
+            )
     if isinstance(node, ast.AnnAssign):
         raise KernelRejected(f"{name}: annotated assignments are not allowed in a kernel{where}")
 
 
-def _check_attribute(name: str, node: ast.Attribute, where: str, top: set, math: set, values: set) -> None:
+def _check_attribute(
+    name: str, node: ast.Attribute, where: str, top: set, math: set, values: set
+) -> None:
     if node.attr.startswith("_"):
-        raise KernelRejected(f"{name}: the attribute `{node.attr}` is not allowed in a kernel{where}")
+        raise KernelRejected(
+            f"{name}: the attribute `{node.attr}` is not allowed in a kernel{where}"
+        )
     base = node.value
     if isinstance(base, ast.Name) and base.id == "tl":
         if node.attr in DENIED_TL:
-            raise KernelRejected(f"{name}: tl.{node.attr} is not allowed here: {DENIED_TL[node.attr]}{where}")
+            raise KernelRejected(
+                f"{name}: tl.{node.attr} is not allowed here: {DENIED_TL[node.attr]}{where}"
+            )
         if node.attr not in top:
             raise KernelRejected(f"{name}: tl.{node.attr} is not part of triton.language{where}")
         return
@@ -263,12 +288,18 @@ def _check_attribute(name: str, node: ast.Attribute, where: str, top: set, math:
         and base.value.id == "tl"
     ):
         if node.attr not in math:
-            raise KernelRejected(f"{name}: tl.math.{node.attr} is not part of triton.language.math{where}")
+            raise KernelRejected(
+                f"{name}: tl.math.{node.attr} is not part of triton.language.math{where}"
+            )
         return
     if node.attr in DENIED_TL:
-        raise KernelRejected(f"{name}: .{node.attr} is not allowed here: {DENIED_TL[node.attr]}{where}")
+        raise KernelRejected(
+            f"{name}: .{node.attr} is not allowed here: {DENIED_TL[node.attr]}{where}"
+        )
     if node.attr not in values:
-        raise KernelRejected(f"{name}: `.{node.attr}` is not an attribute of a Triton tensor or dtype{where}")
+        raise KernelRejected(
+            f"{name}: `.{node.attr}` is not an attribute of a Triton tensor or dtype{where}"
+        )
 
 
 def _check_call(name: str, node: ast.Call, where: str, jit_names: set[str]) -> None:
@@ -277,7 +308,9 @@ def _check_call(name: str, node: ast.Call, where: str, jit_names: set[str]) -> N
         return  # the name itself was checked: a builtin from the list, a jit function or a constant
     if isinstance(func, ast.Attribute):
         return  # checked as an attribute
-    raise KernelRejected(f"{name}: only tl.* functions, tensor methods and jit functions may be called{where}")
+    raise KernelRejected(
+        f"{name}: only tl.* functions, tensor methods and jit functions may be called{where}"
+    )
 
 
 # ---------------------------------------------------------------- the student's side: record
@@ -324,7 +357,9 @@ def reachable_sources(kernel) -> tuple[dict[str, str], dict[str, Any]]:
     return sources, constants
 
 
-def _describe_argument(value, name: str, given: Mapping[str, torch.Tensor], scratch: dict[int, dict]) -> dict:
+def _describe_argument(
+    value, name: str, given: Mapping[str, torch.Tensor], scratch: dict[int, dict]
+) -> dict:
     tl = _tl()
     if isinstance(value, tl.constexpr):
         value = value.value
@@ -389,7 +424,9 @@ def _recording(launches: list) -> Iterator[None]:
             cls.run = original
 
 
-def record_launches(fn: Callable[..., Any], args: Sequence[torch.Tensor], names: Sequence[str]) -> dict:
+def record_launches(
+    fn: Callable[..., Any], args: Sequence[torch.Tensor], names: Sequence[str]
+) -> dict:
     """Call the wrapper ``fn(*args)`` with launches recorded, not run; return the recipe the grader replays."""
     raw: list = []
     with _recording(raw):
@@ -399,7 +436,9 @@ def record_launches(fn: Callable[..., Any], args: Sequence[torch.Tensor], names:
     launches, sources, constants = [], {}, {}
     for kernel, grid, kernel_args, kwargs in raw[: MAX_LAUNCHES + 1]:
         arg_names = list(kernel.arg_names)
-        named = dict(zip(arg_names, kernel_args)) | {k: v for k, v in kwargs.items() if k in arg_names}
+        named = dict(zip(arg_names, kernel_args)) | {
+            k: v for k, v in kwargs.items() if k in arg_names
+        }
         options = {k: v for k, v in kwargs.items() if k not in arg_names}
         more_sources, more_constants = reachable_sources(kernel)
         sources |= more_sources
@@ -407,12 +446,23 @@ def record_launches(fn: Callable[..., Any], args: Sequence[torch.Tensor], names:
         launches.append(
             {
                 "kernel": kernel.fn.__name__,
-                "grid": _grid(grid, {k: (v.value if hasattr(v, "value") else v) for k, v in named.items()}),
+                "grid": _grid(
+                    grid, {k: (v.value if hasattr(v, "value") else v) for k, v in named.items()}
+                ),
                 "args": {k: _describe_argument(v, k, given, scratch) for k, v in named.items()},
-                "options": {k: v for k, v in options.items() if isinstance(v, (int, float, bool)) and k.isidentifier()},
+                "options": {
+                    k: v
+                    for k, v in options.items()
+                    if isinstance(v, (int, float, bool)) and k.isidentifier()
+                },
             }
         )
-    return {"launches": launches, "sources": sources, "constants": constants, "scratch": list(scratch.values())}
+    return {
+        "launches": launches,
+        "sources": sources,
+        "constants": constants,
+        "scratch": list(scratch.values()),
+    }
 
 
 # ---------------------------------------------------------------- the grader's side: build and replay
@@ -421,14 +471,20 @@ def record_launches(fn: Callable[..., Any], args: Sequence[torch.Tensor], names:
 class Built:
     """Checked kernel sources compiled by the grader: ``kernels[name]`` is launchable."""
 
-    def __init__(self, sources: Mapping[str, str], constants: Mapping[str, Any], *, interpreted: bool):
+    def __init__(
+        self, sources: Mapping[str, str], constants: Mapping[str, Any], *, interpreted: bool
+    ):
         import triton.language as tl
         from triton.runtime.interpreter import InterpretedFunction
         from triton.runtime.jit import JITFunction
 
         validate(sources, constants)
         safe_builtins = {n: getattr(builtins, n) for n in ALLOWED_BUILTINS}
-        namespace: dict[str, Any] = {"__builtins__": safe_builtins, "tl": tl, "__name__": "student_kernels"}
+        namespace: dict[str, Any] = {
+            "__builtins__": safe_builtins,
+            "tl": tl,
+            "__name__": "student_kernels",
+        }
         for name, value in dict(constants).items():
             if not isinstance(value, (int, float, bool)):
                 raise KernelRejected(f"the constexpr global {name} must be a number")
@@ -503,14 +559,19 @@ def scratch_tensors(recipe: Mapping[str, Any], device) -> dict[str, torch.Tensor
         dtype = DTYPES.get(spec.get("dtype"))
         elements = spec.get("elements")
         if dtype is None or not isinstance(elements, int) or not 0 <= elements <= 1 << 34:
-            raise KernelRejected("a scratch buffer of the wrapper is not one the grader can allocate")
+            raise KernelRejected(
+                "a scratch buffer of the wrapper is not one the grader can allocate"
+            )
         made[f"scratch{number}"] = poison(torch.empty(elements, dtype=dtype, device=device))
     return made
 
 
 def scratch_names(recipe: Mapping[str, Any]) -> dict[str, str]:
     """scratch0 -> the kernel argument it was first passed as (``tmp_ptr``), for messages and traffic tables."""
-    return {f"scratch{i}": str(spec.get("name", f"scratch{i}")) for i, spec in enumerate(recipe.get("scratch", []))}
+    return {
+        f"scratch{i}": str(spec.get("name", f"scratch{i}"))
+        for i, spec in enumerate(recipe.get("scratch", []))
+    }
 
 
 @contextlib.contextmanager
@@ -535,9 +596,15 @@ def replay(recipe: Mapping[str, Any], built: Built, storages: Mapping[str, torch
     for launch in launches:
         kernel = built.kernels.get(launch.get("kernel"))
         if kernel is None:
-            raise KernelRejected(f"a launch names a kernel {launch.get('kernel')!r} whose source was not sent")
+            raise KernelRejected(
+                f"a launch names a kernel {launch.get('kernel')!r} whose source was not sent"
+            )
         grid = launch.get("grid")
-        if not (isinstance(grid, list) and len(grid) == 3 and all(isinstance(g, int) and g >= 0 for g in grid)):
+        if not (
+            isinstance(grid, list)
+            and len(grid) == 3
+            and all(isinstance(g, int) and g >= 0 for g in grid)
+        ):
             raise KernelRejected("a launch has a grid that is not three counts")
         if grid[0] * grid[1] * grid[2] > MAX_PROGRAMS:
             raise KernelRejected(f"a launch asks for {grid[0] * grid[1] * grid[2]:,} programs")

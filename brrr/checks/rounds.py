@@ -62,7 +62,9 @@ def drawn(rng, published: int, *, low: float, align: int = 1) -> int:
     partial. The band stays under the published size, which the lab sized to fit the GPU's memory; each
     lab's ``low`` keeps the timed size bandwidth- or compute-bound (its docstring says why)."""
     first = math.ceil(low * published)
-    candidates = range(first + (align - first % (2 * align)) % (2 * align), published + 1, 2 * align)
+    candidates = range(
+        first + (align - first % (2 * align)) % (2 * align), published + 1, 2 * align
+    )
     if not candidates:
         raise ValueError(f"no size in [{first}, {published}] is {align} modulo {2 * align}")
     return rng.choice(candidates)
@@ -71,7 +73,11 @@ def drawn(rng, published: int, *, low: float, align: int = 1) -> int:
 def l2_bytes() -> int:
     """The L2 cache of this GPU, from its device properties; :data:`DEFAULT_L2_BYTES` where none is reported."""
     if torch.cuda.is_available():
-        reported = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0))
+        reported = int(
+            getattr(
+                torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0
+            )
+        )
         if reported > 0:
             return reported
     return DEFAULT_L2_BYTES
@@ -124,7 +130,9 @@ class Timed:
     scratch: Sequence[Sequence[torch.Tensor]] = ()
     inputs: Sequence[dict[str, torch.Tensor]] = ()
     runs: list[float] = field(default_factory=list)
-    snapshots: list[dict[str, torch.Tensor]] = field(default_factory=list)  # of inputs, on the host, taken once
+    snapshots: list[dict[str, torch.Tensor]] = field(
+        default_factory=list
+    )  # of inputs, on the host, taken once
 
 
 class HostEvent:
@@ -234,7 +242,10 @@ def matches(out: torch.Tensor, expected: torch.Tensor) -> bool:
     rtol, atol = core.tolerance(expected.dtype)
     flat_out, flat_expected = out.reshape(-1), expected.reshape(-1)
     for start in range(0, flat_out.numel(), CHECK_CHUNK):
-        part, want = flat_out[start : start + CHECK_CHUNK], flat_expected[start : start + CHECK_CHUNK]
+        part, want = (
+            flat_out[start : start + CHECK_CHUNK],
+            flat_expected[start : start + CHECK_CHUNK],
+        )
         if bool(torch.isclose(part, want, rtol=rtol, atol=atol, equal_nan=True).all()):
             continue
         part, want = part.double(), want.double()  # decided in float64, as core.diff_report decides
@@ -248,7 +259,9 @@ class WrongWhileTimed(Exception):
     With ``input_name``: that input of the set had changed after the rounds."""
 
     def __init__(self, name: str, call: int, input_set: int, *, input_name: str = ""):
-        super().__init__(f"{name}: call {call + 1}, input set {input_set + 1} {input_name}".rstrip())
+        super().__init__(
+            f"{name}: call {call + 1}, input set {input_set + 1} {input_name}".rstrip()
+        )
         self.name, self.call, self.input_set, self.input_name = name, call, input_set, input_name
 
 
@@ -274,14 +287,20 @@ def time_rounds(
     latency = sync_latency(device)
     for entry in timed.values():
         if len(entry.calls) != the_plan.sets:
-            raise ValueError(f"the plan rotates {the_plan.sets} input sets, a timed entry has {len(entry.calls)}")
+            raise ValueError(
+                f"the plan rotates {the_plan.sets} input sets, a timed entry has {len(entry.calls)}"
+            )
         entry.runs.clear()
     for entry in timed.values():
         if len(entry.snapshots) != len(entry.inputs):
-            entry.snapshots = [{k: t.to("cpu", copy=True) for k, t in one.items()} for one in entry.inputs]
+            entry.snapshots = [
+                {k: t.to("cpu", copy=True) for k, t in one.items()} for one in entry.inputs
+            ]
     rounds = 0
     spent = dict.fromkeys(timed, 0.0)
-    while rounds < warmup + max_runs and (rounds < warmup + min_runs or max(spent.values()) < budget_s):
+    while rounds < warmup + max_runs and (
+        rounds < warmup + min_runs or max(spent.values()) < budget_s
+    ):
         for name, entry in timed.items():
             seconds = _one_call(name, entry, rounds, the_plan, device, latency)
             if rounds >= warmup:
@@ -309,7 +328,9 @@ def _unchanged(before: torch.Tensor, now: torch.Tensor) -> bool:
     return True
 
 
-def _one_call(name: str, entry: Timed, call: int, the_plan: Plan, device: Clock, latency: float) -> float:
+def _one_call(
+    name: str, entry: Timed, call: int, the_plan: Plan, device: Clock, latency: float
+) -> float:
     """Call ``entry`` on its next input set as the module docstring says; its seconds."""
     index = call % the_plan.sets
     out = entry.outs[index] if entry.outs else None
@@ -326,7 +347,13 @@ def _one_call(name: str, entry: Timed, call: int, the_plan: Plan, device: Clock,
 
 
 def time_checked(
-    student: str, timed: dict[str, Timed], the_plan: Plan, *, budget_s: float, out_name: str, seed: int
+    student: str,
+    timed: dict[str, Timed],
+    the_plan: Plan,
+    *,
+    budget_s: float,
+    out_name: str,
+    seed: int,
 ) -> dict[str, Timing]:
     """:func:`time_rounds`, with a wrong output while timed turned into the student's failed check
     (:func:`wrong_while_timed`): what every timed kernel check calls."""
@@ -336,7 +363,9 @@ def time_checked(
         raise wrong_while_timed(student, error, timed, out_name, seed) from None
 
 
-def wrong_while_timed(student: str, error: WrongWhileTimed, timed: dict[str, Timed], out_name: str, seed: int):
+def wrong_while_timed(
+    student: str, error: WrongWhileTimed, timed: dict[str, Timed], out_name: str, seed: int
+):
     """The AssertionError for a wrong timed output: which call, which input set, and the diff."""
     if error.input_name:
         return core.fail(

@@ -41,7 +41,11 @@ class Threshold:
 
     def describe(self) -> str:
         if self.kind == "relative":
-            return f"within ±{self.value:.0%}" if self.value >= 0.01 else f"within a relative {self.value:g}"
+            return (
+                f"within ±{self.value:.0%}"
+                if self.value >= 0.01
+                else f"within a relative {self.value:g}"
+            )
         if self.kind == "at_least":
             return f"at least {self.value:g}"
         if self.kind == "at_most":
@@ -91,7 +95,9 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
     ),
     # ---------------------------------------------------------------- lab 2: fuse it
     ("02-fuse-it", "correct", "any"): Threshold(
-        0.0, "dtype", "float32 outputs: rtol and atol of a few ulps, see brrr.checks.core.TOLERANCES"
+        0.0,
+        "dtype",
+        "float32 outputs: rtol and atol of a few ulps, see brrr.checks.core.TOLERANCES",
     ),
     ("02-fuse-it", "traffic", "cpu"): Threshold(
         0.0,
@@ -119,10 +125,14 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         "only rounding may differ",
     ),
     ("03-one-pass", "softmax_correct", "any"): Threshold(
-        0.0, "dtype", "float32 and float16 outputs, accumulated in float32: see brrr.checks.core.TOLERANCES"
+        0.0,
+        "dtype",
+        "float32 and float16 outputs, accumulated in float32: see brrr.checks.core.TOLERANCES",
     ),
     ("03-one-pass", "layer_norm_correct", "any"): Threshold(
-        0.0, "dtype", "float32 and float16 outputs, accumulated in float32: see brrr.checks.core.TOLERANCES"
+        0.0,
+        "dtype",
+        "float32 and float16 outputs, accumulated in float32: see brrr.checks.core.TOLERANCES",
     ),
     ("03-one-pass", "softmax_traffic", "cpu"): Threshold(
         0.0,
@@ -243,7 +253,9 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
         "(cuBLAS) peak measured in the same run",
     ),
     ("05-tile-it", "peak_8192", "gpu"): Threshold(
-        0.70, "at_least", "as at 4096³; at 8192³ the grid is four times larger and the order of programs matters"
+        0.70,
+        "at_least",
+        "as at 4096³; at 8192³ the grid is four times larger and the order of programs matters",
     ),
     ("05-tile-it", "grouped_order", "gpu"): Threshold(
         0.95,
@@ -305,7 +317,9 @@ def threshold(lab: str, check: str, device: str | None = None) -> Threshold:
     for key in ((lab, check, device), (lab, check, "any")):
         if key in TABLE:
             return TABLE[key]
-    raise KeyError(f"no threshold for lab {lab!r}, check {check!r} on {device}; see brrr.checks.thresholds.TABLE")
+    raise KeyError(
+        f"no threshold for lab {lab!r}, check {check!r} on {device}; see brrr.checks.thresholds.TABLE"
+    )
 
 
 def attempts(device: str | None = None) -> int:

@@ -62,7 +62,9 @@ def timed_size(published: int) -> int:
     return rounds.drawn(rng, published, low=LOW, align=ALIGN)
 
 
-def check(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCase, *, bandwidth: bool) -> str:
+def check(
+    student, lab: str, check_name: str, spec: core.Spec, timed: TimedCase, *, bandwidth: bool
+) -> str:
     """Run :func:`measure` in a forked child where it can, so that a fault in a kernel fails only this check."""
     outcome = isolation.run(measure, student, lab, check_name, spec, timed, bandwidth=bandwidth)
     if not outcome.ok:
@@ -72,7 +74,9 @@ def check(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCase,
     return outcome.value
 
 
-def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCase, *, bandwidth: bool) -> str:
+def measure(
+    student, lab: str, check_name: str, spec: core.Spec, timed: TimedCase, *, bandwidth: bool
+) -> str:
     """The fraction of the copy bandwidth (``bandwidth``) or the speedup over the baseline, by the threshold.
 
     The kernels timed are the ones recorded for the input sets whose every timed output is checked
@@ -88,7 +92,9 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
     threshold = thresholds.threshold(lab, check_name)
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, spec, (timed.case,) * SETS, generator)
-    built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
+    built = core.build_kernels(
+        name, cases, interpreted=TRITON_INTERPRETED
+    )  # interpreted: tests on a CPU
     outs, calls, scratch = [], [], []
     for recorded in cases:
         out = torch.full_like(recorded.expected, float("nan"))
@@ -96,7 +102,11 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
         scratch.append(kernels.scratch_tensors(recorded.recipe, out.device))
         storages |= scratch[-1]
         outs.append(out)
-        calls.append(lambda recipe=recorded.recipe, storages=storages: kernels.replay(recipe, built, storages))
+        calls.append(
+            lambda recipe=recorded.recipe, storages=storages: kernels.replay(
+                recipe, built, storages
+            )
+        )
     entries = {
         "yours": rounds.Timed(
             calls,
@@ -107,15 +117,23 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
         )
     }
     if not bandwidth:
-        entries["baseline"] = rounds.Timed([lambda inputs=c.inputs: timed.baseline(*inputs) for c in cases])
+        entries["baseline"] = rounds.Timed(
+            [lambda inputs=c.inputs: timed.baseline(*inputs) for c in cases]
+        )
     plan = rounds.plan(sum(t.nbytes for t in cases[0].inputs) + outs[0].nbytes, sets=SETS)
 
     def attempt() -> core.Attempt:
         copy = ceilings.measure_copy_bandwidth(timed.copy_n)
-        times = rounds.time_checked(name, entries, plan, budget_s=0.3, out_name=spec.out_name, seed=seed)
+        times = rounds.time_checked(
+            name, entries, plan, budget_s=0.3, out_name=spec.out_name, seed=seed
+        )
         fused = times["yours"]
         impossible = rounds.below_roof(
-            f"{name}'s kernels on {timed.label}", fused.median_s, moved=timed.moved, bandwidth=copy, over=OVER_ROOF
+            f"{name}'s kernels on {timed.label}",
+            fused.median_s,
+            moved=timed.moved,
+            bandwidth=copy,
+            over=OVER_ROOF,
         )
         if impossible:
             raise core.fail(impossible)
@@ -125,7 +143,13 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
             return core.Attempt(
                 fraction,
                 fraction >= threshold.value,
-                units.fraction_of(achieved, copy, "B/s", "copy bandwidth measured now", thresholds=(threshold.value,)),
+                units.fraction_of(
+                    achieved,
+                    copy,
+                    "B/s",
+                    "copy bandwidth measured now",
+                    thresholds=(threshold.value,),
+                ),
             )
         baseline = times["baseline"]
         speedup = baseline.median_s / fused.median_s
@@ -142,7 +166,9 @@ def measure(student, lab: str, check_name: str, spec: core.Spec, timed: TimedCas
         if bandwidth
         else f"at least {threshold.value:g}x the speed of {timed.baseline_name}"
     )
-    moved = f"{name} on {timed.label} ({timed.moved / 1e9:.2f} GB moved per call; {plan.describe()})"
+    moved = (
+        f"{name} on {timed.label} ({timed.moved / 1e9:.2f} GB moved per call; {plan.describe()})"
+    )
     return core.timed_verdict(
         best,
         history,

@@ -94,7 +94,9 @@ def parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    found.add_argument("target", help="module:callable returning (step, args): step(*args) runs one step")
+    found.add_argument(
+        "target", help="module:callable returning (step, args): step(*args) runs one step"
+    )
     found.add_argument(
         "--try",
         dest="tries",
@@ -106,8 +108,12 @@ def parser() -> argparse.ArgumentParser:
     )
     found.add_argument("--json", type=Path, help="write the stamped JSON report here")
     found.add_argument("--figure", type=Path, help="write the roofline figure here (PNG, SVG...)")
-    found.add_argument("--threads", type=positive_threads, default=None, help="torch CPU threads for the step")
-    found.add_argument("--explain", action="store_true", help="add torch._dynamo.explain's graph breaks")
+    found.add_argument(
+        "--threads", type=positive_threads, default=None, help="torch CPU threads for the step"
+    )
+    found.add_argument(
+        "--explain", action="store_true", help="add torch._dynamo.explain's graph breaks"
+    )
     return found
 
 
@@ -117,7 +123,12 @@ def main(argv: list[str] | None = None) -> int:
         factory = load_factory(args.target)
         step, step_args = load_target(args.target, factory)
         found = diagnose(
-            step, *step_args, threads=args.threads, explain=args.explain, tries=args.tries, factory=factory
+            step,
+            *step_args,
+            threads=args.threads,
+            explain=args.explain,
+            tries=args.tries,
+            factory=factory,
         )
     except DiagnoseError as error:
         print(f"brrr diagnose: {error}", file=sys.stderr)

@@ -53,9 +53,13 @@ class Advice:
     text: str
     predicted_gain: float  # step time now / step time after the fix, at most
     regime: str
-    basis: dict = field(default_factory=dict)  # the measured figures the gain was computed from, by name
+    basis: dict = field(
+        default_factory=dict
+    )  # the measured figures the gain was computed from, by name
     fix: str = ""  # the trial that measures it (brrr.diagnose.trials.TRIES), "" where none does
-    measured_gain: float | None = None  # what that trial measured on the step (--try), None if not tried
+    measured_gain: float | None = (
+        None  # what that trial measured on the step (--try), None if not tried
+    )
 
     @property
     def gain(self) -> float:
@@ -122,7 +126,9 @@ def overhead_advice(
     )
 
 
-def compile_gain(step_s: float, kept_share: float, floor_s: float, library_calls: float, dispatch_s: float) -> float:
+def compile_gain(
+    step_s: float, kept_share: float, floor_s: float, library_calls: float, dispatch_s: float
+) -> float:
     """On a CPU, the compiled step takes at least: one compiled call (``floor_s``, measured); the
     contractions' share of today's step (``kept_share``), since compiled code calls the same matmul
     library; and, for each of those ``library_calls``, one dispatch (``dispatch_s``, measured) of the
@@ -215,7 +221,14 @@ def cpu_bf16_advice(share: float, ceilings) -> list[Advice]:
 
 
 def advise(
-    shares: dict[str, float], rows, dtype: str, ceilings, *, overhead: Advice | None, on_gpu: bool, tensor_cores: bool
+    shares: dict[str, float],
+    rows,
+    dtype: str,
+    ceilings,
+    *,
+    overhead: Advice | None,
+    on_gpu: bool,
+    tensor_cores: bool,
 ) -> list[Advice]:
     """Ranked advice for a step with regime ``shares`` (fractions), op ``rows``, its matmul ``dtype``,
     and the ``overhead`` advice where overhead holds at least :data:`WORTH_FIXING` of the step."""
@@ -234,7 +247,9 @@ def advise(
     if pointwise and pointwise_share >= WORTH_FIXING:
         found.append(fusion_advice(pointwise_share, sum(row.calls for row in pointwise)))
     contractions = [
-        row for row in rows if row.regime == Regime.COMPUTE.value and row.op_class == OpClass.CONTRACTION.value
+        row
+        for row in rows
+        if row.regime == Regime.COMPUTE.value and row.op_class == OpClass.CONTRACTION.value
     ]
     contraction_share = (
         shares[Regime.COMPUTE.value]
@@ -247,7 +262,11 @@ def advise(
         found += contraction_advice(
             contraction_share, rate / ceilings.matmul(dtype), dtype, ceilings, on_gpu, tensor_cores
         )
-    slow = [row for row in rows if row.regime == Regime.MEMORY.value and row.op_class == OpClass.CONTRACTION.value]
+    slow = [
+        row
+        for row in rows
+        if row.regime == Regime.MEMORY.value and row.op_class == OpClass.CONTRACTION.value
+    ]
     slow_share = (
         shares[Regime.MEMORY.value]
         * sum(r.seconds for r in slow)
@@ -266,14 +285,20 @@ def ranked(advice: list[Advice], regime: str) -> list[Advice]:
     bound on a smaller share, however high, was measured slower in practice: torch.compile on a compute-bound
     transformer, 0.6-0.8x), then by gain: the measured gain where ``--try`` measured one, else the bound.
     Advice that promises nothing ("keep float32 here", work already fused) comes last."""
-    return sorted(advice, key=lambda item: (item.predicted_gain <= 1.0, item.regime != regime, -item.gain))
+    return sorted(
+        advice, key=lambda item: (item.predicted_gain <= 1.0, item.regime != regime, -item.gain)
+    )
 
 
 def memory_bound_contraction_advice(share: float, rows, on_gpu: bool) -> Advice:
     """Convolutions or matmuls below the ridge (depthwise and grouped convolutions, skinny matmuls): few FLOPs
     per byte, so bytes set their time; reaching the copy bandwidth saves at most ``share·(1 - b)``."""
     seconds = sum(row.seconds for row in rows)
-    fraction = min(sum(row.bytes for row in rows) / seconds / rows[0].bandwidth, 1.0) if seconds > 0 else 0.0
+    fraction = (
+        min(sum(row.bytes for row in rows) / seconds / rows[0].bandwidth, 1.0)
+        if seconds > 0
+        else 0.0
+    )
     gain = amdahl(share * (1 - fraction))
     names = ", ".join(row.name for row in sorted(rows, key=lambda row: -row.seconds)[:3])
     layout = "cuDNN" if on_gpu else "oneDNN"
@@ -316,7 +341,9 @@ def with_trials(advice: list[Advice], trials, regime: str) -> list[Advice]:
             out.append(item)
         elif item.predicted_gain > 1.0 and not trial.slower:  # a fix, measured faster
             out.append(replace(item, measured_gain=trial.gain))
-        elif item.predicted_gain <= 1.0 and trial.slower:  # advice against a fix ("keep float32"), confirmed
+        elif (
+            item.predicted_gain <= 1.0 and trial.slower
+        ):  # advice against a fix ("keep float32"), confirmed
             out.append(replace(item, measured_gain=trial.gain))
     covered = {item.fix for item in out if item.measured_gain is not None}
     for name, trial in measured.items():

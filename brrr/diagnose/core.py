@@ -56,8 +56,12 @@ class Diagnosis:
     compile_report: dict | None = None
     env: dict = field(default_factory=dict)
     op_rows: list[ops.OpRow] = field(default_factory=list)  # every op, slowest first
-    trials: list[trials_module.Trial] = field(default_factory=list)  # fixes tried on the step (--try)
-    profiler_floor_s: float = 0.0  # what the profiler adds to each profiled step by itself, taken off the idle time
+    trials: list[trials_module.Trial] = field(
+        default_factory=list
+    )  # fixes tried on the step (--try)
+    profiler_floor_s: float = (
+        0.0  # what the profiler adds to each profiled step by itself, taken off the idle time
+    )
 
     @property
     def margin(self) -> float:
@@ -75,10 +79,17 @@ class Diagnosis:
         return report.plot(self, ax=ax)
 
 
-def _op_rows(seconds: dict[str, float], measured: Measurement, ceilings: Ceilings, dtype: str) -> list:
+def _op_rows(
+    seconds: dict[str, float], measured: Measurement, ceilings: Ceilings, dtype: str
+) -> list:
     """Each dispatched op's row against ``ceilings`` (:func:`brrr.diagnose.ops.op_rows`), compiled kernels merged."""
     rows = ops.op_rows(
-        seconds, measured.flops.flops, dict(measured.traffic.bytes), dict(measured.traffic.calls), ceilings, dtype
+        seconds,
+        measured.flops.flops,
+        dict(measured.traffic.bytes),
+        dict(measured.traffic.calls),
+        ceilings,
+        dtype,
     )
     return ops.merge_compiled(rows, ceilings, dtype)
 
@@ -132,7 +143,9 @@ def regime_shares(rows: list[ops.OpRow], overhead_idle_s: float) -> dict[str, fl
     seconds[Regime.OVERHEAD.value] += overhead_idle_s
     total = sum(seconds.values())
     if total <= 0:
-        raise DiagnoseError("The profiler measured no time in the step: it runs no torch op to diagnose.")
+        raise DiagnoseError(
+            "The profiler measured no time in the step: it runs no torch op to diagnose."
+        )
     return {name: value / total for name, value in seconds.items()}
 
 
@@ -158,7 +171,9 @@ def _overhead_advice(
     """The overhead advice with its bound: removing the host wait (GPU), or the compiled-step floor (CPU)."""
     share = shares[Regime.OVERHEAD.value]
     if ON_GPU:
-        return advice_module.overhead_advice(share, idle, launches, step_s, already_compiled=already_compiled)
+        return advice_module.overhead_advice(
+            share, idle, launches, step_s, already_compiled=already_compiled
+        )
     profiled = sum(row.seconds for row in op_rows) + idle_s
     contractions = [row for row in op_rows if row.op_class == OpClass.CONTRACTION.value]
     compiled = {
@@ -251,9 +266,13 @@ def diagnose(
     dtype = _matmul_dtype(measured, ceilings)
     # Annotations (the step's own, record_function ranges, torch.compile's wrappers) are no op: their
     # self time is time between ops, which the split already counts.
-    annotations = {event.name for event in measured.trace.annotations} | {STEP_LABEL} | PROFILER_EVENTS
+    annotations = (
+        {event.name for event in measured.trace.annotations} | {STEP_LABEL} | PROFILER_EVENTS
+    )
     seconds = {
-        name: total / measured.steps for name, total in measured.self_times.seconds.items() if name not in annotations
+        name: total / measured.steps
+        for name, total in measured.self_times.seconds.items()
+        if name not in annotations
     }
     op_rows = _op_rows(seconds, measured, ceilings, dtype)
     ceilings, op_rows = _roofs_read_again_under_ops_above(
@@ -263,7 +282,9 @@ def diagnose(
     launches = split.launches_per_step(measured.trace, STEP_LABEL)
     idle_name = split.HOST_WAIT if time_split.clock == "GPU" else split.BETWEEN_OPS
     # the profiler's own cost per step reads as idle time (between ops, or the device waiting on the host)
-    overhead_idle_s = max(time_split[idle_name] * time_split.step_us / 1e6 - measured.profiler_floor_s, 0.0)
+    overhead_idle_s = max(
+        time_split[idle_name] * time_split.step_us / 1e6 - measured.profiler_floor_s, 0.0
+    )
     shares = regime_shares(op_rows, overhead_idle_s)
     regime = max(shares, key=shares.get)
     flops = float(measured.flops.total)
@@ -282,9 +303,17 @@ def diagnose(
             is_compiled(measured.self_times.seconds),
         )
     found = advice_module.advise(
-        shares, op_rows, dtype, ceilings, overhead=overhead, on_gpu=ON_GPU, tensor_cores=tensor_cores
+        shares,
+        op_rows,
+        dtype,
+        ceilings,
+        overhead=overhead,
+        on_gpu=ON_GPU,
+        tensor_cores=tensor_cores,
     )
-    tried = trials_module.run(step, args, asked, threads=threads, factory=factory, budget_s=try_budget_s)
+    tried = trials_module.run(
+        step, args, asked, threads=threads, factory=factory, budget_s=try_budget_s
+    )
     found = advice_module.with_trials(found, tried, regime)
     return Diagnosis(
         regime=regime,

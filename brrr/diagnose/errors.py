@@ -38,7 +38,10 @@ def is_out_of_memory(error: BaseException) -> bool:
     return (
         isinstance(error, out_of_memory)
         or isinstance(error, MemoryError)
-        or (isinstance(error, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text))
+        or (
+            isinstance(error, RuntimeError)
+            and ("out of memory" in text or "can't allocate memory" in text)
+        )
     )
 
 

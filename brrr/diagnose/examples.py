@@ -61,7 +61,9 @@ class TinyMLP(torch.nn.Module):
     def __init__(self, width: int = TINY_MLP_WIDTH, layers: int = TINY_MLP_LAYERS):
         super().__init__()
         self.blocks = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.LayerNorm(width), torch.nn.GELU())
+            torch.nn.Sequential(
+                torch.nn.Linear(width, width), torch.nn.LayerNorm(width), torch.nn.GELU()
+            )
             for _ in range(layers)
         )
         self.head = torch.nn.Linear(width, 1)

@@ -27,7 +27,14 @@ from dataclasses import asdict, dataclass
 
 from brrr import roofline
 from brrr.ceilings import Ceilings
-from brrr.opclasses import ALL_CLASSES, IRREGULAR, NORMALIZATION_WRAPPERS, OpClass, classify, op_name
+from brrr.opclasses import (
+    ALL_CLASSES,
+    IRREGULAR,
+    NORMALIZATION_WRAPPERS,
+    OpClass,
+    classify,
+    op_name,
+)
 from brrr.roofline import Regime, Roof
 
 # Random numbers, sorting and indexing (brrr.opclasses.IRREGULAR): a class of their own here, and, where they
@@ -128,11 +135,31 @@ def _row(
     per_call = max(calls, 1.0)
     found = op_regime(flops / per_call, bytes_ / per_call, roof).value
     label = IRREGULAR_CLASS if irregular else op_class.value
-    row = OpRow(name, label, calls, seconds, flops, bytes_, found, roof.label, roof.peak_flops, roof.bandwidth)
+    row = OpRow(
+        name,
+        label,
+        calls,
+        seconds,
+        flops,
+        bytes_,
+        found,
+        roof.label,
+        roof.peak_flops,
+        roof.bandwidth,
+    )
     far_below = row.flops_fraction < FAR_BELOW and row.bandwidth_fraction < FAR_BELOW
     if irregular and found != Regime.OVERHEAD.value and far_below:
         row = OpRow(
-            name, label, calls, seconds, flops, bytes_, BELOW_ROOFS, roof.label, roof.peak_flops, roof.bandwidth
+            name,
+            label,
+            calls,
+            seconds,
+            flops,
+            bytes_,
+            BELOW_ROOFS,
+            roof.label,
+            roof.peak_flops,
+            roof.bandwidth,
         )
     return row
 
@@ -151,14 +178,21 @@ def op_rows(
         return op_name(name) if name.startswith("aten::") else name
 
     merged: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for source, field in ((seconds, "seconds"), (flops, "flops"), (bytes_, "bytes"), (calls, "calls")):
+    for source, field in (
+        (seconds, "seconds"),
+        (flops, "flops"),
+        (bytes_, "bytes"),
+        (calls, "calls"),
+    ):
         for name, value in source.items():
             merged[key(name)][field] += value
     rows = []
     for name, values in merged.items():
         is_aten = name in calls or name in flops or name in bytes_ or f"aten::{name}" in seconds
         op_class = classify(f"aten::{name}" if is_aten else name) or OpClass.OTHER
-        if name in NORMALIZATION_WRAPPERS:  # aten::layer_norm around aten::native_layer_norm: dispatch only
+        if (
+            name in NORMALIZATION_WRAPPERS
+        ):  # aten::layer_norm around aten::native_layer_norm: dispatch only
             op_class = OpClass.OTHER
         rows.append(
             _row(
@@ -186,7 +220,10 @@ def class_rows(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> list
             continue
         irregular = label == IRREGULAR_CLASS
         op_class = OpClass.ELEMENTWISE if irregular else OpClass(label)
-        totals = [sum(getattr(row, name) for row in members) for name in ("calls", "seconds", "flops", "bytes")]
+        totals = [
+            sum(getattr(row, name) for row in members)
+            for name in ("calls", "seconds", "flops", "bytes")
+        ]
         out.append(_row(label, op_class, *totals, ceilings, matmul_dtype, irregular=irregular))
     return out
 
@@ -227,7 +264,9 @@ def merge_compiled(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> 
     by_class: dict[str, float] = defaultdict(float)
     for row in unseen:
         by_class[row.op_class] += row.flops + row.bytes
-    classes = {op_class.value: op_class for op_class in ALL_CLASSES} | {IRREGULAR_CLASS: OpClass.ELEMENTWISE}
+    classes = {op_class.value: op_class for op_class in ALL_CLASSES} | {
+        IRREGULAR_CLASS: OpClass.ELEMENTWISE
+    }
     main_class = classes[max(by_class, key=by_class.get)] if by_class else OpClass.OTHER
     fused = _row(
         FUSED_NAME,

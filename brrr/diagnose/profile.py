@@ -146,13 +146,17 @@ def require_device_work(returned: object, trace: traces.Trace, *, on_gpu: bool) 
     )
 
 
-def measure(step: Callable, args: tuple, *, threads: int | None, warmup: int, steps: int) -> Measurement:
+def measure(
+    step: Callable, args: tuple, *, threads: int | None, warmup: int, steps: int
+) -> Measurement:
     """Warm up, time, count and profile ``step(*args)`` with ``threads`` torch threads (None: as set).
 
     Refuses a step that runs no torch op, and one shorter than the profiler's own cost per step
     (:func:`profiler_floor_s`): the profile of either would describe the profiler, not the step."""
     if warmup < 1 or steps < 1:
-        raise DiagnoseError(f"warmup and steps must be at least 1, got warmup={warmup} and steps={steps}")
+        raise DiagnoseError(
+            f"warmup and steps must be at least 1, got warmup={warmup} and steps={steps}"
+        )
     with torch_threads(threads):
         returned = None
         warm = checked(step, args, "warm-up")
@@ -163,7 +167,9 @@ def measure(step: Callable, args: tuple, *, threads: int | None, warmup: int, st
         with torch.compiler.set_stance("force_eager"), traffic, warnings.catch_warnings():
             # FlopCounterMode tracks modules with global hooks, about which a compiled module warns when
             # called: the hooks are ours, for this count only, and the user has nothing to act on.
-            warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+            warnings.filterwarnings(
+                "ignore", message=r"Using `torch.compile\(module\)` when there are global hooks"
+            )
             flops = opclasses.count_flops(checked(step, args, "FLOP counting"))
         if not any(traffic.calls.values()):
             raise no_torch_op(timing.median_s)
@@ -185,7 +191,9 @@ def _profiled(run: Callable[[], object], steps: int):
     read 5.8 ms of "between ops" in a 25 µs empty step on our CPU (1.9 ms a step over three) and, on an
     H100, about a millisecond of "waiting on the host" per step of a 3 ms matmul (CUPTI's start-up).
     """
-    profiler = traces.profile_steps(run, steps, label=STEP_LABEL, synchronize_each=True, profiler_warmup=1)
+    profiler = traces.profile_steps(
+        run, steps, label=STEP_LABEL, synchronize_each=True, profiler_warmup=1
+    )
     with tempfile.TemporaryDirectory() as folder:
         trace = traces.export(profiler, Path(folder) / "step.json")
     return trace, profiler
@@ -229,7 +237,8 @@ def compiled_call_seconds(threads: int | None = None, *, refresh: bool = False) 
         compiled(x)  # compile outside the timing
     # a floor is a best case, and load from other work only raises it: the lowest of three medians
     seconds = min(
-        bench(lambda: compiled(x), threads=threads, warmup=50, budget_s=0.1).median_s for _ in range(FLOOR_READINGS)
+        bench(lambda: compiled(x), threads=threads, warmup=50, budget_s=0.1).median_s
+        for _ in range(FLOOR_READINGS)
     )
     cache.write_json(path, {"seconds": seconds})
     return seconds

@@ -25,7 +25,11 @@ def _ops_share(fraction: float) -> str:
 
 def _rate_cells(rate: float, fraction: float, unit: str, width: int) -> str:
     """The rate and its share of the roof, in two right-aligned columns; dashes where nothing was counted."""
-    return f"{units.si(rate, unit):>{width}} {_share(fraction):>5}" if rate > 0 else f"{'-':>{width}} {'-':>5}"
+    return (
+        f"{units.si(rate, unit):>{width}} {_share(fraction):>5}"
+        if rate > 0
+        else f"{'-':>{width}} {'-':>5}"
+    )
 
 
 def _table(rows, first: str, total: float) -> list[str]:
@@ -77,7 +81,9 @@ def text(d) -> str:
         "",
         *_table(d.top_ops, "slowest ops", inside_ops),
         "",
-        "advice (best first):" if d.advice else "advice: none; no regime holds enough of the step to fix",
+        "advice (best first):"
+        if d.advice
+        else "advice: none; no regime holds enough of the step to fix",
         *(f"  {index}. {item.text}{_measured(item)}" for index, item in enumerate(d.advice, 1)),
         *_trial_lines(d.trials),
     ]
@@ -119,7 +125,10 @@ def _trial_lines(trials) -> list[str]:
     """What ``--try`` measured, fix by fix, with what became of each."""
     if not trials:
         return []
-    lines = ["", "tried on this step (--try; interleaved rounds, the median of the per-round ratios):"]
+    lines = [
+        "",
+        "tried on this step (--try; interleaved rounds, the median of the per-round ratios):",
+    ]
     for trial in trials:
         if trial.gain is None:
             lines.append(f"  {trial.name}: {trial.what}: {trial.note}")
@@ -191,7 +200,8 @@ def to_json(d) -> dict:
         "launches_per_step": d.launches_per_step,
         "rows": [row.to_json() for row in d.rows],
         "top_ops": [row.to_json() for row in d.top_ops],
-        "counting_errors": [row.name for row in _over_compute_roof(d)] + (["MFU"] if d.mfu > 1 else []),
+        "counting_errors": [row.name for row in _over_compute_roof(d)]
+        + (["MFU"] if d.mfu > 1 else []),
         "advice": [item.to_json() for item in d.advice],
         "trials": [trial.to_json() for trial in d.trials],
         "compile_report": d.compile_report,
@@ -221,7 +231,9 @@ def plot(d, ax=None):
     )
     total = sum(row.seconds for row in d.rows) or 1.0
     for row in points:
-        ax.scatter([row.intensity], [row.flop_rate], s=30 + 600 * row.seconds / total, alpha=0.6, zorder=3)
+        ax.scatter(
+            [row.intensity], [row.flop_rate], s=30 + 600 * row.seconds / total, alpha=0.6, zorder=3
+        )
         ax.annotate(
             f"{row.name} ({units.percent(row.seconds / total)})",
             (row.intensity, row.flop_rate),

@@ -77,7 +77,11 @@ def gpu_idle_us(trace: Trace, window: Span) -> tuple[float, float]:
     synchronizes inside each step, so the device finished everything queued and waits for the host
     to end the step. A gap ended by an event whose launch the trace does not show is "other".
     """
-    launch_start = {launch.correlation: launch.start_us for launch in trace.launches if launch.correlation is not None}
+    launch_start = {
+        launch.correlation: launch.start_us
+        for launch in trace.launches
+        if launch.correlation is not None
+    }
     host = other = 0.0
     for gap_start, gap_end in traces.idle_gaps(trace.device, window):
         if gap_end >= window[1]:
@@ -101,7 +105,11 @@ def gpu_split(trace: Trace, label: str = "step") -> Split:
         window_host, window_other = gpu_idle_us(trace, window)
         host, other = host + window_host, other + window_other
     total = _total(windows)
-    return Split({BUSY: busy / total, HOST_WAIT: host / total, IDLE_OTHER: other / total}, total / len(windows), "GPU")
+    return Split(
+        {BUSY: busy / total, HOST_WAIT: host / total, IDLE_OTHER: other / total},
+        total / len(windows),
+        "GPU",
+    )
 
 
 def cpu_split(trace: Trace, label: str = "step") -> Split:
@@ -110,7 +118,9 @@ def cpu_split(trace: Trace, label: str = "step") -> Split:
     ops = trace.top_level_cpu_ops()
     inside = sum(traces.busy_us(ops, window) for window in windows)
     total = _total(windows)
-    return Split({INSIDE_OPS: inside / total, BETWEEN_OPS: 1 - inside / total}, total / len(windows), "CPU")
+    return Split(
+        {INSIDE_OPS: inside / total, BETWEEN_OPS: 1 - inside / total}, total / len(windows), "CPU"
+    )
 
 
 def time_split(trace: Trace, label: str = "step") -> Split:
@@ -131,5 +141,7 @@ def launches_per_step(trace: Trace, label: str = "step") -> float:
     if trace.has_device:
         events = [event for event in trace.device if event.category.lower() == "kernel"]
     else:
-        events = traces.top_level([event for event in trace.cpu_ops if event.name.startswith("aten::")])
+        events = traces.top_level(
+            [event for event in trace.cpu_ops if event.name.startswith("aten::")]
+        )
     return sum(_inside(event.start_us, windows) for event in events) / len(windows)

@@ -65,11 +65,15 @@ def parse(names: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
     listed = names.split(",") if isinstance(names, str) else list(names)
     unknown = [name for name in listed if name not in TRIES]
     if unknown:
-        raise DiagnoseError(f"cannot try {', '.join(unknown)}: the fixes that can be tried are {', '.join(TRIES)}")
+        raise DiagnoseError(
+            f"cannot try {', '.join(unknown)}: the fixes that can be tried are {', '.join(TRIES)}"
+        )
     return tuple(name for name in TRIES if name in listed)
 
 
-def _gain(now: Callable, fixed: Callable, threads: int | None, budget_s: float, per_call=(1.0, 1.0)) -> float:
+def _gain(
+    now: Callable, fixed: Callable, threads: int | None, budget_s: float, per_call=(1.0, 1.0)
+) -> float:
     """Median over interleaved rounds of (now's seconds / per_call[0]) / (fixed's seconds / per_call[1])."""
     return median_per_round(
         {"now": now, "fixed": fixed},
@@ -90,9 +94,13 @@ def try_compile(step, args, threads, budget_s) -> Trial:
     what = "torch.compile(step)"
     try:
         compiled = torch.compile(step)
-        for _ in range(2):  # compile, and any recompile for the second call's guards, outside the timing
+        for _ in range(
+            2
+        ):  # compile, and any recompile for the second call's guards, outside the timing
             compiled(*args)
-        return Trial("compile", what, _gain(lambda: step(*args), lambda: compiled(*args), threads, budget_s))
+        return Trial(
+            "compile", what, _gain(lambda: step(*args), lambda: compiled(*args), threads, budget_s)
+        )
     except Exception as error:  # a step dynamo or inductor cannot compile: reported, not raised
         return _failed("compile", what, error)
 
@@ -121,7 +129,11 @@ def batch_parameter(factory: Callable | None) -> int | None:
     except (TypeError, ValueError):
         return None
     default = getattr(parameter, "default", None)
-    return default if isinstance(default, int) and not isinstance(default, bool) and default > 0 else None
+    return (
+        default
+        if isinstance(default, int) and not isinstance(default, bool) and default > 0
+        else None
+    )
 
 
 def try_batch(step, args, threads, budget_s, factory) -> Trial:
@@ -138,7 +150,9 @@ def try_batch(step, args, threads, budget_s, factory) -> Trial:
     try:
         bigger, bigger_args = factory(batch=2 * batch)
         bigger(*bigger_args)
-        gain = _gain(lambda: step(*args), lambda: bigger(*bigger_args), threads, budget_s, (batch, 2 * batch))
+        gain = _gain(
+            lambda: step(*args), lambda: bigger(*bigger_args), threads, budget_s, (batch, 2 * batch)
+        )
         return Trial("batch", what, gain, "examples per second")
     except Exception as error:
         return _failed("batch", what, error)
@@ -147,7 +161,9 @@ def try_batch(step, args, threads, budget_s, factory) -> Trial:
 def reachable_modules(step, args) -> list[torch.nn.Module]:
     """The modules a step reaches: its arguments, itself (a module, or a bound method of one), its closure's."""
     roots = list(args) + [step, getattr(step, "__self__", None)]
-    roots += [cell.cell_contents for cell in (getattr(step, "__closure__", None) or ()) if _filled(cell)]
+    roots += [
+        cell.cell_contents for cell in (getattr(step, "__closure__", None) or ()) if _filled(cell)
+    ]
     return [root for root in roots if isinstance(root, torch.nn.Module)]
 
 
@@ -162,8 +178,15 @@ def _filled(cell) -> bool:
 @contextlib.contextmanager
 def dropout_off(modules: list[torch.nn.Module]) -> Iterator[None]:
     """Every dropout under ``modules`` off for the duration, restored after."""
-    dropouts = [m for root in modules for m in root.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
-    attention = [m for root in modules for m in root.modules() if isinstance(m, torch.nn.MultiheadAttention)]
+    dropouts = [
+        m
+        for root in modules
+        for m in root.modules()
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd)
+    ]
+    attention = [
+        m for root in modules for m in root.modules() if isinstance(m, torch.nn.MultiheadAttention)
+    ]
     saved = [(m, m.training) for m in dropouts], [(m, m.dropout) for m in attention]
     try:
         for m in dropouts:
@@ -191,7 +214,9 @@ def try_dropout(step, args, threads, budget_s) -> Trial:
     what = "dropout off (nn.Dropout in eval mode, nn.MultiheadAttention's dropout 0)"
     modules = reachable_modules(step, args)
     if not has_dropout(modules):
-        return Trial("dropout", what, None, "not tried: no active dropout in the modules the step reaches")
+        return Trial(
+            "dropout", what, None, "not tried: no active dropout in the modules the step reaches"
+        )
 
     def without():
         with dropout_off(modules):

@@ -41,7 +41,9 @@ from brrr.labs import generate
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding brrr/
 # The instructor's checkout; None where brrr is installed from a wheel (PACKAGE_ROOT is site-packages then).
 CHECKOUT = PACKAGE_ROOT if generate.SOLUTIONS.is_dir() else None
-SOLUTIONS = Path("brrr", "labs", "solutions")  # under PACKAGE_ROOT: the labs' solutions, as the package ships them
+SOLUTIONS = Path(
+    "brrr", "labs", "solutions"
+)  # under PACKAGE_ROOT: the labs' solutions, as the package ships them
 # Files of brrr that are the grader's side of a lab (how it is graded, and the answers it grades against): the
 # student's copy never holds them, whatever the lab's HIDDEN_MODULES (the student's process imports only a lab's
 # package and its given.py; only the grader process imports checks.py).
@@ -66,11 +68,17 @@ class Snapshot:
         self.files: dict[str, bytes] = {}
         package = root / "brrr"
         for path in sorted(package.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix in (".py", ".json", ".txt"):
+            if (
+                path.is_file()
+                and "__pycache__" not in path.parts
+                and path.suffix in (".py", ".json", ".txt")
+            ):
                 self.files[str(path.relative_to(root))] = path.read_bytes()
         self.labs: dict[str, nbformat.NotebookNode] = {}
         self.answers: dict[str, list[str]] = {}
-        self.solutions: dict[str, bytes] = {}  # the labs' solutions as read, by path relative to root
+        self.solutions: dict[
+            str, bytes
+        ] = {}  # the labs' solutions as read, by path relative to root
         for path in sorted((root / SOLUTIONS).glob("*.ipynb")):
             self.solutions[str(path.relative_to(root))] = path.read_bytes()
             solution = generate.read(path)
@@ -91,7 +99,9 @@ class Snapshot:
         read-only; return ``target``."""
         skip = {os.path.join("brrr", f"{name}.py") for name in hidden}
         for relative, data in self.files.items():
-            grader_side = any(fnmatch.fnmatchcase(relative.replace(os.sep, "/"), p) for p in GRADER_SIDE)
+            grader_side = any(
+                fnmatch.fnmatchcase(relative.replace(os.sep, "/"), p) for p in GRADER_SIDE
+            )
             if relative in skip or grader_side:
                 continue
             path = target / relative
@@ -116,7 +126,9 @@ class Snapshot:
 # source of brrr.grading.bootstrap, read when this module is imported (by the gradebook, before any
 # submission runs). It reads :meth:`Snapshot.grader_payload` from standard input, imports ``brrr`` from
 # those bytes only, and runs :func:`brrr.grading.server.main`.
-GRADER_BOOTSTRAP = importlib.util.find_spec("brrr.grading.bootstrap").loader.get_source("brrr.grading.bootstrap")
+GRADER_BOOTSTRAP = importlib.util.find_spec("brrr.grading.bootstrap").loader.get_source(
+    "brrr.grading.bootstrap"
+)
 
 
 def kernel_path(student_copy: Path, links: Path) -> list[str]:
@@ -138,7 +150,11 @@ def kernel_path(student_copy: Path, links: Path) -> list[str]:
         if folder is None or folder in leave_out:
             continue
         names = sorted(os.listdir(folder)) if folder.is_dir() else []
-        if not any(fnmatch.fnmatchcase(name, pattern) for name in names for pattern in TO_THE_INSTRUCTORS_BRRR):
+        if not any(
+            fnmatch.fnmatchcase(name, pattern)
+            for name in names
+            for pattern in TO_THE_INSTRUCTORS_BRRR
+        ):
             path.append(entry)
             continue
         linked = links / str(number)
@@ -169,10 +185,14 @@ def _defined_names(source: str) -> set[str]:
         tree = ast.parse(source)
     except SyntaxError:
         return set()
-    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    return {
+        node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
 
 
-def splice(lab: nbformat.NotebookNode, answer_ids: list[str], submission: nbformat.NotebookNode) -> Splice:
+def splice(
+    lab: nbformat.NotebookNode, answer_ids: list[str], submission: nbformat.NotebookNode
+) -> Splice:
     """The lab notebook with its answer cells taken from ``submission``.
 
     An answer cell is matched by its cell id, or failing that by the functions it
@@ -206,7 +226,8 @@ def splice(lab: nbformat.NotebookNode, answer_ids: list[str], submission: nbform
         for c in submitted
         if id(c) not in used
         and given.get(c.get("id")) != _text(c)
-        and generate.SOLUTION_ONLY_TAG not in c.get("metadata", {}).get("tags", [])  # a solution's own cells
+        and generate.SOLUTION_ONLY_TAG
+        not in c.get("metadata", {}).get("tags", [])  # a solution's own cells
     )
     notebook.metadata.setdefault("brrr", {})
     return result

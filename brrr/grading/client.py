@@ -56,7 +56,9 @@ class Passed(Printed):
 # ---------------------------------------------------------------- answering one request
 
 
-def _error_reply(error_type: str, message: str, *, crashed: bool = False, timed_out: bool = False) -> dict:
+def _error_reply(
+    error_type: str, message: str, *, crashed: bool = False, timed_out: bool = False
+) -> dict:
     if timed_out:
         kind = "timeout"
     elif crashed:
@@ -101,7 +103,9 @@ def _here(fn, *args, timeout_s=None):
     return isolation.run_here(fn, *args)
 
 
-def answer(request: Mapping[str, Any], fn: Callable[..., Any], wire_types: Mapping[str, type] | None = None) -> dict:
+def answer(
+    request: Mapping[str, Any], fn: Callable[..., Any], wire_types: Mapping[str, type] | None = None
+) -> dict:
     """The reply to one request of the grader: run the student's function as asked, isolated."""
     op = request.get("op")
     timeout_s = request.get("timeout_s") or isolation.DEFAULT_TIMEOUT_S
@@ -109,25 +113,41 @@ def answer(request: Mapping[str, Any], fn: Callable[..., Any], wire_types: Mappi
         if op == "call":
             args = decode(request.get("args", []), dataclasses_by_name=wire_types)
             if request.get("forked", True):
-                outcome = isolation.run(_call, fn, args, request.get("threads"), timeout_s=timeout_s)
+                outcome = isolation.run(
+                    _call, fn, args, request.get("threads"), timeout_s=timeout_s
+                )
             else:  # a timed call: in this process, so the grader's clock sees only the call
                 outcome = isolation.run_here(_call, fn, args, request.get("threads"))
         elif op == "record":
             run = isolation.run if request.get("forked", True) else _here
-            outcome = run(_record, fn, request.get("tensors", {}), list(request.get("inputs", [])), timeout_s=timeout_s)
+            outcome = run(
+                _record,
+                fn,
+                request.get("tensors", {}),
+                list(request.get("inputs", [])),
+                timeout_s=timeout_s,
+            )
         else:
             return {"op": "error", "kind": "raised", "message": f"unknown request {op!r}"}
     except WireError as error:
-        return {"op": "error", "kind": "raised", "message": f"could not read the grader's request: {error}"}
+        return {
+            "op": "error",
+            "kind": "raised",
+            "message": f"could not read the grader's request: {error}",
+        }
     if outcome.ok:
         return {"op": "result", "value": outcome.value}
     name = getattr(fn, "__name__", "your function")
     if outcome.error_type == "timeout":
         return _error_reply("timeout", f"{name} {outcome.error}", timed_out=True)
     if outcome.crashed:
-        return _error_reply("crash", f"{name} crashed: {outcome.error}{crash_site(outcome)}", crashed=True)
+        return _error_reply(
+            "crash", f"{name} crashed: {outcome.error}{crash_site(outcome)}", crashed=True
+        )
     if outcome.error_type in ("WireError",):
-        return _error_reply(outcome.error_type, f"{name} returned {outcome.error.removeprefix('WireError: ')}")
+        return _error_reply(
+            outcome.error_type, f"{name} returned {outcome.error.removeprefix('WireError: ')}"
+        )
     return _error_reply(outcome.error_type, f"{name} raised {outcome.error}")
 
 
@@ -135,18 +155,26 @@ def crash_site(outcome: isolation.Outcome) -> str:
     """The student's frames from a crash's stack, as a readable tail for a message ('' if none)."""
     if not outcome.crashed or not outcome.traceback:
         return ""
-    library = (os.sep + "site-packages" + os.sep, os.sep + "brrr" + os.sep, os.sep + "lib" + os.sep + "python")
+    library = (
+        os.sep + "site-packages" + os.sep,
+        os.sep + "brrr" + os.sep,
+        os.sep + "lib" + os.sep + "python",
+    )
     frames = [
         line.strip()
         for line in outcome.traceback.splitlines()
         if line.strip().startswith("File ") and not any(part in line for part in library)
     ]
     return (
-        ("\nWhere it crashed (most recent call first):\n" + "\n".join(f"  {f}" for f in frames[:6])) if frames else ""
+        ("\nWhere it crashed (most recent call first):\n" + "\n".join(f"  {f}" for f in frames[:6]))
+        if frames
+        else ""
     )
 
 
-def local_student(fn: Callable[..., Any], wire_types: Mapping[str, type] | None = None, *, forked: bool = True):
+def local_student(
+    fn: Callable[..., Any], wire_types: Mapping[str, type] | None = None, *, forked: bool = True
+):
     """The student's side served in this process, for tests of the checks: the same requests, the same plain data.
 
     It is a :class:`brrr.grading.server.Student` whose requests are answered here
@@ -185,7 +213,13 @@ def record_verdict(lab: str, check: str, verdict: Mapping[str, Any], message: st
         return
     from brrr import reference
 
-    word = "does not apply" if not verdict.get("applies", True) else "passed" if verdict.get("passed") else "failed"
+    word = (
+        "does not apply"
+        if not verdict.get("applies", True)
+        else "passed"
+        if verdict.get("passed")
+        else "failed"
+    )
     figures = verdict.get("measured") or []  # a timed check's: brrr.checks.core.taken_figures
     last = figures[-1] if figures else {}
     bound = {last["rule"]: last["bound"]} if last else None

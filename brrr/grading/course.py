@@ -25,7 +25,10 @@ FLAG = "--accept-grading-code"
 
 def digests(files: dict[str, bytes]) -> dict[str, str]:
     """Each file's SHA-256, by its path relative to the folder holding ``brrr/``."""
-    return {name.replace(os.sep, "/"): hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())}
+    return {
+        name.replace(os.sep, "/"): hashlib.sha256(data).hexdigest()
+        for name, data in sorted(files.items())
+    }
 
 
 def fingerprint(files: dict[str, bytes]) -> str:
@@ -67,7 +70,9 @@ def record(out: Path, now: dict[str, str]) -> None:
 
 
 def refusal(out: Path, names: list[str], limit: int = 8) -> str:
-    shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    shown = ", ".join(names[:limit]) + (
+        f" and {len(names) - limit} more" if len(names) > limit else ""
+    )
     return (
         f"the grading code differs from what graded {out} first ({len(names)} file(s): {shown}). A submission "
         "graded earlier may have changed your checkout: look at `git status` and `git diff` there, and restore "

@@ -107,7 +107,14 @@ class Zygote:
     ``path`` once it prints ``ready``: the first :meth:`fork` waits for that, up to ``start_timeout_s``, so its
     imports run while the gradebook prepares the first submission. ``log``: its standard error."""
 
-    def __init__(self, process: subprocess.Popen, path: Path, private: Path, log: Path, start_timeout_s: float):
+    def __init__(
+        self,
+        process: subprocess.Popen,
+        path: Path,
+        private: Path,
+        log: Path,
+        start_timeout_s: float,
+    ):
         self.process, self.path, self.private, self.log = process, path, private, log
         self.start_timeout_s = start_timeout_s
         self.started = False
@@ -141,14 +148,20 @@ class Zygote:
         self.process.kill()
         self.process.wait()
         try:
-            why = (self.log.read_text(errors="replace").strip().splitlines() or ["no error"])[-1][:200]
+            why = (self.log.read_text(errors="replace").strip().splitlines() or ["no error"])[-1][
+                :200
+            ]
         except OSError:
             why = "no log"
         self._give_up(f"did not start ({why})")
 
     def _give_up(self, why: str) -> None:
         self.gone = why
-        print(f"note: the grader zygote {why}; each grader starts on its own", file=sys.stderr, flush=True)
+        print(
+            f"note: the grader zygote {why}; each grader starts on its own",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _request(self, request: dict, stderr: int) -> ForkedGrader:
         stdin_read, stdin_write = os.pipe()
@@ -157,7 +170,9 @@ class Zygote:
         try:
             connection.settimeout(REQUEST_TIMEOUT_S)
             connection.connect(str(self.path))
-            socket.send_fds(connection, [json.dumps(request).encode()], [stdin_read, stdout_write, stderr])
+            socket.send_fds(
+                connection, [json.dumps(request).encode()], [stdin_read, stdout_write, stderr]
+            )
             data, fds, _, _ = socket.recv_fds(connection, 4096, 1)
             reply = json.loads(data) if data else {"error": "it closed the connection"}
             if "error" in reply or len(fds) != 1:
@@ -168,11 +183,16 @@ class Zygote:
             connection.close()
             for fd in (stdin_write, stdout_read):
                 os.close(fd)
-            raise ZygoteGone(str(error) if isinstance(error, ZygoteGone) else f"{type(error).__name__}: {error}")
+            raise ZygoteGone(
+                str(error) if isinstance(error, ZygoteGone) else f"{type(error).__name__}: {error}"
+            )
         finally:
             os.close(stdin_read)
             os.close(stdout_write)
-        stdin, stdout = open(stdin_write, "w", encoding="utf-8"), open(stdout_read, encoding="utf-8")
+        stdin, stdout = (
+            open(stdin_write, "w", encoding="utf-8"),
+            open(stdout_read, encoding="utf-8"),
+        )
         return ForkedGrader(int(reply["pid"]), fds[0], connection, stdin, stdout)
 
     def close(self) -> None:

@@ -124,13 +124,19 @@ class Submission:
     path: Path
     lab: str = "unknown"
     status: str = "not graded"
-    results: dict[str, dict] = field(default_factory=dict)  # check -> verdict from the grader process
+    results: dict[str, dict] = field(
+        default_factory=dict
+    )  # check -> verdict from the grader process
     cell_errors: list[str] = field(default_factory=list)
     seconds: float = 0.0
     note: str = ""
-    data: bytes | None = None  # the file as read when grading started; later edits on disk change nothing
+    data: bytes | None = (
+        None  # the file as read when grading started; later edits on disk change nothing
+    )
     tampered: list[str] = field(default_factory=list)  # watched paths that changed while it ran
-    sandboxed: bool = True  # its notebook ran in a bubblewrap sandbox (False only under --no-sandbox)
+    sandboxed: bool = (
+        True  # its notebook ran in a bubblewrap sandbox (False only under --no-sandbox)
+    )
 
     @property
     def slug(self) -> str:
@@ -164,7 +170,10 @@ def read_notebook(data: bytes | None) -> nbformat.NotebookNode | None:
 
 
 def choose_lab(
-    submission: Submission, notebook: nbformat.NotebookNode | None, given: str | None, snapshot: assemble.Snapshot
+    submission: Submission,
+    notebook: nbformat.NotebookNode | None,
+    given: str | None,
+    snapshot: assemble.Snapshot,
 ) -> str | None:
     """The lab to grade ``submission`` as, or None (the note says why).
 
@@ -242,7 +251,14 @@ def _kernelspec(folder: Path, student_copy: Path) -> Path:
     (spec_dir / "kernel.json").write_text(
         json.dumps(
             {
-                "argv": [sys.executable, "-S", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "argv": [
+                    sys.executable,
+                    "-S",
+                    "-m",
+                    "ipykernel_launcher",
+                    "-f",
+                    "{connection_file}",
+                ],
                 "display_name": "brrr student",
                 "language": "python",
                 "env": {"PYTHONPATH": ":".join(path), "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1"},
@@ -263,9 +279,14 @@ class _Grader:
         self.log = self.private / "stderr.txt"
         with self.log.open("wb") as log:
             self.process = self._forked(zygote, lab, log.fileno()) or _bootstrap(
-                ["--lab", lab, "--socket", str(self.socket)], self.private, _grader_environment(self.private), log
+                ["--lab", lab, "--socket", str(self.socket)],
+                self.private,
+                _grader_environment(self.private),
+                log,
             )
-        code = "" if self.forked else snapshot.grader_payload().decode()  # a forked grader has its code
+        code = (
+            "" if self.forked else snapshot.grader_payload().decode()
+        )  # a forked grader has its code
         try:
             self.process.stdin.write(code + self.key + "\n")
             self.process.stdin.flush()
@@ -278,14 +299,18 @@ class _Grader:
         """Forked by the run's zygote, so it holds the grader's code already (no payload on its input)."""
         return isinstance(self.process, forked.ForkedGrader)
 
-    def _forked(self, zygote: forked.Zygote | None, lab: str, log: int) -> forked.ForkedGrader | None:
+    def _forked(
+        self, zygote: forked.Zygote | None, lab: str, log: int
+    ) -> forked.ForkedGrader | None:
         if zygote is None or zygote.gone:
             return None
         request = {"lab": lab, "socket": str(self.socket), "private": str(self.private)}
         request["env"] = _grader_environment(self.private)
         zygote.wait_started()  # not under IN_FLIGHT's lock: the other submissions' processes go on meanwhile
         try:
-            with IN_FLIGHT.lock:  # recorded as the gradebook's: adopted if the zygote dies, it is not reaped
+            with (
+                IN_FLIGHT.lock
+            ):  # recorded as the gradebook's: adopted if the zygote dies, it is not reaped
                 process = zygote.fork(request, log)
                 IN_FLIGHT.pids.add(process.pid)
         except forked.ZygoteGone:  # said once, by the zygote's side
@@ -361,7 +386,9 @@ def private_environment(folder: Path, base: dict[str, str] | None = None) -> dic
 
     env = dict(os.environ if base is None else base)
     env.pop(grader_env(), None)
-    env.pop("BRRR_RECORD_REFERENCE", None)  # a graded run records nothing into the checkout (gpu-check sets it)
+    env.pop(
+        "BRRR_RECORD_REFERENCE", None
+    )  # a graded run records nothing into the checkout (gpu-check sets it)
     env.pop("PYTHONSTARTUP", None)  # a file of the instructor's that every IPython kernel would run
     for name in [name for name in env if name.startswith("PYTEST_")]:
         # the instructor's pytest settings (PYTEST_ADDOPTS, PYTEST_PLUGINS, ...) are not nbval's: a
@@ -374,7 +401,10 @@ def private_environment(folder: Path, base: dict[str, str] | None = None) -> dic
     for variable, name in PRIVATE_FOLDERS.items():
         (folder / name).mkdir(parents=True, exist_ok=True)
         env[variable] = str(folder / name)
-    for name, data in _MATPLOTLIB_FONT_LISTS.items():  # so matplotlib need not scan the fonts again (seconds)
+    for (
+        name,
+        data,
+    ) in _MATPLOTLIB_FONT_LISTS.items():  # so matplotlib need not scan the fonts again (seconds)
         (folder / "matplotlib" / name).write_bytes(data)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
@@ -391,7 +421,10 @@ def _font_lists() -> dict[str, bytes]:
         import matplotlib.font_manager  # noqa: F401  (builds the font list where there is none)
     except ImportError:
         return {}
-    return {path.name: path.read_bytes() for path in sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))}
+    return {
+        path.name: path.read_bytes()
+        for path in sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+    }
 
 
 _MATPLOTLIB_FONT_LISTS = _font_lists()
@@ -399,8 +432,12 @@ _MATPLOTLIB_FONT_LISTS = _font_lists()
 
 def _grader_environment(private: Path) -> dict[str, str]:
     env = private_environment(private)
-    env.pop("PYTHONPATH", None)  # -I ignores it anyway; brrr comes from memory, the rest from the environment
-    env["TRITON_ALWAYS_COMPILE"] = "1"  # compile the checked source; never load a binary from a cache
+    env.pop(
+        "PYTHONPATH", None
+    )  # -I ignores it anyway; brrr comes from memory, the rest from the environment
+    env["TRITON_ALWAYS_COMPILE"] = (
+        "1"  # compile the checked source; never load a binary from a cache
+    )
     return env
 
 
@@ -412,7 +449,9 @@ def _read_line(stream, timeout_s: float) -> str | None:
     return box[0].strip() if box else None
 
 
-def _student_environment(grader: _Grader, folder: Path, jupyter_path: Path, sandboxed: bool) -> dict[str, str]:
+def _student_environment(
+    grader: _Grader, folder: Path, jupyter_path: Path, sandboxed: bool
+) -> dict[str, str]:
     env = private_environment(folder / "private")
     env[grader_env()] = str(grader.socket)
     env["JUPYTER_PATH"] = str(jupyter_path)
@@ -452,7 +491,9 @@ def run_one(
     prepared = _prepare(submission, work, snapshot, default_lab, watch)
     if prepared is None:
         return submission
-    ran = _execute(submission, prepared, snapshot, cell_timeout_s, notebook_timeout_s, watch, within, zygote)
+    ran = _execute(
+        submission, prepared, snapshot, cell_timeout_s, notebook_timeout_s, watch, within, zygote
+    )
     if ran is not None:
         _classify(submission, prepared, ran, cell_timeout_s, notebook_timeout_s)
     return submission
@@ -489,7 +530,11 @@ class _Ran:
 
 
 def _prepare(
-    submission: Submission, work: Path, snapshot: assemble.Snapshot, default_lab: str | None, watch: "_Watch | None"
+    submission: Submission,
+    work: Path,
+    snapshot: assemble.Snapshot,
+    default_lab: str | None,
+    watch: "_Watch | None",
 ) -> _Prepared | None:
     """The submission's fresh folder with its notebook spliced into the lab, the student package and the
     kernel; None, with the row filled in, where nothing can run (no lab, not a notebook, grading stopped)."""
@@ -507,7 +552,9 @@ def _prepare(
     submission.lab = lab
     if submitted is None:
         submission.status = "unreadable"
-        submission.note = "The file is not a readable notebook (invalid JSON). Nothing could be run."
+        submission.note = (
+            "The file is not a readable notebook (invalid JSON). Nothing could be run."
+        )
         return None
     if watch is not None and watch.stopped:
         submission.status = "not graded"
@@ -558,12 +605,36 @@ def _execute(
                 f"Its error: {grader.error_text()}"
             )
             return None
-        pytest_nbval = ["-m", "pytest", "-c", str(folder / "pytest.ini"), "--rootdir", str(folder), "-p", "nbval"]
-        pytest_nbval += ["-p", "no:cacheprovider", "-q", "--nbval-lax", f"--nbval-kernel-name={KERNEL_NAME}"]
+        pytest_nbval = [
+            "-m",
+            "pytest",
+            "-c",
+            str(folder / "pytest.ini"),
+            "--rootdir",
+            str(folder),
+            "-p",
+            "nbval",
+        ]
+        pytest_nbval += [
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--nbval-lax",
+            f"--nbval-kernel-name={KERNEL_NAME}",
+        ]
         pytest_nbval += [f"--nbval-cell-timeout={cell_timeout_s:g}", f"--junitxml={prepared.junit}"]
-        command = [sys.executable, "-c", processes.REAPER, sys.executable, *pytest_nbval, str(prepared.notebook)]
+        command = [
+            sys.executable,
+            "-c",
+            processes.REAPER,
+            sys.executable,
+            *pytest_nbval,
+            str(prepared.notebook),
+        ]
         if within is not None:
-            command = sandbox.command(command, writable=folder, sockets=(grader.socket,), within=within)
+            command = sandbox.command(
+                command, writable=folder, sockets=(grader.socket,), within=within
+            )
         with prepared.output.open("w") as sink:
             process = IN_FLIGHT.popen(
                 command,
@@ -609,11 +680,17 @@ def _grader_killed(submission: Submission) -> None:
     )
 
 
-KERNEL_DIED = "The notebook's kernel died (a segmentation fault, an abort, or running out of memory)"
+KERNEL_DIED = (
+    "The notebook's kernel died (a segmentation fault, an abort, or running out of memory)"
+)
 
 
 def _classify(
-    submission: Submission, prepared: _Prepared, ran: _Ran, cell_timeout_s: float, notebook_timeout_s: float
+    submission: Submission,
+    prepared: _Prepared,
+    ran: _Ran,
+    cell_timeout_s: float,
+    notebook_timeout_s: float,
 ) -> None:
     """The row's status, results, cell errors and notes, from what the run left."""
     if ran.grader_killed:
@@ -621,7 +698,9 @@ def _classify(
         return
     if ran.results is None:
         submission.status = "grader-error"
-        submission.note = "The grader's record could not be read back, so nothing was graded (not your fault)."
+        submission.note = (
+            "The grader's record could not be read back, so nothing was graded (not your fault)."
+        )
         return
     notes = prepared.notes
     submission.results = ran.results
@@ -629,7 +708,9 @@ def _classify(
     text = prepared.output.read_text(errors="replace")
     if ran.kernel_died:
         submission.status = "crashed"
-        notes.append(f"{KERNEL_DIED}, and grading stopped there. Checks after that point did not run.")
+        notes.append(
+            f"{KERNEL_DIED}, and grading stopped there. Checks after that point did not run."
+        )
     elif ran.returncode is None:
         submission.status = "timeout"
         notes.append(
@@ -688,7 +769,9 @@ class _Watch:
         self.running: set[int] = set()
         self.suspects: dict[int, Submission] = {}
         self.stopped = ""  # why grading stopped, once it has
-        self.unread: list[tuple[list[str], list[str]]] = []  # (unread paths that changed, who ran meanwhile)
+        self.unread: list[
+            tuple[list[str], list[str]]
+        ] = []  # (unread paths that changed, who ran meanwhile)
 
     def fingerprint(self) -> integrity.Fingerprint:
         with IN_FLIGHT.lock:  # no reap in another thread may kill the walk's child process
@@ -778,7 +861,9 @@ def cell_names(notebook: Path | None) -> dict[str, str]:
     if notebook is None or not notebook.exists():
         return {}
     try:
-        cells = [cell for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code"]
+        cells = [
+            cell for cell in nbformat.read(notebook, as_version=4).cells if cell.cell_type == "code"
+        ]
     except Exception:  # noqa: BLE001 - a notebook that cannot be read leaves nbval's names
         return {}
     names = {}
@@ -787,7 +872,9 @@ def cell_names(notebook: Path | None) -> dict[str, str]:
         code = [line for line in lines if not line.startswith("#")] or lines
         first = code[0] if code else ""
         first = first if len(first) <= 80 else first[:77] + "..."
-        names[f"Cell {number}"] = f"The cell that starts `{first}`" if first else f"Empty cell {number}"
+        names[f"Cell {number}"] = (
+            f"The cell that starts `{first}`" if first else f"Empty cell {number}"
+        )
     return names
 
 
@@ -817,10 +904,14 @@ def lab_checks(lab: str) -> list[str]:
     return list(labs.checks(lab, device_class()))
 
 
-def columns(submissions: list[Submission], checks_of: Callable[[str], list[str]] = lab_checks) -> list[tuple[str, str]]:
+def columns(
+    submissions: list[Submission], checks_of: Callable[[str], list[str]] = lab_checks
+) -> list[tuple[str, str]]:
     """(lab, check) pairs in column order, from each lab's own check list (``checks_of``: this machine's)."""
     return [
-        (lab, check) for lab in sorted({s.lab for s in submissions if s.lab in labs.LABS}) for check in checks_of(lab)
+        (lab, check)
+        for lab in sorted({s.lab for s in submissions if s.lab in labs.LABS})
+        for check in checks_of(lab)
     ]
 
 
@@ -831,21 +922,30 @@ def score(submission: Submission, lab: str, check: str) -> str:
     return "1" if record is not None and record.get("passed") is True else "0"
 
 
-def write_csv(submissions: list[Submission], path: Path, checks_of: Callable[[str], list[str]] = lab_checks) -> None:
+def write_csv(
+    submissions: list[Submission], path: Path, checks_of: Callable[[str], list[str]] = lab_checks
+) -> None:
     """grades.csv. ``checks_of``: each lab's checks, this machine's unless given (a merge of shards graded
     elsewhere gives theirs). ``seconds``, last: the submission's run, its grader's start to its end."""
     cols = columns(submissions, checks_of)
     single_lab = len({lab for lab, _ in cols}) <= 1
-    header = ["submission", "lab", "status"] + [c if single_lab else f"{lab}:{c}" for lab, c in cols]
+    header = ["submission", "lab", "status"] + [
+        c if single_lab else f"{lab}:{c}" for lab, c in cols
+    ]
     header += ["total", "max", "sandbox", "seconds"]
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         for s in submissions:
             scores = [score(s, lab, check) for lab, check in cols]
-            total, most = sum(v == "1" for v in scores), len(checks_of(s.lab) if s.lab in labs.LABS else [])
+            total, most = (
+                sum(v == "1" for v in scores),
+                len(checks_of(s.lab) if s.lab in labs.LABS else []),
+            )
             sandboxed = "bwrap" if s.sandboxed else "none"
-            writer.writerow([s.name, s.lab, s.status] + scores + [total, most, sandboxed, f"{s.seconds:.1f}"])
+            writer.writerow(
+                [s.name, s.lab, s.status] + scores + [total, most, sandboxed, f"{s.seconds:.1f}"]
+            )
 
 
 UNSANDBOXED = (
@@ -893,7 +993,14 @@ def feedback(submission: Submission, checks: list[str]) -> str:
             ]
         elif not record.get("passed"):
             title = "grader error, not your fault" if record.get("grader_fault") else "failed"
-            lines += [f"## {check}: {title}", "", "```text", record.get("message", "").rstrip(), "```", ""]
+            lines += [
+                f"## {check}: {title}",
+                "",
+                "```text",
+                record.get("message", "").rstrip(),
+                "```",
+                "",
+            ]
     others = [e for e in submission.cell_errors if "AssertionError" not in e]
     if others:
         lines += ["## Other errors in your notebook", ""]
@@ -931,34 +1038,47 @@ def grade(
     if within is not None and (why := sandbox.problem(within)) is not None:
         raise sandbox.Unavailable(sandbox.refusal(why))
     for name in labs.LABS:
-        labs.lab(name)  # every lab imported now, its checks too: none is read from disk once student code runs
+        labs.lab(
+            name
+        )  # every lab imported now, its checks too: none is read from disk once student code runs
     folder, out = Path(folder).resolve(), Path(out).resolve()
     snapshot = assemble.Snapshot()
     processes.become_subreaper()
     submissions = find_submissions(folder, only)
     out.mkdir(parents=True, exist_ok=True)
-    if (refused := course.check(out, snapshot.graded_files(), accept=accept_grading_code)) is not None:
+    if (
+        refused := course.check(out, snapshot.graded_files(), accept=accept_grading_code)
+    ) is not None:
         raise CodeChanged(refused)
     work = out / "work"
     work.mkdir(exist_ok=True)
-    for cache in instructor_caches():  # made now, so a build filling them later adds no folder to the watch
+    for (
+        cache
+    ) in instructor_caches():  # made now, so a build filling them later adds no folder to the watch
         cache.mkdir(parents=True, exist_ok=True)
     roots, excluded = integrity.watched_roots(
         checkout=assemble.CHECKOUT, submissions=folder, out=out, left_out=instructor_caches()
     )
     was_writing_bytecode, was_dumpable = sys.dont_write_bytecode, processes.is_dumpable()
-    sys.dont_write_bytecode = True  # a lazy import here must not add files to the watched environment
+    sys.dont_write_bytecode = (
+        True  # a lazy import here must not add files to the watched environment
+    )
     processes.set_dumpable(False)  # the signing keys and the grader's pipes are in this process
     # One submission needs one grader, which starts on its own sooner than a zygote and its fork (0.3 CPU-s).
     zygote = start_zygote(snapshot) if len(submissions) > 1 else None
     try:
         watch = _Watch(roots, excluded)
         limits = dict(
-            cell_timeout_s=cell_timeout_s, notebook_timeout_s=notebook_timeout_s, default_lab=lab, within=within
+            cell_timeout_s=cell_timeout_s,
+            notebook_timeout_s=notebook_timeout_s,
+            default_lab=lab,
+            within=within,
         )
 
         def one(submission: Submission) -> Submission:
-            return _announced(run_one(submission, work, snapshot, watch=watch, zygote=zygote, **limits))
+            return _announced(
+                run_one(submission, work, snapshot, watch=watch, zygote=zygote, **limits)
+            )
 
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             submissions = list(pool.map(one, submissions))
@@ -1024,7 +1144,9 @@ def _report(submissions: list[Submission], watch: _Watch, out: Path, *, alone: b
     one feedback file per submission."""
     for submission in submissions:
         if submission.tampered:
-            submission.note = " ".join(filter(None, [tampered_note(submission, alone=alone), submission.note]))
+            submission.note = " ".join(
+                filter(None, [tampered_note(submission, alone=alone), submission.note])
+            )
             submission.status, submission.results = "tampered", {}
     if watch.stopped:
         print(f"grading stopped: {watch.stopped}", file=sys.stderr, flush=True)
@@ -1080,13 +1202,19 @@ def grader_setup_problem() -> str | None:
 
     with tempfile.TemporaryDirectory(prefix="brrr-kernel-check-") as folder:
         folder = Path(folder)
-        specs = KernelSpecManager(kernel_dirs=[str(_kernelspec(folder, folder / "student") / "kernels")])
+        specs = KernelSpecManager(
+            kernel_dirs=[str(_kernelspec(folder, folder / "student") / "kernels")]
+        )
         manager = KernelManager(
-            kernel_name=KERNEL_NAME, kernel_spec_manager=specs, connection_file=str(folder / "connection.json")
+            kernel_name=KERNEL_NAME,
+            kernel_spec_manager=specs,
+            connection_file=str(folder / "connection.json"),
         )
         client = None
         try:
-            manager.start_kernel(env=private_environment(folder / "private"))  # as a student's kernel starts
+            manager.start_kernel(
+                env=private_environment(folder / "private")
+            )  # as a student's kernel starts
             client = manager.client()
             client.start_channels()
             client.wait_for_ready(timeout=60)
@@ -1105,18 +1233,30 @@ def grader_setup_problem() -> str | None:
 
 def command_line() -> argparse.ArgumentParser:
     """The gradebook's options (``python -m brrr.grading --help``)."""
-    parser = argparse.ArgumentParser(prog="python -m brrr.grading", description=__doc__.split("\n\n")[0])
-    parser.add_argument("submissions", type=Path, help="folder of submitted .ipynb files (searched recursively)")
-    parser.add_argument("--out", type=Path, required=True, help="folder for grades.csv, feedback/ and work/")
-    parser.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S, help="seconds per cell")
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.grading", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "submissions", type=Path, help="folder of submitted .ipynb files (searched recursively)"
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder for grades.csv, feedback/ and work/"
+    )
+    parser.add_argument(
+        "--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT_S, help="seconds per cell"
+    )
     parser.add_argument(
         "--notebook-timeout",
         type=float,
         default=DEFAULT_NOTEBOOK_TIMEOUT_S,
         help="seconds per notebook, kernel start included",
     )
-    parser.add_argument("--lab", help=f"grade every notebook as this lab ({', '.join(sorted(labs.LABS))})")
-    parser.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (keep 1 for timed labs)")
+    parser.add_argument(
+        "--lab", help=f"grade every notebook as this lab ({', '.join(sorted(labs.LABS))})"
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="notebooks graded at once (keep 1 for timed labs)"
+    )
     parser.add_argument(
         "--no-sandbox",
         action="store_true",
@@ -1129,7 +1269,9 @@ def command_line() -> argparse.ArgumentParser:
         help="grade with grading code that changed since this --out folder's first run, and record it",
     )
     parser.add_argument(
-        "--shard", type=shards.parse, help="K/N: grade only share K of N, by submission name (brrr.grading.shards)"
+        "--shard",
+        type=shards.parse,
+        help="K/N: grade only share K of N, by submission name (brrr.grading.shards)",
     )
     return parser
 
@@ -1149,7 +1291,11 @@ def main(argv: list[str] | None = None) -> int:
     except shards.ShardError as error:
         parser.error(str(error))
     if args.no_sandbox:
-        print("note: --no-sandbox: notebooks run without a sandbox, as your user", file=sys.stderr, flush=True)
+        print(
+            "note: --no-sandbox: notebooks run without a sandbox, as your user",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         submissions = grade(
             args.submissions,
@@ -1167,9 +1313,13 @@ def main(argv: list[str] | None = None) -> int:
         return 4
     if shard:
         shard.finish(submissions)
-    print(f"graded {len(submissions)} submission(s): {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}")
+    print(
+        f"graded {len(submissions)} submission(s): {args.out / 'grades.csv'}, feedback in {args.out / 'feedback'}"
+    )
     if args.no_sandbox:
-        print("note: graded without a sandbox (--no-sandbox): grades.csv and every feedback file say so")
+        print(
+            "note: graded without a sandbox (--no-sandbox): grades.csv and every feedback file say so"
+        )
     return exit_status(submissions, args.out)
 
 
@@ -1186,7 +1336,10 @@ def exit_status(submissions: list[Submission], out: Path) -> int:
     with what to do before grading again), else 0."""
     tampered = [s for s in submissions if s.status == "tampered"]
     for submission in tampered:
-        print(f"TAMPERED: {submission.name} changed {integrity.summarize(submission.tampered, 5)}", file=sys.stderr)
+        print(
+            f"TAMPERED: {submission.name} changed {integrity.summarize(submission.tampered, 5)}",
+            file=sys.stderr,
+        )
     if tampered:
         print(
             f"{len(tampered)} submission(s) changed files outside their work folders (see their feedback). "

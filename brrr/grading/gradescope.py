@@ -95,10 +95,17 @@ exec "$PYTHON" -m brrr.grading gradescope-run --root "$ROOT" --lab {lab} -- {opt
 
 def requirements(checkout_requirements: Path) -> str:
     """The bundle's requirements.txt: the checkout's pins, less torch, the book's stack and pytest-xdist."""
-    kept = ["# brrr's pins for grading (requirements.txt less the book's stack); torch comes first, in setup.sh."]
+    kept = [
+        "# brrr's pins for grading (requirements.txt less the book's stack); torch comes first, in setup.sh."
+    ]
     for line in checkout_requirements.read_text().splitlines():
         text = line.strip()
-        if text and not text.startswith("#") and "book-only" not in text and not text.startswith(LEFT_OUT):
+        if (
+            text
+            and not text.startswith("#")
+            and "book-only" not in text
+            and not text.startswith(LEFT_OUT)
+        ):
             kept.append(text)
     return "\n".join(kept) + "\n"
 
@@ -120,11 +127,17 @@ def build(lab: str, out: Path, options: list[str]) -> list[str]:
     """Write the autograder zip for ``lab`` to ``out``; the names it holds."""
     labs.module(lab)  # an unknown lab is refused before anything is written
     code = shards.code_fingerprint(assemble.Snapshot())[:16]
-    fields = dict(version=__version__, root_variable=ROOT_VARIABLE, venv=VENV, user=GRADER_USER, source=SOURCE)
+    fields = dict(
+        version=__version__, root_variable=ROOT_VARIABLE, venv=VENV, user=GRADER_USER, source=SOURCE
+    )
     scripts = {
         "setup.sh": SETUP_SH.format(torch=TORCH, torch_index=TORCH_INDEX, **fields),
         "run_autograder": RUN_AUTOGRADER.format(
-            lab=lab, code=code, python_variable=PYTHON_VARIABLE, options=shlex.join(options), **fields
+            lab=lab,
+            code=code,
+            python_variable=PYTHON_VARIABLE,
+            options=shlex.join(options),
+            **fields,
         ),
         "requirements.txt": requirements(assemble.PACKAGE_ROOT / "requirements.txt"),
     }
@@ -132,7 +145,9 @@ def build(lab: str, out: Path, options: list[str]) -> list[str]:
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
         for name, text in scripts.items():
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-            info.external_attr = (stat.S_IFREG | (0o755 if name != "requirements.txt" else 0o644)) << 16
+            info.external_attr = (
+                stat.S_IFREG | (0o755 if name != "requirements.txt" else 0o644)
+            ) << 16
             bundle.writestr(info, text, zipfile.ZIP_DEFLATED)
         for name, path in source_files().items():
             bundle.write(path, name)
@@ -146,7 +161,11 @@ def build(lab: str, out: Path, options: list[str]) -> list[str]:
 
 def choose_notebook(folder: Path, lab: str) -> tuple[Path | None, str]:
     """The submitted notebook to grade, or None and what to tell the student."""
-    found = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts) if folder.is_dir() else []
+    found = (
+        sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+        if folder.is_dir()
+        else []
+    )
     named = [p for p in found if p.name == f"{lab}.ipynb"]
     if len(found) == 1 or len(named) == 1:
         return (found[0] if len(found) == 1 else named[0]), ""
@@ -167,8 +186,13 @@ def sandbox_flags(options: list[str]) -> tuple[list[str], str]:
         return [], f"The bundle was built with --no-sandbox: {container}"
     why = sandbox.problem(sandbox.layout(assemble.CHECKOUT))
     if why is None:
-        return [], "The gradebook ran each notebook in its bubblewrap sandbox, inside Gradescope's container."
-    return ["--no-sandbox"], f"This container cannot make a sandbox ({why}), so --no-sandbox: {container}"
+        return (
+            [],
+            "The gradebook ran each notebook in its bubblewrap sandbox, inside Gradescope's container.",
+        )
+    return [
+        "--no-sandbox"
+    ], f"This container cannot make a sandbox ({why}), so --no-sandbox: {container}"
 
 
 def grader_account() -> tuple[dict, str]:
@@ -183,7 +207,12 @@ def grader_account() -> tuple[dict, str]:
             f"There is no user {name!r}, so the notebook was graded as root, where it could read the gradebook's "
             "memory and forge its record: setup.sh creates the user."
         )
-    return {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": [], "home": account.pw_dir}, ""
+    return {
+        "user": account.pw_uid,
+        "group": account.pw_gid,
+        "extra_groups": [],
+        "home": account.pw_dir,
+    }, ""
 
 
 def test_results(row: dict, checks: list[str]) -> list[dict]:
@@ -230,7 +259,13 @@ def results(row: dict, checks: list[str], feedback: str, extra: dict) -> dict:
 
 def refusal(lab: str, message: str) -> dict:
     """results.json for a submission that cannot be graded (no notebook): 0, and what to do."""
-    return {"score": 0.0, "output": message, "output_format": "md", "tests": [], "extra_data": {"lab": lab}}
+    return {
+        "score": 0.0,
+        "output": message,
+        "output_format": "md",
+        "tests": [],
+        "extra_data": {"lab": lab},
+    }
 
 
 def _write_results(root: Path, record: dict) -> None:
@@ -259,7 +294,16 @@ def run(root: Path, lab: str, options: list[str]) -> int:
         shutil.chown(work, account["user"], account["group"])
         shutil.chown(work / "submissions", account["user"], account["group"])
     out = work / "out"
-    command = [sys.executable, "-m", "brrr.grading", str(work / "submissions"), "--out", str(out), "--lab", lab]
+    command = [
+        sys.executable,
+        "-m",
+        "brrr.grading",
+        str(work / "submissions"),
+        "--out",
+        str(out),
+        "--lab",
+        lab,
+    ]
     command += ["--shard", "1/1", *options, *flags]
     env = dict(os.environ, HOME=account.pop("home", os.environ.get("HOME", str(work))))
     print(f"{isolation} {account_note}".strip(), flush=True)
@@ -270,34 +314,54 @@ def run(root: Path, lab: str, options: list[str]) -> int:
         (row,) = manifest["rows"] or [None]
     except (shards.ShardError, ValueError):
         row = None
-    if finished.returncode not in (0, 3, 5) or row is None or row["status"] in ("grader-error", "not graded"):
-        print(f"the gradebook could not grade this submission (exit status {finished.returncode}): not the student's")
+    if (
+        finished.returncode not in (0, 3, 5)
+        or row is None
+        or row["status"] in ("grader-error", "not graded")
+    ):
+        print(
+            f"the gradebook could not grade this submission (exit status {finished.returncode}): not the student's"
+        )
         return 1
     feedback = (out / "feedback" / f"{row['slug']}.md").read_text(encoding="utf-8")
     extra = {"brrr": manifest["brrr"], "code": manifest["code"], "isolation": isolation}
     _write_results(root, results(row, manifest["checks"][lab], feedback, extra))
-    print(f"{row['status']}: {sum(1 for r in row['results'].values() if r.get('passed') is True)} check(s) passed")
+    print(
+        f"{row['status']}: {sum(1 for r in row['results'].values() if r.get('passed') is True)} check(s) passed"
+    )
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m brrr.grading gradescope", description=__doc__.split("\n\n")[0], allow_abbrev=False
+        prog="python -m brrr.grading gradescope",
+        description=__doc__.split("\n\n")[0],
+        allow_abbrev=False,
     )
-    parser.add_argument("--lab", required=True, help=f"the lab it grades ({', '.join(sorted(labs.LABS))})")
+    parser.add_argument(
+        "--lab", required=True, help=f"the lab it grades ({', '.join(sorted(labs.LABS))})"
+    )
     parser.add_argument("--out", type=Path, required=True, help="the zip to write (autograder.zip)")
-    parser.add_argument("options", nargs="*", help="after --: options for the gradebook (--cell-timeout 300 ...)")
+    parser.add_argument(
+        "options", nargs="*", help="after --: options for the gradebook (--cell-timeout 300 ...)"
+    )
     args = parser.parse_args(argv)
     if args.lab not in labs.LABS:
         parser.error(f"unknown lab {args.lab!r}; the labs are {', '.join(sorted(labs.LABS))}")
     names = build(args.lab, args.out, args.options)
-    print(f"{args.out}: {len(names)} files; upload it as the assignment's autograder (Ubuntu 24.04 base image)")
+    print(
+        f"{args.out}: {len(names)} files; upload it as the assignment's autograder (Ubuntu 24.04 base image)"
+    )
     return 0
 
 
 def run_main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.grading gradescope-run", allow_abbrev=False)
-    parser.add_argument("--root", type=Path, default=Path(os.environ.get(ROOT_VARIABLE, "/autograder")))
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.grading gradescope-run", allow_abbrev=False
+    )
+    parser.add_argument(
+        "--root", type=Path, default=Path(os.environ.get(ROOT_VARIABLE, "/autograder"))
+    )
     parser.add_argument("--lab", required=True)
     parser.add_argument("options", nargs="*", help="after --: options for the gradebook")
     args = parser.parse_args(argv)

@@ -135,9 +135,16 @@ def watched_roots(
     environment: set[Path] = set()
     for entry in sys.path:
         path = Path(entry).resolve() if entry else None
-        if path is None or not path.is_dir() or path == Path.cwd().resolve() and not _inside_any(path, installed):
+        if (
+            path is None
+            or not path.is_dir()
+            or path == Path.cwd().resolve()
+            and not _inside_any(path, installed)
+        ):
             continue  # the working folder `python -m` puts first: nothing is imported from it once grading runs
-        if _inside_any(path, course | ({checkout} if checkout else set())) and not _inside_any(path, installed):
+        if _inside_any(path, course | ({checkout} if checkout else set())) and not _inside_any(
+            path, installed
+        ):
             continue  # the checkout's own folders (tests/ under pytest): watched with the checkout
         environment.add(path)
     environment.add(Path(sys.executable).resolve())
@@ -147,7 +154,9 @@ def watched_roots(
     # The user's site-packages, and Jupyter's data folder beside it: read where this Python has the user's
     # site on (the nbval runner is this Python, and the kernel's path is this process's), else by no one.
     user_base = Path(site.getuserbase())
-    (environment if site.ENABLE_USER_SITE else unread).update({user_base / "lib", user_base / "share" / "jupyter"})
+    (environment if site.ENABLE_USER_SITE else unread).update(
+        {user_base / "lib", user_base / "share" / "jupyter"}
+    )
     if checkout:
         unread.add(checkout)  # the rest of it: the book's pages and what building them writes
     environment = {p for p in environment if not _inside_any(p, environment - {p})}
@@ -179,7 +188,9 @@ def _packages_off_the_path(environment: set[Path]) -> list[Path]:
         return []
     on_path = {Path(entry).resolve() for entry in sys.path if entry}
     base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
-    hidden = {Path(sysconfig.get_path(kind, vars=base)).resolve() for kind in ("purelib", "platlib")}
+    hidden = {
+        Path(sysconfig.get_path(kind, vars=base)).resolve() for kind in ("purelib", "platlib")
+    }
     return sorted(p for p in hidden if p not in on_path and _inside_any(p, environment))
 
 
@@ -196,7 +207,9 @@ class Fingerprint:
     compared unread: a fingerprint and its comparison took 0.5-0.7 CPU-seconds of the gradebook's process
     per submission (59,100 entries, the 2-core CI machine), and 0.06-0.09 so."""
 
-    walks: dict[str, bytes | dict[str, tuple]] = field(default_factory=dict)  # root path -> find's output, or entries
+    walks: dict[str, bytes | dict[str, tuple]] = field(
+        default_factory=dict
+    )  # root path -> find's output, or entries
     kinds: dict[str, str] = field(default_factory=dict)  # root path -> kind, to classify changes
 
     @classmethod
@@ -218,13 +231,17 @@ class Fingerprint:
             if before == after:
                 continue
             before, after = _entries(before), _entries(after)
-            changed |= {path for path in before.keys() | after.keys() if before.get(path) != after.get(path)}
+            changed |= {
+                path for path in before.keys() | after.keys() if before.get(path) != after.get(path)
+            }
         return Changes(sorted(changed), {path: self._kind(path) for path in changed})
 
     def _kind(self, path: str) -> str:
         best = ""
         for root in self.kinds:
-            if (path == root or path.startswith(root.rstrip(os.sep) + os.sep)) and len(root) > len(best):
+            if (path == root or path.startswith(root.rstrip(os.sep) + os.sep)) and len(root) > len(
+                best
+            ):
                 best = root
         return self.kinds.get(best, ENVIRONMENT)
 
@@ -264,7 +281,9 @@ def summarize(paths: list[str], limit: int = 10) -> str:
         children: dict[str, list[str]] = {}
         for entry in counts:
             children.setdefault(os.path.dirname(entry), []).append(entry)
-        parent, entries = max(children.items(), key=lambda item: (len(item[1]) + (item[0] in counts), len(item[0])))
+        parent, entries = max(
+            children.items(), key=lambda item: (len(item[1]) + (item[0] in counts), len(item[0]))
+        )
         if len(entries) + (parent in counts) < 2:
             break
         total = counts.pop(parent, 0) + sum(counts.pop(entry) for entry in entries)
@@ -294,7 +313,9 @@ def _walk(root: Path, excluded: list[Path]) -> bytes | dict[str, tuple]:
         command = [find, str(root)] + (["(", *prune, ")", "-prune", "-o"] if prune else [])
         command += ["-printf", r"%i %s %m %y %T@ %C@ %p\0"]
         done = subprocess.run(command, capture_output=True)
-        if done.returncode >= 0 and (done.stdout or done.returncode == 0):  # unreadable folders are skipped
+        if done.returncode >= 0 and (
+            done.stdout or done.returncode == 0
+        ):  # unreadable folders are skipped
             return done.stdout
     return _scan_in_python(root, excluded)
 
@@ -308,7 +329,12 @@ def _entries(walk: bytes | dict[str, tuple]) -> dict[str, tuple]:
         if record:
             inode, size, mode, kind, mtime, ctime, path = record.split(b" ", 6)
             entries[os.fsdecode(path)] = _entry(
-                int(inode), int(size), int(mode, 8), kind.decode(), _nanoseconds(mtime), _nanoseconds(ctime)
+                int(inode),
+                int(size),
+                int(mode, 8),
+                kind.decode(),
+                _nanoseconds(mtime),
+                _nanoseconds(ctime),
             )
     return entries
 
@@ -351,7 +377,12 @@ def _scan_in_python(root: Path, excluded: list[Path]) -> dict[str, tuple]:
             continue
         kind = next((letter for test, letter in _KINDS if test(status.st_mode)), "U")
         entries[path] = _entry(
-            status.st_ino, status.st_size, stat.S_IMODE(status.st_mode), kind, status.st_mtime_ns, status.st_ctime_ns
+            status.st_ino,
+            status.st_size,
+            stat.S_IMODE(status.st_mode),
+            kind,
+            status.st_mtime_ns,
+            status.st_ctime_ns,
         )
         if kind == "d":
             try:

@@ -58,7 +58,9 @@ def run(runs: int) -> tuple[int, list[float], list[str]]:
     passes, speedups, failures = 0, [], []
     for number in range(runs):
         try:
-            summary = lab_checks.grade("speedup", local_student(fast_train, lab.WIRE_TYPES, forked=False))
+            summary = lab_checks.grade(
+                "speedup", local_student(fast_train, lab.WIRE_TYPES, forked=False)
+            )
             passes += 1
             print(f"run {number + 1}: PASS {summary}", flush=True)
         except AssertionError as failure:
@@ -69,7 +71,9 @@ def run(runs: int) -> tuple[int, list[float], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.grading.make_it_fast", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.grading.make_it_fast", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args(argv)
     passes, speedups, _ = run(args.runs)

@@ -47,10 +47,14 @@ class Plan:
     """What the merge writes: the rows in gradebook order, where each came from, and the holes."""
 
     rows: list[dict] = field(default_factory=list)
-    source: dict[str, Path] = field(default_factory=dict)  # submission -> the shard folder that graded it
+    source: dict[str, Path] = field(
+        default_factory=dict
+    )  # submission -> the shard folder that graded it
     holes: list[str] = field(default_factory=list)  # one sentence each
     missing: list[str] = field(default_factory=list)  # submissions with no row
-    stopped: list[str] = field(default_factory=list)  # rows graded "not graded": grading stopped before them
+    stopped: list[str] = field(
+        default_factory=list
+    )  # rows graded "not graded": grading stopped before them
 
 
 def read_shards(folders: list[Path]) -> tuple[dict[int, tuple[Path, dict]], list[Path]]:
@@ -63,14 +67,18 @@ def read_shards(folders: list[Path]) -> tuple[dict[int, tuple[Path, dict]], list
             absent.append(folder)
             continue
         if not (folder / shards.MANIFEST).is_file():
-            raise MergeRefused(f"{folder} is not a shard's output (no {shards.MANIFEST}): grade it with --shard K/N")
+            raise MergeRefused(
+                f"{folder} is not a shard's output (no {shards.MANIFEST}): grade it with --shard K/N"
+            )
         try:
             manifest = shards.read_manifest(folder)
         except shards.ShardError as error:
             raise MergeRefused(str(error)) from None
         index = manifest["shard"][0]
         if index in found:
-            raise MergeRefused(f"{found[index][0]} and {folder} are both shard {index}/{manifest['shard'][1]}")
+            raise MergeRefused(
+                f"{found[index][0]} and {folder} are both shard {index}/{manifest['shard'][1]}"
+            )
         found[index] = (folder, manifest)
     if not found:
         raise MergeRefused(f"none of {', '.join(map(str, folders))} exists")
@@ -82,7 +90,9 @@ def _refuse_differences(found: dict[int, tuple[Path, dict]]) -> None:
     (first_folder, first), *others = found.values()
     counts = {manifest["shard"][1] for _, manifest in found.values()}
     if len(counts) > 1:
-        raise MergeRefused(f"the shards split the folder in different numbers of shards ({sorted(counts)})")
+        raise MergeRefused(
+            f"the shards split the folder in different numbers of shards ({sorted(counts)})"
+        )
     for folder, manifest in others:
         for key in MUST_MATCH:
             if manifest.get(key) != first.get(key):
@@ -125,8 +135,13 @@ def plan(found: dict[int, tuple[Path, dict]], absent: list[Path]) -> Plan:
             result.missing += share
             continue
         for row in manifest["rows"]:
-            if owner.get(row["name"], shards.shard_of(row["name"], count)) != index or row["name"] in graded:
-                raise MergeRefused(f"{folder} holds {row['name']!r}, which is not shard {index}/{count}'s to grade")
+            if (
+                owner.get(row["name"], shards.shard_of(row["name"], count)) != index
+                or row["name"] in graded
+            ):
+                raise MergeRefused(
+                    f"{folder} holds {row['name']!r}, which is not shard {index}/{count}'s to grade"
+                )
             graded.add(row["name"])
             result.rows.append(row)
             result.source[row["name"]] = folder
@@ -139,7 +154,9 @@ def plan(found: dict[int, tuple[Path, dict]], absent: list[Path]) -> Plan:
                 "grade that shard again"
             )
             result.missing += late
-    result.rows.sort(key=lambda row: Path(row["path"]))  # the gradebook's own order (shards.submission_paths)
+    result.rows.sort(
+        key=lambda row: Path(row["path"])
+    )  # the gradebook's own order (shards.submission_paths)
     return result
 
 
@@ -160,7 +177,9 @@ def rerun(manifest: dict, index: int, folder: Path | None) -> str:
 def _listed(names: list[str], limit: int = 10) -> str:
     if not names:
         return "no submission"
-    shown = ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    shown = ", ".join(names[:limit]) + (
+        f" and {len(names) - limit} more" if len(names) > limit else ""
+    )
     return f"{len(names)} submission(s) ({shown})"
 
 
@@ -195,14 +214,24 @@ def write(result: Plan, found: dict[int, tuple[Path, dict]], final: Path) -> Non
         gradebook._fresh_file(final / "grades.csv"),
         checks_of=lambda lab: checks.get(lab, []),
     )
-    summary = {key: manifest[key] for key in ("brrr", "code", "torch", "python", "device_class", "options")}
+    summary = {
+        key: manifest[key] for key in ("brrr", "code", "torch", "python", "device_class", "options")
+    }
     summary |= {
-        "shards": {str(index): {"folder": str(folder), "host": m.get("host")} for index, (folder, m) in found.items()},
+        "shards": {
+            str(index): {"folder": str(folder), "host": m.get("host")}
+            for index, (folder, m) in found.items()
+        },
         "missing": result.missing,
         "holes": result.holes,
-        "work": {row["name"]: str(result.source[row["name"]] / "work" / row["slug"]) for row in result.rows},
+        "work": {
+            row["name"]: str(result.source[row["name"]] / "work" / row["slug"])
+            for row in result.rows
+        },
     }
-    (final / MERGED).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    (final / MERGED).write_text(
+        json.dumps(summary, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+    )
 
 
 def merge(folders: list[Path], final: Path, *, allow_missing: bool = False) -> Plan:
@@ -212,7 +241,9 @@ def merge(folders: list[Path], final: Path, *, allow_missing: bool = False) -> P
     final = Path(final).resolve()
     for folder in folders:
         if final == folder or final.is_relative_to(folder) or folder.is_relative_to(final):
-            raise MergeRefused(f"--out {final} must be a folder of its own, outside every shard's ({folder})")
+            raise MergeRefused(
+                f"--out {final} must be a folder of its own, outside every shard's ({folder})"
+            )
     found, absent = read_shards(folders)
     result = plan(found, absent)
     if not result.holes or allow_missing:
@@ -221,10 +252,16 @@ def merge(folders: list[Path], final: Path, *, allow_missing: bool = False) -> P
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.grading merge", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.grading merge", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("shards", type=Path, nargs="+", help="each shard's --out folder")
-    parser.add_argument("--out", type=Path, required=True, help="folder for the merged grades.csv and feedback/")
-    parser.add_argument("--allow-missing", action="store_true", help="write the gradebook even with holes")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="folder for the merged grades.csv and feedback/"
+    )
+    parser.add_argument(
+        "--allow-missing", action="store_true", help="write the gradebook even with holes"
+    )
     args = parser.parse_args(argv)
     try:
         result = merge(args.shards, args.out, allow_missing=args.allow_missing)
@@ -234,9 +271,17 @@ def main(argv: list[str] | None = None) -> int:
     for hole in result.holes:
         print(f"hole: {hole}", file=sys.stderr)
     if result.stopped:
-        print(f"not graded (grading stopped in their shard): {_listed(result.stopped)}", file=sys.stderr)
+        print(
+            f"not graded (grading stopped in their shard): {_listed(result.stopped)}",
+            file=sys.stderr,
+        )
     if result.holes and not args.allow_missing:
-        print("nothing written: grade the shards named above, or pass --allow-missing", file=sys.stderr)
+        print(
+            "nothing written: grade the shards named above, or pass --allow-missing",
+            file=sys.stderr,
+        )
         return 3
-    print(f"merged {len(result.rows)} submission(s) from {len(args.shards)} folder(s): {args.out / 'grades.csv'}")
+    print(
+        f"merged {len(result.rows)} submission(s) from {len(args.shards)} folder(s): {args.out / 'grades.csv'}"
+    )
     return 3 if result.holes else 0

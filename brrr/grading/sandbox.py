@@ -114,7 +114,10 @@ def layout(checkout: Path | None, path: list[str] | None = None) -> Layout:
     hidden modules, and finds no other.
     """
     checkout = checkout.resolve() if checkout else None
-    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+    prefixes = {
+        Path(p).resolve()
+        for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
+    }
     found = set(prefixes) | {Path(os.path.realpath(sys.executable)).parent}
     for entry in sys.path if path is None else path:
         folder = Path(entry).resolve() if entry else None
@@ -167,13 +170,24 @@ def _inside(path: Path, folders: set[Path]) -> bool:
 
 
 def command(
-    argv: list[str], *, writable: Path, sockets: tuple[Path, ...] = (), within: Layout, bwrap: str | None = None
+    argv: list[str],
+    *,
+    writable: Path,
+    sockets: tuple[Path, ...] = (),
+    within: Layout,
+    bwrap: str | None = None,
 ) -> list[str]:
     """``argv`` run in a sandbox (see the module docstring) where ``writable`` is the one folder it may write,
     its working folder, and ``sockets`` the only sockets of this machine it can reach."""
     bwrap = bwrap or executable() or "bwrap"
     args = [bwrap, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    args += ["--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    args += [
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += (["--size", str(TMP_BYTES)] if sizes_tmpfs(bwrap) else []) + ["--tmpfs", "/tmp"]
     for folder in SYSTEM:
@@ -202,7 +216,11 @@ def command(
             args += ["--dev-bind", device, device]
     args += ["--bind", str(writable), str(writable)]
     for socket in sockets:
-        args += ["--ro-bind", str(socket), str(socket)]  # connecting needs no write access to the mount
+        args += [
+            "--ro-bind",
+            str(socket),
+            str(socket),
+        ]  # connecting needs no write access to the mount
     args += ["--remount-ro", "/", "--chdir", str(writable), "--"]
     return args + list(argv)
 
@@ -211,7 +229,9 @@ def command(
 def sizes_tmpfs(bwrap: str) -> bool:
     """Whether this ``bwrap`` can cap a tmpfs's size (``--size``, bubblewrap 0.8 and later)."""
     try:
-        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        done = subprocess.run(
+            [bwrap, "--help"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return "--size" in done.stdout + done.stderr
@@ -227,10 +247,14 @@ def problem(within: Layout | None = None) -> str | None:
     bwrap = executable()
     if bwrap is None:
         named = os.environ.get(BWRAP_VARIABLE)
-        return f"{named or 'bwrap'} is not installed" + (f" (${BWRAP_VARIABLE} names it)" if named else "")
+        return f"{named or 'bwrap'} is not installed" + (
+            f" (${BWRAP_VARIABLE} names it)" if named else ""
+        )
     within = layout(None) if within is None else within
     with tempfile.TemporaryDirectory(prefix="brrr-sandbox-probe-") as folder:
-        probe = command([sys.executable, "-S", "-c", "pass"], writable=Path(folder), within=within, bwrap=bwrap)
+        probe = command(
+            [sys.executable, "-S", "-c", "pass"], writable=Path(folder), within=within, bwrap=bwrap
+        )
         try:
             done = subprocess.run(probe, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired) as error:

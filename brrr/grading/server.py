@@ -58,13 +58,17 @@ class StudentError(AssertionError):
     """
 
     def __init__(self, kind: str, message: str, function: str = "your function"):
-        self.kind = kind  # "not-written", "raised", "crashed", "timeout", "disconnected", "bad-reply"
+        self.kind = (
+            kind  # "not-written", "raised", "crashed", "timeout", "disconnected", "bad-reply"
+        )
         super().__init__(str(_failure(kind, message, function)))
 
 
 def _failure(kind: str, message: str, function: str) -> AssertionError:
     if kind == "not-written":
-        return core.fail(f"{function} is not written yet: it raised NotImplementedError ({message})")
+        return core.fail(
+            f"{function} is not written yet: it raised NotImplementedError ({message})"
+        )
     if kind == "disconnected":
         return core.fail(
             f"{function}: the notebook stopped answering the grader ({message}). It was "
@@ -89,26 +93,42 @@ class Student:
                 "timeout", f"no answer within {timeout_s or REQUEST_TIMEOUT_S:.0f} s", self.name
             ) from None
         except (ConnectionError, OSError) as error:
-            raise StudentError("disconnected", str(error) or type(error).__name__, self.name) from None
+            raise StudentError(
+                "disconnected", str(error) or type(error).__name__, self.name
+            ) from None
         except (WireError, ValueError) as error:
             raise StudentError(
-                "bad-reply", f"the notebook sent a message the grader cannot read ({error})", self.name
+                "bad-reply",
+                f"the notebook sent a message the grader cannot read ({error})",
+                self.name,
             ) from None
         return reply_value(reply, self.name)
 
-    def call(self, *args, threads: int | None = None, timeout_s: float | None = None, forked: bool = True) -> Any:
+    def call(
+        self, *args, threads: int | None = None, timeout_s: float | None = None, forked: bool = True
+    ) -> Any:
         """``function(*args)`` in the student's process; its return value as plain data.
 
         ``forked=False`` asks for the call in the notebook's own process, not a
         forked child: for timed calls, whose duration the grader measures.
         """
         return self._request(
-            {"op": "call", "args": encode(list(args)), "threads": threads, "timeout_s": timeout_s, "forked": forked},
+            {
+                "op": "call",
+                "args": encode(list(args)),
+                "threads": threads,
+                "timeout_s": timeout_s,
+                "forked": forked,
+            },
             (timeout_s or REQUEST_TIMEOUT_S) + 30,
         )
 
     def record(
-        self, tensors: dict[str, tuple[list[int], str]], *, inputs: tuple[str, ...] = (), timeout_s: float | None = None
+        self,
+        tensors: dict[str, tuple[list[int], str]],
+        *,
+        inputs: tuple[str, ...] = (),
+        timeout_s: float | None = None,
     ) -> dict:
         """The kernel launches the wrapper makes when called on tensors of these shapes and dtypes.
 
@@ -130,12 +150,16 @@ def reply_value(reply: dict, function: str) -> Any:
         try:
             return decode(reply.get("value"))
         except WireError as error:
-            raise StudentError("bad-reply", f"returned something the grader cannot read ({error})", function) from None
+            raise StudentError(
+                "bad-reply", f"returned something the grader cannot read ({error})", function
+            ) from None
     if reply.get("op") == "error":
         kind = str(reply.get("kind", "raised"))
         kind = kind if kind in ("not-written", "raised", "crashed", "timeout") else "raised"
         raise StudentError(kind, str(reply.get("message", "failed"))[:4000], function)
-    raise StudentError("bad-reply", f"unexpected reply {str(reply.get('op'))[:40]!r} to a request", function)
+    raise StudentError(
+        "bad-reply", f"unexpected reply {str(reply.get('op'))[:40]!r} to a request", function
+    )
 
 
 # ---------------------------------------------------------------- the record
@@ -179,15 +203,23 @@ def _run_check(lab: Lab, check: str, student: Student) -> tuple[bool, str, bool]
         return True, str(summary), False
     except AssertionError as failure:  # a failed check, StudentError included
         return False, str(failure), False
-    except fairness.GraderFault as fault:  # the grader could not measure fairly: grade again elsewhere
+    except (
+        fairness.GraderFault
+    ) as fault:  # the grader could not measure fairly: grade again elsewhere
         return False, f"{GRADER_ERROR}: {fault}", True
     except KeyboardInterrupt:
         raise
     except Exception as error:  # noqa: BLE001 - a bug of the grader: say so, never blame the student
-        return False, f"{GRADER_ERROR}: {type(error).__name__}: {error}\n" + traceback.format_exc(limit=4), True
+        return (
+            False,
+            f"{GRADER_ERROR}: {type(error).__name__}: {error}\n" + traceback.format_exc(limit=4),
+            True,
+        )
 
 
-_one_check_at_a_time = threading.Lock()  # connections are served side by side, checks one after another
+_one_check_at_a_time = (
+    threading.Lock()
+)  # connections are served side by side, checks one after another
 
 
 def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: str) -> None:
@@ -205,7 +237,12 @@ def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: s
             return
         if message.get("op") != "check":
             channel.send(
-                {"op": "verdict", "applies": False, "passed": False, "message": "the grader expected a check request"}
+                {
+                    "op": "verdict",
+                    "applies": False,
+                    "passed": False,
+                    "message": "the grader expected a check request",
+                }
             )
             continue
         check = str(message.get("check", ""))
@@ -225,7 +262,9 @@ def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: s
             note = (
                 lab.not_applicable(check, device_class)
                 if check in lab.ALL_CHECKS
-                else (f"{lab.LAB} has no check {check!r}; its checks are {', '.join(lab.ALL_CHECKS)}")
+                else (
+                    f"{lab.LAB} has no check {check!r}; its checks are {', '.join(lab.ALL_CHECKS)}"
+                )
             )
             channel.send({"op": "verdict", "applies": False, "passed": False, "message": note})
             continue
@@ -238,7 +277,8 @@ def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: s
                         "op": "verdict",
                         "applies": True,
                         "passed": earlier["passed"],
-                        "message": "already graded in this run; the first verdict stands:\n" + earlier["message"],
+                        "message": "already graded in this run; the first verdict stands:\n"
+                        + earlier["message"],
                     }
                 )
                 continue
@@ -257,18 +297,30 @@ def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: s
             with record.lock:
                 record.results.setdefault(check, result)
         try:
-            channel.send({"op": "verdict", "applies": True, "passed": passed, "message": text, "measured": measured})
+            channel.send(
+                {
+                    "op": "verdict",
+                    "applies": True,
+                    "passed": passed,
+                    "message": text,
+                    "measured": measured,
+                }
+            )
         except OSError:
             return
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.grading.server", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.grading.server", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--lab", required=True)
     parser.add_argument("--socket", required=True, help="path of the Unix socket to listen on")
     args = parser.parse_args(argv)
     processes.set_dumpable(False)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # it ends when its standard input closes, not on Ctrl-C
+    signal.signal(
+        signal.SIGINT, signal.SIG_IGN
+    )  # it ends when its standard input closes, not on Ctrl-C
     key = sys.stdin.buffer.readline().strip()
 
     from brrr import labs
@@ -289,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
                 connection, _ = listener.accept()
             except OSError:
                 return
-            threading.Thread(target=serve_and_close, args=(Channel(connection),), daemon=True).start()
+            threading.Thread(
+                target=serve_and_close, args=(Channel(connection),), daemon=True
+            ).start()
 
     def serve_and_close(channel: Channel) -> None:
         try:
@@ -299,7 +353,9 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=accept_loop, daemon=True).start()
     print("ready", flush=True)
-    while sys.stdin.buffer.readline():  # until the gradebook (or the practice client) closes standard input
+    while (
+        sys.stdin.buffer.readline()
+    ):  # until the gradebook (or the practice client) closes standard input
         pass
     if key:
         sys.stdout.write(record.signed(key) + "\n")

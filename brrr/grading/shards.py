@@ -68,7 +68,9 @@ def parse(text: str) -> Shard:
     try:
         index, count = (int(part) for part in text.split("/"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not K/N (shard K of N, from 1/N to N/N)") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not K/N (shard K of N, from 1/N to N/N)"
+        ) from None
     if not 1 <= index <= count:
         raise argparse.ArgumentTypeError(f"shard {text}: K must be between 1 and N")
     return Shard(index, count)
@@ -154,7 +156,9 @@ class Claim:
         Refused (:class:`ShardError`): an ``OUT`` that holds another shard, or an unsharded gradebook."""
         folder, out, shard = args.submissions.resolve(), args.out.resolve(), args.shard
         out.mkdir(parents=True, exist_ok=True)
-        options = {key: value for key, value in sorted(vars(args).items()) if key not in NOT_COMPARED}
+        options = {
+            key: value for key, value in sorted(vars(args).items()) if key not in NOT_COMPARED
+        }
         names = list(submission_paths(folder))
         record = provenance(assemble.Snapshot()) | {
             "shard": [shard.index, shard.count],
@@ -179,7 +183,9 @@ class Claim:
         else:
             if (out / "grades.csv").exists():
                 (out / MANIFEST).unlink()
-                raise ShardError(f"{out} holds a gradebook graded without --shard: give this shard its own --out")
+                raise ShardError(
+                    f"{out} holds a gradebook graded without --shard: give this shard its own --out"
+                )
         write_manifest(out, record)
         return cls(out, folder, shard, record)
 

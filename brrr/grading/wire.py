@@ -68,10 +68,14 @@ def encode(value: Any) -> Any:
     # numpy and torch scalars, and anything else that is honestly a number
     if hasattr(value, "item") and callable(value.item):
         return encode(value.item())
-    raise WireError(f"cannot send a {type(value).__name__} to the grader: return numbers, strings, tuples or tensors")
+    raise WireError(
+        f"cannot send a {type(value).__name__} to the grader: return numbers, strings, tuples or tensors"
+    )
 
 
-def decode(data: Any, *, dataclasses_by_name: Mapping[str, type] | None = None, depth: int = 0) -> Any:
+def decode(
+    data: Any, *, dataclasses_by_name: Mapping[str, type] | None = None, depth: int = 0
+) -> Any:
     """The plain value ``data`` stands for. Only the types in the module docstring come out."""
     if depth > 32:
         raise WireError("message nested too deeply")
@@ -98,12 +102,17 @@ def decode(data: Any, *, dataclasses_by_name: Mapping[str, type] | None = None, 
         cls = (dataclasses_by_name or {}).get(data["$dataclass"])
         if cls is None:
             raise WireError(f"unexpected dataclass {data['$dataclass']!r}")
-        fields = decode(data.get("fields", {}), dataclasses_by_name=dataclasses_by_name, depth=depth + 1)
+        fields = decode(
+            data.get("fields", {}), dataclasses_by_name=dataclasses_by_name, depth=depth + 1
+        )
         for name, value in fields.items():
             if isinstance(value, list):
                 fields[name] = tuple(value)
         return cls(**fields)
-    return {str(k): decode(v, dataclasses_by_name=dataclasses_by_name, depth=depth + 1) for k, v in data.items()}
+    return {
+        str(k): decode(v, dataclasses_by_name=dataclasses_by_name, depth=depth + 1)
+        for k, v in data.items()
+    }
 
 
 def _decode_tensor(spec: Any) -> torch.Tensor:
@@ -118,7 +127,11 @@ def _decode_tensor(spec: Any) -> torch.Tensor:
     storage_dtype = torch.int16 if dtype == torch.bfloat16 else dtype
     if len(raw) != count * torch.empty((), dtype=storage_dtype).element_size():
         raise WireError("tensor data does not match its shape")
-    tensor = torch.frombuffer(bytearray(raw), dtype=storage_dtype) if count else torch.empty(0, dtype=storage_dtype)
+    tensor = (
+        torch.frombuffer(bytearray(raw), dtype=storage_dtype)
+        if count
+        else torch.empty(0, dtype=storage_dtype)
+    )
     tensor = tensor.reshape(shape).clone()
     return tensor.view(torch.bfloat16) if dtype == torch.bfloat16 else tensor
 

@@ -76,7 +76,9 @@ def fork_problem() -> str | None:
     return None
 
 
-def become_grader(request: dict, streams: list[int], inherited: list[int], imported: dict[str, str]) -> None:
+def become_grader(
+    request: dict, streams: list[int], inherited: list[int], imported: dict[str, str]
+) -> None:
     """In the forked child: become the grader process of ``request`` and never return.
 
     Everything a fresh grader process would start with is set before anything reads it: the session, the
@@ -96,7 +98,9 @@ def become_grader(request: dict, streams: list[int], inherited: list[int], impor
         os.environ.update(request["env"])
         os.environ.update(imported)
         sys.stdin = open(0, encoding="utf-8", closefd=False)
-        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)  # PYTHONUNBUFFERED's lines
+        sys.stdout = open(
+            1, "w", buffering=1, encoding="utf-8", closefd=False
+        )  # PYTHONUNBUFFERED's lines
         sys.stderr = open(2, "w", buffering=1, encoding="utf-8", closefd=False)
         sys.argv = ["brrr.grading.server"]
         name_itself(
@@ -142,7 +146,10 @@ def name_itself(argv: list[str]) -> None:
     try:
         with open("/proc/self/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
-        start, end = int(fields[45]), int(fields[46])  # arg_start and arg_end, fields 48 and 49 of stat(5)
+        start, end = (
+            int(fields[45]),
+            int(fields[46]),
+        )  # arg_start and arg_end, fields 48 and 49 of stat(5)
     except (OSError, IndexError, ValueError):
         return
     if end <= start:
@@ -156,7 +163,9 @@ class Zygote:
 
     def __init__(self, listener: socket.socket, imported: dict[str, str]):
         self.listener, self.imported = listener, imported
-        self.children: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (pid, the requester's connection)
+        self.children: dict[
+            int, tuple[int, socket.socket]
+        ] = {}  # pidfd -> (pid, the requester's connection)
 
     def serve(self) -> None:
         while True:
@@ -182,7 +191,9 @@ class Zygote:
             if (problem := fork_problem()) is not None:
                 raise RuntimeError(f"cannot fork safely: {problem}")
             inherited = [0, self.listener.fileno(), connection.fileno()]
-            inherited += [fd for pidfd, (_, other) in self.children.items() for fd in (pidfd, other.fileno())]
+            inherited += [
+                fd for pidfd, (_, other) in self.children.items() for fd in (pidfd, other.fileno())
+            ]
             pid = os.fork()
             if pid == 0:
                 become_grader(request, streams, inherited, self.imported)
@@ -219,8 +230,12 @@ class Zygote:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="brrr.grading.zygote", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--socket", required=True, help="path of the Unix socket to serve requests on")
+    parser = argparse.ArgumentParser(
+        prog="brrr.grading.zygote", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--socket", required=True, help="path of the Unix socket to serve requests on"
+    )
     args = parser.parse_args(argv)
     processes.set_dumpable(False)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # it ends when its standard input closes
@@ -228,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     preload()
     imported = {name: value for name, value in os.environ.items() if before.get(name) != value}
     if (problem := fork_problem()) is not None:
-        print(f"the zygote cannot fork safely after its imports: {problem}", file=sys.stderr, flush=True)
+        print(
+            f"the zygote cannot fork safely after its imports: {problem}",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     listener.bind(args.socket)

@@ -90,12 +90,16 @@ def strip_solutions(source: str, *, where: str = "a cell") -> str:
             out.append(stub_line(indent, _enclosing_function(lines, number, len(indent))))
         elif stripped.startswith(END):
             if inside_since is None:
-                raise LabError(f"{where}: line {number + 1} closes a solution block that was never opened")
+                raise LabError(
+                    f"{where}: line {number + 1} closes a solution block that was never opened"
+                )
             inside_since = None
         elif inside_since is None:
             out.append(line)
     if inside_since is not None:
-        raise LabError(f"{where}: the solution block opened on line {inside_since + 1} is never closed")
+        raise LabError(
+            f"{where}: the solution block opened on line {inside_since + 1} is never closed"
+        )
     return "\n".join(out)
 
 
@@ -137,7 +141,9 @@ def render_all(solutions: Path = SOLUTIONS) -> dict[str, str]:
     rendered = {}
     for path in sorted(solutions.glob("*.ipynb")):
         solution = read(path)
-        rendered[path.name] = dumps(lab_notebook(solution, name=str(path.relative_to(solutions.parent))))
+        rendered[path.name] = dumps(
+            lab_notebook(solution, name=str(path.relative_to(solutions.parent)))
+        )
     return rendered
 
 
@@ -149,7 +155,11 @@ def stale(solutions: Path = SOLUTIONS, labs: Path = LABS) -> list[str]:
         for name, text in rendered.items()
         if not (labs / name).exists() or (labs / name).read_text(encoding="utf-8") != text
     ]
-    problems += [path.name + " (no solution)" for path in sorted(labs.glob("*.ipynb")) if path.name not in rendered]
+    problems += [
+        path.name + " (no solution)"
+        for path in sorted(labs.glob("*.ipynb"))
+        if path.name not in rendered
+    ]
     return problems
 
 
@@ -177,8 +187,12 @@ def needs_a_checkout(solutions: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m brrr.labs", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if labs/ differs from what would be written")
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr.labs", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 if labs/ differs from what would be written"
+    )
     parser.add_argument("--solutions", type=Path, default=SOLUTIONS)
     parser.add_argument("--labs", type=Path, default=LABS)
     args = parser.parse_args(argv)

@@ -67,7 +67,9 @@ def graded(lab: str, folder=None) -> list[str]:
     lines = []
     for name, data in reference.load_all(folder).items():
         checks = [
-            c for c in data.get("checks", {}).values() if c.get("kind") == "grader" and c["name"].startswith(f"{lab}/")
+            c
+            for c in data.get("checks", {}).values()
+            if c.get("kind") == "grader" and c["name"].startswith(f"{lab}/")
         ]
         if not checks:
             continue

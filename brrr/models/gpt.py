@@ -39,7 +39,9 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.width, 3 * config.width)
         self.proj = nn.Linear(config.width, config.width)
         mask = torch.tril(torch.ones(config.seq_len, config.seq_len, dtype=torch.bool))
-        self.register_buffer("mask", mask.view(1, 1, config.seq_len, config.seq_len), persistent=False)
+        self.register_buffer(
+            "mask", mask.view(1, 1, config.seq_len, config.seq_len), persistent=False
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, tokens, width = x.shape
@@ -99,7 +101,11 @@ class GPT(nn.Module):
 
 
 def build(
-    config: GPTConfig, *, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32, seed: int = 0
+    config: GPTConfig,
+    *,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    seed: int = 0,
 ) -> GPT:
     """The model with random weights, in eval mode, on ``device`` in ``dtype``."""
     torch.manual_seed(seed)
@@ -114,7 +120,9 @@ def synthetic_tokens(
     return torch.randint(config.vocab, (batch, config.seq_len), generator=generator).to(device)
 
 
-def inference_step(model: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+def inference_step(
+    model: Callable[[torch.Tensor], torch.Tensor],
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """One serving step: next-token logits for every sequence of a batch, without autograd.
 
     ``model`` may be the :class:`GPT` or a compiled version of it.

@@ -20,7 +20,10 @@ def no_recording(monkeypatch):
 
 @pytest.mark.parametrize("met", [True, False])
 def test_the_compute_script_exits_1_on_a_missed_check(monkeypatch, capsys, met):
-    checks = [compute.Check("fake table check", True, "fine"), compute.Check("fake matmul check", met, "fake")]
+    checks = [
+        compute.Check("fake table check", True, "fine"),
+        compute.Check("fake matmul check", met, "fake"),
+    ]
     monkeypatch.setattr(compute, "measured_ceilings", lambda: None)
     monkeypatch.setattr(compute, "run", lambda ceilings: (ceilings, [], _FakeTable(), checks))
     assert compute.main([]) == (0 if met else 1)
@@ -44,7 +47,9 @@ def test_the_overhead_script_exits_1_on_a_missed_target(monkeypatch, capsys, spe
         return comparison
 
     monkeypatch.setitem(
-        overhead.TARGETS, overhead.DEVICE.type, overhead.Target(target.what, target.required_speedup, measure)
+        overhead.TARGETS,
+        overhead.DEVICE.type,
+        overhead.Target(target.what, target.required_speedup, measure),
     )
     code = overhead.main([])
     printed = capsys.readouterr().out
@@ -70,7 +75,9 @@ def test_a_target_met_on_a_retry_passes_and_shows_both_attempts(capsys):
 
     assert targets.require("fake speedup", 1.5, 1.1, again) == 1.7
     assert calls == [1] and "measured 1.10x, 1.70x: met" in capsys.readouterr().out
-    assert targets.require("fake speedup", 1.5, 1.6, again) == 1.6 and calls == [1]  # met: not timed again
+    assert targets.require("fake speedup", 1.5, 1.6, again) == 1.6 and calls == [
+        1
+    ]  # met: not timed again
 
 
 def test_a_1_8x_target_falling_to_1_3x_fails():
@@ -86,9 +93,15 @@ def test_notebook_helpers_enforce_this_devices_targets(monkeypatch):
     assert fusion.require("cos_cos_compiled_speedup", speedup * 1.1) == pytest.approx(speedup * 1.1)
     target = overhead.TARGETS[overhead.DEVICE.type]
     slow = overhead.Comparison(
-        "fake", "eager", Timing(2.0, 2.0, 2.0, 5, "fake"), "compiled", Timing(1.0, 1.0, 1.0, 5, "fake")
+        "fake",
+        "eager",
+        Timing(2.0, 2.0, 2.0, 5, "fake"),
+        "compiled",
+        Timing(1.0, 1.0, 1.0, 5, "fake"),
     )
-    monkeypatch.setitem(overhead.TARGETS, overhead.DEVICE.type, overhead.Target(target.what, 3.0, lambda: slow))
+    monkeypatch.setitem(
+        overhead.TARGETS, overhead.DEVICE.type, overhead.Target(target.what, 3.0, lambda: slow)
+    )
     with pytest.raises(targets.TargetMissed, match="2.00x, 2.00x, 2.00x"):
         overhead.require(slow)
 
@@ -96,7 +109,9 @@ def test_notebook_helpers_enforce_this_devices_targets(monkeypatch):
 def test_a_ratio_that_must_stay_flat_is_timed_again_and_fails_when_it_never_is(capsys):
     assert targets.require_at_most("flat", 1.5, 1.8, lambda: 1.1) == 1.1
     assert "measured 1.80x, 1.10x: met" in capsys.readouterr().out
-    with pytest.raises(targets.TargetMissed, match=r"at most 1\.50x wanted, measured 1\.80x, 1\.70x, 1\.60x"):
+    with pytest.raises(
+        targets.TargetMissed, match=r"at most 1\.50x wanted, measured 1\.80x, 1\.70x, 1\.60x"
+    ):
         targets.require_at_most("flat", 1.5, 1.8, iter([1.7, 1.6]).__next__)
 
 
@@ -114,7 +129,8 @@ def test_a_ratio_that_must_lie_in_a_band_fails_on_either_side(capsys):
     assert "between 0.90x and 2.00x; measured 1.20x: met" in capsys.readouterr().out
     # 0.70x: a time 30% under the roofline's minimum (the compiled x.cos() against the old cosine roof)
     with pytest.raises(
-        targets.TargetMissed, match=r"between 0\.90x and 2\.00x wanted, measured 0\.70x, 0\.71x, 0\.69x"
+        targets.TargetMissed,
+        match=r"between 0\.90x and 2\.00x wanted, measured 0\.70x, 0\.71x, 0\.69x",
     ):
         targets.require_between("model", 0.9, 2.0, 0.7, iter([0.71, 0.69]).__next__)
     with pytest.raises(targets.TargetMissed):

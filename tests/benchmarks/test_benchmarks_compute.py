@@ -45,7 +45,9 @@ def test_matmul_check_uses_the_largest_square_bf16_matmul():
     points = _sweep(785)
     passed = matmul_check(points, _ceilings(900e12))
     assert passed.passed and "8192³" in passed.name, passed
-    assert "87% of 900 TFLOP/s measured" in passed.message and "79% of 990 TFLOP/s" in passed.message
+    assert (
+        "87% of 900 TFLOP/s measured" in passed.message and "79% of 990 TFLOP/s" in passed.message
+    )
     failed = matmul_check(points, _ceilings(1100e12))
     assert not failed.passed and "71% of 1.10 PFLOP/s measured" in failed.message, failed
 
@@ -55,11 +57,15 @@ def test_a_slow_matmul_path_fails_though_the_measured_peak_is_as_slow():
     points = _sweep(60)  # an H100's bf16 matmuls at 60 TFLOP/s: CUDA-core speed
     slow = matmul_check(points, _ceilings(60e12))
     assert "100% of 60.0 TFLOP/s measured" in slow.message  # the tautology alone would pass...
-    assert not slow.passed and "6% of 990 TFLOP/s NVIDIA H100 SXM datasheet" in slow.message, slow  # ...not this
+    assert not slow.passed and "6% of 990 TFLOP/s NVIDIA H100 SXM datasheet" in slow.message, (
+        slow
+    )  # ...not this
     # A GPU without a datasheet here: the floor is the measured non-matmul peak, which no torch.mm timed.
     unknown = matmul_check(points, _ceilings(60e12, device="NVIDIA Made-Up GPU", vector_peak=40e12))
     assert not unknown.passed and "1.5x the measured non-matmul peak" in unknown.message, unknown
-    fast = matmul_check(_sweep(500), _ceilings(550e12, device="NVIDIA Made-Up GPU", vector_peak=40e12))
+    fast = matmul_check(
+        _sweep(500), _ceilings(550e12, device="NVIDIA Made-Up GPU", vector_peak=40e12)
+    )
     assert fast.passed and "12.5x the measured non-matmul peak" in fast.message, fast
 
 
@@ -158,7 +164,10 @@ def test_on_a_gpu_the_matmul_target_uses_a_peak_measured_just_before_the_sweep(m
     cached = _ceilings(900e12)
     used, points, _, checks = compute.run(cached)
     assert events == [("peak", "bfloat16"), ("peak", "float32"), ("sweep",)]
-    assert used.matmul_peak == {"bfloat16": 700e12, "float32": 50e12} and used.matmul_n["bfloat16"] == 8192
+    assert (
+        used.matmul_peak == {"bfloat16": 700e12, "float32": 50e12}
+        and used.matmul_n["bfloat16"] == 8192
+    )
     assert cached.matmul_peak["bfloat16"] == 900e12  # the cached ceilings are left as they were
     assert checks[0].passed, checks[0]
     assert not matmul_check(points, cached).passed  # the stale peak would have failed it
@@ -169,7 +178,9 @@ def test_on_a_cpu_the_cached_ceilings_are_kept(monkeypatch):
     from brrr.benchmarks import compute
 
     monkeypatch.setattr(compute, "ON_GPU", False)
-    monkeypatch.setattr(ceilings_module, "measure_matmul_peak", lambda *a, **k: pytest.fail("measured on a CPU"))
+    monkeypatch.setattr(
+        ceilings_module, "measure_matmul_peak", lambda *a, **k: pytest.fail("measured on a CPU")
+    )
     cached = _ceilings(900e12)
     assert compute.matmul_peaks_now(cached) is cached
 
@@ -183,7 +194,9 @@ def test_a_gpu_without_bf16_runs_the_layer_and_the_matmul_target_in_fp16(monkeyp
     assert compute.EncoderConfig.for_device().dtype == "float16"
     monkeypatch.setattr(compute, "sweep_dtypes", lambda: ["float32", "float16"])
     monkeypatch.setattr(compute, "matmul_peaks_now", lambda ceilings: ceilings)
-    monkeypatch.setattr(compute, "square_sweep", lambda: [_square(8192, 2 * 8192**3 / 60e12, "float16")])
+    monkeypatch.setattr(
+        compute, "square_sweep", lambda: [_square(8192, 2 * 8192**3 / 60e12, "float16")]
+    )
     monkeypatch.setattr(compute, "bert_table", lambda: None)
     monkeypatch.setattr(compute, "table_checks", lambda table: [])
     t4 = Ceilings(

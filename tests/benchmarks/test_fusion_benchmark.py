@@ -15,13 +15,31 @@ from brrr.benchmarks import fusion
 def test_targets_hold_the_issues_numbers():
     gpu = {t.check: t for t in fusion.TARGETS["gpu"]}
     cpu = {t.check: t for t in fusion.TARGETS["cpu"]}
-    assert gpu["pointwise_bandwidth"].minimum == 0.85 and gpu["pointwise_bandwidth"].kind == fusion.FRACTION_OF_COPY
-    assert gpu["softmax_bandwidth"].minimum == 0.75 and gpu["softmax_bandwidth"].kind == fusion.FRACTION_OF_COPY
-    for check in ("cos_cos_compiled_speedup", "cos_cos_triton_speedup"):  # of the roofline's speedup
-        assert gpu[check].minimum == fusion.COS_MODEL_FRACTION and gpu[check].kind == fusion.OF_ROOFLINE_SPEEDUP
-    assert cpu["cos_cos_compiled_speedup"].minimum == 1.12 and cpu["cos_cos_compiled_speedup"].kind == fusion.SPEEDUP
+    assert (
+        gpu["pointwise_bandwidth"].minimum == 0.85
+        and gpu["pointwise_bandwidth"].kind == fusion.FRACTION_OF_COPY
+    )
+    assert (
+        gpu["softmax_bandwidth"].minimum == 0.75
+        and gpu["softmax_bandwidth"].kind == fusion.FRACTION_OF_COPY
+    )
+    for check in (
+        "cos_cos_compiled_speedup",
+        "cos_cos_triton_speedup",
+    ):  # of the roofline's speedup
+        assert (
+            gpu[check].minimum == fusion.COS_MODEL_FRACTION
+            and gpu[check].kind == fusion.OF_ROOFLINE_SPEEDUP
+        )
+    assert (
+        cpu["cos_cos_compiled_speedup"].minimum == 1.12
+        and cpu["cos_cos_compiled_speedup"].kind == fusion.SPEEDUP
+    )
     assert cpu["triton_kernels_correct"].kind == fusion.CORRECT
-    assert cpu["chain_fusion_speedup"].minimum == 1.5 and cpu["chain_fusion_speedup"].kind == fusion.SPEEDUP
+    assert (
+        cpu["chain_fusion_speedup"].minimum == 1.5
+        and cpu["chain_fusion_speedup"].kind == fusion.SPEEDUP
+    )
 
 
 def test_target_lookup():
@@ -43,9 +61,15 @@ def test_byte_counts_follow_the_traffic_model():
 def test_roofline_prediction_for_cos_passes():
     n, bandwidth, rate = 1000, 8000.0, 1000.0  # one pass: 8000 B -> 1 s of memory; 1000 cos -> 1 s
     assert fusion.predicted_cos_seconds(n, 1, 1, bandwidth, rate) == pytest.approx(1.0)
-    assert fusion.predicted_cos_seconds(n, 2, 2, bandwidth, rate) == pytest.approx(2.0)  # eager: 2 passes
-    assert fusion.predicted_cos_seconds(n, 2, 1, bandwidth, rate) == pytest.approx(2.0)  # fused, compute-bound
-    assert fusion.predicted_cos_seconds(n, 2, 1, bandwidth, 4 * rate) == pytest.approx(1.0)  # fused, memory-bound
+    assert fusion.predicted_cos_seconds(n, 2, 2, bandwidth, rate) == pytest.approx(
+        2.0
+    )  # eager: 2 passes
+    assert fusion.predicted_cos_seconds(n, 2, 1, bandwidth, rate) == pytest.approx(
+        2.0
+    )  # fused, compute-bound
+    assert fusion.predicted_cos_seconds(n, 2, 1, bandwidth, 4 * rate) == pytest.approx(
+        1.0
+    )  # fused, memory-bound
 
 
 def test_kernels_pass_the_benchmarks_correctness_check():
@@ -56,7 +80,9 @@ def test_kernels_pass_the_benchmarks_correctness_check():
 
 
 def test_correctness_check_catches_a_wrong_kernel(monkeypatch):
-    monkeypatch.setattr(fusion.pointwise, "cos_cos", lambda x, out: out.copy_(x.cos()))  # forgot one cos
+    monkeypatch.setattr(
+        fusion.pointwise, "cos_cos", lambda x, out: out.copy_(x.cos())
+    )  # forgot one cos
     cases = fusion.check_kernels()
     assert not any(case.passed for case in cases if case.kernel == "cos_cos")
     assert all(case.passed for case in cases if case.kernel != "cos_cos")
@@ -103,12 +129,16 @@ def test_every_attempt_is_reported(monkeypatch):
     speedup = fusion.target("cos_cos_compiled_speedup").minimum
     values = iter([speedup * 0.8, speedup * 1.1])
     monkeypatch.setattr(
-        fusion, "_timed_target", lambda check, n, copy, threads: fusion._result(check, next(values), "timed")
+        fusion,
+        "_timed_target",
+        lambda check, n, copy, threads: fusion._result(check, next(values), "timed"),
     )
     result = fusion._measure_target("cos_cos_compiled_speedup", 10, 1.0, None, attempts=3)
     assert result.passed and result.measured == pytest.approx(speedup * 1.1)
     # shown as this device's target kind shows it: "0.68x" on a CPU, "68% of the roofline's speedup" on a GPU
-    shown = [fusion._value("cos_cos_compiled_speedup", value) for value in (speedup * 0.8, speedup * 1.1)]
+    shown = [
+        fusion._value("cos_cos_compiled_speedup", value) for value in (speedup * 0.8, speedup * 1.1)
+    ]
     assert f"attempts: {shown[0]}, {shown[1]}" in result.detail
 
 
@@ -132,7 +162,9 @@ def test_report_names_every_target(capsys):
         fusion._result(t.check, t.minimum * (1.1 if i % 2 else 0.5), "detail")
         for i, t in enumerate(fusion.TARGETS[fusion.device_class()])
     ]
-    text = fusion.report(copy, results, {"device": "d", "mode": "m", "torch": "t", "triton": "tr", "date": "today"})
+    text = fusion.report(
+        copy, results, {"device": "d", "mode": "m", "torch": "t", "triton": "tr", "date": "today"}
+    )
     for result in results:
         assert result.check in text
     assert ("FAIL" in text) and ("pass" in text)
@@ -160,10 +192,14 @@ def gpu_cos_target(monkeypatch):
     def fake(fused_s, rate):
         def measure(label, fn, bytes_moved, **kwargs):
             seconds = 2e-3 if label.startswith("eager") else fused_s
-            return fusion.Measurement(label, Timing(seconds, seconds, seconds, 1, "fake"), bytes_moved)
+            return fusion.Measurement(
+                label, Timing(seconds, seconds, seconds, 1, "fake"), bytes_moved
+            )
 
         monkeypatch.setattr(fusion, "measure", measure)
-        monkeypatch.setattr(fusion, "measure_together", lambda specs, **kwargs: [measure(*spec) for spec in specs])
+        monkeypatch.setattr(
+            fusion, "measure_together", lambda specs, **kwargs: [measure(*spec) for spec in specs]
+        )
         monkeypatch.setattr(fusion, "cos_rate", lambda **kwargs: rate)
         return fusion._timed_target("cos_cos_triton_speedup", n=10**6, copy=8e9, threads=None)
 
@@ -190,7 +226,9 @@ def test_target_value_follows_the_kind(monkeypatch):
     with pytest.raises(ValueError, match="predicted_speedup"):
         fusion.target_value("cos_cos_triton_speedup", 1.5)
     monkeypatch.setattr(fusion, "device_class", lambda: "cpu")
-    assert fusion.target_value("cos_cos_compiled_speedup", 1.5, 2.0) == 1.5  # the CPU target stays a speedup
+    assert (
+        fusion.target_value("cos_cos_compiled_speedup", 1.5, 2.0) == 1.5
+    )  # the CPU target stays a speedup
 
 
 def test_fast_cosine_refuses_on_the_interpreter(monkeypatch):
@@ -212,7 +250,10 @@ def test_the_small_size_verdict_follows_the_measured_shares():
     assert "every provider ran further below the copy line" in gpu_like[-1]
     cpu_like = fusion.small_sizes({"eager": run(0.28, 0.25)}, 1.0)
     assert "about as close to the copy line as at the largest, or closer" in cpu_like[-1]
-    assert cpu_like[0].startswith("eager: 28% of copy at the smallest size") and "(1.12x of it)" in cpu_like[0]
+    assert (
+        cpu_like[0].startswith("eager: 28% of copy at the smallest size")
+        and "(1.12x of it)" in cpu_like[0]
+    )
     mixed = fusion.small_sizes({"eager": run(0.28, 0.25), "compiled": run(0.2099, 0.28)}, 1.0)
     assert mixed[-1] == (
         "At the smallest size, held back by a fixed cost per call rather than bandwidth: "
@@ -225,7 +266,9 @@ def _measured(label: str, seconds: float, spread: float = 0.0):
     from brrr.timing import Timing
 
     half = spread * seconds / 2
-    return fusion.Measurement(label, Timing(seconds, seconds - half, seconds + half, 5, "fake"), 8.0 * 1000)
+    return fusion.Measurement(
+        label, Timing(seconds, seconds - half, seconds + half, 5, "fake"), 8.0 * 1000
+    )
 
 
 def test_a_time_under_the_roofline_minimum_says_why_on_its_line():
@@ -233,15 +276,25 @@ def test_a_time_under_the_roofline_minimum_says_why_on_its_line():
     assert fusion.cos_bound(n, 1, 1, bandwidth, rate) == "compute"
     assert fusion.cos_bound(n, 1, 1, bandwidth, 4 * rate) == "memory"
     on_it = fusion.against_model(_measured("compiled x.cos()", 2.2), n, 1, 1, bandwidth, rate)
-    assert "predicted    2.00 s (compute-bound)" in on_it and "= 1.10x" in on_it and "under" not in on_it
-    noisy = fusion.against_model(_measured("compiled x.cos()", 1.96, 0.04), n, 1, 1, bandwidth, rate)
+    assert (
+        "predicted    2.00 s (compute-bound)" in on_it
+        and "= 1.10x" in on_it
+        and "under" not in on_it
+    )
+    noisy = fusion.against_model(
+        _measured("compiled x.cos()", 1.96, 0.04), n, 1, 1, bandwidth, rate
+    )
     assert "under the roofline's minimum" in noisy and "within this run's spread" in noisy
     # the old cosine roof: the compiled x.cos() ran at 142% of it
-    low_roof = fusion.against_model(_measured("compiled x.cos()", 2 / 1.42, 0.04), n, 1, 1, bandwidth, rate)
+    low_roof = fusion.against_model(
+        _measured("compiled x.cos()", 2 / 1.42, 0.04), n, 1, 1, bandwidth, rate
+    )
     assert "beyond this run's spread" in low_roof and "a low roof" in low_roof
     assert fusion.model_ratio(_measured("x", 1.4), n, 1, 1, bandwidth, rate) == pytest.approx(0.7)
     # a roof measured 2x low: the time sits at half the roofline's, under either device's floor
-    assert fusion.model_ratio(_measured("x", 2.0), n, 1, 1, bandwidth, rate / 2) < fusion.MODEL_FLOOR
+    assert (
+        fusion.model_ratio(_measured("x", 2.0), n, 1, 1, bandwidth, rate / 2) < fusion.MODEL_FLOOR
+    )
 
 
 def test_the_cos_summary_follows_the_run():
@@ -249,13 +302,21 @@ def test_the_cos_summary_follows_the_run():
     hidden = fusion.cos_model_summary(n, bandwidth, 4000.0, 1.0, 1.1, 2.0)
     assert hidden.startswith("Two cosines per element fit inside")
     two = fusion.cos_model_summary(n, bandwidth, 1500.0, 1.0, 1.4, 2.0)
-    assert two.startswith("Two cosines per element take 1.33x") and "still beat eager's two passes, 1.43x" in two
+    assert (
+        two.startswith("Two cosines per element take 1.33x")
+        and "still beat eager's two passes, 1.43x" in two
+    )
     one = fusion.cos_model_summary(n, bandwidth, 800.0, 1.25, 3.0, 2.6)
     assert one.startswith("Even one cosine per element takes 1.25x") and "it took 2.40x" in one
-    assert "did not beat eager's two passes" in fusion.cos_model_summary(n, bandwidth, 800.0, 1.25, 3.0, 2.9)
+    assert "did not beat eager's two passes" in fusion.cos_model_summary(
+        n, bandwidth, 800.0, 1.25, 3.0, 2.9
+    )
     # x.cos() slowed (2 s against its 1.25 s): the ratio falls under the model's 2x, and the line says why
     slowed = fusion.cos_model_summary(n, bandwidth, 800.0, 2.0, 2.6, 5.0)
-    assert "should take at least 2.00x its time; it took only 1.30x" in slowed and "ran at 1.60x" in slowed
+    assert (
+        "should take at least 2.00x its time; it took only 1.30x" in slowed
+        and "ran at 1.60x" in slowed
+    )
 
 
 def test_the_cosine_roof_is_the_best_chain(monkeypatch):
@@ -282,7 +343,10 @@ def _compiled_cos_workloads():
 def _over_the_roof(x, workloads) -> dict[str, float]:
     """Each workload's cosines/s over the cosine roof timed in the same rounds (memory left out)."""
     return {
-        label: 1 / fusion.model_ratio_in_turns(lambda fn=fn: fn(x), x.numel(), cosines, 1, eager=False, memory=False)
+        label: 1
+        / fusion.model_ratio_in_turns(
+            lambda fn=fn: fn(x), x.numel(), cosines, 1, eager=False, memory=False
+        )
         for label, (fn, cosines) in workloads.items()
     }
 
@@ -327,7 +391,9 @@ def test_a_cosine_roof_measured_2x_low_fails_the_model(monkeypatch):
         return Compiled(lambda *args: (once(*args), once(*args))[1], once.compile_s, fn, threads)
 
     def over_the_roof() -> float:
-        return 1 / fusion.model_ratio_in_turns(lambda: compiled_cos(x), x.numel(), 1, 1, eager=False, memory=False)
+        return 1 / fusion.model_ratio_in_turns(
+            lambda: compiled_cos(x), x.numel(), 1, 1, eager=False, memory=False
+        )
 
     unplanted = over_the_roof()
     monkeypatch.setattr(fusion, "compile_for_timing", twice_per_call)
@@ -357,5 +423,7 @@ def test_the_fused_chains_compile_to_one_graph_and_a_graph_break_misses_by_a_cou
         torch._dynamo.graph_break()
         return y.cos()
 
-    with pytest.raises(targets.TargetMissed, match=r"2 graph\(s\) with 1 graph break\(s\) \(Call to `torch._dynamo"):
+    with pytest.raises(
+        targets.TargetMissed, match=r"2 graph\(s\) with 1 graph break\(s\) \(Call to `torch._dynamo"
+    ):
         fusion.require_one_graph("x.cos().cos()", broken, x)

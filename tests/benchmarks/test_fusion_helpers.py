@@ -66,7 +66,9 @@ def _faulting(pages: int):
     return call
 
 
-@pytest.mark.skipif(ON_GPU, reason="a GPU's caching allocator needs no settling: settle_page_faults returns 0")
+@pytest.mark.skipif(
+    ON_GPU, reason="a GPU's caching allocator needs no settling: settle_page_faults returns 0"
+)
 def test_settling_stops_at_the_first_quiet_call():
     calls = []
 
@@ -79,7 +81,9 @@ def test_settling_stops_at_the_first_quiet_call():
     assert settle_page_faults(lambda: None, max_calls=12) == 1
 
 
-@pytest.mark.skipif(ON_GPU, reason="a GPU's caching allocator needs no settling: settle_page_faults returns 0")
+@pytest.mark.skipif(
+    ON_GPU, reason="a GPU's caching allocator needs no settling: settle_page_faults returns 0"
+)
 def test_settling_gives_up_after_max_calls():
     calls = []
 
@@ -154,7 +158,9 @@ def test_every_page_divides_by_the_builds_copy_roof(monkeypatch):
     )
     raised = []
     monkeypatch.setattr(ceilings, "measure", lambda threads=None: cached)
-    monkeypatch.setattr(ceilings, "raise_copy_ceiling", lambda found, rate: raised.append(rate) or found)
+    monkeypatch.setattr(
+        ceilings, "raise_copy_ceiling", lambda found, rate: raised.append(rate) or found
+    )
     monkeypatch.setattr(fusion, "copy_bandwidth", lambda n=None, threads=None: 12e9)
     roof, how = fusion.copy_roof(threads=1)
     assert roof == 20e9 and "12.0 GB/s" in how and not raised

@@ -18,14 +18,17 @@ BATCH, WIDTH, BLOCKS = remat.SIZES
 def results():
     model, x = remat.build(BATCH, WIDTH, BLOCKS)
     return {
-        name: remat.measure_variant(name, model, x, threads=fusion.THREADS, budget_s=0.05) for name in remat.VARIANTS
+        name: remat.measure_variant(name, model, x, threads=fusion.THREADS, budget_s=0.05)
+        for name in remat.VARIANTS
     }
 
 
 def test_eager_saves_what_the_model_predicts(results):
     hidden = remat.EXPANSION * WIDTH
     activations = BLOCKS * (BATCH * WIDTH + 4 * BATCH * hidden) * 4
-    parameters = BLOCKS * (2 * hidden * WIDTH + hidden) * 4  # the weights and scale autograd saves too
+    parameters = (
+        BLOCKS * (2 * hidden * WIDTH + hidden) * 4
+    )  # the weights and scale autograd saves too
     assert results["eager"].saved_bytes == pytest.approx(activations + parameters, rel=0.1)
 
 

@@ -51,14 +51,20 @@ def test_placement_finds_all_three_regimes():
 
 def test_placement_counts():
     point = repeat_sweep.place(1000, "float16", 16, ROOF)
-    assert point.flops == 16_000 and point.bytes_moved == 4000 and point.intensity == pytest.approx(4.0)
+    assert (
+        point.flops == 16_000
+        and point.bytes_moved == 4000
+        and point.intensity == pytest.approx(4.0)
+    )
     assert point.predicted_s == pytest.approx(max(1e-5, 16_000 / 1e12, 4000 / 1e11))
     # 1000 elements: the 10 µs overhead dominates, so the model allows 16,000 FLOPs / 10 µs
     assert point.attainable_flops == pytest.approx(16_000 / 1e-5)
     # 2^26 fp32 elements, 1 repeat: memory-bound at intensity x bandwidth = 1/8 FLOP/B x 100 GB/s
     assert repeat_sweep.place(2**26, "float32", 1, ROOF).attainable_flops == pytest.approx(1e11 / 8)
     # 1024 repeats: intensity 256 FLOP/B, past the ridge: the compute roof itself
-    assert repeat_sweep.place(2**26, "float32", 1024, ROOF).attainable_flops == pytest.approx(ROOF.peak_flops)
+    assert repeat_sweep.place(2**26, "float32", 1024, ROOF).attainable_flops == pytest.approx(
+        ROOF.peak_flops
+    )
     assert "memory-bound" in repeat_sweep.place(2**26, "float32", 1, ROOF).describe()
     with pytest.raises(ValueError):
         repeat_sweep.place(1000, "int8", 1, ROOF)
@@ -66,8 +72,16 @@ def test_placement_counts():
 
 def test_half_the_bytes_halves_the_knee():
     n = 2**26
-    fp32_knee = next(r for r in range(1, 10_000) if repeat_sweep.place(n, "float32", r, ROOF).regime == Regime.COMPUTE)
-    fp16_knee = next(r for r in range(1, 10_000) if repeat_sweep.place(n, "float16", r, ROOF).regime == Regime.COMPUTE)
+    fp32_knee = next(
+        r
+        for r in range(1, 10_000)
+        if repeat_sweep.place(n, "float32", r, ROOF).regime == Regime.COMPUTE
+    )
+    fp16_knee = next(
+        r
+        for r in range(1, 10_000)
+        if repeat_sweep.place(n, "float16", r, ROOF).regime == Regime.COMPUTE
+    )
     assert math.isclose(fp32_knee, 2 * fp16_knee, rel_tol=0.05)
 
 
@@ -85,17 +99,24 @@ def test_runtime_is_flat_then_rises():
     x = torch.rand(n, device=DEVICE)
     out = torch.empty_like(x)
     high = per_device(cpu=128, gpu=1024)  # several times the knee on either device
-    chains = {repeats: repeat_sweep.compile_chain(repeats, x, threads=fusion.THREADS) for repeats in (1, 4, high)}
+    chains = {
+        repeats: repeat_sweep.compile_chain(repeats, x, threads=fusion.THREADS)
+        for repeats in (1, 4, high)
+    }
     attempts = []
     for _ in range(3):  # a stall on a shared machine gets two more chances
         times = {
-            repeats: bench(lambda: chain(out, x), threads=fusion.THREADS, warmup=1, min_runs=5, budget_s=0.3).median_s
+            repeats: bench(
+                lambda: chain(out, x), threads=fusion.THREADS, warmup=1, min_runs=5, budget_s=0.3
+            ).median_s
             for repeats, chain in chains.items()
         }
         attempts.append(times)
         if times[4] < 1.5 * times[1] and times[high] > 2.0 * times[1]:
             return
-    pytest.fail(f"expected flat-then-rising runtimes (4 repeats < 1.5x 1 repeat, {high} repeats > 2x); got {attempts}")
+    pytest.fail(
+        f"expected flat-then-rising runtimes (4 repeats < 1.5x 1 repeat, {high} repeats > 2x); got {attempts}"
+    )
 
 
 def _point(repeats: int, seconds: float, n: int = 2**20) -> repeat_sweep.SweepPoint:
@@ -113,13 +134,17 @@ def test_the_flops_sentence_follows_the_sweep():
     falling = [_point(16, 16 * n / 36e9), _point(64, 64 * n / 22e9), _point(128, 128 * n / 16e9)]
     text = repeat_sweep.describe_flops(falling, roof, {16: roof, 64: 22e9})
     assert "peaked at 16 repeats, 90% of the multiply roof; at 128 repeats it was 40%" in text
-    assert "at 64 repeats the sweep ran at 55% of the roof and the same chain in cache at 55%" in text
+    assert (
+        "at 64 repeats the sweep ran at 55% of the roof and the same chain in cache at 55%" in text
+    )
     # a point above the roof shows as more than 1
     assert repeat_sweep.flops_over_roof(falling, 20e9) == pytest.approx(1.8)
 
 
 def test_the_multiply_roof_is_the_best_chain(monkeypatch):
-    monkeypatch.setattr(repeat_sweep, "multiply_rates", lambda *args, **kwargs: {8: 35e9, 16: 37e9, 64: 22e9})
+    monkeypatch.setattr(
+        repeat_sweep, "multiply_rates", lambda *args, **kwargs: {8: 35e9, 16: 37e9, 64: 22e9}
+    )
     assert repeat_sweep.multiply_peak() == 37e9
 
 
@@ -134,11 +159,16 @@ def test_the_multiply_roof_is_a_roof():
     counts = per_device(cpu=(16, 32), gpu=(128, 256))  # around the knee and past it
     attempts = []
     for _ in range(3):  # a stall on a shared machine gets two more chances
-        over = {repeats: repeat_sweep.over_roof_in_turns(n, repeats, threads=fusion.THREADS) for repeats in counts}
+        over = {
+            repeats: repeat_sweep.over_roof_in_turns(n, repeats, threads=fusion.THREADS)
+            for repeats in counts
+        }
         attempts.append(over)
         if max(over.values()) <= repeat_sweep.OVER_ROOF_TOLERANCE:
             return
-    pytest.fail(f"achieved FLOP/s over the multiply roof, above {repeat_sweep.OVER_ROOF_TOLERANCE}: {attempts}")
+    pytest.fail(
+        f"achieved FLOP/s over the multiply roof, above {repeat_sweep.OVER_ROOF_TOLERANCE}: {attempts}"
+    )
 
 
 def test_a_multiply_roof_measured_2x_low_fails_the_roof_check(monkeypatch):
@@ -157,8 +187,12 @@ def test_a_multiply_roof_measured_2x_low_fails_the_roof_check(monkeypatch):
         return honest(2 * repeats if is_roof else repeats, example, threads=threads)
 
     monkeypatch.setattr(repeat_sweep, "compile_chain", doubled_roof)
-    monkeypatch.setattr(repeat_sweep, "MULTIPLY_PEAK_CHAINS", per_device(cpu=(8, 16), gpu=(256,)))  # fewer compiles
-    repeats = per_device(cpu=32, gpu=256)  # past the knee (test_the_multiply_roof_is_a_roof's second count)
+    monkeypatch.setattr(
+        repeat_sweep, "MULTIPLY_PEAK_CHAINS", per_device(cpu=(8, 16), gpu=(256,))
+    )  # fewer compiles
+    repeats = per_device(
+        cpu=32, gpu=256
+    )  # past the knee (test_the_multiply_roof_is_a_roof's second count)
     for _ in range(2):
         over = repeat_sweep.over_roof_in_turns(far_above_cache(4), repeats, threads=fusion.THREADS)
         assert over > repeat_sweep.OVER_ROOF_TOLERANCE, over
@@ -169,7 +203,11 @@ def test_a_sweep_whose_flat_points_disagree_is_measured_again_and_the_steadiest_
     from types import SimpleNamespace
 
     runs = iter([[2.0, 3.0, 1.4, 5.0], [1.0, 1.1, 1.05, 5.0]])
-    monkeypatch.setattr(repeat_sweep, "sweep", lambda *args, **kwargs: [SimpleNamespace(seconds=s) for s in next(runs)])
+    monkeypatch.setattr(
+        repeat_sweep,
+        "sweep",
+        lambda *args, **kwargs: [SimpleNamespace(seconds=s) for s in next(runs)],
+    )
     points, notes = repeat_sweep.steady_sweep(1024)
     assert [p.seconds for p in points] == [1.0, 1.1, 1.05, 5.0]
     assert len(notes) == 1 and "differed by 2.14x" in notes[0]

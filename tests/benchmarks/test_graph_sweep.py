@@ -10,7 +10,13 @@ SWEEP = {
     "replay_seconds": [1.0e-4, 2.6e-4, 2.0e-3],
     "reduce_overhead_batch1_seconds": 1.0e-3,
 }
-ENV = {"device": "NVIDIA H100", "mode": "GPU", "torch": "2.11.0", "triton": "3.6.0", "date": "2026-11-24"}
+ENV = {
+    "device": "NVIDIA H100",
+    "mode": "GPU",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "date": "2026-11-24",
+}
 
 
 def test_without_a_record_there_is_no_sweep_to_show(tmp_path):
@@ -23,7 +29,9 @@ def test_the_recorded_sweep_is_labelled_and_said_in_one_sentence(tmp_path):
         json.dumps({"figures": {"overhead/cuda-graphs": {"env": ENV, "values": SWEEP}}})
     )
     sweep = GraphSweep.recorded(tmp_path)
-    assert sweep.where == "recorded on NVIDIA H100" and sweep.stamp.startswith("recorded [measured on NVIDIA H100")
+    assert sweep.where == "recorded on NVIDIA H100" and sweep.stamp.startswith(
+        "recorded [measured on NVIDIA H100"
+    )
     assert [round(s, 2) for s in sweep.speedups] == [14.0, 5.0, 1.1]
     assert sweep.sentence().startswith(
         "Recorded on NVIDIA H100: graph replay ran a training step 14.0x faster "

@@ -43,7 +43,9 @@ def test_train_step_is_one_plain_sgd_update():
     torch.nn.functional.mse_loss(reference(x), y).backward()
     expected = [p.detach() - 0.5 * p.grad for p in reference.parameters()]
     loss = step(x, y)
-    torch.testing.assert_close(loss, torch.nn.functional.mse_loss(overhead.small_mlp(TINY_SHAPE)(x), y))
+    torch.testing.assert_close(
+        loss, torch.nn.functional.mse_loss(overhead.small_mlp(TINY_SHAPE)(x), y)
+    )
     for updated, wanted in zip(step.model.parameters(), expected):
         torch.testing.assert_close(updated.detach(), wanted)
 
@@ -79,12 +81,16 @@ def test_batch_doubling_helpers():
     # the essay's footnote: a flat doubling the roofline also predicts is not proof of overhead
     assert "not proof of overhead" in overhead.doubling_verdict(1.1, predicted_ratio=1.05)
     assert overhead.doubling_verdict(1.1, predicted_ratio=2.0) == "overhead-bound"
-    assert overhead.doubling_verdict(1.1, predicted_ratio=1.05, over_roofline=3.0).startswith("overhead-bound")
+    assert overhead.doubling_verdict(1.1, predicted_ratio=1.05, over_roofline=3.0).startswith(
+        "overhead-bound"
+    )
     assert "not proof" in overhead.doubling_verdict(1.1, predicted_ratio=1.05, over_roofline=1.2)
     peak, bandwidth = 1e12, 1e11
     small = [overhead.step_roofline_seconds(b, peak, bandwidth) for b in (1, 2)]
     large = [overhead.step_roofline_seconds(b, peak, bandwidth) for b in (2**14, 2**15)]
-    assert small[1] / small[0] < 1.1 and large[1] / large[0] > 1.9  # weights dominate, then the batch does
+    assert (
+        small[1] / small[0] < 1.1 and large[1] / large[0] > 1.9
+    )  # weights dominate, then the batch does
 
 
 def test_counts_used_by_the_python_vs_pytorch_notebook():
@@ -160,7 +166,9 @@ def test_reduce_overhead_beats_eager_at_batch_one():
     assert comparison.speedup >= REDUCE_OVERHEAD_MIN_SPEEDUP, str(comparison)
 
 
-@pytest.mark.parametrize("l2_mib, width", [(50, 512), (40, 512), (4, 128), (6, 256), (96, 1024), (0.25, 64)])
+@pytest.mark.parametrize(
+    "l2_mib, width", [(50, 512), (40, 512), (4, 128), (6, 256), (96, 1024), (0.25, 64)]
+)
 def test_the_graph_target_model_fits_in_half_the_l2(l2_mib, width):
     l2 = int(l2_mib * 2**20)
     shape = overhead.graph_target_shape(l2, depth=4)
@@ -178,7 +186,9 @@ def test_the_cuda_target_is_measured_on_the_l2_sized_model(monkeypatch):
     # the target measures a model sized from this GPU's L2 instead.
     measured = []
     monkeypatch.setattr(overhead, "last_level_cache_bytes", lambda: 50 * 2**20)
-    monkeypatch.setattr(overhead, "graph_vs_eager", lambda size, shape=None: measured.append((size, shape)))
+    monkeypatch.setattr(
+        overhead, "graph_vs_eager", lambda size, shape=None: measured.append((size, shape))
+    )
     overhead.TARGETS["cuda"].measure()
     assert measured == [(1, overhead.MlpShape(width=512, depth=overhead.MLP.depth))]
 
@@ -198,10 +208,14 @@ def test_an_add_above_the_copy_roof_is_explained_by_the_cache_only_where_it_fits
         return Timing(median_s=seconds, p20_s=seconds, p80_s=seconds, runs=5, device="cpu")
 
     lines = module.describe_add_sweep(
-        sizes, [timing(2**18, 1.5), timing(2**20, 1.2), timing(2**24, 1.1), timing(2**24, 0.5)], copy
+        sizes,
+        [timing(2**18, 1.5), timing(2**20, 1.2), timing(2**24, 1.1), timing(2**24, 0.5)],
+        copy,
     )
     assert [line[-1] for line in lines[:4]] == ["*", "*", "†", "h"], lines
-    assert lines[4].startswith("* above the copy roof: its three tensors fit in the 32.0 MiB last-level cache")
+    assert lines[4].startswith(
+        "* above the copy roof: its three tensors fit in the 32.0 MiB last-level cache"
+    )
     assert (
         lines[5].startswith(
             "† above the copy roof: its three tensors exceed the 32.0 MiB last-level cache, so this is DRAM"
@@ -224,7 +238,9 @@ def test_the_gpu_sweep_goes_on_until_a_doubling_doubles_the_step_or_batch_16384(
 
         return timed, timer
 
-    timed, timer = fake(lambda b: 1e-3 + b * 1e-7 if b <= 8192 else 1e-3 + b * 1e-6)  # doubles from 16384
+    timed, timer = fake(
+        lambda b: 1e-3 + b * 1e-7 if b <= 8192 else 1e-3 + b * 1e-6
+    )  # doubles from 16384
     batches, timings = overhead.doubling_sweep(max_batch=overhead.GPU_SWEEP_MAX_BATCH, timer=timer)
     assert batches == timed == [2**k for k in range(15)] and len(timings) == 15
     timed, timer = fake(lambda b: 1e-3)  # never doubles: stops at the largest batch

@@ -75,12 +75,19 @@ def test_book_builds_with_every_notebook_executed(book_build):
     for chapter in ("memory-bandwidth", "operator-fusion", "compute", "overhead"):
         page_html = (html_dir / "chapters" / f"{chapter}.html").read_text()
         exercises = page_html[page_html.index('id="exercises"') :]
-        assert len(folded.findall(exercises)) >= 3, f"{chapter}: the exercises' answers did not render folded"
+        assert len(folded.findall(exercises)) >= 3, (
+            f"{chapter}: the exercises' answers did not render folded"
+        )
 
 
 # Claims that must hold on any machine the book is built on, a 2-core CPU included: each was
 # measured to hold there (see brrr.claims for the rules).
-MUST_HOLD = ("fusion-cuts-bytes", "fused-chain-one-op", "overhead-floor", "contractions-flops-vs-runtime")
+MUST_HOLD = (
+    "fusion-cuts-bytes",
+    "fused-chain-one-op",
+    "overhead-floor",
+    "contractions-flops-vs-runtime",
+)
 
 
 def _glued(build: Path, notebook: str) -> dict[str, str]:
@@ -100,16 +107,24 @@ def test_the_ledger_shows_what_the_notebooks_measured(book_build):
             f"{key}: glued {texts['verdict']!r}, but its figures {texts['figures']} give otherwise"
         )
         for field in ("statement", "essay", "here", "verdict", "why"):
-            assert texts[field] in ledger, f"the ledger does not show {key}'s {field}: {texts[field]!r}"
+            assert texts[field] in ledger, (
+                f"the ledger does not show {key}'s {field}: {texts[field]!r}"
+            )
         verdicts[key] = texts
     for key in MUST_HOLD:
         assert verdicts[key]["verdict"] == claims.HELD, (
             f"{key} did not hold on this machine: {verdicts[key]['here']}; {verdicts[key]['why']}"
         )
     shown = _recorded_gpu_entries(ledger)
-    assert len(shown) == len(claims.CLAIMS), f"{len(shown)} 'Recorded GPU:' entries for {len(claims.CLAIMS)} claims"
-    for (key, figure), entry in zip(claims.reference_figures().items(), shown):  # "none recorded" where none is
-        assert figure in entry, f"the ledger shows {entry!r} as {key}'s recorded GPU, not {figure!r}"
+    assert len(shown) == len(claims.CLAIMS), (
+        f"{len(shown)} 'Recorded GPU:' entries for {len(claims.CLAIMS)} claims"
+    )
+    for (key, figure), entry in zip(
+        claims.reference_figures().items(), shown
+    ):  # "none recorded" where none is
+        assert figure in entry, (
+            f"the ledger shows {entry!r} as {key}'s recorded GPU, not {figure!r}"
+        )
 
 
 def recomputed_verdict(key: str, texts: dict[str, str]) -> str:
@@ -152,7 +167,9 @@ def test_the_compute_chapter_shows_each_committed_gpu_reference(book_build):
     for name, data in committed.items():
         env = next(iter(data.get("figures", {}).values()), {}).get("env", {})
         assert f"GPU reference {env.get('device', name)}" in page, name
-    printed = re.search(r'(?<!")GPU reference: none recorded', page)  # the output, not the cell's source
+    printed = re.search(
+        r'(?<!")GPU reference: none recorded', page
+    )  # the output, not the cell's source
     assert bool(printed) == (not committed)
 
 
@@ -166,7 +183,11 @@ def test_a_broken_cross_reference_fails_the_build(tmp_path):
         "# Index\n\n(a-label)=\n## A section\n\nSee {doc}`no-such-page`, {ref}`no-such-label` and {ref}`a-label`.\n"
     )
     shutil.copy(ROOT / "references.bib", book / "references.bib")
-    config = {"title": "broken", "execute": {"execute_notebooks": "off"}, "bibtex_bibfiles": ["references.bib"]}
+    config = {
+        "title": "broken",
+        "execute": {"execute_notebooks": "off"},
+        "bibtex_bibfiles": ["references.bib"],
+    }
     (book / "_config.yml").write_text(yaml.safe_dump(config))
     result = build_book(book, book / "_config.yml", tmp_path / "out")
     assert result.returncode != 0
@@ -209,17 +230,25 @@ def unstamped_cells(notebook: dict) -> list[str]:
 
 
 def test_the_stamp_check_catches_an_unstamped_figure():
-    cell = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": ["copy: 12.5 GB/s\n"]}]}
+    cell = {
+        "cell_type": "code",
+        "outputs": [{"output_type": "stream", "text": ["copy: 12.5 GB/s\n"]}],
+    }
     assert unstamped_cells({"cells": [cell]})
     stamp = {
         "cell_type": "code",
-        "outputs": [{"output_type": "stream", "text": ["[measured on a CPU · torch 2.13 · 2026-11-23]\n"]}],
+        "outputs": [
+            {"output_type": "stream", "text": ["[measured on a CPU · torch 2.13 · 2026-11-23]\n"]}
+        ],
     }
     assert not unstamped_cells({"cells": [stamp, cell]})  # the page's stamp covers what follows
     assert unstamped_cells({"cells": [cell, stamp]})  # and nothing before it
     cell["outputs"][0]["text"].append("[measured on a CPU · torch 2.13 · 2026-11-23]\n")
     assert not unstamped_cells({"cells": [cell]})
-    counted = {"cell_type": "code", "outputs": [{"output_type": "stream", "text": ["268 MB moved, 4.2 GFLOP\n"]}]}
+    counted = {
+        "cell_type": "code",
+        "outputs": [{"output_type": "stream", "text": ["268 MB moved, 4.2 GFLOP\n"]}],
+    }
     assert not unstamped_cells({"cells": [counted]})
 
 
@@ -227,21 +256,32 @@ def stamp_lines(notebook: dict) -> int:
     """How many stamps a page prints outside its figures and tables (``print(stamp())`` lines)."""
     return sum(
         source.count("print(stamp())") + source.count('print(f"  {STAMP}")')
-        for source in ("".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code")
+        for source in (
+            "".join(cell["source"]) for cell in notebook["cells"] if cell["cell_type"] == "code"
+        )
     )
 
 
 def test_a_page_prints_its_stamp_once():
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb")):
-        assert stamp_lines(json.loads(path.read_text())) <= 1, f"{path.name} prints its stamp more than once"
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted(
+        (ROOT / "solutions").glob("*.ipynb")
+    ):
+        assert stamp_lines(json.loads(path.read_text())) <= 1, (
+            f"{path.name} prints its stamp more than once"
+        )
 
 
 def test_every_measured_number_carries_its_stamp(book_build):
     """STYLE: every printed measurement follows the page's stamp (device, versions, date)."""
     executed = book_build.html_dir.parent / "jupyter_execute"
-    notebooks = sorted(executed.glob("notebooks/*.ipynb")) + sorted(executed.glob("solutions/*.ipynb"))
+    notebooks = sorted(executed.glob("notebooks/*.ipynb")) + sorted(
+        executed.glob("solutions/*.ipynb")
+    )
     assert len(notebooks) >= 12, f"executed notebooks not found under {executed}"
-    found = {path.relative_to(executed).as_posix(): unstamped_cells(json.loads(path.read_text())) for path in notebooks}
+    found = {
+        path.relative_to(executed).as_posix(): unstamped_cells(json.loads(path.read_text()))
+        for path in notebooks
+    }
     found = {name: cells for name, cells in found.items() if cells}
     assert not found, f"measured figures printed without a stamp: {found}"
 
@@ -255,7 +295,9 @@ def printed_lines(notebook: dict) -> list[str]:
     """The lines a page prints as text (streams, and plain results shown without an image or HTML)."""
     lines = []
     for cell in notebook["cells"]:
-        if cell["cell_type"] != "code" or "remove-output" in cell.get("metadata", {}).get("tags", []):
+        if cell["cell_type"] != "code" or "remove-output" in cell.get("metadata", {}).get(
+            "tags", []
+        ):
             continue
         for output in cell.get("outputs", []):
             data = output.get("data", {})
@@ -273,13 +315,19 @@ def page_words(notebook: dict) -> int:
         for cell in notebook["cells"]
         if not {"remove-cell", "remove-input"} & set(cell.get("metadata", {}).get("tags", []))
     ]
-    text = " ".join("".join(cell["source"]) for cell in shown) + " " + " ".join(printed_lines(notebook))
+    text = (
+        " ".join("".join(cell["source"]) for cell in shown)
+        + " "
+        + " ".join(printed_lines(notebook))
+    )
     return len(text.split())
 
 
 def test_printed_lines_fit_the_column_and_pages_stay_short(book_build):
     executed = book_build.html_dir.parent / "jupyter_execute"
-    notebooks = sorted(executed.glob("notebooks/*.ipynb")) + sorted(executed.glob("solutions/*.ipynb"))
+    notebooks = sorted(executed.glob("notebooks/*.ipynb")) + sorted(
+        executed.glob("solutions/*.ipynb")
+    )
     assert len(notebooks) >= 12, f"executed notebooks not found under {executed}"
     total, wide, long_pages = 0, [], {}
     for path in notebooks:
@@ -291,18 +339,25 @@ def test_printed_lines_fit_the_column_and_pages_stay_short(book_build):
             long_pages[path.stem] = page_words(notebook)
     assert len(wide) <= MOST_WIDE_LINES * total, (
         f"{len(wide)} of {total} printed lines are wider than {PRINTED_WIDTH} characters "
-        "(wrap sentences with brrr.column.fit; say a table's reason once under it):\n" + "\n".join(wide)
+        "(wrap sentences with brrr.column.fit; say a table's reason once under it):\n"
+        + "\n".join(wide)
     )
     assert not long_pages, f"pages over {MOST_WORDS} words: {long_pages}"
 
 
 def test_the_width_and_length_checks_can_fail():
-    wide = {"cell_type": "code", "metadata": {}, "outputs": [{"output_type": "stream", "text": "x" * 101}]}
+    wide = {
+        "cell_type": "code",
+        "metadata": {},
+        "outputs": [{"output_type": "stream", "text": "x" * 101}],
+    }
     assert [len(line) for line in printed_lines({"cells": [wide]})] == [101]
     image = {
         "cell_type": "code",
         "metadata": {},
-        "outputs": [{"output_type": "display_data", "data": {"image/png": "", "text/plain": "y" * 200}}],
+        "outputs": [
+            {"output_type": "display_data", "data": {"image/png": "", "text/plain": "y" * 200}}
+        ],
     }
     assert printed_lines({"cells": [image]}) == []
     prose = {"cell_type": "markdown", "metadata": {}, "source": ["word " * 3_600]}

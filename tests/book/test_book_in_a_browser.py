@@ -17,7 +17,10 @@ from book_browser import browser, served_book  # noqa: F401  (fixtures)
         ({}, "fail"),
         ({book_browser.SKIP_ENV: "1"}, "skip"),
         ({book_browser.SKIP_ENV: "0"}, "fail"),
-        ({book_browser.SKIP_ENV: "1", "CI": "true"}, "fail"),  # CI must run it: .ci/run installs Chromium
+        (
+            {book_browser.SKIP_ENV: "1", "CI": "true"},
+            "fail",
+        ),  # CI must run it: .ci/run installs Chromium
     ],
 )
 def test_a_missing_browser_fails_unless_the_developer_skips_it_by_name(monkeypatch, env, outcome):
@@ -25,7 +28,9 @@ def test_a_missing_browser_fails_unless_the_developer_skips_it_by_name(monkeypat
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    with pytest.raises(pytest.fail.Exception if outcome == "fail" else pytest.skip.Exception) as stopped:
+    with pytest.raises(
+        pytest.fail.Exception if outcome == "fail" else pytest.skip.Exception
+    ) as stopped:
         book_browser._skip_or_fail("no Chromium found")
     assert "no Chromium found" in str(stopped.value)
     assert (book_browser.SKIP_ENV in str(stopped.value)) == (not env.get("CI")), str(stopped.value)
@@ -58,7 +63,9 @@ def test_every_page_renders_offline(browser, served_book):
     finally:
         reader.close()
         context.close()
-    report = "\n".join(f"{name}:\n  " + "\n  ".join(problems) for name, problems in failures.items())
+    report = "\n".join(
+        f"{name}:\n  " + "\n  ".join(problems) for name, problems in failures.items()
+    )
     assert not failures, f"{len(failures)} of {len(pages)} pages have problems:\n{report}"
     print(
         f"{len(pages)} pages, {pages_with_math} with math, {images} images, "

@@ -32,18 +32,60 @@ CASES = [
         (0.949, 0.40),
         "contractions 94.90% of FLOPs",
     ),
-    (claims.judge_contractions, (0.995, 0.95), "0.50% of FLOPs (10x)", (0.995, 0.951), "0.50% of FLOPs (9.8x)"),
-    (claims.judge_other_ops_rate, (100, 700, 16), "normalization 100x", (99.6, 700, 1.5), "normalization 99.6x"),
-    (claims.judge_other_ops_rate, (250, 100, 16), "element-wise 100x", (250, 99, 1.5), "element-wise 99x"),
-    (claims.judge_matmul_gap, (4e12, 1e12), "matmul peak 4.00x", (3.99e12, 1e12), "matmul peak 3.99x"),
+    (
+        claims.judge_contractions,
+        (0.995, 0.95),
+        "0.50% of FLOPs (10x)",
+        (0.995, 0.951),
+        "0.50% of FLOPs (9.8x)",
+    ),
+    (
+        claims.judge_other_ops_rate,
+        (100, 700, 16),
+        "normalization 100x",
+        (99.6, 700, 1.5),
+        "normalization 99.6x",
+    ),
+    (
+        claims.judge_other_ops_rate,
+        (250, 100, 16),
+        "element-wise 100x",
+        (250, 99, 1.5),
+        "element-wise 99x",
+    ),
+    (
+        claims.judge_matmul_gap,
+        (4e12, 1e12),
+        "matmul peak 4.00x",
+        (3.99e12, 1e12),
+        "matmul peak 3.99x",
+    ),
     (claims.judge_fusion_cuts_bytes, (2.0, 3), "2.00x faster", (1.99, 3), "1.99x faster"),
     (claims.judge_fused_chain, (1.3, 1.0), "fused chain 1.30x", (1.31, 1.0), "fused chain 1.31x"),
-    (claims.judge_cos_cos, (1.3, 1.0, 0.5), "x.cos().cos() 1.30x", (1.31, 1.0, 3.0), "x.cos().cos() 1.31x"),
-    (claims.judge_cos_cos, (1.3, 1.0, 0.5), "x.cos().cos() 1.30x", (1.31, 1.0, 0.5), "x.cos().cos() 1.31x"),
+    (
+        claims.judge_cos_cos,
+        (1.3, 1.0, 0.5),
+        "x.cos().cos() 1.30x",
+        (1.31, 1.0, 3.0),
+        "x.cos().cos() 1.31x",
+    ),
+    (
+        claims.judge_cos_cos,
+        (1.3, 1.0, 0.5),
+        "x.cos().cos() 1.30x",
+        (1.31, 1.0, 0.5),
+        "x.cos().cos() 1.31x",
+    ),
     (claims.judge_knee, (4, 8), "about 4.0 repeats", (3.9, 8), "about 3.9 repeats"),
     (claims.judge_knee, (16, 8), "about 16 repeats", (16.5, 8), "about 16.5 repeats"),
     (claims.judge_knee, (4, 8), "about 4.0 repeats", (64, 8), "about 64 repeats"),
-    (claims.judge_overhead_floor, (32e6, 3.2e6, 1.0), "(10x fewer)", (32e6, 3.3e6, 1.0), "(9.7x fewer)"),
+    (
+        claims.judge_overhead_floor,
+        (32e6, 3.2e6, 1.0),
+        "(10x fewer)",
+        (32e6, 3.3e6, 1.0),
+        "(9.7x fewer)",
+    ),
     (
         claims.judge_overhead_floor,
         (32e6, 280e3, 2.0),
@@ -51,17 +93,55 @@ CASES = [
         (32e6, 280e3, 2.01),
         "takes 2.01x a one-element add",
     ),
-    (claims.judge_batch_doubling, (1.24, 40, 1.9), "first doubling 1.24x", (1.25, 40, 1.9), "first doubling 1.25x"),
-    (claims.judge_batch_doubling, (1.02, 2, 1.9), "at 2.0x its roofline", (1.02, 1.96, 1.9), "at 1.96x its roofline"),
-    (claims.judge_batch_doubling, (1.02, 40, 1.51), "last doubling 1.51x", (1.02, 40, 1.5), "last doubling 1.50x"),
-    (claims.judge_compile_overhead, (2.0,), "compiled 2.00x faster", (1.996,), "compiled 1.996x faster"),
-    (claims.judge_rematerialization, (1.1, 1.3), "1.10x less peak memory", (1.09, 1.3), "1.09x less peak memory"),
-    (claims.judge_rematerialization, (1.8, 0.95), "0.95x the speed", (1.8, 0.949), "0.949x the speed"),
+    (
+        claims.judge_batch_doubling,
+        (1.24, 40, 1.9),
+        "first doubling 1.24x",
+        (1.25, 40, 1.9),
+        "first doubling 1.25x",
+    ),
+    (
+        claims.judge_batch_doubling,
+        (1.02, 2, 1.9),
+        "at 2.0x its roofline",
+        (1.02, 1.96, 1.9),
+        "at 1.96x its roofline",
+    ),
+    (
+        claims.judge_batch_doubling,
+        (1.02, 40, 1.51),
+        "last doubling 1.51x",
+        (1.02, 40, 1.5),
+        "last doubling 1.50x",
+    ),
+    (
+        claims.judge_compile_overhead,
+        (2.0,),
+        "compiled 2.00x faster",
+        (1.996,),
+        "compiled 1.996x faster",
+    ),
+    (
+        claims.judge_rematerialization,
+        (1.1, 1.3),
+        "1.10x less peak memory",
+        (1.09, 1.3),
+        "1.09x less peak memory",
+    ),
+    (
+        claims.judge_rematerialization,
+        (1.8, 0.95),
+        "0.95x the speed",
+        (1.8, 0.949),
+        "0.949x the speed",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
-    "judge, holds, holds_shows, fails, fails_shows", CASES, ids=[f"{case[0].__name__}-{case[3]}" for case in CASES]
+    "judge, holds, holds_shows, fails, fails_shows",
+    CASES,
+    ids=[f"{case[0].__name__}-{case[3]}" for case in CASES],
 )
 def test_each_rule_passes_and_fails(judge, holds, holds_shows, fails, fails_shows):
     """The verdict follows from the figure, and says the figure it follows from, in what the ledger glues."""
@@ -74,16 +154,28 @@ def test_each_rule_passes_and_fails(judge, holds, holds_shows, fails, fails_show
     assert bad.why and bad.why != good.why, "a claim that did not hold must say why"
     for verdict in (good, bad):
         glued = claims.values(verdict, "[stamp]", [])
-        assert (glued["verdict"], glued["here"], glued["why"]) == (verdict.word, verdict.here, verdict.why)
+        assert (glued["verdict"], glued["here"], glued["why"]) == (
+            verdict.word,
+            verdict.here,
+            verdict.why,
+        )
         assert f"{verdict.word.capitalize()}: {verdict.here}." in verdict.line()
 
 
 def test_every_claim_and_every_judge_has_a_row():
     """A new claim, or a new judge_* function, without a row above fails here."""
     judged = {case[0](*case[1]).key for case in CASES}
-    assert judged == set(claims.CLAIMS), f"claims without a row in CASES: {set(claims.CLAIMS) - judged}"
-    judges = {value for name, value in vars(claims).items() if name.startswith("judge_") and callable(value)}
-    assert judges == {case[0] for case in CASES}, f"judges without a row: {judges - {case[0] for case in CASES}}"
+    assert judged == set(claims.CLAIMS), (
+        f"claims without a row in CASES: {set(claims.CLAIMS) - judged}"
+    )
+    judges = {
+        value
+        for name, value in vars(claims).items()
+        if name.startswith("judge_") and callable(value)
+    }
+    assert judges == {case[0] for case in CASES}, (
+        f"judges without a row: {judges - {case[0] for case in CASES}}"
+    )
     assert len(claims.CLAIMS) == 12
 
 
@@ -118,9 +210,14 @@ def test_the_ledger_page_has_one_entry_per_claim_in_order():
     for entry, (key, claim) in zip(entries, claims.CLAIMS.items()):
         entry = entry.split("\n## ")[0]
         for field in ("statement", "essay", "here", "verdict", "why"):
-            assert f"../{claim.notebook}.ipynb::{claims.glue_key(key, field)}:s`" in entry, (key, field)
+            assert f"../{claim.notebook}.ipynb::{claims.glue_key(key, field)}:s`" in entry, (
+                key,
+                field,
+            )
         assert f"{{glue:text}}`gpu-{key}`" in entry, key
-    assert not re.search(r"^\|", LEDGER.read_text(), flags=re.MULTILINE), "the ledger is not a table"
+    assert not re.search(r"^\|", LEDGER.read_text(), flags=re.MULTILINE), (
+        "the ledger is not a table"
+    )
 
 
 def published_claims(source: str) -> set[str]:
@@ -134,7 +231,8 @@ def test_every_measuring_notebook_publishes_each_of_its_claims():
     its hidden cell calls: one ``publish(`` does not cover a notebook's other claims."""
     for key, claim in claims.CLAIMS.items():
         source = "".join(
-            "".join(cell["source"]) for cell in json.loads((ROOT / f"{claim.notebook}.ipynb").read_text())["cells"]
+            "".join(cell["source"])
+            for cell in json.loads((ROOT / f"{claim.notebook}.ipynb").read_text())["cells"]
         )
         for page in re.findall(r"from brrr_book\.pages import (\w+)", source):
             source += (ROOT / "book" / "brrr_book" / "pages" / f"{page}.py").read_text()
@@ -144,7 +242,9 @@ def test_every_measuring_notebook_publishes_each_of_its_claims():
 def test_a_notebook_that_publishes_one_claim_does_not_cover_another():
     source = "publish(judge_fusion_cuts_bytes(a, b))\nverdict = judge_cos_cos(x, y, z)\n"
     assert published_claims(source) == {"fusion-cuts-bytes"}
-    assert published_claims("claims.publish(\n    claims.judge_knee(k, p))") == {"memory-bound-until-ridge"}
+    assert published_claims("claims.publish(\n    claims.judge_knee(k, p))") == {
+        "memory-bound-until-ridge"
+    }
 
 
 def test_the_reference_column_reads_recorded_files(tmp_path):
@@ -157,7 +257,12 @@ def test_the_reference_column_reads_recorded_files(tmp_path):
                 "figures": {
                     "claims/compile-removes-overhead": {
                         "env": {"device": "NVIDIA H100"},
-                        "values": {"key": verdict.key, "held": True, "here": verdict.here, "why": verdict.why},
+                        "values": {
+                            "key": verdict.key,
+                            "held": True,
+                            "here": verdict.here,
+                            "why": verdict.why,
+                        },
                     }
                 }
             }
@@ -174,8 +279,13 @@ def test_a_published_claim_sits_beside_the_recorded_gpu_and_the_essay(tmp_path):
     verdict = claims.judge_cos_cos(3.3e-3, 1e-3, 2.0)
     alone = claims.beside(verdict, "[measured here]", claims.claim_records(verdict.key, tmp_path))
     machines = [row.machine for row in alone.rows]
-    assert machines[0].startswith("this machine: ") and machines[-1] == "the essay (quoted)", machines
-    assert alone.rows[1].result.startswith("none recorded") and "make gpu-check" in alone.rows[1].result
+    assert machines[0].startswith("this machine: ") and machines[-1] == "the essay (quoted)", (
+        machines
+    )
+    assert (
+        alone.rows[1].result.startswith("none recorded")
+        and "make gpu-check" in alone.rows[1].result
+    )
     assert claims.recorded_sentence(claims.claim_records(verdict.key, tmp_path)) == (
         "No recorded GPU has measured this claim yet."
     )
@@ -186,7 +296,12 @@ def test_a_published_claim_sits_beside_the_recorded_gpu_and_the_essay(tmp_path):
                 "figures": {
                     "claims/cos-cos-one-cos": {
                         "env": {"device": "NVIDIA H100", "date": "2026-11-24", "torch": "2.11.0"},
-                        "values": {"key": verdict.key, "held": True, "here": "1.00x <of> x.cos()", "why": ""},
+                        "values": {
+                            "key": verdict.key,
+                            "held": True,
+                            "here": "1.00x <of> x.cos()",
+                            "why": "",
+                        },
                     }
                 }
             }
@@ -194,7 +309,10 @@ def test_a_published_claim_sits_beside_the_recorded_gpu_and_the_essay(tmp_path):
     )
     shown = claims.beside(verdict, "[measured here]", claims.claim_records(verdict.key, tmp_path))
     assert [row.machine for row in shown.rows][1] == "recorded: NVIDIA H100"
-    assert shown.rows[1].result == "1.00x <of> x.cos() (held there)" and "2026-11-24" in shown.rows[1].source
+    assert (
+        shown.rows[1].result == "1.00x <of> x.cos() (held there)"
+        and "2026-11-24" in shown.rows[1].source
+    )
     assert "did not hold here" in shown.rows[0].result
     assert "1.00x &lt;of&gt; x.cos()" in shown._repr_html_()  # recorded text is escaped, not markup
     assert claims.recorded_sentence(claims.claim_records(verdict.key, tmp_path)) == (
@@ -215,10 +333,14 @@ def test_the_committed_reference_is_read_by_default():
 def test_a_missed_chain_claim_is_measured_again_before_it_is_the_verdict():
     again = iter([1.5, 1.1])
     verdict = claims.judge_fused_chain(0.025, 0.010, lambda: next(again))
-    assert verdict.held and "the best of 3 measurements: 2.50x, 1.50x, 1.10x" in verdict.here, verdict.here
+    assert verdict.held and "the best of 3 measurements: 2.50x, 1.50x, 1.10x" in verdict.here, (
+        verdict.here
+    )
     missed = claims.judge_fused_chain(0.025, 0.010, lambda: 1.4)
     assert not missed.held and "the best of 3 measurements" in missed.here
-    assert "best of" not in claims.judge_fused_chain(0.011, 0.010, lambda: 1 / 0).here  # a hit is not re-timed
+    assert (
+        "best of" not in claims.judge_fused_chain(0.011, 0.010, lambda: 1 / 0).here
+    )  # a hit is not re-timed
 
 
 @pytest.mark.parametrize(
@@ -231,7 +353,12 @@ def test_a_missed_chain_claim_is_measured_again_before_it_is_the_verdict():
         (claims.judge_fused_chain, (1.2999, 1.0), "1.2999x", "1.30x"),
         (claims.judge_compile_overhead, (1.996,), "1.996x", "2.00x"),
         (claims.judge_other_ops_rate, (99.6, 300, 2), "normalization 99.6x", "normalization 100x"),
-        (claims.judge_batch_doubling, (1.02, 1.96, 1.9), "at 1.96x its roofline", "at 2.0x its roofline"),
+        (
+            claims.judge_batch_doubling,
+            (1.02, 1.96, 1.9),
+            "at 1.96x its roofline",
+            "at 2.0x its roofline",
+        ),
     ],
 )
 def test_a_figure_is_never_rounded_across_the_line_its_rule_draws(judge, numbers, shown, not_shown):
@@ -245,15 +372,24 @@ def test_a_figure_is_never_rounded_across_the_line_its_rule_draws(judge, numbers
 
 def test_rematerialization_held_without_a_faster_step_says_the_time_did_not_fall():
     """The ledger said "held" for "lowers memory and runtime together" beside 1.00x the speed."""
-    flat, faster = claims.judge_rematerialization(1.8, 1.0), claims.judge_rematerialization(1.8, 1.09)
+    flat, faster = (
+        claims.judge_rematerialization(1.8, 1.0),
+        claims.judge_rematerialization(1.8, 1.09),
+    )
     assert flat.held and "did not fall here" in flat.why
     assert faster.held and faster.why == "less memory, and less time too"
     inside_noise = claims.judge_rematerialization(1.8, 1.03, noise=0.05)  # 1.03x beside a 5% spread
-    assert inside_noise.held and "did not fall here" in inside_noise.why and "own 5% noise" in inside_noise.why
+    assert (
+        inside_noise.held
+        and "did not fall here" in inside_noise.why
+        and "own 5% noise" in inside_noise.why
+    )
 
 
 @pytest.mark.parametrize(
-    "judge, holds, fails", [case[:1] + (case[1], case[3]) for case in CASES], ids=[case[0].__name__ for case in CASES]
+    "judge, holds, fails",
+    [case[:1] + (case[1], case[3]) for case in CASES],
+    ids=[case[0].__name__ for case in CASES],
 )
 def test_each_verdict_is_recomputed_from_its_glued_figures(judge, holds, fails):
     """The ledger's check (tests/book/test_book_build.py) judges each glued verdict again from its glued
@@ -268,7 +404,9 @@ def test_each_verdict_is_recomputed_from_its_glued_figures(judge, holds, fails):
 def test_a_fused_chain_measured_again_is_recomputed_from_its_best_measurement():
     verdict = claims.judge_fused_chain(0.025, 0.010, iter([1.5, 1.1]).__next__)
     assert verdict.held and claims.recompute(verdict.key, verdict.figures).held
-    assert not claims.recompute(verdict.key, claims.judge_fused_chain(0.025, 0.010, lambda: 1.4).figures).held
+    assert not claims.recompute(
+        verdict.key, claims.judge_fused_chain(0.025, 0.010, lambda: 1.4).figures
+    ).held
 
 
 @pytest.mark.parametrize("held", [True, False])
@@ -279,8 +417,12 @@ def test_publish_glues_the_verdict_its_figure_gives(monkeypatch, capsys, held):
     monkeypatch.setattr(claims, "glue_text", lambda key, text: glued.__setitem__(key, text))
     monkeypatch.setattr(claims.reference, "record", lambda *args: None)
     verdict = claims.publish(claims.judge_compile_overhead(2.5 if held else 1.5), "[stamp]")
-    assert glued[claims.glue_key(verdict.key, "verdict")] == (claims.HELD if held else claims.NOT_HELD)
+    assert glued[claims.glue_key(verdict.key, "verdict")] == (
+        claims.HELD if held else claims.NOT_HELD
+    )
     assert glued[claims.glue_key(verdict.key, "here")] == verdict.here
-    assert json.loads(glued[claims.glue_key(verdict.key, "figures")]) == {"speedup": 2.5 if held else 1.5}
+    assert json.loads(glued[claims.glue_key(verdict.key, "figures")]) == {
+        "speedup": 2.5 if held else 1.5
+    }
     assert set(glued) == {claims.glue_key(verdict.key, field) for field in claims.FIELDS}
     assert ("Did not hold here" in capsys.readouterr().out) != held

@@ -15,24 +15,32 @@ from conftest import ROOT
 
 WIDTH = 80
 
-NOTEBOOKS = sorted(p for folder in ("notebooks", "solutions", "labs") for p in (ROOT / folder).glob("*.ipynb"))
+NOTEBOOKS = sorted(
+    p for folder in ("notebooks", "solutions", "labs") for p in (ROOT / folder).glob("*.ipynb")
+)
 CHAPTERS = sorted((ROOT / "chapters").glob("*.md"))
 # A MyST code cell: ```{code-cell} ipython3, its options, its code, and a
 # closing fence as long as the opening one.
 CODE_CELL = re.compile(
-    r"^(?P<fence>`{3,})\{code-cell\}[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$", re.MULTILINE | re.DOTALL
+    r"^(?P<fence>`{3,})\{code-cell\}[^\n]*\n(?P<body>.*?)^(?P=fence)[ \t]*$",
+    re.MULTILINE | re.DOTALL,
 )
 
 # A fence's opening line: its backticks and its info string (a language, or a directive such as {figure}).
 FENCE = re.compile(r"^(?P<fence>`{3,})(?P<info>.*)$")
-PLAIN = re.compile(r"^[\w+-]*$")  # ```bash, ```python, ```: shown as it is, in the same fixed-width box
+PLAIN = re.compile(
+    r"^[\w+-]*$"
+)  # ```bash, ```python, ```: shown as it is, in the same fixed-width box
 
 
 def notebook_cells(text: str) -> list[tuple[str, str]]:
     """(label, source) of each code cell of a notebook's JSON text."""
     cells = json.loads(text)["cells"]
     return [
-        (f"cell {index}", "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"])
+        (
+            f"cell {index}",
+            "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"],
+        )
         for index, cell in enumerate(cells)
         if cell["cell_type"] == "code"
     ]
@@ -43,7 +51,9 @@ def chapter_cells(text: str) -> list[tuple[str, str]]:
     cells = []
     for number, match in enumerate(CODE_CELL.finditer(text)):
         first_line = text.count("\n", 0, match.start("body")) + 1
-        cells.append((f"code cell {number} (starts on page line {first_line})", match.group("body")))
+        cells.append(
+            (f"code cell {number} (starts on page line {first_line})", match.group("body"))
+        )
     return cells
 
 
@@ -55,10 +65,17 @@ def chapter_blocks(text: str) -> list[tuple[str, str]]:
         if fence is None:
             opening = FENCE.match(line)
             if opening:
-                fence, plain, body, first = opening["fence"], bool(PLAIN.match(opening["info"].strip())), [], number
+                fence, plain, body, first = (
+                    opening["fence"],
+                    bool(PLAIN.match(opening["info"].strip())),
+                    [],
+                    number,
+                )
         elif line.strip() == fence:
             if plain:
-                blocks.append((f"code block {len(blocks)} (starts on page line {first + 1})", "\n".join(body)))
+                blocks.append(
+                    (f"code block {len(blocks)} (starts on page line {first + 1})", "\n".join(body))
+                )
             fence = None
         else:
             body.append(line)
@@ -76,7 +93,9 @@ def too_wide(where: str, cells: list[tuple[str, str]], width: int = WIDTH) -> li
 
 
 def test_there_is_code_to_check():
-    assert {p.parent.name for p in NOTEBOOKS} == {"notebooks", "solutions", "labs"}, "a glob is wrong"
+    assert {p.parent.name for p in NOTEBOOKS} == {"notebooks", "solutions", "labs"}, (
+        "a glob is wrong"
+    )
     assert sum(len(chapter_cells(p.read_text(encoding="utf-8"))) for p in CHAPTERS) >= 3, (
         "found no {code-cell} blocks in chapters/: the pattern is wrong"
     )
@@ -86,7 +105,11 @@ def test_there_is_code_to_check():
 def test_notebook_code_fits_the_page(path):
     where = str(path.relative_to(ROOT))
     wide = too_wide(where, notebook_cells(path.read_text(encoding="utf-8")))
-    hint = "\nbreak them (labs/ is generated: fix solutions/, then `make labs`)" if path.parent.name == "labs" else ""
+    hint = (
+        "\nbreak them (labs/ is generated: fix solutions/, then `make labs`)"
+        if path.parent.name == "labs"
+        else ""
+    )
     assert not wide, f"{len(wide)} code line(s) over {WIDTH} characters:\n" + "\n".join(wide) + hint
 
 
@@ -159,12 +182,15 @@ def shown_code_lines(notebook: dict) -> int:
     return sum(
         len([line for line in "".join(cell["source"]).splitlines() if line.strip()])
         for cell in notebook["cells"]
-        if cell["cell_type"] == "code" and not HIDDEN & set(cell.get("metadata", {}).get("tags", []))
+        if cell["cell_type"] == "code"
+        and not HIDDEN & set(cell.get("metadata", {}).get("tags", []))
     )
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in NOTEBOOKS if p.parent.name != "labs"], ids=lambda p: f"{p.parent.name}/{p.name}"
+    "path",
+    [p for p in NOTEBOOKS if p.parent.name != "labs"],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
 )
 def test_a_page_shows_at_most_150_lines_of_code(path):
     shown = shown_code_lines(json.loads(path.read_text()))

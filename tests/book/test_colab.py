@@ -21,7 +21,9 @@ EVERY_NOTEBOOK = colab.notebook_paths(colab.NOTEBOOKS, SOLUTIONS, LABS)
 
 def test_every_notebook_solution_and_lab_opens_with_the_current_cell():
     assert len(EVERY_NOTEBOOK) >= 14, EVERY_NOTEBOOK
-    problems = {path.relative_to(ROOT).as_posix(): colab.problem(read(path)) for path in EVERY_NOTEBOOK}
+    problems = {
+        path.relative_to(ROOT).as_posix(): colab.problem(read(path)) for path in EVERY_NOTEBOOK
+    }
     assert not any(problems.values()), {path: why for path, why in problems.items() if why}
     assert colab.main(["--check"]) == 0
 
@@ -117,7 +119,12 @@ def _on_colab(
         "FAKE_PIP_STATUS": str(pip_status),
     }
     done = subprocess.run(
-        [sys.executable, "-c", source], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", source],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     return done, calls
@@ -125,7 +132,10 @@ def _on_colab(
 
 def _clean(done: subprocess.CompletedProcess) -> str:
     """The cell's printed text, after checking that it ended without an exception."""
-    assert done.returncode == 0 and "Traceback" not in done.stderr + done.stdout, (done.stdout, done.stderr)
+    assert done.returncode == 0 and "Traceback" not in done.stderr + done.stdout, (
+        done.stdout,
+        done.stderr,
+    )
     return done.stdout
 
 
@@ -144,11 +154,18 @@ def test_it_installs_the_books_version_with_colabs_torch_and_triton_pinned(tmp_p
     version = colab.book_version()
     assert len(calls) == 1, calls
     args = calls[0]["args"]
-    assert "--constraint" in args and calls[0]["pins"].split() == ["torch==2.13.0+cu126", "triton==3.9.0"]
-    assert args[0] == "install" and args[-2:] == [
-        f"brrr @ git+{FORK}@v{version}",
-        f"brrr-book @ git+{FORK}@v{version}#subdirectory=book",  # the pages' hidden cells import brrr_book
+    assert "--constraint" in args and calls[0]["pins"].split() == [
+        "torch==2.13.0+cu126",
+        "triton==3.9.0",
     ]
+    assert (
+        args[0] == "install"
+        and args[-2:]
+        == [
+            f"brrr @ git+{FORK}@v{version}",
+            f"brrr-book @ git+{FORK}@v{version}#subdirectory=book",  # the pages' hidden cells import brrr_book
+        ]
+    )
     assert f"brrr {version} installed" in printed
     if gpu:
         assert "GPU runtime is attached" in printed
@@ -170,7 +187,9 @@ def test_a_failed_install_says_how_to_try_again_without_a_traceback(tmp_path):
 
 def test_a_runtime_with_an_older_torch_than_brrr_needs_is_told_so_and_left_alone(tmp_path):
     done, calls = _on_colab(
-        tmp_path, colab.cell_source(_book(tmp_path, FORK)), versions=(("torch", "2.9.0+cu126"), ("triton", "3.5.0"))
+        tmp_path,
+        colab.cell_source(_book(tmp_path, FORK)),
+        versions=(("torch", "2.9.0+cu126"), ("triton", "3.5.0")),
     )
     printed = _clean(done)
     least = colab.least_versions()["torch"]
@@ -195,7 +214,10 @@ def test_the_cells_torch_and_triton_floors_are_the_packages():
 
 def _git(root: Path, *args: str) -> None:
     subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=root, check=True, capture_output=True
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
     )
 
 
@@ -225,7 +247,9 @@ def test_the_book_build_prints_the_problem_as_a_notice_not_a_warning(monkeypatch
     app = types.SimpleNamespace(srcdir=str(_book(tmp_path, colab.PLACEHOLDER)))
     book_pages._colab_notice(app, None)
     assert len(said) == 1 and "placeholder" in said[0] and "Colab" in said[0]
-    book_pages._colab_notice(app, RuntimeError("the build failed"))  # then the build's error is the news
+    book_pages._colab_notice(
+        app, RuntimeError("the build failed")
+    )  # then the build's error is the news
     assert len(said) == 1
 
 

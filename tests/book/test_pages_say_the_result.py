@@ -23,13 +23,17 @@ DEFERS = re.compile(
     re.IGNORECASE,
 )
 PAGES = (
-    sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("solutions/*.ipynb")) + sorted(ROOT.glob("chapters/*.md"))
+    sorted(ROOT.glob("notebooks/*.ipynb"))
+    + sorted(ROOT.glob("solutions/*.ipynb"))
+    + sorted(ROOT.glob("chapters/*.md"))
 )
 
 
 def prose(path) -> str:
     if path.suffix == ".md":
-        return re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)  # code cells are not prose
+        return re.sub(
+            r"```.*?```", "", path.read_text(), flags=re.DOTALL
+        )  # code cells are not prose
     cells = json.loads(path.read_text())["cells"]
     return "\n".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
 

@@ -32,7 +32,11 @@ PINNED = [
     ("overhead.TARGETS['cpu']", overhead.TARGETS["cpu"].required_speedup, 2.0),
     ("overhead.TINY_OPS", overhead.TINY_OPS, 50),
     ("repeat_sweep.FLAT_SPREAD", repeat_sweep.FLAT_SPREAD, 1.5),
-    ("repeat_sweep.OVER_ROOF_TOLERANCE", repeat_sweep.OVER_ROOF_TOLERANCE, {"cpu": 1.25, "gpu": 1.05}[HERE]),
+    (
+        "repeat_sweep.OVER_ROOF_TOLERANCE",
+        repeat_sweep.OVER_ROOF_TOLERANCE,
+        {"cpu": 1.25, "gpu": 1.05}[HERE],
+    ),
     ("repeat_sweep.RISE_MIN", repeat_sweep.RISE_MIN, 2.0),
     ("repeat_sweep.RISE_SHARE_OF_PREDICTED", repeat_sweep.RISE_SHARE_OF_PREDICTED, 1 / 3),
     ("roofline.ROOF_NOISE", roofline.ROOF_NOISE, 0.05),
@@ -50,7 +54,11 @@ PINNED = [
     ("claims.REMAT_TIME_NOISE", claims.REMAT_TIME_NOISE, 0.02),
     ("capstone.COMPILE_BEYOND_NOISE_MIN", capstone.COMPILE_BEYOND_NOISE_MIN, 1.05),
     ("capstone.FINAL_OVER_START_MIN", capstone.FINAL_OVER_START_MIN, 1.5),
-    ("targets.require's attempts", inspect.signature(targets.require).parameters["attempts"].default, 3),
+    (
+        "targets.require's attempts",
+        inspect.signature(targets.require).parameters["attempts"].default,
+        3,
+    ),
 ]
 
 # fusion.TARGETS, whole: (check, minimum, kind) per device class.
@@ -75,7 +83,10 @@ def test_each_chapter_target_has_its_pinned_value(name, value, pinned):
 
 
 def test_the_fusion_targets_are_pinned_whole():
-    found = {device: [(t.check, t.minimum, t.kind) for t in table] for device, table in fusion.TARGETS.items()}
+    found = {
+        device: [(t.check, t.minimum, t.kind) for t in table]
+        for device, table in fusion.TARGETS.items()
+    }
     assert found == PINNED_FUSION
 
 
@@ -93,7 +104,11 @@ def _literal_numbers(node: ast.AST) -> list[float]:
     found = []
     if isinstance(node, ast.Subscript):
         return _literal_numbers(node.value)
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return [node.value]
     for child in ast.iter_child_nodes(node):
         found += _literal_numbers(child)
@@ -104,9 +119,21 @@ def literal_thresholds(source: str) -> list[str]:
     """Each call of a target or check in ``source`` that writes a number in its arguments."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TARGET_CALLS:
-            if isinstance(node.func.value, ast.Name) and node.func.value.id in {"targets", "fusion", "overhead"}:
-                numbers = [n for arg in [*node.args, *(k.value for k in node.keywords)] for n in _literal_numbers(arg)]
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in TARGET_CALLS
+        ):
+            if isinstance(node.func.value, ast.Name) and node.func.value.id in {
+                "targets",
+                "fusion",
+                "overhead",
+            }:
+                numbers = [
+                    n
+                    for arg in [*node.args, *(k.value for k in node.keywords)]
+                    for n in _literal_numbers(arg)
+                ]
                 if numbers:
                     found.append(f"line {node.lineno}: {ast.unparse(node)[:100]}")
     return found
@@ -114,7 +141,9 @@ def literal_thresholds(source: str) -> list[str]:
 
 def test_no_page_writes_a_target_as_a_bare_number():
     """A number written into the call is pinned nowhere: it goes in a named constant, and in the table."""
-    for path in sorted((ROOT / "book" / "brrr_book" / "pages").glob("*.py")) + [ROOT / "brrr" / "capstone.py"]:
+    for path in sorted((ROOT / "book" / "brrr_book" / "pages").glob("*.py")) + [
+        ROOT / "brrr" / "capstone.py"
+    ]:
         assert literal_thresholds(path.read_text()) == [], path
 
 

@@ -128,7 +128,10 @@ def _prose(text: str) -> str:
         if fence and fences and not fence.group(2).strip():
             fences.pop()
         elif fence:
-            fences.append(not fence.group(2).strip().startswith("{") or fence.group(2).strip().startswith("{code"))
+            fences.append(
+                not fence.group(2).strip().startswith("{")
+                or fence.group(2).strip().startswith("{code")
+            )
         elif not any(fences) and not line.startswith("#") and not re.match(r"^:\w+:", line):
             kept.append(line)  # a directive's options (:alt:, :name:) are not prose that can link
     return "\n".join(kept)
@@ -166,7 +169,11 @@ def terms() -> dict[str, list[str]]:
 
 
 def test_every_notebook_is_in_the_toc_once():
-    files = [entry["file"] for _, chapter in _toc_entries() for entry in [chapter, *chapter.get("sections", [])]]
+    files = [
+        entry["file"]
+        for _, chapter in _toc_entries()
+        for entry in [chapter, *chapter.get("sections", [])]
+    ]
     for name in NOTEBOOKS:
         assert files.count(f"notebooks/{name}") == 1, (
             f"notebooks/{name} is in _toc.yml "
@@ -203,7 +210,9 @@ def test_each_chapter_links_the_notebooks_that_follow_it():
         text = (ROOT / f"{chapter['file']}.md").read_text()
         for section in chapter.get("sections", []):
             name = Path(section["file"]).name
-            assert f"notebooks/{name}" in text, f"{chapter['file']} is followed by {name} but never links it"
+            assert f"notebooks/{name}" in text, (
+                f"{chapter['file']} is followed by {name} but never links it"
+            )
 
 
 def test_labs_and_build_parts_are_kept():
@@ -217,7 +226,9 @@ def test_labs_and_build_parts_are_kept():
 def _exercises(chapter: str) -> str:
     text = (ROOT / "chapters" / f"{chapter}.md").read_text()
     sections = re.split(r"^## ", text, flags=re.M)
-    assert sections[-1].startswith("Exercises\n"), f"{chapter}: the last section must be '## Exercises'"
+    assert sections[-1].startswith("Exercises\n"), (
+        f"{chapter}: the last section must be '## Exercises'"
+    )
     return sections[-1]
 
 
@@ -228,9 +239,13 @@ def test_chapter_ends_with_worked_problems_and_folded_answers(chapter):
     for problem in problems:
         title = problem.splitlines()[0]
         folded = re.findall(r"^```\{dropdown\} Answer\n(.*?)^```", problem, re.S | re.M)
-        assert len(folded) == 1, f"{chapter} / {title}: needs one folded answer, a ```{{dropdown}} Answer block"
+        assert len(folded) == 1, (
+            f"{chapter} / {title}: needs one folded answer, a ```{{dropdown}} Answer block"
+        )
         question = problem.split("```{dropdown}")[0]
-        assert "notebooks/" not in question, f"{chapter} / {title}: the question gives the notebook away"
+        assert "notebooks/" not in question, (
+            f"{chapter} / {title}: the question gives the notebook away"
+        )
         named = re.findall(r"\{doc\}`[^`]*?\.\./notebooks/([\w-]+)>?`", folded[0])
         assert named, f"{chapter} / {title}: the answer names no notebook"
         for name in named:
@@ -238,7 +253,8 @@ def test_chapter_ends_with_worked_problems_and_folded_answers(chapter):
 
 
 QUOTED_RATES = {("TB/s", essay.A100["bandwidth"])} | {
-    ("TFLOP/s", essay.A100[key]) for key in ("matmul_peak_bf16", "fp32_peak", "fp32_peak_without_fma")
+    ("TFLOP/s", essay.A100[key])
+    for key in ("matmul_peak_bf16", "fp32_peak", "fp32_peak_without_fma")
 }
 
 
@@ -255,7 +271,9 @@ def test_exercises_quote_only_the_essays_rates(chapter):
     assert rates, f"{chapter}: the exercises quote no rate at all"
     for value, unit in rates:
         quoted = (unit, float(value) * scale.get(unit, float("nan")))
-        assert quoted in QUOTED_RATES, f"{chapter}: {value} {unit} is not one of the essay's A100 figures in brrr.essay"
+        assert quoted in QUOTED_RATES, (
+            f"{chapter}: {value} {unit} is not one of the essay's A100 figures in brrr.essay"
+        )
 
 
 # ---------------------------------------------------------------- glossary
@@ -276,13 +294,17 @@ def test_every_term_role_resolves():
         text = glossary_text if path == GLOSSARY else _markdown(path)
         for role in TERM_ROLE.findall(text):
             _, target = _target(role)
-            assert target in known, f"{path.relative_to(ROOT)}: {{term}}`{role}` has no entry in chapters/glossary.md"
+            assert target in known, (
+                f"{path.relative_to(ROOT)}: {{term}}`{role}` has no entry in chapters/glossary.md"
+            )
 
 
 def test_every_glossary_entry_is_linked_from_the_text():
     linked = {_target(role)[1] for path in _pages() for role in TERM_ROLE.findall(_markdown(path))}
     for entry in glossary_entries():
-        assert {t.lower() for t in entry} & linked, f"glossary entry {entry} is linked from no chapter or notebook"
+        assert {t.lower() for t in entry} & linked, (
+            f"glossary entry {entry} is linked from no chapter or notebook"
+        )
 
 
 @pytest.mark.parametrize("path", _pages(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -352,7 +374,8 @@ def test_alt_text_sits_only_on_plotting_cells():
     stale = [
         f"{path.name} cell {index}"
         for path, index, cell in _code_cells()
-        if cell["metadata"].get("mystnb", {}).get("image") and not PLOTTING.search("".join(cell["source"]))
+        if cell["metadata"].get("mystnb", {}).get("image")
+        and not PLOTTING.search("".join(cell["source"]))
     ]
     assert not stale, f"alt text on cells that draw nothing: {stale}"
 
@@ -362,4 +385,6 @@ def test_images_in_chapters_have_alt_text():
         text = path.read_text()
         assert not re.search(r"!\[\s*\]\(", text), f"{path.name}: ![]() needs alt text"
         for block in re.findall(r"^[`:]{3,}\{(?:figure|image)\}.*?^[`:]{3,}", text, re.S | re.M):
-            assert re.search(r"^:alt: *\S", block, re.M), f"{path.name}: a figure or image without :alt:"
+            assert re.search(r"^:alt: *\S", block, re.M), (
+                f"{path.name}: a figure or image without :alt:"
+            )

@@ -224,7 +224,9 @@ WITHOUT_A_PLANTED_REGRESSION = {
 }
 
 # A notebook call that makes a timed verdict.
-CALL = re.compile(r"(targets\.(require\w*|check)|fusion\.require|overhead\.require|require_memory_bound)\(")
+CALL = re.compile(
+    r"(targets\.(require\w*|check)|fusion\.require|overhead\.require|require_memory_bound)\("
+)
 
 
 PAGE_MODULE = re.compile(r"^from brrr_book\.pages import (\w+)", re.MULTILINE)
@@ -233,7 +235,9 @@ PAGE_MODULE = re.compile(r"^from brrr_book\.pages import (\w+)", re.MULTILINE)
 def _page_source(path: Path) -> tuple[str, str]:
     """A notebook's code cells, and the source of the ``brrr_book.pages`` modules it imports: a page's
     verdicts sit in its hidden cell's module (book/brrr_book/pages/), and count as the notebook's."""
-    code = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
+    code = "\n".join(
+        cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
+    )
     pages = ROOT / "book" / "brrr_book" / "pages"
     modules = "\n".join((pages / f"{name}.py").read_text() for name in PAGE_MODULE.findall(code))
     return code, modules
@@ -249,11 +253,14 @@ def _notebook_calls(path: Path) -> int:
 
 def test_every_timed_verdict_in_a_notebook_has_a_row():
     listed: dict[str, int] = {}
-    for where in [check.where for check in TIMED_CHECKS] + [where for where, _ in WITHOUT_A_PLANTED_REGRESSION]:
+    for where in [check.where for check in TIMED_CHECKS] + [
+        where for where, _ in WITHOUT_A_PLANTED_REGRESSION
+    ]:
         listed[where] = listed.get(where, 0) + 1
     found = {
         str(path.relative_to(ROOT)): _notebook_calls(path)
-        for path in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb"))
+        for path in sorted((ROOT / "notebooks").glob("*.ipynb"))
+        + sorted((ROOT / "solutions").glob("*.ipynb"))
     }
     found = {where: count for where, count in found.items() if count}
     rows = {where: count for where, count in listed.items() if where.endswith(".ipynb")}
@@ -270,12 +277,16 @@ def test_a_verdict_moved_to_a_page_module_still_counts(tmp_path):
     assert _notebook_calls(tmp_path / "bare.ipynb") == 0
 
 
-@pytest.mark.parametrize("check", TIMED_CHECKS, ids=lambda check: f"{Path(check.where).stem}:{check.marker[:30]}")
+@pytest.mark.parametrize(
+    "check", TIMED_CHECKS, ids=lambda check: f"{Path(check.where).stem}:{check.marker[:30]}"
+)
 def test_each_row_names_its_call_and_a_test_that_plants_its_regression(check):
     path = ROOT / check.where
     source = "\n".join(_page_source(path)) if path.suffix == ".ipynb" else path.read_text()
     squashed = re.sub(r"\s+", "", source)  # the formatter may break a call over lines
-    assert re.sub(r"\s+", "", check.marker) in squashed, f"{check.marker!r} is not in {check.where} or its page module"
+    assert re.sub(r"\s+", "", check.marker) in squashed, (
+        f"{check.marker!r} is not in {check.where} or its page module"
+    )
     module, name = check.planted.split("::")
     (found,) = (ROOT / "tests").rglob(module)  # tests/ mirrors the package: a file is in its folder
     tree = ast.parse(found.read_text())
@@ -354,11 +365,16 @@ def test_an_unfused_sweep_is_not_flat_while_memory_bound(monkeypatch):
     n = far_above_cache(4)
 
     def spread():
-        return repeat_sweep.low_spread(repeat_sweep.sweep(n, torch.float32, (1, 2, 4), threads=fusion.THREADS))
+        return repeat_sweep.low_spread(
+            repeat_sweep.sweep(n, torch.float32, (1, 2, 4), threads=fusion.THREADS)
+        )
 
     with pytest.raises(targets.TargetMissed, match="slowest over fastest"):
         targets.require_at_most(
-            "1 to 4 repeats, memory-bound: slowest over fastest", repeat_sweep.FLAT_SPREAD, spread(), attempts=1
+            "1 to 4 repeats, memory-bound: slowest over fastest",
+            repeat_sweep.FLAT_SPREAD,
+            spread(),
+            attempts=1,
         )
 
 
@@ -407,7 +423,9 @@ def test_an_unfused_softmax_misses_its_bandwidth_target(monkeypatch):
     from brrr.kernels import softmax
 
     _strict(monkeypatch)
-    monkeypatch.setattr(softmax, "softmax", lambda x, out=None: out.copy_(softmax.softmax_unfused(x)))
+    monkeypatch.setattr(
+        softmax, "softmax", lambda x, out=None: out.copy_(softmax.softmax_unfused(x))
+    )
     n = far_above_cache(4)
     copy = fusion.copy_bandwidth(n)
     result = fusion._timed_target("softmax_bandwidth", n, copy, fusion.THREADS)
@@ -443,7 +461,9 @@ def test_python_adds_that_dispatch_a_torch_op_fail_the_overhead_claim(monkeypatc
 
     def adds_with_ops(n=overhead.PYTHON_ADDS_PER_CALL):
         total = 0.0
-        for _ in range(n // 100):  # a hundredth of the adds, each with two ops: the rate counts all of them
+        for _ in range(
+            n // 100
+        ):  # a hundredth of the adds, each with two ops: the rate counts all of them
             total = total + 1.0
             one + one
             one + one
@@ -503,10 +523,14 @@ def test_a_step_that_ignores_the_batch_is_not_compute_bound(monkeypatch):
     costs what the one before it did, against at least 1.5x for a compute-bound step."""
     _strict(monkeypatch)
     real_batch = overhead.batch
-    monkeypatch.setattr(overhead, "batch", lambda size, *args, **kwargs: real_batch(2048, *args, **kwargs))
+    monkeypatch.setattr(
+        overhead, "batch", lambda size, *args, **kwargs: real_batch(2048, *args, **kwargs)
+    )
     with pytest.raises(targets.TargetMissed, match="compute-bound"):
         targets.require(
-            "batch 2048 -> 4096, compute-bound: step time ratio", 1.5, overhead.doubling_in_turns([2048, 4096])
+            "batch 2048 -> 4096, compute-bound: step time ratio",
+            1.5,
+            overhead.doubling_in_turns([2048, 4096]),
         )
 
 

@@ -18,7 +18,9 @@ from conftest import ROOT
 
 pytestmark = [
     pytest.mark.device_independent,
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PID namespaces and /proc are Linux only"),
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="PID namespaces and /proc are Linux only"
+    ),
 ]
 
 
@@ -45,7 +47,9 @@ class Machine:
         )
 
 
-def measuring(machine: Machine, *, grader_share=lambda attempt, window: 1.0, student_rate=0.0, passes=True):
+def measuring(
+    machine: Machine, *, grader_share=lambda attempt, window: 1.0, student_rate=0.0, passes=True
+):
     """A measure function of nine grader windows of 62.5 ms each (a binary fraction: the fake clocks add up
     exactly), every attempt counted in ``calls``."""
     calls = []
@@ -65,33 +69,51 @@ def test_an_attempt_whose_grader_got_half_its_wall_time_is_voided_and_then_a_gra
     machine = Machine()
     measure, calls = measuring(machine, grader_share=lambda attempt, window: 0.5)
     with pytest.raises(fairness.GraderFault) as fault:
-        fairness.repeat_fairly(measure, 123, "fast_train", "the given step", attempts=3, watch=machine.watch)
-    assert len(calls) == fairness.VOIDED_MAX  # each voided, none judged: no pass, no student failure
+        fairness.repeat_fairly(
+            measure, 123, "fast_train", "the given step", attempts=3, watch=machine.watch
+        )
+    assert (
+        len(calls) == fairness.VOIDED_MAX
+    )  # each voided, none judged: no pass, no student failure
     message = str(fault.value)
     assert "could not get the CPU" in message and "Regrade on a quieter machine" in message, message
     assert "0.50, 0.50" in message  # the shares it saw, window by window
-    assert not isinstance(fault.value, AssertionError)  # the server tells it from a failed check by its type
+    assert not isinstance(
+        fault.value, AssertionError
+    )  # the server tells it from a failed check by its type
 
 
 def test_a_voided_attempt_is_measured_again_and_not_counted():
     machine = Machine()
-    measure, calls = measuring(machine, grader_share=lambda attempt, window: 0.5 if attempt == 1 else 1.0)
-    best, history = fairness.repeat_fairly(measure, 123, "fast_train", "the given step", watch=machine.watch)
+    measure, calls = measuring(
+        machine, grader_share=lambda attempt, window: 0.5 if attempt == 1 else 1.0
+    )
+    best, history = fairness.repeat_fairly(
+        measure, 123, "fast_train", "the given step", watch=machine.watch
+    )
     assert best.detail == "attempt 2" and len(history) == 1 and len(calls) == 2
 
 
 def test_starved_windows_below_the_median_do_not_void_an_attempt():
     """Four windows of nine with a third of a CPU: the median, which the checks judge, is a fair one."""
     machine = Machine()
-    measure, calls = measuring(machine, grader_share=lambda attempt, window: 0.33 if window < 4 else 0.99)
-    best, history = fairness.repeat_fairly(measure, 123, "fast_train", "the given step", watch=machine.watch)
+    measure, calls = measuring(
+        machine, grader_share=lambda attempt, window: 0.33 if window < 4 else 0.99
+    )
+    best, history = fairness.repeat_fairly(
+        measure, 123, "fast_train", "the given step", watch=machine.watch
+    )
     assert len(calls) == 1 and len(calls[0].starved()) == 4 and not calls[0].void()
 
 
 def test_a_quiet_student_and_a_grader_with_the_cpu_pass_in_one_attempt():
     machine = Machine()
-    measure, calls = measuring(machine, grader_share=lambda attempt, window: 0.7, student_rate=0.004)
-    best, history = fairness.repeat_fairly(measure, 123, "fast_train", "the given step", watch=machine.watch)
+    measure, calls = measuring(
+        machine, grader_share=lambda attempt, window: 0.7, student_rate=0.004
+    )
+    best, history = fairness.repeat_fairly(
+        measure, 123, "fast_train", "the given step", watch=machine.watch
+    )
     assert best.passed and len(calls) == 1 and calls[0].starved() == []
 
 
@@ -152,7 +174,9 @@ def test_autograd_device_threads_work_for_the_grader_not_the_student():
         work.set()
         thread.join()
     assert watch.student_rate() < fairness.STUDENT_CPU_PER_S, watch.windows
-    assert all(window.grader_cpu >= 0.045 for window in watch.windows), watch.windows  # the backward passes
+    assert all(window.grader_cpu >= 0.045 for window in watch.windows), (
+        watch.windows
+    )  # the backward passes
     watch.judge("fast_train")
 
 
@@ -195,7 +219,11 @@ def test_a_practice_grader_below_the_notebook_is_not_counted_as_the_students(tmp
     notebook's own processes still are. (The planted bug: the grader's process counted as the student's, less
     its timing thread; on an H200 the grader's other threads read 0.40 CPU-s/s and failed Lab 4's solution.)"""
     notebook = subprocess.run(
-        [sys.executable, "-c", NOTEBOOK, PRACTICE_GRADER], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-c", NOTEBOOK, PRACTICE_GRADER],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     helper, seen = notebook.stdout.split("\n", 1)
     assert seen.strip().startswith("{"), notebook.stdout + notebook.stderr
@@ -222,11 +250,15 @@ def test_a_double_forked_orphan_in_the_sandbox_is_counted(tmp_path):
     """The spinner is below no process the notebook's tree holds, but in its PID namespace: counted."""
     if sandbox.executable() is None or sandbox.problem() is not None:
         pytest.skip("no sandbox can be made here")
-    command = sandbox.command([sys.executable, "-S", "-c", ORPHAN], writable=tmp_path, within=sandbox.layout(None))
+    command = sandbox.command(
+        [sys.executable, "-S", "-c", ORPHAN], writable=tmp_path, within=sandbox.layout(None)
+    )
     outer = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert outer.stdout.readline().strip() == "ready"
-        script = min((pid for pid in processes.descendants(outer.pid) if _runs(pid)), key=_inner_pid)
+        script = min(
+            (pid for pid in processes.descendants(outer.pid) if _runs(pid)), key=_inner_pid
+        )
         assert fairness.pid_namespace(script) != fairness.pid_namespace(os.getpid())
         watch = fairness.Watch(script, "the given step")
         with watch.window():
@@ -236,7 +268,9 @@ def test_a_double_forked_orphan_in_the_sandbox_is_counted(tmp_path):
             watch.judge("fast_train")
         tree = fairness.cpu_total([script, *processes.descendants(script)])
         time.sleep(0.1)
-        assert fairness.cpu_total([script, *processes.descendants(script)]) - tree < 0.01  # its tree misses it
+        assert (
+            fairness.cpu_total([script, *processes.descendants(script)]) - tree < 0.01
+        )  # its tree misses it
     finally:
         outer.kill()
         outer.wait()

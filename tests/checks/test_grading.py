@@ -13,7 +13,9 @@ from brrr.grading import server, wire
 def test_tolerances_fit_the_dtype():
     assert grading.tolerance(torch.float32) == (1e-5, 1e-5)
     assert (
-        grading.tolerance(torch.bfloat16)[0] > grading.tolerance(torch.float16)[0] > grading.tolerance(torch.float32)[0]
+        grading.tolerance(torch.bfloat16)[0]
+        > grading.tolerance(torch.float16)[0]
+        > grading.tolerance(torch.float32)[0]
     )
     assert grading.tolerance(torch.int32) == (0.0, 0.0)
 
@@ -27,10 +29,14 @@ def test_a_report_says_where_by_how_much_and_shows_the_first_bad_indices():
     expected = torch.zeros(1000)
     got = expected.clone()
     got[[3, 500, 999]] = torch.tensor([0.5, -2.0, 1.0])
-    report = grading.diff_report("out", got, expected, rtol=1e-5, atol=1e-5, inputs={"x": torch.arange(1000.0)})
+    report = grading.diff_report(
+        "out", got, expected, rtol=1e-5, atol=1e-5, inputs={"x": torch.arange(1000.0)}
+    )
     assert "differs from the reference at 3 of 1,000 elements (0.3%)" in report
     assert "largest difference is 2.000000, at index 500" in report
-    rows = [line.split() for line in report.splitlines() if line.strip() and line.strip()[0].isdigit()]
+    rows = [
+        line.split() for line in report.splitlines() if line.strip() and line.strip()[0].isdigit()
+    ]
     assert [row[0] for row in rows] == ["3", "500", "999"]
     assert rows[1][-1] == "500.000000"  # the input x at that index is shown
 
@@ -42,7 +48,10 @@ def test_unwritten_elements_at_the_end_are_called_a_tail():
     unwritten = torch.zeros(100, dtype=torch.bool)
     unwritten[90:] = True
     report = grading.diff_report("out", got, expected, rtol=1e-5, atol=1e-5, unwritten=unwritten)
-    assert "10 of 100 elements unwritten" in report and "the last 10 elements, indices 90 to 99" in report
+    assert (
+        "10 of 100 elements unwritten" in report
+        and "the last 10 elements, indices 90 to 99" in report
+    )
     assert "triton.cdiv" in report
 
 
@@ -61,7 +70,10 @@ def test_computed_nan_is_told_apart_from_wrong_values():
     got[4] = float("nan")
     got[7] = 3.0
     report = grading.diff_report("out", got, expected, rtol=1e-5, atol=1e-5)
-    assert "NaN or inf at 1 of 10 elements" in report and "differs from the reference at 1 of 10" in report
+    assert (
+        "NaN or inf at 1 of 10 elements" in report
+        and "differs from the reference at 1 of 10" in report
+    )
 
 
 def test_a_shape_mismatch_is_reported():
@@ -100,7 +112,8 @@ def test_the_wire_carries_plain_data_and_tensors_only():
     assert back["a"] == [1, 2.5, "x", None, True] and back["d"] is torch.float16
     assert torch.equal(back["t"], value["t"]) and back["nan"] != back["nan"]
     assert torch.equal(
-        wire.decode(wire.encode(torch.ones(3, dtype=torch.bfloat16))), torch.ones(3, dtype=torch.bfloat16)
+        wire.decode(wire.encode(torch.ones(3, dtype=torch.bfloat16))),
+        torch.ones(3, dtype=torch.bfloat16),
     )
 
 

@@ -12,7 +12,10 @@ from brrr.checks import kernels
 
 
 def body(text: str) -> dict[str, str]:
-    return {"k": "def k(x_ptr, n, BLOCK: tl.constexpr):\n" + "".join(f"    {line}\n" for line in text.splitlines())}
+    return {
+        "k": "def k(x_ptr, n, BLOCK: tl.constexpr):\n"
+        + "".join(f"    {line}\n" for line in text.splitlines())
+    }
 
 
 @pytest.mark.parametrize(
@@ -24,7 +27,10 @@ def body(text: str) -> dict[str, str]:
         ("__import__('os')", "not allowed"),
         ("tl.load.__globals__", "`__globals__` is not allowed"),
         ("x_ptr.handle", "`.handle` is not an attribute"),
-        ("tl.inline_asm_elementwise('', '', [], dtype=tl.float32, is_pure=True, pack=1)", "inline assembly"),
+        (
+            "tl.inline_asm_elementwise('', '', [], dtype=tl.float32, is_pure=True, pack=1)",
+            "inline assembly",
+        ),
         ("tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))", "block pointers"),
         ("tl.extra.cuda.libdevice.fast_cosf(1.0)", "tl.extra"),
         ("(lambda: 0)()", "not allowed"),
@@ -57,7 +63,11 @@ def test_a_kernel_body_of_triton_is_accepted():
 def add_shifted(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(a_ptr + offsets, mask=mask) + tl.load(b_ptr + offsets, mask=mask), mask=mask)
+    tl.store(
+        out_ptr + offsets,
+        tl.load(a_ptr + offsets, mask=mask) + tl.load(b_ptr + offsets, mask=mask),
+        mask=mask,
+    )
 
 
 def wrapper(x, out):
@@ -71,14 +81,18 @@ def test_recorded_launches_replay_on_the_graders_tensors_with_views_and_scratch(
     recipe = kernels.record_launches(wrapper, [torch.zeros(n), torch.zeros(n)], ["x", "out"])
     (launch,) = recipe["launches"]
     assert launch["grid"] == [4, 1, 1] and launch["args"]["a_ptr"]["tensor"] == "x"
-    assert launch["args"]["a_ptr"]["offset"] == 1 and launch["args"]["b_ptr"]["tensor"] == "scratch0"
+    assert (
+        launch["args"]["a_ptr"]["offset"] == 1 and launch["args"]["b_ptr"]["tensor"] == "scratch0"
+    )
     assert kernels.scratch_names(recipe) == {"scratch0": "b_ptr"}
     built = kernels.Built(recipe["sources"], recipe["constants"], interpreted=True)
     x, out = torch.arange(float(n)), torch.zeros(n)
     storages = {"x": x, "out": out} | kernels.scratch_tensors(recipe, "cpu")
     with traffic.count({"x": x, "out": out}) as seen:
         kernels.replay(recipe, built, storages)
-    assert out[: n - 1].isnan().all()  # the scratch buffer was NaN here, whatever torch put in it there
+    assert (
+        out[: n - 1].isnan().all()
+    )  # the scratch buffer was NaN here, whatever torch put in it there
     assert seen.loaded["x"] == 4 * (n - 1) and seen.loaded["b_ptr"] == 4 * (n - 1)
 
 
@@ -86,7 +100,9 @@ def test_a_launch_that_views_past_a_tensor_is_refused():
     recipe = kernels.record_launches(wrapper, [torch.zeros(11), torch.zeros(11)], ["x", "out"])
     recipe["launches"][0]["args"]["a_ptr"]["shape"] = [100]
     built = kernels.Built(recipe["sources"], recipe["constants"], interpreted=True)
-    storages = {"x": torch.zeros(11), "out": torch.zeros(11)} | kernels.scratch_tensors(recipe, "cpu")
+    storages = {"x": torch.zeros(11), "out": torch.zeros(11)} | kernels.scratch_tensors(
+        recipe, "cpu"
+    )
     with pytest.raises(kernels.KernelRejected, match="past the end of x"):
         kernels.replay(recipe, built, storages)
 
@@ -94,7 +110,9 @@ def test_a_launch_that_views_past_a_tensor_is_refused():
 @triton.jit
 def atomic_sum(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.atomic_add(total_ptr + offsets * 0, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+    tl.atomic_add(
+        total_ptr + offsets * 0, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n
+    )
 
 
 @triton.jit
@@ -114,7 +132,9 @@ def test_atomics_are_counted_and_bounds_checked():
         atomic_sum[(1,)](x, total, 100, BLOCK=128)
     assert total.item() == 100 and seen.loaded["total"] == 400 and seen.stored["total"] == 400
     with pytest.raises(Exception), traffic.count({"x": x, "total": total}) as seen:
-        atomic_scatter[(1,)](x, total, 100, BLOCK=128)  # adds into total[0:100], which has 1 element
+        atomic_scatter[(1,)](
+            x, total, 100, BLOCK=128
+        )  # adds into total[0:100], which has 1 element
     assert seen.violations and "total_ptr" in str(seen.violations[0])
 
 

@@ -15,7 +15,9 @@ from brrr.checks import processes, reaper
 
 pytestmark = [
     pytest.mark.device_independent,
-    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux only"),
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="a child subreaper is Linux only"
+    ),
 ]
 
 
@@ -24,7 +26,10 @@ _alive = processes._alive  # running, not a zombie: the gradebook's own test
 
 def _reap(*command: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", processes.REAPER, *command], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", processes.REAPER, *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -41,7 +46,9 @@ def test_the_reaper_is_the_module_and_imports_nothing_from_brrr():
         for node in ast.walk(ast.parse(processes.REAPER))
         if isinstance(node, ast.ImportFrom) and node.module
     }
-    assert imported and not any(name == "brrr" or name.startswith("brrr.") for name in imported), imported
+    assert imported and not any(name == "brrr" or name.startswith("brrr.") for name in imported), (
+        imported
+    )
 
 
 def test_the_reaper_passes_the_exit_status_through_and_kills_nothing_when_nothing_is_left():
@@ -63,7 +70,9 @@ def test_the_command_runs_under_the_submissions_limits():
     fsize, fsize_hard, core, core_hard, adjust, tasks = done.stdout.split()
     assert (int(fsize), int(fsize_hard)) == (reaper.FILE_SIZE_MAX,) * 2, done.stdout
     assert (int(core), int(core_hard), int(adjust)) == (0, 0, reaper.OOM_SCORE_ADJ), done.stdout
-    own_namespace = " ".join(Path("/proc/self/uid_map").read_text().split()) != reaper.INITIAL_USER_NAMESPACE
+    own_namespace = (
+        " ".join(Path("/proc/self/uid_map").read_text().split()) != reaper.INITIAL_USER_NAMESPACE
+    )
     if not own_namespace:
         import resource
 
@@ -99,7 +108,9 @@ while not os.path.exists({str(pid_file)!r}) and time.monotonic() < deadline:
         assert done.returncode == 0, done.stderr
         assert done.stderr.splitlines()[-1] == "brrr-reaper: killed 1 process(es) left behind"
         assert not _alive(orphan)
-        assert time.monotonic() - started < 60, "the reaper waited for the orphan instead of killing it"
+        assert time.monotonic() - started < 60, (
+            "the reaper waited for the orphan instead of killing it"
+        )
     finally:
         if _alive(orphan):
             os.kill(orphan, 9)

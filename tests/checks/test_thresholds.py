@@ -68,7 +68,9 @@ def test_the_table_holds_exactly_the_pinned_entries():
 @pytest.mark.parametrize("key", sorted(PINNED), ids=lambda key: ":".join(key))
 def test_each_threshold_has_its_pinned_value_kind_and_a_reason(key):
     entry = thresholds.TABLE[key]
-    assert (entry.value, entry.kind) == PINNED[key], f"{key}: {entry.value} {entry.kind}, pinned {PINNED[key]}"
+    assert (entry.value, entry.kind) == PINNED[key], (
+        f"{key}: {entry.value} {entry.kind}, pinned {PINNED[key]}"
+    )
     assert len(entry.why) > 30, f"{key}: a threshold says why it is where it is"
 
 
@@ -81,6 +83,8 @@ def test_every_graded_check_reads_a_pinned_threshold_on_its_device():
     for lab in labs.LABS:
         for device, checks in labs.lab(lab).CHECKS.items():
             for check in checks:
-                key = (lab, check, device) if (lab, check, device) in PINNED else (lab, check, "any")
+                key = (
+                    (lab, check, device) if (lab, check, device) in PINNED else (lab, check, "any")
+                )
                 assert key in PINNED, f"{lab} grades {check} on {device} with no pinned threshold"
                 assert thresholds.threshold(lab, check, device) is thresholds.TABLE[key]

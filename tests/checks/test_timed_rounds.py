@@ -58,7 +58,12 @@ def test_work_left_on_a_side_stream_is_timed_and_its_output_checked_after_the_wh
     outs = [torch.empty(64) for _ in range(2)]
     calls = [side_stream_call(device, out, want) for out, want in zip(outs, expected)]
     times = rounds.time_rounds(
-        {"yours": rounds.Timed(calls, outs, expected)}, one_set_plan(), budget_s=0, warmup=0, min_runs=3, device=device
+        {"yours": rounds.Timed(calls, outs, expected)},
+        one_set_plan(),
+        budget_s=0,
+        warmup=0,
+        min_runs=3,
+        device=device,
     )
     assert times["yours"].median_s >= SIDE_S and times["yours"].runs == 3
 
@@ -77,10 +82,20 @@ def test_an_output_right_on_the_first_call_only_fails_on_the_second():
 
     timed = {"yours": rounds.Timed([call(0), call(1)], outs, expected)}
     with pytest.raises(rounds.WrongWhileTimed) as failure:
-        rounds.time_rounds(timed, one_set_plan(), budget_s=0, warmup=1, min_runs=3, device=rounds.Clock(on_gpu=False))
+        rounds.time_rounds(
+            timed,
+            one_set_plan(),
+            budget_s=0,
+            warmup=1,
+            min_runs=3,
+            device=rounds.Clock(on_gpu=False),
+        )
     assert (failure.value.call, failure.value.input_set) == (1, 1)
     message = str(rounds.wrong_while_timed("f", failure.value, timed, "out", seed=7))
-    assert "did not compute the right result while timed" in message and "timed call 2 (input set 2" in message
+    assert (
+        "did not compute the right result while timed" in message
+        and "timed call 2 (input set 2" in message
+    )
 
 
 def test_a_buffer_left_holding_an_earlier_result_is_poisoned_before_each_call():
@@ -100,7 +115,14 @@ def test_a_buffer_left_holding_an_earlier_result_is_poisoned_before_each_call():
 
     timed = {"yours": rounds.Timed([call(0), call(1)], outs, expected)}
     with pytest.raises(rounds.WrongWhileTimed) as failure:
-        rounds.time_rounds(timed, one_set_plan(), budget_s=0, warmup=0, min_runs=4, device=rounds.Clock(on_gpu=False))
+        rounds.time_rounds(
+            timed,
+            one_set_plan(),
+            budget_s=0,
+            warmup=0,
+            min_runs=4,
+            device=rounds.Clock(on_gpu=False),
+        )
     assert failure.value.call == 2
 
 
@@ -111,10 +133,15 @@ def test_every_call_gets_the_next_input_set_an_l2_flush_and_a_whole_device_sync_
     def call(name, index):
         return lambda: seen.append((name, index))
 
-    timed = {name: rounds.Timed([call(name, 0), call(name, 1), call(name, 2)]) for name in ("yours", "baseline")}
+    timed = {
+        name: rounds.Timed([call(name, 0), call(name, 1), call(name, 2)])
+        for name in ("yours", "baseline")
+    }
     the_plan = rounds.plan(10_000, sets=3, l2=4096)
     rounds.time_rounds(timed, the_plan, budget_s=0, warmup=1, min_runs=4, device=device)
-    assert seen == [(name, k % 3) for k in range(5) for name in ("yours", "baseline")]  # interleaved, rotated
+    assert seen == [
+        (name, k % 3) for k in range(5) for name in ("yours", "baseline")
+    ]  # interleaved, rotated
     calls = len(seen)
     flushes = [entry for entry in device.log if entry.startswith("flush")]
     assert flushes == [f"flush {2 * 4096}"] * calls  # an L2 flush of twice the L2 before every call
@@ -124,7 +151,9 @@ def test_every_call_gets_the_next_input_set_an_l2_flush_and_a_whole_device_sync_
 
 def test_the_plan_flushes_twice_the_l2_and_rotates_at_least_two_sets(monkeypatch):
     small = rounds.plan(1_000, l2=50 * 2**20)
-    assert small.sets == 2 and small.flush_bytes == 100 * 2**20 and "under twice" in small.describe()
+    assert (
+        small.sets == 2 and small.flush_bytes == 100 * 2**20 and "under twice" in small.describe()
+    )
     large = rounds.plan(3 * 2**30, l2=50 * 2**20)
     assert large.rotated_bytes == 6 * 2**30 and "over twice the 50.0 MiB L2" in large.describe()
     with pytest.raises(ValueError, match="at least 2"):
@@ -138,7 +167,9 @@ def test_a_time_below_the_measured_roof_is_refused_and_a_time_above_it_is_not():
     assert "impossible" in bytes_fast and "1.00 TB/s" in bytes_fast
     flops_fast = rounds.below_roof("k", 1e-3, flops=10**12, peak=5e14)
     assert "impossible" in flops_fast and "500 TFLOP/s measured now" in flops_fast
-    assert rounds.below_roof("k", 1.1e-3, moved=10**9, bandwidth=1e12, flops=10**12, peak=1e15) is None
+    assert (
+        rounds.below_roof("k", 1.1e-3, moved=10**9, bandwidth=1e12, flops=10**12, peak=1e15) is None
+    )
 
 
 def test_sizes_are_drawn_in_the_band_unaligned_and_vary():
@@ -168,9 +199,20 @@ def test_a_result_kept_in_scratch_or_in_an_input_for_the_next_call_fails():
 
         return run
 
-    timed = {"yours": rounds.Timed([from_scratch(0), from_scratch(1)], outs, expected, scratch=[[kept[0]], [kept[1]]])}
+    timed = {
+        "yours": rounds.Timed(
+            [from_scratch(0), from_scratch(1)], outs, expected, scratch=[[kept[0]], [kept[1]]]
+        )
+    }
     with pytest.raises(rounds.WrongWhileTimed) as failure:
-        rounds.time_rounds(timed, one_set_plan(), budget_s=0, warmup=0, min_runs=4, device=rounds.Clock(on_gpu=False))
+        rounds.time_rounds(
+            timed,
+            one_set_plan(),
+            budget_s=0,
+            warmup=0,
+            min_runs=4,
+            device=rounds.Clock(on_gpu=False),
+        )
     assert failure.value.call == 2
 
     inputs = [{"x": torch.randn(64)} for _ in range(2)]
@@ -184,14 +226,23 @@ def test_a_result_kept_in_scratch_or_in_an_input_for_the_next_call_fails():
 
     timed = {"yours": rounds.Timed([into_input(0), into_input(1)], outs, expected, inputs=inputs)}
     with pytest.raises(rounds.WrongWhileTimed) as failure:
-        rounds.time_rounds(timed, one_set_plan(), budget_s=0, warmup=0, min_runs=2, device=rounds.Clock(on_gpu=False))
+        rounds.time_rounds(
+            timed,
+            one_set_plan(),
+            budget_s=0,
+            warmup=0,
+            min_runs=2,
+            device=rounds.Clock(on_gpu=False),
+        )
     assert failure.value.input_name == "x"
     assert "wrote into their input `x` while timed" in str(
         rounds.wrong_while_timed("f", failure.value, timed, "out", 1)
     )
 
 
-def test_on_a_gpu_a_call_is_spun_behind_bracketed_by_events_and_followed_by_a_whole_device_synchronize(monkeypatch):
+def test_on_a_gpu_a_call_is_spun_behind_bracketed_by_events_and_followed_by_a_whole_device_synchronize(
+    monkeypatch,
+):
     """The GPU path of Clock.span with torch.cuda stood in for: the spin queued first (so the start event
     fires after the launch), then the events around the call, then torch.cuda.synchronize() with no
     stream: the whole device."""
@@ -213,7 +264,9 @@ def test_on_a_gpu_a_call_is_spun_behind_bracketed_by_events_and_followed_by_a_wh
 
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: log.append(f"spin {cycles}"))
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda *device: log.append(f"synchronize{device}"))
+    monkeypatch.setattr(
+        torch.cuda, "synchronize", lambda *device: log.append(f"synchronize{device}")
+    )
     on_stream, to_idle = rounds.Clock(on_gpu=True).span(lambda: log.append("call"))
     assert log == [f"spin {rounds.SPIN_CYCLES}", "record", "call", "record", "synchronize()"]
     assert on_stream >= 0 and to_idle >= 0

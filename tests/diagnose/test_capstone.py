@@ -32,14 +32,24 @@ def test_the_next_fix_addresses_the_top_advice_and_carries_its_bound_only_where_
     choice = capstone.next_fix(diagnosis(OVERHEAD, 3.0), fixes)
     assert choice.fix.name == "bigger batch" and choice.bound is None  # the batch changes the work
     choice = capstone.next_fix(diagnosis(OVERHEAD, 1.7), fixes[1:])
-    assert choice.fix.name == "torch.compile" and choice.bound == 1.7 and "at most 1.70x" in choice.why
+    assert (
+        choice.fix.name == "torch.compile" and choice.bound == 1.7 and "at most 1.70x" in choice.why
+    )
     choice = capstone.next_fix(diagnosis(MEMORY, 1.2), fixes[1:])
-    assert choice.fix.name == "SDPA attention" and choice.bound is None  # fuses matmuls: not what it bounds
-    assert "does not cover this fix" in choice.why  # a bound it does not claim is not quoted as its own
+    assert (
+        choice.fix.name == "SDPA attention" and choice.bound is None
+    )  # fuses matmuls: not what it bounds
+    assert (
+        "does not cover this fix" in choice.why
+    )  # a bound it does not claim is not quoted as its own
     choice = capstone.next_fix(diagnosis(OVERHEAD, 3.0), fixes)
     assert "does not cover this fix" in choice.why
     choice = capstone.next_fix(diagnosis(COMPUTE, 1.1), fixes[2:])
-    assert choice.fix.name == "SDPA attention" and choice.bound is None and "no remaining fix" in choice.why
+    assert (
+        choice.fix.name == "SDPA attention"
+        and choice.bound is None
+        and "no remaining fix" in choice.why
+    )
 
 
 def test_the_table_and_the_sentences_follow_the_numbers():
@@ -47,14 +57,21 @@ def test_the_table_and_the_sentences_follow_the_numbers():
     compiled = replace(setup, compile_mode="default")
     stages = [
         capstone.Stage(setup, None, "", None, diagnosis(OVERHEAD, step_s=1e-3, mfu=0.16)),
-        capstone.Stage(compiled, by_name("torch.compile"), "", 2.0, diagnosis(OVERHEAD, step_s=0.8e-3)),
-        capstone.Stage(compiled, by_name("torch.compile"), "", 1.1, diagnosis(COMPUTE, step_s=0.5e-3)),
+        capstone.Stage(
+            compiled, by_name("torch.compile"), "", 2.0, diagnosis(OVERHEAD, step_s=0.8e-3)
+        ),
+        capstone.Stage(
+            compiled, by_name("torch.compile"), "", 1.1, diagnosis(COMPUTE, step_s=0.5e-3)
+        ),
     ]
     table = capstone.stage_table(stages)
     assert "1.25x" in table and "2.00x" in table and table.count("overhead-bound (80%)") == 2
     said = capstone.conclusions(stages)
     assert said[0] == "At batch 1 the step was overhead-bound (80% of its time), at 16% MFU."
-    assert "1.25x the tokens per second (within the tool's bound of 2.00x), and the step stayed" in said[1]
+    assert (
+        "1.25x the tokens per second (within the tool's bound of 2.00x), and the step stayed"
+        in said[1]
+    )
     assert "1.60x the tokens per second (above the tool's bound of 1.10x" in said[2]
     assert "the step became compute-bound" in said[2]
     assert said[-1] == "In all: 2.0x the tokens per second of the start."
@@ -78,8 +95,13 @@ def test_bf16_applies_where_its_measured_peak_beats_fp32(monkeypatch, bf16, appl
     assert ("bf16 weights and activations" in names) == applies
     reasons = dict((fix.name, why) for fix, why in not_here)
     if not applies:
-        assert "1.25 GFLOP/s against 70.0 GFLOP/s for float32" in reasons["bf16 weights and activations"]
-    assert ("CUDA graphs (torch.compile mode='reduce-overhead')" in reasons) == (not torch.cuda.is_available())
+        assert (
+            "1.25 GFLOP/s against 70.0 GFLOP/s for float32"
+            in reasons["bf16 weights and activations"]
+        )
+    assert ("CUDA graphs (torch.compile mode='reduce-overhead')" in reasons) == (
+        not torch.cuda.is_available()
+    )
 
 
 def test_fused_attention_computes_what_the_textbook_attention_computes():
@@ -93,7 +115,9 @@ def test_fused_attention_computes_what_the_textbook_attention_computes():
     assert not torch.allclose(other, textbook, atol=1e-3)  # the comparison can fail
 
 
-def test_a_reference_gpus_table_is_shown_with_its_stamp_and_a_gain_above_its_bound_explained(monkeypatch):
+def test_a_reference_gpus_table_is_shown_with_its_stamp_and_a_gain_above_its_bound_explained(
+    monkeypatch,
+):
     def row(stage, tokens_per_s, bound=None):
         return {
             "stage": stage,
@@ -156,10 +180,13 @@ def test_a_recorded_cuda_graph_stage_that_gave_nothing_says_why(monkeypatch):
     }
     monkeypatch.setattr("brrr.reference.load_all", lambda folder=None: records)
     (shown,) = capstone.reference_tables()
-    assert max(len(line) for line in shown.splitlines()) <= column.WIDTH, shown  # it fits the book's column
+    assert max(len(line) for line in shown.splitlines()) <= column.WIDTH, (
+        shown
+    )  # it fits the book's column
     shown = " ".join(shown.split())  # sentences wrapped to the column read as one line
     assert (
-        "CUDA graphs (torch.compile mode='reduce-overhead') gave 1.00x, against the tool's bound of 1.21x" in shown
+        "CUDA graphs (torch.compile mode='reduce-overhead') gave 1.00x, against the tool's bound of 1.21x"
+        in shown
     ), shown
     assert "was already compute-bound (54% of its time)" in shown
     assert "10.0x faster than eager at batch 1, fading to 1.01x at batch 4096" in shown
@@ -192,12 +219,24 @@ def stages_gaining(final: float, *, compile_fix=None):
     [
         (2.0, capstone.CompileGain(1.5, 0.1), None, None),
         (2.0, capstone.CompileGain(1.1, 0.1), None, "beyond two eager timings"),  # within the noise
-        (2.0, capstone.CompileGain(3.0, 2.0), None, "beyond two eager timings"),  # noisier than the gain
+        (
+            2.0,
+            capstone.CompileGain(3.0, 2.0),
+            None,
+            "beyond two eager timings",
+        ),  # noisier than the gain
         (1.4, capstone.CompileGain(1.5, 0.1), None, "the last stage over the start"),
-        (2.0, capstone.CompileGain(1.5, 0.1), capstone.Fix("torch.compile", OVERHEAD, lambda s: s), "left the setup"),
+        (
+            2.0,
+            capstone.CompileGain(1.5, 0.1),
+            capstone.Fix("torch.compile", OVERHEAD, lambda s: s),
+            "left the setup",
+        ),
     ],
 )
-def test_the_page_checks_each_fix_the_compile_gain_and_the_end(monkeypatch, final, gain, compile_fix, missed):
+def test_the_page_checks_each_fix_the_compile_gain_and_the_end(
+    monkeypatch, final, gain, compile_fix, missed
+):
     from brrr import targets
 
     monkeypatch.setenv(targets.STRICT, "1")
@@ -236,7 +275,9 @@ def _spin(seconds):
 def test_the_compile_comparison_reads_a_gain_and_none_where_there_is_none(compiled_s, gains):
     """Steps of known cost on the thread's clock: a compiled step twice as fast reads about 2x beyond the
     noise; one as slow as eager (a compile that fell back to eager) reads under the page's minimum."""
-    comparison = object.__new__(capstone.CompileComparison)  # the measuring half, without building a GPT
+    comparison = object.__new__(
+        capstone.CompileComparison
+    )  # the measuring half, without building a GPT
     comparison.eager, comparison.compiled, comparison.args = _spin(1e-3), _spin(compiled_s), ()
     gain = comparison.measure(budget_s=0.1)
     assert (gain.beyond_noise >= capstone.COMPILE_BEYOND_NOISE_MIN) == gains, gain

@@ -83,7 +83,9 @@ def command_run(tmp_path_factory):
     return result, folder
 
 
-@pytest.mark.parametrize("name, regime", [("big_matmul", "compute-bound"), ("pointwise_chain", "memory-bound")])
+@pytest.mark.parametrize(
+    "name, regime", [("big_matmul", "compute-bound"), ("pointwise_chain", "memory-bound")]
+)
 def test_example_gets_its_label_by_a_wide_margin(name, regime):
     step, args = getattr(examples, name)()
     found = diagnose(step, *args, threads=THREADS)
@@ -103,12 +105,16 @@ def test_example_gets_its_label_by_a_wide_margin(name, regime):
         # floor: this AVX2 EPYC ran the same n=1024 product at 22 to 78 GFLOP/s in one hour, 25-90% of its
         # peak, and a by-hand timing beside the diagnosis disagreed with it by 1.8x once).
         peak = found.ceilings.matmul(found.matmul_dtype)
-        assert found.mfu == pytest.approx(found.flops_per_step / found.step_s / peak), found.report()
+        assert found.mfu == pytest.approx(found.flops_per_step / found.step_s / peak), (
+            found.report()
+        )
         assert found.mfu > 0.05, found.report()
     else:
         assert found.launches_per_step == examples.CHAIN_OPS  # one top-level op each
         elementwise = next(row for row in found.rows if row.op_class == "element-wise")
-        assert elementwise.bytes == examples.CHAIN_OPS * 2 * args[0].numel() * 4  # each reads and writes x
+        assert (
+            elementwise.bytes == examples.CHAIN_OPS * 2 * args[0].numel() * 4
+        )  # each reads and writes x
 
 
 def test_command_labels_the_tiny_mlp_and_writes_stamped_json_and_a_figure(command_run):
@@ -148,7 +154,9 @@ def test_try_compile_measures_the_compiled_step_beside_the_bound(command_run):
         assert advised == [] and "slower here, so not advised" in result.stdout
     else:  # 3.2x here: the bound's advice, with what compiling measured on the step
         assert advised[0]["measured_gain"] == trial["gain"] and advised[0]["predicted_gain"] > 1
-        assert f"measured on this step (--try): {trial['gain']:.2f}x" in result.stdout.replace("\n    ", " ")
+        assert f"measured on this step (--try): {trial['gain']:.2f}x" in result.stdout.replace(
+            "\n    ", " "
+        )
 
 
 @pytest.mark.skipif(
@@ -161,8 +169,13 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
     assert result.returncode == 0, result.stderr
     advice = json.loads((folder / "tiny.json").read_text())["advice"][0]
     assert advice["regime"] == "overhead-bound" and "torch.compile" in advice["text"]
-    basis = {name: advice["basis"][name] for name in ("kept_share", "floor_s", "library_calls", "dispatch_s")}
-    assert advice["predicted_gain"] == pytest.approx(compile_gain(advice["basis"]["step_s"], **basis))
+    basis = {
+        name: advice["basis"][name]
+        for name in ("kept_share", "floor_s", "library_calls", "dispatch_s")
+    }
+    assert advice["predicted_gain"] == pytest.approx(
+        compile_gain(advice["basis"]["step_s"], **basis)
+    )
     step, args = examples.tiny_mlp()
     compiled = torch.compile(step)
     torch.set_num_threads(THREADS)
@@ -171,13 +184,17 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
     # and it stays compiled afterwards: the speedup below is timed after this diagnosis.
     again = diagnose(compiled, *args, threads=THREADS)
     assert again.regime == "overhead-bound" and "already compiled" in again.advice[0].text
-    assert again.launches_per_step == examples.TINY_MLP_LAYERS  # the addmm library calls; the head is fused
+    assert (
+        again.launches_per_step == examples.TINY_MLP_LAYERS
+    )  # the addmm library calls; the head is fused
 
     # The bound's two absolute times, the compiled-call floor and one eager dispatch, are timed in the same
     # rounds as the eager and the compiled step: load then moves all four alike. (Timed apart, in a CI run
     # near the browser test, compiling reached 1.76-1.85 times the bound.)
     x = torch.ones(1)
-    floor_call = torch.compile(lambda t: t + 1, dynamic=False)  # as brrr.diagnose.profile.compiled_call_seconds
+    floor_call = torch.compile(
+        lambda t: t + 1, dynamic=False
+    )  # as brrr.diagnose.profile.compiled_call_seconds
     floor_call(x)
 
     def dispatches():
@@ -229,7 +246,10 @@ def test_cpu_bf16_advice_follows_the_two_measured_peaks(bf16, faster):
     advice = contraction_advice(0.6, 0.9, "float32", found, on_gpu=False, tensor_cores=False)
     (bf16_advice,) = [a for a in advice if "bf16" in a.text]
     if faster:
-        assert "torch.autocast('cpu', torch.bfloat16)" in bf16_advice.text and "keep float32" not in bf16_advice.text
+        assert (
+            "torch.autocast('cpu', torch.bfloat16)" in bf16_advice.text
+            and "keep float32" not in bf16_advice.text
+        )
         assert bf16_advice.predicted_gain == pytest.approx(
             1 / (1 - 0.6 * (1 - 103 / 224))
         )  # Amdahl on the measured peaks
@@ -248,19 +268,30 @@ def test_an_op_above_a_roof_read_in_a_busy_moment_gets_the_roof_measured_again(m
     from brrr import ceilings as ceilings_module
 
     true = ceilings_module.measure(threads=THREADS)
-    low = dataclasses.replace(true, matmul_peak={dtype: peak / 20 for dtype, peak in true.matmul_peak.items()})
+    low = dataclasses.replace(
+        true, matmul_peak={dtype: peak / 20 for dtype, peak in true.matmul_peak.items()}
+    )
     again = []
     monkeypatch.setattr(ceilings_module, "measure", lambda **_: low)
-    monkeypatch.setattr(ceilings_module, "measured_again", lambda found: again.append(found) or true)
-    monkeypatch.setattr(ceilings_module, "matmul_measured_again", lambda found, dtype: pytest.fail("read once more"))
+    monkeypatch.setattr(
+        ceilings_module, "measured_again", lambda found: again.append(found) or true
+    )
+    monkeypatch.setattr(
+        ceilings_module, "matmul_measured_again", lambda found, dtype: pytest.fail("read once more")
+    )
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     found = diagnose(lambda: a @ b, threads=THREADS, warmup=1, steps=3)
     assert again == [low]
-    assert found.ceilings == true and [row.name for row in found.op_rows if row.flops_fraction > 1] == []
+    assert (
+        found.ceilings == true
+        and [row.name for row in found.op_rows if row.flops_fraction > 1] == []
+    )
 
 
 @pytest.mark.parametrize("low_readings", [1, 3])
-def test_a_matmul_still_above_gets_its_peak_read_again_before_it_is_a_counting_error(monkeypatch, low_readings):
+def test_a_matmul_still_above_gets_its_peak_read_again_before_it_is_a_counting_error(
+    monkeypatch, low_readings
+):
     """A fresh clone's run saw a ViT's matmul at 106% of a one-thread peak read twice, 67.3 and 67.8 GFLOP/s,
     on a machine whose idle readings range over 61-82: while a contraction is above the roof after every roof
     was read again, its matmul peak gets up to three more readings, and only then is it a counting error."""
@@ -270,16 +301,22 @@ def test_a_matmul_still_above_gets_its_peak_read_again_before_it_is_a_counting_e
     from brrr.diagnose import core
 
     measured = ceilings_module.measure(threads=THREADS)
-    low = dataclasses.replace(measured, matmul_peak={d: peak / 20 for d, peak in measured.matmul_peak.items()})
+    low = dataclasses.replace(
+        measured, matmul_peak={d: peak / 20 for d, peak in measured.matmul_peak.items()}
+    )
     # The good reading far above the one measured: a 256³ matmul timed in a quiet moment once read above the
     # run's measured peak itself (a fresh clone's run), and asked for a third reading this test had not planted.
-    good = dataclasses.replace(measured, matmul_peak={d: peak * 20 for d, peak in measured.matmul_peak.items()})
+    good = dataclasses.replace(
+        measured, matmul_peak={d: peak * 20 for d, peak in measured.matmul_peak.items()}
+    )
     readings = iter([low] * low_readings + [good])
     asked = []
     monkeypatch.setattr(ceilings_module, "measure", lambda **_: low)
     monkeypatch.setattr(ceilings_module, "measured_again", lambda found: found)
     monkeypatch.setattr(
-        ceilings_module, "matmul_measured_again", lambda found, dtype: asked.append(dtype) or next(readings)
+        ceilings_module,
+        "matmul_measured_again",
+        lambda found, dtype: asked.append(dtype) or next(readings),
     )
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     found = diagnose(lambda: a @ b, threads=THREADS, warmup=1, steps=3)

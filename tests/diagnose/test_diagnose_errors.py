@@ -24,7 +24,9 @@ def test_a_step_that_raises_is_named_with_its_exception_and_line():
 
 
 def test_out_of_memory_says_the_model_does_not_fit():
-    with pytest.raises(DiagnoseError, match="ran out of memory during warm-up.*do not fit on this device"):
+    with pytest.raises(
+        DiagnoseError, match="ran out of memory during warm-up.*do not fit on this device"
+    ):
         diagnose(lambda: torch.empty(2**50), threads=1)
 
 
@@ -36,7 +38,9 @@ def test_a_gpu_step_that_returns_nothing_and_runs_no_kernel_is_refused():
         require_device_work(torch.ones(1), cpu_only, on_gpu=True)
     require_device_work(None, cpu_only, on_gpu=False)  # a CPU step has no kernels to find
     with_kernel = traces.load([{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 5}])
-    require_device_work(None, with_kernel, on_gpu=True)  # an optimizer step returns nothing and is fine
+    require_device_work(
+        None, with_kernel, on_gpu=True
+    )  # an optimizer step returns nothing and is fine
 
 
 @pytest.mark.parametrize(
@@ -79,13 +83,18 @@ def test_explain_reports_graph_breaks_and_recompiles():
 
 def test_a_factory_that_raises_is_named_as_the_factory(tmp_path, monkeypatch):
     """It was reported as the step raising."""
-    (tmp_path / "broken_factory.py").write_text("def make():\n    raise ValueError('no data here')\n")
+    (tmp_path / "broken_factory.py").write_text(
+        "def make():\n    raise ValueError('no data here')\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(DiagnoseError) as caught:
         load_target("broken_factory:make")
     message = str(caught.value)
     assert message.startswith("broken_factory:make() raised ValueError while building the step")
-    assert "broken_factory.py:2 in make: no data here. No step ran" in message and "step's own" not in message
+    assert (
+        "broken_factory.py:2 in make: no data here. No step ran" in message
+        and "step's own" not in message
+    )
 
 
 def test_threads_below_one_is_a_clear_error(capsys):
@@ -102,7 +111,10 @@ def test_help_states_the_step_contract_with_an_example(capsys):
         main(["--help"])
     shown = capsys.readouterr().out
     assert "returns (step, args)" in shown and "def make_step(batch=32):" in shown
-    assert "python -m brrr.diagnose mymodel:make_step --try" in shown and "compile,bf16,batch,dropout" in shown
+    assert (
+        "python -m brrr.diagnose mymodel:make_step --try" in shown
+        and "compile,bf16,batch,dropout" in shown
+    )
 
 
 def test_long_op_names_are_shown_whole():
@@ -111,9 +123,18 @@ def test_long_op_names_are_shown_whole():
     from brrr.diagnose import ops, report
 
     ceilings = Ceilings(
-        copy_bandwidth=1e10, matmul_peak={"float32": 7e10}, vector_peak=4e10, dispatch_overhead=2e-6, threads=1
+        copy_bandwidth=1e10,
+        matmul_peak={"float32": 7e10},
+        vector_peak=4e10,
+        dispatch_overhead=2e-6,
+        threads=1,
     )
-    names = ["_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention_for_cpu_backward"]
-    rows = ops.op_rows({f"aten::{n}": 0.01 for n in names}, {}, {}, {n: 1 for n in names}, ceilings, "float32")
+    names = [
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+    ]
+    rows = ops.op_rows(
+        {f"aten::{n}": 0.01 for n in names}, {}, {}, {n: 1 for n in names}, ceilings, "float32"
+    )
     shown = report._table(rows, "slowest ops", 0.02)
     assert all(any(line.strip() == name for line in shown) for name in names), shown

@@ -78,7 +78,9 @@ def test_a_rate_above_a_compute_roof_is_a_counting_error_naming_the_op():
     assert compute == f"MFU 120%, convolution_backward {fraction:.0%}" and bandwidth == ""
     assert report._aten_names(diagnosis) == "aten::convolution_backward"
     quick = ops.op_rows({"aten::mul": 1e-2}, {"mul": N}, {"mul": 8 * N}, {"mul": 1}, CPU, "float32")
-    assert report.above_the_roofs(SimpleNamespace(mfu=0.5, rows=quick, op_rows=quick, ceilings=CPU)) == (
+    assert report.above_the_roofs(
+        SimpleNamespace(mfu=0.5, rows=quick, op_rows=quick, ceilings=CPU)
+    ) == (
         "",
         "mul 268%",
     )
@@ -97,13 +99,21 @@ def test_random_sort_and_index_ops_far_below_both_roofs_get_their_own_class_and_
     )
     found = {row.name: row for row in rows}
     assert found["bernoulli_"].bandwidth_fraction < ops.FAR_BELOW  # 0.54 GB/s of 10
-    assert found["bernoulli_"].op_class == ops.IRREGULAR_CLASS and found["bernoulli_"].regime == ops.BELOW_ROOFS
+    assert (
+        found["bernoulli_"].op_class == ops.IRREGULAR_CLASS
+        and found["bernoulli_"].regime == ops.BELOW_ROOFS
+    )
     assert found["mul"].op_class == "element-wise" and found["mul"].regime == "memory-bound"
     classes = {row.name: row for row in ops.class_rows(rows, CPU, "float32")}
     assert classes[ops.IRREGULAR_CLASS].regime == ops.BELOW_ROOFS
     assert ops.seconds_by_regime(rows)[ops.BELOW_ROOFS] == pytest.approx(0.5)
     fast = ops.op_rows(
-        {"aten::bernoulli_": 0.1}, {"bernoulli_": N}, {"bernoulli_": 8 * N}, {"bernoulli_": 1}, CPU, "float32"
+        {"aten::bernoulli_": 0.1},
+        {"bernoulli_": N},
+        {"bernoulli_": 8 * N},
+        {"bernoulli_": 1},
+        CPU,
+        "float32",
     )
     assert fast[0].regime == "memory-bound"  # 27% of the copy roof: the roof sets its speed
 
@@ -111,7 +121,9 @@ def test_random_sort_and_index_ops_far_below_both_roofs_get_their_own_class_and_
 def test_fusion_advice_for_work_already_fused_promises_nothing():
     from brrr.diagnose.advice import fusion_advice
 
-    chain = fusion_advice(0.3, 3)  # three passes fused into one save two thirds of their time at most
+    chain = fusion_advice(
+        0.3, 3
+    )  # three passes fused into one save two thirds of their time at most
     assert chain.predicted_gain == pytest.approx(1 / (1 - 0.2)) and "in 3 calls" in chain.text
     fused = fusion_advice(0.3, 1)
     assert fused.predicted_gain == 1.0 and "already reads and writes memory once" in fused.text

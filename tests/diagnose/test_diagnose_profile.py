@@ -17,16 +17,24 @@ def event(name, parent=None):
 def test_a_backend_op_s_time_goes_to_the_dispatched_op_that_called_it():
     """ResNet-18's forward convolutions (27% of its step) read "0 FLOP, overhead-bound": the FLOPs were
     counted on aten::convolution and the time landed on aten::mkldnn_convolution, joined by name."""
-    owner = dispatch_owner({"convolution": 20, "_native_batch_norm_legit": 20, "empty": 5, "addmm": 1})
+    owner = dispatch_owner(
+        {"convolution": 20, "_native_batch_norm_legit": 20, "empty": 5, "addmm": 1}
+    )
     conv2d = event("aten::conv2d")
     convolution = event("aten::convolution", conv2d)
     inner = event("aten::_convolution", convolution)
     mkldnn = event("aten::mkldnn_convolution", inner)
     assert owner(mkldnn) == owner(inner) == owner(convolution) == "aten::convolution"
-    assert owner(event("aten::empty", mkldnn)) == "aten::convolution"  # dispatched elsewhere, not here
-    assert owner(conv2d) == "aten::conv2d"  # a wrapper above the count keeps its own (dispatch) time
+    assert (
+        owner(event("aten::empty", mkldnn)) == "aten::convolution"
+    )  # dispatched elsewhere, not here
+    assert (
+        owner(conv2d) == "aten::conv2d"
+    )  # a wrapper above the count keeps its own (dispatch) time
     # the same batch norm under another name: counted as _native_batch_norm_legit, profiled as native_batch_norm
-    norm = event("aten::native_batch_norm", event("aten::_batch_norm_impl_index", event("aten::batch_norm")))
+    norm = event(
+        "aten::native_batch_norm", event("aten::_batch_norm_impl_index", event("aten::batch_norm"))
+    )
     assert owner(norm) == owner(event("aten::empty", norm)) == "aten::_native_batch_norm_legit"
     assert owner(event("aten::addmm", event("aten::linear"))) == "aten::addmm"
     assert owner(event("ConvolutionBackward0")) == "ConvolutionBackward0"  # autograd bookkeeping
@@ -34,7 +42,9 @@ def test_a_backend_op_s_time_goes_to_the_dispatched_op_that_called_it():
 
 def test_a_small_conv_net_has_no_op_with_time_and_no_work():
     """On a real profile: every convolution and batch norm row has FLOPs, and no backend name has a row."""
-    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU()
+    )
     x = torch.randn(4, 3, 16, 16)
 
     def step(net, x):
@@ -44,9 +54,16 @@ def test_a_small_conv_net_has_no_op_with_time_and_no_work():
 
     found = diagnose(step, net, x, threads=1)
     names = {row.name: row for row in found.op_rows}
-    for name in ("convolution", "convolution_backward", "_native_batch_norm_legit", "native_batch_norm_backward"):
+    for name in (
+        "convolution",
+        "convolution_backward",
+        "_native_batch_norm_legit",
+        "native_batch_norm_backward",
+    ):
         assert names[name].flops > 0 and names[name].seconds > 0, found.report()
-    assert not {"mkldnn_convolution", "_convolution", "native_batch_norm"} & names.keys(), found.report()
+    assert not {"mkldnn_convolution", "_convolution", "native_batch_norm"} & names.keys(), (
+        found.report()
+    )
     for row in found.op_rows:
         assert row.flops_fraction <= 1, found.report()
 
@@ -59,7 +76,9 @@ def test_a_step_with_no_torch_op_is_refused():
 
 def test_a_step_shorter_than_the_profiler_s_own_cost_is_refused():
     """One add on one element takes about 2 µs here; the profiler adds 19-33 µs to each step by itself."""
-    with pytest.raises(DiagnoseError, match="less than the .* the profiler adds to each step.*a loop inside step"):
+    with pytest.raises(
+        DiagnoseError, match="less than the .* the profiler adds to each step.*a loop inside step"
+    ):
         diagnose(lambda x: x + 1, torch.ones(1), threads=1)
 
 

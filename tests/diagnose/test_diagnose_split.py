@@ -35,10 +35,28 @@ def hand_built_trace(steps: int = 2) -> dict:
     for index in range(steps):
         t0 = 5_000.0 + index * STEP
         events.append(
-            {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": t0, "dur": STEP, "args": {}}
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "step",
+                "pid": 1,
+                "tid": 1,
+                "ts": t0,
+                "dur": STEP,
+                "args": {},
+            }
         )
         events.append(
-            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t0 + 1, "dur": 70, "args": {}}
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1,
+                "tid": 1,
+                "ts": t0 + 1,
+                "dur": 70,
+                "args": {},
+            }
         )
         for name, stream, (l0, l1), (k0, k1) in LAUNCHES:
             correlation += 1
@@ -98,23 +116,55 @@ def test_launches_per_step_counts_kernels_inside_the_steps():
 def test_gaps_are_host_wait_only_when_the_next_launch_came_later():
     trace = traces.load(hand_built_trace(steps=1))
     assert split.gpu_idle_us(trace, (0.0, 100.0)) == pytest.approx((35.0, 10.0))
-    assert split.gpu_idle_us(trace, (25.0, 40.0)) == pytest.approx((0.0, 5.0))  # K2 was queued at 5 µs
-    assert split.gpu_idle_us(trace, (45.0, 70.0)) == pytest.approx((15.0, 0.0))  # K3 launched at 60 µs
-    assert split.gpu_idle_us(trace, (85.0, 100.0)) == pytest.approx((10.0, 0.0))  # nothing left queued
+    assert split.gpu_idle_us(trace, (25.0, 40.0)) == pytest.approx(
+        (0.0, 5.0)
+    )  # K2 was queued at 5 µs
+    assert split.gpu_idle_us(trace, (45.0, 70.0)) == pytest.approx(
+        (15.0, 0.0)
+    )  # K3 launched at 60 µs
+    assert split.gpu_idle_us(trace, (85.0, 100.0)) == pytest.approx(
+        (10.0, 0.0)
+    )  # nothing left queued
 
 
 def test_cpu_split_is_inside_against_between_top_level_ops():
     events = [
-        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 30},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 15, "dur": 20},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "step",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 100,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::linear",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 30,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::addmm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 15,
+            "dur": 20,
+        },
         {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 60, "dur": 15},
     ]
     found = split.time_split(traces.load(events))
     assert found.clock == "CPU"
     assert found[split.INSIDE_OPS] == pytest.approx(0.45)
     assert found[split.BETWEEN_OPS] == pytest.approx(0.55)
-    assert split.launches_per_step(traces.load(events)) == 2  # top-level ops: addmm runs inside linear
+    assert (
+        split.launches_per_step(traces.load(events)) == 2
+    )  # top-level ops: addmm runs inside linear
 
 
 def test_an_op_with_no_work_counted_is_overhead_on_a_cpu_and_data_movement_on_a_gpu():
@@ -123,19 +173,59 @@ def test_an_op_with_no_work_counted_is_overhead_on_a_cpu_and_data_movement_on_a_
 
     cpu = Roof(1e11, 1e10, 2e-6, overhead_adds=True)
     gpu = Roof(1e14, 3e12, 5e-6, overhead_adds=False)
-    assert op_regime(0, 0, cpu).value == "overhead-bound"  # a view or a wrapper: its time is dispatch
-    assert op_regime(0, 0, gpu).value == "memory-bound"  # device time is kernel time: a nested copy, a fill
+    assert (
+        op_regime(0, 0, cpu).value == "overhead-bound"
+    )  # a view or a wrapper: its time is dispatch
+    assert (
+        op_regime(0, 0, gpu).value == "memory-bound"
+    )  # device time is kernel time: a nested copy, a fill
     assert op_regime(2 * 4096**3, 3 * 4096**2 * 4, gpu).value == "compute-bound"
     assert op_regime(2**28, 2 * 4 * 2**28, gpu).value == "memory-bound"
-    assert op_regime(32, 2 * 4 * 32, gpu).value == "overhead-bound"  # 32 elements: less work than a launch
+    assert (
+        op_regime(32, 2 * 4 * 32, gpu).value == "overhead-bound"
+    )  # 32 elements: less work than a launch
 
 
 def test_cpu_launches_count_aten_ops_inside_a_compiled_region():
     events = [
-        {"ph": "X", "cat": "user_annotation", "name": "step", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
-        {"ph": "X", "cat": "cpu_op", "name": "Torch-Compiled Region: 0/0", "pid": 1, "tid": 1, "ts": 5, "dur": 90},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 10, "dur": 20},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "step",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 100,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "Torch-Compiled Region: 0/0",
+            "pid": 1,
+            "tid": 1,
+            "ts": 5,
+            "dur": 90,
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::addmm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10,
+            "dur": 20,
+        },
         {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 12, "dur": 5},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 50, "dur": 20},
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::addmm",
+            "pid": 1,
+            "tid": 1,
+            "ts": 50,
+            "dur": 20,
+        },
     ]
-    assert split.launches_per_step(traces.load(events)) == 2  # two library calls; copy_ runs inside one
+    assert (
+        split.launches_per_step(traces.load(events)) == 2
+    )  # two library calls; copy_ runs inside one

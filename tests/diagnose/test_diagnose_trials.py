@@ -15,7 +15,9 @@ def test_parse_takes_all_or_names_and_refuses_others():
     assert trials.parse("all") == trials.parse(True) == trials.TRIES
     assert trials.parse("dropout,bf16") == ("bf16", "dropout")
     assert trials.parse(None) == ()
-    with pytest.raises(DiagnoseError, match="cannot try quantize: the fixes that can be tried are compile"):
+    with pytest.raises(
+        DiagnoseError, match="cannot try quantize: the fixes that can be tried are compile"
+    ):
         trials.parse("quantize")
 
 
@@ -37,7 +39,9 @@ def test_measured_slower_is_never_advised_and_measured_faster_is():
     found = with_trials(advice, tried, COMPUTE)
     texts = [item.text for item in found]
     assert not [text for text in texts if text in ("compile it", "fuse", "keep float32 here")]
-    assert found[0].fix == "bf16" and found[0].measured_gain == 2.0  # the step's regime first, measured
+    assert (
+        found[0].fix == "bf16" and found[0].measured_gain == 2.0
+    )  # the step's regime first, measured
     assert found[1].text == "bigger matmuls" and found[1].measured_gain is None
     assert [item.fix for item in found[2:]] == ["batch"]  # dropout's cost is shown, never advised
     confirmed = with_trials(advice, [Trial("bf16", "autocast", 0.05)], COMPUTE)

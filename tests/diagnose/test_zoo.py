@@ -61,7 +61,9 @@ def diagnosed(name: str):
     factory = ZOO[name]
     step, args = factory()
     tries = TRIES.get(name)
-    return diagnose(step, *args, threads=THREADS, tries=tries, factory=factory, try_budget_s=TRY_BUDGET_S)
+    return diagnose(
+        step, *args, threads=THREADS, tries=tries, factory=factory, try_budget_s=TRY_BUDGET_S
+    )
 
 
 @pytest.fixture(scope="module", params=sorted(ZOO))
@@ -82,13 +84,17 @@ def test_each_model_gets_the_expected_regime_and_top_advice(model):
         # The advice must follow the side they are on: the depthwise advice below it, a faster contraction
         # above it.
         assert found.regime in ("memory-bound", "compute-bound"), found.report()
-        contractions = [row for row in found.op_rows if row.op_class == "tensor contraction" and row.seconds > 0]
+        contractions = [
+            row for row in found.op_rows if row.op_class == "tensor contraction" and row.seconds > 0
+        ]
         below = any(row.regime == "memory-bound" for row in contractions)
         expected = advice if below else EXPECTED["resnet18"][1]
         assert any(item.text.startswith(expected) for item in found.advice), found.report()
         return
     assert found.regime == regime, found.report()
-    assert found.advice and found.advice[0].text.startswith(top_advice_allowed(name, found)), found.report()
+    assert found.advice and found.advice[0].text.startswith(top_advice_allowed(name, found)), (
+        found.report()
+    )
     if advice == CONTRACTIONS and bf16_measured_faster(found.ceilings):
         # bf16 must be offered where the roofs say it is faster, unless --try measured it slower on this step
         withdrawn = any(trial.name == "bf16" and trial.slower for trial in found.trials)
@@ -104,7 +110,10 @@ def test_no_op_with_measured_work_shows_no_work(model):
             continue  # a sliver, or no aten op (autograd nodes, annotations): dispatch time
         moves_only = ELEMENTWISE_FLOPS.get(row.name) == 0 or row.op_class == ops.IRREGULAR_CLASS
         if row.op_class in ("tensor contraction", "statistical normalization") or not moves_only:
-            assert row.flops > 0 or row.name in LAYOUT or row.op_class == "other", (row, found.report())
+            assert row.flops > 0 or row.name in LAYOUT or row.op_class == "other", (
+                row,
+                found.report(),
+            )
         if row.op_class != "other":
             assert row.bytes > 0, (row, found.report())
 
@@ -130,5 +139,7 @@ def test_try_reports_measured_gains_and_advises_nothing_that_measured_slower(mod
         if item.measured_gain is not None and item.predicted_gain > 1:
             assert item.measured_gain >= 1, found.report()  # a fix measured slower is no advice
     slower = {trial.name for trial in found.trials if trial.slower} - {"dropout"}
-    assert not [item for item in found.advice if item.fix in slower and item.predicted_gain > 1], found.report()
+    assert not [item for item in found.advice if item.fix in slower and item.predicted_gain > 1], (
+        found.report()
+    )
     assert "tried on this step (--try" in found.report()

@@ -55,7 +55,9 @@ class BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(outputs)
         self.shortcut = nn.Identity()
         if stride != 1 or inputs != outputs:
-            self.shortcut = nn.Sequential(nn.Conv2d(inputs, outputs, 1, stride, bias=False), nn.BatchNorm2d(outputs))
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(inputs, outputs, 1, stride, bias=False), nn.BatchNorm2d(outputs)
+            )
 
     def forward(self, x):
         y = F.relu(self.bn1(self.conv1(x)))
@@ -66,7 +68,10 @@ class ResNet18(nn.Module):
     def __init__(self, width: int = 16, classes: int = 10):
         super().__init__()
         self.stem = nn.Sequential(
-            nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+            nn.Conv2d(3, width, 7, 2, 3, bias=False),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1),
         )
         stages, inputs = [], width
         for index, outputs in enumerate((width, 2 * width, 4 * width, 8 * width)):
@@ -100,12 +105,18 @@ class SqueezeExcite(nn.Module):
 
 
 class InvertedResidual(nn.Module):
-    def __init__(self, inputs: int, expanded: int, outputs: int, kernel: int, stride: int, se: bool, hs: bool):
+    def __init__(
+        self, inputs: int, expanded: int, outputs: int, kernel: int, stride: int, se: bool, hs: bool
+    ):
         super().__init__()
         activation = nn.Hardswish if hs else nn.ReLU
         layers = []
         if expanded != inputs:
-            layers += [nn.Conv2d(inputs, expanded, 1, bias=False), nn.BatchNorm2d(expanded), activation()]
+            layers += [
+                nn.Conv2d(inputs, expanded, 1, bias=False),
+                nn.BatchNorm2d(expanded),
+                activation(),
+            ]
         layers += [
             nn.Conv2d(expanded, expanded, kernel, stride, kernel // 2, groups=expanded, bias=False),
             nn.BatchNorm2d(expanded),
@@ -145,12 +156,16 @@ class MobileNetV3Small(nn.Module):
         inputs = scaled(16)
         layers = [nn.Conv2d(3, inputs, 3, 2, 1, bias=False), nn.BatchNorm2d(inputs), nn.Hardswish()]
         for kernel, expanded, outputs, se, hs, stride in SMALL:
-            layers.append(InvertedResidual(inputs, scaled(expanded), scaled(outputs), kernel, stride, se, hs))
+            layers.append(
+                InvertedResidual(inputs, scaled(expanded), scaled(outputs), kernel, stride, se, hs)
+            )
             inputs = scaled(outputs)
         last = scaled(576)
         layers += [nn.Conv2d(inputs, last, 1, bias=False), nn.BatchNorm2d(last), nn.Hardswish()]
         self.features = nn.Sequential(*layers)
-        self.head = nn.Sequential(nn.Linear(last, 256), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(256, classes))
+        self.head = nn.Sequential(
+            nn.Linear(last, 256), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(256, classes)
+        )
 
     def forward(self, x):
         return self.head(torch.flatten(F.adaptive_avg_pool2d(self.features(x), 1), 1))
@@ -158,7 +173,9 @@ class MobileNetV3Small(nn.Module):
 
 def mobilenet_v3_small(batch: int = 16, size: int = 64):
     torch.manual_seed(0)
-    return train_step(MobileNetV3Small(), torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
+    return train_step(
+        MobileNetV3Small(), torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
+    )
 
 
 # ---------------------------------------------------------------- ViT-tiny
@@ -170,7 +187,9 @@ class ViTBlock(nn.Module):
         self.norm1 = nn.LayerNorm(width)
         self.attention = nn.MultiheadAttention(width, heads, batch_first=True)
         self.norm2 = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.mlp = nn.Sequential(
+            nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)
+        )
 
     def forward(self, x):
         y = self.norm1(x)
@@ -179,7 +198,9 @@ class ViTBlock(nn.Module):
 
 
 class ViTTiny(nn.Module):
-    def __init__(self, size: int = 32, patch: int = 4, width: int = 192, heads: int = 3, depth: int = 4):
+    def __init__(
+        self, size: int = 32, patch: int = 4, width: int = 192, heads: int = 3, depth: int = 4
+    ):
         super().__init__()
         self.patches = nn.Conv2d(3, width, patch, patch)
         self.cls = nn.Parameter(torch.zeros(1, 1, width))
@@ -196,7 +217,9 @@ class ViTTiny(nn.Module):
 
 def vit_tiny(batch: int = 4, size: int = 32):
     torch.manual_seed(0)
-    return train_step(ViTTiny(size, depth=2), torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
+    return train_step(
+        ViTTiny(size, depth=2), torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,))
+    )
 
 
 # ---------------------------------------------------------------- nn.TransformerEncoder
@@ -215,7 +238,9 @@ class Encoder(nn.Module):
 
 def transformer_encoder(batch: int = 8, seq: int = 64, width: int = 128):
     torch.manual_seed(0)
-    return train_step(Encoder(width), torch.randn(batch, seq, width), torch.randint(0, 10, (batch,)))
+    return train_step(
+        Encoder(width), torch.randn(batch, seq, width), torch.randint(0, 10, (batch,))
+    )
 
 
 # ---------------------------------------------------------------- MLP
@@ -223,7 +248,14 @@ def transformer_encoder(batch: int = 8, seq: int = 64, width: int = 128):
 
 def mlp(batch: int = 4, width: int = 128):
     torch.manual_seed(0)
-    layers = [nn.Flatten(), nn.Linear(784, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10)]
+    layers = [
+        nn.Flatten(),
+        nn.Linear(784, width),
+        nn.ReLU(),
+        nn.Linear(width, width),
+        nn.ReLU(),
+        nn.Linear(width, 10),
+    ]
     model = nn.Sequential(*layers)
     return train_step(model, torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,)))
 

@@ -33,7 +33,15 @@ def test_a_grader_verdict_is_recorded_passed_failed_or_not_applying(tmp_path, mo
             "applies": True,
             "passed": False,
             "message": "attempt 1: 83% of cuBLAS. Needed 90%",
-            "measured": [{"what": "peak", "value": 0.85, "attempts": [0.83, 0.85], "bound": 0.9, "rule": "at_least"}],
+            "measured": [
+                {
+                    "what": "peak",
+                    "value": 0.85,
+                    "attempts": [0.83, 0.85],
+                    "bound": 0.9,
+                    "rule": "at_least",
+                }
+            ],
         },
         {"applies": False, "passed": False, "message": "timed on a GPU only"},
     )
@@ -49,7 +57,11 @@ def test_a_grader_verdict_is_recorded_passed_failed_or_not_applying(tmp_path, mo
     }
     failed = checks["grader: 05-tile-it/peak_8192"]
     assert failed["detail"].startswith("attempt 1: 83%")
-    assert (failed["value"], failed["bound"], failed["attempts"]) == (0.85, {"at_least": 0.9}, [0.83, 0.85])
+    assert (failed["value"], failed["bound"], failed["attempts"]) == (
+        0.85,
+        {"at_least": 0.9},
+        [0.83, 0.85],
+    )
 
 
 def test_a_timed_check_keeps_its_figures_for_the_verdict_when_it_fails_too():

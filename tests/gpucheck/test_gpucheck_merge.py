@@ -11,7 +11,13 @@ from brrr_book.gpucheck import merge
 from brrr_book.gpucheck.__main__ import main
 
 GPU = "nvidia-h100-80gb-hbm3"
-ENV = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-12-01", "torch": "2.11", "triton": "3.6", "commit": "abc123"}
+ENV = {
+    "device": "NVIDIA H100 80GB HBM3",
+    "date": "2026-12-01",
+    "torch": "2.11",
+    "triton": "3.6",
+    "commit": "abc123",
+}
 
 
 def part_folder(tmp_path, number, record=None, notebooks=(), outputs=()):
@@ -19,7 +25,10 @@ def part_folder(tmp_path, number, record=None, notebooks=(), outputs=()):
     (folder / "record").mkdir(parents=True)
     if record is not None:
         (folder / "record" / f"{GPU}.json").write_text(json.dumps({"schema": 2, **record}))
-    items = [{"name": name, "seconds": seconds, "verdict": verdict} for name, seconds, verdict in notebooks]
+    items = [
+        {"name": name, "seconds": seconds, "verdict": verdict}
+        for name, seconds, verdict in notebooks
+    ]
     log = {
         "part": number,
         "limit_s": 540,
@@ -52,7 +61,13 @@ def test_the_parts_fold_over_the_first_run_record_which_stays_readable(tmp_path)
         {
             "ceilings": {"copy_bandwidth": 3.0e12, "env": ENV},
             "figures": {"lab-05-tile-it": {"env": ENV, "values": {"yours": [1.0]}}},
-            "checks": {"grader: 05-tile-it/peak_4096": {"verdict": "failed", "detail": "83% of cuBLAS", "env": ENV}},
+            "checks": {
+                "grader: 05-tile-it/peak_4096": {
+                    "verdict": "failed",
+                    "detail": "83% of cuBLAS",
+                    "env": ENV,
+                }
+            },
         },
         notebooks=[("solutions/05-tile-it.ipynb", 41.5, "failed")],
         outputs=["05-tile-it"],
@@ -76,8 +91,12 @@ def test_the_parts_fold_over_the_first_run_record_which_stays_readable(tmp_path)
     path = merge.merge([one, two], into)
     data = json.loads(path.read_text())
     assert data["schema"] == 2 and data["ceilings"]["copy_bandwidth"] == 3.0e12
-    assert data["figures"]["capstone"] == first_run["figures"]["capstone"]  # not measured again: kept
-    assert data["checks"]["grader: 05-tile-it/peak_4096"]["verdict"] == "failed"  # a failure is on record
+    assert (
+        data["figures"]["capstone"] == first_run["figures"]["capstone"]
+    )  # not measured again: kept
+    assert (
+        data["checks"]["grader: 05-tile-it/peak_4096"]["verdict"] == "failed"
+    )  # a failure is on record
     assert data["notebooks"]["solutions/05-tile-it.ipynb"] == {
         "seconds": 41.5,
         "verdict": "failed",
@@ -87,9 +106,13 @@ def test_the_parts_fold_over_the_first_run_record_which_stays_readable(tmp_path)
     assert data["notebooks"]["notebooks/10-cos-cos.ipynb"]["outputs"] is None
     assert (into / "outputs" / GPU / "05-tile-it" / "cell-03-1.png").read_bytes() == b"png"
     assert sorted(data["parts"]) == ["1", "2"] and data["stamp"]["commit"] == "abc123"
-    assert "abc123" in data["stamp"]["commits"]  # and the first run's entries, which named no commit
+    assert (
+        "abc123" in data["stamp"]["commits"]
+    )  # and the first run's entries, which named no commit
     # the book's readers of the record still work on the merged file
-    assert beside.recorded("capstone", into) and claims.reference_summary(into).startswith(f"{GPU}.json: ")
+    assert beside.recorded("capstone", into) and claims.reference_summary(into).startswith(
+        f"{GPU}.json: "
+    )
     assert "checks: 1 failed, 1 met" in merge.summary(data)
 
 
@@ -129,14 +152,24 @@ def test_a_lab_page_says_what_the_solution_reached_there_and_the_graders_verdict
     from brrr.labs import recorded
 
     env = {**ENV, "device": "NVIDIA H100 80GB HBM3", "mode": "GPU", "device_type": "cuda"}
-    figure = {"sizes": [1024, 4096, 8192], "yours": [1.0, 9.0, 9.5], "torch": [2.0, 10.0, 10.0], "dtype": "bfloat16"}
+    figure = {
+        "sizes": [1024, 4096, 8192],
+        "yours": [1.0, 9.0, 9.5],
+        "torch": [2.0, 10.0, 10.0],
+        "dtype": "bfloat16",
+    }
     grader = {"kind": "grader", "env": env, "attempts": [0.83, 0.85]}
     record = {
         "schema": 2,
         "stamp": env,
         "figures": {"lab-05-tile-it": {"env": env, "values": figure}},
         "checks": {
-            "grader: 05-tile-it/correct": {**grader, "name": "05-tile-it/correct", "verdict": "passed", "value": None},
+            "grader: 05-tile-it/correct": {
+                **grader,
+                "name": "05-tile-it/correct",
+                "verdict": "passed",
+                "value": None,
+            },
             "grader: 05-tile-it/peak_8192": {
                 **grader,
                 "name": "05-tile-it/peak_8192",
@@ -151,4 +184,6 @@ def test_a_lab_page_says_what_the_solution_reached_there_and_the_graders_verdict
     assert "4,096³ bfloat16 at 90% of torch.mm, 8,192³ bfloat16 at 95% of torch.mm" in said
     assert "correct passed, peak_8192 failed (0.85; at_least 0.9)" in said
     assert "commit abc123" in said
-    assert recorded.sentence("06-flash-attention", tmp_path).startswith("No recorded GPU has run this lab yet")
+    assert recorded.sentence("06-flash-attention", tmp_path).startswith(
+        "No recorded GPU has run this lab yet"
+    )

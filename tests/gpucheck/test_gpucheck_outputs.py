@@ -17,12 +17,20 @@ def test_text_and_pngs_are_kept_small_and_nothing_else(tmp_path):
         [
             {"output_type": "stream", "name": "stdout", "text": ["copy: ", "3.0 TB/s\n"]},
             {"output_type": "display_data", "data": {"image/png": PNG, "text/plain": "<Figure>"}},
-            {"output_type": "display_data", "data": {"text/html": "<table/>", "text/plain": "x" * 30_000}},
             {
                 "output_type": "display_data",
-                "data": {"image/png": base64.b64encode(b"\0" * (outputs.MAX_IMAGE_BYTES + 1)).decode()},
+                "data": {"text/html": "<table/>", "text/plain": "x" * 30_000},
             },
-            {"output_type": "display_data", "data": {"application/vnd.jupyter.widget-view+json": {}}},
+            {
+                "output_type": "display_data",
+                "data": {
+                    "image/png": base64.b64encode(b"\0" * (outputs.MAX_IMAGE_BYTES + 1)).decode()
+                },
+            },
+            {
+                "output_type": "display_data",
+                "data": {"application/vnd.jupyter.widget-view+json": {}},
+            },
         ],
         passed=False,
         error="TargetMissed: copy at least 0.9x",
@@ -33,7 +41,10 @@ def test_text_and_pngs_are_kept_small_and_nothing_else(tmp_path):
     assert (tmp_path / "cell-07-1.png").read_bytes().startswith(b"\x89PNG") and cell["outputs"][1][
         "file"
     ] == "cell-07-1.png"
-    assert cell["outputs"][2]["text"].endswith("characters, cut]") and len(cell["outputs"][2]["text"]) < 20_100
+    assert (
+        cell["outputs"][2]["text"].endswith("characters, cut]")
+        and len(cell["outputs"][2]["text"]) < 20_100
+    )
     assert cell["outputs"][3]["file"] is None and "left out" in cell["outputs"][3]["note"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cell-07-1.png"]
 
@@ -51,27 +62,51 @@ def test_a_part_end_to_end_records_a_miss_as_missed_and_saves_what_each_cell_sho
     ]
     notebook = {
         "cells": [
-            {"cell_type": "code", "metadata": {}, "source": s, "outputs": [], "execution_count": None} for s in cells
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "source": s,
+                "outputs": [],
+                "execution_count": None,
+            }
+            for s in cells
         ],
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
         "nbformat": 4,
         "nbformat_minor": 5,
     }
     path = tmp_path / "99-tiny.ipynb"
     path.write_text(json.dumps(notebook))
-    part = plan.Part(9, "a test part", (plan.Stage("tiny", 120, notebooks=(str(path),)),), limit_s=150)
+    part = plan.Part(
+        9, "a test part", (plan.Stage("tiny", 120, notebooks=(str(path),)),), limit_s=150
+    )
     log = run.run_part(part, tmp_path / "out", ROOT, say=lambda line: None)
     assert log["stages"][0]["items"][0]["verdict"] == "failed"  # the missed target failed its cell
     saved = tmp_path / "out" / "outputs" / "99-tiny"
     record = outputs.read(saved)
-    assert [(c["cell"], c["passed"]) for c in record["cells"]] == [(0, True), (1, True), (2, False), (3, True)]
-    assert outputs.printed(saved, 0) == "measured 3.0 TB/s\n" and "tiny speed-up" in outputs.printed(saved, 2)
+    assert [(c["cell"], c["passed"]) for c in record["cells"]] == [
+        (0, True),
+        (1, True),
+        (2, False),
+        (3, True),
+    ]
+    assert outputs.printed(
+        saved, 0
+    ) == "measured 3.0 TB/s\n" and "tiny speed-up" in outputs.printed(saved, 2)
     assert (saved / "cell-01-1.png").is_file()
     into = tmp_path / "reference"
     data = json.loads(merge.merge([tmp_path / "out"], into).read_text())
     (check,) = data["checks"].values()
-    assert check["verdict"] == "NOT met" and check["attempts"] == [1.0] and check["source"] == str(path)
-    assert data["figures"]["tiny"]["values"] == {"x": 1} and data["figures"]["tiny"]["source"] == str(path)
+    assert (
+        check["verdict"] == "NOT met"
+        and check["attempts"] == [1.0]
+        and check["source"] == str(path)
+    )
+    assert data["figures"]["tiny"]["values"] == {"x": 1} and data["figures"]["tiny"][
+        "source"
+    ] == str(path)
     (entry,) = data["notebooks"].values()
     assert entry["verdict"] == "failed" and entry["part"] == 9 and entry["seconds"] > 0
     assert (into / entry["outputs"] / "cell-01-1.png").is_file()

@@ -17,7 +17,13 @@ class Node:
     timeout; ``fail`` names the commands that exit non-zero. Every call is kept, with its timeout and env."""
 
     def __init__(self, seconds: dict[str, float], default: float = 5.0, fail=()):
-        self.now, self.seconds, self.default, self.fail, self.calls = 0.0, seconds, default, set(fail), []
+        self.now, self.seconds, self.default, self.fail, self.calls = (
+            0.0,
+            seconds,
+            default,
+            set(fail),
+            [],
+        )
 
     def clock(self) -> float:
         return self.now
@@ -50,7 +56,14 @@ def small_part(limit=100, stage_limits=(40, 60)) -> plan.Part:
 def run_it(part, tmp_path, node, spent=0.0):
     said = []
     log = run.run_part(
-        part, tmp_path, ROOT, python="py", spent_s=spent, clock=node.clock, run=node.run, say=said.append
+        part,
+        tmp_path,
+        ROOT,
+        python="py",
+        spent_s=spent,
+        clock=node.clock,
+        run=node.run,
+        say=said.append,
     )
     return log, said
 
@@ -60,7 +73,9 @@ def test_the_three_parts_cover_every_notebook_and_solution_once_within_nine_minu
     assert sorted(parts) == [1, 2, 3]
     run_ = [nb for part in parts.values() for stage in part.stages for nb in stage.notebooks]
     every = sorted(
-        p.relative_to(ROOT).as_posix() for folder in ("notebooks", "solutions") for p in (ROOT / folder).glob("*.ipynb")
+        p.relative_to(ROOT).as_posix()
+        for folder in ("notebooks", "solutions")
+        for p in (ROOT / folder).glob("*.ipynb")
     )
     assert sorted(run_) == every and len(set(run_)) == len(run_)
     assert all(part.limit_s <= 540 for part in parts.values())
@@ -83,7 +98,10 @@ def test_a_part_runs_every_stage_in_order_says_each_time_and_logs_it(tmp_path):
     ]
     assert any(line.startswith("a.ipynb: passed in 12.0 s") for line in said)
     env = node.calls[0][2]  # each notebook records into the part's folder, under its own name
-    assert env["BRRR_RECORD_REFERENCE"] == str(tmp_path / "record") and env["BRRR_RECORD_SOURCE"] == "a.ipynb"
+    assert (
+        env["BRRR_RECORD_REFERENCE"] == str(tmp_path / "record")
+        and env["BRRR_RECORD_SOURCE"] == "a.ipynb"
+    )
     assert env["BRRR_NOTEBOOK_OUTPUTS"] == str(tmp_path / "outputs") and env["BRRR_STRICT"] == "1"
 
 
@@ -92,7 +110,9 @@ def test_a_stage_stops_at_its_limit_and_the_next_stage_still_runs(tmp_path):
     log, said = run_it(small_part(limit=200, stage_limits=(40, 60)), tmp_path, node)
     first, second = log["stages"]
     assert node.calls[1][1] == 10.0  # b.ipynb had what was left of the stage's 40 s
-    assert [i["verdict"] for i in first["items"]] == ["passed", "timed out"] and first["verdict"] == "timed out"
+    assert [i["verdict"] for i in first["items"]] == ["passed", "timed out"] and first[
+        "verdict"
+    ] == "timed out"
     assert second["verdict"] == "passed" and not log["passed"]
     assert "part 9: STOPPED at its limit: b.ipynb" in said
 
@@ -147,9 +167,9 @@ def test_a_command_past_its_limit_is_stopped_with_what_it_started(tmp_path):
     assert outcome.timed_out and time.monotonic() - began < 20
     child = int(pid_file.read_text())
     assert not alive(child, within_s=5)
-    assert run.spawn([sys.executable, "-c", "raise SystemExit(3)"], env=dict(os.environ), timeout_s=30) == run.Outcome(
-        3
-    )
+    assert run.spawn(
+        [sys.executable, "-c", "raise SystemExit(3)"], env=dict(os.environ), timeout_s=30
+    ) == run.Outcome(3)
 
 
 def alive(pid: int, within_s: float) -> bool:

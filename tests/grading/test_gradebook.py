@@ -47,12 +47,27 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(folder_g
     _, out, seconds = folder_graded
     assert seconds < 150
     rows = read_rows(out)
-    assert list(rows) == ["broken", "correct", "crashing", "decoy_eager", "hanging", "passes_then_dies", "unfused"]
+    assert list(rows) == [
+        "broken",
+        "correct",
+        "crashing",
+        "decoy_eager",
+        "hanging",
+        "passes_then_dies",
+        "unfused",
+    ]
     header = list(rows["correct"])
-    assert header[:3] == ["submission", "lab", "status"] and header[-4:] == ["total", "max", "sandbox", "seconds"]
+    assert header[:3] == ["submission", "lab", "status"] and header[-4:] == [
+        "total",
+        "max",
+        "sandbox",
+        "seconds",
+    ]
     checks = header[3:-4]
     assert checks == (
-        ["correct", "traffic"] if gradebook.device_class() != "gpu" else ["correct", "bandwidth", "speedup"]
+        ["correct", "traffic"]
+        if gradebook.device_class() != "gpu"
+        else ["correct", "bandwidth", "speedup"]
     )
 
     def summary(name):
@@ -75,16 +90,29 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(folder_g
     feedback = {path.stem: path.read_text() for path in (out / "feedback").glob("*.md")}
     assert set(feedback) == set(rows)
     if checks == ["correct", "traffic"]:
-        assert "## traffic: failed" in feedback["unfused"] and "launched 5 kernels" in feedback["unfused"]
+        assert (
+            "## traffic: failed" in feedback["unfused"]
+            and "launched 5 kernels" in feedback["unfused"]
+        )
         assert "**2 of 2**" in feedback["correct"]
     assert expected_reason(LAB, "decoy_eager") in feedback["decoy_eager"]
-    assert f"{CELL_TIMEOUT_S} s allowed per cell" in feedback["hanging"] and "not run, scored 0" in feedback["hanging"]
+    assert (
+        f"{CELL_TIMEOUT_S} s allowed per cell" in feedback["hanging"]
+        and "not run, scored 0" in feedback["hanging"]
+    )
     assert "kernel died" in feedback["crashing"]
     assert "not a readable notebook" in feedback["broken"]
     partial = feedback["passes_then_dies"]
-    assert f"**1 of {full}**" in partial and "| correct | passed |" in partial and "kernel died" in partial
+    assert (
+        f"**1 of {full}**" in partial
+        and "| correct | passed |" in partial
+        and "kernel died" in partial
+    )
     for check in checks[1:]:
-        assert f"| {check} | **not run** (0) |" in partial and f"## {check}: not run, scored 0" in partial, partial
+        assert (
+            f"| {check} | **not run** (0) |" in partial
+            and f"## {check}: not run, scored 0" in partial
+        ), partial
     assert processes_inside(out) == []
 
 
@@ -98,19 +126,28 @@ def test_three_shards_grade_what_one_run_grades(folder_graded, tmp_path, monkeyp
     for name in SHARDED:
         shutil.copy(submissions / f"{name}.ipynb", subset)  # the very files graded unsharded
     assert sorted(shards.shard_of(name, 3) for name in SHARDED) == [1, 2, 3]
-    monkeypatch.setattr(gradebook, "grader_setup_problem", lambda: None)  # tests/grading/test_gradebook_setup.py
+    monkeypatch.setattr(
+        gradebook, "grader_setup_problem", lambda: None
+    )  # tests/grading/test_gradebook_setup.py
     options = ["--lab", LAB, "--cell-timeout", f"{FOLDER_OPTIONS['cell_timeout_s']:g}"]
     options += ["--notebook-timeout", f"{FOLDER_OPTIONS['notebook_timeout_s']:g}"]
     outs = [tmp_path / f"shard-{index}" for index in (1, 2, 3)]
     for index, out in enumerate(outs, start=1):
-        assert gradebook.main([str(subset), "--out", str(out), "--shard", f"{index}/3", *options]) == 0
+        assert (
+            gradebook.main([str(subset), "--out", str(out), "--shard", f"{index}/3", *options]) == 0
+        )
         assert len(read_rows(out)) == 1  # its share, and no other
     assert merge.main([*map(str, outs), "--out", str(tmp_path / "final")]) == 0
 
     def without_seconds(rows):
-        return {name: {k: v for k, v in row.items() if k != "seconds"} for name, row in rows.items()}
+        return {
+            name: {k: v for k, v in row.items() if k != "seconds"} for name, row in rows.items()
+        }
 
-    merged, unsharded = without_seconds(read_rows(tmp_path / "final")), without_seconds(read_rows(reference))
+    merged, unsharded = (
+        without_seconds(read_rows(tmp_path / "final")),
+        without_seconds(read_rows(reference)),
+    )
     assert merged == {name: unsharded[name] for name in SHARDED}
 
     def feedback(folder, name):
@@ -126,7 +163,11 @@ def test_a_crash_names_the_cell_by_its_first_line_not_by_nbvals_count(tmp_path):
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
     ran = tmp_path / "ran.ipynb"
-    cells = [new_markdown_cell("# Lab"), new_code_cell("# setup\nimport torch"), new_code_cell("\nh = x * s\nh")]
+    cells = [
+        new_markdown_cell("# Lab"),
+        new_code_cell("# setup\nimport torch"),
+        new_code_cell("\nh = x * s\nh"),
+    ]
     nbformat.write(new_notebook(cells=cells), ran)
     junit = tmp_path / "junit.xml"
     junit.write_text(
@@ -135,7 +176,9 @@ def test_a_crash_names_the_cell_by_its_first_line_not_by_nbvals_count(tmp_path):
     )
     named = ["The cell that starts `h = x * s`: NameError: name 'x' is not defined"]
     assert gradebook.read_junit(junit, ran) == named
-    assert gradebook.read_junit(junit) == ["Cell 1: NameError: name 'x' is not defined"]  # no notebook: nbval's
+    assert gradebook.read_junit(junit) == [
+        "Cell 1: NameError: name 'x' is not defined"
+    ]  # no notebook: nbval's
 
 
 def test_feedback_lists_other_errors_but_not_failed_checks():
@@ -145,38 +188,58 @@ def test_feedback_lists_other_errors_but_not_failed_checks():
         lab=LAB,
         status="failed",
         results={"correct": {"passed": False, "message": "wrong at index 3"}},
-        cell_errors=["Cell 4: NameError: name 'h' is not defined", "Cell 9: AssertionError: wrong at index 3"],
+        cell_errors=[
+            "Cell 4: NameError: name 'h' is not defined",
+            "Cell 9: AssertionError: wrong at index 3",
+        ],
     )
     text = gradebook.feedback(submission, ["correct", "traffic"])
     others = text[text.index("## Other errors in your notebook") :]
-    assert "- Cell 4: NameError: name 'h' is not defined" in others and "AssertionError" not in others
+    assert (
+        "- Cell 4: NameError: name 'h' is not defined" in others and "AssertionError" not in others
+    )
     assert "## correct: failed" in text and "wrong at index 3" in text
     assert "## traffic: not run, scored 0" in text
 
 
-def test_a_check_the_grader_could_not_grade_fairly_is_a_grader_error_not_a_failure_nor_a_pass(tmp_path):
+def test_a_check_the_grader_could_not_grade_fairly_is_a_grader_error_not_a_failure_nor_a_pass(
+    tmp_path,
+):
     """A check the grader recorded as its own fault (brrr.checks.fairness.GraderFault: it could not get the
     CPU) scores 0, makes the row grader-error (graded again, as a grader that did not start), and tells the
     student it is not their fault. A grader killed while a sandboxed notebook ran is a grader error too: the
     notebook could not signal it; without a sandbox the row stays the notebook's (grader-killed)."""
     prepared = gradebook._Prepared(tmp_path, LAB, tmp_path / "submission.ipynb", tmp_path, [])
     prepared.output.write_text("")
-    fault = {"passed": False, "grader_fault": True, "message": "grader error (not your fault): the grader could not"}
+    fault = {
+        "passed": False,
+        "grader_fault": True,
+        "message": "grader error (not your fault): the grader could not",
+    }
     checks = gradebook.lab_checks(LAB)
     submission = gradebook.Submission("bob", Path("bob.ipynb"), lab=LAB)
     ran = gradebook._Ran(0, False, False, {checks[0]: {"passed": True}, checks[1]: fault})
     gradebook._classify(submission, prepared, ran, 60, 600)
-    assert submission.status == "grader-error" and "not your fault" in submission.note, submission.note
+    assert submission.status == "grader-error" and "not your fault" in submission.note, (
+        submission.note
+    )
     text = gradebook.feedback(submission, checks)
     assert f"| {checks[1]} | **grader error** (0, not your fault) |" in text, text
     assert f"## {checks[1]}: grader error, not your fault" in text and "**failed**" not in text
     gradebook.write_csv([submission], tmp_path / "grades.csv")
     row = read_rows(tmp_path)["bob"]
     assert (row["status"], row[checks[0]], row[checks[1]]) == ("grader-error", "1", "0"), row
-    for sandboxed, status, said in ((True, "grader-error", "not your fault"), (False, "grader-killed", "Only the")):
+    for sandboxed, status, said in (
+        (True, "grader-error", "not your fault"),
+        (False, "grader-killed", "Only the"),
+    ):
         killed = gradebook.Submission("carol", Path("carol.ipynb"), lab=LAB, sandboxed=sandboxed)
         gradebook._classify(killed, prepared, gradebook._Ran(0, False, True, None), 60, 600)
-        assert killed.status == status and said in killed.note, (sandboxed, killed.status, killed.note)
+        assert killed.status == status and said in killed.note, (
+            sandboxed,
+            killed.status,
+            killed.note,
+        )
 
 
 def test_a_partly_graded_row_scores_what_passed_out_of_every_check(tmp_path):
@@ -184,7 +247,11 @@ def test_a_partly_graded_row_scores_what_passed_out_of_every_check(tmp_path):
     maximum every check the lab grades here, each check never received scored 0 and said "not run"."""
     checks = gradebook.lab_checks(LAB)
     partial = gradebook.Submission(
-        "partial", Path("partial.ipynb"), lab=LAB, status="crashed", results={checks[0]: {"passed": True}}
+        "partial",
+        Path("partial.ipynb"),
+        lab=LAB,
+        status="crashed",
+        results={checks[0]: {"passed": True}},
     )
     gradebook.write_csv([partial], tmp_path / "grades.csv")
     row = read_rows(tmp_path)["partial"]
@@ -227,7 +294,13 @@ def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkey
     (folder, out, given), (_, _, defaults) = calls
     assert (folder, out) == (tmp_path, tmp_path / "out")
     sandboxed = {"sandboxed": True, "accept_grading_code": False, "only": None}
-    assert given == {"cell_timeout_s": 12.5, "notebook_timeout_s": 99.0, "lab": LAB, "jobs": 3, **sandboxed}
+    assert given == {
+        "cell_timeout_s": 12.5,
+        "notebook_timeout_s": 99.0,
+        "lab": LAB,
+        "jobs": 3,
+        **sandboxed,
+    }
     assert defaults == {
         "cell_timeout_s": gradebook.DEFAULT_CELL_TIMEOUT_S,
         "notebook_timeout_s": gradebook.DEFAULT_NOTEBOOK_TIMEOUT_S,

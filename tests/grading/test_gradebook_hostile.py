@@ -71,11 +71,15 @@ def hostile_graded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hostile")
     submissions = tmp / "submissions"
     submissions.mkdir()
-    (submissions / "solution.ipynb").write_bytes((ROOT / "solutions" / f"{ROOFLINE}.ipynb").read_bytes())
+    (submissions / "solution.ipynb").write_bytes(
+        (ROOT / "solutions" / f"{ROOFLINE}.ipynb").read_bytes()
+    )
     for name, lab in HOSTILE.items():
         if name != MADE_UP_LAB:
             write_submission(submissions, lab, name)
-    made_up = submission_notebook(ROOFLINE, MADE_UP_LAB)  # also claims a lab of its own, with 3 checks
+    made_up = submission_notebook(
+        ROOFLINE, MADE_UP_LAB
+    )  # also claims a lab of its own, with 3 checks
     made_up.metadata["brrr"] = {"lab": "99-three-easy-checks"}
     nbformat.write(made_up, str(submissions / f"{MADE_UP_LAB}.ipynb"))
     out, home = tmp / "out", tmp / "home"
@@ -95,7 +99,9 @@ def hostile_graded(tmp_path_factory):
         first_session.join()
     sys.stderr.write(stderr.getvalue())
     (out / "stderr.txt").write_text(stderr.getvalue())
-    time.sleep(5)  # longer than the daemon of forges_the_record waits, once its notebook is gone, to strike
+    time.sleep(
+        5
+    )  # longer than the daemon of forges_the_record waits, once its notebook is gone, to strike
     return out, {submission.name: submission for submission in graded}, escape
 
 
@@ -104,7 +110,11 @@ def start_ipython_once_grading_runs(out, home):
     deadline = time.monotonic() + 300
     while not list((out / "work").glob("*/submission.ipynb")) and time.monotonic() < deadline:
         time.sleep(0.2)
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("IPYTHON", "JUPYTER"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("IPYTHON", "JUPYTER"))
+    }
     subprocess.run(
         [sys.executable, "-m", "IPython", "-c", "pass"],
         env=dict(env, HOME=str(home)),
@@ -121,7 +131,12 @@ def hostile_roofline(hostile_graded):
 
 def test_the_roofline_solution_passes_beside_hostile_submissions(hostile_roofline):
     row = read_rows(hostile_roofline)["solution"]
-    assert (row["lab"], row["status"], row["total"], row["max"]) == (ROOFLINE, "ok", MAX[ROOFLINE], MAX[ROOFLINE]), row
+    assert (row["lab"], row["status"], row["total"], row["max"]) == (
+        ROOFLINE,
+        "ok",
+        MAX[ROOFLINE],
+        MAX[ROOFLINE],
+    ), row
 
 
 @pytest.mark.parametrize("name", HOSTILE)
@@ -143,7 +158,10 @@ def test_checks_that_never_reached_the_grader_score_zero(hostile_roofline):
 def test_a_made_up_lab_name_gets_no_columns_of_its_own(hostile_roofline):
     rows = read_rows(hostile_roofline)
     assert rows[MADE_UP_LAB]["lab"] == ROOFLINE  # its cells say which lab it is
-    assert rows[MADE_UP_LAB]["max"] == MAX[ROOFLINE] and rows[MADE_UP_LAB][f"{ROOFLINE}:copy_bandwidth"] == "0"
+    assert (
+        rows[MADE_UP_LAB]["max"] == MAX[ROOFLINE]
+        and rows[MADE_UP_LAB][f"{ROOFLINE}:copy_bandwidth"] == "0"
+    )
     assert not any("99-three" in column for column in rows["solution"])
 
 
@@ -153,7 +171,10 @@ def test_a_forged_record_and_a_daemon_change_nothing(hostile_roofline):
     assert int(rows["forges_the_record"]["total"]) < int(MAX[LAB]), rows["forges_the_record"]
     if gradebook.device_class() != "gpu":
         assert rows["forges_the_record"][f"{LAB}:traffic"] == "0"
-    assert "left 1 process(es) running" in (hostile_roofline / "feedback" / "forges_the_record.md").read_text()
+    assert (
+        "left 1 process(es) running"
+        in (hostile_roofline / "feedback" / "forges_the_record.md").read_text()
+    )
     assert "left" not in (hostile_roofline / "feedback" / "solution.md").read_text()
     assert not (hostile_roofline / "daemon-was-here").exists()  # killed with its notebook
     assert processes_inside(hostile_roofline) == []
@@ -178,8 +199,12 @@ def test_errors_other_than_failed_checks_reach_the_feedback(hostile_graded):
     answer cell, reported under "Other errors", apart from the checks that then failed."""
     out, graded, _ = hostile_graded
     errors = graded["calls_ceilings"].cell_errors
-    assert any("ModuleNotFoundError: No module named 'brrr.ceilings'" in error for error in errors), errors
-    assert all(error.startswith("The cell that starts `") for error in errors), errors  # not nbval's "Cell 7"
+    assert any(
+        "ModuleNotFoundError: No module named 'brrr.ceilings'" in error for error in errors
+    ), errors
+    assert all(error.startswith("The cell that starts `") for error in errors), (
+        errors
+    )  # not nbval's "Cell 7"
     feedback = (out / "feedback" / "calls_ceilings.md").read_text()
     others = feedback[feedback.index("## Other errors in your notebook") :]
     assert "ModuleNotFoundError: No module named 'brrr.ceilings'" in others, feedback
@@ -197,16 +222,23 @@ def test_a_first_ipython_session_beside_grading_is_reported_and_charged_to_no_on
     report = (out / "stderr.txt").read_text()
     assert "read by no grading process" in report and str(readme) in report, report
     # Grading itself wrote nothing to the home folder: every process it started had private folders.
-    assert [path for path in home.rglob("*") if ".ipython" not in path.relative_to(home).parts] == []
+    assert [
+        path for path in home.rglob("*") if ".ipython" not in path.relative_to(home).parts
+    ] == []
 
 
 # ---------------------------------------------------------------- the sandbox, from inside
 
 
-def test_the_correct_answer_after_the_escape_attempts_earns_full_marks_in_the_sandbox(hostile_graded):
+def test_the_correct_answer_after_the_escape_attempts_earns_full_marks_in_the_sandbox(
+    hostile_graded,
+):
     out, graded, _ = hostile_graded
     row = read_rows(out)[ESCAPES]
-    assert (row["status"], row["total"], row["sandbox"]) == ("ok", row["max"], "bwrap"), (row, graded[ESCAPES].note)
+    assert (row["status"], row["total"], row["sandbox"]) == ("ok", row["max"], "bwrap"), (
+        row,
+        graded[ESCAPES].note,
+    )
     assert "without a sandbox" not in (out / "feedback" / f"{ESCAPES}.md").read_text()
 
 
@@ -216,9 +248,16 @@ def test_from_inside_the_sandbox_nothing_of_the_instructors_is_in_reach(hostile_
     out, _, escape = hostile_graded
     reached = escape["reached"]
     failed = {name: reached.get(name + ":error") for name in reached if not name.endswith(":error")}
-    for attack in ("signal the grader", "signal the victim", "another grader's socket", "the instructor's loopback"):
+    for attack in (
+        "signal the grader",
+        "signal the victim",
+        "another grader's socket",
+        "the instructor's loopback",
+    ):
         assert reached[attack] is None, (attack, reached)
-    assert failed["signal the grader"] == "ProcessLookupError"  # its connection names no pid it can see
+    assert (
+        failed["signal the grader"] == "ProcessLookupError"
+    )  # its connection names no pid it can see
     assert failed["signal the victim"] == "ProcessLookupError"  # not in its PID namespace
     assert escape["accepted"] == []  # nothing got through to the other socket or the loopback
     reads = [name for name in reached if name.startswith("read ") and not name.endswith(":error")]
@@ -227,18 +266,28 @@ def test_from_inside_the_sandbox_nothing_of_the_instructors_is_in_reach(hostile_
     # a write above its work folder lands in the sandbox's private /tmp or fails, never on this machine's disk
     assert not (out / "work" / "planted").exists() and not (out.parent / "planted").exists()
     assert reached["network interfaces"] == ["lo"], reached
-    assert len(reached["grader sockets"]) == 1, reached  # its own, though another submission's ran beside it
-    assert reached["grader's folder"] == ["grader.sock"], reached  # and nothing else the grader keeps there
+    assert len(reached["grader sockets"]) == 1, (
+        reached
+    )  # its own, though another submission's ran beside it
+    assert reached["grader's folder"] == ["grader.sock"], (
+        reached
+    )  # and nothing else the grader keeps there
     commands = reached["processes"].values()
-    assert str(escape["victim"]) not in reached["processes"] and len(commands) < 12, reached["processes"]
-    assert not any("--socket" in command or "brrr.grading" in command for command in commands), commands
+    assert str(escape["victim"]) not in reached["processes"] and len(commands) < 12, reached[
+        "processes"
+    ]
+    assert not any("--socket" in command or "brrr.grading" in command for command in commands), (
+        commands
+    )
     assert reached["stopped"] == []
     # its resource limits (brrr.checks.reaper): a file of 512 MiB at most, no core dumps, the OOM killer's first
     assert reached["limits"]["RLIMIT_FSIZE"] == [reaper.FILE_SIZE_MAX] * 2, reached["limits"]
     assert reached["limits"]["RLIMIT_CORE"] == [0, 0], reached["limits"]
     assert reached["oom_score_adj"] == reaper.OOM_SCORE_ADJ
     assert reached["write a file past the size limit"] is None, reached
-    assert reached["write a file past the size limit:error"] == "OSError"  # EFBIG: Python ignores SIGXFSZ
+    assert (
+        reached["write a file past the size limit:error"] == "OSError"
+    )  # EFBIG: Python ignores SIGXFSZ
 
 
 @pytest.mark.parametrize("lab", sorted(labs.LABS))
@@ -249,7 +298,9 @@ def test_no_labs_grader_side_is_importable_in_the_students_process(hostile_grade
     package = labs.module(lab).__name__
     assert reached[f"import {package}.checks"] is None, reached
     assert reached[f"import {package}.checks:error"] == "ModuleNotFoundError"
-    assert "/student/brrr/" in reached[f"import {package}"], reached  # the student's copy, not the checkout
+    assert "/student/brrr/" in reached[f"import {package}"], (
+        reached
+    )  # the student's copy, not the checkout
 
 
 def test_this_run_split_three_ways_and_merged_is_this_run_byte_for_byte(hostile_graded, tmp_path):
@@ -262,4 +313,6 @@ def test_this_run_split_three_ways_and_merged_is_this_run_byte_for_byte(hostile_
     assert not merge.merge(folders, tmp_path / "final").holes
     assert (tmp_path / "final" / "grades.csv").read_bytes() == (out / "grades.csv").read_bytes()
     expected = {path.name: path.read_bytes() for path in (out / "feedback").iterdir()}
-    assert {path.name: path.read_bytes() for path in (tmp_path / "final" / "feedback").iterdir()} == expected
+    assert {
+        path.name: path.read_bytes() for path in (tmp_path / "final" / "feedback").iterdir()
+    } == expected

@@ -67,12 +67,22 @@ def kernel_run(folder: Path) -> str:
     """Run TRICKS with the Python, flags and path of the student kernel the gradebook would start here."""
     student_copy = assemble.Snapshot().write_package(folder / "student", hidden=HIDDEN)
     spec = json.loads(
-        (gradebook._kernelspec(folder, student_copy) / "kernels" / gradebook.KERNEL_NAME / "kernel.json").read_text()
+        (
+            gradebook._kernelspec(folder, student_copy)
+            / "kernels"
+            / gradebook.KERNEL_NAME
+            / "kernel.json"
+        ).read_text()
     )
     python, flag = spec["argv"][:2]
     env = dict(os.environ, **spec["env"])
     done = subprocess.run(
-        [python, flag, "-c", TRICKS], env=env, cwd=folder, capture_output=True, text=True, timeout=120
+        [python, flag, "-c", TRICKS],
+        env=env,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
@@ -88,12 +98,16 @@ def test_no_import_in_the_student_kernel_reaches_the_instructors_brrr(tmp_path):
     assemble.make_writable(tmp_path)
 
 
-def test_a_site_packages_holding_brrr_is_replaced_by_links_to_its_other_entries(tmp_path, monkeypatch):
+def test_a_site_packages_holding_brrr_is_replaced_by_links_to_its_other_entries(
+    tmp_path, monkeypatch
+):
     """As in a pip install: the folder that holds the installed brrr (its package, metadata and a .pth
     file beside torch's) is on the path only as links to everything else, so ipykernel still starts."""
     site_packages = tmp_path / "site-packages"
     (site_packages / "brrr").mkdir(parents=True)
-    (site_packages / "brrr" / "ceilings.py").write_text("measure_copy_bandwidth = 'the instructor'\n")
+    (site_packages / "brrr" / "ceilings.py").write_text(
+        "measure_copy_bandwidth = 'the instructor'\n"
+    )
     (site_packages / "brrr-0.1.0.dist-info").mkdir()
     (site_packages / "torchish").mkdir()
     (site_packages / "typing_ish.py").write_text("")

@@ -12,7 +12,9 @@ from brrr.grading import assemble, gradebook, sandbox
 
 from gradebook_helpers import LAB, read_rows
 
-pytestmark = pytest.mark.device_independent  # the sandbox around the student's process: the GPU check leaves it
+pytestmark = (
+    pytest.mark.device_independent
+)  # the sandbox around the student's process: the GPU check leaves it
 
 
 def test_the_students_copy_of_brrr_holds_no_labs_checks(tmp_path):
@@ -29,9 +31,16 @@ def test_without_bwrap_the_gradebook_refuses_and_names_the_package(tmp_path, mon
     (tmp_path / "submissions").mkdir()
     (tmp_path / "submissions" / "broken.ipynb").write_text("{ not a notebook")
     assert sandbox.problem() is not None
-    assert gradebook.main([str(tmp_path / "submissions"), "--out", str(tmp_path / "out"), "--lab", LAB]) == 4
+    assert (
+        gradebook.main(
+            [str(tmp_path / "submissions"), "--out", str(tmp_path / "out"), "--lab", LAB]
+        )
+        == 4
+    )
     said = capsys.readouterr().err
-    assert "bubblewrap" in said and "--no-sandbox" in said and "No submission was graded" in said, said
+    assert "bubblewrap" in said and "--no-sandbox" in said and "No submission was graded" in said, (
+        said
+    )
     assert not (tmp_path / "out" / "grades.csv").exists()
     with pytest.raises(sandbox.Unavailable, match="bubblewrap"):
         gradebook.grade(tmp_path / "submissions", tmp_path / "out", lab=LAB)
@@ -54,15 +63,25 @@ def test_the_sandbox_shows_the_environment_but_not_the_checkout_or_an_installed_
     (site / "torch").mkdir()
     checkout = tmp_path / "env" / "course"
     (checkout / "tests").mkdir(parents=True)
-    layout = sandbox.layout(checkout, [str(site), str(checkout), str(checkout / "tests"), str(tmp_path / "env")])
+    layout = sandbox.layout(
+        checkout, [str(site), str(checkout), str(checkout / "tests"), str(tmp_path / "env")]
+    )
     assert tmp_path / "env" in layout.readable and checkout / "tests" not in layout.readable
     assert set(layout.hidden) == {site / "brrr", checkout}
     argv = sandbox.command(["true"], writable=tmp_path / "work", within=layout, bwrap="bwrap")
     text = " ".join(argv)
-    for namespace in ("--unshare-pid", "--unshare-ipc", "--unshare-net", "--cap-drop ALL", "--die-with-parent"):
+    for namespace in (
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-net",
+        "--cap-drop ALL",
+        "--die-with-parent",
+    ):
         assert namespace in text
     assert f"--tmpfs {site / 'brrr'} --remount-ro {site / 'brrr'}" in text
-    if os.path.exists("/etc/shadow"):  # root's uid in the sandbox (a gradebook run as root) still owns it
+    if os.path.exists(
+        "/etc/shadow"
+    ):  # root's uid in the sandbox (a gradebook run as root) still owns it
         assert "--ro-bind /dev/null /etc/shadow" in text
     # the folder it writes is bound after the folders it reads and the ones masked, so no mask covers it
     assert text.index(f"--bind {tmp_path / 'work'}") > text.index(f"--tmpfs {checkout}")
@@ -98,7 +117,9 @@ def test_what_other_users_cannot_read_is_masked_for_a_gradebook_run_as_root(tmp_
         pytest.skip("no bwrap on this machine: the refusal test covers it")
     within = sandbox.layout(None)
     unreadable = sandbox.unreadable_to_others([str(etc)]) if os.geteuid() == 0 else []
-    within = sandbox.Layout((*within.readable, etc), within.hidden, (*within.unreadable, *unreadable))
+    within = sandbox.Layout(
+        (*within.readable, etc), within.hidden, (*within.unreadable, *unreadable)
+    )
     (tmp_path / "work").mkdir()
     reads = (
         "import os\n"
@@ -110,11 +131,15 @@ def test_what_other_users_cannot_read_is_masked_for_a_gradebook_run_as_root(tmp_
         f"print([read({str(etc / 'munge' / 'munge.key')!r}), read({str(etc / 'db.conf')!r}), "
         f"read({str(etc / 'hosts')!r})])"
     )
-    argv = sandbox.command([sys.executable, "-S", "-c", reads], writable=tmp_path / "work", within=within)
+    argv = sandbox.command(
+        [sys.executable, "-S", "-c", reads], writable=tmp_path / "work", within=within
+    )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     munge, db, hosts = eval(done.stdout)  # noqa: S307 - our own script's printed list
-    assert munge in ("FileNotFoundError", "PermissionError") and db in ("", "PermissionError"), done.stdout
+    assert munge in ("FileNotFoundError", "PermissionError") and db in ("", "PermissionError"), (
+        done.stdout
+    )
     assert hosts == "127.0.0.1 localhost"
 
 
@@ -128,12 +153,20 @@ def test_the_private_tmp_is_capped_where_bwrap_can(tmp_path, monkeypatch):
     if sandbox.executable() is None:
         pytest.skip("no bwrap on this machine: the refusal test covers it")
     assert sandbox.TMP_BYTES == 1 << 30
-    said = subprocess.run([sandbox.executable(), "--version"], capture_output=True, text=True).stdout.split()
+    said = subprocess.run(
+        [sandbox.executable(), "--version"], capture_output=True, text=True
+    ).stdout.split()
     version = tuple(int(part) for part in said[-1].split(".")[:2]) if said else (0, 0)
-    assert sandbox.sizes_tmpfs(sandbox.executable()) == (version >= (0, 8)), said  # --size came in 0.8
+    assert sandbox.sizes_tmpfs(sandbox.executable()) == (version >= (0, 8)), (
+        said
+    )  # --size came in 0.8
     if not sandbox.sizes_tmpfs(sandbox.executable()):
-        assert "--size" not in sandbox.command(["true"], writable=tmp_path, within=sandbox.layout(None))
-        pytest.skip("this bwrap has no --size (before 0.8): /tmp is uncapped, as the grading page says")
+        assert "--size" not in sandbox.command(
+            ["true"], writable=tmp_path, within=sandbox.layout(None)
+        )
+        pytest.skip(
+            "this bwrap has no --size (before 0.8): /tmp is uncapped, as the grading page says"
+        )
     monkeypatch.setattr(sandbox, "TMP_BYTES", 8 << 20)
     script = (
         "import errno\n"
@@ -144,6 +177,8 @@ def test_the_private_tmp_is_capped_where_bwrap_can(tmp_path, monkeypatch):
         "except OSError as error:\n"
         "    print(errno.errorcode[error.errno])\n"
     )
-    argv = sandbox.command([sys.executable, "-S", "-c", script], writable=tmp_path, within=sandbox.layout(None))
+    argv = sandbox.command(
+        [sys.executable, "-S", "-c", script], writable=tmp_path, within=sandbox.layout(None)
+    )
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, "ENOSPC"), done.stdout + done.stderr

@@ -13,7 +13,9 @@ import pytest
 
 from conftest import ROOT
 
-pytestmark = pytest.mark.device_independent  # the gradebook's dependency check: the GPU check leaves it to CI
+pytestmark = (
+    pytest.mark.device_independent
+)  # the gradebook's dependency check: the GPU check leaves it to CI
 
 LAB = "02-fuse-it"
 RUN_WITHOUT = """
@@ -30,7 +32,17 @@ def grade_without(modules: str, tmp_path) -> subprocess.CompletedProcess:
     submissions.mkdir()
     (submissions / "student.ipynb").write_bytes((ROOT / "labs" / f"{LAB}.ipynb").read_bytes())
     return subprocess.run(
-        [sys.executable, "-c", RUN_WITHOUT, modules, str(submissions), "--out", str(tmp_path / "out"), "--lab", LAB],
+        [
+            sys.executable,
+            "-c",
+            RUN_WITHOUT,
+            modules,
+            str(submissions),
+            "--out",
+            str(tmp_path / "out"),
+            "--lab",
+            LAB,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -64,5 +76,7 @@ def test_the_instructors_pytest_settings_stay_out_of_the_graded_run(tmp_path, mo
     monkeypatch.setenv("PYTEST_ADDOPTS", "--basetemp=.")
     monkeypatch.setenv("PYTEST_PLUGINS", "no_such_plugin")
     env = gradebook.private_environment(tmp_path)
-    assert {name: env[name] for name in env if name.startswith("PYTEST_")} == {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    assert {name: env[name] for name in env if name.startswith("PYTEST_")} == {
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"
+    }
     assert env["PYTHONDONTWRITEBYTECODE"] == "1"  # the rest of the environment is still made

@@ -45,12 +45,16 @@ for folder in targets:
 """
 
 
-def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tmp_path, grades_in_the_environment):
+def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(
+    tmp_path, grades_in_the_environment
+):
     """The grader is read into memory when grading starts: editing files on disk afterwards changes nothing."""
     checkout = tmp_path / "instructor"
     shutil.copytree(ROOT / "brrr", checkout / "brrr", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "solutions", checkout / "solutions")
-    (checkout / "THROWAWAY_CHECKOUT").write_text("a submission in this test may vandalise this copy")
+    (checkout / "THROWAWAY_CHECKOUT").write_text(
+        "a submission in this test may vandalise this copy"
+    )
     submissions = tmp_path / "submissions"
     submissions.mkdir()
     vandal = submission_notebook(LAB, "correct")
@@ -59,29 +63,49 @@ def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(tm
     (submissions / "b_unsolved.ipynb").write_bytes((ROOT / "labs" / f"{LAB}.ipynb").read_bytes())
     env = dict(os.environ, PYTHONPATH=str(checkout))
     done = subprocess.run(
-        [sys.executable, "-m", "brrr.grading", str(submissions), "--out", "out", "--lab", LAB, "--no-sandbox"],
+        [
+            sys.executable,
+            "-m",
+            "brrr.grading",
+            str(submissions),
+            "--out",
+            "out",
+            "--lab",
+            LAB,
+            "--no-sandbox",
+        ],
         cwd=checkout,
         env=env,
         capture_output=True,
         text=True,
         timeout=400,
     )
-    assert done.returncode == 5, done.stdout + done.stderr  # a submission tampered: the exit status says so
+    assert done.returncode == 5, (
+        done.stdout + done.stderr
+    )  # a submission tampered: the exit status says so
     assert "TAMPERED: a_vandal" in done.stderr and "git status" in done.stderr, done.stderr
     assert (checkout / "VANDALISED").exists()  # the attack did reach the instructor's disk...
     rows = read_rows(checkout / "out")
-    assert rows["a_vandal"]["status"] == "tampered" and rows["a_vandal"]["total"] == "0", rows  # ...was seen...
+    assert rows["a_vandal"]["status"] == "tampered" and rows["a_vandal"]["total"] == "0", (
+        rows
+    )  # ...was seen...
     assert "fuse_it/checks.py" in (checkout / "out" / "feedback" / "a_vandal.md").read_text()
-    assert rows["b_unsolved"]["total"] == "0", rows  # ...and the next submission was graded as before
+    assert rows["b_unsolved"]["total"] == "0", (
+        rows
+    )  # ...and the next submission was graded as before
     assert json.dumps(rows).count("vandalised") == 0
     # The edit outlives the run: the next run into the folder refuses to grade with the changed checks.
-    again = subprocess.run(done.args, cwd=checkout, env=env, capture_output=True, text=True, timeout=400)
+    again = subprocess.run(
+        done.args, cwd=checkout, env=env, capture_output=True, text=True, timeout=400
+    )
     assert again.returncode == 4, again.stdout + again.stderr
     assert "fuse_it/checks.py" in again.stderr and course.FLAG in again.stderr, again.stderr
     assert read_rows(checkout / "out") == rows  # nothing graded again
 
 
-def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp_path, changes_the_grading_environment):
+def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(
+    tmp_path, changes_the_grading_environment
+):
     """Integrity (brrr.grading.integrity): one at a time, so each change has one culprit.
 
     a: overwrites the other notebooks and plants a link where grades.csv goes;
@@ -101,7 +125,9 @@ def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp
         write_submission(submissions, LAB, fixture, as_name=name)
     out = tmp_path / "out"
 
-    code = gradebook.main([str(submissions), "--out", str(out), "--lab", LAB, "--cell-timeout", "120", "--no-sandbox"])
+    code = gradebook.main(
+        [str(submissions), "--out", str(out), "--lab", LAB, "--cell-timeout", "120", "--no-sandbox"]
+    )
 
     rows = read_rows(out)
     status = {name: (row["status"], row["total"]) for name, row in rows.items()}
@@ -119,5 +145,7 @@ def test_files_changed_outside_a_work_folder_are_charged_to_their_submission(tmp
     assert "nbformat" in feedback["d_environment"]
     assert "grading stopped" in feedback["e_correct"] and "d_environment" in feedback["e_correct"]
     assert not (out / "grades.csv").is_symlink()  # the planted link was not followed...
-    assert (out / "planted.txt").read_text() == "a file of the instructor's"  # ...and its target is intact
+    assert (
+        out / "planted.txt"
+    ).read_text() == "a file of the instructor's"  # ...and its target is intact
     assert processes_inside(out) == []

@@ -48,8 +48,14 @@ def test_the_bundle_holds_what_gradescope_runs(bundle):
     assert {"setup.sh", "run_autograder", "requirements.txt"} <= names
     assert modes["setup.sh"] & 0o111 and modes["run_autograder"] & 0o111
     assert f"{gradescope.SOURCE}/brrr/labs/solutions/{LAB}.ipynb" in names  # the solutions as files
-    assert f"{gradescope.SOURCE}/pyproject.toml" in names and not any("__pycache__" in n for n in names)
-    assert "torch==2.13.0" in setup and gradescope.TORCH_INDEX in setup and "\ntorch==" not in requirements
+    assert f"{gradescope.SOURCE}/pyproject.toml" in names and not any(
+        "__pycache__" in n for n in names
+    )
+    assert (
+        "torch==2.13.0" in setup
+        and gradescope.TORCH_INDEX in setup
+        and "\ntorch==" not in requirements
+    )
     assert "nbval==" in requirements and "jupyter-book" not in requirements
     assert f"--lab {LAB} -- --cell-timeout 300" in run
     for script in (setup, run):
@@ -61,7 +67,9 @@ def test_run_autograder_grades_a_submission_into_results_json(bundle, tmp_path):
     root = unpacked(bundle, tmp_path / "autograder")
     write_submission(root / "submission", LAB, "unfused", as_name="my work")
     env = dict(os.environ, BRRR_AUTOGRADER_ROOT=str(root), BRRR_AUTOGRADER_PYTHON=sys.executable)
-    ran = subprocess.run(["bash", str(root / "run_autograder")], env=env, capture_output=True, text=True, timeout=900)
+    ran = subprocess.run(
+        ["bash", str(root / "run_autograder")], env=env, capture_output=True, text=True, timeout=900
+    )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     results = json.loads((root / "results" / "results.json").read_text())
     tests = {test["name"]: test for test in results["tests"]}
@@ -74,7 +82,9 @@ def test_run_autograder_grades_a_submission_into_results_json(bundle, tmp_path):
         assert "launched 5 kernels" in tests["traffic"]["output"]
         assert "**1 of 2**" in results["output"] and results["score"] == 1.0
     assert results["output"].startswith(f"# Feedback: {LAB}") and results["output_format"] == "md"
-    assert results["extra_data"]["isolation"] in ran.stdout  # the instructor is told what isolates it
+    assert (
+        results["extra_data"]["isolation"] in ran.stdout
+    )  # the instructor is told what isolates it
 
 
 def test_no_notebook_or_too_many_are_told_what_to_submit(tmp_path):
@@ -96,15 +106,26 @@ def test_a_grader_that_cannot_grade_writes_no_results(tmp_path, monkeypatch):
     (root / "submission" / f"{LAB}.ipynb").write_text("{}")
     outcome = {"returncode": 4, "status": None}
 
-    def gradebook_run(command, **kwargs):  # the gradebook, as it ends: a manifest with its row, an exit status
+    def gradebook_run(
+        command, **kwargs
+    ):  # the gradebook, as it ends: a manifest with its row, an exit status
         out = Path(command[command.index("--out") + 1])
         if outcome["status"]:
             out.mkdir(parents=True)
-            row = {"name": LAB, "slug": LAB, "lab": LAB, "status": outcome["status"], "seconds": 1.0, "results": {}}
+            row = {
+                "name": LAB,
+                "slug": LAB,
+                "lab": LAB,
+                "status": outcome["status"],
+                "seconds": 1.0,
+                "results": {},
+            }
             shards.write_manifest(out, {"format": shards.FORMAT, "shard": [1, 1], "rows": [row]})
         return subprocess.CompletedProcess(command, outcome["returncode"])
 
-    monkeypatch.setattr(gradescope, "sandbox_flags", lambda options: ([], "sandboxed"))  # no bwrap probe
+    monkeypatch.setattr(
+        gradescope, "sandbox_flags", lambda options: ([], "sandboxed")
+    )  # no bwrap probe
     monkeypatch.setattr(gradescope.subprocess, "run", gradebook_run)
     for returncode, status in ((4, None), (0, "grader-error"), (3, "not graded")):
         outcome.update(returncode=returncode, status=status)
@@ -117,13 +138,22 @@ def test_results_json_has_a_test_per_check_and_the_feedback():
         "lab": LAB,
         "status": "failed",
         "seconds": 12.6,
-        "results": {"correct": {"passed": True, "message": "fine"}, "traffic": {"passed": False, "message": "twice"}},
+        "results": {
+            "correct": {"passed": True, "message": "fine"},
+            "traffic": {"passed": False, "message": "twice"},
+        },
     }
-    results = gradescope.results(row, ["correct", "traffic", "speedup"], "# Feedback", {"brrr": "0.1.0"})
+    results = gradescope.results(
+        row, ["correct", "traffic", "speedup"], "# Feedback", {"brrr": "0.1.0"}
+    )
     assert [(t["name"], t["score"], t["max_score"], t["output"]) for t in results["tests"]][:2] == [
         ("correct", 1.0, 1.0, "fine"),
         ("traffic", 0.0, 1.0, "twice"),
     ]
     assert results["tests"][2]["score"] == 0.0 and "Not run" in results["tests"][2]["output"]
-    assert (results["score"], results["output"], results["execution_time"]) == (1.0, "# Feedback", 13)
+    assert (results["score"], results["output"], results["execution_time"]) == (
+        1.0,
+        "# Feedback",
+        13,
+    )
     assert results["extra_data"] == {"status": "failed", "lab": LAB, "brrr": "0.1.0"}

@@ -26,7 +26,12 @@ def _run(payload: bytes, *args: str) -> subprocess.CompletedProcess:
 
 
 def _payload(files: dict[str, str]) -> bytes:
-    return json.dumps({name: base64.b64encode(text.encode()).decode() for name, text in files.items()}).encode() + b"\n"
+    return (
+        json.dumps(
+            {name: base64.b64encode(text.encode()).decode() for name, text in files.items()}
+        ).encode()
+        + b"\n"
+    )
 
 
 def test_the_bootstrap_is_the_module_and_compiles():
@@ -35,7 +40,9 @@ def test_the_bootstrap_is_the_module_and_compiles():
 
 
 def test_the_finder_serves_brrr_from_its_files_only():
-    finder = bootstrap.Finder({"brrr/__init__.py": "", "brrr/grading/__init__.py": "", "brrr/grading/server.py": ""})
+    finder = bootstrap.Finder(
+        {"brrr/__init__.py": "", "brrr/grading/__init__.py": "", "brrr/grading/server.py": ""}
+    )
     assert finder.find_spec("json") is None  # anything else is left to the environment's finders
     package = finder.find_spec("brrr.grading")
     assert package.origin == bootstrap.ROOT + "brrr/grading/__init__.py"
@@ -67,7 +74,9 @@ def test_a_module_missing_from_the_payload_is_not_read_from_disk():
 
 
 def test_the_bootstrap_runs_the_server_from_the_snapshot_in_memory():
-    done = _run(assemble.Snapshot().grader_payload() + b"\n", "--lab", "no-such-lab", "--socket", "unused")
+    done = _run(
+        assemble.Snapshot().grader_payload() + b"\n", "--lab", "no-such-lab", "--socket", "unused"
+    )
     assert done.returncode != 0
     assert b"unknown lab 'no-such-lab'" in done.stderr
     assert f'File "{bootstrap.ROOT}brrr/grading/server.py"'.encode() in done.stderr

@@ -9,7 +9,9 @@ import pytest
 from brrr.grading import integrity
 from brrr.grading.integrity import COURSE, ENVIRONMENT, UNREAD, Fingerprint, Root
 
-pytestmark = pytest.mark.device_independent  # the grader's file watching: the GPU check leaves it to CI
+pytestmark = (
+    pytest.mark.device_independent
+)  # the grader's file watching: the GPU check leaves it to CI
 
 
 def test_a_file_restored_to_its_old_modification_time_still_shows_as_changed(tmp_path):
@@ -67,7 +69,9 @@ def test_only_a_root_whose_walk_changed_is_read(tmp_path, monkeypatch):
     assert not before.changes(Fingerprint.take(roots)) and read == []
     (course / "b.py").write_text("b")
     assert before.changes(Fingerprint.take(roots)).paths == [str(course / "b.py")]
-    assert len(read) == 2 and all(str(course).encode() in walk for walk in read)  # that root's two walks
+    assert len(read) == 2 and all(
+        str(course).encode() in walk for walk in read
+    )  # that root's two walks
 
 
 def test_find_and_python_walk_the_same_entries(tmp_path):
@@ -84,7 +88,11 @@ def test_find_and_python_walk_the_same_entries(tmp_path):
 
 
 def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
-    checkout, submissions, out = tmp_path / "course", tmp_path / "submissions", tmp_path / "course" / "grades"
+    checkout, submissions, out = (
+        tmp_path / "course",
+        tmp_path / "submissions",
+        tmp_path / "course" / "grades",
+    )
     roots, excluded = integrity.watched_roots(
         checkout=checkout, submissions=submissions, out=out, home=tmp_path / "home"
     )
@@ -101,14 +109,17 @@ def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
 
     site_packages = Path(torch.__file__).resolve().parent.parent
     assert any(
-        kind == ENVIRONMENT and (path == site_packages or path in site_packages.parents) for path, kind in kinds.items()
+        kind == ENVIRONMENT and (path == site_packages or path in site_packages.parents)
+        for path, kind in kinds.items()
     )
     # Per-user configuration no grading process reads (each has private folders): watched, charged to no one.
     for name in (".ipython", ".jupyter", ".config/matplotlib", ".pythonrc.py", ".bashrc", ".ssh"):
         assert kinds[tmp_path / "home" / name] == UNREAD, name
     import site
 
-    user_site = Path(site.getuserbase()) / "lib"  # read where this Python reads the user's site-packages
+    user_site = (
+        Path(site.getuserbase()) / "lib"
+    )  # read where this Python reads the user's site-packages
     assert kinds[user_site] == (ENVIRONMENT if site.ENABLE_USER_SITE else UNREAD)
 
 
@@ -118,19 +129,26 @@ def test_a_site_packages_off_the_path_is_not_walked_and_the_one_on_it_is(tmp_pat
     import sysconfig
 
     roots, excluded = integrity.watched_roots(
-        checkout=tmp_path / "course", submissions=tmp_path / "s", out=tmp_path / "out", home=tmp_path / "home"
+        checkout=tmp_path / "course",
+        submissions=tmp_path / "s",
+        out=tmp_path / "out",
+        home=tmp_path / "home",
     )
     base = Path(sysconfig.get_path("purelib", vars={"base": sys.base_prefix})).resolve()
     on_path = {Path(entry).resolve() for entry in sys.path if entry}
     assert (base in excluded) == (sys.prefix != sys.base_prefix and base not in on_path)
-    assert not any(path in on_path for path in excluded)  # (a checkout holding the .venv would exclude it:
+    assert not any(
+        path in on_path for path in excluded
+    )  # (a checkout holding the .venv would exclude it:
     # it is scanned as its own environment root then)
     import torch
 
     assert not any(Path(torch.__file__).resolve().is_relative_to(path) for path in excluded)
 
 
-def test_the_instructors_caches_are_not_watched_but_the_rest_of_the_checkout_is(tmp_path, monkeypatch):
+def test_the_instructors_caches_are_not_watched_but_the_rest_of_the_checkout_is(
+    tmp_path, monkeypatch
+):
     """A book build beside the gradebook fills the caches the Makefile names (grading reads
     private ones): no submission is charged for that, but a write next to them still counts."""
     from brrr.grading import gradebook
@@ -172,7 +190,9 @@ def test_a_page_writing_into_the_checkout_is_unread_and_a_write_to_brrr_is_cours
     changes = before.changes(integrity.Fingerprint.take(roots, excluded))
     assert changes.paths and not changes.environment and not changes.charged
     (checkout / "brrr" / "grader.py").write_text("tampered")
-    assert before.changes(integrity.Fingerprint.take(roots, excluded)).charged == [str(checkout / "brrr" / "grader.py")]
+    assert before.changes(integrity.Fingerprint.take(roots, excluded)).charged == [
+        str(checkout / "brrr" / "grader.py")
+    ]
 
 
 def _watch_over(tmp_path):
@@ -182,9 +202,16 @@ def _watch_over(tmp_path):
     environment, home = tmp_path / "site-packages", tmp_path / "home"
     environment.mkdir()
     (environment / "torch_module.py").write_text("original = True\n")
-    roots = [Root(environment, ENVIRONMENT)] + [Root(home / name, UNREAD) for name in integrity.USER_CONFIGURATION]
+    roots = [Root(environment, ENVIRONMENT)] + [
+        Root(home / name, UNREAD) for name in integrity.USER_CONFIGURATION
+    ]
     excluded = [home / pattern for pattern in integrity.USER_EXCLUDED]
-    return gradebook._Watch(roots, excluded), gradebook.Submission("alice", tmp_path / "alice.ipynb"), environment, home
+    return (
+        gradebook._Watch(roots, excluded),
+        gradebook.Submission("alice", tmp_path / "alice.ipynb"),
+        environment,
+        home,
+    )
 
 
 def test_a_change_no_grading_process_reads_is_reported_and_charged_to_no_one(tmp_path):
@@ -223,7 +250,10 @@ def test_a_build_writing_many_files_beside_grading_does_not_hide_the_one_file_be
 
 def test_a_long_list_of_paths_is_folded_by_folder_and_then_cut():
     paths = [f"/course/notebooks/traces/t{i}.json" for i in range(30)] + ["/course/brrr/timing.py"]
-    assert integrity.summarize(paths) == "/course/brrr/timing.py, /course/notebooks/traces/ (30 changed)"
+    assert (
+        integrity.summarize(paths)
+        == "/course/brrr/timing.py, /course/notebooks/traces/ (30 changed)"
+    )
     assert integrity.summarize(["/a", "/b"]) == "/a, /b"
     scattered = [f"/{i}/x/y" for i in range(12)]  # nothing to fold: cut, with the count left out
     assert integrity.summarize(scattered, 10).endswith("and 2 more")
@@ -236,6 +266,8 @@ def test_a_change_to_the_environment_is_still_charged_and_stops_grading(tmp_path
     home.mkdir()
     (home / ".bashrc").write_text("alias python=evil")
     watch.finished(alice)
-    assert alice.tampered == [str(environment / "torch_module.py")]  # the unread change is reported, not charged
+    assert alice.tampered == [
+        str(environment / "torch_module.py")
+    ]  # the unread change is reported, not charged
     assert "alice" in watch.stopped and "torch_module.py" in watch.stopped
     assert str(home / ".bashrc") in watch.unread_report()

@@ -41,7 +41,11 @@ assert isinstance(tl.max, JITFunction) and type(tl.tensor.sum) is JITFunction, "
 
 def test_kernels_calling_triton_language_jit_functions_are_interpreted_where_triton_was_imported_for_a_gpu():
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(ROOT / "tests")], capture_output=True, text=True, timeout=300, cwd=ROOT
+        [sys.executable, "-c", SCRIPT, str(ROOT / "tests")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert result.stdout.count("match") == 4, result.stdout
@@ -125,6 +129,13 @@ def test_a_kernel_interpreted_then_compiled_in_one_process_compiles(tmp_path):
     the source as the grader compiles it (TRITON_ALWAYS_COMPILE: a cached binary would hide the fault)."""
     env = {**os.environ, "TRITON_ALWAYS_COMPILE": "1", "TRITON_CACHE_DIR": str(tmp_path)}
     result = subprocess.run(
-        [sys.executable, "-c", THEN_COMPILED], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env
+        [sys.executable, "-c", THEN_COMPILED],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
     )
-    assert result.returncode == 0 and "compiled after interpreted" in result.stdout, result.stderr[-3000:]
+    assert result.returncode == 0 and "compiled after interpreted" in result.stdout, result.stderr[
+        -3000:
+    ]

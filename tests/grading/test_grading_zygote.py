@@ -50,7 +50,9 @@ def _fail_a_check(grader: gradebook._Grader, check: str) -> None:
 
 def test_graders_forked_for_two_labs_share_no_state(snapshot, zygote, monkeypatch):
     """Each has its own process, key, socket and record: a verdict recorded in one is absent in the other."""
-    monkeypatch.setattr(gradebook, "GRADER_START_TIMEOUT_S", 30)  # a grader that never says ready fails soon
+    monkeypatch.setattr(
+        gradebook, "GRADER_START_TIMEOUT_S", 30
+    )  # a grader that never says ready fails soon
     first = _forked(snapshot, "01-roofline", zygote)
     second = _forked(snapshot, "01-roofline", zygote)
     other = _forked(snapshot, "02-fuse-it", zygote)
@@ -58,10 +60,19 @@ def test_graders_forked_for_two_labs_share_no_state(snapshot, zygote, monkeypatc
     try:
         assert all(grader.ready for grader in graders), [grader.error_text() for grader in graders]
         assert len({grader.process.pid for grader in graders} | {zygote.process.pid}) == 4
-        assert len({grader.key for grader in graders}) == len({grader.socket for grader in graders}) == 3
+        assert (
+            len({grader.key for grader in graders})
+            == len({grader.socket for grader in graders})
+            == 3
+        )
         assert all(grader.socket.exists() for grader in graders)
-        for grader in graders:  # its command line names its socket, as a grader started on its own does
-            assert str(grader.socket).encode() in Path(f"/proc/{grader.process.pid}/cmdline").read_bytes()
+        for (
+            grader
+        ) in graders:  # its command line names its socket, as a grader started on its own does
+            assert (
+                str(grader.socket).encode()
+                in Path(f"/proc/{grader.process.pid}/cmdline").read_bytes()
+            )
         _fail_a_check(first, "intensities")
         results = [grader.finish() for grader in graders]
     finally:
@@ -73,7 +84,9 @@ def test_graders_forked_for_two_labs_share_no_state(snapshot, zygote, monkeypatc
 
 def test_a_forked_grader_a_signal_ends_is_killed_and_one_that_exits_is_not(snapshot, zygote):
     killed = _forked(snapshot, "01-roofline", zygote)
-    exits = _forked(snapshot, "no-such-lab", zygote)  # the server refuses the lab and exits by itself
+    exits = _forked(
+        snapshot, "no-such-lab", zygote
+    )  # the server refuses the lab and exits by itself
     try:
         assert killed.ready and not killed.killed()
         os.kill(killed.process.pid, signal.SIGKILL)
@@ -95,7 +108,9 @@ class _Ready:
         self.stdin, self.stdout = io.StringIO(), io.StringIO("ready\n")
 
 
-def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(snapshot, capsys, monkeypatch):
+def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(
+    snapshot, capsys, monkeypatch
+):
     zygote = gradebook.start_zygote(snapshot)
     running = _forked(snapshot, "01-roofline", zygote)
     try:
@@ -109,11 +124,15 @@ def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(
         monkeypatch.setattr(
             gradebook,
             "_bootstrap",
-            lambda arguments, *_: started.append(arguments[arguments.index("--lab") + 1]) or _Ready(),
+            lambda arguments, *_: (
+                started.append(arguments[arguments.index("--lab") + 1]) or _Ready()
+            ),
         )
         for _ in range(2):
             fallback = gradebook._Grader(snapshot, "01-roofline", zygote)
-            shutil.rmtree(fallback.private)  # a stub has no process to stop: its folder alone is left
+            shutil.rmtree(
+                fallback.private
+            )  # a stub has no process to stop: its folder alone is left
             assert not fallback.forked and fallback.ready
         assert started == ["01-roofline", "01-roofline"]
     finally:

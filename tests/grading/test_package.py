@@ -38,14 +38,19 @@ from lab_fixtures import write_submission
 from test_wheel import build_wheel
 
 # It installs from the package index, which a GPU node has no access to: the GPU check leaves it to CI.
-pytestmark = [pytest.mark.device_independent, pytest.mark.e2e]  # a wheel installed and graded from: `make test-e2e`
+pytestmark = [
+    pytest.mark.device_independent,
+    pytest.mark.e2e,
+]  # a wheel installed and graded from: `make test-e2e`
 
 MADE_UP_GPU = "made-up-gpu"
 
 
 def run(command, **kwargs) -> subprocess.CompletedProcess:
     result = subprocess.run(command, capture_output=True, text=True, timeout=300, **kwargs)
-    assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    assert result.returncode == 0, (
+        f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
     return result
 
 
@@ -59,7 +64,9 @@ def clean_environment(work: Path) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("MALLOC_", "PYTHON", "JUPYTER", "BRRR_", "TORCHINDUCTOR_", "VIRTUAL_ENV"))
+        if not key.startswith(
+            ("MALLOC_", "PYTHON", "JUPYTER", "BRRR_", "TORCHINDUCTOR_", "VIRTUAL_ENV")
+        )
     }
     env.update(MPLBACKEND="Agg", BRRR_CACHE_DIR=str(work / "cache"))
     return env
@@ -145,7 +152,16 @@ def test_the_gradebook_grades_a_solution_and_a_wrong_answer_from_the_wheel(wheel
     shutil.copy(ROOT / "solutions" / f"{LAB}.ipynb", submissions / "solution.ipynb")
     write_submission(submissions, LAB, "unfused", as_name="wrong")
     result = subprocess.run(
-        [str(python), "-m", "brrr.grading", str(submissions), "--out", str(work / "grades"), "--lab", LAB],
+        [
+            str(python),
+            "-m",
+            "brrr.grading",
+            str(submissions),
+            "--out",
+            str(work / "grades"),
+            "--lab",
+            LAB,
+        ],
         cwd=work,
         env=env,
         capture_output=True,
@@ -170,11 +186,18 @@ def test_the_gradebook_grades_a_solution_and_a_wrong_answer_from_the_wheel(wheel
 def test_the_labs_command_says_it_needs_a_checkout(wheel_env):
     python, work, env = wheel_env
     result = subprocess.run(
-        [str(python), "-m", "brrr.labs"], cwd=work, env=env, capture_output=True, text=True, timeout=120
+        [str(python), "-m", "brrr.labs"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     assert "checkout" in result.stderr and "make labs" in result.stderr
     installed = Path(
-        run([str(python), "-c", "import brrr; print(brrr.__file__)"], cwd=work, env=env).stdout.strip()
+        run(
+            [str(python), "-c", "import brrr; print(brrr.__file__)"], cwd=work, env=env
+        ).stdout.strip()
     ).parent
     assert not (installed.parent / "labs").exists(), "it wrote labs/ into site-packages"

@@ -27,7 +27,12 @@ def graded_run(tmp_path: Path) -> tuple[list[gradebook.Submission], Path, Path]:
     submissions, out = tmp_path / "submissions", tmp_path / "unsharded"
     (out / "feedback").mkdir(parents=True)
     checks = gradebook.lab_checks(LAB)
-    outcomes = [("ok", True, True), ("failed", True, False), ("crashed", False, None), ("unreadable", None, None)]
+    outcomes = [
+        ("ok", True, True),
+        ("failed", True, False),
+        ("crashed", False, None),
+        ("unreadable", None, None),
+    ]
     graded = []
     for number, name in enumerate(NAMES):
         status, first, second = outcomes[number % len(outcomes)]
@@ -47,9 +52,19 @@ def graded_run(tmp_path: Path) -> tuple[list[gradebook.Submission], Path, Path]:
                 note=f"note for {name}" if number % 3 else "",
             )
         )
-    graded.append(gradebook.Submission("zed", submissions / "zed.ipynb", lab="unknown", status="refused", note="no"))
-    roofline = {check: {"passed": True, "message": "ok"} for check in gradebook.lab_checks(ROOFLINE)}
-    graded.append(gradebook.Submission("ivan", submissions / "ivan.ipynb", lab=ROOFLINE, status="ok", results=roofline))
+    graded.append(
+        gradebook.Submission(
+            "zed", submissions / "zed.ipynb", lab="unknown", status="refused", note="no"
+        )
+    )
+    roofline = {
+        check: {"passed": True, "message": "ok"} for check in gradebook.lab_checks(ROOFLINE)
+    }
+    graded.append(
+        gradebook.Submission(
+            "ivan", submissions / "ivan.ipynb", lab=ROOFLINE, status="ok", results=roofline
+        )
+    )
     graded.sort(key=lambda submission: submission.path)  # the gradebook's order
     for submission in graded:
         text = gradebook.feedback(submission, gradebook.lab_checks(submission.lab))
@@ -75,7 +90,9 @@ def rewrite(folder: Path, **changes) -> None:
 def test_a_share_depends_on_the_name_alone():
     # Pinned: a hash that changed between processes (Python's own) or a share by position would move these.
     assert [shards.shard_of(name, 3) for name in ("alice", "dave", "erin")] == [3, 2, 1]
-    sizes = collections.Counter(shards.shard_of(f"student-{number:03d}", 4) for number in range(300))
+    sizes = collections.Counter(
+        shards.shard_of(f"student-{number:03d}", 4) for number in range(300)
+    )
     assert set(sizes) == {1, 2, 3, 4} and max(sizes.values()) < 2 * min(sizes.values()), sizes
 
 
@@ -95,14 +112,26 @@ def test_three_shards_merge_into_the_unsharded_gradebook(three_shards, tmp_path)
     expected = {path.name: path.read_bytes() for path in (unsharded / "feedback").iterdir()}
     assert {path.name: path.read_bytes() for path in (final / "feedback").iterdir()} == expected
     record = json.loads((final / merge.MERGED).read_text())
-    assert record["missing"] == [] and record["work"]["dave"].startswith(str(folders[shards.shard_of("dave", 3) - 1]))
+    assert record["missing"] == [] and record["work"]["dave"].startswith(
+        str(folders[shards.shard_of("dave", 3) - 1])
+    )
     header = list(read_rows(final)["alice"])
-    assert f"{ROOFLINE}:copy_bandwidth" in header and header[-4:] == ["total", "max", "sandbox", "seconds"]  # two labs
+    assert f"{ROOFLINE}:copy_bandwidth" in header and header[-4:] == [
+        "total",
+        "max",
+        "sandbox",
+        "seconds",
+    ]  # two labs
 
 
 @pytest.mark.parametrize(
     "key, value",
-    [("code", "0" * 64), ("brrr", "9.9"), ("options", {"lab": "01-roofline"}), ("device_class", "gpu")],
+    [
+        ("code", "0" * 64),
+        ("brrr", "9.9"),
+        ("options", {"lab": "01-roofline"}),
+        ("device_class", "gpu"),
+    ],
 )
 def test_shards_graded_differently_are_refused(three_shards, tmp_path, capsys, key, value):
     folders, _ = three_shards
@@ -127,26 +156,37 @@ def test_the_same_shard_twice_other_counts_and_other_folders_are_refused(three_s
 
 def test_a_missing_shard_and_one_that_died_are_named(three_shards, tmp_path, capsys):
     folders, _ = three_shards
-    owned = {index: [n for n in NAMES + ["zed", "ivan"] if shards.shard_of(n, 3) == index] for index in (1, 2, 3)}
+    owned = {
+        index: [n for n in NAMES + ["zed", "ivan"] if shards.shard_of(n, 3) == index]
+        for index in (1, 2, 3)
+    }
     rewrite(folders[0], state="grading", rows=None)  # killed while it graded
     gone = folders[2].rename(tmp_path / "elsewhere")  # never ran
     final = tmp_path / "final"
     assert merge.main([str(f) for f in folders] + ["--out", str(final)]) == 3
     err = capsys.readouterr().err
     assert "shard 1/3" in err and "never finished" in err and all(name in err for name in owned[1])
-    assert f"shard 3/3 is missing ({folders[2]} not found)" in err and all(name in err for name in owned[3])
+    assert f"shard 3/3 is missing ({folders[2]} not found)" in err and all(
+        name in err for name in owned[3]
+    )
     assert f"--out {folders[0]}" in err and "--shard 1/3" in err  # the command that grades it again
     assert not final.exists()  # nothing written...
     assert merge.main([str(f) for f in folders] + ["--out", str(final), "--allow-missing"]) == 3
-    assert sorted(read_rows(final)) == sorted(owned[2])  # ...unless asked: the rest, and the holes listed
-    assert sorted(json.loads((final / merge.MERGED).read_text())["missing"]) == sorted(owned[1] + owned[3])
+    assert sorted(read_rows(final)) == sorted(
+        owned[2]
+    )  # ...unless asked: the rest, and the holes listed
+    assert sorted(json.loads((final / merge.MERGED).read_text())["missing"]) == sorted(
+        owned[1] + owned[3]
+    )
     assert gone.exists()
 
 
 def test_a_submission_its_shard_never_saw_is_named(three_shards, tmp_path):
     folders, _ = three_shards
     late = next(n for n in (f"late-{i}" for i in range(20)) if shards.shard_of(n, 3) == 2)
-    rewrite(folders[0], folder_names=manifest(folders[0])["folder_names"] + [late])  # shard 1 listed it later
+    rewrite(
+        folders[0], folder_names=manifest(folders[0])["folder_names"] + [late]
+    )  # shard 1 listed it later
     result = merge.merge(folders, tmp_path / "final")
     assert result.missing == [late] and "after shard 2/3" in result.holes[0]
 
@@ -156,7 +196,9 @@ def test_a_rerun_of_one_shard_replaces_only_its_rows(three_shards, tmp_path):
     merge.merge(folders, tmp_path / "before")
     rows = manifest(folders[1])["rows"]
     for row in rows:
-        row.update(status="ok", results={check: {"passed": True} for check in gradebook.lab_checks(LAB)})
+        row.update(
+            status="ok", results={check: {"passed": True} for check in gradebook.lab_checks(LAB)}
+        )
     rewrite(folders[1], rows=rows)
     merge.merge(folders, tmp_path / "after")
     before, after = read_rows(tmp_path / "before"), read_rows(tmp_path / "after")
@@ -173,12 +215,18 @@ def test_an_output_folder_belongs_to_one_shard(tmp_path):
         (submissions / f"{name}.ipynb").write_text("{}")
 
     def take(out, shard):
-        args = argparse.Namespace(submissions=submissions, out=out, shard=shards.parse(shard), lab=LAB, jobs=1)
+        args = argparse.Namespace(
+            submissions=submissions, out=out, shard=shards.parse(shard), lab=LAB, jobs=1
+        )
         return shards.Claim.take(args)
 
     claim = take(tmp_path / "out", "2/3")
     record = manifest(tmp_path / "out")
-    assert record["state"] == "grading" and record["rows"] is None and record["options"] == {"lab": LAB}
+    assert (
+        record["state"] == "grading"
+        and record["rows"] is None
+        and record["options"] == {"lab": LAB}
+    )
     assert (
         record["share"]
         == [n for n in NAMES[:4] if shards.shard_of(n, 3) == 2]
@@ -202,5 +250,7 @@ def test_the_merge_writes_the_columns_the_shards_graded_not_this_machines(three_
         rewrite(folder, checks=gpu_checks, device_class="gpu")
     merge.merge(folders, tmp_path / "final")
     row = read_rows(tmp_path / "final")["alice"]
-    assert [c for c in row if c.startswith(LAB)] == [f"{LAB}:{c}" for c in ("correct", "bandwidth", "speedup")]
+    assert [c for c in row if c.startswith(LAB)] == [
+        f"{LAB}:{c}" for c in ("correct", "bandwidth", "speedup")
+    ]
     assert row["max"] == "3"

@@ -49,7 +49,10 @@ def test_traffic_is_counted_at_sizes_drawn_per_submission_not_at_the_published_o
     from brrr.labs.fuse_it import TRAFFIC_N
 
     name = "fused_at_the_published_size"
-    assert fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), TRAFFIC_N)) is None
+    assert (
+        fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), TRAFFIC_N))
+        is None
+    )
     fuse_it.grade("correct", student(name))  # right values at every size
     with pytest.raises(AssertionError) as failure:
         fuse_it.grade("traffic", student(name))
@@ -102,7 +105,9 @@ def test_an_unfused_submission_is_correct_but_fails_traffic():
     message = str(failure.value)
     assert expected_reason(LAB, "unfused") in message, message
     assert "2.00 per element" in message  # x is read twice: by sigmoid_kernel and by mul_kernel
-    assert "out_ptr" in message  # the intermediates, labelled by the kernel argument they were passed as
+    assert (
+        "out_ptr" in message
+    )  # the intermediates, labelled by the kernel argument they were passed as
 
 
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
@@ -150,7 +155,9 @@ TRAFFIC_REASONS = {
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 @pytest.mark.parametrize("name", sorted(TRAFFIC_REASONS))
 def test_the_traffic_rule_alone_rejects_each_submission_that_moves_the_wrong_bytes(name):
-    failure = fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), 100_003))
+    failure = fuse_it.traffic_failure(
+        "fused_chain", fuse_it.measure_traffic(student(name), 100_003)
+    )
     assert failure is not None and "moved the wrong number of bytes" in failure
     assert TRAFFIC_REASONS[name] in failure, failure
 
@@ -159,7 +166,10 @@ def test_the_traffic_rule_alone_rejects_each_submission_that_moves_the_wrong_byt
 @pytest.mark.parametrize("name", ["correct", "wrong_math", "nan_overflow"])
 def test_the_traffic_rule_passes_one_pass_whatever_its_values(name):
     """Why the values come first: wrong math in one pass moves exactly the bytes a right answer does."""
-    assert fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), 100_003)) is None
+    assert (
+        fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), 100_003))
+        is None
+    )
 
 
 @pytest.mark.skipif(not ON_GPU, reason="timing checks run on a GPU")
@@ -173,7 +183,9 @@ def test_gpu_timing_rejects_a_wrapper_right_on_its_first_call_only():
     """On a CPU, tests/grading/test_grading_gpu_paths.py runs the same check at a small size."""
     name = "right_on_the_first_call_only"
     with pytest.raises(AssertionError, match=expected_reason(LAB, name)):
-        fuse_it.grade("speedup", student(name, forked=False))  # in this process: its call count holds
+        fuse_it.grade(
+            "speedup", student(name, forked=False)
+        )  # in this process: its call count holds
 
 
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")

@@ -21,7 +21,13 @@ from brrr.grading.client import LocalStudent
 from brrr.labs import flash_attention as fa
 from brrr.labs.flash_attention import checks as fa_checks
 
-from lab_fixtures import expected_reason, load_module, patch_lab, solution_on_gpu, submission_notebook
+from lab_fixtures import (
+    expected_reason,
+    load_module,
+    patch_lab,
+    solution_on_gpu,
+    submission_notebook,
+)
 
 LAB = "06-flash-attention"
 cpu_only = pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
@@ -35,13 +41,22 @@ def student(name, function="attention", forked=False):
 
 
 def test_a_correct_submission_passes_every_cpu_check():
-    assert "matches scaled_dot_product_attention's attention" in fa_checks.grade("correct", student("correct"))
-    assert "causal attention (is_causal=True)" in fa_checks.grade("causal", student("correct", "causal_attention"))
+    assert "matches scaled_dot_product_attention's attention" in fa_checks.grade(
+        "correct", student("correct")
+    )
+    assert "causal attention (is_causal=True)" in fa_checks.grade(
+        "causal", student("correct", "causal_attention")
+    )
     if not ON_GPU:
         summary = fa_checks.grade("traffic", student("correct"))
-        assert "moved exactly what FlashAttention moves" in summary and "stored nothing but out" in summary
+        assert (
+            "moved exactly what FlashAttention moves" in summary
+            and "stored nothing but out" in summary
+        )
         # at three N drawn for this submission, each odd: BLOCK_M = 64 weighed at N = 512, where it moves half
-        assert summary.count("BLOCK_M = 64: ") == 3 and "N drawn for this submission" in summary, summary
+        assert summary.count("BLOCK_M = 64: ") == 3 and "N drawn for this submission" in summary, (
+            summary
+        )
         assert "at most 0.6× at N = 512" in summary, summary
         sizes = [int(n) for n in re.findall(r"N = (\d+), BLOCK_M", summary)]
         assert all(n % 2 for n in sizes) and sizes == sorted(sizes), summary
@@ -52,9 +67,13 @@ def test_small_blocks_off_the_published_sizes_fail_at_the_drawn_ones():
     """BLOCK_M = 64 at N = 512, the largest published size, where the ceiling used to be weighed, and 16
     everywhere else: passed. Now every launched BLOCK_M is weighed, at N drawn per submission."""
     name = "small_blocks_off_the_published_size"
-    recipe = core.record_cases(student(name), fa_checks.SPEC, [fa_checks.CEILING_SHAPE], core.fresh_generator(0)[0])
+    recipe = core.record_cases(
+        student(name), fa_checks.SPEC, [fa_checks.CEILING_SHAPE], core.fresh_generator(0)[0]
+    )
     blocks = fa_checks.launch_blocks("attention", recipe[0].recipe, fa_checks.CEILING_SHAPE)
-    assert fa_checks.ceiling_failure("attention", fa_checks.CEILING_SHAPE, blocks) is None  # what the old check saw
+    assert (
+        fa_checks.ceiling_failure("attention", fa_checks.CEILING_SHAPE, blocks) is None
+    )  # what the old check saw
     with pytest.raises(AssertionError) as failure:
         fa_checks.grade("traffic", student(name))
     assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
@@ -66,8 +85,16 @@ def test_small_blocks_off_the_published_sizes_fail_at_the_drawn_ones():
 def test_the_traffic_rules_by_hand():
     shape = fa.Shape(1, 2, 100, 64)  # 100 queries in blocks of 64: two blocks, the second partial
     once = 2 * 100 * 64 * 4
-    assert fa_checks.flash_bytes(shape, 64) == {"q": once, "k": 2 * once, "v": 2 * once, "out": once}
-    assert fa_checks.naive_bytes(shape) == {"q, k, v, out": 4 * once, "scores and probabilities": 2 * 4 * 100 * 100 * 4}
+    assert fa_checks.flash_bytes(shape, 64) == {
+        "q": once,
+        "k": 2 * once,
+        "v": 2 * once,
+        "out": once,
+    }
+    assert fa_checks.naive_bytes(shape) == {
+        "q, k, v, out": 4 * once,
+        "scores and probabilities": 2 * 4 * 100 * 100 * 4,
+    }
     assert fa_checks.score_matrix_bytes(shape) == 2 * 100 * 100 * 4
     assert fa_checks.reference_prediction() == {
         "flash": 64 * 1000 * 64 * 2 * (2 + 2 * 8),
@@ -79,14 +106,21 @@ def test_the_traffic_ceiling_allows_block_m_64_and_refuses_32():
     shape = fa.traffic_shape(fa.TRAFFIC_SIZES[-1])
 
     def refused(block_m):
-        return fa_checks.ceiling_failure("attention", shape, {"BLOCK_M": block_m, "programs": 1}) is not None
+        return (
+            fa_checks.ceiling_failure("attention", shape, {"BLOCK_M": block_m, "programs": 1})
+            is not None
+        )
 
     assert not refused(64) and not refused(128) and not refused(512)
     assert refused(32) and refused(16)
 
 
 def _recipe(grid, **args):
-    return {"launches": [{"kernel": "k", "grid": grid, "args": {k: {"value": v} for k, v in args.items()}}]}
+    return {
+        "launches": [
+            {"kernel": "k", "grid": grid, "args": {k: {"value": v} for k, v in args.items()}}
+        ]
+    }
 
 
 @pytest.mark.parametrize(
@@ -116,7 +150,9 @@ def test_large_logits_overflow_exp_and_rising_logits_raise_the_max_of_nearly_eve
         q, k, v = fa.make_inputs(shape, generator)
         scores = (q.double() @ k.double().transpose(-2, -1)) * shape.d**-0.5
         if shape.logits == "large":
-            assert int((scores > fa_checks.OVERFLOW).sum()) >= 10, shape  # a plain exp() is inf there
+            assert int((scores > fa_checks.OVERFLOW).sum()) >= 10, (
+                shape
+            )  # a plain exp() is inf there
         if shape.logits == "rising":
             for block_n in (32, 64, 128):
                 running = scores[..., :block_n].amax(-1)
@@ -130,10 +166,16 @@ def test_the_simulated_mistakes_differ_from_the_reference_and_a_right_output_get
     generator, _ = core.fresh_generator(1)
     inputs = fa.make_inputs(fa.Shape(1, 2, 200, 64, "float32", "rising"), generator)
     right = fa.attention_reference(*inputs)
-    assert torch.allclose(fa_checks.simulate(*inputs, block_n=64).float(), right, atol=1e-5)  # the control
+    assert torch.allclose(
+        fa_checks.simulate(*inputs, block_n=64).float(), right, atol=1e-5
+    )  # the control
     assert torch.allclose(fa_checks.simulate(*inputs).float(), right, atol=1e-5)
-    assert not torch.allclose(fa_checks.simulate(*inputs, block_n=64, rescale_acc=False).float(), right, atol=1e-2)
-    assert fa_checks.diagnose(inputs, right) is None and fa_checks.diagnose(inputs, right + 1) is None
+    assert not torch.allclose(
+        fa_checks.simulate(*inputs, block_n=64, rescale_acc=False).float(), right, atol=1e-2
+    )
+    assert (
+        fa_checks.diagnose(inputs, right) is None and fa_checks.diagnose(inputs, right + 1) is None
+    )
     assert "is not rescaled" in fa_checks.diagnose(
         inputs, fa_checks.simulate(*inputs, block_n=64, rescale_acc=False).float()
     )
@@ -160,7 +202,10 @@ def test_a_wrong_prediction_names_the_mistake_and_the_rule_but_not_the_answer():
         ({"flash": "1", "naive": 1}, "must be a positive number"),
         ({"flash": 147_456_000, "naive": float("nan")}, "must be a positive number"),
         ({"flash": 147_456_000 * 2, "naive": 544_768_000}, "4 bytes per element"),
-        ({"flash": 64 * 1000 * 64 * 2 * 4, "naive": 544_768_000}, "K and V read once: that is the minimum"),
+        (
+            {"flash": 64 * 1000 * 64 * 2 * 4, "naive": 544_768_000},
+            "K and V read once: that is the minimum",
+        ),
         ({"flash": 147_456_000, "naive": 544_768_000 // 64}, "one head"),
     ],
 )
@@ -171,7 +216,9 @@ def test_a_malformed_or_inexact_prediction_fails(answer, reason):
 
 def test_the_reference_prediction_passes():
     answer = fa_checks.reference_prediction()
-    assert "predicted the traffic" in fa_checks.grade("prediction", LocalStudent(lambda: answer, forked=False))
+    assert "predicted the traffic" in fa_checks.grade(
+        "prediction", LocalStudent(lambda: answer, forked=False)
+    )
 
 
 # ---------------------------------------------------------------- wrong kernels
@@ -207,7 +254,9 @@ def test_a_kernel_that_moves_too_much_fails_traffic_for_the_right_reason(name):
         n = int(re.search(r"for \(1, 2, (\d+), 64\) float32", message).group(1))
         scores = fa_checks.score_matrix_bytes(fa.traffic_shape(n))
         assert n % 2 and 65 <= n <= 191, message
-    if name == "writes_scores":  # one N × N matrix per head, labelled by the kernel argument it went through
+    if (
+        name == "writes_scores"
+    ):  # one N × N matrix per head, labelled by the kernel argument it went through
         assert f"s_ptr   {scores:,} B" in message and "1.00" in message, message
     if name == "three_kernels":  # the scores and the probabilities, each written and read once
         assert f"{2 * scores:,} B stored outside out" in message and "p_ptr" in message, message
@@ -220,7 +269,9 @@ def test_a_kernel_that_moves_too_much_fails_traffic_for_the_right_reason(name):
 
 @pytest.fixture
 def small_gpu_shape(monkeypatch):
-    patch_lab(monkeypatch, fa, "TIMED_SHAPE", fa.Shape(1, 1, 64, 32))  # float32: one interpreted program
+    patch_lab(
+        monkeypatch, fa, "TIMED_SHAPE", fa.Shape(1, 1, 64, 32)
+    )  # float32: one interpreted program
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
     monkeypatch.setattr(thresholds, "device_class", lambda: "gpu")
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e15)
@@ -229,10 +280,18 @@ def small_gpu_shape(monkeypatch):
 
 @cpu_only
 @pytest.mark.parametrize(
-    "check, baseline", [("speed_vs_naive", "naive eager attention"), ("speed_vs_sdpa", "scaled_dot_product_attention")]
+    "check, baseline",
+    [
+        ("speed_vs_naive", "naive eager attention"),
+        ("speed_vs_sdpa", "scaled_dot_product_attention"),
+    ],
 )
-def test_the_speed_checks_time_the_kernel_against_the_baseline_in_the_same_run(small_gpu_shape, check, baseline):
-    with pytest.raises(AssertionError) as failure:  # interpreted, the kernel is far slower than torch
+def test_the_speed_checks_time_the_kernel_against_the_baseline_in_the_same_run(
+    small_gpu_shape, check, baseline
+):
+    with pytest.raises(
+        AssertionError
+    ) as failure:  # interpreted, the kernel is far slower than torch
         fa_checks.grade(check, student("correct"))
     message = str(failure.value)
     assert "yours " in message and baseline in message and "x its speed" in message, message
@@ -241,14 +300,18 @@ def test_the_speed_checks_time_the_kernel_against_the_baseline_in_the_same_run(s
 
 
 @cpu_only
-def test_a_time_faster_than_the_matmul_peak_allows_is_flagged_as_impossible(small_gpu_shape, monkeypatch):
+def test_a_time_faster_than_the_matmul_peak_allows_is_flagged_as_impossible(
+    small_gpu_shape, monkeypatch
+):
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1.0)
     with pytest.raises(AssertionError, match="impossible for a kernel that does the work"):
         fa_checks.grade("speed_vs_naive", student("correct"))
 
 
 @cpu_only
-def test_a_time_faster_than_the_bandwidth_allows_is_flagged_as_impossible(small_gpu_shape, monkeypatch):
+def test_a_time_faster_than_the_bandwidth_allows_is_flagged_as_impossible(
+    small_gpu_shape, monkeypatch
+):
     """1 ns a call, read off a stand-in for the rounds: faster than Q, K, V and out at the 10 GB/s copy
     bandwidth the fixture measures (and under the 1e15 FLOP/s peak, so the bytes refuse it)."""
     from brrr import timing
@@ -258,7 +321,9 @@ def test_a_time_faster_than_the_bandwidth_allows_is_flagged_as_impossible(small_
         return {name: timing.Timing(1e-9, 1e-9, 1e-9, 1, "fake") for name in timed}
 
     monkeypatch.setattr(rounds, "time_rounds", time_rounds)
-    with pytest.raises(AssertionError, match="copy bandwidth measured now .* impossible for a kernel"):
+    with pytest.raises(
+        AssertionError, match="copy bandwidth measured now .* impossible for a kernel"
+    ):
         fa_checks.grade("speed_vs_sdpa", student("correct"))
 
 
@@ -268,7 +333,9 @@ def test_the_timed_n_is_drawn_per_submission_odd_and_compute_bound():
     shapes = [fa_checks.drawn_shape(random.Random(seed)) for seed in range(50)]
     assert len({shape.n for shape in shapes}) > 40
     for shape in shapes:
-        assert 3072 <= shape.n <= 4096 and shape.n % 2 and shape.d == 64 and shape.dtype == "float16"
+        assert (
+            3072 <= shape.n <= 4096 and shape.n % 2 and shape.d == 64 and shape.dtype == "float16"
+        )
         assert shape.flops / fa_checks.minimum_bytes(shape) >= 1536
 
 
@@ -281,26 +348,42 @@ def test_the_notebook_comparisons_run(monkeypatch):
     if not ON_GPU:
         counted = fa.compare_traffic(correct)
         assert counted["counted"] == counted["rule"] and counted["block_m"] == [64, 64, 64]
-        assert counted["naive"] == [sum(fa_checks.naive_bytes(fa.traffic_shape(n)).values()) for n in fa.TRAFFIC_SIZES]
+        assert counted["naive"] == [
+            sum(fa_checks.naive_bytes(fa.traffic_shape(n)).values()) for n in fa.TRAFFIC_SIZES
+        ]
         assert counted["naive_scores"] == [
-            fa_checks.naive_bytes(fa.traffic_shape(n))["scores and probabilities"] for n in fa.TRAFFIC_SIZES
+            fa_checks.naive_bytes(fa.traffic_shape(n))["scores and probabilities"]
+            for n in fa.TRAFFIC_SIZES
         ]
         assert len(fa.plot_traffic(counted).lines) == 3
     patch_lab(monkeypatch, fa, "ON_GPU", True)
     by_rule = fa.compare_traffic(correct)
     assert by_rule["how"] == "rule" and by_rule["counted"] == [None] * 3
-    assert by_rule["rule"] == [sum(fa_checks.flash_bytes(fa.traffic_shape(n), 64).values()) for n in fa.TRAFFIC_SIZES]
-    for block_m, table in fa.DEMO_FLASH_BYTES.items():  # the notebook's tables are the grader's rule
+    assert by_rule["rule"] == [
+        sum(fa_checks.flash_bytes(fa.traffic_shape(n), 64).values()) for n in fa.TRAFFIC_SIZES
+    ]
+    for (
+        block_m,
+        table,
+    ) in fa.DEMO_FLASH_BYTES.items():  # the notebook's tables are the grader's rule
         assert list(table) == [
-            sum(fa_checks.flash_bytes(fa.traffic_shape(n), block_m).values()) for n in fa.TRAFFIC_SIZES
+            sum(fa_checks.flash_bytes(fa.traffic_shape(n), block_m).values())
+            for n in fa.TRAFFIC_SIZES
         ]
-    assert not hasattr(fa, "flash_bytes") and not hasattr(fa, "naive_bytes") and "counting" in fa.HIDDEN_MODULES
+    assert (
+        not hasattr(fa, "flash_bytes")
+        and not hasattr(fa, "naive_bytes")
+        and "counting" in fa.HIDDEN_MODULES
+    )
     assert len(fa.plot_traffic(by_rule).lines) == 2
     patch_lab(monkeypatch, fa, "GPU_SIZES", (64,))
     seconds = {"yours": 3e-3, "naive": 2e-3, "sdpa": 1e-3}
 
     def fake_bench_together(fns, **kwargs):
-        return {name: timing.Timing(seconds[name], seconds[name], seconds[name], 1, "fake") for name in fns}
+        return {
+            name: timing.Timing(seconds[name], seconds[name], seconds[name], 1, "fake")
+            for name in fns
+        }
 
     monkeypatch.setattr(timing, "bench_together", fake_bench_together)
     times = fa.compare_times(correct)
@@ -316,7 +399,9 @@ def test_the_checks_and_thresholds_agree():
         other = "gpu" if device == "cpu" else "cpu"
         if check not in fa_checks.CHECKS[other]:
             assert fa_checks.not_applicable(check, other)
-    shape = fa_checks.TIMED_SHAPE  # the timed shape's N × N matrices, three of them alive in eager, fit a 15 GB T4
+    shape = (
+        fa_checks.TIMED_SHAPE
+    )  # the timed shape's N × N matrices, three of them alive in eager, fit a 15 GB T4
     assert 3 * fa_checks.score_matrix_bytes(shape) < 4e9 and shape.n == 4096 and shape.d == 64
     assert math.ceil(fa.TRAFFIC_SIZES[-1] / 64) == 8
 
@@ -334,19 +419,25 @@ def test_the_gradebook_matches_a_lab_6_submission_and_splices_its_answers(tmp_pa
     assert gradebook.lab_checks(LAB) == list(fa_checks.CHECKS["gpu" if ON_GPU else "cpu"])
     spliced = assemble.splice(snapshot.labs[LAB], snapshot.answers[LAB], notebook)
     assert sorted(spliced.answers_found) == ["attention", "prediction"]
-    assert "acc = acc + tl.dot(" in next(c.source for c in spliced.notebook.cells if c.get("id") == "attention")
+    assert "acc = acc + tl.dot(" in next(
+        c.source for c in spliced.notebook.cells if c.get("id") == "attention"
+    )
 
 
 # ---------------------------------------------------------------- the solution's wrapper, on its GPU branch
 
 
-def test_the_solution_chooses_its_blocks_once_per_dtype_and_head_dim_not_on_every_call(tmp_path, monkeypatch):
+def test_the_solution_chooses_its_blocks_once_per_dtype_and_head_dim_not_on_every_call(
+    tmp_path, monkeypatch
+):
     """Lab 5's wrapper, choosing its tiling on every call, lost about 1.1 ms of host time a call to it on an
     H200 (tests/labs/test_grading_tile_it.py). The attention wrapper's blocks_for asks the device's compute
     capability for 16-bit inputs: on its GPU branch, with the device faked and counted, it asks once per
     (dtype, d) over ten calls, not on every one."""
     asked = []
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args: asked.append("capability") or (9, 0))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_capability", lambda *args: asked.append("capability") or (9, 0)
+    )
     solution = solution_on_gpu(tmp_path, LAB, "attention", "attention_kernel")
     for d in (64, 128):
         q = torch.ones(1, 2, 48, d, dtype=torch.float16)
@@ -354,5 +445,10 @@ def test_the_solution_chooses_its_blocks_once_per_dtype_and_head_dim_not_on_ever
             solution.attention(q, q, q, torch.empty_like(q))
     assert asked == ["capability", "capability"], asked
     options = [kwargs for _, kwargs in solution.launches]
-    assert len(options) == 10 and options[:5] == [options[0]] * 5 and options[5:] == [options[5]] * 5
-    assert (options[0]["num_stages"], options[5]["BLOCK_N"]) == (4, 128)  # sm_90's blocks: the GPU branch ran
+    assert (
+        len(options) == 10 and options[:5] == [options[0]] * 5 and options[5:] == [options[5]] * 5
+    )
+    assert (options[0]["num_stages"], options[5]["BLOCK_N"]) == (
+        4,
+        128,
+    )  # sm_90's blocks: the GPU branch ran

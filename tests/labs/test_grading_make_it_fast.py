@@ -44,9 +44,14 @@ def test_the_given_step_and_the_batched_step_agree_and_a_seed_fixes_the_problem(
     losses, params = lab.given_train(problem)
     again = lab.given_train(problem)
     assert losses == again[0] and all(torch.equal(a, b) for a, b in zip(params, again[1]))
-    reply = local_student(load_module(LAB, "correct").fast_train, lab.WIRE_TYPES, forked=False).call(problem)
+    reply = local_student(
+        load_module(LAB, "correct").fast_train, lab.WIRE_TYPES, forked=False
+    ).call(problem)
     assert lab_checks.result_failure("fast_train", reply, (losses, params), problem) is None
-    as_scalars = [[torch.tensor(v) for v in reply[0].tolist()], reply[1]]  # losses as one-element tensors
+    as_scalars = [
+        [torch.tensor(v) for v in reply[0].tolist()],
+        reply[1],
+    ]  # losses as one-element tensors
     assert lab_checks.result_failure("fast_train", as_scalars, (losses, params), problem) is None
     other = lab.given_train(lab.new_problem(lab.SHAPES[1], seed=4))
     assert "loss at step 1" in lab_checks.result_failure("fast_train", reply, other, problem)
@@ -72,7 +77,9 @@ def test_a_problem_with_a_relu_input_at_zero_is_never_drawn():
 
 def test_the_reference_solution_passes_same_result():
     fast_train = benchmark.reference_solution()
-    assert "gives the given step's losses" in lab_checks.grade("same_result", local_student(fast_train, lab.WIRE_TYPES))
+    assert "gives the given step's losses" in lab_checks.grade(
+        "same_result", local_student(fast_train, lab.WIRE_TYPES)
+    )
 
 
 def test_the_benchmark_script_grades_the_reference_solutions_speedup(capsys):
@@ -92,7 +99,9 @@ def test_a_step_with_another_result_fails_same_result(name):
 def test_a_step_that_caches_the_loss_passes_one_call_but_fails_while_timed():
     lab_checks.grade("same_result", student("caches_the_loss"))  # each call is fresh: right
     with pytest.raises(AssertionError) as failure:
-        lab_checks.grade("speedup", student("caches_the_loss", forked=False))  # the cache persists: wrong
+        lab_checks.grade(
+            "speedup", student("caches_the_loss", forked=False)
+        )  # the cache persists: wrong
     assert expected_reason(LAB, "caches_the_loss") in str(failure.value), str(failure.value)
 
 
@@ -138,7 +147,9 @@ def test_the_cpu_clock_counts_threads_that_ended_and_processes_under_the_student
 
     before, start = lab_checks.cpu_seconds([pid]), time.perf_counter()
     time.sleep(0.2)
-    assert lab_checks.cpu_used(before, lab_checks.cpu_seconds([pid])) < 0.1 * (time.perf_counter() - start)
+    assert lab_checks.cpu_used(before, lab_checks.cpu_seconds([pid])) < 0.1 * (
+        time.perf_counter() - start
+    )
 
 
 def test_a_step_that_uses_two_cores_fails_speedup(monkeypatch):
@@ -185,10 +196,15 @@ def test_a_step_that_leaves_work_running_while_the_grader_times_the_given_step_f
         if started:
             started[0].join()
     message = str(failure.value)
-    assert "your notebook's processes used" in message and "while the grader timed the given step" in message, message
+    assert (
+        "your notebook's processes used" in message
+        and "while the grader timed the given step" in message
+    ), message
 
 
-def test_a_graded_notebook_compiles_in_its_own_process_not_in_a_pool_left_starting(tmp_path, monkeypatch):
+def test_a_graded_notebook_compiles_in_its_own_process_not_in_a_pool_left_starting(
+    tmp_path, monkeypatch
+):
     """torch.compile in a student's step: Inductor compiles in-process while its pool of compile workers is
     still starting, and the pool goes on starting (a torch import in each worker) after the call returns,
     while the grader times the given step: charged to the student. The graded notebook's environment asks
@@ -208,14 +224,18 @@ def test_a_correct_step_under_the_threshold_fails_speedup(monkeypatch):
     test_a_step_that_uses_two_cores_fails_speedup, on a clock that runs at twice the wall clock, and the
     CPU counted from real threads and processes above. A test of a real helper thread could only skip on a
     machine with no second core free, which under make test is most of the time.)"""
-    monkeypatch.setitem(thresholds.ATTEMPTS, "cpu", 1)  # a miss is judged in every attempt: one will do
+    monkeypatch.setitem(
+        thresholds.ATTEMPTS, "cpu", 1
+    )  # a miss is judged in every attempt: one will do
     lab_checks.grade("same_result", student("two_at_a_time"))  # right...
     with pytest.raises(AssertionError) as failure:
         lab_checks.grade("speedup", student("two_at_a_time", forked=False))  # ...and slow
     assert expected_reason(LAB, "two_at_a_time") in str(failure.value), str(failure.value)
     # Measured 1.55-1.81x under load beside other sessions, and 0.95x beside the book build in a fresh-clone
     # run: only its side of the threshold is asserted (the threshold itself is pinned in test_thresholds.py).
-    assert lab_checks.last_speedup["best"] < thresholds.threshold(LAB, "speedup").value, lab_checks.last_speedup
+    assert lab_checks.last_speedup["best"] < thresholds.threshold(LAB, "speedup").value, (
+        lab_checks.last_speedup
+    )
 
 
 def test_the_speed_check_compares_with_its_threshold_not_with_one(monkeypatch):
@@ -252,11 +272,15 @@ def test_a_wrong_diagnosis_fails_for_the_right_reason(name):
     assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
 
 
-def test_the_narrow_and_wide_problems_lie_apart_so_the_number_right_for_one_fails_the_other(tmp_path):
+def test_the_narrow_and_wide_problems_lie_apart_so_the_number_right_for_one_fails_the_other(
+    tmp_path,
+):
     narrow = statistics.median(
-        lab_checks.profile_given(lab.new_problem(lab.NARROW), tmp_path / "n.json")[0] for _ in range(3)
+        lab_checks.profile_given(lab.new_problem(lab.NARROW), tmp_path / "n.json")[0]
+        for _ in range(3)
     )
     wide = statistics.median(
-        lab_checks.profile_given(lab.new_problem(lab_checks.WIDE), tmp_path / "w.json")[0] for _ in range(3)
+        lab_checks.profile_given(lab.new_problem(lab_checks.WIDE), tmp_path / "w.json")[0]
+        for _ in range(3)
     )
     assert narrow - wide > thresholds.threshold(LAB, "diagnosis").value, (narrow, wide)

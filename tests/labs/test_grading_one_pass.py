@@ -43,7 +43,9 @@ def test_a_correct_submission_passes_correctness_and_traffic(kind):
         assert "loaded x once and stored out once" in summary, summary
         if kind == "layer_norm":  # four rows per program: weight and bias once per program
             assert "(weight and bias" in summary and "1 launch" in summary, summary
-        assert "cases drawn for this submission" in summary and summary.count(" programs") == 2, summary
+        assert "cases drawn for this submission" in summary and summary.count(" programs") == 2, (
+            summary
+        )
 
 
 @cpu_only
@@ -51,20 +53,30 @@ def test_a_grid_larger_than_the_rows_need_earns_no_allowance():
     """Four rows per program over one program per row: weight and bias loaded once per row passed "at most
     once per program" when every launched program counted. Now a program that stores nothing is refused,
     and only programs that did work count towards the allowance."""
-    traffic = one_pass_checks.measure_traffic("layer_norm", student("idle_programs_layer_norm"), one_pass.TRAFFIC_ROWS)
-    before = {key: value for key, value in traffic.items() if key != "storing"}  # every program counted
+    traffic = one_pass_checks.measure_traffic(
+        "layer_norm", student("idle_programs_layer_norm"), one_pass.TRAFFIC_ROWS
+    )
+    before = {
+        key: value for key, value in traffic.items() if key != "storing"
+    }  # every program counted
     assert one_pass_checks.traffic_failure("layer_norm", "layer_norm", before) is None
-    assert "rows' worth over 16 programs" in one_pass_checks.traffic_failure("layer_norm", "layer_norm", traffic)
+    assert "rows' worth over 16 programs" in one_pass_checks.traffic_failure(
+        "layer_norm", "layer_norm", traffic
+    )
     with pytest.raises(AssertionError) as failure:
         one_pass_checks.grade("layer_norm_traffic", student("idle_programs_layer_norm"))
-    assert expected_reason(LAB, "idle_programs_layer_norm") in str(failure.value), str(failure.value)
+    assert expected_reason(LAB, "idle_programs_layer_norm") in str(failure.value), str(
+        failure.value
+    )
 
 
 def test_the_prediction_of_the_solution_passes_and_a_wrong_one_fails_with_the_count():
     right = LocalStudent(lambda: {"softmax": 32.0, "layer_norm": 48}, forked=False)
     assert "32 B per element" in one_pass_checks.grade("prediction", right)
     with pytest.raises(AssertionError) as failure:
-        one_pass_checks.grade("prediction", student("wrong_prediction", "predicted_eager_bytes_per_element"))
+        one_pass_checks.grade(
+            "prediction", student("wrong_prediction", "predicted_eager_bytes_per_element")
+        )
     message = str(failure.value)
     assert expected_reason(LAB, "wrong_prediction") in message
     assert "amax: reads 1, writes 0" in message and "The rules:" in message, message
@@ -106,9 +118,14 @@ def test_the_notebooks_table_of_eager_bytes_is_the_graders_count():
     for kind in one_pass.KINDS:
         inputs = one_pass_checks._counting_inputs(kind, case.rows, case.cols)
         ops = one_pass_checks.count_eager(one_pass.FUSED_TORCH[kind], *inputs)
-        torch_bytes = sum(nbytes for op in ops for _, nbytes in op["reads"] + op["writes"]) / case.numel
+        torch_bytes = (
+            sum(nbytes for op in ops for _, nbytes in op["reads"] + op["writes"]) / case.numel
+        )
         unfused = one_pass_checks.eager_traffic(kind, case.rows, case.cols)
-        assert one_pass.DEMO_EAGER_BYTES_PER_ELEMENT[kind] == {"unfused": unfused, "torch": torch_bytes}, kind
+        assert one_pass.DEMO_EAGER_BYTES_PER_ELEMENT[kind] == {
+            "unfused": unfused,
+            "torch": torch_bytes,
+        }, kind
     assert not hasattr(one_pass, "count_eager") and not hasattr(one_pass, "eager_traffic")
 
 
@@ -129,7 +146,9 @@ WRONG = {  # fixture -> the function it defines; each fails correctness
 def test_a_wrong_submission_fails_correctness_for_the_right_reason(name):
     kind = WRONG[name]
     with pytest.raises(AssertionError) as failure:
-        one_pass_checks.grade(f"{kind}_correct", student(name))  # the student side only records launches
+        one_pass_checks.grade(
+            f"{kind}_correct", student(name)
+        )  # the student side only records launches
     message = str(failure.value)
     assert expected_reason(LAB, name) in message, message
     assert "[on " in message
@@ -146,18 +165,26 @@ ONE_PASS_BROKEN = {  # right values, wrong traffic
 @pytest.mark.parametrize("name", sorted(ONE_PASS_BROKEN))
 def test_a_correct_kernel_that_moves_too_much_fails_traffic(name):
     kind = ONE_PASS_BROKEN[name]
-    with pytest.raises(AssertionError) as failure:  # the traffic check compares the values first: they are right
+    with pytest.raises(
+        AssertionError
+    ) as failure:  # the traffic check compares the values first: they are right
         one_pass_checks.grade(f"{kind}_traffic", student(name))
     message = str(failure.value)
-    assert expected_reason(LAB, name) in message and "moved the wrong number of bytes" in message, message
+    assert expected_reason(LAB, name) in message and "moved the wrong number of bytes" in message, (
+        message
+    )
 
 
 @cpu_only
 def test_the_traffic_rule_alone_rejects_a_wrapper_whose_kernel_never_stores_out():
     failure = one_pass_checks.traffic_failure(
-        "softmax", "softmax", one_pass_checks.measure_traffic("softmax", student("torch_in_wrapper"))
+        "softmax",
+        "softmax",
+        one_pass_checks.measure_traffic("softmax", student("torch_in_wrapper")),
     )
-    assert failure is not None and "stored anything into out" in failure and "y_ptr" in failure, failure
+    assert failure is not None and "stored anything into out" in failure and "y_ptr" in failure, (
+        failure
+    )
 
 
 @cpu_only
@@ -176,10 +203,14 @@ def test_the_diagnoses_name_the_mistake_and_nothing_else():
     assert "unbiased" in one_pass_checks.diagnose_layer_norm((x, weight, bias), unbiased)
     (s,) = one_pass.inputs_for_demo("softmax", 4, 33)
     assert one_pass_checks.diagnose_softmax((s,), one_pass.softmax_reference(s)) is None
-    assert one_pass_checks.diagnose_softmax((s,), one_pass.softmax_reference(s) * 1.01) is None  # wrong, but not that
+    assert (
+        one_pass_checks.diagnose_softmax((s,), one_pass.softmax_reference(s) * 1.01) is None
+    )  # wrong, but not that
     s[0] += 1000.0  # where a softmax without the max subtraction is told apart
     e = torch.exp(s)
-    assert "without subtracting the row maximum" in one_pass_checks.diagnose_softmax((s,), e / e.sum(-1, keepdim=True))
+    assert "without subtracting the row maximum" in one_pass_checks.diagnose_softmax(
+        (s,), e / e.sum(-1, keepdim=True)
+    )
 
 
 def test_the_hard_rows_break_what_they_are_planted_for():
@@ -215,11 +246,15 @@ def test_the_speedup_check_times_torch_and_fails_an_interpreted_kernel(small_gpu
     message = str(failure.value)
     assert f"Needed at least 1x the speed of {torch_name}" in message, message
     cols = int(re.search(r"2 rows of ([\d,]+) float32", message).group(1).replace(",", ""))
-    assert 3840 <= cols <= 4096 and cols % 32 == 16, message  # drawn per submission: a partial last block
+    assert 3840 <= cols <= 4096 and cols % 32 == 16, (
+        message
+    )  # drawn per submission: a partial last block
 
 
 @cpu_only
-def test_the_bandwidth_check_compares_with_the_copy_bandwidth_measured_now(small_gpu_sizes, monkeypatch):
+def test_the_bandwidth_check_compares_with_the_copy_bandwidth_measured_now(
+    small_gpu_sizes, monkeypatch
+):
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
     with pytest.raises(AssertionError) as failure:
         one_pass_checks.grade("layer_norm_bandwidth", student("correct_layer_norm"))
@@ -272,13 +307,17 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
         row = result["kinds"][kind]
         assert row["roofline_s"] == pytest.approx(8 * SMALL.numel / 10e9)
         assert row["seconds"] == stand_in_s
-        assert row["bandwidth"] == {name: pytest.approx(8 * SMALL.numel / s) for name, s in stand_in_s.items()}
+        assert row["bandwidth"] == {
+            name: pytest.approx(8 * SMALL.numel / s) for name, s in stand_in_s.items()
+        }
     ax = one_pass.plot_comparison(result)
     assert len(ax.patches) == 3 * len(one_pass.KINDS)
 
 
 @cpu_only
-def test_on_a_gpu_an_unmasked_kernel_is_rejected_before_anything_compiled_runs(monkeypatch, builds_as_on_a_gpu):
+def test_on_a_gpu_an_unmasked_kernel_is_rejected_before_anything_compiled_runs(
+    monkeypatch, builds_as_on_a_gpu
+):
     built_as = builds_as_on_a_gpu
     patch_lab(monkeypatch, one_pass, "CORRECTNESS_CASES", (one_pass.Rows(4, 17),))
     with pytest.raises(AssertionError, match="accessed memory outside its tensors"):
@@ -287,14 +326,19 @@ def test_on_a_gpu_an_unmasked_kernel_is_rejected_before_anything_compiled_runs(m
     built_as.clear()
     message = one_pass_checks.grade("softmax_correct", student("correct_softmax"))
     assert built_as == ["interpreted", "compiled"]
-    assert "bounds checked in the interpreter at 7 rows of 17 float32; 3 rows of 781 float32" in message
+    assert (
+        "bounds checked in the interpreter at 7 rows of 17 float32; 3 rows of 781 float32"
+        in message
+    )
 
 
 def test_the_timed_checks_fit_a_t4(monkeypatch):
     patch_lab(monkeypatch, one_pass, "far_above_cache", lambda element_size=4: 2**28)
     t4 = 15_828_320_256
     case = one_pass.timed_rows(total_bytes=t4)
-    assert case.cols == one_pass.TIMED_COLS and case.numel * one_pass.TIMED_BYTES_PER_ELEMENT <= t4 / 2
+    assert (
+        case.cols == one_pass.TIMED_COLS and case.numel * one_pass.TIMED_BYTES_PER_ELEMENT <= t4 / 2
+    )
     assert one_pass.timed_rows(total_bytes=85_017_362_432).numel == 2**28
 
 
@@ -311,4 +355,6 @@ def test_the_gradebook_matches_a_lab_3_submission_and_splices_its_answers(tmp_pa
     assert gradebook.lab_checks(LAB) == list(one_pass_checks.CHECKS["gpu" if ON_GPU else "cpu"])
     spliced = assemble.splice(snapshot.labs[LAB], snapshot.answers[LAB], notebook)
     assert sorted(spliced.answers_found) == ["layer-norm", "prediction", "softmax"]
-    assert "stats_kernel" in next(c.source for c in spliced.notebook.cells if c.get("id") == "layer-norm")
+    assert "stats_kernel" in next(
+        c.source for c in spliced.notebook.cells if c.get("id") == "layer-norm"
+    )

@@ -43,7 +43,9 @@ def copy_long_enough_to_time(monkeypatch):
 
 def outside_the_band() -> str:
     """The start of the message for a rate outside this device's tolerance (±35% on a CPU, ±15% on a GPU)."""
-    return re.escape(f"is not {thresholds.threshold(lab_roofline.LAB, 'copy_bandwidth').describe()}")
+    return re.escape(
+        f"is not {thresholds.threshold(lab_roofline.LAB, 'copy_bandwidth').describe()}"
+    )
 
 
 def timed_copies(n, bytes_per_element):
@@ -69,11 +71,15 @@ def test_counting_only_the_reads_is_outside_the_tolerance(small_copy):
     call between two readings, 2 of 3 in CI: the pairs of _grade_ceiling are the answer to that.)"""
 
     def copy_bandwidth(n):
-        with torch_threads(1):  # the reference is single-threaded; two threads copy nearly 2x faster
+        with torch_threads(
+            1
+        ):  # the reference is single-threaded; two threads copy nearly 2x faster
             return timed_copies(n, 4)  # forgets the 4n bytes written
 
     messages, gradings = [], 0
-    while gradings < 3 and len(messages) < 2:  # a third grading only where one of the first two passed it
+    while (
+        gradings < 3 and len(messages) < 2
+    ):  # a third grading only where one of the first two passed it
         gradings += 1
         try:
             roofline_checks.grade_copy_bandwidth(LocalStudent(copy_bandwidth))
@@ -90,7 +96,9 @@ def test_a_reference_reading_taken_under_load_does_not_widen_the_band(small_copy
     from brrr import ceilings
 
     readings = itertools.cycle([12e9, 12e9, 6e9, 12e9, 12e9, 12e9])
-    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda n, threads=None, budget_s=None: next(readings))
+    monkeypatch.setattr(
+        ceilings, "measure_copy_bandwidth", lambda n, threads=None, budget_s=None: next(readings)
+    )
 
     def copy_bandwidth(n):
         time.sleep(0.05)  # longer than the copy takes at 12 GB/s: the call is not instant
@@ -107,7 +115,9 @@ def test_an_honest_call_between_a_slow_and_a_fast_reading_passes(small_copy, mon
     from brrr import ceilings
 
     readings = itertools.cycle([4.5e9, 12e9])
-    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda n, threads=None, budget_s=None: next(readings))
+    monkeypatch.setattr(
+        ceilings, "measure_copy_bandwidth", lambda n, threads=None, budget_s=None: next(readings)
+    )
 
     def copy_bandwidth(n):
         time.sleep(0.05)
@@ -141,12 +151,16 @@ def test_a_rate_that_is_not_a_positive_number_is_rejected(small_copy):
         roofline_checks.grade_copy_bandwidth(LocalStudent(lambda n: float("nan")))
 
 
-def test_a_miss_beyond_doubt_ends_at_the_first_attempt_and_a_near_miss_gets_every_attempt(small_copy, monkeypatch):
+def test_a_miss_beyond_doubt_ends_at_the_first_attempt_and_a_near_miss_gets_every_attempt(
+    small_copy, monkeypatch
+):
     """A rate 12x low (a patched clock, a wrong unit) is not measured again; one 0.54x low, the size of a
     wrong byte count, is measured again as often as a near miss. Deterministic: the readings are fixed."""
     from brrr import ceilings
 
-    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda n, threads=None, budget_s=None: 12e9)
+    monkeypatch.setattr(
+        ceilings, "measure_copy_bandwidth", lambda n, threads=None, budget_s=None: 12e9
+    )
     calls = []
 
     def copy_bandwidth_returning(rate):
@@ -163,17 +177,24 @@ def test_a_miss_beyond_doubt_ends_at_the_first_attempt_and_a_near_miss_gets_ever
             roofline_checks.grade_copy_bandwidth(LocalStudent(copy_bandwidth_returning(rate)))
         assert len(calls) == attempts * roofline_checks.PAIRS, (rate, len(calls))
         message = str(failure.value)
-        assert f"attempt {attempts}:" in message and f"attempt {attempts + 1}:" not in message, message
+        assert f"attempt {attempts}:" in message and f"attempt {attempts + 1}:" not in message, (
+            message
+        )
         assert ("not measured again" in message) == (attempts == 1), message
 
 
 def test_a_matmul_peak_in_the_wrong_unit_is_rejected(monkeypatch):
     """A student who times the matmul honestly but returns GFLOP/s: a billion times off, outside any noise."""
-    patch_lab(monkeypatch, lab_roofline, "MATMUL_N", 256)  # a smaller matmul, for the student and brrr.ceilings
+    patch_lab(
+        monkeypatch, lab_roofline, "MATMUL_N", 256
+    )  # a smaller matmul, for the student and brrr.ceilings
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
 
     def matmul_peak(n, dtype):
-        a, b = torch.randn(n, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype)
+        a, b = (
+            torch.randn(n, n, device=DEVICE, dtype=dtype),
+            torch.randn(n, n, device=DEVICE, dtype=dtype),
+        )
         torch.mm(a, b)
         times = []
         for _ in range(20):
@@ -188,7 +209,9 @@ def test_a_matmul_peak_in_the_wrong_unit_is_rejected(monkeypatch):
         roofline_checks.grade_matmul_peak(LocalStudent(matmul_peak))
     message = str(failure.value)
     assert "matmul_peak(256, " in message and "is not within ±" in message, message
-    assert "a 256x256" in message and "brrr.ceilings" in message and "attempt 1:" in message, message
+    assert "a 256x256" in message and "brrr.ceilings" in message and "attempt 1:" in message, (
+        message
+    )
 
 
 def test_the_ridge_point_is_peak_over_bandwidth():
@@ -209,9 +232,13 @@ def test_a_wrong_count_names_the_op_and_the_numbers():
         return (flops * 5 / 7, moved) if op.kind == "layer_norm" else (flops, moved)
 
     with pytest.raises(AssertionError) as failure:
-        roofline_checks.grade_intensities(LocalStudent(five_flop_layer_norm, lab_roofline.WIRE_TYPES))
+        roofline_checks.grade_intensities(
+            LocalStudent(five_flop_layer_norm, lab_roofline.WIRE_TYPES)
+        )
     message = str(failure.value)
-    assert "1 of 6 ops are counted wrong" in message and "layer norm" in message and "FLOPs" in message
+    assert (
+        "1 of 6 ops are counted wrong" in message and "layer norm" in message and "FLOPs" in message
+    )
 
 
 def test_a_count_that_is_not_a_pair_is_rejected():
@@ -220,21 +247,33 @@ def test_a_count_that_is_not_a_pair_is_rejected():
 
 
 def test_classes_follow_the_measured_ridge(monkeypatch):
-    patch_lab(monkeypatch, lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9})  # ridge 10
+    patch_lab(
+        monkeypatch, lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9}
+    )  # ridge 10
     roofline_checks.grade_classes(
-        LocalStudent(lambda intensity, ridge: "compute-bound" if intensity >= ridge else "memory-bound")
+        LocalStudent(
+            lambda intensity, ridge: "compute-bound" if intensity >= ridge else "memory-bound"
+        )
     )
     with pytest.raises(AssertionError, match="classified wrong"):
         roofline_checks.grade_classes(LocalStudent(lambda intensity, ridge: "memory-bound"))
     with pytest.raises(AssertionError, match="not written yet"):
-        roofline_checks.grade_classes(LocalStudent(lambda i, r: (_ for _ in ()).throw(NotImplementedError("stub"))))
+        roofline_checks.grade_classes(
+            LocalStudent(lambda i, r: (_ for _ in ()).throw(NotImplementedError("stub")))
+        )
 
 
 def test_the_solution_passes_the_correctness_checks_20_times_in_20(monkeypatch):
-    patch_lab(monkeypatch, lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9})
+    patch_lab(
+        monkeypatch, lab_roofline, "_measured", {"copy_bandwidth": 10e9, "matmul_peak": 100e9}
+    )
     for _ in range(20):
-        roofline_checks.grade_ridge_point(LocalStudent(lambda peak, bandwidth: peak / bandwidth, forked=False))
-        roofline_checks.grade_intensities(LocalStudent(correct_count, lab_roofline.WIRE_TYPES, forked=False))
+        roofline_checks.grade_ridge_point(
+            LocalStudent(lambda peak, bandwidth: peak / bandwidth, forked=False)
+        )
+        roofline_checks.grade_intensities(
+            LocalStudent(correct_count, lab_roofline.WIRE_TYPES, forked=False)
+        )
         roofline_checks.grade_classes(
             LocalStudent(lambda i, r: "compute-bound" if i >= r else "memory-bound", forked=False)
         )

@@ -19,7 +19,13 @@ from brrr.grading.client import LocalStudent
 from brrr.labs import tile_it
 from brrr.labs.tile_it import checks as tile_it_checks
 
-from lab_fixtures import expected_reason, load_module, patch_lab, solution_on_gpu, submission_notebook
+from lab_fixtures import (
+    expected_reason,
+    load_module,
+    patch_lab,
+    solution_on_gpu,
+    submission_notebook,
+)
 
 LAB = "05-tile-it"
 cpu_only = pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
@@ -37,7 +43,10 @@ def test_a_correct_submission_passes_correctness_and_traffic():
     if not ON_GPU:
         summary = tile_it_checks.grade("traffic", student("correct"))
         assert "moved exactly what its tiling implies at shapes drawn" in summary, summary
-        assert summary.count("64 × 64 tiles") == 2 and "3.00× the minimum at 256×256 @ 256×256" in summary, summary
+        assert (
+            summary.count("64 × 64 tiles") == 2
+            and "3.00× the minimum at 256×256 @ 256×256" in summary
+        ), summary
 
 
 @cpu_only
@@ -45,13 +54,19 @@ def test_a_tiling_chosen_for_the_published_shape_alone_fails_at_the_drawn_ones()
     """64 × 64 tiles at TRAFFIC_SHAPE, where the check used to count, passed; 16 × 16 everywhere else."""
     name = "big_tiles_at_the_published_shape"
     shape = tile_it.TRAFFIC_SHAPE
-    recipe = core.record_cases(student(name), tile_it_checks.SPEC, [shape], core.fresh_generator(0)[0])[0].recipe
+    recipe = core.record_cases(
+        student(name), tile_it_checks.SPEC, [shape], core.fresh_generator(0)[0]
+    )[0].recipe
     tiles = tile_it_checks.launch_tiling("matmul", recipe, shape)
-    assert tile_it_checks.tiling_failure("matmul", shape, tiles) is None  # what the old check weighed
+    assert (
+        tile_it_checks.tiling_failure("matmul", shape, tiles) is None
+    )  # what the old check weighed
     with pytest.raises(AssertionError) as failure:
         tile_it_checks.grade("traffic", student(name))
     message = str(failure.value)
-    assert expected_reason(LAB, name) in message and "the tiling it launched for" in message, message
+    assert expected_reason(LAB, name) in message and "the tiling it launched for" in message, (
+        message
+    )
 
 
 def test_the_notebooks_table_of_the_rule_is_the_graders_rule():
@@ -69,7 +84,10 @@ def test_the_reference_prediction_passes_and_follows_the_rule():
     answer = tile_it_checks.reference_prediction()
     assert answer["32x32"]["bytes"] == (3000 * 1024 * 64 + 1024 * 2048 * 94 + 3000 * 2048) * 2
     assert answer["128x64"]["bytes"] == (3000 * 1024 * 32 + 1024 * 2048 * 24 + 3000 * 2048) * 2
-    rounded = {k: {"bytes": v["bytes"], "flop_per_byte": round(v["flop_per_byte"], 2)} for k, v in answer.items()}
+    rounded = {
+        k: {"bytes": v["bytes"], "flop_per_byte": round(v["flop_per_byte"], 2)}
+        for k, v in answer.items()
+    }
     assert "predicted the traffic of both tilings" in tile_it_checks.grade(
         "prediction", LocalStudent(lambda: rounded, forked=False)
     )
@@ -149,10 +167,14 @@ def test_the_float16_hint_is_given_only_for_an_error_of_rounding_size():
     generator, _ = core.fresh_generator(1)
     a, b = tile_it.make_inputs(tile_it_checks.LONG_K, generator)
     right = tile_it.matmul_reference(a, b)
-    assert "float16 accumulator" in tile_it_checks.diagnose((a, b), right + 4)  # about 0.3% off: rounding
+    assert "float16 accumulator" in tile_it_checks.diagnose(
+        (a, b), right + 4
+    )  # about 0.3% off: rounding
     assert tile_it_checks.diagnose((a, b), torch.zeros_like(right)) is None  # another mistake
     small = tile_it.make_inputs(tile_it.Shape(8, 8, 8, "float16"), generator)
-    assert tile_it_checks.diagnose(small, tile_it.matmul_reference(*small) + 0.01) is None  # K too short to say
+    assert (
+        tile_it_checks.diagnose(small, tile_it.matmul_reference(*small) + 0.01) is None
+    )  # K too short to say
 
 
 # ---------------------------------------------------------------- traffic (CPU)
@@ -168,27 +190,41 @@ def test_a_kernel_that_moves_too_much_fails_traffic_for_the_right_reason(name):
     message = str(failure.value)
     assert expected_reason(LAB, name) in message, message
     if name != "reads_a_twice":  # refused from the launch alone, before anything ran
-        assert "Nothing was run" in message and "the minimum traffic's is 42.7 FLOP/B" in message, message
+        assert "Nothing was run" in message and "the minimum traffic's is 42.7 FLOP/B" in message, (
+            message
+        )
 
 
 def test_the_traffic_multiple_allows_64_tiles_and_refuses_32():
     shape = tile_it.TRAFFIC_SHAPE
 
     def refused(bm, bn):
-        return tile_it_checks.tiling_failure("matmul", shape, {"BLOCK_M": bm, "BLOCK_N": bn, "programs": 1}) is not None
+        return (
+            tile_it_checks.tiling_failure(
+                "matmul", shape, {"BLOCK_M": bm, "BLOCK_N": bn, "programs": 1}
+            )
+            is not None
+        )
 
     assert not refused(64, 64) and not refused(128, 32) and not refused(256, 256)
     assert refused(32, 32) and refused(32, 64) and refused(16, 16) and refused(1, 1)
 
 
 def _recipe(grid, **args):
-    return {"launches": [{"kernel": "k", "grid": grid, "args": {k: {"value": v} for k, v in args.items()}}]}
+    return {
+        "launches": [
+            {"kernel": "k", "grid": grid, "args": {k: {"value": v} for k, v in args.items()}}
+        ]
+    }
 
 
 @pytest.mark.parametrize(
     "recipe, reason",
     [
-        (_recipe([16, 1, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32), "has no constexpr argument GROUP_M"),
+        (
+            _recipe([16, 1, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32),
+            "has no constexpr argument GROUP_M",
+        ),
         (_recipe([4, 4, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8), None),
         (_recipe([8, 1, 1], BLOCK_M=64, BLOCK_N=64, BLOCK_K=32, GROUP_M=8), "launched 8 programs"),
         ({"launches": []}, "launched 0 kernels"),
@@ -198,8 +234,12 @@ def test_the_tiling_is_read_from_the_launch(recipe, reason):
     shape = tile_it.TRAFFIC_SHAPE
     if reason is None:
         assert tile_it_checks.launch_tiling("matmul", recipe, shape)["programs"] == 16
-        assert tile_it_checks.with_group(recipe, 1)["launches"][0]["args"]["GROUP_M"] == {"value": 1}
-        assert recipe["launches"][0]["args"]["GROUP_M"] == {"value": 8}  # a copy, the original unchanged
+        assert tile_it_checks.with_group(recipe, 1)["launches"][0]["args"]["GROUP_M"] == {
+            "value": 1
+        }
+        assert recipe["launches"][0]["args"]["GROUP_M"] == {
+            "value": 8
+        }  # a copy, the original unchanged
         return
     with pytest.raises(AssertionError, match=reason):
         tile_it_checks.launch_tiling("matmul", recipe, shape)
@@ -212,10 +252,14 @@ def test_the_tiling_is_read_from_the_launch(recipe, reason):
 def small_gpu_sizes(monkeypatch):
     patch_lab(monkeypatch, tile_it, "PEAK_SIZES", {"peak_4096": 128, "peak_8192": 128})
     patch_lab(monkeypatch, tile_it, "GROUPED_SIZE", 128)
-    patch_lab(monkeypatch, tile_it, "TIMED_DTYPE", "float32")  # bfloat16 arithmetic is wrong in the interpreter
+    patch_lab(
+        monkeypatch, tile_it, "TIMED_DTYPE", "float32"
+    )  # bfloat16 arithmetic is wrong in the interpreter
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 1, "gpu": 1})
     monkeypatch.setattr(thresholds, "device_class", lambda: "gpu")
-    monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)  # the roofs, measured on a GPU
+    monkeypatch.setattr(
+        ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9
+    )  # the roofs, measured on a GPU
     monkeypatch.setattr(ceilings, "measure_matmul_peak", lambda *a, **k: 1e15)
 
 
@@ -225,7 +269,9 @@ def test_the_peak_check_compares_with_the_matmul_peak_measured_now(small_gpu_siz
     with pytest.raises(AssertionError) as failure:
         tile_it_checks.grade("peak_4096", student("correct"))
     message = str(failure.value)
-    assert "of the 1 TFLOP/s torch.mm reached now" in message and "Needed at least 70%" in message, message
+    assert (
+        "of the 1 TFLOP/s torch.mm reached now" in message and "Needed at least 70%" in message
+    ), message
     assert "64 × 64 × 32 tiles, GROUP_M=4" in message, message
 
 
@@ -256,11 +302,15 @@ def timed_orders(monkeypatch, seconds: dict[str, float]):
 
 
 @cpu_only
-def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible_in_the_grouped_check(small_gpu_sizes, monkeypatch):
+def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible_in_the_grouped_check(
+    small_gpu_sizes, monkeypatch
+):
     """The roofs hold in every timed check, the grouped one too (it had none): 1 ns for 120³ is faster
     than its bytes at the 10 GB/s copy bandwidth the fixture measures."""
     timed_orders(monkeypatch, {"yours": 1e-9, "GROUP_M=1": 1e-3})
-    with pytest.raises(AssertionError, match="copy bandwidth measured now .* impossible for a kernel"):
+    with pytest.raises(
+        AssertionError, match="copy bandwidth measured now .* impossible for a kernel"
+    ):
         tile_it_checks.grade("grouped_order", student("correct"))
 
 
@@ -268,7 +318,11 @@ def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible_in_the_grou
 @pytest.mark.parametrize(
     "yours_s, passed, says",
     [
-        (1.0e-3, True, "GROUP_M=4 1.00 ms, GROUP_M=1 1.00 ms: 1.000x the speed of row-major order (needed"),
+        (
+            1.0e-3,
+            True,
+            "GROUP_M=4 1.00 ms, GROUP_M=1 1.00 ms: 1.000x the speed of row-major order (needed",
+        ),
         (1.05e-3, True, "0.952x the speed of row-major order"),
         (
             1.06e-3,
@@ -301,7 +355,9 @@ def test_the_timed_shapes_are_drawn_per_submission_aligned_and_compute_bound():
         shapes = [tile_it_checks.drawn_shape(check, random.Random(seed)) for seed in range(30)]
         assert len({(s.m, s.n, s.k) for s in shapes}) == 30
         for shape in shapes:
-            assert all(7 * size // 8 <= x <= size and x % 32 == 16 for x in (shape.m, shape.n, shape.k))
+            assert all(
+                7 * size // 8 <= x <= size and x % 32 == 16 for x in (shape.m, shape.n, shape.k)
+            )
             assert tile_it.intensity(shape, tile_it.minimum_bytes(shape)) > 1100
 
 
@@ -338,15 +394,21 @@ def test_the_gpu_comparison_for_the_notebook_runs(monkeypatch):
         return timing.Timing(seconds, seconds, seconds, 1, "fake")
 
     monkeypatch.setattr(timing, "bench", fake_bench)
-    result = tile_it.compare_tilings(yours, lambda dtype: {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4})
+    result = tile_it.compare_tilings(
+        yours, lambda dtype: {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 4}
+    )
     assert called == [("yours", 64)]
-    assert result["yours"] == [pytest.approx(2 * 64**3 / 2e-3)] and result["torch"] == [pytest.approx(2 * 64**3 / 1e-3)]
+    assert result["yours"] == [pytest.approx(2 * 64**3 / 2e-3)] and result["torch"] == [
+        pytest.approx(2 * 64**3 / 1e-3)
+    ]
     ax = tile_it.plot_tilings(result)
     assert len(ax.lines) == 3
 
 
 def test_the_checks_and_thresholds_agree():
-    assert set(tile_it_checks.CHECKS["cpu"]) | set(tile_it_checks.CHECKS["gpu"]) == set(tile_it_checks.ALL_CHECKS)
+    assert set(tile_it_checks.CHECKS["cpu"]) | set(tile_it_checks.CHECKS["gpu"]) == set(
+        tile_it_checks.ALL_CHECKS
+    )
     for check in tile_it_checks.ALL_CHECKS:
         device = "cpu" if check in tile_it_checks.CHECKS["cpu"] else "gpu"
         assert thresholds.threshold(LAB, check, device).why
@@ -368,7 +430,9 @@ def test_the_gradebook_matches_a_lab_5_submission_and_splices_its_answers(tmp_pa
     assert gradebook.lab_checks(LAB) == list(tile_it_checks.CHECKS["gpu" if ON_GPU else "cpu"])
     spliced = assemble.splice(snapshot.labs[LAB], snapshot.answers[LAB], notebook)
     assert sorted(spliced.answers_found) == ["matmul", "prediction"]
-    assert "for half in range(2)" in next(c.source for c in spliced.notebook.cells if c.get("id") == "matmul")
+    assert "for half in range(2)" in next(
+        c.source for c in spliced.notebook.cells if c.get("id") == "matmul"
+    )
 
 
 # ---------------------------------------------------------------- the solution's wrapper, on its GPU branch
@@ -381,14 +445,24 @@ def test_the_solution_chooses_its_tiling_once_per_dtype_not_on_every_call(tmp_pa
     and counted: over ten calls in two dtypes, the device is asked once per dtype, and every launch gets the
     same options. (The planted regression: tile_for without its cache asks on all ten calls.)"""
     asked = []
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *args: asked.append("capability") or (9, 0))
+    monkeypatch.setattr(
+        torch.cuda, "get_device_capability", lambda *args: asked.append("capability") or (9, 0)
+    )
     solution = solution_on_gpu(tmp_path, LAB, "matmul", "matmul_kernel")
     solution.pipeline_stages = lambda stage_bytes, most=3: asked.append("shared memory") or most
     for dtype in (torch.bfloat16, torch.float32):
-        a, b, out = torch.ones(40, 24, dtype=dtype), torch.ones(24, 56, dtype=dtype), torch.empty(40, 56, dtype=dtype)
+        a, b, out = (
+            torch.ones(40, 24, dtype=dtype),
+            torch.ones(24, 56, dtype=dtype),
+            torch.empty(40, 56, dtype=dtype),
+        )
         for _ in range(5):
             solution.matmul(a, b, out)
     assert sorted(asked) == ["capability", "capability", "shared memory", "shared memory"], asked
     options = [kwargs for _, kwargs in solution.launches]
-    assert len(options) == 10 and options[:5] == [options[0]] * 5 and options[5:] == [options[5]] * 5
-    assert options[0]["num_stages"] == 3 and options[0]["BLOCK_N"] == 256  # the sm_90 tiling: the GPU branch ran
+    assert (
+        len(options) == 10 and options[:5] == [options[0]] * 5 and options[5:] == [options[5]] * 5
+    )
+    assert (
+        options[0]["num_stages"] == 3 and options[0]["BLOCK_N"] == 256
+    )  # the sm_90 tiling: the GPU branch ran

@@ -43,7 +43,10 @@ def test_a_stub_too_wide_for_a_code_cell_breaks_after_the_parenthesis():
     name = "a_kernel_whose_name_is_long"
     source = f"def {name}():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION"
     stub = labs.strip_solutions(source).split("\n")[1:]
-    assert stub == ["    raise NotImplementedError(", f'        "Exercise: write the body of {name}()")']
+    assert stub == [
+        "    raise NotImplementedError(",
+        f'        "Exercise: write the body of {name}()")',
+    ]
     assert all(len(line) <= labs.WIDTH for line in stub)
 
 
@@ -78,7 +81,9 @@ def test_solution_only_cells_and_outputs_are_left_out():
     solution = nbformat.v4.new_notebook()
     note = nbformat.v4.new_markdown_cell("the worked solution")
     note.metadata["tags"] = ["solution-only"]
-    code = nbformat.v4.new_code_cell("def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION")
+    code = nbformat.v4.new_code_cell(
+        "def f():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION"
+    )
     code.outputs = [nbformat.v4.new_output("stream", text="1")]
     code.execution_count = 3
     solution.cells = [note, code]
@@ -119,17 +124,31 @@ def _labs_command(tmp_path, monkeypatch, capsys, *flags) -> tuple[int, str]:
     monkeypatch.setattr(
         sys,
         "argv",
-        ["python -m brrr.labs", *flags, "--solutions", str(tmp_path / "solutions"), "--labs", str(tmp_path / "labs")],
+        [
+            "python -m brrr.labs",
+            *flags,
+            "--solutions",
+            str(tmp_path / "solutions"),
+            "--labs",
+            str(tmp_path / "labs"),
+        ],
     )
     with pytest.raises(SystemExit) as exit_:
         runpy.run_module("brrr.labs", run_name="__main__", alter_sys=True)
     return exit_.value.code, capsys.readouterr().out
 
 
-def test_the_drift_check_exits_1_on_a_stale_lab_and_on_a_lab_without_a_solution(tmp_path, monkeypatch, capsys):
+def test_the_drift_check_exits_1_on_a_stale_lab_and_on_a_lab_without_a_solution(
+    tmp_path, monkeypatch, capsys
+):
     shutil.copytree(labs.SOLUTIONS, tmp_path / "solutions")
-    assert _labs_command(tmp_path, monkeypatch, capsys)[0] == 0  # writes labs/ from the copied solutions
-    assert _labs_command(tmp_path, monkeypatch, capsys, "--check") == (0, "")  # the control: up to date
+    assert (
+        _labs_command(tmp_path, monkeypatch, capsys)[0] == 0
+    )  # writes labs/ from the copied solutions
+    assert _labs_command(tmp_path, monkeypatch, capsys, "--check") == (
+        0,
+        "",
+    )  # the control: up to date
 
     solution = tmp_path / "solutions" / "01-roofline.ipynb"
     original = solution.read_bytes()
@@ -155,7 +174,9 @@ def test_every_lab_has_stubs_and_no_answers():
         assert "NotImplementedError" in text
         assert labs.BEGIN not in text and labs.END not in text and "solution-only" not in text
         notebook = json.loads(text)
-        assert all(not cell.get("outputs") for cell in notebook["cells"] if cell["cell_type"] == "code")
+        assert all(
+            not cell.get("outputs") for cell in notebook["cells"] if cell["cell_type"] == "code"
+        )
 
 
 def test_every_solution_and_lab_names_its_own_lab():
@@ -192,7 +213,11 @@ def test_each_unsolved_lab_is_rejected_by_its_grader(tmp_path, grades_in_the_env
         assert sorted(submission.results) == sorted(expected), submission.name
         for check, record in submission.results.items():
             assert not record["passed"], (submission.name, check)
-            assert "not written yet" in record["message"], (submission.name, check, record["message"])
+            assert "not written yet" in record["message"], (
+                submission.name,
+                check,
+                record["message"],
+            )
     with (out / "grades.csv").open() as handle:
         assert all(row["total"] == "0" for row in csv.DictReader(handle))
 
@@ -210,4 +235,6 @@ def test_a_solution_graded_as_a_submission_is_told_of_no_edits():
         spliced = assemble.splice(snapshot.labs[lab], snapshot.answers[lab], solution)
         assert (spliced.ignored_edits, spliced.answers_missing) == (0, []), lab
         solution.cells.append(nbformat.v4.new_code_cell("print('mine')"))
-        assert assemble.splice(snapshot.labs[lab], snapshot.answers[lab], solution).ignored_edits == 1, lab
+        assert (
+            assemble.splice(snapshot.labs[lab], snapshot.answers[lab], solution).ignored_edits == 1
+        ), lab

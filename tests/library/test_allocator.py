@@ -45,10 +45,17 @@ CLOSE_TO_COPY = 0.5  # with page faults it was 0.12-0.23 here (64 MiB: 0.18-0.19
 
 def clone_rate_over_copy_rate(mode: str) -> float:
     env = {
-        key: value for key, value in os.environ.items() if not key.startswith("MALLOC_") and key != allocator.OPT_OUT
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("MALLOC_") and key != allocator.OPT_OUT
     }
     result = subprocess.run(
-        [sys.executable, "-c", MEASURE, mode], env=env, capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", MEASURE, mode],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     return float(result.stdout.split()[-1])
 

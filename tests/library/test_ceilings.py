@@ -100,7 +100,11 @@ def _against_fresh_timings() -> dict[str, tuple[float, float, float]]:
     return {
         "copy bandwidth / a fresh copy": (bandwidth / copy, 0.6, 1.3),
         f"matmul peak ({large}³) / the same matmul timed by hand": (peak / rates[large], 0.65, 1.3),
-        f"matmul peak ({large}³) / a {small}³ matmul timed by hand": (peak / rates[small], 0.9, math.inf),
+        f"matmul peak ({large}³) / a {small}³ matmul timed by hand": (
+            peak / rates[small],
+            0.9,
+            math.inf,
+        ),
         "dispatch overhead / a fresh add": (overhead / per_add, 0.75, 1.8),
     }
 
@@ -113,7 +117,9 @@ def test_each_ceiling_agrees_with_the_same_work_timed_by_hand_in_this_run():
         attempts.append({name: round(ratio, 2) for name, (ratio, _, _) in ratios.items()})
         if all(low <= ratio <= high for ratio, low, high in ratios.values()):
             return
-    pytest.fail(f"a ceiling disagrees with the same work timed by hand (ratios per attempt): {attempts}")
+    pytest.fail(
+        f"a ceiling disagrees with the same work timed by hand (ratios per attempt): {attempts}"
+    )
 
 
 def test_the_non_matmul_peak_is_a_throughput_not_a_latency():
@@ -125,11 +131,15 @@ def test_the_non_matmul_peak_is_a_throughput_not_a_latency():
         throughput = ceilings.measure_vector_peak(n=2**16, steps=8, chains=8, threads=1)
         return throughput / ceilings.measure_vector_peak(n=2**16, steps=16, chains=1, threads=1)
 
-    ratios = targets.measurements(ratio(), ratio, lambda value: value > 1.5)  # CI once: 26.5 against 20.2
+    ratios = targets.measurements(
+        ratio(), ratio, lambda value: value > 1.5
+    )  # CI once: 26.5 against 20.2
     assert max(ratios) > 1.5, ratios
 
 
-@pytest.mark.skipif(not ON_GPU, reason="on a CPU, matmuls and other arithmetic share the same vector units")
+@pytest.mark.skipif(
+    not ON_GPU, reason="on a CPU, matmuls and other arithmetic share the same vector units"
+)
 def test_tensor_cores_beat_non_matmul_arithmetic():
     # The gap the essay makes much of, measured in one run.
     matmul = ceilings.measure_matmul_peak("bfloat16", n=4096)
@@ -164,7 +174,9 @@ def test_json_round_trip_and_summary_carry_the_stamp():
 
 def test_cache_is_used_then_invalidated_by_a_version_change(tmp_path, monkeypatch):
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv(reference.ENV_VAR, raising=False)  # fake ceilings must not reach data/reference
+    monkeypatch.delenv(
+        reference.ENV_VAR, raising=False
+    )  # fake ceilings must not reach data/reference
     calls = []
 
     def fake_measure_all(threads=None):
@@ -187,8 +199,12 @@ def test_cache_is_used_then_invalidated_by_a_version_change(tmp_path, monkeypatc
 
 def test_cli_prints_the_summary(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv(reference.ENV_VAR, raising=False)  # fake ceilings must not reach data/reference
-    monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: _fake(env=ceilings.environment()))
+    monkeypatch.delenv(
+        reference.ENV_VAR, raising=False
+    )  # fake ceilings must not reach data/reference
+    monkeypatch.setattr(
+        ceilings, "measure_all", lambda threads=None: _fake(env=ceilings.environment())
+    )
     assert ceilings.main([]) == 0
     assert "copy bandwidth" in capsys.readouterr().out
     assert ceilings.main(["--json"]) == 0
@@ -201,11 +217,15 @@ def test_dataclass_is_frozen():
 
 
 def test_only_default_thread_ceilings_are_recorded_as_the_reference(tmp_path, monkeypatch):
-    monkeypatch.setattr(ceilings, "ON_GPU", False)  # a GPU has one set of roofs, whatever the thread count
+    monkeypatch.setattr(
+        ceilings, "ON_GPU", False
+    )  # a GPU has one set of roofs, whatever the thread count
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv(reference.ENV_VAR, str(tmp_path / "reference"))
     monkeypatch.setattr(
-        ceilings, "measure_all", lambda threads=None: _fake(threads=threads, env=ceilings.environment())
+        ceilings,
+        "measure_all",
+        lambda threads=None: _fake(threads=threads, env=ceilings.environment()),
     )
     ceilings.measure(threads=1)  # what the overhead notebooks ask for
     assert not (tmp_path / "reference").exists()
@@ -230,19 +250,33 @@ def test_a_faster_reading_of_the_ceilings_copy_raises_the_ceiling_and_a_slow_one
     assert found.copy_bandwidth == 1e9
 
     raised, best, note = ceilings.check_copy_ceiling(found, 3.46e9, again=lambda: 1e9, what="copy")
-    assert best == 3.46e9 and raised.copy_bandwidth == 3.46e9 and raised.matmul_peak == found.matmul_peak
-    assert "3.46x the cached ceiling" in note and capsys.readouterr().out == ""  # the page prints it
-    assert ceilings.measure().copy_bandwidth == 3.46e9  # the pages after this one read the raised ceiling
+    assert (
+        best == 3.46e9
+        and raised.copy_bandwidth == 3.46e9
+        and raised.matmul_peak == found.matmul_peak
+    )
+    assert (
+        "3.46x the cached ceiling" in note and capsys.readouterr().out == ""
+    )  # the page prints it
+    assert (
+        ceilings.measure().copy_bandwidth == 3.46e9
+    )  # the pages after this one read the raised ceiling
     assert ceilings.raise_copy_ceiling(raised, 2e9) is raised  # never lowered
     yesterday = dataclasses.replace(found, env={**found.env, "date": "2026-11-23"})
-    assert ceilings.raise_copy_ceiling(yesterday, 4e9).env["date"] == ceilings.environment()["date"]  # its stamp
+    assert (
+        ceilings.raise_copy_ceiling(yesterday, 4e9).env["date"] == ceilings.environment()["date"]
+    )  # its stamp
 
     readings = iter([0.3e9, 0.4e9])
-    kept, best, note = ceilings.check_copy_ceiling(found, 0.2e9, again=lambda: next(readings), what="copy")
+    kept, best, note = ceilings.check_copy_ceiling(
+        found, 0.2e9, again=lambda: next(readings), what="copy"
+    )
     assert kept is found and best == pytest.approx(0.4e9)
     assert "20%, 30%, 40% of the ceiling in 3 attempts" in note and "quieter machine" in note
     calls = []
-    kept, best, note = ceilings.check_copy_ceiling(found, 0.9e9, again=lambda: calls.append(1) or 1.0, what="copy")
+    kept, best, note = ceilings.check_copy_ceiling(
+        found, 0.9e9, again=lambda: calls.append(1) or 1.0, what="copy"
+    )
     assert kept is found and best == 0.9e9
     assert calls == [] and note == ""
 
@@ -277,16 +311,22 @@ def test_a_cpu_matmul_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypa
         pytest.skip("a GPU's peak is the best of its shapes (measure_gpu_matmul_peak)")
     readings = {name: iter([(67.3e9, 512), (82.3e9, 128)]) for name in ceilings.matmul_dtypes()}
     monkeypatch.setattr(ceilings, "measure_copy_ways", lambda *a, **k: _every_way(20e9))
-    monkeypatch.setattr(ceilings, "measure_best_matmul_peak", lambda name, **k: next(readings[name]))
+    monkeypatch.setattr(
+        ceilings, "measure_best_matmul_peak", lambda name, **k: next(readings[name])
+    )
     monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: 1e10)
     monkeypatch.setattr(ceilings, "measure_dispatch_overhead", lambda *a, **k: 2e-6)
     found = ceilings.measure_all(threads=1)
     assert found.matmul("float32") == 82.3e9 and found.matmul_n["float32"] == 128
 
 
-def test_roofs_combine_at_their_better_readings_and_are_never_lowered_in_the_cache(tmp_path, monkeypatch):
+def test_roofs_combine_at_their_better_readings_and_are_never_lowered_in_the_cache(
+    tmp_path, monkeypatch
+):
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
-    cached = _fake(vector_peak=18.9e9, matmul_n={"float32": 512}, env={**_fake().env, "date": "2026-01-01"})
+    cached = _fake(
+        vector_peak=18.9e9, matmul_n={"float32": 512}, env={**_fake().env, "date": "2026-01-01"}
+    )
     fresh = _fake(
         copy_bandwidth=15e9,
         vector_peak=139.7e9,
@@ -297,15 +337,22 @@ def test_roofs_combine_at_their_better_readings_and_are_never_lowered_in_the_cac
     )
     best = cached.best_with(fresh)
     assert (best.copy_bandwidth, best.vector_peak, best.dispatch_overhead) == (20e9, 139.7e9, 2e-6)
-    assert best.matmul_peak == {"float32": 250e9, "bfloat16": 60e9} and best.matmul_n == {"float32": 1024}
+    assert best.matmul_peak == {"float32": 250e9, "bfloat16": 60e9} and best.matmul_n == {
+        "float32": 1024
+    }
     assert best.env["date"] == "2026-01-02"
     with pytest.raises(ValueError, match="threads"):
         cached.best_with(dataclasses.replace(fresh, threads=1))
 
     monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: fresh)
     again = ceilings.measured_again(cached)
-    assert again == best and Ceilings.from_json(ceilings.cache.read_json(ceilings.cache_path(None))) == best
-    slower = _fake(copy_bandwidth=5e9, vector_peak=9e9, matmul_peak={"float32": 1e9, "bfloat16": 1e9})
+    assert (
+        again == best
+        and Ceilings.from_json(ceilings.cache.read_json(ceilings.cache_path(None))) == best
+    )
+    slower = _fake(
+        copy_bandwidth=5e9, vector_peak=9e9, matmul_peak={"float32": 1e9, "bfloat16": 1e9}
+    )
     monkeypatch.setattr(ceilings, "measure_all", lambda threads=None: slower)
     assert ceilings.measured_again(best) == best  # a reading under load lowers nothing
 
@@ -315,14 +362,23 @@ def test_a_matmul_peak_read_again_rises_alone_and_is_never_lowered(tmp_path, mon
     reading, written to the cache only where it rose."""
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
     cached = _fake(matmul_n={"float32": 512, "bfloat16": 256})
-    monkeypatch.setattr(ceilings, "measure_best_matmul_peak", lambda dtype, threads=None: (250e9, 128))
+    monkeypatch.setattr(
+        ceilings, "measure_best_matmul_peak", lambda dtype, threads=None: (250e9, 128)
+    )
     rose = ceilings.matmul_measured_again(cached, "float32")
     assert rose.matmul_peak == {"float32": 250e9, "bfloat16": 60e9}
     assert rose.matmul_n == {"float32": 128, "bfloat16": 256}
-    assert dataclasses.replace(rose, matmul_peak=cached.matmul_peak, matmul_n=cached.matmul_n) == cached
+    assert (
+        dataclasses.replace(rose, matmul_peak=cached.matmul_peak, matmul_n=cached.matmul_n)
+        == cached
+    )
     assert Ceilings.from_json(ceilings.cache.read_json(ceilings.cache_path(None))) == rose
-    monkeypatch.setattr(ceilings, "measure_best_matmul_peak", lambda dtype, threads=None: (90e9, 1024))
-    assert ceilings.matmul_measured_again(rose, "float32") is rose  # a slower reading lowers nothing
+    monkeypatch.setattr(
+        ceilings, "measure_best_matmul_peak", lambda dtype, threads=None: (90e9, 1024)
+    )
+    assert (
+        ceilings.matmul_measured_again(rose, "float32") is rose
+    )  # a slower reading lowers nothing
 
 
 def test_a_copy_sweep_marks_each_rate_over_the_ceiling_and_says_each_reason_once():
@@ -330,11 +386,16 @@ def test_a_copy_sweep_marks_each_rate_over_the_ceiling_and_says_each_reason_once
     another moment (load), never 'served by the cache'; each reason is said once under the table, not on
     every row (issue 27: notebook 00 repeated one six times); readings under half the ceiling are named."""
     mib = 2**20 // 4  # fp32 elements in 1 MiB
-    lines = ceilings.describe_copy_sweep([mib, 2 * mib, 64 * mib, 128 * mib], [50e9, 40e9, 23e9, 4e9], 11e9, 32 * 2**20)
+    lines = ceilings.describe_copy_sweep(
+        [mib, 2 * mib, 64 * mib, 128 * mib], [50e9, 40e9, 23e9, 4e9], 11e9, 32 * 2**20
+    )
     assert "1.00 MiB" in lines[0] and lines[0].endswith(" *") and lines[1].endswith(" *")
     assert "64.0 MiB" in lines[2] and lines[2].endswith(" †")
     assert not lines[3].endswith(("*", "†"))
-    assert lines[4] == "* above the ceiling: source and destination fit in the cache, which serves them."
+    assert (
+        lines[4]
+        == "* above the ceiling: source and destination fit in the cache, which serves them."
+    )
     assert lines[5].startswith("† above the ceiling: timed at another moment")
     assert lines[6].startswith("Under half the ceiling: 128 MiB.")
     assert sum("fit in the cache" in line for line in lines) == 1
@@ -348,17 +409,27 @@ def test_slow_copies_that_take_the_same_time_whatever_their_size_are_called_a_wa
     sizes = [2**17 << i for i in range(6)]
     waited = [2 * 4 * n / 8e-3 for n in sizes]  # 8 ms each
     lines = ceilings.describe_copy_sweep(sizes, waited, 10.8e9, 1 << 20)
-    assert lines[-1].startswith("Those copies took 8.00 ms to 8.00 ms each, whatever their size: a fixed wait")
+    assert lines[-1].startswith(
+        "Those copies took 8.00 ms to 8.00 ms each, whatever their size: a fixed wait"
+    )
     moved = [1e9 * (1 + i / 10) for i in range(6)]  # slow, but their time grows with their size
-    assert not any("fixed wait" in line for line in ceilings.describe_copy_sweep(sizes, moved, 10.8e9, 1 << 20))
-    assert not any("fixed wait" in line for line in ceilings.describe_copy_sweep(sizes[:2], waited[:2], 10.8e9, 1))
+    assert not any(
+        "fixed wait" in line for line in ceilings.describe_copy_sweep(sizes, moved, 10.8e9, 1 << 20)
+    )
+    assert not any(
+        "fixed wait" in line
+        for line in ceilings.describe_copy_sweep(sizes[:2], waited[:2], 10.8e9, 1)
+    )
 
 
 def test_a_copy_sweep_keeps_each_sizes_best_reading_taken_round_by_round(monkeypatch):
     """Notebook 00's sweep: a burst of load that slows one reading of a size does not set its row (the
     sweep read a 4 MiB buffer at 4% of the roof beside the other test worker when each size was read once);
     the readings of one size are spread over the rounds, not taken back to back."""
-    order, slowed = [], {(0, 2), (1, 5), (2, 3)}  # (round, size index) readings a burst of other work slowed
+    order, slowed = (
+        [],
+        {(0, 2), (1, 5), (2, 3)},
+    )  # (round, size index) readings a burst of other work slowed
 
     def reading(n, budget_s):
         order.append(n)
@@ -389,13 +460,21 @@ def test_the_matmul_peak_is_the_best_of_its_shapes_after_the_clocks_settle(monke
         return readings[sum(1 for s in timed if s == shape) - 1]
 
     monkeypatch.setattr(ceilings, "ON_GPU", True)
-    monkeypatch.setattr(ceilings, "settle_clocks", lambda dtype, seconds=None: timed.append("settled"))
+    monkeypatch.setattr(
+        ceilings, "settle_clocks", lambda dtype, seconds=None: timed.append("settled")
+    )
     monkeypatch.setattr(ceilings, "measure_matmul_rate", rate_at)
     rate, label, readings = ceilings.measure_gpu_matmul_peak("bfloat16")
     assert (rate, label) == (760e12, "8192x8192x4096")
-    assert timed[0] == "settled" and len(timed) == 1 + ceilings.GPU_PEAK_PASSES * len(ceilings.GPU_PEAK_SHAPES)
-    assert timed[1 : 1 + len(ceilings.GPU_PEAK_SHAPES)] == list(ceilings.GPU_PEAK_SHAPES)  # in passes
-    assert readings["4096x4096x4096"] == [700e12, 750e12] and len(readings) == len(ceilings.GPU_PEAK_SHAPES)
+    assert timed[0] == "settled" and len(timed) == 1 + ceilings.GPU_PEAK_PASSES * len(
+        ceilings.GPU_PEAK_SHAPES
+    )
+    assert timed[1 : 1 + len(ceilings.GPU_PEAK_SHAPES)] == list(
+        ceilings.GPU_PEAK_SHAPES
+    )  # in passes
+    assert readings["4096x4096x4096"] == [700e12, 750e12] and len(readings) == len(
+        ceilings.GPU_PEAK_SHAPES
+    )
     timed.clear()
     assert ceilings.measure_best_matmul_peak("bfloat16") == (760e12, 8192)
     with pytest.raises(ValueError, match="no matmul readings"):
@@ -407,9 +486,9 @@ def test_the_matmul_peak_is_the_best_of_its_shapes_after_the_clocks_settle(monke
             matmul_spread={"bfloat16": {"8192x8192x4096": [2.0]}},
         )
     )
-    assert kept.matmul_shape == {"bfloat16": "8192x8192x4096"} and kept.matmul_spread["bfloat16"]["8192x8192x4096"] == [
-        2.0
-    ]
+    assert kept.matmul_shape == {"bfloat16": "8192x8192x4096"} and kept.matmul_spread["bfloat16"][
+        "8192x8192x4096"
+    ] == [2.0]
     # CPU: the picked size and the small ones; a bfloat16 matmul here ran 2.3x faster at 128³ than at 512³
     monkeypatch.setattr(ceilings, "ON_GPU", False)
     monkeypatch.setattr(ceilings, "matmul_peak_size", lambda dtype, threads=None: 1024)
@@ -435,7 +514,9 @@ def _other_roofs_faked(monkeypatch, *, on_gpu: bool) -> None:
     monkeypatch.setattr(ceilings, "measure_dispatch_overhead", lambda *a, **k: 2e-6)
     monkeypatch.setattr(ceilings, "matmul_dtypes", lambda: ["float32"])
     monkeypatch.setattr(ceilings, "measure_best_matmul_peak", lambda name, **k: (1e11, 64))
-    monkeypatch.setattr(ceilings, "measure_gpu_matmul_peak", lambda name: (1e14, "64x64x64", {"64x64x64": [1e14]}))
+    monkeypatch.setattr(
+        ceilings, "measure_gpu_matmul_peak", lambda name: (1e14, "64x64x64", {"64x64x64": [1e14]})
+    )
 
 
 @pytest.mark.parametrize("on_gpu", [False, True], ids=["cpu", "gpu"])
@@ -458,10 +539,15 @@ def test_the_copy_roof_is_the_fastest_way_to_copy_the_same_bytes(monkeypatch, on
     _other_roofs_faked(monkeypatch, on_gpu=on_gpu)
     monkeypatch.setattr(ceilings, "far_above_cache", lambda element_size=4, **k: n)
     monkeypatch.setattr(ceilings, "bench_together", timed_in_turns)
-    monkeypatch.setattr(ceilings, "_compiled_times_one", lambda: lambda x: x * 1)  # compiling: the next test
+    monkeypatch.setattr(
+        ceilings, "_compiled_times_one", lambda: lambda x: x * 1
+    )  # compiling: the next test
     found = ceilings.measure_all()
     moved = 2 * 4 * n
-    assert found.copy_bandwidth == pytest.approx(moved / 0.9e-3) and found.copy_way == ceilings.COMPILED_COPY
+    assert (
+        found.copy_bandwidth == pytest.approx(moved / 0.9e-3)
+        and found.copy_way == ceilings.COMPILED_COPY
+    )
     assert found.copy_rates == pytest.approx({way: moved / s for way, s in seconds.items()})
     assert sorted(called) == sorted(ceilings.COPY_WAYS * 2)  # read first and last, as before
     assert f"({ceilings.COMPILED_COPY}, " in found.summary()
@@ -492,11 +578,17 @@ def test_the_copy_roofs_way_follows_the_reading_kept_and_the_roof_never_falls_be
         copy_rates={ceilings.COPY_INTO: 15e9, ceilings.COMPILED_COPY: 20e9},
     )
     fresh = _fake(
-        copy_bandwidth=22e9, copy_way=ceilings.CLONE, copy_rates={ceilings.COPY_INTO: 12e9, ceilings.CLONE: 22e9}
+        copy_bandwidth=22e9,
+        copy_way=ceilings.CLONE,
+        copy_rates={ceilings.COPY_INTO: 12e9, ceilings.CLONE: 22e9},
     )
     best = cached.best_with(fresh)
     assert (best.copy_bandwidth, best.copy_way) == (22e9, ceilings.CLONE)
-    assert best.copy_rates == {ceilings.COPY_INTO: 15e9, ceilings.COMPILED_COPY: 20e9, ceilings.CLONE: 22e9}
+    assert best.copy_rates == {
+        ceilings.COPY_INTO: 15e9,
+        ceilings.COMPILED_COPY: 20e9,
+        ceilings.CLONE: 22e9,
+    }
     assert fresh.best_with(cached).copy_way == ceilings.CLONE
     slower = dataclasses.replace(fresh, copy_bandwidth=5e9, copy_rates={ceilings.CLONE: 5e9})
     assert cached.best_with(slower).copy_way == ceilings.COMPILED_COPY
@@ -510,18 +602,24 @@ def test_roofs_cached_under_one_cpu_capability_are_not_read_under_another(tmp_pa
     apart from another's, and each is read back under its own."""
     monkeypatch.setattr(ceilings, "ON_GPU", False)
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv(reference.ENV_VAR, raising=False)  # fake ceilings must not reach data/reference
+    monkeypatch.delenv(
+        reference.ENV_VAR, raising=False
+    )  # fake ceilings must not reach data/reference
     measured = []
 
     def fake_measure_all(threads=None):
         capability = torch.backends.cpu.get_cpu_capability()
         measured.append(capability)
-        return _fake(copy_bandwidth={"AVX512": 30e9}.get(capability, 10e9), env=ceilings.environment())
+        return _fake(
+            copy_bandwidth={"AVX512": 30e9}.get(capability, 10e9), env=ceilings.environment()
+        )
 
     monkeypatch.setattr(ceilings, "measure_all", fake_measure_all)
     paths = {}
     for capability in ("AVX512", "DEFAULT", "AVX512", "DEFAULT"):
-        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda capability=capability: capability)
+        monkeypatch.setattr(
+            torch.backends.cpu, "get_cpu_capability", lambda capability=capability: capability
+        )
         found = ceilings.measure(threads=1)
         assert found.copy_bandwidth == {"AVX512": 30e9}.get(capability, 10e9), capability
         paths[capability] = ceilings.cache_path(1)

@@ -4,7 +4,10 @@ from brrr import datasheets, essay
 
 
 def test_known_gpus():
-    assert datasheets.datasheet_peaks("NVIDIA A100-SXM4-80GB")["bfloat16"] == essay.A100["matmul_peak_bf16"]
+    assert (
+        datasheets.datasheet_peaks("NVIDIA A100-SXM4-80GB")["bfloat16"]
+        == essay.A100["matmul_peak_bf16"]
+    )
     assert datasheets.datasheet_peaks("NVIDIA A100 80GB PCIe")["float32"] == 19.5e12
     assert datasheets.lookup("NVIDIA H100 80GB HBM3") is datasheets.H100_SXM
     assert datasheets.lookup("NVIDIA H100 PCIe") is datasheets.H100_PCIE
@@ -12,5 +15,10 @@ def test_known_gpus():
 
 
 def test_unknown_devices_get_no_figure():
-    for name in ("Intel(R) Xeon(R) Processor", "NVIDIA H200 NVL", "NVIDIA GeForce RTX 4090", "Tesla T4"):
+    for name in (
+        "Intel(R) Xeon(R) Processor",
+        "NVIDIA H200 NVL",
+        "NVIDIA GeForce RTX 4090",
+        "Tesla T4",
+    ):
         assert datasheets.datasheet_peaks(name) is None, name

@@ -27,7 +27,11 @@ PROBE = (
 def probe(forced: str | None = None, *, cuda: bool | None = None, hide_gpus: bool = False) -> dict:
     """How to import brrr.device in a new process: its environment and code (``cuda`` fakes what torch says
     about CUDA)."""
-    env = {key: value for key, value in os.environ.items() if key not in ("BRRR_DEVICE", "TRITON_INTERPRET")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("BRRR_DEVICE", "TRITON_INTERPRET")
+    }
     if forced is not None:
         env["BRRR_DEVICE"] = forced
     if hide_gpus:
@@ -79,7 +83,10 @@ PROBES = {
 def probed(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     folder = tmp_path_factory.mktemp("device")
     done = subprocess.run(
-        [sys.executable, "-c", FORKED, str(folder), json.dumps(PROBES)], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", FORKED, str(folder), json.dumps(PROBES)],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.splitlines()[-1])
@@ -107,7 +114,10 @@ def test_forcing_cpu_on_a_gpu_machine(probed):
 def test_forcing_cuda_without_a_gpu_is_a_clear_error(probed):
     result = probed["cuda forced without a GPU"]
     assert result.returncode != 0
-    assert "RuntimeError: BRRR_DEVICE=cuda, but torch sees no CUDA device on this machine" in result.stderr
+    assert (
+        "RuntimeError: BRRR_DEVICE=cuda, but torch sees no CUDA device on this machine"
+        in result.stderr
+    )
 
 
 def test_bad_forced_device_is_a_clear_error(probed):
@@ -130,11 +140,15 @@ def test_far_above_cache_is_not_a_toy_size(monkeypatch):
     monkeypatch.setattr(device, "last_level_cache_bytes", lambda: 50 * 2**20)  # an H100's L2
     assert device.far_above_cache(4) == 2**30 // 4  # 8x the L2 is 400 MiB: the 1 GiB floor wins
     assert device.far_above_cache(2) == 2**30 // 2
-    monkeypatch.setattr(device, "last_level_cache_bytes", lambda: 256 * 2**20)  # a GPU with a larger L2
+    monkeypatch.setattr(
+        device, "last_level_cache_bytes", lambda: 256 * 2**20
+    )  # a GPU with a larger L2
     assert device.far_above_cache(4) == 8 * 256 * 2**20 // 4
 
 
-@pytest.mark.parametrize("text,expected", [("48K", 48 * 2**10), ("2048K", 2 * 2**20), ("32M", 32 * 2**20), ("junk", 0)])
+@pytest.mark.parametrize(
+    "text,expected", [("48K", 48 * 2**10), ("2048K", 2 * 2**20), ("32M", 32 * 2**20), ("junk", 0)]
+)
 def test_cache_size_parsing(text, expected):
     assert device._parse_cache_size(text) == expected
 

@@ -50,9 +50,13 @@ def test_the_dark_pictures_are_dark_and_the_light_ones_light(drawn):
     """The dark mode's picture sits on a dark page: mostly dark pixels, where the light one is mostly white."""
     by_name = {path.name: path for path in drawn}
     for picture in figures.FIGURES:
-        light, dark = (_luminance(by_name[f"{picture.name}{theme.suffix}.png"]) for theme in figures.THEMES)
+        light, dark = (
+            _luminance(by_name[f"{picture.name}{theme.suffix}.png"]) for theme in figures.THEMES
+        )
         assert light > 0.7, f"{picture.name}.png: mean luminance {light:.2f}"
-        assert dark < 0.3, f"{picture.name}-dark.png: mean luminance {dark:.2f} (light: {light:.2f})"
+        assert dark < 0.3, (
+            f"{picture.name}-dark.png: mean luminance {dark:.2f} (light: {light:.2f})"
+        )
 
 
 def test_the_drawing_functions_colour_their_marks_in_the_theme_being_drawn():
@@ -111,10 +115,16 @@ def test_each_picture_sits_in_one_chapter_with_its_alt_text():
             f"{chapter.name}: a picture shown without its light figure and dark image in the form above"
         )
     for picture in figures.FIGURES:
-        assert len(shown.get(picture.name, [])) == 1, f"{picture.name} is shown in {shown.get(picture.name)}"
+        assert len(shown.get(picture.name, [])) == 1, (
+            f"{picture.name} is shown in {shown.get(picture.name)}"
+        )
         ((_, alt),) = shown[picture.name]
-        assert alt == picture.alt, f"{picture.name}: the chapter's alt text differs from brrr.figures'"
-    assert set(shown) <= {picture.name for picture in figures.FIGURES}, "a chapter shows a picture nobody draws"
+        assert alt == picture.alt, (
+            f"{picture.name}: the chapter's alt text differs from brrr.figures'"
+        )
+    assert set(shown) <= {picture.name for picture in figures.FIGURES}, (
+        "a chapter shows a picture nobody draws"
+    )
 
 
 def test_the_recorded_gpu_pictures_say_what_they_wait_for_without_a_record(monkeypatch):
@@ -143,7 +153,11 @@ def test_the_recorded_gpu_pictures_draw_the_record():
     )
     assert list(knee.axes[0].lines[0].get_ydata()) == [1.0, 1.0, 3.0]
     waits = figures.gpu_waits(
-        None, {"small": {"batch": 1, "idle_fraction": 0.96}, "large": {"batch": 4096, "idle_fraction": 0.15}}
+        None,
+        {
+            "small": {"batch": 1, "idle_fraction": 0.96},
+            "large": {"batch": 4096, "idle_fraction": 0.15},
+        },
     )
     assert [text.get_text() for text in waits.axes[1].texts] == ["96% idle", "15% idle"]
     rows = [
@@ -167,7 +181,9 @@ def test_the_dark_image_joins_its_figure_under_one_caption():
     text = (ROOT / "chapters" / "intro.md").read_text()
     match = next(m for m in DIRECTIVE.finditer(text) if m["name"] == "factory")
     doctree = publish_doctree(
-        f"# A page\n\n{match[0]}\nAfter it.\n", parser=Parser(), settings_overrides={"report_level": 4}
+        f"# A page\n\n{match[0]}\nAfter it.\n",
+        parser=Parser(),
+        settings_overrides={"report_level": 4},
     )
     assert pair_light_dark(doctree) == 1
     (figure,) = doctree.findall(nodes.figure)

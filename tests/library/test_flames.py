@@ -34,7 +34,13 @@ def test_the_frames_of_an_op_nest_by_containment_and_take_its_own_kernel():
         ("aten::add", 0, 20, 0, False),
         ("aten::empty", 2, 3, 1, False),  # inside the op, closed before the launch starts
         ("cudaLaunchKernel", 10, 6, 1, False),
-        ("add_kernel", 18, 2, 0, True),  # the mul's kernel and the other thread's copy are not the add's
+        (
+            "add_kernel",
+            18,
+            2,
+            0,
+            True,
+        ),  # the mul's kernel and the other thread's copy are not the add's
     ]
     assert flames.kernel_share(frames) == pytest.approx(2 / 20)
 
@@ -49,9 +55,15 @@ def test_the_synthetic_trace_draws_a_flamegraph_with_its_kernel():
     """Without a recorded GPU the book draws the synthetic trace's relu: a launch above it, a kernel below."""
     trace = traces.load(traces.synthetic_gpu_train_step())
     frames = flames.nest(trace, flames.last_op(trace, "aten::relu"))
-    assert {f.name for f in frames if not f.on_device} >= {"aten::relu", "aten::clamp_min", "cudaLaunchKernel"}
+    assert {f.name for f in frames if not f.on_device} >= {
+        "aten::relu",
+        "aten::clamp_min",
+        "cudaLaunchKernel",
+    }
     assert [f.depth for f in frames if f.name == "cudaLaunchKernel"] == [2]
     assert 0 < flames.kernel_share(frames) < 1
     fig = figures.flamegraph(frames, "relu on a synthetic GPU trace")
     assert "the kernel is" in fig.axes[0].get_title() and len(fig.axes[0].patches) == len(frames)
-    assert figures.flamegraph([], "").axes[0].texts, "no frames: the panel says which record it waits for"
+    assert figures.flamegraph([], "").axes[0].texts, (
+        "no frames: the panel says which record it waits for"
+    )

@@ -115,7 +115,9 @@ print(json.dumps(results))
 """
 
 
-def test_the_book_and_lab_kernels_compile_to_ptx_for_an_h100_and_a_t4_within_their_shared_memory(tmp_path):
+def test_the_book_and_lab_kernels_compile_to_ptx_for_an_h100_and_a_t4_within_their_shared_memory(
+    tmp_path,
+):
     result = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(ROOT), str(tmp_path), json.dumps(TARGETS)],
         capture_output=True,

@@ -9,7 +9,9 @@ from brrr.kernels.matmul import matmul_reference, tile_for, tiled_matmul
 from brrr.device import DEVICE, ON_GPU
 from brrr.roofline import Roof
 
-counted_here = pytest.mark.skipif(ON_GPU, reason="traffic is counted in Triton's interpreter; here kernels compile")
+counted_here = pytest.mark.skipif(
+    ON_GPU, reason="traffic is counted in Triton's interpreter; here kernels compile"
+)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -32,18 +34,24 @@ def test_counted_bytes_are_the_rule_per_tensor(block):
     rule = counting.tiled_matmul_bytes(m, n, k, block, block, 4)
     assert seen.loaded_bytes == rule["a"] + rule["b"]
     assert seen.stored_bytes == rule["out"]
-    assert seen.loaded_bytes + seen.stored_bytes == counting.tiled_matmul(m, n, k, block, block).bytes
+    assert (
+        seen.loaded_bytes + seen.stored_bytes == counting.tiled_matmul(m, n, k, block, block).bytes
+    )
 
 
 def test_one_tile_as_large_as_the_output_is_the_minimum():
-    assert counting.tiled_matmul(256, 256, 256, 256, 256).bytes == counting.matmul(256, 256, 256).bytes
+    assert (
+        counting.tiled_matmul(256, 256, 256, 256, 256).bytes == counting.matmul(256, 256, 256).bytes
+    )
     assert counting.tiled_matmul(256, 256, 256, 32, 32).bytes > counting.matmul(256, 256, 256).bytes
 
 
 def test_intensity_tends_to_the_limit_as_the_matrices_grow():
     limit = counting.tiled_matmul_intensity_limit(64, 64, 2)
     assert limit == pytest.approx(32)  # B / s
-    small, large = (counting.tiled_matmul(n, n, n, 64, 64, torch.float16).intensity for n in (256, 16384))
+    small, large = (
+        counting.tiled_matmul(n, n, n, 64, 64, torch.float16).intensity for n in (256, 16384)
+    )
     assert small < large < limit and large == pytest.approx(limit, rel=0.01)
 
 

@@ -11,7 +11,15 @@ from brrr.kernels import pointwise
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # None of these is a multiple of a block, except where noted, so the masks are exercised.
-SIZES = [1, 17, 1000, pointwise.BLOCK - 1, pointwise.BLOCK, pointwise.BLOCK + 1, 3 * pointwise.BLOCK + 5]
+SIZES = [
+    1,
+    17,
+    1000,
+    pointwise.BLOCK - 1,
+    pointwise.BLOCK,
+    pointwise.BLOCK + 1,
+    3 * pointwise.BLOCK + 5,
+]
 SHAPES_2D = [(1, 1), (3, 1000), (1000, 3), (37, 4099), (2, pointwise.TILE_COLS + 3)]
 
 
@@ -35,7 +43,9 @@ def test_cos_cos_writes_nothing_past_the_end():
     x = fresh(n)
     pointwise.cos_cos(x, out=buffer[:n])
     assert not buffer[:n].isnan().any()
-    assert buffer[n:].isnan().all(), "the kernel stored past the end of its output: a mask is missing"
+    assert buffer[n:].isnan().all(), (
+        "the kernel stored past the end of its output: a mask is missing"
+    )
 
 
 def test_cos_cos_follows_its_input():
@@ -77,11 +87,14 @@ def test_bias_is_broadcast_per_column():
 def test_eager_version_is_the_same_function():
     x, bias = fresh(7, 300), fresh(300)
     torch.testing.assert_close(
-        pointwise.bias_gelu_scale_eager(x, bias, 0.5), pointwise.bias_gelu_scale_reference(x, bias, 0.5)
+        pointwise.bias_gelu_scale_eager(x, bias, 0.5),
+        pointwise.bias_gelu_scale_reference(x, bias, 0.5),
     )
 
 
-@pytest.mark.parametrize("cols", [1, 3, 1000, 4096, pointwise.TILE_COLS, pointwise.TILE_COLS * 4 + 1])
+@pytest.mark.parametrize(
+    "cols", [1, 3, 1000, 4096, pointwise.TILE_COLS, pointwise.TILE_COLS * 4 + 1]
+)
 def test_tile_covers_rows_within_the_block(cols):
     block_m, block_n = pointwise.tile_for(cols)
     for side in (block_m, block_n):

@@ -53,7 +53,9 @@ def test_unfused_version_is_the_same_function():
     torch.testing.assert_close(softmax.softmax_unfused(x), softmax.softmax_reference(x))
 
 
-@pytest.mark.parametrize("block, warps", [(1, 4), (1024, 4), (2048, 8), (4096, 8), (8192, 16), (32768, 16)])
+@pytest.mark.parametrize(
+    "block, warps", [(1, 4), (1024, 4), (2048, 8), (4096, 8), (8192, 16), (32768, 16)]
+)
 def test_wider_rows_get_more_warps(block, warps):
     assert softmax.num_warps_for(block) == warps
 

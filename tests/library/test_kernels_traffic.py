@@ -21,7 +21,9 @@ import triton
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
-pytestmark = pytest.mark.skipif(not TRITON_INTERPRETED, reason="traffic is counted in Triton's interpreter")
+pytestmark = pytest.mark.skipif(
+    not TRITON_INTERPRETED, reason="traffic is counted in Triton's interpreter"
+)
 
 DTYPES = [torch.float32, torch.float16]
 JIT_TYPES = (JITFunction, InterpretedFunction)
@@ -75,10 +77,14 @@ def test_bias_gelu_scale_reads_x_once_and_the_bias_once_per_row_of_tiles(rows, c
     with traffic.count({"x": x, "bias": bias, "out": out}) as seen:
         pointwise.bias_gelu_scale(x, bias, 0.5, out)
     one_launch(seen, "bias_gelu_scale_kernel", (row_tiles, triton.cdiv(cols, block_n)))
-    assert seen.loaded == {"x": rows * cols * s, "bias": row_tiles * cols * s, "out": 0}, seen.summary()
+    assert seen.loaded == {"x": rows * cols * s, "bias": row_tiles * cols * s, "out": 0}, (
+        seen.summary()
+    )
     assert seen.stored == {"x": 0, "bias": 0, "out": rows * cols * s}, seen.summary()
     # The docstring's minimum, 2·rows·cols·s + cols·s, is what one row of tiles moves.
-    assert (seen.loaded_bytes + seen.stored_bytes == 2 * rows * cols * s + cols * s) == (row_tiles == 1)
+    assert (seen.loaded_bytes + seen.stored_bytes == 2 * rows * cols * s + cols * s) == (
+        row_tiles == 1
+    )
 
 
 # ---------------------------------------------------------------- softmax
@@ -93,7 +99,9 @@ def test_bias_gelu_scale_reads_x_once_and_the_bias_once_per_row_of_tiles(rows, c
         (37, 1000, 1003),  # rows of a wider tensor: the 3 columns between them are never touched
     ],
 )
-def test_softmax_reads_each_row_once_and_writes_it_once_in_one_launch(rows, cols, row_stride, dtype):
+def test_softmax_reads_each_row_once_and_writes_it_once_in_one_launch(
+    rows, cols, row_stride, dtype
+):
     """``rows·cols·s`` read and as many written (:func:`brrr.counting.softmax`); one program per row."""
     x = torch.randn(rows, row_stride).to(dtype)[:, :cols]
     out = torch.empty(rows, cols, dtype=dtype)
@@ -109,7 +117,9 @@ def test_softmax_reads_each_row_once_and_writes_it_once_in_one_launch(rows, cols
 # ---------------------------------------------------------------- tiled matmul
 
 
-@pytest.mark.parametrize("dtype, block", [(torch.float32, None), (torch.float32, 16), (torch.float16, 32)])
+@pytest.mark.parametrize(
+    "dtype, block", [(torch.float32, None), (torch.float32, 16), (torch.float16, 32)]
+)
 @pytest.mark.parametrize("m, k, n", [(100, 45, 70), (37, 129, 29)])
 def test_tiled_matmul_traffic_follows_its_tiling(m, k, n, dtype, block):
     """One program per ``BLOCK_M × BLOCK_N`` output tile, each walking all of K under its masks:
@@ -134,13 +144,21 @@ def test_tiled_matmul_traffic_follows_its_tiling(m, k, n, dtype, block):
     a_bytes, b_bytes = m * k * s * triton.cdiv(n, bn), k * n * s * triton.cdiv(m, bm)
     assert seen.loaded == {"a": a_bytes, "b": b_bytes, "out": 0}, seen.summary()
     assert seen.stored == {"a": 0, "b": 0, "out": m * n * s}, seen.summary()
-    assert counting.tiled_matmul_bytes(m, n, k, bm, bn, s) == {"a": a_bytes, "b": b_bytes, "out": m * n * s}
+    assert counting.tiled_matmul_bytes(m, n, k, bm, bn, s) == {
+        "a": a_bytes,
+        "b": b_bytes,
+        "out": m * n * s,
+    }
 
 
 def test_every_public_kernel_wrapper_is_counted_here():
     """A new wrapper in brrr/kernels/ needs a traffic test above: the public functions of each module whose
     source launches one of its ``@triton.jit`` kernels (``name[grid](...)``)."""
-    counted = {pointwise: {"cos_cos", "bias_gelu_scale"}, softmax: {"softmax"}, matmul: {"tiled_matmul"}}
+    counted = {
+        pointwise: {"cos_cos", "bias_gelu_scale"},
+        softmax: {"softmax"},
+        matmul: {"tiled_matmul"},
+    }
     for module, tested in counted.items():
         kernels = [name for name, value in vars(module).items() if isinstance(value, JIT_TYPES)]
         launching = {

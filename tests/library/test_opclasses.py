@@ -24,9 +24,19 @@ def test_classify_profiler_and_dispatch_names():
 
 def test_every_backend_convolution_and_batch_norm_has_a_class():
     """The profiler's time lands on the backend's op (aten::mkldnn_convolution on a CPU, cudnn on a GPU)."""
-    for name in ("mkldnn_convolution", "cudnn_convolution", "convolution_backward", "_conv_depthwise2d"):
+    for name in (
+        "mkldnn_convolution",
+        "cudnn_convolution",
+        "convolution_backward",
+        "_conv_depthwise2d",
+    ):
         assert opclasses.classify(f"aten::{name}") is OpClass.CONTRACTION, name
-    for name in ("native_batch_norm", "_native_batch_norm_legit", "cudnn_batch_norm", "batch_norm_backward"):
+    for name in (
+        "native_batch_norm",
+        "_native_batch_norm_legit",
+        "cudnn_batch_norm",
+        "batch_norm_backward",
+    ):
         assert opclasses.classify(f"aten::{name}") is OpClass.NORMALIZATION, name
 
 
@@ -35,7 +45,9 @@ def test_every_backend_convolution_and_batch_norm_has_a_class():
     [(8, 8, 8, True), (8, 8, 8, False), (8, 16, 1, True), (8, 4, 2, True)],
     ids=["depthwise", "depthwise, first layer", "dense", "grouped"],
 )
-def test_convolution_flops_by_hand_forward_and_backward(channels_in, channels_out, groups, input_grad):
+def test_convolution_flops_by_hand_forward_and_backward(
+    channels_in, channels_out, groups, input_grad
+):
     """A 3×3 convolution, padding 1, of (2, C_in, 10, 10): each of the 2·C_out·10·10 outputs takes
     (C_in/groups)·9 multiply-adds, 2 FLOPs each. The backward computes the weight gradient (as many
     multiply-adds) and, where the input needs one, the input gradient (as many again). torch 2.13's own
@@ -110,8 +122,18 @@ def test_training_step_has_the_essays_table_shape():
 
 def test_table_rows_carry_the_essay_figures():
     table = opclasses.ClassTable(
-        flops={OpClass.CONTRACTION: 998.0, OpClass.NORMALIZATION: 1.5, OpClass.ELEMENTWISE: 0.5, OpClass.OTHER: 0.0},
-        seconds={OpClass.CONTRACTION: 0.6, OpClass.NORMALIZATION: 0.25, OpClass.ELEMENTWISE: 0.15, OpClass.OTHER: 0.0},
+        flops={
+            OpClass.CONTRACTION: 998.0,
+            OpClass.NORMALIZATION: 1.5,
+            OpClass.ELEMENTWISE: 0.5,
+            OpClass.OTHER: 0.0,
+        },
+        seconds={
+            OpClass.CONTRACTION: 0.6,
+            OpClass.NORMALIZATION: 0.25,
+            OpClass.ELEMENTWISE: 0.15,
+            OpClass.OTHER: 0.0,
+        },
         clock="CPU",
     )
     rows = {row["class"]: row for row in table.rows()}
@@ -122,8 +144,18 @@ def test_table_rows_carry_the_essay_figures():
     assert rows["other"]["essay_flop_pct"] is None
     assert table.rate(OpClass.OTHER) != table.rate(OpClass.OTHER)  # nan: no time
     failing = opclasses.ClassTable(
-        flops={OpClass.CONTRACTION: 90.0, OpClass.NORMALIZATION: 5.0, OpClass.ELEMENTWISE: 5.0, OpClass.OTHER: 0.0},
-        seconds={OpClass.CONTRACTION: 0.95, OpClass.NORMALIZATION: 0.03, OpClass.ELEMENTWISE: 0.02, OpClass.OTHER: 0.0},
+        flops={
+            OpClass.CONTRACTION: 90.0,
+            OpClass.NORMALIZATION: 5.0,
+            OpClass.ELEMENTWISE: 5.0,
+            OpClass.OTHER: 0.0,
+        },
+        seconds={
+            OpClass.CONTRACTION: 0.95,
+            OpClass.NORMALIZATION: 0.03,
+            OpClass.ELEMENTWISE: 0.02,
+            OpClass.OTHER: 0.0,
+        },
         clock="CPU",
     )
     assert [check.passed for check in table_checks(failing)] == [False, False]
@@ -131,7 +163,12 @@ def test_table_rows_carry_the_essay_figures():
     # at 98% of runtime (6.7x) the check must fail, though contractions took less time than FLOPs
     for contraction_seconds, passes in ((0.83, True), (0.98, False)):
         shares = opclasses.ClassTable(
-            flops={OpClass.CONTRACTION: 99.7, OpClass.NORMALIZATION: 0.2, OpClass.ELEMENTWISE: 0.1, OpClass.OTHER: 0.0},
+            flops={
+                OpClass.CONTRACTION: 99.7,
+                OpClass.NORMALIZATION: 0.2,
+                OpClass.ELEMENTWISE: 0.1,
+                OpClass.OTHER: 0.0,
+            },
             seconds={
                 OpClass.CONTRACTION: contraction_seconds,
                 OpClass.NORMALIZATION: (1 - contraction_seconds) / 2,
@@ -157,7 +194,9 @@ def test_gpu_accounting_counts_each_kernel_once():
 
     events = [
         _FakeEvent("aten::mm", DeviceType.CPU, self_device_us=600.0, self_cpu_us=20.0),
-        _FakeEvent("aten::native_layer_norm", DeviceType.CPU, self_device_us=250.0, self_cpu_us=15.0),
+        _FakeEvent(
+            "aten::native_layer_norm", DeviceType.CPU, self_device_us=250.0, self_cpu_us=15.0
+        ),
         _FakeEvent("aten::add", DeviceType.CPU, self_device_us=100.0, self_cpu_us=10.0),
         _FakeEvent("aten::linear", DeviceType.CPU, self_device_us=0.0, self_cpu_us=5.0),
         _FakeEvent("cudaLaunchKernel", DeviceType.CPU, self_device_us=0.0, self_cpu_us=30.0),
@@ -176,7 +215,9 @@ def test_gpu_accounting_counts_each_kernel_once():
     assert cpu.per_class()[OpClass.CONTRACTION] == pytest.approx(20e-6)
     assert cpu.per_class()[OpClass.OTHER] == pytest.approx(35e-6)  # wrapper + runtime call
     with pytest.raises(RuntimeError, match="no CUDA kernel time"):
-        opclasses.aggregate_self_times([_FakeEvent("aten::mm", DeviceType.CPU)], steps=1, device_clock=True)
+        opclasses.aggregate_self_times(
+            [_FakeEvent("aten::mm", DeviceType.CPU)], steps=1, device_clock=True
+        )
 
 
 def test_user_annotations_are_not_kernel_time():

@@ -18,7 +18,9 @@ def test_roofline_draws_each_roof_and_point():
 
 
 def test_sweep_plots_one_line_per_series():
-    ax = loglog_sweep([1, 2, 4], {"a": [1, 2, 3], "b": [3, 2, 1]}, xlabel="x", ylabel="y", marks={"knee": 2})
+    ax = loglog_sweep(
+        [1, 2, 4], {"a": [1, 2, 3], "b": [3, 2, 1]}, xlabel="x", ylabel="y", marks={"knee": 2}
+    )
     assert len(ax.get_lines()) == 3
     assert ax.get_legend() is not None
 
@@ -32,7 +34,12 @@ def _assert_apart_and_inside(ax):
     boxes = _label_boxes(ax)
     inside = ax.get_window_extent(ax.figure.canvas.get_renderer())
     for i, box in enumerate(boxes):
-        assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1
+        assert (
+            inside.x0 <= box.x0
+            and box.x1 <= inside.x1
+            and inside.y0 <= box.y0
+            and box.y1 <= inside.y1
+        )
         assert not any(box.overlaps(other) for other in boxes[:i]), [t.get_text() for t in ax.texts]
 
 
@@ -54,7 +61,11 @@ def test_roofline_labels_of_close_points_do_not_overlap():
 
 def test_sweep_mark_labels_of_close_marks_do_not_overlap():
     ax = loglog_sweep(
-        [1, 2, 4, 8], {"a": [1, 2, 3, 4]}, xlabel="x", ylabel="y", marks={"2x floor (measured)": 3.0, "predicted": 3.1}
+        [1, 2, 4, 8],
+        {"a": [1, 2, 3, 4]},
+        xlabel="x",
+        ylabel="y",
+        marks={"2x floor (measured)": 3.0, "predicted": 3.1},
     )
     assert len(ax.texts) == 2
     _assert_apart_and_inside(ax)

@@ -15,7 +15,9 @@ from brrr.roofline import (
 )
 
 # The essay's A100, with a 10 us per-op overhead: a machine whose regimes are known.
-A100_TENSOR = Roof(essay.A100["matmul_peak_bf16"], essay.A100["bandwidth"], 10e-6, "A100 bf16 matmul")
+A100_TENSOR = Roof(
+    essay.A100["matmul_peak_bf16"], essay.A100["bandwidth"], 10e-6, "A100 bf16 matmul"
+)
 A100_VECTOR = Roof(essay.A100["fp32_peak"], essay.A100["bandwidth"], 10e-6, "A100 fp32")
 
 
@@ -63,8 +65,12 @@ def test_on_a_cpu_the_overhead_adds_to_the_work():
     """Dispatch and kernel run one after the other on one thread: the overhead chapter's t = sum(h + d)."""
     roof = Roof(peak_flops=1e12, bandwidth=1e11, overhead_s=1e-5, overhead_adds=True)
     assert predicted_time(1e12, 1.0, roof) == pytest.approx(1.0 + 1e-5)
-    assert predicted_time(1e6, 1e6, roof) == pytest.approx(1e-5 + 1e-5)  # memory 10 us, plus the overhead
-    assert regime(1e6, 1e6, roof) is Regime.OVERHEAD  # the overhead is at least as large as the work
+    assert predicted_time(1e6, 1e6, roof) == pytest.approx(
+        1e-5 + 1e-5
+    )  # memory 10 us, plus the overhead
+    assert (
+        regime(1e6, 1e6, roof) is Regime.OVERHEAD
+    )  # the overhead is at least as large as the work
 
 
 def test_attainable_flops_is_the_roof():
@@ -75,7 +81,9 @@ def test_attainable_flops_is_the_roof():
 
 def test_fraction_of_roof():
     roof = Roof(peak_flops=100.0, bandwidth=10.0)
-    assert fraction_of_roof(flops=1.0, bytes_moved=10.0, measured_s=2.0, roof=roof) == pytest.approx(0.5)
+    assert fraction_of_roof(
+        flops=1.0, bytes_moved=10.0, measured_s=2.0, roof=roof
+    ) == pytest.approx(0.5)
 
 
 def test_zero_bytes_is_an_error():
@@ -94,7 +102,9 @@ def test_a_value_above_its_roof_says_why_on_the_same_line():
     assert "beyond this run's spread" in beyond and "a low roof" in beyond
     # the old cosine roof: the compiled x.cos() at 142% of it is no noise
     assert "beyond" in above_roof(1.42, 1.0, 0.04, beyond="measured on a 2-cosine chain")
-    assert above_roof(1.42, 1.0, 0.04, beyond="measured on a 2-cosine chain").endswith("measured on a 2-cosine chain")
+    assert above_roof(1.42, 1.0, 0.04, beyond="measured on a 2-cosine chain").endswith(
+        "measured on a 2-cosine chain"
+    )
 
 
 def test_a_roof_read_low_is_measured_again_before_the_memory_bound_claim_fails(monkeypatch, capsys):
@@ -105,7 +115,10 @@ def test_a_roof_read_low_is_measured_again_before_the_memory_bound_claim_fails(m
 
     monkeypatch.setenv(targets.STRICT, "1")
     ops = {"layer norm": counting.layer_norm(4096, 1024), "softmax": counting.softmax(4096, 1024)}
-    quiet, loaded = Roof(139.7e9, 40e9, label="fp32 non-matmul"), Roof(18.9e9, 40e9, label="fp32 non-matmul")
+    quiet, loaded = (
+        Roof(139.7e9, 40e9, label="fp32 non-matmul"),
+        Roof(18.9e9, 40e9, label="fp32 non-matmul"),
+    )
     assert all(regime(op.flops, op.bytes, loaded) is Regime.COMPUTE for op in ops.values())
     assert require_memory_bound(ops, loaded, lambda: quiet) is True
     assert "measuring the roofs again" in capsys.readouterr().out

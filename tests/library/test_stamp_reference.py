@@ -68,6 +68,10 @@ def test_a_missed_target_is_on_record_as_missed_before_it_raises(tmp_path, monke
     targets.require_at_most("flat ratio", 1.1, 1.05)
     checks = json.loads(reference.reference_path(tmp_path).read_text())["checks"]
     missed = checks["target: fused speed-up (notebooks/10-cos-cos.ipynb)"]
-    assert missed["verdict"] == "NOT met" and missed["attempts"] == [1.2, 1.3, 1.4] and missed["value"] == 1.4
+    assert (
+        missed["verdict"] == "NOT met"
+        and missed["attempts"] == [1.2, 1.3, 1.4]
+        and missed["value"] == 1.4
+    )
     assert missed["bound"] == {"at_least": 1.5} and missed["env"]["commit"]
     assert checks["target: flat ratio (notebooks/10-cos-cos.ipynb)"]["verdict"] == "met"

@@ -19,7 +19,9 @@ from conftest import ROOT
 MISSES = {
     "require": lambda: targets.require("fake speedup", 1.5, 1.1, iter([1.2, 1.3]).__next__),
     "require_at_most": lambda: targets.require_at_most("flat", 1.5, 1.8, iter([1.7, 1.6]).__next__),
-    "require_between": lambda: targets.require_between("model", 0.9, 2.0, 0.7, iter([0.71, 0.69]).__next__),
+    "require_between": lambda: targets.require_between(
+        "model", 0.9, 2.0, 0.7, iter([0.71, 0.69]).__next__
+    ),
     "check": lambda: targets.check(False, "the small batch idles less than the large one"),
     "require_memory_bound": lambda: roofline.require_memory_bound(
         {"softmax": counting.softmax(1024, 1024)}, roofline.Roof(1e9, 1e12, label="fp32 non-matmul")
@@ -36,7 +38,9 @@ def test_strict_a_miss_raises(monkeypatch, miss):
 
 @pytest.mark.parametrize("miss", MISSES, ids=str)
 @pytest.mark.parametrize("setting", [None, "0", ""])
-def test_in_a_readers_session_a_miss_is_printed_and_the_notebook_goes_on(monkeypatch, capsys, miss, setting):
+def test_in_a_readers_session_a_miss_is_printed_and_the_notebook_goes_on(
+    monkeypatch, capsys, miss, setting
+):
     if setting is None:
         monkeypatch.delenv(targets.STRICT, raising=False)
     else:
@@ -44,7 +48,13 @@ def test_in_a_readers_session_a_miss_is_printed_and_the_notebook_goes_on(monkeyp
     returned = MISSES[miss]()
     printed = capsys.readouterr().out
     assert "Missed here: " in printed and "Traceback" not in printed
-    for says in ("other work busy", "battery", "first run", "re-run this cell", "python -m brrr.ceilings --refresh"):
+    for says in (
+        "other work busy",
+        "battery",
+        "first run",
+        "re-run this cell",
+        "python -m brrr.ceilings --refresh",
+    ):
         assert says in printed, says
     if miss == "require":
         assert returned == 1.3  # the best attempt, as when the target is met
@@ -56,7 +66,12 @@ def test_a_met_target_prints_no_block(monkeypatch, capsys):
     monkeypatch.delenv(targets.STRICT, raising=False)
     assert targets.require("fake speedup", 1.5, 1.6) == 1.6
     assert targets.check(True, "never shown") is True
-    assert roofline.require_memory_bound({"softmax": counting.softmax(1024, 1024)}, roofline.Roof(1e12, 1e9)) is True
+    assert (
+        roofline.require_memory_bound(
+            {"softmax": counting.softmax(1024, 1024)}, roofline.Roof(1e12, 1e9)
+        )
+        is True
+    )
     assert "Missed" not in capsys.readouterr().out
 
 
@@ -68,7 +83,9 @@ def test_this_suite_and_the_book_build_it_runs_are_strict(monkeypatch, tmp_path)
     seen = {}
 
     def fake_run(command, **kwargs):
-        seen.update(kwargs.get("env") or os.environ)  # no env passed: the build inherits this process's
+        seen.update(
+            kwargs.get("env") or os.environ
+        )  # no env passed: the build inherits this process's
         return subprocess.CompletedProcess(command, 0, "", "")
 
     monkeypatch.setattr(conftest.subprocess, "run", fake_run)
@@ -79,7 +96,9 @@ def test_this_suite_and_the_book_build_it_runs_are_strict(monkeypatch, tmp_path)
 def test_every_book_build_is_strict_however_it_was_started(monkeypatch):
     monkeypatch.delenv(targets.STRICT, raising=False)
     app = types.SimpleNamespace(
-        connect=lambda *args, **kwargs: None, add_css_file=lambda *args: None, add_transform=lambda *args: None
+        connect=lambda *args, **kwargs: None,
+        add_css_file=lambda *args: None,
+        add_transform=lambda *args: None,
     )
     book_pages.setup(app)
     assert os.environ.get(targets.STRICT) == "1"  # the kernels it starts inherit it
@@ -91,7 +110,16 @@ def test_every_make_target_is_strict(tmp_path):
     probe.write_text('brrr-probe-strict:\n\t@echo "strict=$$BRRR_STRICT"\n')
     env = {name: value for name, value in os.environ.items() if name != targets.STRICT}
     done = subprocess.run(
-        ["make", "--no-print-directory", "-s", "-f", "Makefile", "-f", str(probe), "brrr-probe-strict"],
+        [
+            "make",
+            "--no-print-directory",
+            "-s",
+            "-f",
+            "Makefile",
+            "-f",
+            str(probe),
+            "brrr-probe-strict",
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -105,7 +133,9 @@ def test_every_make_target_is_strict(tmp_path):
 def test_gpu_check_is_strict_before_its_first_stage():
     script = (ROOT / ".ci" / "gpu-check").read_text()
     export = re.search(r"^export BRRR_STRICT=1\b", script, re.MULTILINE)
-    first_stage = re.search(r"^\s*\"\$PY\" -m brrr_book\.gpucheck run ", script, re.MULTILINE)  # the first part run
+    first_stage = re.search(
+        r"^\s*\"\$PY\" -m brrr_book\.gpucheck run ", script, re.MULTILINE
+    )  # the first part run
     assert export and first_stage and export.start() < first_stage.start()
 
 
@@ -121,7 +151,8 @@ def test_grading_never_reads_the_switch():
     for path in sources:
         text = path.read_text()
         assert not re.search(
-            r"brrr\.targets|from brrr import [^\n]*\btargets\b|require_memory_bound|BRRR_STRICT", text
+            r"brrr\.targets|from brrr import [^\n]*\btargets\b|require_memory_bound|BRRR_STRICT",
+            text,
         ), path
 
 

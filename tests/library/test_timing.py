@@ -100,7 +100,10 @@ def test_bench_together_runs_in_turns_until_each_has_its_budget(monkeypatch):
     monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
     slow, fast = clock.work(0.25), clock.work(0.0)
     result = bench_together(
-        {"slow": lambda: (order.append("slow"), slow()), "fast": lambda: (order.append("fast"), fast())},
+        {
+            "slow": lambda: (order.append("slow"), slow()),
+            "fast": lambda: (order.append("fast"), fast()),
+        },
         warmup=1,
         min_runs=3,
         budget_s=1.0,
@@ -156,7 +159,9 @@ def gpu_loop_on_host(monkeypatch):
 
 def test_gpu_loop_times_every_call_after_the_warmup(gpu_loop_on_host):
     calls = []
-    result = bench(lambda: calls.append(1), warmup=3, min_runs=5, max_runs=5, budget_s=0, flush_l2=False)
+    result = bench(
+        lambda: calls.append(1), warmup=3, min_runs=5, max_runs=5, budget_s=0, flush_l2=False
+    )
     assert result.runs == 5 and len(calls) == 3 + 5
 
 
@@ -169,7 +174,9 @@ def test_gpu_loop_fills_the_budget_within_max_runs(gpu_loop_on_host):
 
     times = gpu_loop_on_host._gpu_times(one_ms, 2, 3, 1000, 0.05, False)
     assert len(calls) == 2 + len(times) and len(times) > 3
-    assert sum(times) >= 0.05 - 2 * max(times)  # the batch after the first three filled the 50 ms budget
+    assert sum(times) >= 0.05 - 2 * max(
+        times
+    )  # the batch after the first three filled the 50 ms budget
     calls.clear()
     capped = bench(one_ms, warmup=0, min_runs=3, max_runs=7, budget_s=10.0, flush_l2=False)
     assert capped.runs == 7
@@ -180,7 +187,9 @@ def test_flush_l2_reads_every_element_and_writes_none():
 
     from brrr.timing import flush_l2
 
-    buffer = torch.arange(100_003, dtype=torch.float32) % 7  # exact in float32: 0+1+...+6 per 7 elements
+    buffer = (
+        torch.arange(100_003, dtype=torch.float32) % 7
+    )  # exact in float32: 0+1+...+6 per 7 elements
     buffer[-1] = 1000.0  # the last element counts: a flush that stopped short would miss it
     before = buffer.clone()
     sink = torch.full((), float("nan"))
@@ -197,7 +206,10 @@ def test_the_default_flush_buffer_is_twice_the_cache_on_the_device(monkeypatch):
     sink = timing.flush_l2()
     buffer, kept = timing._flush_buffers
     assert kept is sink and sink.item() == 0.0
-    assert buffer.numel() * buffer.element_size() == 2 * 2**20 and buffer.device.type == timing.DEVICE.type
+    assert (
+        buffer.numel() * buffer.element_size() == 2 * 2**20
+        and buffer.device.type == timing.DEVICE.type
+    )
 
 
 def test_gpu_loop_flushes_before_every_timed_run_outside_its_events(gpu_loop_on_host, monkeypatch):
@@ -236,7 +248,9 @@ def test_rounds_on_the_cpu_clock_leave_out_time_spent_not_running():
     )
     assert len(rounds["waits"]) == len(rounds["works"]) == 3
     assert max(rounds["waits"]) < 0.002 and min(rounds["works"]) >= 0.01
-    by_wall = timing.rounds_in_turns({"waits": lambda: time.sleep(0.01)}, warmup=0, min_runs=3, max_runs=3)
+    by_wall = timing.rounds_in_turns(
+        {"waits": lambda: time.sleep(0.01)}, warmup=0, min_runs=3, max_runs=3
+    )
     assert min(by_wall["waits"]) >= 0.01
     with pytest.raises(ValueError, match="threads=1"):
         timing.rounds_in_turns({"waits": lambda: None}, threads=2, on_cpu_clock=True)

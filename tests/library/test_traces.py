@@ -47,9 +47,27 @@ def test_rows_hold_the_right_events(trace):
         "cudaMemcpyAsync",
     ]
     # gpu_user_annotation spans 20-100 on stream 7 but is not device work: it must not appear
-    assert [(e.start_us, e.end_us) for e in trace.device] == [(20, 35), (50, 55), (52, 60), (80, 82), (90, 100)]
-    assert [e.category for e in trace.device] == ["kernel", "kernel", "kernel", "gpu_memset", "gpu_memcpy"]
-    assert [e.lane for e in trace.device] == ["stream 7", "stream 7", "stream 8", "stream 7", "stream 7"]
+    assert [(e.start_us, e.end_us) for e in trace.device] == [
+        (20, 35),
+        (50, 55),
+        (52, 60),
+        (80, 82),
+        (90, 100),
+    ]
+    assert [e.category for e in trace.device] == [
+        "kernel",
+        "kernel",
+        "kernel",
+        "gpu_memset",
+        "gpu_memcpy",
+    ]
+    assert [e.lane for e in trace.device] == [
+        "stream 7",
+        "stream 7",
+        "stream 8",
+        "stream 7",
+        "stream 7",
+    ]
     assert [(a.name, a.start_us, a.end_us) for a in trace.annotations] == [("step", 0, 100)]
 
 
@@ -79,7 +97,11 @@ def test_device_busy_time_gaps_and_idle_fraction(trace):
     assert traces.merge(trace.device) == [(20, 35), (50, 60), (80, 82), (90, 100)]
     assert traces.busy_us(trace.device, trace.window) == 37
     assert traces.idle_gaps(trace.device, trace.window) == [(0, 20), (35, 50), (60, 80), (82, 90)]
-    assert traces.idle_gaps(trace.device, trace.window, min_gap_us=10) == [(0, 20), (35, 50), (60, 80)]
+    assert traces.idle_gaps(trace.device, trace.window, min_gap_us=10) == [
+        (0, 20),
+        (35, 50),
+        (60, 80),
+    ]
     assert traces.device_idle_fraction(trace) == 0.63
     # over a chosen window: [20, 60) holds 15 + 10 busy µs of 40
     assert traces.device_idle_fraction(trace, (20, 60)) == 0.375
@@ -119,8 +141,22 @@ def test_older_category_names_are_understood():
     events = [
         {"ph": "X", "cat": "Operator", "name": "aten::add", "ts": 10, "dur": 4, "tid": 1},
         {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "ts": 11, "dur": 1, "tid": 1},
-        {"ph": "X", "cat": "Kernel", "name": "add_kernel", "ts": 16, "dur": 2, "args": {"stream": 7}},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy DtoH", "ts": 19, "dur": 1, "args": {"stream": 7}},
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "add_kernel",
+            "ts": 16,
+            "dur": 2,
+            "args": {"stream": 7},
+        },
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy DtoH",
+            "ts": 19,
+            "dur": 1,
+            "args": {"stream": 7},
+        },
     ]
     trace = traces.parse(events)
     assert [len(trace.cpu_ops), len(trace.launches), len(trace.device)] == [1, 1, 2]
@@ -179,7 +215,8 @@ def test_quiet_native_stderr_drops_profiler_chatter_and_keeps_the_rest(capfd):
 
 CPU_ONLY = traces.parse(
     [  # ops and Python gaps across the whole window
-        {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "ts": 10 * i, "dur": 7, "tid": 1} for i in range(10)
+        {"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "ts": 10 * i, "dur": 7, "tid": 1}
+        for i in range(10)
     ]
 )
 
@@ -216,7 +253,9 @@ def test_timeline_legend_stays_clear_of_the_bars(which, panels, request):
 
 
 def _synthetic():
-    return traces.read_reference_trace(traces.reference_traces_dir() / f"{traces.SYNTHETIC_NAME}.json")
+    return traces.read_reference_trace(
+        traces.reference_traces_dir() / f"{traces.SYNTHETIC_NAME}.json"
+    )
 
 
 def test_the_synthetic_gpu_trace_ships_labelled_and_loads_with_device_rows():
@@ -225,9 +264,13 @@ def test_the_synthetic_gpu_trace_ships_labelled_and_loads_with_device_rows():
     assert shipped.label == "synthetic, built by hand"
     trace = shipped.trace
     assert trace.has_device and len(trace.device) == 10 and len(trace.launches) == 10
-    assert {k.category for k in trace.device} == {"kernel"} and {k.lane for k in trace.device} == {"stream 7"}
+    assert {k.category for k in trace.device} == {"kernel"} and {k.lane for k in trace.device} == {
+        "stream 7"
+    }
     assert {launch.name for launch in trace.launches} == {"cudaLaunchKernel"}
-    assert len(trace.top_level_cpu_ops()) == 10 and len(trace.cpu_ops) == 16  # three ops nest one each, per step
+    assert (
+        len(trace.top_level_cpu_ops()) == 10 and len(trace.cpu_ops) == 16
+    )  # three ops nest one each, per step
     assert trace.annotation_spans("step") == [(0.0, 100.0), (100.0, 200.0)]
 
 
@@ -238,7 +281,9 @@ def test_the_synthetic_trace_gives_the_idle_split_worked_by_hand():
     assert traces.busy_us(trace.device, trace.window) == 44.0
     assert traces.device_idle_fraction(trace) == 0.78
     one_step = [(0.0, 20.0), (26.0, 36.0), (38.0, 60.0), (66.0, 76.0), (79.0, 95.0)]
-    assert traces.idle_gaps(trace.device, trace.window) == one_step + [(s + 100, e + 100) for s, e in one_step]
+    assert traces.idle_gaps(trace.device, trace.window) == one_step + [
+        (s + 100, e + 100) for s, e in one_step
+    ]
     # the host row: ops of 20 + 10 + 20 + 14 + 14 = 78 µs per step
     assert traces.busy_us(trace.top_level_cpu_ops(), trace.window) == 156.0
     # the steady-state window the notebook uses: the second step only
@@ -254,17 +299,23 @@ def test_the_committed_synthetic_trace_is_what_the_function_builds():
 
 def test_a_recorded_gpu_trace_replaces_the_synthetic_one(tmp_path):
     folder = tmp_path / "traces"
-    traces.write_trace_json(traces.synthetic_gpu_train_step(), folder / f"{traces.SYNTHETIC_NAME}.json")
+    traces.write_trace_json(
+        traces.synthetic_gpu_train_step(), folder / f"{traces.SYNTHETIC_NAME}.json"
+    )
     assert traces.reference_trace(folder).synthetic
     # a CPU-only recording (no device rows) does not replace it
     cpu_only = {
         "brrr": {"synthetic": False},
-        "traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}],
+        "traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5}
+        ],
     }
     traces.write_trace_json(cpu_only, folder / "a-cpu-train-step.json")
     assert traces.reference_trace(folder).synthetic
     # a GPU recording saved by notebook 32 does, and carries that run's stamp
-    saved = traces.save_reference_trace(FIXTURE, folder, description="the hand-written fixture, as if recorded")
+    saved = traces.save_reference_trace(
+        FIXTURE, folder, description="the hand-written fixture, as if recorded"
+    )
     shown = traces.reference_trace(folder)
     assert not shown.synthetic and shown.name == saved.stem and shown.label == "recorded elsewhere"
     assert shown.stamp.startswith("[measured on ")

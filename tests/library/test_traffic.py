@@ -13,7 +13,9 @@ from brrr.device import TRITON_INTERPRETED
 import triton
 import triton.language as tl
 
-pytestmark = pytest.mark.skipif(not TRITON_INTERPRETED, reason="traffic is counted in the Triton interpreter")
+pytestmark = pytest.mark.skipif(
+    not TRITON_INTERPRETED, reason="traffic is counted in the Triton interpreter"
+)
 
 N = 100_003  # a multiple of no block size
 BLOCK = 8192
@@ -83,7 +85,10 @@ def test_each_launch_counts_the_programs_that_stored_something():
         copy_masked[(10,)](x, out, n, BLOCK=1024)  # 4 programs cover n; 6 more do nothing
         copy_masked[(4,)](x, out, n, BLOCK=1024)
     assert [launch.programs for launch in seen.launches] == [10, 4]
-    assert [launch.storing for launch in seen.launches] == [4, 4] and seen.as_dict()["storing"] == [4, 4]
+    assert [launch.storing for launch in seen.launches] == [4, 4] and seen.as_dict()["storing"] == [
+        4,
+        4,
+    ]
 
 
 def test_two_kernels_move_the_intermediate_through_memory():
@@ -93,7 +98,9 @@ def test_two_kernels_move_the_intermediate_through_memory():
         cos_once[grid(N)](tmp, out, N, BLOCK=BLOCK)
     assert seen.loaded_bytes == 8 * N and seen.stored_bytes == 8 * N
     # tmp, which the caller did not name, is labelled by the kernel argument it was passed as
-    assert seen.stored["out_ptr"] == 4 * N and seen.loaded["x_ptr"] == 4 * N  # tmp, written then read
+    assert (
+        seen.stored["out_ptr"] == 4 * N and seen.loaded["x_ptr"] == 4 * N
+    )  # tmp, written then read
     assert "other" not in seen.loaded and "other" not in seen.stored
     assert seen.kernels == ["cos_once", "cos_once"]
 
@@ -103,7 +110,9 @@ def test_unmasked_loads_and_stores_are_counted_once():
     x, out = torch.randn(n), torch.empty(n)
     with traffic.count({"x": x, "out": out}) as seen:
         copy_unmasked[(4,)](x, out, BLOCK=BLOCK)
-    assert seen.loaded["x"] == 4 * n and seen.stored["out"] == 4 * n  # create_load wraps create_masked_load
+    assert (
+        seen.loaded["x"] == 4 * n and seen.stored["out"] == 4 * n
+    )  # create_load wraps create_masked_load
     assert torch.equal(out, x)
 
 
@@ -149,10 +158,14 @@ def test_bounds_checking_can_be_turned_off():
 def test_the_interpreter_is_restored_after_counting():
     from triton.runtime import interpreter
 
-    before = {name: interpreter.InterpreterBuilder.__dict__[name] for name in traffic._BUILDER_METHODS}
+    before = {
+        name: interpreter.InterpreterBuilder.__dict__[name] for name in traffic._BUILDER_METHODS
+    }
     with traffic.count():
         pass
-    after = {name: interpreter.InterpreterBuilder.__dict__[name] for name in traffic._BUILDER_METHODS}
+    after = {
+        name: interpreter.InterpreterBuilder.__dict__[name] for name in traffic._BUILDER_METHODS
+    }
     assert before == after
 
 
@@ -167,7 +180,8 @@ def test_an_untested_triton_version_fails_with_a_clear_message(monkeypatch):
     monkeypatch.setattr(traffic, "triton_version", lambda: (4, 0))
     monkeypatch.delenv(traffic.UNTESTED_OK_ENV, raising=False)
     with pytest.raises(
-        traffic.TrafficCounterUnavailable, match=r"tested with triton 3\.6 to 3\.9; this is triton 4\.0"
+        traffic.TrafficCounterUnavailable,
+        match=r"tested with triton 3\.6 to 3\.9; this is triton 4\.0",
     ):
         with traffic.count():
             pass
@@ -178,11 +192,15 @@ def test_missing_interpreter_internals_fail_with_a_clear_message(monkeypatch):
     from triton.runtime import interpreter
 
     monkeypatch.delattr(interpreter.InterpreterBuilder, "create_masked_store")
-    with pytest.raises(traffic.TrafficCounterUnavailable, match="InterpreterBuilder.create_masked_store"):
+    with pytest.raises(
+        traffic.TrafficCounterUnavailable, match="InterpreterBuilder.create_masked_store"
+    ):
         traffic.check_supported()
 
 
 def test_importing_the_module_does_not_import_triton():
     code = "import sys, brrr.traffic; print('triton' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "False"

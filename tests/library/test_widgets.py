@@ -23,7 +23,9 @@ def test_the_snapshot_holds_the_note_the_figure_and_the_numbers():
     placement = place(2**20, "float32", 16, ROOF)
     figures_before = plt.get_fignums()
     snapshot = static_snapshot(placement, stamp="[test stamp]")
-    assert plt.get_fignums() == figures_before, "the snapshot left a pyplot figure to be shown again"
+    assert plt.get_fignums() == figures_before, (
+        "the snapshot left a pyplot figure to be shown again"
+    )
     assert snapshot_png(snapshot).startswith(b"\x89PNG")
     assert LIVE_NOTE in snapshot
     assert placement.describe().splitlines()[0] in snapshot and "[test stamp]" in snapshot
@@ -37,7 +39,9 @@ def test_an_explorer_offers_the_widget_and_the_snapshot_in_one_output():
     assert "text/plain" in bundle
     plt.close("all")
     explorer.widget.close()
-    assert explorer._repr_mimebundle_()["text/html"] == explorer.snapshot_html  # still shown once closed
+    assert (
+        explorer._repr_mimebundle_()["text/html"] == explorer.snapshot_html
+    )  # still shown once closed
 
 
 def test_the_static_explorer_precomputes_every_size_dtype_and_repeat_for_each_machine():
@@ -54,7 +58,10 @@ def test_the_static_explorer_precomputes_every_size_dtype_and_repeat_for_each_ma
     for ax in axes:
         assert [line.get_label() for line in ax.get_lines()] == list(GRID_DTYPES)
     first = axes[0].get_lines()[1]  # here, the smallest size, float32
-    expected = [place(2 ** GRID_LOG2_SIZES[0], "float32", r, machines["here"]).predicted_s for r in GRID_REPEATS]
+    expected = [
+        place(2 ** GRID_LOG2_SIZES[0], "float32", r, machines["here"]).predicted_s
+        for r in GRID_REPEATS
+    ]
     assert list(first.get_ydata()) == pytest.approx(expected)
 
 
@@ -72,7 +79,10 @@ def test_recorded_roofs_come_from_the_record(tmp_path):
                         "env": {"device": "GPU X"},
                         "values": {"multiply_rate": 3e13, "copy_bandwidth": 3e12},
                     },
-                    "overhead/python-vs-pytorch": {"env": {"device": "GPU X"}, "values": {"torch_ops_per_s": 1e5}},
+                    "overhead/python-vs-pytorch": {
+                        "env": {"device": "GPU X"},
+                        "values": {"torch_ops_per_s": 1e5},
+                    },
                 }
             }
         )

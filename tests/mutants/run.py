@@ -46,7 +46,9 @@ class Mutant:
         """``source`` with this mutant planted; ValueError unless the search text occurs exactly once."""
         found = source.count(self.search)
         if found != 1:
-            raise ValueError(f"mutant {self.name!r}: its search text occurs {found} times in {self.file}, not once")
+            raise ValueError(
+                f"mutant {self.name!r}: its search text occurs {found} times in {self.file}, not once"
+            )
         return source.replace(self.search, self.replace)
 
 
@@ -56,13 +58,19 @@ def load(path: Path = LIST) -> list[Mutant]:
     mutants = []
     for number, entry in enumerate(entries, 1):
         if set(entry) != FIELDS:
-            raise ValueError(f"{path.name}, mutant {number}: fields {sorted(entry)}, wanted {sorted(FIELDS)}")
+            raise ValueError(
+                f"{path.name}, mutant {number}: fields {sorted(entry)}, wanted {sorted(FIELDS)}"
+            )
         if not entry["tests"] or entry["search"] == entry["replace"]:
-            raise ValueError(f"{path.name}, mutant {number} ({entry['name']}): no tests, or no change")
+            raise ValueError(
+                f"{path.name}, mutant {number} ({entry['name']}): no tests, or no change"
+            )
         mutants.append(Mutant(**{**entry, "tests": tuple(entry["tests"])}))
     names = [mutant.name for mutant in mutants]
     if len(set(names)) != len(names):
-        raise ValueError(f"{path.name}: a name used twice: {sorted(n for n in names if names.count(n) > 1)}")
+        raise ValueError(
+            f"{path.name}: a name used twice: {sorted(n for n in names if names.count(n) > 1)}"
+        )
     return mutants
 
 
@@ -90,12 +98,24 @@ def run_tests(copy: Path, tests: tuple[str, ...], timeout_s: float) -> tuple[int
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(copy), str(copy / "tests")]),
         "BRRR_CACHE_DIR": os.environ.get("BRRR_CACHE_DIR", str(ROOT / ".cache" / "brrr")),
-        "TORCHINDUCTOR_CACHE_DIR": os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor")),
+        "TORCHINDUCTOR_CACHE_DIR": os.environ.get(
+            "TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor")
+        ),
     }
-    command = [str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-x", "-q", "-p", "no:randomly"]
+    command = [
+        str(ROOT / ".venv" / "bin" / "python"),
+        "-m",
+        "pytest",
+        "-x",
+        "-q",
+        "-p",
+        "no:randomly",
+    ]
     command += ["-p", "no:cacheprovider", "-o", "addopts=", *tests]
     try:
-        done = subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(
+            command, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         return -1, f"timed out after {timeout_s:.0f} s"
     return done.returncode, "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
@@ -106,7 +126,9 @@ def run_tests(copy: Path, tests: tuple[str, ...], timeout_s: float) -> tuple[int
 PASSED, FAILED = 0, 1
 
 
-def try_mutant(copy: Path, mutant: Mutant, *, baseline: bool, timeout_s: float) -> tuple[str, float, str]:
+def try_mutant(
+    copy: Path, mutant: Mutant, *, baseline: bool, timeout_s: float
+) -> tuple[str, float, str]:
     """(verdict, seconds, detail): "caught", "SURVIVED", or "NOT TRIED" with the reason."""
     start = time.monotonic()
     target = copy / mutant.file
@@ -114,7 +136,11 @@ def try_mutant(copy: Path, mutant: Mutant, *, baseline: bool, timeout_s: float) 
     if baseline:
         status, tail = run_tests(copy, mutant.tests, timeout_s)
         if status != PASSED:
-            return "NOT TRIED", time.monotonic() - start, f"its tests fail unplanted (status {status}): {tail}"
+            return (
+                "NOT TRIED",
+                time.monotonic() - start,
+                f"its tests fail unplanted (status {status}): {tail}",
+            )
     try:
         target.write_text(mutant.planted(original))
     except ValueError as error:
@@ -137,10 +163,16 @@ def table(mutants: list[Mutant]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="+", metavar="TEXT", help="run only the mutants whose names contain a TEXT")
-    parser.add_argument("--baseline", action="store_true", help="run each mutant's tests unplanted first")
+    parser.add_argument(
+        "--only", nargs="+", metavar="TEXT", help="run only the mutants whose names contain a TEXT"
+    )
+    parser.add_argument(
+        "--baseline", action="store_true", help="run each mutant's tests unplanted first"
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants and run nothing")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds allowed to one mutant's tests")
+    parser.add_argument(
+        "--timeout", type=float, default=600, help="seconds allowed to one mutant's tests"
+    )
     args = parser.parse_args(argv)
     mutants = load()
     if args.only:
@@ -155,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="brrr-mutants-") as scratch:
         copy = scratch_copy(Path(scratch))
         for mutant in mutants:
-            verdict, seconds, detail = try_mutant(copy, mutant, baseline=args.baseline, timeout_s=args.timeout)
+            verdict, seconds, detail = try_mutant(
+                copy, mutant, baseline=args.baseline, timeout_s=args.timeout
+            )
             rows.append((mutant, verdict))
             print(f"{verdict:<9} {seconds:6.1f} s  {mutant.name} [{mutant.kind}]", flush=True)
             if verdict != "caught" or detail:

@@ -21,7 +21,13 @@ MUTANTS = run.load()
 def test_the_list_is_read_and_covers_every_class_of_the_issue():
     assert len(MUTANTS) >= 20
     kinds = {mutant.kind for mutant in MUTANTS}
-    assert {"promised number", "library kernel", "ledger verdict", "partly graded", "capstone"} <= kinds
+    assert {
+        "promised number",
+        "library kernel",
+        "ledger verdict",
+        "partly graded",
+        "capstone",
+    } <= kinds
     assert "target with margin" in kinds
 
 
@@ -35,12 +41,16 @@ def test_each_mutant_applies_cleanly_and_names_tests_that_exist(mutant):
         file, _, name = test.partition("::")
         assert (ROOT / file).is_file() and file.startswith("tests/"), test
         if name:
-            assert re.search(rf"^def {re.escape(name)}\(", (ROOT / file).read_text(), re.MULTILINE), test
+            assert re.search(
+                rf"^def {re.escape(name)}\(", (ROOT / file).read_text(), re.MULTILINE
+            ), test
 
 
 def test_a_malformed_entry_is_refused(tmp_path):
     listed = tmp_path / "mutants.toml"
-    listed.write_text('[[mutant]]\nname = "x"\nkind = "k"\nfile = "f"\nsearch = "a"\nreplace = "a"\ntests = ["t"]\n')
+    listed.write_text(
+        '[[mutant]]\nname = "x"\nkind = "k"\nfile = "f"\nsearch = "a"\nreplace = "a"\ntests = ["t"]\n'
+    )
     with pytest.raises(ValueError, match="no change"):
         run.load(listed)
     listed.write_text('[[mutant]]\nname = "x"\nfile = "f"\n')
@@ -63,4 +73,6 @@ def test_a_search_text_found_twice_or_not_at_all_is_refused():
 def test_make_mutants_runs_the_harness_outside_make_test():
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^mutants: .*\n\t\$\(PY\) tests/mutants/run\.py", makefile, re.MULTILINE)
-    assert "mutants" not in re.search(r"^test: \$\(INSTALLED\)\n\t(.*)$", makefile, re.MULTILINE).group(1)
+    assert "mutants" not in re.search(
+        r"^test: \$\(INSTALLED\)\n\t(.*)$", makefile, re.MULTILINE
+    ).group(1)

@@ -32,8 +32,12 @@ def warm(monkeypatch):
 def execute(folder: Path, *sources: str, **options) -> list[list[dict]]:
     """Run the cells in a kernel started in ``folder``; each cell's outputs."""
     folder.mkdir(exist_ok=True)
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
-    NotebookClient(notebook, kernel_name="python3", resources={"metadata": {"path": str(folder)}}, **options).execute()
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source) for source in sources]
+    )
+    NotebookClient(
+        notebook, kernel_name="python3", resources={"metadata": {"path": str(folder)}}, **options
+    ).execute()
     return [cell.outputs for cell in notebook.cells]
 
 
@@ -48,7 +52,11 @@ SEEDS = "import numpy; print(numpy.random.rand())"  # seeded in the zygote, on i
 def test_each_kernel_is_forked_fresh_in_its_own_folder_and_shut_down(warm, tmp_path):
     first = execute(tmp_path / "a", "x = 1", WHO, SEEDS)
     second = execute(
-        tmp_path / "b", "print('x' in globals())", WHO, SEEDS, "import matplotlib.pyplot as plt; plt.plot([1]);"
+        tmp_path / "b",
+        "print('x' in globals())",
+        WHO,
+        SEEDS,
+        "import matplotlib.pyplot as plt; plt.plot([1]);",
     )
     zygote = provisioner._zygote.process.pid
     pid_a, parent_a, cwd_a = printed(first[1]).split()
@@ -56,11 +64,17 @@ def test_each_kernel_is_forked_fresh_in_its_own_folder_and_shut_down(warm, tmp_p
     assert int(parent_a) == int(parent_b) == zygote, "not forked from the zygote"
     assert pid_a != pid_b
     assert printed(second[0]).strip() == "False", "a global of the first kernel is in the second"
-    assert printed(first[2]) != printed(second[2]), "numpy's generator starts where the zygote's did"
-    assert [output.output_type for output in second[3]] == ["display_data"], "no figure without %matplotlib inline"
+    assert printed(first[2]) != printed(second[2]), (
+        "numpy's generator starts where the zygote's did"
+    )
+    assert [output.output_type for output in second[3]] == ["display_data"], (
+        "no figure without %matplotlib inline"
+    )
     assert (cwd_a, cwd_b) == (str(tmp_path / "a"), str(tmp_path / "b"))
     for pid in (pid_a, pid_b):
-        assert not Path(f"/proc/{pid}").exists(), "a kernel, or its zombie, is still there after shutdown"
+        assert not Path(f"/proc/{pid}").exists(), (
+            "a kernel, or its zombie, is still there after shutdown"
+        )
 
 
 # A cell that leaves an atexit function and an open file in the notebook's namespace, and an object whose
@@ -82,7 +96,9 @@ def test_a_kernel_ends_as_python_would_less_the_teardown(warm, tmp_path):
     files), then exits without the teardown."""
     execute(tmp_path, AT_THE_END)
     assert (tmp_path / "atexit-ran").exists(), "the atexit functions did not run"
-    assert (tmp_path / "written").read_text() == "every byte", "a file left open in the namespace lost its bytes"
+    assert (tmp_path / "written").read_text() == "every byte", (
+        "a file left open in the namespace lost its bytes"
+    )
     assert not (tmp_path / "torn-down").exists(), "the kernel tore Python down on the way out"
 
 
@@ -92,7 +108,9 @@ def test_an_interrupt_stops_a_running_cell(warm, tmp_path):
         timeout=2, interrupt_on_timeout=True, allow_errors=True,
     )  # fmt: skip
     assert [output.get("ename") for output in outputs[0]] == ["KeyboardInterrupt"]
-    assert int(printed(outputs[1]).split()[1]) == provisioner._zygote.process.pid, "the kernel lives on, forked"
+    assert int(printed(outputs[1]).split()[1]) == provisioner._zygote.process.pid, (
+        "the kernel lives on, forked"
+    )
 
 
 def test_without_a_zygote_the_kernel_starts_the_normal_way(warm, tmp_path, monkeypatch, caplog):
@@ -124,9 +142,13 @@ def test_only_a_launch_like_the_zygotes_own_is_forked():
     only from the process that started it: a process forked from that one must not share its socket."""
     zygote = object.__new__(provisioner.Zygote)
     zygote.python, zygote.owner = "/venv/bin/python", os.getpid()
-    zygote.environment = provisioner.same_environment({"PATH": "/bin", "JPY_SESSION_NAME": "a.ipynb"})
+    zygote.environment = provisioner.same_environment(
+        {"PATH": "/bin", "JPY_SESSION_NAME": "a.ipynb"}
+    )
     command = ["/venv/bin/python", "-m", "ipykernel_launcher", "-f", "kernel.json"]
-    assert zygote.fits(command, {"PATH": "/bin", "JPY_SESSION_NAME": "b.ipynb", "JPY_PARENT_PID": "1"})
+    assert zygote.fits(
+        command, {"PATH": "/bin", "JPY_SESSION_NAME": "b.ipynb", "JPY_PARENT_PID": "1"}
+    )
     assert not zygote.fits(command, {"PATH": "/bin", "TORCHINDUCTOR_CACHE_DIR": "/elsewhere"})
     assert not zygote.fits(["/other/python", *command[1:]], {"PATH": "/bin"})
     zygote.owner += 1

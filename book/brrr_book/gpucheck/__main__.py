@@ -22,15 +22,23 @@ ROOT = Path(__file__).resolve().parents[3]  # book/brrr_book/gpucheck/ -> the ch
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m brrr_book.gpucheck", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m brrr_book.gpucheck", description=__doc__.split("\n\n")[0]
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("parts", help="list the parts, their stages and limits")
     one = commands.add_parser("run", help="run one part")
     one.add_argument("--part", type=int, required=True, choices=sorted(plan.parts(ROOT)))
-    one.add_argument("--out", type=Path, required=True, help="the folder the part's record and log go to")
-    one.add_argument("--part-limit", type=int, default=None, help=f"seconds (default {plan.PART_LIMIT_S})")
+    one.add_argument(
+        "--out", type=Path, required=True, help="the folder the part's record and log go to"
+    )
+    one.add_argument(
+        "--part-limit", type=int, default=None, help=f"seconds (default {plan.PART_LIMIT_S})"
+    )
     one.add_argument("--stage-limit", action="append", default=[], metavar="NAME=SECONDS")
-    one.add_argument("--spent", type=float, default=0.0, help="seconds already spent on this part (set-up)")
+    one.add_argument(
+        "--spent", type=float, default=0.0, help="seconds already spent on this part (set-up)"
+    )
     fold = commands.add_parser("merge", help="fold parts' folders into the committed record")
     fold.add_argument("folders", type=Path, nargs="+")
     fold.add_argument("--into", type=Path, default=merge.COMMITTED)
@@ -58,20 +66,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         limits = plan.parse_limits(args.stage_limit + _env_limits())
         part = plan.with_limits(
-            plan.parts(ROOT)[args.part], args.part_limit or _env_int("GPU_CHECK_PART_LIMIT_S"), limits
+            plan.parts(ROOT)[args.part],
+            args.part_limit or _env_int("GPU_CHECK_PART_LIMIT_S"),
+            limits,
         )
     except ValueError as error:
         print(f"gpu-check: {error}", file=sys.stderr)
         return 2
     log = run.run_part(
-        part, args.out.resolve(), ROOT, spent_s=args.spent, say=lambda line: print(f"gpu-check: {line}", flush=True)
+        part,
+        args.out.resolve(),
+        ROOT,
+        spent_s=args.spent,
+        say=lambda line: print(f"gpu-check: {line}", flush=True),
     )
     return 0 if log["passed"] else 1
 
 
 def _env_limits() -> list[str]:
     """``GPU_CHECK_STAGE_LIMITS="lab solutions=300,ceilings=60"``, as NAME=SECONDS pairs."""
-    return [pair for pair in os.environ.get("GPU_CHECK_STAGE_LIMITS", "").split(",") if pair.strip()]
+    return [
+        pair for pair in os.environ.get("GPU_CHECK_STAGE_LIMITS", "").split(",") if pair.strip()
+    ]
 
 
 def _env_int(name: str) -> int | None:

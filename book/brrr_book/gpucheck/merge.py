@@ -38,20 +38,31 @@ def _read(path: Path) -> dict:
 def read_part(folder: Path) -> dict:
     """One part's folder: ``{"records": {gpu: data}, "logs": [part logs], "outputs": folder|None}``."""
     if not folder.is_dir():
-        raise MergeError(f"{folder} is not a folder: give the folders that .ci/gpu-check --out wrote")
+        raise MergeError(
+            f"{folder} is not a folder: give the folders that .ci/gpu-check --out wrote"
+        )
     records = {path.stem: _read(path) for path in sorted((folder / "record").glob("*.json"))}
     logs = [_read(path) for path in sorted(folder.glob("part-*.json"))]
     if not records and not logs:
-        raise MergeError(f"{folder} holds neither record/*.json nor part-*.json: not a GPU check part's folder")
+        raise MergeError(
+            f"{folder} holds neither record/*.json nor part-*.json: not a GPU check part's folder"
+        )
     outputs = folder / "outputs"
-    return {"folder": folder, "records": records, "logs": logs, "outputs": outputs if outputs.is_dir() else None}
+    return {
+        "folder": folder,
+        "records": records,
+        "logs": logs,
+        "outputs": outputs if outputs.is_dir() else None,
+    }
 
 
 def migrated(data: dict) -> dict:
     """A committed record in schema 2: a first-run record (figures, maybe ceilings) gains the empty sections."""
     data = dict(data)
     if data.get("schema", 1) > SCHEMA:
-        raise MergeError(f"the committed record has schema {data['schema']}; this brrr knows {SCHEMA}")
+        raise MergeError(
+            f"the committed record has schema {data['schema']}; this brrr knows {SCHEMA}"
+        )
     data["schema"] = SCHEMA
     for key in ("figures", "checks", "notebooks", "parts"):
         data.setdefault(key, {})
@@ -72,7 +83,10 @@ def lay_over(base: dict, part: dict, gpu: str, outputs_root: Path) -> None:
                 if not item["name"].endswith(".ipynb"):
                     continue
                 stem = Path(item["name"]).stem
-                saved = part["outputs"] is not None and (part["outputs"] / stem / "outputs.json").is_file()
+                saved = (
+                    part["outputs"] is not None
+                    and (part["outputs"] / stem / "outputs.json").is_file()
+                )
                 base["notebooks"][item["name"]] = {
                     "seconds": item["seconds"],
                     "verdict": item["verdict"],
@@ -83,7 +97,11 @@ def lay_over(base: dict, part: dict, gpu: str, outputs_root: Path) -> None:
 
 def stamp_of(data: dict) -> dict:
     """The record's stamp: the environment of its newest entry, and every commit its entries came from."""
-    envs = [entry.get("env", {}) for section in ("figures", "checks") for entry in data[section].values()]
+    envs = [
+        entry.get("env", {})
+        for section in ("figures", "checks")
+        for entry in data[section].values()
+    ]
     envs += [data["ceilings"].get("env", {})] if data.get("ceilings") else []
     envs = [env for env in envs if env]
     if not envs:
@@ -131,9 +149,13 @@ def summary(data: dict) -> list[str]:
         counts: dict[str, int] = {}
         for entry in data.get(section, {}).values():
             counts[entry.get("verdict", "?")] = counts.get(entry.get("verdict", "?"), 0) + 1
-        lines.append(f"{what}: " + (", ".join(f"{n} {word}" for word, n in sorted(counts.items())) or "none"))
+        lines.append(
+            f"{what}: " + (", ".join(f"{n} {word}" for word, n in sorted(counts.items())) or "none")
+        )
     for number, log in sorted(data.get("parts", {}).items()):
         state = "passed" if log.get("passed") else "did not pass"
-        lines.append(f"part {number}: {state} in {log.get('seconds', 0):.0f} s of {log.get('limit_s', '?')} s")
+        lines.append(
+            f"part {number}: {state} in {log.get('seconds', 0):.0f} s of {log.get('limit_s', '?')} s"
+        )
     lines.append(f"commits: {', '.join(data.get('stamp', {}).get('commits', [])) or 'unknown'}")
     return lines

@@ -27,7 +27,11 @@ MAX_IMAGE_BYTES = 400_000
 
 def _text(value) -> str:
     text = "".join(value) if isinstance(value, list) else str(value)
-    return text if len(text) <= MAX_TEXT_CHARS else text[:MAX_TEXT_CHARS] + f"\n[... {len(text):,} characters, cut]"
+    return (
+        text
+        if len(text) <= MAX_TEXT_CHARS
+        else text[:MAX_TEXT_CHARS] + f"\n[... {len(text):,} characters, cut]"
+    )
 
 
 def saved_cell(folder: Path, cell: int, outputs: list[dict], passed: bool, error: str = "") -> dict:
@@ -36,13 +40,31 @@ def saved_cell(folder: Path, cell: int, outputs: list[dict], passed: bool, error
     for output in outputs or []:
         kind = output.get("output_type")
         if kind == "stream":
-            kept.append({"type": "stream", "name": output.get("name", "stdout"), "text": _text(output.get("text", ""))})
+            kept.append(
+                {
+                    "type": "stream",
+                    "name": output.get("name", "stdout"),
+                    "text": _text(output.get("text", "")),
+                }
+            )
         elif kind == "error":
-            kept.append({"type": "error", "text": _text(f"{output.get('ename', '')}: {output.get('evalue', '')}")})
+            kept.append(
+                {
+                    "type": "error",
+                    "text": _text(f"{output.get('ename', '')}: {output.get('evalue', '')}"),
+                }
+            )
         elif kind in ("display_data", "execute_result"):
             data = output.get("data", {})
             if "image/png" in data:
-                kept.append(_image(folder, cell, sum(1 for o in kept if o["type"] == "image") + 1, data["image/png"]))
+                kept.append(
+                    _image(
+                        folder,
+                        cell,
+                        sum(1 for o in kept if o["type"] == "image") + 1,
+                        data["image/png"],
+                    )
+                )
             elif "text/plain" in data:
                 kept.append({"type": "text", "text": _text(data["text/plain"])})
     if error and not any(output["type"] == "error" for output in kept):
@@ -54,7 +76,12 @@ def _image(folder: Path, cell: int, number: int, encoded) -> dict:
     png = base64.b64decode("".join(encoded) if isinstance(encoded, list) else encoded)
     name = f"cell-{cell:02d}-{number}.png"
     if len(png) > MAX_IMAGE_BYTES:
-        return {"type": "image", "file": None, "bytes": len(png), "note": f"left out: over {MAX_IMAGE_BYTES:,} bytes"}
+        return {
+            "type": "image",
+            "file": None,
+            "bytes": len(png),
+            "note": f"left out: over {MAX_IMAGE_BYTES:,} bytes",
+        }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / name).write_bytes(png)
     return {"type": "image", "file": name, "bytes": len(png)}
@@ -68,7 +95,9 @@ def write(root: Path, notebook: str, cells: list[dict]) -> Path:
     """Write a notebook's saved cells to ``root/<stem>/outputs.json``; return its path."""
     path = folder_for(root, notebook) / "outputs.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"notebook": notebook, "format": FORMAT, "cells": cells}, indent=1) + "\n")
+    path.write_text(
+        json.dumps({"notebook": notebook, "format": FORMAT, "cells": cells}, indent=1) + "\n"
+    )
     return path
 
 
@@ -84,5 +113,7 @@ def printed(folder: Path, cell: int) -> str:
     """Everything cell ``cell`` printed or showed as text, as the GPU run saved it (for a CPU build's page)."""
     for entry in read(folder)["cells"]:
         if entry["cell"] == cell:
-            return "".join(o["text"] for o in entry["outputs"] if o["type"] in ("stream", "text", "error"))
+            return "".join(
+                o["text"] for o in entry["outputs"] if o["type"] in ("stream", "text", "error")
+            )
     return ""

@@ -53,7 +53,9 @@ class Part:
     limit_s: int = PART_LIMIT_S
 
 
-def notebooks(root: Path, folder: str, numbers: tuple[str, ...] | None = None, *, but=()) -> tuple[str, ...]:
+def notebooks(
+    root: Path, folder: str, numbers: tuple[str, ...] | None = None, *, but=()
+) -> tuple[str, ...]:
     """The ``.ipynb`` files in ``root/folder`` (paths relative to ``root``), in order; only those whose name
     starts with one of ``numbers`` if given, less those starting with one of ``but``."""
     found = sorted(path.relative_to(root).as_posix() for path in (root / folder).glob("*.ipynb"))
@@ -65,7 +67,16 @@ def notebooks(root: Path, folder: str, numbers: tuple[str, ...] | None = None, *
 
 def parts(root: Path) -> dict[int, Part]:
     """The three parts, for the checkout at ``root``."""
-    tests = ("{python}", "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "--durations=15")
+    tests = (
+        "{python}",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        "--durations=15",
+    )
     tests += ("-m", "not device_independent", *GPU_TEST_FILES)
     return {
         1: Part(
@@ -74,7 +85,11 @@ def parts(root: Path) -> dict[int, Part]:
             (
                 Stage("ceilings", 90, command=("{python}", "-m", "brrr.ceilings", "--refresh")),
                 Stage("lab solutions", 270, notebooks=notebooks(root, "solutions")),
-                Stage("notebooks 23 and 40", 150, notebooks=notebooks(root, "notebooks", FIRST_NOTEBOOKS)),
+                Stage(
+                    "notebooks 23 and 40",
+                    150,
+                    notebooks=notebooks(root, "notebooks", FIRST_NOTEBOOKS),
+                ),
             ),
         ),
         2: Part(
@@ -84,7 +99,9 @@ def parts(root: Path) -> dict[int, Part]:
                 Stage(
                     "chapter notebooks",
                     500,
-                    notebooks=notebooks(root, "notebooks", but=FIRST_NOTEBOOKS + OVERHEAD_NOTEBOOKS),
+                    notebooks=notebooks(
+                        root, "notebooks", but=FIRST_NOTEBOOKS + OVERHEAD_NOTEBOOKS
+                    ),
                 ),
             ),
         ),
@@ -92,22 +109,32 @@ def parts(root: Path) -> dict[int, Part]:
             3,
             "the overhead notebooks and the GPU-only tests, serially",
             (
-                Stage("overhead notebooks", 250, notebooks=notebooks(root, "notebooks", OVERHEAD_NOTEBOOKS)),
+                Stage(
+                    "overhead notebooks",
+                    250,
+                    notebooks=notebooks(root, "notebooks", OVERHEAD_NOTEBOOKS),
+                ),
                 Stage("GPU-only tests", 250, command=tests),
             ),
         ),
     }
 
 
-def with_limits(part: Part, part_limit_s: int | None = None, stage_limits: dict[str, int] | None = None) -> Part:
+def with_limits(
+    part: Part, part_limit_s: int | None = None, stage_limits: dict[str, int] | None = None
+) -> Part:
     """``part`` with its limit and some stages' limits replaced; a stage it does not have is an error that
     names the ones it has."""
     stage_limits = dict(stage_limits or {})
     names = [stage.name for stage in part.stages]
     unknown = sorted(set(stage_limits) - set(names))
     if unknown:
-        raise ValueError(f"part {part.number} has no stage {', '.join(map(repr, unknown))}: its stages are {names}")
-    stages = tuple(dataclasses.replace(s, limit_s=stage_limits.get(s.name, s.limit_s)) for s in part.stages)
+        raise ValueError(
+            f"part {part.number} has no stage {', '.join(map(repr, unknown))}: its stages are {names}"
+        )
+    stages = tuple(
+        dataclasses.replace(s, limit_s=stage_limits.get(s.name, s.limit_s)) for s in part.stages
+    )
     return dataclasses.replace(part, stages=stages, limit_s=part_limit_s or part.limit_s)
 
 
@@ -117,6 +144,8 @@ def parse_limits(pairs: list[str]) -> dict[str, int]:
     for pair in pairs:
         name, sep, seconds = pair.rpartition("=")
         if not sep or not name or not seconds.strip().isdigit():
-            raise ValueError(f"a stage limit is NAME=SECONDS (say 'lab solutions=300'), not {pair!r}")
+            raise ValueError(
+                f"a stage limit is NAME=SECONDS (say 'lab solutions=300'), not {pair!r}"
+            )
         limits[name.strip()] = int(seconds)
     return limits

@@ -85,7 +85,17 @@ def spawn(argv: list[str], *, env: dict[str, str], timeout_s: float) -> Outcome:
 
 def notebook_command(python: str, notebook: str) -> list[str]:
     """One notebook under nbval, with the plugin that prints its time and saves its outputs."""
-    return [python, "-m", "pytest", "-p", "no:cacheprovider", "-p", "notebook_record", "--nbval-lax", notebook]
+    return [
+        python,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "notebook_record",
+        "--nbval-lax",
+        notebook,
+    ]
 
 
 def environment(out: Path, root: Path, source: str | None = None) -> dict[str, str]:
@@ -94,7 +104,9 @@ def environment(out: Path, root: Path, source: str | None = None) -> dict[str, s
     env[RECORD_ENV] = str(out / "record")
     env[OUTPUTS_ENV] = str(out / "outputs")
     env["BRRR_STRICT"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root / ".ci"), env.get("PYTHONPATH", "")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(root / ".ci"), env.get("PYTHONPATH", "")])
+    )
     if source:
         env[SOURCE_ENV] = source
     else:
@@ -109,7 +121,9 @@ def verdict(outcome: Outcome) -> str:
 class Runner:
     """One part's run: its clock, its deadline, what it says and what it logs."""
 
-    def __init__(self, part: Part, out: Path, root: Path, *, python: str, spent_s: float, clock, run, say) -> None:
+    def __init__(
+        self, part: Part, out: Path, root: Path, *, python: str, spent_s: float, clock, run, say
+    ) -> None:
         self.part, self.out, self.root, self.python = part, out, root, python
         self.clock, self.run, self.say = clock, run, say
         self.began = clock() - spent_s  # the set-up before this process counts against the part
@@ -118,7 +132,9 @@ class Runner:
     def left(self, stage_end: float) -> float:
         return min(stage_end, self.deadline) - self.clock()
 
-    def item(self, log: StageLog, name: str, argv: list[str], stage_end: float, source: str | None) -> Item:
+    def item(
+        self, log: StageLog, name: str, argv: list[str], stage_end: float, source: str | None
+    ) -> Item:
         entry = Item(name)
         log.items.append(entry)
         left = self.left(stage_end)
@@ -128,23 +144,31 @@ class Runner:
         began = self.clock()
         outcome = self.run(argv, env=environment(self.out, self.root, source), timeout_s=left)
         entry.seconds, entry.verdict = round(self.clock() - began, 1), verdict(outcome)
-        self.say(f"{name}: {entry.verdict} in {entry.seconds:.1f} s ({self.clock() - self.began:.0f} s into the part)")
+        self.say(
+            f"{name}: {entry.verdict} in {entry.seconds:.1f} s ({self.clock() - self.began:.0f} s into the part)"
+        )
         return entry
 
     def stage(self, stage: Stage) -> StageLog:
         log = StageLog(stage.name, stage.limit_s)
         began = self.clock()
         stage_end = began + stage.limit_s
-        self.say(f"== {stage.name} (limit {stage.limit_s} s, {max(self.left(stage_end), 0):.0f} s left in the part)")
+        self.say(
+            f"== {stage.name} (limit {stage.limit_s} s, {max(self.left(stage_end), 0):.0f} s left in the part)"
+        )
         if stage.notebooks:
             for notebook in stage.notebooks:
-                self.item(log, notebook, notebook_command(self.python, notebook), stage_end, notebook)
+                self.item(
+                    log, notebook, notebook_command(self.python, notebook), stage_end, notebook
+                )
         else:
             argv = [self.python if word == "{python}" else word for word in stage.command]
             self.item(log, stage.items()[0], argv, stage_end, None)
         log.seconds = round(self.clock() - began, 1)
         verdicts = {entry.verdict for entry in log.items}
-        log.verdict = next((v for v in ("timed out", "failed", "not run") if v in verdicts), "passed")
+        log.verdict = next(
+            (v for v in ("timed out", "failed", "not run") if v in verdicts), "passed"
+        )
         self.say(f"{stage.name}: {log.verdict} after {log.seconds:.0f} s")
         return log
 
@@ -163,7 +187,9 @@ def run_part(
     """Run ``part``'s stages in order, record into ``out``, write ``out/part-N.json``; return that log."""
     out.mkdir(parents=True, exist_ok=True)
     runner = Runner(part, out, root, python=python, spent_s=spent_s, clock=clock, run=run, say=say)
-    say(f"part {part.number}: {part.what} (limit {part.limit_s} s, {spent_s:.0f} s spent on set-up)")
+    say(
+        f"part {part.number}: {part.what} (limit {part.limit_s} s, {spent_s:.0f} s spent on set-up)"
+    )
     stages = [runner.stage(stage) for stage in part.stages]
     not_run = [entry.name for log in stages for entry in log.items if entry.verdict == "not run"]
     cut = [entry.name for log in stages for entry in log.items if entry.verdict == "timed out"]
@@ -179,7 +205,11 @@ def run_part(
     }
     (out / f"part-{part.number}.json").write_text(json.dumps(log, indent=2) + "\n")
     say(f"part {part.number}: finished in {log['seconds']:.0f} s of its {part.limit_s} s")
-    for label, names in (("FAILED", failed), ("STOPPED at its limit", cut), ("DID NOT RUN (no time left)", not_run)):
+    for label, names in (
+        ("FAILED", failed),
+        ("STOPPED at its limit", cut),
+        ("DID NOT RUN (no time left)", not_run),
+    ):
         if names:
             say(f"part {part.number}: {label}: {', '.join(names)}")
     if log["passed"]:

@@ -9,7 +9,13 @@ import torch
 
 from brrr import reference, targets, units
 from brrr.benchmarks import activations, fusion
-from brrr.claims import glue_text, judge_cos_cos, judge_fused_chain, judge_fusion_cuts_bytes, publish
+from brrr.claims import (
+    glue_text,
+    judge_cos_cos,
+    judge_fused_chain,
+    judge_fusion_cuts_bytes,
+    publish,
+)
 from brrr.device import ON_GPU
 from brrr.kernels import pointwise
 
@@ -92,22 +98,34 @@ def finish(page: Page) -> None:
 def _chain_claims(page: Page) -> None:
     """Fusion of the cheap chain: bytes cut, and a fused chain costing about one op."""
     n, x = page.n, page.x
-    three_passes, one_pass = fusion.chain_bytes(n, 3, fused=False), fusion.chain_bytes(n, 3, fused=True)
+    three_passes, one_pass = (
+        fusion.chain_bytes(n, 3, fused=False),
+        fusion.chain_bytes(n, 3, fused=True),
+    )
     publish(judge_fusion_cuts_bytes(page.cheap.fusion, three_passes / one_pass))
 
     def chain_again():
         return fusion.measure_together(
-            [("op by op", page.ops_one_by_one, three_passes), ("fused", lambda: page.compiled_chain(x), one_pass)]
+            [
+                ("op by op", page.ops_one_by_one, three_passes),
+                ("fused", lambda: page.compiled_chain(x), one_pass),
+            ]
         )
 
     def chain_over_one_op_again():
         separate, fused = chain_again()
         return fused.seconds / (separate.seconds / 3)
 
-    publish(judge_fused_chain(page.cheap.fused.seconds, page.cheap.separate.seconds / 3, chain_over_one_op_again))
+    publish(
+        judge_fused_chain(
+            page.cheap.fused.seconds, page.cheap.separate.seconds / 3, chain_over_one_op_again
+        )
+    )
     if fusion.has_target("chain_fusion_speedup"):  # fusion's own CPU target
         with targets.said_only_if_missed():
-            fusion.require("chain_fusion_speedup", page.cheap.fusion, lambda: fusion.speedup(*chain_again()))
+            fusion.require(
+                "chain_fusion_speedup", page.cheap.fusion, lambda: fusion.speedup(*chain_again())
+            )
 
 
 def _speedup_targets(page: Page) -> None:
@@ -153,17 +171,23 @@ def _model_bounds(page: Page) -> None:
         for result, cosines, passes, eager in page.variants():
 
             def ratio_again(result=result, cosines=cosines, passes=passes, eager=eager):
-                return fusion.model_ratio_in_turns(calls[result.label], n, cosines, passes, eager=eager)
+                return fusion.model_ratio_in_turns(
+                    calls[result.label], n, cosines, passes, eager=eager
+                )
 
             targets.require_between(
                 f"{result.label}: measured over the roofline's time",
                 fusion.MODEL_FLOOR,
                 fusion.MODEL_CEILING,
-                fusion.model_ratio(result, n, cosines, passes, copy, page.eager_rate if eager else rate),
+                fusion.model_ratio(
+                    result, n, cosines, passes, copy, page.eager_rate if eager else rate
+                ),
                 ratio_again,
             )
     memory_s = fusion.cos_cos_bytes(n, fused=True) / copy
-    publish(judge_cos_cos(page.fused_cos_cos.seconds, page.fused_cos.seconds, 2 * n / rate / memory_s))
+    publish(
+        judge_cos_cos(page.fused_cos_cos.seconds, page.fused_cos.seconds, 2 * n / rate / memory_s)
+    )
 
 
 def _one_graph_each(page: Page) -> None:

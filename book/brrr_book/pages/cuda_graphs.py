@@ -19,7 +19,9 @@ class Page:
     stamp: str  # overhead.measured_stamp()
     batches: list[int]  # the sweep's batch sizes
     graph_runs: list[overhead.Comparison]  # eager against replay per batch (GPU; empty on a CPU)
-    sweep: GraphSweep | None  # this GPU's sweep, or the recorded GPU's on a CPU (None: none recorded)
+    sweep: (
+        GraphSweep | None
+    )  # this GPU's sweep, or the recorded GPU's on a CPU (None: none recorded)
     reduce_overhead: overhead.Comparison | None  # mode="reduce-overhead" at batch 1 (GPU)
     tiny: overhead.Comparison  # fifty tiny ops, compiled against eager
 
@@ -40,14 +42,20 @@ def finish(page: Page) -> None:
         return
     target_shape = overhead.graph_target_shape()
     print(
-        fit(f"target model: {target_shape.depth} layers of width {target_shape.width}, chosen from this GPU's L2 cache")
+        fit(
+            f"target model: {target_shape.depth} layers of width {target_shape.width}, chosen from this GPU's L2 cache"
+        )
     )
     with targets.said_only_if_missed():
         at_target = overhead.require(overhead.TARGETS["cuda"].measure())
     print(fit(at_target))
     reduce_overhead = page.reduce_overhead
     if reduce_overhead is not None:
-        print(fit(f'torch.compile(mode="reduce-overhead") at batch 1: {reduce_overhead.speedup:.1f}x over eager'))
+        print(
+            fit(
+                f'torch.compile(mode="reduce-overhead") at batch 1: {reduce_overhead.speedup:.1f}x over eager'
+            )
+        )
     reference.record(
         "overhead/cuda-graphs",
         {

@@ -43,8 +43,14 @@ def finish(page: Page) -> None:
             "checks": [check.__dict__ for check in checks],
         },
     )
-    publish(judge_contractions(table.flop_share(OpClass.CONTRACTION), table.time_share(OpClass.CONTRACTION)))
+    publish(
+        judge_contractions(
+            table.flop_share(OpClass.CONTRACTION), table.time_share(OpClass.CONTRACTION)
+        )
+    )
     with targets.said_only_if_missed():
         for check in checks:
             print(fit(check))
-        targets.check(all(check.passed for check in checks), "the table's shape does not hold on this machine")
+        targets.check(
+            all(check.passed for check in checks), "the table's shape does not hold on this machine"
+        )

@@ -39,8 +39,16 @@ class Page:
         def ends(rows):
             return {"from": str(rows[0][3]), "to": str(rows[-1][3])}
 
-        found = {"linear over batch": ends(self.linear_rows), "attention over sequence": ends(self.attention_rows)}
-        found.update({name: {"from": str(regime), "to": str(regime)} for name, _, _, regime in self.rowwise_rows})
+        found = {
+            "linear over batch": ends(self.linear_rows),
+            "attention over sequence": ends(self.attention_rows),
+        }
+        found.update(
+            {
+                name: {"from": str(regime), "to": str(regime)}
+                for name, _, _, regime in self.rowwise_rows
+            }
+        )
         return found
 
 
@@ -67,7 +75,13 @@ def plot_layers(page: Page, stamp: str) -> None:
         title=f"Layers of a transformer on {device_name()} ({page.dtype}), measured",
     )
     for (label, points), marker in zip(families.items(), "osD"):
-        ax.plot(*zip(*points), marker=marker, linestyle="--" if len(points) > 2 else "none", linewidth=0.8, label=label)
+        ax.plot(
+            *zip(*points),
+            marker=marker,
+            linestyle="--" if len(points) > 2 else "none",
+            linewidth=0.8,
+            label=label,
+        )
     ax.legend(fontsize=7, loc="lower right")
     ax.set_title(ax.get_title(), fontsize=10)
     plt.show()
@@ -80,12 +94,20 @@ def crossing_lines(page: Page) -> list[str]:
 
     def said(label, ends):
         return f"{label}: " + (
-            f"moves from {ends['from']} to {ends['to']}" if ends["from"] != ends["to"] else f"stays {ends['from']}"
+            f"moves from {ends['from']} to {ends['to']}"
+            if ends["from"] != ends["to"]
+            else f"stays {ends['from']}"
         )
 
     lines = [
-        said(f"linear {page.d}->{page.d}, batch {linear[0][0]} to {linear[-1][0]}", summary["linear over batch"]),
-        said(f"fused attention, sequence {attention[0][0]} to {attention[-1][0]}", summary["attention over sequence"]),
+        said(
+            f"linear {page.d}->{page.d}, batch {linear[0][0]} to {linear[-1][0]}",
+            summary["linear over batch"],
+        ),
+        said(
+            f"fused attention, sequence {attention[0][0]} to {attention[-1][0]}",
+            summary["attention over sequence"],
+        ),
     ]
     lines += [
         f"{name}: {regime} at every batch (intensity {op.intensity:.2f} FLOPs/byte, "
@@ -98,7 +120,9 @@ def crossing_lines(page: Page) -> list[str]:
 def _crossing_said(page: Page) -> str:
     element = page.element_bytes
     ridge = page.matmul_roof.ridge_point
-    first_compute = next((batch for batch, _, _, regime in page.linear_rows if str(regime) == "compute-bound"), None)
+    first_compute = next(
+        (batch for batch, _, _, regime in page.linear_rows if str(regime) == "compute-bound"), None
+    )
     return (
         f"Here, in {page.dtype}, that predicts a crossing near batch {ridge * element / 2:.0f} (ridge "
         f"{ridge:.0f} FLOPs/byte × {element} bytes / 2); "
@@ -150,14 +174,18 @@ def finish(page: Page) -> None:
             ],
         },
     )
-    glue_text("rowwise-intensity", "; ".join(page.rowwise_intensity) + " FLOPs/byte at batch 1, 8 and 64")
+    glue_text(
+        "rowwise-intensity", "; ".join(page.rowwise_intensity) + " FLOPs/byte at batch 1, 8 and 64"
+    )
     glue_text("rowwise-speed", _rowwise_speed(page))
     glue_text("linear-crossing", _crossing_said(page))
     glue_text("layers-recorded", recorded_layers())
 
 
 def _rowwise_speed(page: Page) -> str:
-    speeds = {name: op.bytes / s / page.ceilings.copy_bandwidth for name, op, s, _ in page.rowwise_rows}
+    speeds = {
+        name: op.bytes / s / page.ceilings.copy_bandwidth for name, op, s, _ in page.rowwise_rows
+    }
     under = [name for name, share in speeds.items() if share < 0.5]
     (first, first_share), (second, second_share) = speeds.items()
     return (

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 
 from brrr import counting, reference, targets, units
-from brrr.benchmarks.compute import ABOVE_PEAK, TORCH_DTYPES, MatmulPoint, above_peak_at, matmul_check, sweep_shape
+from brrr.benchmarks.compute import (
+    ABOVE_PEAK,
+    TORCH_DTYPES,
+    MatmulPoint,
+    above_peak_at,
+    matmul_check,
+    sweep_shape,
+)
 from brrr.beside import recorded
 from brrr.ceilings import Ceilings
 from brrr.claims import glue_text
@@ -32,7 +39,8 @@ def plot_square(square: list[MatmulPoint], ceilings: Ceilings, sheet, stamp: str
         if sheet and name in sheet.peaks:
             ax.axhline(sheet.peaks[name], color=colors[name], linestyle=":", linewidth=1)
     ax.set_title(
-        f"Square matmuls on {device_name()}\n(dashed: measured peak" + (", dotted: datasheet)" if sheet else ")"),
+        f"Square matmuls on {device_name()}\n(dashed: measured peak"
+        + (", dotted: datasheet)" if sheet else ")"),
         fontsize=10,
     )
     plt.show()
@@ -46,7 +54,10 @@ def plot_recorded(square: list[MatmulPoint], stamp: str) -> None:
     if not gpus:
         print("No recorded GPU holds this sweep yet (make gpu-check records it).")
     sizes = sorted({p.n for p in square})
-    here = {name: [p.rate for p in square if p.dtype == name] for name in dict.fromkeys(p.dtype for p in square)}
+    here = {
+        name: [p.rate for p in square if p.dtype == name]
+        for name in dict.fromkeys(p.dtype for p in square)
+    }
     for gpu in gpus:
         there = gpu.values["square"]
         plots.beside_recorded(
@@ -83,7 +94,10 @@ def plot_skinny(skinny: Skinny, ceilings: Ceilings, dtype: str, stamp: str) -> N
     ax.axhline(peak, color="gray", linestyle="--", linewidth=1, label="measured peak")
     roof = ceilings.roof("matmul", dtype)
     for shape in (lambda s: (s, large, large), lambda s: (large, large, s)):
-        predicted = [attainable_flops(counting.matmul(*shape(s), TORCH_DTYPES[dtype]).intensity, roof) for s in smalls]
+        predicted = [
+            attainable_flops(counting.matmul(*shape(s), TORCH_DTYPES[dtype]).intensity, roof)
+            for s in smalls
+        ]
         ax.plot(smalls, predicted, linestyle=":", color="gray")
     ax.set_title(
         f"Skinny {dtype} matmuls, other dimensions {large}\n(dotted: roofline prediction from counted bytes)",
@@ -96,7 +110,9 @@ def plot_alignment(unaligned: list[MatmulPoint], peak: float, dtype: str, stamp:
     """One bar per size, multiples of 8 in green, under the measured peak (dashed)."""
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.bar(
-        [p.n for p in unaligned], [p.rate for p in unaligned], color=["C2" if p.n % 8 == 0 else "C0" for p in unaligned]
+        [p.n for p in unaligned],
+        [p.rate for p in unaligned],
+        color=["C2" if p.n % 8 == 0 else "C0" for p in unaligned],
     )
     ax.axhline(peak, color="gray", linestyle="--", linewidth=1)
     ax.set_xlabel("n (n×n @ n×n); green: multiples of 8")
@@ -169,11 +185,17 @@ def _record(page: Page) -> None:
         {
             "square": [{"dtype": p.dtype, "n": p.n, "flop_per_s": p.rate} for p in square],
             "largest_fraction_of_measured_peak": {
-                name: max((p for p in square if p.dtype == name), key=lambda p: p.n).rate / ceilings.matmul(name)
+                name: max((p for p in square if p.dtype == name), key=lambda p: p.n).rate
+                / ceilings.matmul(name)
                 for name in dtypes
             },
-            "unaligned": [{"n": p.n, "dtype": p.dtype, "flop_per_s": p.rate} for p in page.unaligned],
-            "skinny": [{"kind": kind, "m": p.m, "n": p.n, "k": p.k, "flop_per_s": p.rate} for kind, p in page.skinny],
+            "unaligned": [
+                {"n": p.n, "dtype": p.dtype, "flop_per_s": p.rate} for p in page.unaligned
+            ],
+            "skinny": [
+                {"kind": kind, "m": p.m, "n": p.n, "k": p.k, "flop_per_s": p.rate}
+                for kind, p in page.skinny
+            ],
             "matmul_over_vector_peak": page.matmul_peak / ceilings.vector_peak,
             "eager_elementwise_flop_per_s": page.eager_flops,
         },
@@ -211,7 +233,10 @@ def _glue(page: Page) -> None:
             f"s={min(large_side.m, large_side.k)}"
         )
     above = any(p.rate > peak for _, p in page.skinny)
-    glue_text("skinny-ends", "Here " + "; ".join(ends) + "." + (f" Above 100%: {ABOVE_PEAK}." if above else ""))
+    glue_text(
+        "skinny-ends",
+        "Here " + "; ".join(ends) + "." + (f" Above 100%: {ABOVE_PEAK}." if above else ""),
+    )
 
     best = max(page.unaligned, key=lambda p: p.rate)
     eights = [p.rate / best.rate for p in page.unaligned if p.n % 8 == 0]

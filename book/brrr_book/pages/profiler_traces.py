@@ -24,7 +24,9 @@ def finish(recorded: dict, idle: dict[str, float]) -> None:
     with targets.said_only_if_missed():
         targets.check(
             idle["small"] > idle["large"],
-            (f"idle share: small batch {units.percent(idle['small'])}, large batch {units.percent(idle['large'])}"),
+            (
+                f"idle share: small batch {units.percent(idle['small'])}, large batch {units.percent(idle['large'])}"
+            ),
         )
     reference.record(
         "overhead/profiler-traces",

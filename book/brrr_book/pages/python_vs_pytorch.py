@@ -33,7 +33,12 @@ class Page:
 def finish(page: Page) -> None:
     """Publish the overhead-floor claim, check the page's claims (Python's adds outpace eager ops; the
     smallest adds all cost the same, a miss timed again; a miss fails the build), record."""
-    python_rate, ops_rate, sizes, seconds = page.python_rate, page.ops_rate, page.sizes, page.seconds
+    python_rate, ops_rate, sizes, seconds = (
+        page.python_rate,
+        page.ops_rate,
+        page.sizes,
+        page.seconds,
+    )
     # The floor: an add 1/16 of the knee size against a one-element add. The knee here is this sweep's
     # own: its one-element add as the overhead.
     own_knee = seconds[0] * page.ceilings.copy_bandwidth / overhead.add_bytes(1)

@@ -16,7 +16,9 @@ class Page:
     batch: int
     width: int
     blocks: int
-    results: list[VariantResult]  # eager, checkpointed, compiled saving everything, compiled recomputing
+    results: list[
+        VariantResult
+    ]  # eager, checkpointed, compiled saving everything, compiled recomputing
     split: Split  # the compiled speedup split into fusion and rematerialization
     kept: dict[str, float]  # hidden-sized tensors kept per block, by variant
 
@@ -31,7 +33,11 @@ def finish(page: Page) -> None:
         {
             "sizes": {"batch": page.batch, "width": page.width, "blocks": page.blocks},
             **{
-                r.name: {"step_s": r.timing.median_s, "peak_bytes": r.peak_bytes, "saved_bytes": r.saved_bytes}
+                r.name: {
+                    "step_s": r.timing.median_s,
+                    "peak_bytes": r.peak_bytes,
+                    "saved_bytes": r.saved_bytes,
+                }
                 for r in results
             },
         },
@@ -44,7 +50,9 @@ def finish(page: Page) -> None:
     )
     glue_text(
         "control-gain",
-        (f"here {split.fusion_speedup:.2f}x eager's speed at {1 / split.fusion_memory:.2f}x its peak memory"),
+        (
+            f"here {split.fusion_speedup:.2f}x eager's speed at {1 / split.fusion_memory:.2f}x its peak memory"
+        ),
     )
     _, checkpointed, saved, recomputed = results
     assert checkpointed.saved_bytes < recomputed.saved_bytes < saved.saved_bytes, (

@@ -39,7 +39,10 @@ def sweep_table(points: list[SweepPoint], multiply: float, copy: float) -> str:
         ):
             why = roofline.above_roof(value, roof, spread)
             if "within this run's spread" in why:
-                mark, reason = "~", "above its roof, within the run's spread and the roof's own noise"
+                mark, reason = (
+                    "~",
+                    "above its roof, within the run's spread and the roof's own noise",
+                )
             elif why:
                 reason = f"above the {name}, beyond the run's spread: {beyond}"
             else:
@@ -56,7 +59,12 @@ def sweep_table(points: list[SweepPoint], multiply: float, copy: float) -> str:
 
 
 def plot_sweep(
-    points: list[SweepPoint], multiply: float, copy: float, marks: dict[str, float], n: int, stamp: str
+    points: list[SweepPoint],
+    multiply: float,
+    copy: float,
+    marks: dict[str, float],
+    n: int,
+    stamp: str,
 ) -> None:
     """Runtime, achieved FLOP/s and achieved bandwidth against the repeats, each with the knees marked."""
     repeats = [point.repeats for point in points]
@@ -131,7 +139,9 @@ def finish(page: Page) -> None:
         )
 
         def low_spread_again():  # 1, 2 and 4 repeats, far below any ridge point
-            return repeat_sweep.low_spread(repeat_sweep.sweep(n, torch.float32, repeats[:3], threads=fusion.THREADS))
+            return repeat_sweep.low_spread(
+                repeat_sweep.sweep(n, torch.float32, repeats[:3], threads=fusion.THREADS)
+            )
 
         targets.require_at_most(
             "1 to 4 repeats, memory-bound: slowest over fastest",

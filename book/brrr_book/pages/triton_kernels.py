@@ -42,7 +42,10 @@ def finish(page: Page) -> None:
             "copy_bandwidth": page.copy,
             "rows": page.row_counts,
             "cols": page.cols,
-            **{name: [r.bandwidth for r in results] for name, results in page.pointwise_sweep.items()},
+            **{
+                name: [r.bandwidth for r in results]
+                for name, results in page.pointwise_sweep.items()
+            },
         },
     )
     reference.record(
@@ -51,14 +54,22 @@ def finish(page: Page) -> None:
             "copy_bandwidth": page.copy,
             "total": page.total,
             "widths": page.widths,
-            **{name: [r.bandwidth for r in results] for name, results in page.softmax_sweep.items()},
+            **{
+                name: [r.bandwidth for r in results] for name, results in page.softmax_sweep.items()
+            },
         },
     )
     glue_text(
         "small-sizes",
-        "Here: " + " ".join(line.rstrip(".") + "." for line in fusion.small_sizes(page.pointwise_sweep, page.copy)),
+        "Here: "
+        + " ".join(
+            line.rstrip(".") + "." for line in fusion.small_sizes(page.pointwise_sweep, page.copy)
+        ),
     )
-    glue_text("large-sizes", "Here " + "; ".join(fusion.largest_sentences(page.pointwise_sweep, page.copy)) + ".")
+    glue_text(
+        "large-sizes",
+        "Here " + "; ".join(fusion.largest_sentences(page.pointwise_sweep, page.copy)) + ".",
+    )
 
 
 def _require_pointwise(page: Page) -> None:

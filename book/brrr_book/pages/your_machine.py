@@ -20,19 +20,30 @@ class Page:
 
     def regimes(self) -> dict[str, str]:
         """Each op's regime against this machine's roof of its kind."""
-        return {op.name: str(regime(op.flops, op.bytes, self.ceilings.roof(kind))) for op, kind in self.ops}
+        return {
+            op.name: str(regime(op.flops, op.bytes, self.ceilings.roof(kind)))
+            for op, kind in self.ops
+        }
 
 
 def finish(page: Page) -> None:
     """Publish the three-regimes and matmul-gap claims, check that layer norm and softmax are
     memory-bound (a vector roof read low is measured again; a miss fails the build), glue."""
     ceilings, regimes = page.ceilings, page.regimes()
-    publish(judge_three_regimes(regimes["x * 2, 1 element"], regimes["x * 2"], regimes["matmul 4096^3"]))
+    publish(
+        judge_three_regimes(regimes["x * 2, 1 element"], regimes["x * 2"], regimes["matmul 4096^3"])
+    )
     best = max(ceilings.matmul_peak, key=ceilings.matmul_peak.get)
-    publish(judge_matmul_gap(ceilings.matmul_peak[best], ceilings.vector_peak, measured=ceilings.setting(best)))
+    publish(
+        judge_matmul_gap(
+            ceilings.matmul_peak[best], ceilings.vector_peak, measured=ceilings.setting(best)
+        )
+    )
     # "far left of the non-matmul ridge point": layer norm and softmax memory-bound by their counts
     normalization = {op.name: op for op, _ in page.ops if op.name in ("layer norm", "softmax")}
-    if require_memory_bound(normalization, ceilings.roof("vector"), lambda: measured_again(ceilings).roof("vector")):
+    if require_memory_bound(
+        normalization, ceilings.roof("vector"), lambda: measured_again(ceilings).roof("vector")
+    ):
         print("layer norm and softmax: memory-bound on this machine's roofs")
     glue_text("ridges", page.ridges)
     glue_text(

@@ -44,7 +44,9 @@ class Zygote:
     def __init__(self, python: str, env: dict, cwd: str):
         self.environment = same_environment(env)
         self.python = python
-        self.owner = os.getpid()  # a process forked from ours (a pool's worker) must not share the socket
+        self.owner = (
+            os.getpid()
+        )  # a process forked from ours (a pool's worker) must not share the socket
         ours, theirs = socket.socketpair()
         self.lock = threading.Lock()
         self.process = subprocess.Popen(
@@ -63,7 +65,9 @@ class Zygote:
             ready = self._read()
             if "ready" not in ready:
                 raise RuntimeError(ready.get("error", ready))
-        except BaseException:  # a failed import, or no answer in READY_TIMEOUT_S: no zygote left behind
+        except (
+            BaseException
+        ):  # a failed import, or no answer in READY_TIMEOUT_S: no zygote left behind
             self.close()
             raise
         self.connection.settimeout(60)
@@ -81,7 +85,11 @@ class Zygote:
             return self._read()
 
     def fits(self, cmd: list, env: dict) -> bool:
-        return os.getpid() == self.owner and cmd[:1] == [self.python] and same_environment(env) == self.environment
+        return (
+            os.getpid() == self.owner
+            and cmd[:1] == [self.python]
+            and same_environment(env) == self.environment
+        )
 
     def close(self) -> None:
         """Close the socket: the zygote exits, and with it any kernel it forked that is still running."""
@@ -150,7 +158,9 @@ def fork_kernel(cmd: list, env: dict, cwd: str) -> ForkedKernel | None:
         if _zygote is None:
             _zygote = Zygote(cmd[0], env, cwd)
         if not _zygote.fits(cmd, env):
-            log.warning("brrr-warm: a command or environment unlike the zygote's; this kernel starts the normal way")
+            log.warning(
+                "brrr-warm: a command or environment unlike the zygote's; this kernel starts the normal way"
+            )
             return None
         reply = _zygote.request({"launch": {"argv": cmd, "env": env, "cwd": cwd}})
     except Exception as error:
@@ -167,9 +177,16 @@ class WarmProvisioner(LocalProvisioner):
     """LocalProvisioner, with each kernel forked from the warm zygote where it can be."""
 
     async def launch_kernel(self, cmd: list[str], **kwargs):
-        env = {**(kwargs.get("env") or os.environ), "JPY_PARENT_PID": str(os.getpid())}  # as launch_kernel sets
+        env = {
+            **(kwargs.get("env") or os.environ),
+            "JPY_PARENT_PID": str(os.getpid()),
+        }  # as launch_kernel sets
         cwd = str(kwargs.get("cwd") or Path.cwd())
-        unusual = {key for key, value in kwargs.items() if key not in NORMAL_LAUNCH_ARGUMENTS and value is not None}
+        unusual = {
+            key
+            for key, value in kwargs.items()
+            if key not in NORMAL_LAUNCH_ARGUMENTS and value is not None
+        }
         forked = None if unusual else fork_kernel(cmd, env, cwd)
         if forked is None:
             return await super().launch_kernel(cmd, **kwargs)

@@ -27,7 +27,9 @@ def output_kinds(notebook) -> list[list[str]]:
     kinds = []
     for cell in notebook.cells:
         if cell.cell_type == "code":
-            kinds.append(sorted({output.get("name", output.output_type) for output in cell.outputs}))
+            kinds.append(
+                sorted({output.get("name", output.output_type) for output in cell.outputs})
+            )
     return kinds
 
 
@@ -56,7 +58,9 @@ def run(paths: list[str], warm: bool) -> tuple[float, dict]:
         _, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode:
-            raise RuntimeError(f"executing {paths} {'warm' if warm else 'normally'} failed: {child.returncode}")
+            raise RuntimeError(
+                f"executing {paths} {'warm' if warm else 'normally'} failed: {child.returncode}"
+            )
         return usage.ru_utime + usage.ru_stime, json.loads(Path(record.name).read_text())
 
 
@@ -76,11 +80,17 @@ def main(argv: list[str] | None = None) -> None:
             seconds[warm].append(cpu)
             print(f"{'warm' if warm else 'normal':>6}: {cpu:7.1f} CPU-s", flush=True)
     for warm in (False, True):
-        print(f"{'warm' if warm else 'normal':>6} runs: " + ", ".join(f"{s:.1f}" for s in seconds[warm]) + " CPU-s")
+        print(
+            f"{'warm' if warm else 'normal':>6} runs: "
+            + ", ".join(f"{s:.1f}" for s in seconds[warm])
+            + " CPU-s"
+        )
     print(f"saved: {min(seconds[False]) - min(seconds[True]):.1f} CPU-s (fastest against fastest)")
     for path in args.notebooks:
         if kinds[False][path] != kinds[True][path]:
-            print(f"{path}: output kinds differ\n  normal {kinds[False][path]}\n  warm   {kinds[True][path]}")
+            print(
+                f"{path}: output kinds differ\n  normal {kinds[False][path]}\n  warm   {kinds[True][path]}"
+            )
         else:
             print(f"{path}: the same kinds of output")
 

@@ -20,7 +20,9 @@ triton, and creates nothing torch would keep: no tensor, no thread, no compiled 
 import sys
 
 if __name__ == "__main__":
-    del sys.path[0]  # this file's folder: a kernel's imports resolve as under ``python -m ipykernel_launcher``
+    del sys.path[
+        0
+    ]  # this file's folder: a kernel's imports resolve as under ``python -m ipykernel_launcher``
 
 import ctypes  # noqa: E402
 import importlib  # noqa: E402
@@ -122,7 +124,9 @@ def become_kernel(argv: list, env: dict, cwd: str, ready: int, zygote: int) -> l
     if "numpy.random" in sys.modules:  # numpy imports it on first use, seeding its generator then
         sys.modules["numpy.random"].seed()
     if "torch" in sys.modules:
-        sys.modules["torch"].default_generator.seed()  # the CPU one; CUDA's are made in the kernel, if at all
+        sys.modules[
+            "torch"
+        ].default_generator.seed()  # the CPU one; CUDA's are made in the kernel, if at all
     os.write(ready, b"1")
     os.close(ready)
     launcher = importlib.util.find_spec("ipykernel_launcher").origin
@@ -131,10 +135,14 @@ def become_kernel(argv: list, env: dict, cwd: str, ready: int, zygote: int) -> l
 
 def launch(argv: list, env: dict, cwd: str, connection: socket.socket):
     """Fork one kernel: (reply, None) in the zygote, (None, kernel argv) in the child."""
-    if argv[1:3] != ["-m", "ipykernel_launcher"] or os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
+    if argv[1:3] != ["-m", "ipykernel_launcher"] or os.path.realpath(argv[0]) != os.path.realpath(
+        sys.executable
+    ):
         return {"error": f"not an ipykernel launch with this zygote's Python: {argv}"}, None
     if threads() != 1:
-        return {"error": f"the zygote runs {threads()} threads; a fork could copy a held lock"}, None
+        return {
+            "error": f"the zygote runs {threads()} threads; a fork could copy a held lock"
+        }, None
     zygote = os.getpid()
     read_end, write_end = os.pipe()
     pid = os.fork()

@@ -101,7 +101,10 @@ def naive_bytes(shape: Shape) -> dict[str, int]:
     args = (shape.batch, shape.heads, shape.n, shape.d, shape.torch_dtype)
     inputs_and_output = round(counting.attention(*args, fused=True).bytes)
     total = round(counting.attention(*args, fused=False).bytes)
-    return {"q, k, v, out": inputs_and_output, "scores and probabilities": total - inputs_and_output}
+    return {
+        "q, k, v, out": inputs_and_output,
+        "scores and probabilities": total - inputs_and_output,
+    }
 
 
 # The constexpr arguments of the lab's kernel the grader reads from the launch.
@@ -127,7 +130,10 @@ PREDICTION_RULES = (
 def reference_prediction() -> dict[str, int]:
     """The answer to the prediction, by :func:`flash_bytes` and :func:`naive_bytes` (for the grader and the tests)."""
     shape = PREDICTION_SHAPE
-    return {"flash": sum(flash_bytes(shape, PREDICTION_BLOCK_M).values()), "naive": sum(naive_bytes(shape).values())}
+    return {
+        "flash": sum(flash_bytes(shape, PREDICTION_BLOCK_M).values()),
+        "naive": sum(naive_bytes(shape).values()),
+    }
 
 
 def causal_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -186,7 +192,9 @@ def simulate(
         p = torch.exp(block - m_new[..., None])
         alpha = torch.exp(m - m_new)
         total = (total * alpha if rescale_sum else total) + p.sum(-1)
-        acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ v[..., start : start + block_n, :]
+        acc = (acc * alpha[..., None] if rescale_acc else acc) + p @ v[
+            ..., start : start + block_n, :
+        ]
         m = m_new
     return acc / total[..., None]
 
@@ -206,7 +214,11 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
     rtol, atol = core.tolerance(out.dtype)
 
     def close(a: torch.Tensor, b: torch.Tensor, slack: float) -> bool:
-        return bool(torch.isclose(a, b.to(out.dtype).to(torch.float64), rtol=slack * rtol, atol=slack * atol).all())
+        return bool(
+            torch.isclose(
+                a, b.to(out.dtype).to(torch.float64), rtol=slack * rtol, atol=slack * atol
+            ).all()
+        )
 
     right = None
 
@@ -251,8 +263,22 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
         if block_n >= n:
             break
         for rescale_sum in (True, False):
-            if matches(simulate(q, k, v, causal=causal, block_n=block_n, rescale_acc=False, rescale_sum=rescale_sum)):
-                what = "the accumulator is" if rescale_sum else "the accumulator and the running sum are"
+            if matches(
+                simulate(
+                    q,
+                    k,
+                    v,
+                    causal=causal,
+                    block_n=block_n,
+                    rescale_acc=False,
+                    rescale_sum=rescale_sum,
+                )
+            ):
+                what = (
+                    "the accumulator is"
+                    if rescale_sum
+                    else "the accumulator and the running sum are"
+                )
                 return (
                     f"Your output is what attention gives, with blocks of BLOCK_N = {block_n} keys, when "
                     f"{what} not rescaled as the running max grows. When a block raises a row's max "
@@ -305,9 +331,13 @@ _CASES = (
     Shape(1, 2, 256, 64, "float16"),
 )
 CORRECTNESS_CASES = per_device(
-    cpu=_CASES, gpu=_CASES + (Shape(2, 4, 1031, 64, "float16"), Shape(1, 8, 2048, 64, "float16", "large"))
+    cpu=_CASES,
+    gpu=_CASES + (Shape(2, 4, 1031, 64, "float16"), Shape(1, 8, 2048, 64, "float16", "large")),
 )
-BOUNDS_CASES = (Shape(1, 2, 17, 64), Shape(1, 2, 100, 32, "float16"))  # GPU: checked in the interpreter first
+BOUNDS_CASES = (
+    Shape(1, 2, 17, 64),
+    Shape(1, 2, 100, 32, "float16"),
+)  # GPU: checked in the interpreter first
 
 
 def prepare() -> None:
@@ -355,8 +385,15 @@ def _prediction_mistakes(shape: Shape, block_m: int) -> dict[str, dict[str, int]
             * s,
             "K and V read ⌈N / BLOCK_M⌉ times together, not each": h * n * d * (2 + blocks) * s,
             "Q or O left out: Q is read once and O written once": h * n * d * (1 + 2 * blocks) * s,
-            "one head: every head of every batch (batch × heads) moves its own": n * d * (2 + 2 * blocks) * s,
-            "4 bytes per element: the inputs are float16, 2 bytes": h * n * d * (2 + 2 * blocks) * 4,
+            "one head: every head of every batch (batch × heads) moves its own": n
+            * d
+            * (2 + 2 * blocks)
+            * s,
+            "4 bytes per element: the inputs are float16, 2 bytes": h
+            * n
+            * d
+            * (2 + 2 * blocks)
+            * 4,
             "elements, not bytes": h * n * d * (2 + 2 * blocks),
         },
         "naive": {
@@ -367,8 +404,15 @@ def _prediction_mistakes(shape: Shape, block_m: int) -> dict[str, dict[str, int]
             * n
             * d
             * s,
-            "Q, K, V and O left out: the three kernels read Q, K and V and write O too": h * 4 * n * n * s,
-            "one head: every head of every batch (batch × heads) moves its own": (4 * n * d + 4 * n * n) * s,
+            "Q, K, V and O left out: the three kernels read Q, K and V and write O too": h
+            * 4
+            * n
+            * n
+            * s,
+            "one head: every head of every batch (batch × heads) moves its own": (
+                4 * n * d + 4 * n * n
+            )
+            * s,
             "4 bytes per element: the inputs are float16, 2 bytes": h * (4 * n * d + 4 * n * n) * 4,
             "elements, not bytes": h * (4 * n * d + 4 * n * n),
         },
@@ -387,8 +431,15 @@ def grade_prediction(student) -> str:
         )
     for key in ("flash", "naive"):
         number = value[key]
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) or number <= 0:
-            raise core.fail(f"{name}()['{key}'] must be a positive number of bytes; it is {str(number)[:80]}")
+        if (
+            isinstance(number, bool)
+            or not isinstance(number, (int, float))
+            or not math.isfinite(number)
+            or number <= 0
+        ):
+            raise core.fail(
+                f"{name}()['{key}'] must be a positive number of bytes; it is {str(number)[:80]}"
+            )
     mistakes = _prediction_mistakes(shape, PREDICTION_BLOCK_M)
     wrong = []
     for key, what in (("flash", "FlashAttention"), ("naive", "the three kernels")):
@@ -430,7 +481,10 @@ def grade_correct(student, *, causal: bool = False) -> str:
     result = core.check_kernels(student, spec, cases, bounds_sizes=BOUNDS_CASES)
     what = "causal attention (is_causal=True)" if causal else "attention"
     return core.correct_summary(
-        student.name, f"scaled_dot_product_attention's {what} (float32, cast to the inputs' dtype)", cases, result
+        student.name,
+        f"scaled_dot_product_attention's {what} (float32, cast to the inputs' dtype)",
+        cases,
+        result,
     )
 
 
@@ -482,7 +536,11 @@ def traffic_sizes(rng) -> tuple[int, int, int]:
     """The N the traffic check counts at, drawn per submission (``rng`` from
     :func:`brrr.checks.core.size_drawer`, seeded in the grader process): odd, so the last block of queries
     and of keys is partial, from a little over 64 to a little over 512."""
-    return (core.unaligned(rng, 65, 191), core.unaligned(rng, 193, 383), core.unaligned(rng, 385, 519))
+    return (
+        core.unaligned(rng, 65, 191),
+        core.unaligned(rng, 193, 383),
+        core.unaligned(rng, 385, 519),
+    )
 
 
 def ceiling_failure(name: str, shape: Shape, blocks: dict) -> str | None:
@@ -505,14 +563,23 @@ def ceiling_failure(name: str, shape: Shape, blocks: dict) -> str | None:
 
 def stores_failure(name: str, shape: Shape, traffic: dict, scratch: dict[str, str]) -> str | None:
     """Why the kernels stored something other than ``out`` (the score matrix, most likely), or None."""
-    stored = {tensor: nbytes for tensor, nbytes in traffic["stored"].items() if tensor != "out" and nbytes}
+    stored = {
+        tensor: nbytes for tensor, nbytes in traffic["stored"].items() if tensor != "out" and nbytes
+    }
     if not stored:
         return None
     scores = score_matrix_bytes(shape)
     rows = [("tensor", "stored", "loaded", "N × N score matrices")]
     for tensor, nbytes in sorted(stored.items()):
         label = scratch.get(tensor, tensor)
-        rows.append((label, f"{nbytes:,} B", f"{traffic['loaded'].get(tensor, 0):,} B", f"{nbytes / scores:.2f}"))
+        rows.append(
+            (
+                label,
+                f"{nbytes:,} B",
+                f"{traffic['loaded'].get(tensor, 0):,} B",
+                f"{nbytes / scores:.2f}",
+            )
+        )
     total = sum(stored.values())
     naive = naive_bytes(shape)
     head = (
@@ -523,7 +590,8 @@ def stores_failure(name: str, shape: Shape, traffic: dict, scratch: dict[str, st
         else f"{name}'s kernels stored {total:,} B outside out for {shape}, counted in the interpreter."
     )
     return (
-        head + f"\n{core.text_table(rows)}\nFlashAttention never stores the scores or the probabilities: "
+        head
+        + f"\n{core.text_table(rows)}\nFlashAttention never stores the scores or the probabilities: "
         "each block of scores lives in registers, is folded into the running max, sum and output, and is "
         "dropped. Only out is written, once. The three kernels move "
         f"{naive['scores and probabilities']:,} B of N × N matrices here beside "
@@ -535,7 +603,12 @@ def traffic_failure(name: str, shape: Shape, traffic: dict, blocks: dict) -> str
     """Why the counted ``traffic`` at ``shape`` is not what the launch's ``BLOCK_M`` implies, or None."""
     implied = flash_bytes(shape, blocks["BLOCK_M"])
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
-    counted = {"q": loaded.get("q", 0), "k": loaded.get("k", 0), "v": loaded.get("v", 0), "out": stored.get("out", 0)}
+    counted = {
+        "q": loaded.get("q", 0),
+        "k": loaded.get("k", 0),
+        "v": loaded.get("v", 0),
+        "out": stored.get("out", 0),
+    }
     extra = {t for t in (*loaded, *stored) if t not in implied and (loaded.get(t) or stored.get(t))}
     if counted == implied and not extra and not loaded.get("out"):
         return None
@@ -551,7 +624,14 @@ def traffic_failure(name: str, shape: Shape, traffic: dict, blocks: dict) -> str
             )
         )
     for tensor in sorted(extra):
-        rows.append((tensor, f"{loaded.get(tensor, 0):,} B loaded, {stored.get(tensor, 0):,} B stored", "0 B", ""))
+        rows.append(
+            (
+                tensor,
+                f"{loaded.get(tensor, 0):,} B loaded, {stored.get(tensor, 0):,} B stored",
+                "0 B",
+                "",
+            )
+        )
     blocks_m = math.ceil(shape.n / blocks["BLOCK_M"])
     hints = []
     if counted["q"] != implied["q"]:
@@ -611,7 +691,9 @@ def grade_traffic(student) -> str:
     shapes = [traffic_shape(n) for n in traffic_sizes(core.size_drawer()[0])]
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, SPEC, shapes, generator)
-    built = core.build_kernels(name, cases, interpreted=True)  # a launch with no Triton kernel is told so first
+    built = core.build_kernels(
+        name, cases, interpreted=True
+    )  # a launch with no Triton kernel is told so first
     one_launch = all(len(case.recipe.get("launches", [])) == 1 for case in cases)
     if one_launch:  # before anything runs: the launch alone implies the traffic
         blocks = [launch_blocks(name, case.recipe, case.n) for case in cases]
@@ -637,7 +719,10 @@ def grade_traffic(student) -> str:
     threshold = thresholds.threshold(LAB, "traffic")
     parts = []
     for shape, launched in zip(shapes, blocks):
-        flash, naive = sum(flash_bytes(shape, launched["BLOCK_M"]).values()), sum(naive_bytes(shape).values())
+        flash, naive = (
+            sum(flash_bytes(shape, launched["BLOCK_M"]).values()),
+            sum(naive_bytes(shape).values()),
+        )
         parts.append(
             f"N = {shape.n}, BLOCK_M = {launched['BLOCK_M']}: {flash:,} B against {naive:,} B for the "
             f"three kernels ({flash / naive:.2f}× as much)"
@@ -653,12 +738,17 @@ def grade_traffic(student) -> str:
 
 # ---------------------------------------------------------------- time (GPU)
 
-TIMED_SHAPE = Shape(2, 16, 4096, 64, "float16")  # naive eager holds about 3 GB of N × N matrices: fits a T4
+TIMED_SHAPE = Shape(
+    2, 16, 4096, 64, "float16"
+)  # naive eager holds about 3 GB of N × N matrices: fits a T4
 TIMED_LOW = 3 / 4  # the timed N is drawn per submission in [TIMED_LOW x 4096, 4096] (drawn_shape)
 
 # A kernel faster than this multiple of the float16 matmul peak measured in the same run is impossible.
 IMPOSSIBLE_OVER_PEAK = 1.25
-BASELINES = {"speed_vs_naive": "naive eager attention", "speed_vs_sdpa": "scaled_dot_product_attention"}
+BASELINES = {
+    "speed_vs_naive": "naive eager attention",
+    "speed_vs_sdpa": "scaled_dot_product_attention",
+}
 
 
 def _timed(student, check: str) -> str:
@@ -679,7 +769,9 @@ def drawn_shape(rng=None) -> Shape:
 
     rng = rng or core.size_drawer()[0]
     shape = TIMED_SHAPE
-    return Shape(shape.batch, shape.heads, rounds.drawn(rng, shape.n, low=TIMED_LOW), shape.d, shape.dtype)
+    return Shape(
+        shape.batch, shape.heads, rounds.drawn(rng, shape.n, low=TIMED_LOW), shape.d, shape.dtype
+    )
 
 
 def minimum_bytes(shape: Shape) -> int:
@@ -702,9 +794,14 @@ def _measure(student, check: str) -> str:
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, SPEC, (shape, shape), generator)  # two sets, rotated
     blocks = [launch_blocks(name, case.recipe, shape) for case in cases]
-    built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
+    built = core.build_kernels(
+        name, cases, interpreted=TRITON_INTERPRETED
+    )  # interpreted: tests on a CPU
     outs = [torch.full_like(case.expected, float("nan")) for case in cases]
-    storages = [dict(zip(SPEC.input_names, case.inputs)) | {SPEC.out_name: out} for case, out in zip(cases, outs)]
+    storages = [
+        dict(zip(SPEC.input_names, case.inputs)) | {SPEC.out_name: out}
+        for case, out in zip(cases, outs)
+    ]
     if check == "speed_vs_naive":
         baseline, label = naive_attention, BASELINES[check]
     else:
@@ -712,7 +809,10 @@ def _measure(student, check: str) -> str:
         label = f"{BASELINES[check]} ({backend})"
     entries = {
         "yours": rounds.Timed(
-            [lambda case=case, st=st: kernels.replay(case.recipe, built, st) for case, st in zip(cases, storages)],
+            [
+                lambda case=case, st=st: kernels.replay(case.recipe, built, st)
+                for case, st in zip(cases, storages)
+            ],
             outs,
             [case.expected for case in cases],
             inputs=[dict(zip(SPEC.input_names, case.inputs)) for case in cases],
@@ -724,7 +824,9 @@ def _measure(student, check: str) -> str:
     def attempt() -> core.Attempt:
         peak = ceilings.measure_matmul_peak("float16", 4096)
         copy_rate = ceilings.measure_copy_bandwidth(far_above_cache(4))
-        times = rounds.time_checked(name, entries, plan, budget_s=0.5, out_name=SPEC.out_name, seed=seed)
+        times = rounds.time_checked(
+            name, entries, plan, budget_s=0.5, out_name=SPEC.out_name, seed=seed
+        )
         mine, other = times["yours"].median_s, times["baseline"].median_s
         impossible = rounds.below_roof(
             f"{name}'s kernel on {shape}",

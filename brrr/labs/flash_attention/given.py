@@ -41,8 +41,13 @@ class Shape:
     logits: str = "normal"
 
     def __str__(self) -> str:
-        text = f"({self.batch}, {self.heads}, {self.n}, {self.d}) {self.dtype}"  # (batch, heads, N, d)
-        return text + {"normal": "", "large": ", large logits", "rising": ", rising logits"}[self.logits]
+        text = (
+            f"({self.batch}, {self.heads}, {self.n}, {self.d}) {self.dtype}"  # (batch, heads, N, d)
+        )
+        return (
+            text
+            + {"normal": "", "large": ", large logits", "rising": ", rising logits"}[self.logits]
+        )
 
     @property
     def heads_total(self) -> int:
@@ -69,7 +74,9 @@ PREDICTION_BLOCK_M = 128
 # ---------------------------------------------------------------- the reference and the inputs
 
 
-def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+def attention_reference(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
+) -> torch.Tensor:
     """``F.scaled_dot_product_attention`` in float32 (its math backend, no TF32), cast to ``q``'s dtype.
 
     One batch element at a time, so that the float32 scores of a timed shape fit a small GPU.
@@ -84,13 +91,18 @@ def attention_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
         for b in range(q.shape[0]):
             parts.append(
                 F.scaled_dot_product_attention(
-                    q[b : b + 1].float(), k[b : b + 1].float(), v[b : b + 1].float(), is_causal=causal
+                    q[b : b + 1].float(),
+                    k[b : b + 1].float(),
+                    v[b : b + 1].float(),
+                    is_causal=causal,
                 )
             )
     return torch.cat(parts).to(q.dtype)
 
 
-def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+def naive_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
+) -> torch.Tensor:
     """Attention as eager PyTorch runs it, in three big kernels: the scores ``(q/√d) Kᵀ``, a softmax, ``P V``.
 
     The scale is folded into q (``N·d`` elements, not ``N²``), so the ``N × N``
@@ -104,11 +116,15 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
     return torch.softmax(scores, dim=-1) @ v
 
 
-LARGE_LOGIT_STD = 30.0  # logits about N(0, 30²): dozens of a block's pass 88.7, where exp overflows float32
+LARGE_LOGIT_STD = (
+    30.0  # logits about N(0, 30²): dozens of a block's pass 88.7, where exp overflows float32
+)
 RISE = 24.0  # "rising" logits grow by this much from the first key to the last
 
 
-def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def make_inputs(
+    shape: Shape, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fresh contiguous ``q``, ``k``, ``v`` for ``shape`` on the device (logits: see :class:`Shape`)."""
     on_device = core.device_generator(generator)
     size = (shape.batch, shape.heads, shape.n, shape.d)
@@ -121,7 +137,9 @@ def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor,
     return tuple(t.to(shape.torch_dtype).contiguous() for t in (q, k, v))
 
 
-def inputs_for_demo(n: int, d: int = 64, dtype: str = "float32", *, batch: int = 1, heads: int = 2, seed: int = 0):
+def inputs_for_demo(
+    n: int, d: int = 64, dtype: str = "float32", *, batch: int = 1, heads: int = 2, seed: int = 0
+):
     """``q``, ``k``, ``v`` for trying things out in the notebook (the grader draws its own)."""
     generator, _ = core.fresh_generator(seed)
     return make_inputs(Shape(batch, heads, n, d, dtype), generator)
@@ -160,7 +178,10 @@ def sdpa_function():
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             F.scaled_dot_product_attention(probe, probe, probe)
     except RuntimeError:
-        return F.scaled_dot_product_attention, "the backend PyTorch picks (no flash backend on this GPU)"
+        return (
+            F.scaled_dot_product_attention,
+            "the backend PyTorch picks (no flash backend on this GPU)",
+        )
 
     def flash(q, k, v):
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -226,7 +247,14 @@ def plot_traffic(result: dict, *, stamp: str = ""):
     sizes = result["sizes"]
     mb = [1e-6 * x for x in result["naive"]]
     rest = [1e-6 * (x - s) for x, s in zip(result["naive"], result["naive_scores"])]
-    ax.fill_between(sizes, rest, mb, color="#ff7f0e", alpha=0.25, label="three kernels: N × N scores and probabilities")
+    ax.fill_between(
+        sizes,
+        rest,
+        mb,
+        color="#ff7f0e",
+        alpha=0.25,
+        label="three kernels: N × N scores and probabilities",
+    )
     ax.fill_between(sizes, 0, rest, color="#999999", alpha=0.25, label="three kernels: Q, K, V, O")
     ax.plot(sizes, mb, "-", color="#ff7f0e", label="three kernels, in all (by the rule)")
     if None not in result["rule"]:
@@ -238,7 +266,13 @@ def plot_traffic(result: dict, *, stamp: str = ""):
             label=f"FlashAttention, BLOCK_M = {result['block_m'][-1]} (the rule)",
         )
     if result["how"] == "counted":
-        ax.plot(sizes, [1e-6 * x for x in result["counted"]], "o", color="#1f77b4", label="your kernel, counted")
+        ax.plot(
+            sizes,
+            [1e-6 * x for x in result["counted"]],
+            "o",
+            color="#1f77b4",
+            label="your kernel, counted",
+        )
     ax.set_xticks(sizes, [str(n) for n in sizes])
     ax.set_xlabel("N (keys and queries)")
     ax.set_ylabel("MB moved")

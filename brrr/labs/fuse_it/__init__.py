@@ -39,7 +39,9 @@ from brrr.labs.fuse_it.given import (
 )
 
 LAB = "02-fuse-it"
-HIDDEN_MODULES: tuple[str, ...] = ()  # the reference is given: the grader runs only the student's kernels
+HIDDEN_MODULES: tuple[
+    str, ...
+] = ()  # the reference is given: the grader runs only the student's kernels
 
 __all__ = [
     "LAB",

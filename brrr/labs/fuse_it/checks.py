@@ -25,7 +25,13 @@ from __future__ import annotations
 from brrr.checks import core
 from brrr.device import per_device
 from brrr.labs.fuse_it import LAB
-from brrr.labs.fuse_it.given import EAGER_ELEMENTS_MOVED, FUSED_ELEMENTS_MOVED, chain, make_inputs, timed_n
+from brrr.labs.fuse_it.given import (
+    EAGER_ELEMENTS_MOVED,
+    FUSED_ELEMENTS_MOVED,
+    chain,
+    make_inputs,
+    timed_n,
+)
 
 CHECKS = {"cpu": ("correct", "traffic"), "gpu": ("correct", "bandwidth", "speedup")}
 ALL_CHECKS = ("correct", "traffic", "bandwidth", "speedup")
@@ -34,23 +40,38 @@ ALL_CHECKS = ("correct", "traffic", "bandwidth", "speedup")
 EAGER_KERNELS = 5
 
 
-SPEC = core.Spec(name="chain", reference=chain, make_inputs=make_inputs, input_names=("x", "y"), out_name="out")
+SPEC = core.Spec(
+    name="chain", reference=chain, make_inputs=make_inputs, input_names=("x", "y"), out_name="out"
+)
 
 # Sizes that are a multiple of no power-of-two block, plus one that is; three more are drawn per submission.
-CORRECTNESS_SIZES = per_device(cpu=(1, 17, 65_536), gpu=(1000, 1, 17, 4097, 65_536, 1_000_003, 2**24 + 5))
-BOUNDS_SIZES = (1000, 4097)  # GPU: also run the kernel in the interpreter at these sizes to check bounds
+CORRECTNESS_SIZES = per_device(
+    cpu=(1, 17, 65_536), gpu=(1000, 1, 17, 4097, 65_536, 1_000_003, 2**24 + 5)
+)
+BOUNDS_SIZES = (
+    1000,
+    4097,
+)  # GPU: also run the kernel in the interpreter at these sizes to check bounds
 
 
 def drawn_correctness_sizes(rng) -> tuple[int, ...]:
     """Three odd sizes drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`)."""
-    return (core.unaligned(rng, 18, 1_023), core.unaligned(rng, 1_025, 8_191), core.unaligned(rng, 40_001, 70_001))
+    return (
+        core.unaligned(rng, 18, 1_023),
+        core.unaligned(rng, 1_025, 8_191),
+        core.unaligned(rng, 40_001, 70_001),
+    )
 
 
 def traffic_sizes(rng) -> tuple[int, ...]:
     """The sizes the traffic check counts at, drawn per submission (``rng`` from
     :func:`brrr.checks.core.size_drawer`, seeded in the grader process): two odd ones, whose last block is
     partial, and a multiple of 1,024, which a block of up to 1,024 divides."""
-    return (core.unaligned(rng, 1_025, 9_999), core.unaligned(rng, 10_001, 49_999), 1_024 * rng.randint(49, 98))
+    return (
+        core.unaligned(rng, 1_025, 9_999),
+        core.unaligned(rng, 10_001, 49_999),
+        1_024 * rng.randint(49, 98),
+    )
 
 
 def prepare() -> None:
@@ -150,9 +171,13 @@ def traffic_failure(name: str, traffic: dict) -> str | None:
     for tensor in ("x", "y"):
         times = loaded.get(tensor, 0) / need
         if len(kernels) == 1 and times > 1:
-            hints.append(f"Your kernel loads {tensor} {times:.2f} times per element: load it once and reuse the value.")
+            hints.append(
+                f"Your kernel loads {tensor} {times:.2f} times per element: load it once and reuse the value."
+            )
     if loaded.get("out", 0):
-        hints.append("Your kernel reads out (an atomic counts as a read and a write); it only needs to write it.")
+        hints.append(
+            "Your kernel reads out (an atomic counts as a read and a write); it only needs to write it."
+        )
     return (
         f"{name} moved the wrong number of bytes for n = {n:,} float32 elements, counted in the Triton "
         f"interpreter. A fused kernel loads x and y once each ({need:,} B each, 1.00 per element) and stores "
@@ -220,6 +245,12 @@ def grade_speedup(student) -> str:
 
 
 GRADERS = core.Graders(
-    LAB, {"correct": grade_correct, "traffic": grade_traffic, "bandwidth": grade_bandwidth, "speedup": grade_speedup}
+    LAB,
+    {
+        "correct": grade_correct,
+        "traffic": grade_traffic,
+        "bandwidth": grade_bandwidth,
+        "speedup": grade_speedup,
+    },
 )
 grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

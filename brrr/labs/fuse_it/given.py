@@ -31,7 +31,9 @@ FUSED_ELEMENTS_MOVED = 3  # read x and y, write out
 EDGE_VALUES = (100.0, -100.0, 88.8, -88.8, 30.0, -30.0, 0.0, -0.0)
 
 
-def make_inputs(n: int, generator: torch.Generator, *, edges: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def make_inputs(
+    n: int, generator: torch.Generator, *, edges: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """x and y, n float32 elements each, on the device: spread N(0, 3²), with edge values planted in x.
 
     ``generator`` (on the CPU) seeds a generator on the device, so that even a

@@ -47,9 +47,15 @@ from brrr.device import ON_GPU, per_device, synchronize
 from brrr.labs.make_it_fast import LAB
 from brrr.labs.make_it_fast.given import NARROW, Problem, SHAPES, Shape, given_train, new_problem
 
-CHECKS = {"cpu": ("same_result", "speedup", "diagnosis"), "gpu": ("same_result", "speedup", "diagnosis")}
+CHECKS = {
+    "cpu": ("same_result", "speedup", "diagnosis"),
+    "gpu": ("same_result", "speedup", "diagnosis"),
+}
 ALL_CHECKS = CHECKS["cpu"]
-WIDE = per_device(cpu=Shape(batch=2, width=2048, depth=2, steps=1), gpu=Shape(batch=4, width=4096, depth=2, steps=1))
+WIDE = per_device(
+    cpu=Shape(batch=2, width=2048, depth=2, steps=1),
+    gpu=Shape(batch=4, width=4096, depth=2, steps=1),
+)
 TIMED_CALLS = 9  # per side and attempt of the speedup check
 TRACE_MAX_BYTES = 64 << 20
 
@@ -123,7 +129,11 @@ def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
 
 
 def result_failure(
-    name: str, reply, expected: tuple[list[float], list[torch.Tensor]], problem: Problem, context: str = ""
+    name: str,
+    reply,
+    expected: tuple[list[float], list[torch.Tensor]],
+    problem: Problem,
+    context: str = "",
 ) -> str | None:
     """Why ``reply`` (decoded from the student) is not ``expected``, or None."""
     threshold = thresholds.threshold(LAB, "same_result")
@@ -136,8 +146,14 @@ def result_failure(
     if isinstance(losses, torch.Tensor):
         losses = losses.reshape(-1).tolist()
     if isinstance(losses, list):  # a list of one-element tensors is a list of numbers too
-        losses = [v.reshape(-1).tolist()[0] if isinstance(v, torch.Tensor) and v.numel() == 1 else v for v in losses]
-    if not (isinstance(losses, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in losses)):
+        losses = [
+            v.reshape(-1).tolist()[0] if isinstance(v, torch.Tensor) and v.numel() == 1 else v
+            for v in losses
+        ]
+    if not (
+        isinstance(losses, list)
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in losses)
+    ):
         return f"{name}'s losses are {str(losses)[:80]!r}: return one number per step (a list or a tensor){where}."
     if len(losses) != len(want_losses):
         return f"{name} returned {len(losses)} losses for {len(want_losses)} steps{where}."
@@ -170,9 +186,13 @@ def result_failure(
                 "and must stay so."
             )
         atol = rtol * float(want.abs().max()) + 1e-7
-        report = core.diff_report(label, got.to(want.device), want, rtol=rtol, atol=atol, context=where)
+        report = core.diff_report(
+            label, got.to(want.device), want, rtol=rtol, atol=atol, context=where
+        )
         if report:
-            return f"{name} does not give the given step's parameters after the last step.\n{report}"
+            return (
+                f"{name} does not give the given step's parameters after the last step.\n{report}"
+            )
     return None
 
 
@@ -265,17 +285,30 @@ def grade_speedup(student) -> str:
                 wall += elapsed
                 student_s.append(elapsed)
                 replies.append((problem, reply, (losses, [p.to("cpu") for p in params])))
-        watch.judge(name)  # work left running while the grader timed the given step: before any other verdict
+        watch.judge(
+            name
+        )  # work left running while the grader timed the given step: before any other verdict
         born = [each for each in process_tree(pid) if each not in tree]
         cpu += cpu_used(
-            {}, {each: value for each, value in cpu_seconds([pid, *born]).items() if each not in (pid, -pid)}
+            {},
+            {
+                each: value
+                for each, value in cpu_seconds([pid, *born]).items()
+                if each not in (pid, -pid)
+            },
         )  # all of their CPU time
         for number, (problem, reply, expected) in enumerate(replies):  # every timed result
             failure = result_failure(
-                name, reply, expected, problem, context=f"; timed call {number + 1} of {TIMED_CALLS}"
+                name,
+                reply,
+                expected,
+                problem,
+                context=f"; timed call {number + 1} of {TIMED_CALLS}",
             )
             if failure:
-                raise core.fail(f"{name} did not compute the given step's result while timed:\n{failure}")
+                raise core.fail(
+                    f"{name} did not compute the given step's result while timed:\n{failure}"
+                )
         per_second = cpu / wall
         if per_second > cpu_limit.value:
             raise core.fail(
@@ -303,9 +336,7 @@ def grade_speedup(student) -> str:
             f"{name} is not {threshold.describe()}x faster than the given step at "
             f"{_describe(shape)}, {where}, fresh seeds every call:\n{tried}\n({threshold.why}.)"
         )
-    return (
-        f"{best.detail}; needed {threshold.describe()}x, {where}, every timed result checked (attempt {len(history)})"
-    )
+    return f"{best.detail}; needed {threshold.describe()}x, {where}, every timed result checked (attempt {len(history)})"
 
 
 # ---------------------------------------------------------------- diagnosis
@@ -315,14 +346,18 @@ def _read_student_trace(name: str, path) -> object:
     from brrr import traces
 
     if not isinstance(path, str) or not path:
-        raise core.fail(f"{name} returned {str(path)[:80]!r} as its trace's path; return (fraction, path).")
+        raise core.fail(
+            f"{name} returned {str(path)[:80]!r} as its trace's path; return (fraction, path)."
+        )
     trace_path = Path(path)
     try:
         size = trace_path.stat().st_size
     except OSError as error:
         raise core.fail(f"{name}'s trace {path!r} cannot be read here: {error}") from None
     if not trace_path.is_file() or size > TRACE_MAX_BYTES:
-        raise core.fail(f"{name}'s trace {path!r} is not a trace file of at most {TRACE_MAX_BYTES >> 20} MiB.")
+        raise core.fail(
+            f"{name}'s trace {path!r} is not a trace file of at most {TRACE_MAX_BYTES >> 20} MiB."
+        )
     try:
         return traces.load(trace_path)
     except Exception as error:  # noqa: BLE001 - any unreadable file is the student's answer, not a grader bug
@@ -351,10 +386,18 @@ def grade_diagnosis(student) -> str:
             reply = student.call(problem, threads=1, forked=False)
             after, _ = profile_given(problem, Path(folder.name) / f"{label}-after.json")
             if not (isinstance(reply, list) and len(reply) == 2):
-                raise core.fail(f"{name} returned {str(reply)[:80]!r}; it must return (fraction, trace_path).")
+                raise core.fail(
+                    f"{name} returned {str(reply)[:80]!r}; it must return (fraction, trace_path)."
+                )
             fraction, path = reply
-            if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
-                raise core.fail(f"{name} returned {str(fraction)[:40]!r} as the fraction; it is a number from 0 to 1.")
+            if (
+                isinstance(fraction, bool)
+                or not isinstance(fraction, (int, float))
+                or not 0 <= fraction <= 1
+            ):
+                raise core.fail(
+                    f"{name} returned {str(fraction)[:40]!r} as the fraction; it is a number from 0 to 1."
+                )
             trace = _read_student_trace(name, path)
             theirs = overhead_fraction(trace)
             if abs(theirs - fraction) > definition:
@@ -393,5 +436,7 @@ def grade_diagnosis(student) -> str:
     return "; ".join(summaries) + f" (the share of the step with {what}, within ±{tolerance:g})"
 
 
-GRADERS = core.Graders(LAB, {"same_result": grade_same_result, "speedup": grade_speedup, "diagnosis": grade_diagnosis})
+GRADERS = core.Graders(
+    LAB, {"same_result": grade_same_result, "speedup": grade_speedup, "diagnosis": grade_diagnosis}
+)
 grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

@@ -74,7 +74,9 @@ def new_problem(shape: Shape = SHAPES[0], seed: int | None = None) -> Problem:
         problem = Problem(secrets.randbits(62), shape)
         if relu_margin(problem) >= KINK_MARGIN:
             return problem
-    raise RuntimeError(f"no problem at {shape} kept its ReLU inputs {KINK_MARGIN:g} from zero in {MAX_DRAWS} draws")
+    raise RuntimeError(
+        f"no problem at {shape} kept its ReLU inputs {KINK_MARGIN:g} from zero in {MAX_DRAWS} draws"
+    )
 
 
 def relu_margin(problem: Problem) -> float:
@@ -97,7 +99,9 @@ def relu_margin(problem: Problem) -> float:
     return closest
 
 
-def make_problem(problem: Problem) -> tuple[list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
+def make_problem(
+    problem: Problem,
+) -> tuple[list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
     """The parameters ``[W1, b1, W2, b2, ...]`` (``W`` is out × in) and the ``steps`` batches ``(x, y)``.
 
     Drawn on the CPU from ``problem.seed`` (the same numbers on every machine),
@@ -107,7 +111,9 @@ def make_problem(problem: Problem) -> tuple[list[torch.Tensor], list[tuple[torch
     generator = torch.Generator().manual_seed(problem.seed)
     params = []
     for _ in range(shape.depth):
-        params.append(torch.randn(shape.width, shape.width, generator=generator) / math.sqrt(shape.width))
+        params.append(
+            torch.randn(shape.width, shape.width, generator=generator) / math.sqrt(shape.width)
+        )
         params.append(torch.randn(shape.width, generator=generator) * 0.1)
     batches = [
         (
@@ -174,8 +180,12 @@ def compare(fast_train, shape: Shape = SHAPES[0], *, budget_s: float = 0.3) -> d
 
         return call
 
-    given = bench(rotating(given_train), threads=1, budget_s=budget_s, warmup=1, min_runs=5, flush_l2=False)
-    fast = bench(rotating(fast_train), threads=1, budget_s=budget_s, warmup=2, min_runs=5, flush_l2=False)
+    given = bench(
+        rotating(given_train), threads=1, budget_s=budget_s, warmup=1, min_runs=5, flush_l2=False
+    )
+    fast = bench(
+        rotating(fast_train), threads=1, budget_s=budget_s, warmup=2, min_runs=5, flush_l2=False
+    )
     return {
         "device": DEVICE.type,
         "shape": shape,

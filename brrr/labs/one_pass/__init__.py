@@ -45,7 +45,9 @@ from brrr.labs.one_pass.given import (
 )
 
 LAB = "03-one-pass"
-HIDDEN_MODULES: tuple[str, ...] = ()  # the references are given: the grader runs only the student's kernels
+HIDDEN_MODULES: tuple[
+    str, ...
+] = ()  # the references are given: the grader runs only the student's kernels
 
 __all__ = [
     "LAB",

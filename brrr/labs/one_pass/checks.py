@@ -66,7 +66,13 @@ from brrr.labs.one_pass.given import (
 GRADER_REFERENCES = ("count_eager", "eager_traffic", "eager_bytes_per_element")
 
 CHECKS = {
-    "cpu": ("prediction", "softmax_correct", "softmax_traffic", "layer_norm_correct", "layer_norm_traffic"),
+    "cpu": (
+        "prediction",
+        "softmax_correct",
+        "softmax_traffic",
+        "layer_norm_correct",
+        "layer_norm_traffic",
+    ),
     "gpu": (
         "prediction",
         "softmax_correct",
@@ -136,7 +142,11 @@ def _counting_inputs(kind: str, rows: int = 3, cols: int = 5):
 def eager_traffic(kind: str, rows: int, cols: int) -> float:
     """Bytes per element of x that the unfused ``kind`` moves on ``rows × cols`` float32, every tensor counted."""
     inputs = _counting_inputs(kind, rows, cols)
-    total = sum(nbytes for op in count_eager(UNFUSED[kind], *inputs) for _, nbytes in op["reads"] + op["writes"])
+    total = sum(
+        nbytes
+        for op in count_eager(UNFUSED[kind], *inputs)
+        for _, nbytes in op["reads"] + op["writes"]
+    )
     return total / (rows * cols)
 
 
@@ -171,7 +181,11 @@ def eager_table(kind: str) -> list[tuple[str, int, int]]:
     inputs = _counting_inputs(kind)
     numel = inputs[0].numel()
     return [
-        (op["op"], sum(1 for c, _ in op["reads"] if c == numel), sum(1 for c, _ in op["writes"] if c == numel))
+        (
+            op["op"],
+            sum(1 for c, _ in op["reads"] if c == numel),
+            sum(1 for c, _ in op["writes"] if c == numel),
+        )
         for op in count_eager(UNFUSED[kind], *inputs)
     ]
 
@@ -195,7 +209,9 @@ def describe(case: Rows) -> str:
 
 def _matches(out: torch.Tensor, candidate: torch.Tensor) -> bool:
     rtol, atol = core.tolerance(out.dtype)
-    return bool(torch.isclose(out.float(), candidate.float(), rtol=rtol, atol=atol, equal_nan=True).all())
+    return bool(
+        torch.isclose(out.float(), candidate.float(), rtol=rtol, atol=atol, equal_nan=True).all()
+    )
 
 
 def _is_mistake(out: torch.Tensor, mistaken: torch.Tensor, right: torch.Tensor) -> bool:
@@ -247,7 +263,9 @@ def diagnose_layer_norm(inputs, out: torch.Tensor) -> str | None:
     if _is_mistake(out, d / (torch.sqrt(biased) + EPS) * weight + bias, right):
         return "Your output is layer norm with eps added outside the square root: it goes inside, sqrt(var + eps)."
     if _is_mistake(out, d / torch.sqrt(biased + EPS), right):
-        return "Your output is layer norm without the weight and bias: finish with y * weight + bias."
+        return (
+            "Your output is layer norm without the weight and bias: finish with y * weight + bias."
+        )
     return _half_hint(inputs[0])
 
 
@@ -275,9 +293,13 @@ SPECS = {
 # Row lengths that are a multiple of no block (1, 17, 781, 4097), in float32 and float16.
 _CASES_BOTH = (Rows(5, 1), Rows(7, 17), Rows(6, 781), Rows(3, 4097), Rows(3, 4097, "float16"))
 CORRECTNESS_CASES = per_device(
-    cpu=_CASES_BOTH, gpu=_CASES_BOTH + (Rows(4096, 781), Rows(1000, 4097), Rows(2048, 4096, "float16"))
+    cpu=_CASES_BOTH,
+    gpu=_CASES_BOTH + (Rows(4096, 781), Rows(1000, 4097), Rows(2048, 4096, "float16")),
 )
-BOUNDS_CASES = (Rows(7, 17), Rows(3, 781))  # GPU: also run in the interpreter at these, to check bounds
+BOUNDS_CASES = (
+    Rows(7, 17),
+    Rows(3, 781),
+)  # GPU: also run in the interpreter at these, to check bounds
 
 
 def prepare() -> None:
@@ -316,7 +338,9 @@ def grade_prediction(student) -> str:
     """``predicted_eager_bytes_per_element()``: a dict with the bytes per element of x that
     :func:`softmax_unfused` and :func:`layer_norm_unfused` move by :data:`PREDICTION_RULES`."""
     threshold = thresholds.threshold(LAB, "prediction")
-    reference = {kind: _REFERENCE_PREDICTION.get(kind) or eager_bytes_per_element(kind) for kind in KINDS}
+    reference = {
+        kind: _REFERENCE_PREDICTION.get(kind) or eager_bytes_per_element(kind) for kind in KINDS
+    }
     value = student.call(timeout_s=60)
     name = student.name
     if not isinstance(value, dict) or set(value) != set(KINDS):
@@ -328,7 +352,9 @@ def grade_prediction(student) -> str:
     for kind in KINDS:
         got = value[kind]
         if isinstance(got, bool) or not isinstance(got, (int, float)) or not math.isfinite(got):
-            raise core.fail(f"{name}()['{kind}'] must be a number of bytes per element; it is {str(got)[:80]}")
+            raise core.fail(
+                f"{name}()['{kind}'] must be a number of bytes per element; it is {str(got)[:80]}"
+            )
         if abs(got - reference[kind]) > threshold.value * reference[kind]:
             wrong.append(kind)
     if wrong:
@@ -394,7 +420,9 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
     need = case.numel * size
     row_bytes = case.cols * size
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
-    programs = sum(traffic.get("storing", traffic["programs"]))  # programs that did work: idle ones earn nothing
+    programs = sum(
+        traffic.get("storing", traffic["programs"])
+    )  # programs that did work: idle ones earn nothing
     params = ("weight", "bias") if kind == "layer_norm" else ()
     known = ("x", *params, "out")
     extra = {t for t in (*loaded, *stored) if t not in known and (loaded.get(t) or stored.get(t))}
@@ -413,7 +441,9 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
         if tensor not in known and not (loaded.get(tensor) or stored.get(tensor)):
             continue
         unit, per = (
-            (need, "per element of x") if tensor in ("x", "out") or tensor in extra else (row_bytes, "rows' worth")
+            (need, "per element of x")
+            if tensor in ("x", "out") or tensor in extra
+            else (row_bytes, "rows' worth")
         )
         rows.append(
             (
@@ -423,7 +453,11 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
             )
         )
     hints = _traffic_hints(name, traffic, need, row_bytes, params, extra)
-    weights = f" and weight and bias at most once per program (row block), here {programs} programs" if params else ""
+    weights = (
+        f" and weight and bias at most once per program (row block), here {programs} programs"
+        if params
+        else ""
+    )
     return (
         f"{name} moved the wrong number of bytes for {case}, counted in the Triton interpreter. One pass "
         f"loads x once ({need:,} B, 1.00 per element) and stores out once ({need:,} B){weights}, and "
@@ -431,7 +465,9 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
     ).rstrip()
 
 
-def _traffic_hints(name: str, traffic: dict, need: int, row_bytes: int, params: tuple, extra: set) -> list[str]:
+def _traffic_hints(
+    name: str, traffic: dict, need: int, row_bytes: int, params: tuple, extra: set
+) -> list[str]:
     """One hint per way ``traffic`` strays from one pass: out under- or over-written, x read too often or
     not at all, weight and bias reloaded, out read back, a buffer round trip, more than one kernel."""
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
@@ -454,7 +490,9 @@ def _traffic_hints(name: str, traffic: dict, need: int, row_bytes: int, params: 
             "after the reduction."
         )
     if loaded.get("x", 0) == 0:
-        hints.append(f"No kernel of {name} loaded x: the result must be computed from x inside your kernel.")
+        hints.append(
+            f"No kernel of {name} loaded x: the result must be computed from x inside your kernel."
+        )
     elif passes > 1:
         hints.append(
             f"Your kernel read x {passes:.2f} times per element: {_passes(passes)} over memory. Load "
@@ -462,7 +500,9 @@ def _traffic_hints(name: str, traffic: dict, need: int, row_bytes: int, params: 
             "reduction and the output from those registers."
         )
     elif passes < 1:
-        hints.append(f"Your kernel read only {passes:.2f} of x per element: every element of x must be loaded.")
+        hints.append(
+            f"Your kernel read only {passes:.2f} of x per element: every element of x must be loaded."
+        )
     for p in params:
         got = loaded.get(p, 0)
         if got > programs * row_bytes:
@@ -474,7 +514,9 @@ def _traffic_hints(name: str, traffic: dict, need: int, row_bytes: int, params: 
         elif got < row_bytes:
             hints.append(f"Your kernel loaded only {got / row_bytes:.2f} of {p}: load all of it.")
     if loaded.get("out", 0):
-        hints.append("Your kernel reads out (an atomic counts as a read and a write); it only needs to write it.")
+        hints.append(
+            "Your kernel reads out (an atomic counts as a read and a write); it only needs to write it."
+        )
     if extra:
         hints.append(
             f"Your kernels moved bytes through {', '.join(sorted(extra))}: buffers outside x and out are "
@@ -551,7 +593,9 @@ def _timed_check(student, kind: str, check: str) -> str:
     from brrr.checks import rounds, timed
 
     published = timed_rows()
-    rng, _ = core.size_drawer()  # drawn per submission: rows in the timed band, cols with a partial last block
+    rng, _ = (
+        core.size_drawer()
+    )  # drawn per submission: rows in the timed band, cols with a partial last block
     rows = Rows(
         rng.randint(math.ceil(timed.LOW * published.rows), published.rows),
         rounds.drawn(rng, published.cols, low=TIMED_COLS_LOW, align=timed.ALIGN),
@@ -566,7 +610,9 @@ def _timed_check(student, kind: str, check: str) -> str:
         baseline=FUSED_TORCH[kind],
         baseline_name="torch.softmax" if kind == "softmax" else "F.layer_norm",
     )
-    return timed.check(student, LAB, check, SPECS[kind], case, bandwidth=check.endswith("bandwidth"))
+    return timed.check(
+        student, LAB, check, SPECS[kind], case, bandwidth=check.endswith("bandwidth")
+    )
 
 
 def _graders_of(kind: str) -> dict:
@@ -580,6 +626,10 @@ def _graders_of(kind: str) -> dict:
 
 
 GRADERS = core.Graders(
-    LAB, {"prediction": grade_prediction, **{check: run for kind in KINDS for check, run in _graders_of(kind).items()}}
+    LAB,
+    {
+        "prediction": grade_prediction,
+        **{check: run for kind in KINDS for check, run in _graders_of(kind).items()},
+    },
 )
 grade = GRADERS.grade  # the one way every lab's check is run (brrr.checks.core.Graders)

@@ -122,7 +122,10 @@ def make_layer_norm_inputs(case: Rows, generator: torch.Generator) -> tuple[torc
 
 
 MAKE_INPUTS = {"softmax": make_softmax_inputs, "layer_norm": make_layer_norm_inputs}
-INPUT_NAMES = {"softmax": ("x",), "layer_norm": ("x", "weight", "bias")}  # the wrappers' inputs, before out
+INPUT_NAMES = {
+    "softmax": ("x",),
+    "layer_norm": ("x", "weight", "bias"),
+}  # the wrappers' inputs, before out
 TRAFFIC_ROWS = Rows(64, 781)  # the notebook's comparison (the traffic checks draw their own cases)
 
 
@@ -180,7 +183,11 @@ def compare_with_eager(softmax_fn, layer_norm_fn) -> dict:
         from brrr.timing import bench
 
         case = timed_rows()
-        result |= {"rows": case.rows, "cols": case.cols, "copy_bandwidth": ceilings.measure_copy_bandwidth(case.numel)}
+        result |= {
+            "rows": case.rows,
+            "cols": case.cols,
+            "copy_bandwidth": ceilings.measure_copy_bandwidth(case.numel),
+        }
         moved = 2 * case.numel * 4
         for kind in KINDS:
             inputs = inputs_for_demo(kind, case.rows, case.cols)
@@ -233,7 +240,11 @@ def plot_comparison(result: dict, *, stamp: str = ""):
     for i, version in enumerate(names):
         values = [result["kinds"][kind][key][version] * scale for kind in KINDS]
         bars = ax.bar(
-            [k + (i - 1) * width for k in range(len(KINDS))], values, width, label=names[version], color=colors[version]
+            [k + (i - 1) * width for k in range(len(KINDS))],
+            values,
+            width,
+            label=names[version],
+            color=colors[version],
         )
         ax.bar_label(bars, fmt="%.3g", fontsize=7)
     if result["device"] == "gpu":
@@ -250,7 +261,9 @@ def plot_comparison(result: dict, *, stamp: str = ""):
         ax.set_ylabel(f"ms per call, {result['rows']:,} × {result['cols']:,}")
         ax.set_title("Time: unfused eager, torch and one pass (measured)")
     else:
-        ax.axhline(8.0, color="#2ca02c", linestyle="dashed", linewidth=1, label="one read, one write (8 B)")
+        ax.axhline(
+            8.0, color="#2ca02c", linestyle="dashed", linewidth=1, label="one read, one write (8 B)"
+        )
         ax.set_ylabel("bytes moved per element of x")
         ax.set_title(f"Global-memory traffic, {result['rows']} × {result['cols']} float32")
     ax.set_xticks(range(len(KINDS)), ["softmax", "layer norm"])

@@ -96,7 +96,9 @@ BEYOND_DOUBT = 3.0
 REFERENCE_S = per_device(cpu={"copy": 0.1, "matmul": 0.2}, gpu={"copy": 0.1, "matmul": 0.2})
 
 
-def _grade_ceiling(check: str, student, args: tuple, reference, work: float, unit: str, what: str) -> str:
+def _grade_ceiling(
+    check: str, student, args: tuple, reference, work: float, unit: str, what: str
+) -> str:
     """Shared by the two ceilings: the student's ``fn(*args)`` against ``reference()``, interleaved.
 
     Each attempt reads the reference, then calls the student and reads the
@@ -128,7 +130,9 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
         value = _number(name, student.call(*args, threads=1, forked=False))
         return value, time.perf_counter() - start
 
-    pairs: list[tuple[float, float, float]] = []  # (ratio, value, reading beside it), over all attempts
+    pairs: list[
+        tuple[float, float, float]
+    ] = []  # (ratio, value, reading beside it), over all attempts
 
     def attempt(watch: fairness.Watch) -> core.Attempt:
         def read() -> float:
@@ -140,7 +144,9 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
             for _ in range(PAIRS):
                 calls.append(timed_call())
                 readings.append(read())
-        watch.judge(name)  # work left running while the grader read brrr.ceilings: before any other verdict
+        watch.judge(
+            name
+        )  # work left running while the grader read brrr.ceilings: before any other verdict
         high = max(readings)
         fastest_one = work / (high * (1 + threshold.value))
         slowest = min(elapsed for _, elapsed in calls)
@@ -152,7 +158,9 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
             )
         for (value, _), beside in zip(calls, map(_geometric_mean, readings, readings[1:])):
             pairs.append((value / beside, value, beside))
-        ratio, value, beside = sorted(pairs)[len(pairs) // 2]  # the median pair of every attempt so far
+        ratio, value, beside = sorted(pairs)[
+            len(pairs) // 2
+        ]  # the median pair of every attempt so far
         passed = 1 - threshold.value <= ratio <= 1 + threshold.value
         distance = 0.0 if passed else abs(math.log(ratio))
         final = not passed and not 1 / BEYOND_DOUBT <= ratio <= BEYOND_DOUBT
@@ -164,7 +172,9 @@ def _grade_ceiling(check: str, student, args: tuple, reference, work: float, uni
         )
         return core.Attempt(-distance, passed, detail, final)
 
-    best, history = fairness.repeat_fairly(attempt, fairness.student_pid(student), name, "brrr.ceilings' reference")
+    best, history = fairness.repeat_fairly(
+        attempt, fairness.student_pid(student), name, "brrr.ceilings' reference"
+    )
     threads = "single-threaded" if not ON_GPU else "on the GPU"
     if not best.passed:
         tried = _attempts_told(history)
@@ -218,7 +228,9 @@ def grade_matmul_peak(student) -> str:
         "matmul_peak",
         student,
         (n, DTYPE),
-        lambda: ceilings.measure_matmul_peak(dtype_name, n, threads=1, budget_s=REFERENCE_S["matmul"]),
+        lambda: ceilings.measure_matmul_peak(
+            dtype_name, n, threads=1, budget_s=REFERENCE_S["matmul"]
+        ),
         work=2 * n**3,
         unit="FLOP/s",
         what=f"a {n}x{n} {dtype_name} matmul ({2 * n**3:.3g} FLOPs)",
@@ -254,7 +266,9 @@ def grade_intensities(student) -> str:
             and len(reply) == 2
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in reply)
         ):
-            raise core.fail(f"{name}({op.name!r}) returned {str(reply)[:80]}; it must return (flops, bytes)")
+            raise core.fail(
+                f"{name}({op.name!r}) returned {str(reply)[:80]}; it must return (flops, bytes)"
+            )
         flops, moved = (float(v) for v in reply)
         want = reference_count(op)
         bad = [
@@ -264,7 +278,8 @@ def grade_intensities(student) -> str:
         ]
         if bad:
             wrong.append(
-                f"  {op.name} [{op.kind} {op.shape}, {str(op.dtype).removeprefix('torch.')}]: " + ", ".join(bad)
+                f"  {op.name} [{op.kind} {op.shape}, {str(op.dtype).removeprefix('torch.')}]: "
+                + ", ".join(bad)
             )
     if wrong:
         raise core.fail(
@@ -284,7 +299,9 @@ def measured_ridge() -> float:
     if "copy_bandwidth" not in _measured:
         _measured["copy_bandwidth"] = ceilings.measure_copy_bandwidth(COPY_N, threads=1)
     if "matmul_peak" not in _measured:
-        _measured["matmul_peak"] = ceilings.measure_matmul_peak(ceilings.dtype_name(DTYPE), MATMUL_N, threads=1)
+        _measured["matmul_peak"] = ceilings.measure_matmul_peak(
+            ceilings.dtype_name(DTYPE), MATMUL_N, threads=1
+        )
     return _measured["matmul_peak"] / _measured["copy_bandwidth"]
 
 
@@ -306,8 +323,12 @@ def grade_classes(student) -> str:
                 f"you said {got!r}, it is {want!r}"
             )
     if wrong:
-        raise core.fail(f"{len(wrong)} of {len(cases)} ops are classified wrong:\n" + "\n".join(wrong))
-    memory = sum(regime_of(reference_count(op).intensity, ridge) == str(Regime.MEMORY) for op in OPS)
+        raise core.fail(
+            f"{len(wrong)} of {len(cases)} ops are classified wrong:\n" + "\n".join(wrong)
+        )
+    memory = sum(
+        regime_of(reference_count(op).intensity, ridge) == str(Regime.MEMORY) for op in OPS
+    )
     return (
         f"all {len(OPS)} ops classified right at a measured ridge point of {ridge:.3g} FLOPs/byte "
         f"({memory} memory-bound, {len(OPS) - memory} compute-bound)"

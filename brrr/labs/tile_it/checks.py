@@ -82,7 +82,9 @@ def tiled_bytes(shape: Shape, block_m: int, block_n: int) -> dict[str, int]:
     row of tiles (⌈m / block_m⌉ times), ``out`` written once
     (:func:`brrr.counting.tiled_matmul_bytes`).
     """
-    return counting.tiled_matmul_bytes(shape.m, shape.n, shape.k, block_m, block_n, shape.element_size)
+    return counting.tiled_matmul_bytes(
+        shape.m, shape.n, shape.k, block_m, block_n, shape.element_size
+    )
 
 
 def tiling_key(block_m: int, block_n: int) -> str:
@@ -95,7 +97,10 @@ def reference_prediction() -> dict[str, dict[str, float]]:
     result = {}
     for bm, bn in PREDICTION_TILINGS:
         nbytes = sum(tiled_bytes(PREDICTION_SHAPE, bm, bn).values())
-        result[tiling_key(bm, bn)] = {"bytes": nbytes, "flop_per_byte": intensity(PREDICTION_SHAPE, nbytes)}
+        result[tiling_key(bm, bn)] = {
+            "bytes": nbytes,
+            "flop_per_byte": intensity(PREDICTION_SHAPE, nbytes),
+        }
     return result
 
 
@@ -152,9 +157,13 @@ _CASES = (
     LONG_K,
 )
 CORRECTNESS_CASES = per_device(
-    cpu=_CASES, gpu=_CASES + (Shape(1031, 1000, 999, TIMED_DTYPE), Shape(2048, 2048, 2048, TIMED_DTYPE))
+    cpu=_CASES,
+    gpu=_CASES + (Shape(1031, 1000, 999, TIMED_DTYPE), Shape(2048, 2048, 2048, TIMED_DTYPE)),
 )
-BOUNDS_CASES = (Shape(100, 70, 50), Shape(33, 17, 45))  # GPU: also run in the interpreter at these, to check bounds
+BOUNDS_CASES = (
+    Shape(100, 70, 50),
+    Shape(33, 17, 45),
+)  # GPU: also run in the interpreter at these, to check bounds
 
 
 def prepare() -> None:
@@ -192,7 +201,10 @@ def _prediction_mistakes(shape: Shape, bm: int, bn: int) -> dict[str, int]:
     cm, cn = math.ceil(m / bm), math.ceil(n / bn)
     return {
         "a read ⌈M / BLOCK_M⌉ times and b ⌈N / BLOCK_N⌉ times: swapped. Each program of a row of tiles "
-        "reads the same strip of a, so a is read once per column of tiles": (m * k * cm + k * n * cn + m * n) * s,
+        "reads the same strip of a, so a is read once per column of tiles": (
+            m * k * cm + k * n * cn + m * n
+        )
+        * s,
         "N / BLOCK_N and M / BLOCK_M without rounding up: the last, partial tile is a whole program, and it "
         "reads whole strips": round((m * k * n / bn + k * n * m / bm + m * n) * s),
         "out left out: it is written once": (m * k * cn + k * n * cm) * s,
@@ -204,7 +216,8 @@ def _prediction_mistakes(shape: Shape, bm: int, bn: int) -> dict[str, int]:
             m * k + k * n + m * n
         )
         * s,
-        "4 bytes per element: the inputs are float16, 2 bytes": (m * k * cn + k * n * cm + m * n) * 4,
+        "4 bytes per element: the inputs are float16, 2 bytes": (m * k * cn + k * n * cm + m * n)
+        * 4,
         "elements, not bytes": m * k * cn + k * n * cm + m * n,
     }
 
@@ -242,10 +255,15 @@ def grade_prediction(student) -> str:
                 or not math.isfinite(number)
                 or number <= 0
             ):
-                raise core.fail(f"{name}()['{key}']['{field}'] must be a positive number; it is {str(number)[:80]}")
+                raise core.fail(
+                    f"{name}()['{key}']['{field}'] must be a positive number; it is {str(number)[:80]}"
+                )
         right = reference[key]
         bytes_ok = abs(got["bytes"] - right["bytes"]) <= exact.value * right["bytes"]
-        intensity_ok = abs(got["flop_per_byte"] - right["flop_per_byte"]) <= close.value * right["flop_per_byte"]
+        intensity_ok = (
+            abs(got["flop_per_byte"] - right["flop_per_byte"])
+            <= close.value * right["flop_per_byte"]
+        )
         if bytes_ok and intensity_ok:
             continue
         what = f"BLOCK_M × BLOCK_N = {bm} × {bn}: "
@@ -255,7 +273,10 @@ def grade_prediction(student) -> str:
                 if nbytes == round(got["bytes"]):
                     what += f". They are what you get with {mistake}"
                     break
-            consistent = abs(got["flop_per_byte"] - shape.flops / got["bytes"]) <= close.value * got["flop_per_byte"]
+            consistent = (
+                abs(got["flop_per_byte"] - shape.flops / got["bytes"])
+                <= close.value * got["flop_per_byte"]
+            )
             if not intensity_ok:
                 what += (
                     "; your intensity follows from them (2·M·N·K / your bytes), so it is wrong with them"
@@ -269,7 +290,10 @@ def grade_prediction(student) -> str:
                 f"your bytes are right; your intensity, {got['flop_per_byte']:g} FLOP/B, is wrong: it is "
                 "2·M·N·K FLOPs (a multiply and an add per term) over those bytes"
             )
-            if abs(got["flop_per_byte"] * 2 - right["flop_per_byte"]) <= close.value * right["flop_per_byte"]:
+            if (
+                abs(got["flop_per_byte"] * 2 - right["flop_per_byte"])
+                <= close.value * right["flop_per_byte"]
+            ):
                 what += ", and yours is half of that: count 2 FLOPs per multiply-add"
         wrong.append(what + ".")
     if wrong:
@@ -293,13 +317,19 @@ def grade_prediction(student) -> str:
 
 def drawn_correctness_cases(rng) -> tuple[Shape, ...]:
     """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): M, N, K odd."""
-    return (Shape(core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129)),)
+    return (
+        Shape(
+            core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129)
+        ),
+    )
 
 
 def grade_correct(student) -> str:
     cases = tuple(CORRECTNESS_CASES) + drawn_correctness_cases(core.size_drawer()[0])
     result = core.check_kernels(student, SPEC, cases, bounds_sizes=BOUNDS_CASES)
-    return core.correct_summary(student.name, "matmul_reference() (float32, cast to the output's dtype)", cases, result)
+    return core.correct_summary(
+        student.name, "matmul_reference() (float32, cast to the output's dtype)", cases, result
+    )
 
 
 # ---------------------------------------------------------------- the tiling of a recorded launch
@@ -355,12 +385,20 @@ def traffic_shapes(rng) -> tuple[Shape, Shape]:
     :func:`brrr.checks.core.size_drawer`, seeded in the grader process): M, N and K odd, so every tile
     of the edge is partial, one shape smaller and one larger than the usual 128-wide tiles."""
     return (
-        Shape(core.unaligned(rng, 65, 191), core.unaligned(rng, 65, 191), core.unaligned(rng, 33, 191)),
-        Shape(core.unaligned(rng, 129, 223), core.unaligned(rng, 129, 223), core.unaligned(rng, 65, 223)),
+        Shape(
+            core.unaligned(rng, 65, 191), core.unaligned(rng, 65, 191), core.unaligned(rng, 33, 191)
+        ),
+        Shape(
+            core.unaligned(rng, 129, 223),
+            core.unaligned(rng, 129, 223),
+            core.unaligned(rng, 65, 223),
+        ),
     )
 
 
-def tiling_failure(name: str, shape: Shape, tiles: dict, launched_for: Shape | None = None) -> str | None:
+def tiling_failure(
+    name: str, shape: Shape, tiles: dict, launched_for: Shape | None = None
+) -> str | None:
     """Why the traffic a launch's tiling implies is too far above the minimum at ``shape``, or None.
 
     ``launched_for``: the shape the launch was recorded at, where it is not ``shape``.
@@ -371,7 +409,11 @@ def tiling_failure(name: str, shape: Shape, tiles: dict, launched_for: Shape | N
     total, least = sum(implied.values()), minimum_bytes(shape)
     if total <= threshold.value * least:
         return None
-    launched = f" (the tiling it launched for {launched_for})" if launched_for and launched_for != shape else ""
+    launched = (
+        f" (the tiling it launched for {launched_for})"
+        if launched_for and launched_for != shape
+        else ""
+    )
     return (
         f"{name}'s tiling moves too much for {shape}{launched}. With BLOCK_M × BLOCK_N = {bm} × {bn} "
         f"({tiles['programs']:,} programs) it reads a ⌈N / BLOCK_N⌉ = {math.ceil(shape.n / bn)} times and b "
@@ -390,16 +432,29 @@ def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
     implied = tiled_bytes(shape, tiles["BLOCK_M"], tiles["BLOCK_N"])
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
     counted = {"a": loaded.get("a", 0), "b": loaded.get("b", 0), "out": stored.get("out", 0)}
-    extra = {t for t in (*loaded, *stored) if t not in ("a", "b", "out") and (loaded.get(t) or stored.get(t))}
+    extra = {
+        t
+        for t in (*loaded, *stored)
+        if t not in ("a", "b", "out") and (loaded.get(t) or stored.get(t))
+    }
     wrong_way = loaded.get("out", 0) or stored.get("a", 0) or stored.get("b", 0)
     if counted == implied and not extra and not wrong_way:
         return None
-    rows = [("tensor", "counted", f"a {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling implies", "ratio")]
+    rows = [
+        ("tensor", "counted", f"a {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling implies", "ratio")
+    ]
     for tensor, verb in (("a", "loaded"), ("b", "loaded"), ("out", "stored")):
         ratio = f"{counted[tensor] / implied[tensor]:.2f}×"
         rows.append((tensor, f"{counted[tensor]:,} B {verb}", f"{implied[tensor]:,} B", ratio))
     for tensor in sorted(extra):
-        rows.append((tensor, f"{loaded.get(tensor, 0):,} B loaded, {stored.get(tensor, 0):,} B stored", "0 B", ""))
+        rows.append(
+            (
+                tensor,
+                f"{loaded.get(tensor, 0):,} B loaded, {stored.get(tensor, 0):,} B stored",
+                "0 B",
+                "",
+            )
+        )
     hints = []
     for tensor, times in (
         ("a", f"⌈N / BLOCK_N⌉ = {math.ceil(shape.n / tiles['BLOCK_N'])}"),
@@ -450,13 +505,17 @@ def grade_traffic(student) -> str:
     name, shapes = student.name, traffic_shapes(core.size_drawer()[0])
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, SPEC, shapes, generator)
-    built = core.build_kernels(name, cases, interpreted=True)  # a launch with no Triton kernel is told so first
+    built = core.build_kernels(
+        name, cases, interpreted=True
+    )  # a launch with no Triton kernel is told so first
     tilings = [launch_tiling(name, case.recipe, case.n) for case in cases]
     for shape, tiles in zip(shapes, tilings):  # before anything runs: the launch alone implies it
         failure = tiling_failure(name, TILING_SHAPE, tiles, launched_for=shape)
         if failure:
             raise core.fail(failure)
-    outcome = isolation.run(core.replay_cases, name, SPEC, cases, built, seed, count_traffic_at=list(shapes))
+    outcome = isolation.run(
+        core.replay_cases, name, SPEC, cases, built, seed, count_traffic_at=list(shapes)
+    )
     if not outcome.ok:
         raise core.fail(f"{name}'s kernel could not be checked: {outcome.error}")
     if outcome.value["failure"]:
@@ -544,7 +603,9 @@ def _timed_entries(cases, recipes_by_order: dict, built) -> dict:
         for case, recipe in zip(cases, recipes):
             out = torch.full_like(case.expected, float("nan"))
             storages = dict(zip(SPEC.input_names, case.inputs)) | {SPEC.out_name: out}
-            calls.append(lambda recipe=recipe, storages=storages: kernels.replay(recipe, built, storages))
+            calls.append(
+                lambda recipe=recipe, storages=storages: kernels.replay(recipe, built, storages)
+            )
             outs.append(out)
         inputs = [dict(zip(SPEC.input_names, case.inputs)) for case in cases] if not entries else []
         entries[order] = rounds.Timed(calls, outs, [case.expected for case in cases], inputs=inputs)
@@ -573,7 +634,9 @@ def _measure(student, check: str) -> str:
             "plain row-major order. The lab asks for grouped order, GROUP_M rows of tiles at a time "
             "(8 is a good start); this check compares it with GROUP_M = 1."
         )
-    built = core.build_kernels(name, cases, interpreted=TRITON_INTERPRETED)  # interpreted: tests on a CPU
+    built = core.build_kernels(
+        name, cases, interpreted=TRITON_INTERPRETED
+    )  # interpreted: tests on a CPU
     orders = {"yours": [case.recipe for case in cases]}
     if grouped:
         orders["GROUP_M=1"] = [with_group(case.recipe, 1) for case in cases]
@@ -583,7 +646,9 @@ def _measure(student, check: str) -> str:
     def attempt() -> core.Attempt:
         peak = ceilings.measure_matmul_peak(TIMED_DTYPE, shape.m)
         copy_rate = ceilings.measure_copy_bandwidth(far_above_cache(4))
-        times = rounds.time_checked(name, entries, plan, budget_s=0.5, out_name=SPEC.out_name, seed=seed)
+        times = rounds.time_checked(
+            name, entries, plan, budget_s=0.5, out_name=SPEC.out_name, seed=seed
+        )
         for order, timing in times.items():
             impossible = rounds.below_roof(
                 f"{name}'s kernel ({order}) on {shape}",
@@ -625,7 +690,11 @@ def _measure(student, check: str) -> str:
         else f"at least {threshold.value:.0%} of the {TIMED_DTYPE} matmul peak measured now"
     )
     return core.timed_verdict(
-        best, history, f"{name} on {shape}, drawn for this submission ({tiling}; {plan.describe()})", needed, threshold
+        best,
+        history,
+        f"{name} on {shape}, drawn for this submission ({tiling}; {plan.describe()})",
+        needed,
+        threshold,
     )
 
 

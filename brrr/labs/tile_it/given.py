@@ -111,7 +111,11 @@ def inputs_for_demo(m: int, n: int, k: int, dtype: str = "float32", seed: int = 
 
 # ---------------------------------------------------------------- what tiling bought (for the notebook)
 
-SWEEP_TILES = (32, 64, 128)  # square tiles counted in the notebook (16 takes seconds in the interpreter)
+SWEEP_TILES = (
+    32,
+    64,
+    128,
+)  # square tiles counted in the notebook (16 takes seconds in the interpreter)
 # The lab's traffic rule at TRAFFIC_SHAPE (256³ float32) for square tiles, by tile size: the notebook's line
 # to compare the counts with. A table, not the rule itself: the rule is what the prediction asks for, and the
 # grader keeps it (brrr.labs.tile_it.checks.tiled_bytes; tests/labs/test_grading_tile_it.py checks the table).
@@ -141,19 +145,36 @@ def compare_tilings(matmul_fn, tile_for) -> dict:
         from brrr import ceilings
         from brrr.timing import bench
 
-        result = {"device": "gpu", "sizes": list(GPU_SIZES), "yours": [], "torch": [], "dtype": TIMED_DTYPE}
+        result = {
+            "device": "gpu",
+            "sizes": list(GPU_SIZES),
+            "yours": [],
+            "torch": [],
+            "dtype": TIMED_DTYPE,
+        }
         for n in GPU_SIZES:
             a, b = inputs_for_demo(n, n, n, TIMED_DTYPE)
             out = torch.empty(n, n, dtype=a.dtype, device=a.device)
             tile = tile_for(a.dtype)
-            result["yours"].append(bench(lambda: matmul_fn(a, b, out, tile), budget_s=0.3).rate(2 * n**3))
-            result["torch"].append(bench(lambda: torch.mm(a, b, out=out), budget_s=0.3).rate(2 * n**3))
+            result["yours"].append(
+                bench(lambda: matmul_fn(a, b, out, tile), budget_s=0.3).rate(2 * n**3)
+            )
+            result["torch"].append(
+                bench(lambda: torch.mm(a, b, out=out), budget_s=0.3).rate(2 * n**3)
+            )
         result["peak"] = ceilings.measure_matmul_peak(TIMED_DTYPE, GPU_SIZES[-1])
         reference.record("lab-05-tile-it", result)  # under make gpu-check only
         return result
     shape = TRAFFIC_SHAPE
     a, b = inputs_for_demo(shape.m, shape.n, shape.k)
-    result = {"device": "cpu", "shape": shape, "tiles": [], "counted": [], "rule": [], "minimum": minimum_bytes(shape)}
+    result = {
+        "device": "cpu",
+        "shape": shape,
+        "tiles": [],
+        "counted": [],
+        "rule": [],
+        "minimum": minimum_bytes(shape),
+    }
     for size in SWEEP_TILES:
         out = torch.empty(shape.m, shape.n)
         with traffic.count({"a": a, "b": b, "out": out}) as seen:
@@ -177,9 +198,15 @@ def plot_tilings(result: dict, *, stamp: str = ""):
     if result["device"] == "gpu":
         sizes = result["sizes"]
         ax.plot(sizes, [r / 1e12 for r in result["torch"]], "o-", color="#ff7f0e", label="torch.mm")
-        ax.plot(sizes, [r / 1e12 for r in result["yours"]], "o-", color="#1f77b4", label="your kernel")
+        ax.plot(
+            sizes, [r / 1e12 for r in result["yours"]], "o-", color="#1f77b4", label="your kernel"
+        )
         ax.axhline(
-            result["peak"] / 1e12, color="#2ca02c", linestyle="dashed", linewidth=1, label="matmul peak measured now"
+            result["peak"] / 1e12,
+            color="#2ca02c",
+            linestyle="dashed",
+            linewidth=1,
+            label="matmul peak measured now",
         )
         ax.set_xscale("log", base=2)
         ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
