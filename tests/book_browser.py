@@ -9,7 +9,11 @@ forced build (``book_build`` in conftest.py) from a server on localhost. Any
 request elsewhere is aborted and reported. Each page must show rendered math
 (MathJax output for every math element, no raw TeX in the visible text), load
 every image, log no console error, hold no code or output block that scrolls
-sideways, and every trace download link must resolve.
+sideways, and every trace download link must resolve. A display equation must fit its
+column (the theme clips one that does not: a reader copies a recurrence without its last
+term), an answer must be folded (an "Answer" dropdown closed, a solution's code inside a
+closed fold), and no link may point at the placeholder repository (a launch button into a
+repository that does not exist).
 
 Where no Chromium or no Playwright is found the test fails and says why, unless
 the developer opts out by name: ``BRRR_SKIP_BROWSER=1`` skips it instead. Under
@@ -18,6 +22,7 @@ CI (``CI`` set) it fails whatever that says: ``.ci/run`` installs both.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import json
@@ -30,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from brrr import column
+from brrr_book import colab
 
 BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome")
 # What the machine notes say a headless Chromium needs on a closed network.
@@ -49,10 +55,14 @@ MATHJAX_TIMEOUT_MS = 30_000
 WIDTH = 1280  # px: a laptop's browser window; every page must fit it
 PRINTED_WIDTH = column.WIDTH  # characters: a printed line that must fit an output block at WIDTH
 TRACE_SUFFIX = ".json"  # the book's JSON downloads are the profiler chapter's traces
+# The placeholder's owner/name: in a launch button's address whatever the service.
+PLACEHOLDER_REPOSITORY = colab.PLACEHOLDER.removeprefix("https://github.com/")
+SOLUTION_MARKER = "### BEGIN SOLUTION"  # nbgrader's: a solution's answer code
 REDIRECT = re.compile(r'<meta http-equiv="refresh" content="0; url=([^"]+)"', re.IGNORECASE)
 
 # Runs in the page once MathJax (if any) has finished: what a reader would see.
-INSPECT_PAGE = """async () => {
+INSPECT_PAGE = (
+    """async () => {
   const images = Array.from(document.images);
   images.forEach(img => { img.loading = "eager"; });
   await Promise.all(images.map(img => img.complete ? null :
@@ -78,12 +88,14 @@ INSPECT_PAGE = """async () => {
                     .filter(pre => pre.scrollWidth > pre.clientWidth + 1)
                     .map(pre => pre.textContent.split("\\n").reduce(
                         (a, b) => (b.length > a.length ? b : a), "").slice(0, 100)),
-    // Printed output blocks in which a line of the book's 100 characters (brrr.column.WIDTH) would wrap.
+    // Printed output blocks in which a line of the book's 100 characters (brrr.column.WIDTH)
+    // would wrap.
     wrapping: Array.from(main.querySelectorAll("div.cell_output pre")).filter(pre => {
                   const style = getComputedStyle(pre);
                   const pen = document.createElement("canvas").getContext("2d");
                   pen.font = `${style.fontSize} ${style.fontFamily}`;
-                  const room = pre.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+                  const room = pre.clientWidth - parseFloat(style.paddingLeft)
+                               - parseFloat(style.paddingRight);
                   return pen.measureText("0".repeat(%d)).width > room + 0.5;
               }).length,
     // Anything else wider than its box at this width (a table, an equation, a figure), and the
@@ -95,8 +107,33 @@ INSPECT_PAGE = """async () => {
                    .map(el => `${el.tagName.toLowerCase()}.${el.className}: `
                               + el.textContent.trim().replace(/\\s+/g, " ").slice(0, 80)),
     page_wider_than_window: document.documentElement.scrollWidth > window.innerWidth + 1,
+    // Display equations that reach past their column, which the theme clips (overflow hidden).
+    wide_equations: Array.from(main.querySelectorAll("div.math")).filter(div => {
+        const box = div.getBoundingClientRect();
+        return Array.from(div.querySelectorAll(".MathJax_Display *")).some(el => {
+            const r = el.getBoundingClientRect();
+            return r.width > 0 && (r.right > box.right + 1 || r.left < box.left - 1);
+        });
+    }).map(div => (div.querySelector("script") || div).textContent.trim()
+                      .replace(/\\s+/g, " ").slice(0, 80)),
+    // Answers in view on load: an "Answer" fold left open, or a solution's code outside a
+    // closed fold.
+    open_answers: Array.from(main.querySelectorAll("details[open]"))
+        .filter(fold => /answer/i.test(fold.querySelector("summary")?.textContent || ""))
+        .map(fold => "an Answer fold is open: "
+                     + fold.textContent.trim().replace(/\\s+/g, " ").slice(0, 60))
+        .concat(Array.from(main.querySelectorAll("div.cell_input"))
+            .filter(cell => cell.textContent.includes("%s")
+                            && !cell.closest("details:not([open])"))
+            .map(cell => "a solution's code is not folded: "
+                         + cell.textContent.trim().split("\\n")[0].slice(0, 60))),
+    placeholder_links: Array.from(document.querySelectorAll("a[href]")).map(a => a.href)
+                            .filter(href => href.includes("%r")),
   };
 }""".replace("%d", str(PRINTED_WIDTH))
+    .replace("%s", SOLUTION_MARKER)
+    .replace("%r", PLACEHOLDER_REPOSITORY)
+)
 
 # Run after the load event, when MathJax.js (an async script) has run if it could.
 # Resolves "done" once MathJax 2 has typeset the page (at once without MathJax).
@@ -120,8 +157,8 @@ SKIP_ENV = "BRRR_SKIP_BROWSER"
 
 
 def _skip_or_fail(reason: str):
-    """Fail for ``reason`` (no browser to run), or skip where the developer set BRRR_SKIP_BROWSER=1, never
-    under CI."""
+    """Fail for ``reason`` (no browser to run), or skip where the developer set
+    BRRR_SKIP_BROWSER=1, never under CI."""
     if os.environ.get("CI"):
         pytest.fail(f"{reason}; CI must run the browser test (.ci/run installs Chromium)")
     if os.environ.get(SKIP_ENV) == "1":
@@ -152,18 +189,27 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def serving(folder: Path):
+    """``folder`` on a localhost server, for as long as the block runs: yields its base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        thread.join()
+
+
 @pytest.fixture(scope="module")
 def served_book(book_build):
     """The built pages on a localhost server: (base URL, folder)."""
     if book_build.returncode != 0:
         pytest.fail("the book did not build; test_book_build.py says why")
-    handler = functools.partial(_QuietHandler, directory=str(book_build.html_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/", book_build.html_dir
-    server.shutdown()
-    thread.join()
+    with serving(book_build.html_dir) as base:
+        yield base, book_build.html_dir
 
 
 def book_pages(html: Path) -> list[str]:
@@ -234,8 +280,16 @@ class Reader:
         problems += [f"wider than the column at {WIDTH} px: {what}" for what in shown["sideways"]]
         if shown["wrapping"]:
             problems.append(
-                f"{shown['wrapping']} output block(s) wrap a printed line of {PRINTED_WIDTH} characters"
+                f"{shown['wrapping']} output block(s) wrap a printed line of "
+                f"{PRINTED_WIDTH} characters"
             )
+        problems += [
+            f"display equation wider than its column: {tex!r}" for tex in shown["wide_equations"]
+        ]
+        problems += shown["open_answers"]
+        problems += [
+            f"links to the placeholder repository: {href}" for href in shown["placeholder_links"]
+        ]
         if shown["page_wider_than_window"]:
             problems.append(f"the page scrolls sideways at {WIDTH} px")
         # Leave the page before the next one starts: events it still had queued (a failed image's

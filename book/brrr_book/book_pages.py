@@ -32,12 +32,17 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   that ran.
 - **The essay's pictures.** When a build starts, every picture of :mod:`brrr.figures` is drawn
   from its data into ``_figures/`` in the book's source folder (never committed), where the
-  chapters' ``figure`` directives find it.
+  chapters' ``figure`` directives find it, and the book's own diagrams
+  (:mod:`brrr_book.diagrams`) into ``_diagrams/``.
 - **A picture for each colour mode.** A chapter shows a picture's light drawing with a ``figure``
   of class ``only-light`` and its dark drawing with an ``image`` of class ``only-dark`` right
   after it; the theme hides the one not in its mode. The theme also hides a caption that follows
   a hidden image, so :func:`pair_light_dark` moves the dark image into the figure and wraps the
   two in a ``div.brrr-light-dark``: one figure, one caption and one number in either mode.
+- **No launch button to nowhere.** While ``repository.url`` in ``_config.yml`` is the
+  placeholder (``brrr_book.colab.PLACEHOLDER``), the only setting of where the course lives, the
+  pages show no launch buttons (:func:`drop_placeholder_launch_buttons`): a Colab button would
+  open a repository that does not exist.
 - **Says when Colab cannot install brrr.** At the end of the build it prints,
   as a notice, why the Colab launch buttons open a set-up cell that cannot
   install brrr (``brrr_book.colab.release_problem``: ``repository.url`` is the
@@ -46,7 +51,8 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   (``make book``, the tests) must pass with it.
 
 Launch buttons still point online: they are links, not assets.
-``tests/book/test_book_build.py`` (with ``tests/book_browser.py``) loads every page with the network blocked.
+``tests/book/test_book_in_a_browser.py`` (with ``tests/book_browser.py``) loads every page with the
+network blocked.
 """
 
 from __future__ import annotations
@@ -113,6 +119,7 @@ def _configure(app, config) -> None:
     config.mathjax_path = MATHJAX_PATH
     config.mathjax2_config = MATHJAX2_CONFIG
     config.html_context.setdefault("default_mode", "auto")  # pydata theme
+    drop_placeholder_launch_buttons(config.html_theme_options)
     config.nb_ipywidgets_js = {}
     config.nb_mime_priority_overrides = [
         *config.nb_mime_priority_overrides,
@@ -120,13 +127,29 @@ def _configure(app, config) -> None:
     ]
 
 
+def drop_placeholder_launch_buttons(theme_options: dict) -> bool:
+    """Remove the launch buttons from ``theme_options`` (Jupyter Book's ``launch_buttons``) where
+    its ``repository_url`` is :data:`brrr_book.colab.PLACEHOLDER`; returns whether it did."""
+    placeholder = theme_options.get("repository_url", "").rstrip("/") == colab.PLACEHOLDER
+    return placeholder and theme_options.pop("launch_buttons", None) is not None
+
+
 FIGURES_DIR = "_figures"
 
 
+def _is_brrrs_book(app) -> bool:
+    """Whether this build is of brrr's own book (a checkout), not a small book built for a test."""
+    return (Path(app.srcdir) / "pyproject.toml").is_file()
+
+
 def _draw_figures(app) -> None:
+    if not _is_brrrs_book(app):  # its chapters' pictures: half a minute no other book needs
+        return
     from brrr import figures  # matplotlib and the record: only for a build
+    from brrr_book import diagrams
 
     figures.draw_all(Path(app.srcdir) / FIGURES_DIR)
+    diagrams.draw_all(Path(app.srcdir) / diagrams.FOLDER)
 
 
 LIGHT_DARK = "brrr-light-dark"  # the class of the div that holds a figure's two drawings
@@ -179,10 +202,9 @@ def _copy_mathjax(app, exception) -> None:
 
 
 def _colab_notice(app, exception) -> None:
-    """Print :func:`brrr_book.colab.release_problem` for this book, if any, when the build is done."""
-    if (
-        exception is not None or not (Path(app.srcdir) / "pyproject.toml").is_file()
-    ):  # not brrr's own book
+    """Print :func:`brrr_book.colab.release_problem` for this book, if any, when the build is
+    done."""
+    if exception is not None or not _is_brrrs_book(app):
         return
     problem = colab.release_problem(Path(app.srcdir))
     if problem:

@@ -147,7 +147,8 @@ def book_repository(root: Path = ROOT) -> str:
 
 
 def least_versions(root: Path = ROOT) -> dict[str, tuple[int, int]]:
-    """(major, minor) of the lower bound pyproject.toml's dependencies set on each of :data:`PINNED`."""
+    """(major, minor) of the lower bound pyproject.toml's dependencies set on each of
+    :data:`PINNED`."""
     text = (root / "pyproject.toml").read_text()
     least = {}
     for name in PINNED:
@@ -186,17 +187,19 @@ def _literal(least: dict[str, tuple[int, int]]) -> str:
 def release_problem(root: Path = ROOT) -> str | None:
     """Why the set-up cell of ``root``'s book cannot install brrr on Colab, or None where it can.
 
-    The book build prints it (``brrr_book.book_pages``) and so does ``python -m brrr_book.colab``: a notice, not an
-    error, since the course ships with the placeholder and ``-W`` builds must pass with it. The tag is
-    looked for in this checkout (the build is offline), which need not be where Colab fetches it from.
+    The book build prints it (``brrr_book.book_pages``) and so does ``python -m brrr_book.colab``:
+    a notice, not an error, since the course ships with the placeholder and ``-W`` builds must pass
+    with it. The tag is looked for in this checkout (the build is offline), which need not be where
+    Colab fetches it from.
     """
     version, repository = book_version(root), book_repository(root)
     tag = f"v{version}"
     if repository == PLACEHOLDER:
         return (
-            f"repository.url in _config.yml is the placeholder {PLACEHOLDER}: on Colab the set-up cell "
-            f"installs nothing and says this copy has no repository set. Set it to your fork, tag the "
-            f"release {tag} there, then run python -m brrr_book.colab and python -m brrr.labs."
+            f"repository.url in _config.yml is the placeholder {PLACEHOLDER}: the book shows no "
+            f"launch buttons, and on Colab the set-up cell installs nothing and says this copy has "
+            f"no repository set. Set it to your fork, tag the release {tag} there, then run "
+            f"python -m brrr_book.colab and python -m brrr.labs."
         )
     try:
         listed = subprocess.run(
@@ -205,8 +208,8 @@ def release_problem(root: Path = ROOT) -> str | None:
     except (OSError, subprocess.CalledProcessError) as error:
         detail = str(getattr(error, "stderr", None) or error).strip()
         return (
-            f"cannot tell whether the tag {tag} exists ({detail}): on Colab the set-up cell installs "
-            f"brrr from {repository}@{tag}."
+            f"cannot tell whether the tag {tag} exists ({detail}): on Colab the set-up cell "
+            f"installs brrr from {repository}@{tag}."
         )
     if tag not in listed:
         return (
@@ -239,7 +242,10 @@ def problem(notebook) -> str | None:
         or cell.source != cell_source()
         or cell.metadata.get("tags") != TAGS
     ):
-        return "its first code cell is not the current set-up cell (python -m brrr_book.colab writes it)"
+        return (
+            "its first code cell is not the current set-up cell "
+            "(python -m brrr_book.colab writes it)"
+        )
     ids = [
         i
         for i, c in enumerate(notebook.cells)

@@ -1,13 +1,21 @@
 """The built book in Chromium, offline: every page renders (math, images, no console error, nothing
-scrolling sideways, working downloads) and the profiler page's timeline zooms and pans (book_browser.py).
+scrolling sideways or clipped, answers folded, working downloads, no link into the placeholder
+repository) and the profiler page's timeline zooms and pans (book_browser.py).
 
-A file of its own that reads the one build of this run: under ``make test-e2e`` the book's worker runs it
-right after the build, in one unit of work with the book's file (tests/conftest.py, AFTER_THE_BOOK).
+A file of its own that reads the one build of this run: under ``make test-e2e`` the book's worker
+runs it right after the build, in one unit of work with the book's file (tests/conftest.py,
+AFTER_THE_BOOK). Its checks are proved on a small book of planted faults, built without execution.
 """
 
+from pathlib import Path
+
+import nbformat
 import pytest
+import yaml
 
 import book_browser
+from brrr_book import colab
+from conftest import build_book
 from book_browser import browser, served_book  # noqa: F401  (fixtures)
 
 
@@ -80,8 +88,9 @@ def test_every_page_renders_offline(browser, served_book):
 
 
 def test_the_trace_timeline_zooms_and_pans_offline(browser, served_book):
-    """The profiler page's interactive timeline (brrr.timeline), in Chromium with the network blocked: the
-    wheel zooms in (the view narrows and its readout says so), a drag pans, a double click shows it all."""
+    """The profiler page's interactive timeline (brrr.timeline), in Chromium with the network
+    blocked: the wheel zooms in (the view narrows and its readout says so), a drag pans, a double
+    click shows it all."""
     base, _ = served_book
     context = browser.new_context(viewport={"width": book_browser.WIDTH, "height": 900})
     reader = book_browser.Reader(context, base)
@@ -110,3 +119,77 @@ def test_the_trace_timeline_zooms_and_pans_offline(browser, served_book):
     finally:
         reader.close()
         context.close()
+
+
+def _notebook(source: str, tags: list[str]) -> str:
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": tags})
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A lab"), cell])
+    notebook.metadata.update(
+        kernelspec={"name": "python3", "display_name": "Python 3", "language": "python"},
+        language_info={"name": "python"},
+    )
+    return nbformat.writes(notebook)
+
+
+SOLUTION = "def answer():\n    ### BEGIN SOLUTION\n    return 42\n    ### END SOLUTION\n"
+WIDE = " + ".join(f"x_{{{i}}}^2" for i in range(60))  # about twice the column
+ANSWER = "```{dropdown} Answer\n%s42\n```\n"
+COLAB = "https://colab.research.google.com/github/" + book_browser.PLACEHOLDER_REPOSITORY
+# page: (its source, what the checks must say about it; None: nothing). A planted page fails for
+# its plant alone; the pages that hold each thing done right pass (the notebooks' pages too, where
+# the theme would put a launch button into the placeholder repository).
+PLANTED = {
+    "index.md": (f"# Fine\n\n$$\nx_1^2 + x_2^2\n$$\n\n{ANSWER % ''}", None),
+    "wide.md": (f"# Wide\n\n$$\n{WIDE}\n$$ (wide)\n", "display equation wider than its column"),
+    "open.md": ("# Open\n\n" + ANSWER % ":open:\n\n", "an Answer fold is open"),
+    "link.md": (
+        f"# Link\n\n[Open in Colab]({COLAB}/blob/main/a.ipynb)\n",
+        "placeholder repository",
+    ),
+    "folded.ipynb": (_notebook(SOLUTION, ["hide-input"]), None),
+    "unfolded.ipynb": (_notebook(SOLUTION, []), "a solution's code is not folded"),
+}
+
+
+@pytest.mark.e2e
+def test_the_checks_catch_a_wide_equation_an_open_answer_and_a_placeholder_link(browser, tmp_path):
+    """A small book (nothing executed) with one planted fault a page: the FlashAttention update
+    clipped at the column, Labs 3, 5 and 6's answers in view, launch buttons into the placeholder
+    repository. Each is caught, and only on its own page."""
+    source = tmp_path / "book"
+    source.mkdir()
+    for name, (text, _) in PLANTED.items():
+        (source / name).write_text(text)
+    pages = [Path(name).stem for name in PLANTED if name != "index.md"]
+    toc = {"format": "jb-book", "root": "index", "chapters": [{"file": page} for page in pages]}
+    (source / "_toc.yml").write_text(yaml.safe_dump(toc))
+    config = {
+        "title": "planted",
+        "execute": {"execute_notebooks": "off"},
+        "repository": {"url": colab.PLACEHOLDER, "branch": "main"},
+        "launch_buttons": {"colab_url": "https://colab.research.google.com"},
+        "parse": {"myst_enable_extensions": ["amsmath", "dollarmath"]},
+        "sphinx": {"extra_extensions": ["brrr_book.book_pages"]},
+    }
+    (source / "_config.yml").write_text(yaml.safe_dump(config))
+    built = build_book(source, source / "_config.yml", tmp_path / "out")
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    html = tmp_path / "out" / "_build" / "html"
+    context = browser.new_context(viewport={"width": book_browser.WIDTH, "height": 900})
+    found = {}
+    with book_browser.serving(html) as base:
+        reader = book_browser.Reader(context, base)
+        try:
+            for name in PLANTED:
+                found[name] = reader.inspect(base + Path(name).with_suffix(".html").as_posix())[1]
+        finally:
+            reader.close()
+            context.close()
+    for name, (_, expected) in PLANTED.items():
+        if expected is None:
+            assert found[name] == [], (name, found[name])
+        else:
+            assert found[name] and all(expected in said for said in found[name]), (
+                name,
+                found[name],
+            )

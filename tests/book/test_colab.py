@@ -55,9 +55,9 @@ def test_outside_colab_the_cell_does_nothing(monkeypatch, capsys, tmp_path):
 
 
 # ---------------------------------------------------------------- on Colab, in a process of its own
-# The cell runs as Colab runs it, in a fresh Python with COLAB_RELEASE_TAG set, where `python -m pip` is a
-# fake that records what it was asked and the constraints file it was given, and torch and triton are
-# whatever versions the fake runtime's metadata says.
+# The cell runs as Colab runs it, in a fresh Python with COLAB_RELEASE_TAG set, where
+# `python -m pip` is a fake that records what it was asked and the constraints file it was given,
+# and torch and triton are whatever versions the fake runtime's metadata says.
 
 FORK = "https://github.com/someone/brrr"
 FAKE_PIP = """\
@@ -71,7 +71,8 @@ sys.exit(int(os.environ["FAKE_PIP_STATUS"]))
 
 
 def _book(tmp_path: Path, repository: str) -> Path:
-    """A book root: this checkout's pyproject.toml, and its _config.yml with ``repository.url`` set."""
+    """A book root: this checkout's pyproject.toml, and its _config.yml with ``repository.url``
+    set."""
     root = tmp_path / "book"
     root.mkdir(exist_ok=True)
     (root / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
@@ -158,14 +159,11 @@ def test_it_installs_the_books_version_with_colabs_torch_and_triton_pinned(tmp_p
         "torch==2.13.0+cu126",
         "triton==3.9.0",
     ]
-    assert (
-        args[0] == "install"
-        and args[-2:]
-        == [
-            f"brrr @ git+{FORK}@v{version}",
-            f"brrr-book @ git+{FORK}@v{version}#subdirectory=book",  # the pages' hidden cells import brrr_book
-        ]
-    )
+    assert args[0] == "install" and args[-2:] == [
+        f"brrr @ git+{FORK}@v{version}",
+        # the pages' hidden cells import brrr_book
+        f"brrr-book @ git+{FORK}@v{version}#subdirectory=book",
+    ]
     assert f"brrr {version} installed" in printed
     if gpu:
         assert "GPU runtime is attached" in printed
@@ -260,3 +258,17 @@ def test_the_version_and_repository_come_from_the_checkout():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert colab.book_version() == project["version"]
     assert colab.book_repository() == config["repository"]["url"].rstrip("/")
+
+
+def test_with_the_placeholder_repository_the_book_shows_no_launch_button():
+    """The Colab buttons opened github.com/your-org/brrr, a repository that does not exist: while
+    repository.url is the placeholder the theme gets no launch buttons; a fork keeps them."""
+    from brrr_book import book_pages
+
+    buttons = {"colab_url": "https://colab.research.google.com"}
+    placeholder = {"repository_url": colab.PLACEHOLDER + "/", "launch_buttons": dict(buttons)}
+    assert book_pages.drop_placeholder_launch_buttons(placeholder)
+    assert "launch_buttons" not in placeholder
+    fork = {"repository_url": FORK, "launch_buttons": dict(buttons)}
+    assert not book_pages.drop_placeholder_launch_buttons(fork)
+    assert fork["launch_buttons"] == buttons

@@ -118,7 +118,8 @@ def _target(role_text: str) -> tuple[str, str]:
 def _prose(text: str) -> str:
     """Text without front matter, headings, code, math blocks or fences.
 
-    Directives ({dropdown}, {admonition}, ...) keep their content: it is prose; their options are not.
+    Directives ({dropdown}, {admonition}, ...) keep their content: it is prose; their options are
+    not.
     """
     text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
     text = re.sub(r"\$\$.*?\$\$( *\([\w-]+\))?", "", text, flags=re.S)
@@ -252,6 +253,20 @@ def test_chapter_ends_with_worked_problems_and_folded_answers(chapter):
             assert name in NOTEBOOKS, f"{chapter} / {title}: no notebook {name}"
 
 
+def test_every_answer_cell_of_a_lab_solution_is_folded():
+    """A solution page shows each answer folded, so a student can try first: Labs 3, 5 and 6
+    showed their "Predict first" answers in full."""
+    unfolded = [
+        f"{path.name} cell {index}"
+        for path in sorted((ROOT / "solutions").glob("*.ipynb"))
+        for index, cell in enumerate(json.loads(path.read_text())["cells"])
+        if "### BEGIN SOLUTION" in "".join(cell["source"])
+        and not {"hide-input", "remove-input", "remove-cell"}
+        & set(cell["metadata"].get("tags", []))
+    ]
+    assert not unfolded, f"answer cells shown unfolded (tag them hide-input): {unfolded}"
+
+
 QUOTED_RATES = {("TB/s", essay.A100["bandwidth"])} | {
     ("TFLOP/s", essay.A100[key])
     for key in ("matmul_peak_bf16", "fp32_peak", "fp32_peak_without_fma")
@@ -343,7 +358,8 @@ def test_chapters_link_the_core_terms_they_use(chapter):
         if not {t.lower() for t in terms()[term.lower()]} & linked and _mentions(term, prose)
     ]
     assert not unlinked, (
-        f"chapters/{chapter}.md uses {unlinked} without linking them: write {{term}}`...` at the first use of each"
+        f"chapters/{chapter}.md uses {unlinked} without linking them: "
+        "write {term}`...` at the first use of each"
     )
 
 
