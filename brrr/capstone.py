@@ -333,6 +333,8 @@ def conclusions(stages: list[Stage]) -> list[str]:
         bound = ""
         if after.predicted_gain is not None:
             bound = f" (within the tool's bound of {after.predicted_gain:.2f}x)"
+            if gave > after.predicted_gain:  # over it, if by less than the noise: not "within"
+                bound = f" (over the tool's bound of {after.predicted_gain:.2f}x, within the noise)"
             if above_bound(gave, after.predicted_gain):
                 bound = (
                     f" (above the tool's bound of {after.predicted_gain:.2f}x, which counts only the "

@@ -1,17 +1,17 @@
-"""The essay's pictures, drawn from data: the factory, fused and unfused trips, the roofline of three
-machines, GPU generations, the knee of the repeat sweep, a GPU waiting on its host, the capstone's
-fixes, FlashAttention's tiles.
+"""The essay's pictures, drawn from data: the factory, fused and unfused trips, the roofline of
+three machines, GPU generations, the knee of the repeat sweep, a GPU waiting on its host, the
+capstone's fixes, FlashAttention's tiles.
 
-Each function returns a matplotlib ``Figure`` drawn from the numbers it is given (or the book's own data:
-``brrr.datasheets``, ``brrr.essay``, the GPU record), so a picture cannot disagree with the numbers
-beside it. :data:`FIGURES` names each picture with its alt text and a one-line caption; the book's Sphinx
-extension (:mod:`brrr_book.book_pages`) draws them all into ``_figures/`` when a build starts, and the
-chapters show them with MyST's ``figure`` directive.
+Each function returns a matplotlib ``Figure`` drawn from the numbers it is given (or the book's own
+data: ``brrr.datasheets``, ``brrr.essay``, the GPU record), so a picture cannot disagree with the
+numbers beside it. :data:`FIGURES` names each picture with its alt text and a one-line caption; the
+book's Sphinx extension (:mod:`brrr_book.book_pages`) draws them all into ``_figures/`` when a build
+starts, and the chapters show them with MyST's ``figure`` directive.
 
-Each picture is drawn twice, once for each mode of the book's theme (:data:`THEMES`): ``<name>.png`` on
-white and ``<name>-dark.png`` on the theme's dark page with light ink; :func:`themed` switches matplotlib's
-style and the colours the drawing functions read from :func:`_colors`, and the chapter shows the light one
-with class ``only-light`` and the dark one with class ``only-dark``.
+Each picture is drawn twice, once for each mode of the book's theme (:data:`THEMES`): ``<name>.png``
+on white and ``<name>-dark.png`` on the theme's dark page with light ink; :func:`themed` switches
+matplotlib's style and the colours the drawing functions read from :func:`_colors`, and the chapter
+shows the light one with class ``only-light`` and the dark one with class ``only-dark``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ INK, MUTED, ACCENT, WARM, COOL = "#222222", "#777777", "#1f77b4", "#d62728", "#2
 
 @dataclass(frozen=True)
 class Theme:
-    """The colours of a picture for one of the book theme's modes: its paper (the page behind it), its
-    ink, muted ink, a pale fill, and the three accents."""
+    """The colours of a picture for one of the book theme's modes: its paper (the page behind it),
+    its ink, muted ink, a pale fill, and the three accents."""
 
     name: str
     suffix: str  # of the file: <name><suffix>.png
@@ -46,8 +46,8 @@ class Theme:
 
 
 LIGHT = Theme("light", "", "white", INK, MUTED, "#dddddd", ACCENT, WARM, COOL, "default")
-# The dark page of sphinx-book-theme (#121212) and pydata-sphinx-theme's text colours on it; the accents
-# lightened so that small text in them keeps a contrast above 4.5 on that page.
+# The dark page of sphinx-book-theme (#121212) and pydata-sphinx-theme's text colours on it; the
+# accents lightened so that small text in them keeps a contrast above 4.5 on that page.
 DARK = Theme(
     "dark",
     "-dark",
@@ -72,8 +72,8 @@ def _colors() -> Theme:
 
 @contextmanager
 def themed(theme: Theme) -> Iterator[Theme]:
-    """Draw in ``theme``: its matplotlib style with its paper and ink for text, axes, ticks and legends,
-    and its colours for the drawing functions' own marks."""
+    """Draw in ``theme``: its matplotlib style with its paper and ink for text, axes, ticks and
+    legends, and its colours for the drawing functions' own marks."""
     global _theme
     rc = {
         "figure.facecolor": theme.paper,
@@ -143,8 +143,8 @@ def _box(ax, x, y, w, h, title, body="", color=None):
 
 
 def factory() -> plt.Figure:
-    """The essay's picture of a GPU: orders from the host, materials from the warehouse over a road, the
-    factory's work, and where each regime waits."""
+    """The essay's picture of a GPU: orders from the host, materials from the warehouse over a road,
+    the factory's work, and where each regime waits."""
     c = _colors()
     fig, ax = plt.subplots(figsize=(9, 3.6))
     ax.set_xlim(0, 18)
@@ -193,8 +193,8 @@ def factory() -> plt.Figure:
 
 
 def trips(ops: int = 3, n: int = 2**28) -> plt.Figure:
-    """A chain of ``ops`` pointwise fp32 ops on ``n`` elements: each a round trip to memory, then one, fused;
-    the bytes are :func:`brrr.counting.pointwise`'s."""
+    """A chain of ``ops`` pointwise fp32 ops on ``n`` elements: each a round trip to memory, then
+    one, fused; the bytes are :func:`brrr.counting.pointwise`'s."""
     from brrr.counting import pointwise
 
     c = _colors()
@@ -254,7 +254,8 @@ class Generation:
     tensor_flops: float  # FLOP/s, dense 16-bit tensor-core matmul, datasheet
 
 
-# Datasheet figures, dense (no structured sparsity): memory bandwidth and 16-bit tensor-core matmul peak.
+# Datasheet figures, dense (no structured sparsity): memory bandwidth and 16-bit tensor-core matmul
+# peak.
 GENERATIONS = (
     Generation("V100 SXM2", 2017, 900e9, 125e12),
     Generation("T4", 2018, 320e9, 65e12),
@@ -265,8 +266,9 @@ GENERATIONS = (
 
 
 def generations(measured: dict[str, tuple[float, float]] | None = None) -> plt.Figure:
-    """Datasheet bandwidth and 16-bit matmul peak of NVIDIA generations by year, and their ridge points;
-    ``measured``: ``{label: (bandwidth, matmul peak)}`` measured on a real GPU, drawn beside its datasheet."""
+    """Datasheet bandwidth and 16-bit matmul peak of NVIDIA generations by year, and their ridge
+    points; ``measured``: ``{label: (bandwidth, matmul peak)}`` measured on a real GPU, drawn beside
+    its datasheet."""
     c = _colors()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     years = [g.year for g in GENERATIONS]
@@ -318,7 +320,7 @@ def generations(measured: dict[str, tuple[float, float]] | None = None) -> plt.F
 
 
 def roofline_three(machines: dict[str, tuple[float, float]]) -> plt.Figure:
-    """Rooflines of several machines on one pair of axes: ``{label: (peak FLOP/s, bandwidth B/s)}``."""
+    """Rooflines of several machines on one pair of axes: ``{label: (peak FLOP/s, bandwidth)}``."""
     c = _colors()
     import numpy as np
 
@@ -345,8 +347,8 @@ def roofline_three(machines: dict[str, tuple[float, float]]) -> plt.Figure:
 
 
 def flash_tiles(n_blocks: int = 4, step: int = 1) -> plt.Figure:
-    """FlashAttention for one head: the N×N scores in blocks; at one step a block of Q stays on chip while
-    blocks of K and V stream past, and no block of scores is ever written to HBM.
+    """FlashAttention for one head: the N×N scores in blocks; at one step a block of Q stays on chip
+    while blocks of K and V stream past, and no block of scores is ever written to HBM.
 
     Long: one picture drawn mark by mark, top to bottom.
     """
@@ -449,9 +451,9 @@ def _stamps(fig, stamps) -> None:
 
 
 def knee(sweeps: dict[str, dict], stamps: list[str] = ()) -> plt.Figure:
-    """Time per call of ``x * 2`` repeated, against the repeats, for each recorded sweep
-    (``{device: repeat-sweep record}``): flat while memory sets the time, rising past the knee, with the
-    knee the roofs predict and the one measured marked."""
+    """Time per call of ``x * 2`` repeated, against the repeats, for each recorded sweep (``{device:
+    repeat-sweep record}``): flat while memory sets the time, rising past the knee, with the knee
+    the roofs predict and the one measured marked."""
     c = _colors()
     fig, ax = plt.subplots(figsize=(7, 3.6))
     if not sweeps:
@@ -486,10 +488,60 @@ def knee(sweeps: dict[str, dict], stamps: list[str] = ()) -> plt.Figure:
     return fig
 
 
+# The bars of the recorded cos-cos figure: (the record's label, the bar's label), in the essay's
+# order.
+COS_COS_BARS = (
+    ("eager x.cos()", "eager x.cos()\n(1 kernel)"),
+    ("eager x.cos().cos()", "eager x.cos().cos()\n(2 kernels)"),
+    ("compiled x.cos().cos()", "fused x.cos().cos()\n(1 kernel)"),
+)
+
+
+def cos_cos(records: dict[str, dict], stamps: list[str] = ()) -> plt.Figure:
+    """The essay's example as recorded on each GPU (``{device: cos-cos record}``): milliseconds per
+    call of eager ``x.cos()``, eager ``x.cos().cos()`` and the fused one, with one pass at the
+    recorded copy bandwidth as a line: eager pays two passes, the fused kernel one, the second
+    cosine nothing."""
+    c = _colors()
+    fig, panels = plt.subplots(
+        1, max(1, len(records)), figsize=(7 if len(records) < 2 else 9, 3.6), squeeze=False
+    )
+    if not records:
+        _no_record(panels[0][0], "x.cos().cos()")
+        return fig
+    for ax, (device, values) in zip(panels[0], records.items()):
+        ms = [values[label]["seconds"] * 1e3 for label, _ in COS_COS_BARS]
+        bars = ax.bar(
+            [name for _, name in COS_COS_BARS], ms, color=[c.accent, c.warm, c.cool], width=0.6
+        )
+        for bar, value in zip(bars, ms):
+            ax.annotate(
+                f"{value:.2f} ms",
+                (bar.get_x() + bar.get_width() / 2, value),
+                ha="center",
+                va="bottom",
+                fontsize=8,
+                color=c.ink,
+            )
+        one_pass = 8 * values["n"] / values["copy_bandwidth"] * 1e3
+        ax.axhline(
+            one_pass, linestyle="--", linewidth=1, color=c.muted, label="one pass at copy bandwidth"
+        )
+        ax.set_ylim(0, max(ms) * 1.3)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set_ylabel("ms per call")
+        speedup = ms[1] / ms[2]
+        ax.set_title(f"{device}: fused {speedup:.2f}x faster than eager", fontsize=10)
+        ax.legend(fontsize=7, loc="upper right")
+    _stamps(fig, stamps)
+    return fig
+
+
 def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] = ()) -> plt.Figure:
-    """Above: a recorded GPU training step's trace, CPU ops over device kernels, the device's idle time
-    shaded (``trace``: a :class:`brrr.traces.ReferenceTrace` or None). Below: the share of its window the
-    device sat idle at each recorded batch (``idle``: the profiler-traces record's ``values``)."""
+    """Above: a recorded GPU training step's trace, CPU ops over device kernels, the device's idle
+    time shaded (``trace``: a :class:`brrr.traces.ReferenceTrace` or None). Below: the share of its
+    window the device sat idle at each recorded batch (``idle``: the profiler-traces record's
+    ``values``)."""
     from brrr import traces
 
     c = _colors()
@@ -525,8 +577,8 @@ def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] =
 
 
 def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
-    """Tokens per second after each fix of the capstone, as recorded on ``device`` (the capstone record's
-    rows), each bar labelled with the regime the diagnosis then found."""
+    """Tokens per second after each fix of the capstone, as recorded on ``device`` (the capstone
+    record's rows), each bar labelled with the regime the diagnosis then found."""
     c = _colors()
     fig, ax = plt.subplots(figsize=(8, 3.8))
     if not rows:
@@ -558,8 +610,9 @@ def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
 
 
 def flamegraph(frames: list, title: str, stamps: list[str] = ()) -> plt.Figure:
-    """One op's frames (:func:`brrr.flames.nest`): the host's nested events as stacked bars, the op at the
-    bottom, and the device kernels it launched on a row of their own, on the same time axis."""
+    """One op's frames (:func:`brrr.flames.nest`): the host's nested events as stacked bars, the op
+    at the bottom, and the device kernels it launched on a row of their own, on the same time axis.
+    """
     from brrr.flames import kernel_share
 
     c = _colors()
@@ -633,6 +686,15 @@ def _recorded_knees():
     return knee({gpu.device: gpu.values for gpu in found}, [gpu.stamp for gpu in found])
 
 
+def recorded_cos_cos():
+    """:func:`cos_cos` drawn from every committed record (notebook 10 opens with it)."""
+    found = _recorded("cos-cos")
+    return cos_cos(
+        {gpu.device.removeprefix("NVIDIA "): gpu.values for gpu in found},
+        [gpu.stamp for gpu in found],
+    )
+
+
 def _recorded_waits():
     from brrr import traces
 
@@ -656,8 +718,9 @@ def _recorded_stages():
 
 
 def _recorded_flame():
-    """The last ``aten::relu`` of the recorded GPU's training step (the trace holds no ``a + b``; relu is
-    the same kind of op: one pointwise kernel), or of the synthetic trace where no GPU is recorded."""
+    """The last ``aten::relu`` of the recorded GPU's training step (the trace holds no ``a + b``;
+    relu is the same kind of op: one pointwise kernel), or of the synthetic trace where no GPU is
+    recorded."""
     from brrr import flames, traces
 
     reference = traces.reference_trace()
@@ -673,7 +736,8 @@ def _recorded_flame():
 
 
 def _recorded_gpu() -> dict[str, tuple[float, float]]:
-    """The recorded GPUs' measured (copy bandwidth, matmul peak), from Lab 1's record: ``{label: ...}``."""
+    """The recorded GPUs' measured (copy bandwidth, matmul peak), from Lab 1's record: ``{label:
+    ...}``."""
     from brrr.beside import recorded
 
     return {
@@ -686,7 +750,8 @@ def _recorded_gpu() -> dict[str, tuple[float, float]]:
 
 
 def _three_machines() -> dict[str, tuple[float, float]]:
-    """The essay's A100 (quoted), each recorded GPU, and this machine's cached roofs where they exist."""
+    """The essay's A100 (quoted), each recorded GPU, and this machine's cached roofs where they
+    exist."""
     from brrr import cache
     from brrr.ceilings import cache_path
 
@@ -715,83 +780,103 @@ FIGURES = (
     Picture(
         "factory",
         factory,
-        "A diagram of the essay's factory: the host on the left sends orders (one per kernel) to the factory "
-        "on the right, the compute units; the warehouse, main memory, sends materials to the factory and "
-        "takes products back over a road, the memory bandwidth. Labels mark where each regime waits: "
-        "overhead-bound on orders, memory-bound on the road, compute-bound busy all the time.",
+        "A diagram of the essay's factory: the host on the left sends orders (one per kernel) to "
+        "the factory on the right, the compute units; the warehouse, main memory, sends "
+        "materials to the factory and takes products back over a road, the memory bandwidth. "
+        "Labels mark where each regime waits: overhead-bound on orders, memory-bound on the "
+        "road, compute-bound busy all the time.",
         "The three regimes are three places to wait: for orders, for the truck, or nowhere.",
     ),
     Picture(
         "trips",
         trips,
-        "Two panels of a chain of three pointwise ops between memory (bottom) and compute (top). Unfused, "
-        "each op reads its input from memory and writes its output back: three round trips, 6 GiB for "
-        "2^28 fp32 elements. Fused, the chain reads once and writes once: one trip, 2 GiB.",
+        "Two panels of a chain of three pointwise ops between memory (bottom) and compute (top). "
+        "Unfused, each op reads its input from memory and writes its output back: three round "
+        "trips, 6 GiB for 2^28 fp32 elements. Fused, the chain reads once and writes once: one "
+        "trip, 2 GiB.",
         "Fusion keeps the intermediates on chip: three round trips become one.",
     ),
     Picture(
         "roofline-three",
         lambda: roofline_three(_three_machines()),
-        "Rooflines on log-log axes, attainable FLOP/s against arithmetic intensity: the essay's A100, each "
-        "GPU recorded by make gpu-check and, where its roofs were measured before the build, this "
-        "machine. Each line rises along its memory bandwidth and flattens at its peak; a dot marks each "
-        "ridge point.",
+        "Rooflines on log-log axes, attainable FLOP/s against arithmetic intensity: the essay's "
+        "A100, each GPU recorded by make gpu-check and, where its roofs were measured before the "
+        "build, this machine. Each line rises along its memory bandwidth and flattens at its "
+        "peak; a dot marks each ridge point.",
         "One formula, three machines: each is memory-bound left of its own ridge point.",
     ),
     Picture(
         "generations",
         lambda: generations(_recorded_gpu()),
-        "Left: datasheet 16-bit tensor-core FLOP/s and memory bandwidth of NVIDIA GPUs by year, V100 to "
-        "B200, on a log scale; FLOP/s grows far faster. Right: each generation's ridge point in FLOPs per "
-        "byte, rising, with the recorded H100's measured ridge point beside its datasheet's.",
-        "Compute grows faster than bandwidth: each generation needs more FLOPs per byte to stay busy.",
+        "Left: datasheet 16-bit tensor-core FLOP/s and memory bandwidth of NVIDIA GPUs by year, "
+        "V100 to B200, on a log scale; FLOP/s grows far faster. Right: each generation's ridge "
+        "point in FLOPs per byte, rising, with the recorded H100's measured ridge point beside "
+        "its datasheet's.",
+        "Compute grows faster than bandwidth: each generation needs more FLOPs per byte to stay "
+        "busy.",
+    ),
+    Picture(
+        "cos-cos",
+        recorded_cos_cos,
+        "Bars of milliseconds per call on each recorded GPU, for 2^28 fp32 elements: eager "
+        "x.cos(), eager x.cos().cos() twice as tall, and the fused x.cos().cos() as short as one "
+        "x.cos(); a dashed line marks one pass over the tensor at the recorded copy bandwidth, "
+        "level with the short bars.",
+        "On a GPU, fusing x.cos().cos() halves its time: two passes become one, and the second "
+        "cosine is free.",
     ),
     Picture(
         "knee",
         _recorded_knees,
-        "Time per call of x = x * 2 repeated, against the multiplies per element on a log scale, as "
-        "recorded on a GPU: flat for dozens of multiplies, then rising; dotted, the knee the measured "
-        "roofs predict, dashed, the knee measured, close together.",
-        "On a GPU, dozens of multiplies per element cost nothing: memory sets the time up to the ridge.",
+        "Time per call of x = x * 2 repeated, against the multiplies per element on a log scale, "
+        "as recorded on a GPU: flat for dozens of multiplies, then rising; dotted, the knee the "
+        "measured roofs predict, dashed, the knee measured, close together.",
+        "On a GPU, dozens of multiplies per element cost nothing: memory sets the time up to the "
+        "ridge.",
     ),
     Picture(
         "flamegraph",
         _recorded_flame,
-        "A flamegraph of one small pointwise op (relu) in eager PyTorch, from the recorded GPU's profiler "
-        "trace: the op at the bottom, the dispatcher's clamp_min above it, the CUDA kernel launch above "
-        "that; on the device row below, the kernel they queued, a short bar near the end of the op.",
+        "A flamegraph of one small pointwise op (relu) in eager PyTorch, from the recorded GPU's "
+        "profiler trace: the op at the bottom, the dispatcher's clamp_min above it, the CUDA "
+        "kernel launch above that; on the device row below, the kernel they queued, a short bar "
+        "near the end of the op.",
         "Most of a small op is software around the kernel: Python, dispatch and the launch.",
     ),
     Picture(
         "gpu-waits",
         _recorded_waits,
-        "Above: a recorded GPU training step at batch 1, CPU ops on one row and device kernels on the "
-        "row below, short kernels separated by long shaded gaps where the device waits for the CPU. "
-        "Below: the share of the profiled window the device sat idle, at batch 1 and at a large batch.",
+        "Above: a recorded GPU training step at batch 1, CPU ops on one row and device kernels "
+        "on the row below, short kernels separated by long shaded gaps where the device waits "
+        "for the CPU. Below: the share of the profiled window the device sat idle, at batch 1 "
+        "and at a large batch.",
         "At a small batch the GPU waits for Python; a large batch keeps it busy.",
     ),
     Picture(
         "stages",
         _recorded_stages,
-        "Horizontal bars, one per stage of the capstone on the recorded GPU, tokens per second on a log "
-        "scale: start at batch 1 (overhead-bound), then a bigger batch, bf16, SDPA attention, "
-        "torch.compile and CUDA graphs, each bar labelled with its regime and its gain over the start.",
+        "Horizontal bars, one per stage of the capstone on the recorded GPU, tokens per second "
+        "on a log scale: start at batch 1 (overhead-bound), then a bigger batch, bf16, SDPA "
+        "attention, torch.compile and CUDA graphs, each bar labelled with its regime and its "
+        "gain over the start.",
         "A diagnosis names the regime; the fix for that regime moves the step on.",
     ),
     Picture(
         "flash-tiles",
         flash_tiles,
-        "FlashAttention for one head as a grid of score blocks: one block of Q sits in on-chip memory while "
-        "blocks of K and V stream past; the score blocks it has computed are shaded and never written to "
-        "memory; one block of the output is written when the row of blocks is done.",
+        "FlashAttention for one head as a grid of score blocks: one block of Q sits in on-chip "
+        "memory while blocks of K and V stream past; the score blocks it has computed are shaded "
+        "and never written to memory; one block of the output is written when the row of blocks "
+        "is done.",
         "FlashAttention keeps the N×N scores on chip, one tile at a time.",
     ),
 )
 
 
 def draw_all(folder, dpi: int = 90) -> list:
-    """Every picture of :data:`FIGURES` in each theme of :data:`THEMES`, as ``<folder>/<name>.png`` (light)
-    and ``<folder>/<name>-dark.png`` (dark); returns the paths, each picture's light one first."""
+    """Every picture of :data:`FIGURES` in each theme of :data:`THEMES`, as ``<folder>/<name>.png``
+    (light) and ``<folder>/<name>-dark.png`` (dark); returns the paths, each picture's light one
+    first."""
     from pathlib import Path
 
     folder = Path(folder)

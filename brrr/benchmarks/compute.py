@@ -530,7 +530,8 @@ def table_checks(table: opclasses.ClassTable) -> list[Check]:
     :data:`OTHER_TIME_OVER_FLOP_SHARE_TARGET` times its share of FLOPs, on any
     device. (Contractions merely taking less of the runtime than of the FLOPs
     would pass with 98% of the runtime in them, which says nothing.) Both checks
-    pass exactly when the ledger's verdict is "held here".
+    pass whenever the ledger's verdict is "held here"; the ledger also asks the
+    other ops for a fifth of the runtime (``claims.OTHER_TIME_SHARE_MIN``).
     """
     flop_share = table.flop_share(opclasses.OpClass.CONTRACTION)
     time_share = table.time_share(opclasses.OpClass.CONTRACTION)

@@ -137,7 +137,8 @@ def test_table_checks_are_the_ledgers_rule(flops_pct, time_pct, failing):
     assert [check.name for check in checks] == [FLOPS, TIME]
     assert [check.name for check in checks if not check.passed] == failing, checks
     verdict = claims.judge_contractions(flops_pct / 100, time_pct / 100)
-    assert verdict.held == (not failing), verdict  # the benchmark and the ledger agree
+    # The benchmark and the ledger agree; the ledger also asks a fifth of the runtime for the rest.
+    assert verdict.held == (not failing and 100 - time_pct >= 20), verdict
 
 
 def test_on_a_gpu_the_matmul_target_uses_a_peak_measured_just_before_the_sweep(monkeypatch):

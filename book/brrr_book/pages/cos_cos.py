@@ -9,7 +9,9 @@ import torch
 
 from brrr import reference, targets, units
 from brrr.benchmarks import activations, fusion
+from brrr.beside import recorded
 from brrr.claims import (
+    Verdict,
     glue_text,
     judge_cos_cos,
     judge_fused_chain,
@@ -43,6 +45,7 @@ class Page:
     rates: dict[int, float]  # cosines/s of compiled chains, in cache
     eager_rate: float  # cosines/s of eager x.cos(), in cache
     activations: activations.ActivationCosts
+    fusion_verdict: Verdict | None = None  # the essay's example judged here, once finish has run
 
     @property
     def n(self) -> int:
@@ -102,7 +105,6 @@ def _chain_claims(page: Page) -> None:
         fusion.chain_bytes(n, 3, fused=False),
         fusion.chain_bytes(n, 3, fused=True),
     )
-    publish(judge_fusion_cuts_bytes(page.cheap.fusion, three_passes / one_pass))
 
     def chain_again():
         return fusion.measure_together(
@@ -161,9 +163,9 @@ def _speedup_targets(page: Page) -> None:
 
 
 def _model_bounds(page: Page) -> None:
-    """Each variant's time at least its roofline time (less the noise of the timing and the roof) and
-    at most twice it; a miss is timed again, in turns with a copy and the cosine roof's kernels. Then
-    the cos().cos() claim, judged against the same roofs."""
+    """Each variant's time at least its roofline time (less the noise of the timing and the roof)
+    and at most twice it; a miss is timed again, in turns with a copy and the cosine roof's kernels.
+    Then the cos().cos() claim, judged against the same roofs."""
     n, copy = page.n, page.copy
     rate = max(page.rates.values())
     calls = page.calls()
@@ -185,30 +187,76 @@ def _model_bounds(page: Page) -> None:
                 ratio_again,
             )
     memory_s = fusion.cos_cos_bytes(n, fused=True) / copy
-    publish(
-        judge_cos_cos(page.fused_cos_cos.seconds, page.fused_cos.seconds, 2 * n / rate / memory_s)
+    two_cos_over_memory = 2 * n / rate / memory_s
+    page.fusion_verdict = publish(
+        judge_fusion_cuts_bytes(page.cos_factors.fusion, page.cheap.fusion, two_cos_over_memory)
     )
+    publish(judge_cos_cos(page.fused_cos_cos.seconds, page.fused_cos.seconds, two_cos_over_memory))
 
 
 def _one_graph_each(page: Page) -> None:
-    """The fused x.cos().cos() and the fused cheap chain each compile to one graph: a count, which a graph
-    break misses whole where the speed targets above miss it by a few percent. Last: counting resets dynamo
-    (:func:`brrr.benchmarks.compiling.graphs`), and a target missed above times its compiled calls again."""
+    """The fused x.cos().cos() and the fused cheap chain each compile to one graph: a count, which a
+    graph break misses whole where the speed targets above miss it by a few percent. Last: counting
+    resets dynamo (:func:`brrr.benchmarks.compiling.graphs`), and a target missed above times its
+    compiled calls again."""
     small = page.x[:1024]  # traced only: the size does not matter
     with targets.said_only_if_missed():
         fusion.require_one_graph("compiled x.cos().cos()", fusion.cos_cos_eager, small)
         fusion.require_one_graph("compiled (x*1.5+0.5).abs()", fusion.cheap_chain_eager, small)
 
 
+def recorded_sentence(folder=None) -> str:
+    """The essay's example as each recorded GPU measured it, in one plain sentence each (the
+    record's ``cos-cos`` figures: nothing typed), or that none has."""
+    found = recorded("cos-cos", folder)
+    if not found:
+        return (
+            "No GPU has recorded x.cos().cos() yet: `make gpu-check` on a GPU node records it "
+            "(brrr/data/reference/)."
+        )
+    return " ".join(_on_the_gpu(gpu.device, gpu.values, gpu.env.get("date", "?")) for gpu in found)
+
+
+def _on_the_gpu(device: str, values: dict, date: str) -> str:
+    eager, fused, one = (
+        values[label]["seconds"]
+        for label in ("eager x.cos().cos()", "compiled x.cos().cos()", "compiled x.cos()")
+    )
+    return (
+        f"On the recorded {device} ({date}), eager x.cos().cos() took {units.seconds(eager)} and "
+        f"the fused one {units.seconds(fused)}: {eager / fused:.2f}x faster, and "
+        f"{fused / one:.2f}x the time of one compiled x.cos()."
+    )
+
+
+def here_sentence(page: Page) -> str:
+    """This machine's result in one plain sentence: eager, fused, and what fusion alone bought."""
+    factors = page.cos_factors
+    return (
+        f"Here eager x.cos().cos() took {units.seconds(factors.eager.seconds)} and the fused one "
+        f"{units.seconds(factors.fused.seconds)}, {factors.total:.2f}x eager's speed; the same "
+        f"compiled cosine in two kernels took {units.seconds(factors.separate.seconds)}, so one "
+        f"kernel instead of two ran {factors.fusion:.2f}x as fast."
+    )
+
+
 def _glue(page: Page) -> None:
-    """The sentences of the page's "What it means", from this run's numbers."""
+    """The sentences of the page's opening and its "What it means", from this run's numbers."""
     factors, cheap = page.cos_factors, page.cheap
+    glue_text("cos-cos-here", here_sentence(page))
+    verdict = page.fusion_verdict
+    glue_text(
+        "cos-cos-why",
+        "As on the GPU, the time fell with the bytes."
+        if verdict is None or verdict.held
+        else f"Why it differs: {verdict.why}.",
+    )
     glue_text(
         "cos-factors",
         (
             f"Here eager to fused x.cos().cos() was {factors.total:.2f}x: code generation "
-            f"{factors.codegen:.2f}x times fusion {factors.fusion:.2f}x. The cheap chain's fusion was "
-            f"{cheap.fusion:.2f}x, its code generation {cheap.codegen:.2f}x."
+            f"{factors.codegen:.2f}x times fusion {factors.fusion:.2f}x. The cheap chain's fusion "
+            f"was {cheap.fusion:.2f}x, its code generation {cheap.codegen:.2f}x."
         ),
     )
     glue_text(

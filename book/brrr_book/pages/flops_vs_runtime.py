@@ -20,18 +20,21 @@ class Page:
     ceilings: Ceilings
     table: opclasses.ClassTable  # FLOPs and time per operator class, one training step
     factors: list[float]  # the contractions' FLOP/s over normalization's and over element-wise's
+    of_roof: list[float]  # normalization's and element-wise's FLOP/s over the non-matmul roof
 
 
 def finish(page: Page) -> None:
-    """Publish the other-ops-rate and contractions claims, record the table for ``make gpu-check``, and
-    enforce the table's shape (counted FLOPs and profiled time, not a timed rate: a miss fails the
-    build)."""
+    """Publish the other-ops-rate and contractions claims, record the table for ``make gpu-check``,
+    and enforce the table's shape (counted FLOPs and profiled time, not a timed rate: a miss fails
+    the build)."""
     config, ceilings, table = page.config, page.ceilings, page.table
     publish(
         judge_other_ops_rate(
             *page.factors,
             matmul_over_vector=ceilings.matmul(config.dtype) / ceilings.vector_peak,
             measured=ceilings.setting(config.dtype),
+            normalization_of_roof=page.of_roof[0],
+            elementwise_of_roof=page.of_roof[1],
         )
     )
     checks = table_checks(table)

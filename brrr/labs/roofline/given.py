@@ -40,7 +40,7 @@ WIRE_TYPES = {"Op": Op}
 
 
 OPS: tuple[Op, ...] = (
-    Op("cos of 16M elements", "pointwise", (2**24,)),
+    Op("x * 2 on 16M elements", "pointwise", (2**24,)),
     Op("row sums of 4096x4096", "reduction", (4096, 4096)),
     Op("layer norm of 8192x1024", "layer_norm", (8192, 1024)),
     Op("small matmul 64x64x64", "matmul", (64, 64, 64)),
