@@ -90,26 +90,34 @@ mutants: $(INSTALLED)
 	$(PY) tests/mutants/run.py $(MUTANTS_FLAGS)
 
 # ---------------------------------------------------------------- GPU nodes without internet
-# The node has python3 with torch and triton; the wheelhouse carries everything else that
-# the tests and notebooks need. The book is not built on the node, so its stack stays out.
+# The node has python3 with torch, triton and most of the rest (.ci/gpu-node-packages.txt): the
+# wheelhouse carries only what it lacks. pip resolves requirements.txt (less torch, triton and the
+# book's stack: the book is not built on the node) for the node's Python, `wheels split` keeps what the
+# node list lacks, and only that is downloaded. The last line says what a GPU call sends: tree + wheels.
 WHEEL_PYTHON ?= 3.12
-WHEEL_PLATFORMS := manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64 manylinux1_x86_64
+WHEEL_PLATFORMS := manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 \
+	manylinux2014_x86_64 manylinux1_x86_64
+WHEEL_TARGET := --only-binary=:all: --python-version $(WHEEL_PYTHON) --implementation cp \
+	$(addprefix --platform ,$(WHEEL_PLATFORMS))
 GPU_VENV := .venv-gpu
 
 wheelhouse: $(INSTALLED)
 	rm -rf wheelhouse && mkdir -p wheelhouse
-	grep -vE '^(torch|triton)([=<> ]|$$)|book-only' requirements.txt > wheelhouse/requirements-node.txt
-	echo "setuptools" >> wheelhouse/requirements-node.txt
-	$(PY) -m pip download --quiet --dest wheelhouse --only-binary=:all: \
-		--python-version $(WHEEL_PYTHON) --implementation cp \
-		$(addprefix --platform ,$(WHEEL_PLATFORMS)) \
+	grep -vE '^(torch|triton)([=<> ]|$$)|book-only' requirements.txt > wheelhouse/requirements-all.txt
+	echo "setuptools" >> wheelhouse/requirements-all.txt
+	$(PY) -m pip install --dry-run --ignore-installed --quiet --report wheelhouse/resolved.json \
+		$(WHEEL_TARGET) --target wheelhouse/dry-run -r wheelhouse/requirements-all.txt
+	$(PY) -m brrr_book.gpucheck wheels split wheelhouse/resolved.json
+	$(PY) -m pip download --quiet --no-deps --dest wheelhouse $(WHEEL_TARGET) \
 		-r wheelhouse/requirements-node.txt
-	@echo "wheelhouse/ holds $$(ls wheelhouse/*.whl | wc -l) wheels for Python $(WHEEL_PYTHON); copy it to the GPU node."
+	$(PY) -m brrr_book.gpucheck size
 
-# PART=1|2|3 runs one part of the check (each within 9 minutes), OUT=DIR the folder its record goes to;
-# without PART all three run, one after the other, and are merged. The parts: book/brrr_book/gpucheck/plan.py.
+# PART=1|2 runs one part of the check (one command, within 5 minutes), OUT=DIR the folder its record
+# goes to, ARCHIVE=FILE the one archive it hands back (DIR.tgz); without PART both run, and are merged.
+# The parts: book/brrr_book/gpucheck/plan.py.
 gpu-check:
-	bash .ci/gpu-check $(if $(PART),--part $(PART)) $(if $(OUT),--out $(OUT))
+	bash .ci/gpu-check $(if $(PART),--part $(PART)) $(if $(OUT),--out $(OUT)) \
+		$(if $(ARCHIVE),--archive $(ARCHIVE))
 
 clean:
 	rm -rf _build .cache .pytest_cache $(GPU_VENV) .venv-gpu-node .venv-colab

@@ -1,17 +1,18 @@
-"""A result measured here beside each recorded GPU's and the essay's: the small table under a taught result.
+"""A result measured here beside each recorded GPU's and the essay's: the small table under a taught
+result.
 
-The essay's lesson is about GPUs, and a CPU alone can teach its opposite: a fused ``x.cos().cos()`` costs
-three times one ``x.cos()`` on a CPU, where the cosine is a software polynomial, and 1.00x on an H100,
-where both hide under the memory time. So a page that teaches a claim shows three kinds of machine side
-by side:
+The essay's lesson is about GPUs, and a CPU alone can teach its opposite: a fused ``x.cos().cos()``
+costs three times one ``x.cos()`` on a CPU, where the cosine is a software polynomial, and 1.00x on
+an H100, where both hide under the memory time. So a page that teaches a claim shows three kinds of
+machine side by side:
 
 * this machine, measured now;
-* every GPU recorded in ``brrr/data/reference/`` (by ``make gpu-check``), labelled recorded, with its date
-  and versions, or one row saying that none is recorded;
+* every GPU recorded in ``brrr/data/reference/`` (by ``make gpu-check``), labelled recorded, with
+  its date and versions, or one row saying that none is recorded;
 * the essay's figure, quoted with its hardware.
 
-:func:`recorded` reads one section of every record; :class:`Beside` shows the rows as an HTML table in
-a notebook and as plain text elsewhere.
+:func:`recorded` reads one section of every record; :class:`Beside` shows the rows as an HTML table
+in a notebook and as plain text elsewhere.
 """
 
 from __future__ import annotations
@@ -45,7 +46,10 @@ class Recorded:
         env = self.env
         commit = env.get("commit", "")
         at = f" · commit {commit[:10]}" if commit and commit != "unknown" else ""
-        return f"recorded {env.get('date', '?')} · torch {env.get('torch', '?')} · triton {env.get('triton', '?')}{at}"
+        return (
+            f"recorded {env.get('date', '?')} · torch {env.get('torch', '?')} "
+            f"· triton {env.get('triton', '?')}{at}"
+        )
 
     @property
     def stamp(self) -> str:
@@ -54,7 +58,8 @@ class Recorded:
 
 
 def recorded(section: str, folder=None) -> list[Recorded]:
-    """What each committed GPU record holds under ``section`` (a claim is ``claims/<key>``), by file name."""
+    """What each committed GPU record holds under ``section`` (a claim is ``claims/<key>``), by file
+    name."""
     found = []
     for name, data in reference.load_all(folder).items():
         entry = data.get("figures", {}).get(section)
@@ -74,8 +79,8 @@ def machine_here(env: dict) -> str:
 def three_machines(
     title: str, here: str, stamp: str, gpus: list[tuple[Recorded, str]], essay: str
 ) -> Beside:
-    """``here`` (measured under ``stamp``) beside each recorded GPU's result (``(record, result)`` pairs, or
-    one row saying none is recorded) and the essay's figure, quoted."""
+    """``here`` (measured under ``stamp``) beside each recorded GPU's result (``(record, result)``
+    pairs, or one row saying none is recorded) and the essay's figure, quoted."""
     rows = [Row(machine_here(environment()), here, stamp.strip("[]"))]
     rows += [Row(f"recorded: {gpu.device}", result, gpu.source) for gpu, result in gpus] or [
         Row("recorded GPU", NONE_RECORDED, "")

@@ -24,7 +24,8 @@ which has only ``figures``, read the same way)::
      "checks": {"<kind>: <name>": {"kind": "target" | "condition" | "claim" | "grader", "name": ...,
                 "value": ..., "bound": ..., "attempts": [...], "verdict": "met" | "NOT met" | ...,
                 "source": "<notebook>", "env": {...}}},
-     "notebooks": {"<path>": {"seconds": ..., "verdict": ..., "part": N, "outputs": "outputs/<gpu>/<stem>"}},
+     "notebooks": {"<path>": {"seconds": ..., "verdict": ..., "part": N,
+                              "outputs": "outputs/<gpu>/<stem>"}},
      "parts": {"1": {...the part's log, brrr_book.gpucheck.run...}}}
 """
 
@@ -57,16 +58,17 @@ def committed() -> Traversable:
 
 
 def recording_dir() -> Path | None:
-    """Where :func:`record` writes: ``$BRRR_RECORD_REFERENCE``, or None (recording off). The committed
-    folder is refused: a part records into its own folder and the merge folds it in."""
+    """Where :func:`record` writes: ``$BRRR_RECORD_REFERENCE``, or None (recording off). The
+    committed folder is refused: a part records into its own folder and the merge folds it in."""
     folder = os.environ.get(ENV_VAR)
     if not folder:
         return None
     path = Path(folder)
     if path.resolve() == Path(str(committed())).resolve():
         raise RecordingIntoCommitted(
-            f"{ENV_VAR}={folder} is the committed reference folder: record into a folder of your own "
-            "(.ci/gpu-check --out DIR does) and fold it in with python -m brrr_book.gpucheck merge DIR"
+            f"{ENV_VAR}={folder} is the committed reference folder: record into a folder of your "
+            "own (.ci/gpu-check --out DIR does) and fold it in with "
+            "python -m brrr_book.gpucheck merge DIR"
         )
     return path
 
@@ -110,8 +112,9 @@ def record_check(
     attempts: list | None = None,
     detail: str = "",
 ) -> Path | None:
-    """Record one check's verdict (``met``/``NOT met``, ``passed``/``failed``...), its value, bound and every
-    attempt, when recording: called before a miss raises, so a failed check is on record as failed."""
+    """Record one check's verdict (``met``/``NOT met``, ``passed``/``failed``...), its value, bound
+    and every attempt, when recording: called before a miss raises, so a failed check is on record
+    as failed."""
     found = {"kind": kind, "name": name, "verdict": verdict, "value": value, "bound": bound}
     found["attempts"] = list(attempts) if attempts is not None else [] if value is None else [value]
     if detail:
@@ -143,5 +146,6 @@ def load_all(folder: Path | Traversable | None = None) -> dict[str, dict]:
 
 
 def verdicts(data: dict) -> dict[str, str]:
-    """Every check's verdict in one record, by its key; a first-run record (no ``schema``) has none."""
+    """Every check's verdict in one record, by its key; a first-run record (no ``schema``) has
+    none."""
     return {key: check.get("verdict", "?") for key, check in data.get("checks", {}).items()}

@@ -1,4 +1,5 @@
-"""The merge folds the parts' folders into the committed record; the record says what passed and what not."""
+"""The merge folds the parts' folders into the committed record; the record says what passed and
+what not."""
 
 import json
 import shutil
@@ -140,8 +141,8 @@ def test_a_folder_that_is_no_part_is_refused_and_nothing_is_written(tmp_path, ca
 
 
 def test_the_suite_records_nowhere_and_never_into_the_committed_folder(monkeypatch):
-    """The first GPU run's tests overwrote its real ceilings: the suite starts with recording off, and
-    recording into the committed folder is refused whoever asks."""
+    """The first GPU run's tests overwrote its real ceilings: the suite starts with recording off,
+    and recording into the committed folder is refused whoever asks."""
     assert reference.recording_dir() is None
     monkeypatch.setenv(reference.ENV_VAR, str(reference.committed()))
     with pytest.raises(reference.RecordingIntoCommitted, match="merge"):
@@ -187,3 +188,63 @@ def test_a_lab_page_says_what_the_solution_reached_there_and_the_graders_verdict
     assert recorded.sentence("06-flash-attention", tmp_path).startswith(
         "No recorded GPU has run this lab yet"
     )
+
+
+def archive_of(folder):
+    """The part's folder as a lease hands it back: one .tgz holding the folder."""
+    import tarfile
+
+    path = folder.parent / f"{folder.name}.tgz"
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(folder, arcname=folder.name)
+    shutil.rmtree(folder)
+    return path
+
+
+def test_archives_fold_in_and_passed_only_leaves_out_what_a_failed_notebook_recorded(tmp_path):
+    """The H200's fold: Lab 2 failed there, so its figure, its checks, its outputs and its entry
+    stay out; Lab 1 passed and is folded in; a notebook the part dropped keeps the entry an earlier
+    run left."""
+    good, bad = "solutions/01-roofline.ipynb", "solutions/02-fuse-it.ipynb"
+    record = {
+        "figures": {
+            "lab-01-roofline": {"env": ENV, "values": {}, "source": good},
+            "lab-02-fuse-it": {"env": ENV, "values": {}, "source": bad},
+        },
+        "checks": {
+            f"grader: 01-roofline/classes ({good})": {
+                "verdict": "passed",
+                "source": good,
+                "env": ENV,
+            },
+            f"grader: 02-fuse-it/correct ({bad})": {"verdict": "failed", "source": bad, "env": ENV},
+        },
+    }
+    notebooks = [
+        (good, 15.0, "passed"),
+        (bad, 19.0, "failed"),
+        ("notebooks/23-t.ipynb", 0, "dropped"),
+    ]
+    into = tmp_path / "reference"
+    earlier = {"notebooks/23-t.ipynb": {"seconds": 31.0, "verdict": "passed", "part": 1}}
+    into.mkdir()
+    (into / f"{GPU}.json").write_text(json.dumps({"schema": 2, "notebooks": earlier}))
+    one = part_folder(tmp_path, 1, record, notebooks, outputs=["01-roofline", "02-fuse-it"])
+    assert main(["merge", "--passed-only", "--into", str(into), str(archive_of(one))]) == 0
+    data = json.loads((into / f"{GPU}.json").read_text())
+    assert list(data["figures"]) == ["lab-01-roofline"]
+    assert [check["source"] for check in data["checks"].values()] == [good]
+    assert sorted(data["notebooks"]) == ["notebooks/23-t.ipynb", good]
+    assert data["notebooks"]["notebooks/23-t.ipynb"]["seconds"] == 31.0  # dropped: not measured
+    assert sorted(p.name for p in (into / "outputs" / GPU).iterdir()) == ["01-roofline"]
+    assert data["parts"]["1"]["stages"][0]["items"][1]["verdict"] == "failed"  # the log says all
+    again = part_folder(tmp_path / "again", 1, record, notebooks)
+    merge.merge([again], into)  # by default a failure is on record
+    assert "lab-02-fuse-it" in json.loads((into / f"{GPU}.json").read_text())["figures"]
+
+
+def test_an_archive_that_is_no_part_is_refused(tmp_path, capsys):
+    junk = tmp_path / "junk.tgz"
+    junk.write_bytes(b"not a tar")
+    assert main(["merge", "--into", str(tmp_path / "r"), str(junk)]) == 2
+    assert "not a readable archive" in capsys.readouterr().err

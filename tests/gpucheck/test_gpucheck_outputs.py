@@ -1,4 +1,5 @@
-"""What a notebook printed and drew on the GPU is saved small, failed cells included, for a CPU build."""
+"""What a notebook printed and drew on the GPU is saved small, failed cells included, for a CPU
+build."""
 
 import base64
 import json
@@ -50,12 +51,13 @@ def test_text_and_pngs_are_kept_small_and_nothing_else(tmp_path):
 
 
 def test_a_part_end_to_end_records_a_miss_as_missed_and_saves_what_each_cell_showed(tmp_path):
-    """The real runner, nbval and .ci/notebook_record.py on one small notebook, then the merge: its figure,
-    its missed target (recorded as missed before it failed the cell), each cell's text and PNG, a failed
-    cell included, its time and verdict, all in the committed record's place."""
+    """The real runner, nbval and .ci/notebook_record.py on one small notebook, then the merge: its
+    figure, its missed target (recorded as missed before it failed the cell), each cell's text and
+    PNG, a failed cell included, its time and verdict, all in the committed record's place."""
     cells = [
         "print('measured 3.0 TB/s')",
-        f"from IPython.display import display\ndisplay({{'image/png': '{PNG}', 'text/plain': 'fig'}}, raw=True)",
+        "from IPython.display import display\n"
+        f"display({{'image/png': '{PNG}', 'text/plain': 'fig'}}, raw=True)",
         "from brrr import reference, targets\nreference.record('tiny', {'x': 1})\n"
         "targets.require('tiny speed-up', 2.0, 1.0)",
         "print('after the failure')",

@@ -1,4 +1,5 @@
-"""What an executed notebook printed and drew, saved small: a CPU build can show what the GPU printed.
+"""What an executed notebook printed and drew, saved small: a CPU build can show what the GPU
+printed.
 
 Per notebook, a folder ``<stem>/`` with ``outputs.json`` and one PNG per figure::
 
@@ -10,8 +11,9 @@ Per notebook, a folder ``<stem>/`` with ``outputs.json`` and one PNG per figure:
                             {"type": "error", "text": "TargetMissed: ..."}]}]}
 
 Only text and PNGs are kept, each text cut at :data:`MAX_TEXT_CHARS` and a PNG over
-:data:`MAX_IMAGE_BYTES` left out with a note: never the whole notebook, its HTML or its widgets' state.
-``.ci/notebook_record.py`` (a pytest plugin, under nbval) calls :func:`saved_cell` after each cell.
+:data:`MAX_IMAGE_BYTES` left out with a note: never the whole notebook, its HTML or its widgets'
+state. ``.ci/notebook_record.py`` (a pytest plugin, under nbval) calls :func:`saved_cell` after each
+cell.
 """
 
 from __future__ import annotations
@@ -102,7 +104,8 @@ def write(root: Path, notebook: str, cells: list[dict]) -> Path:
 
 
 def read(folder: Path) -> dict:
-    """A saved notebook's outputs (``folder/outputs.json``), or an empty record if none were saved."""
+    """A saved notebook's outputs (``folder/outputs.json``), or an empty record if none were
+    saved."""
     try:
         return json.loads((folder / "outputs.json").read_text())
     except (OSError, ValueError):
@@ -110,7 +113,8 @@ def read(folder: Path) -> dict:
 
 
 def printed(folder: Path, cell: int) -> str:
-    """Everything cell ``cell`` printed or showed as text, as the GPU run saved it (for a CPU build's page)."""
+    """Everything cell ``cell`` printed or showed as text, as the GPU run saved it (for a CPU
+    build's page)."""
     for entry in read(folder)["cells"]:
         if entry["cell"] == cell:
             return "".join(
