@@ -4,7 +4,8 @@
 
 The zip holds what Gradescope's autograder specification asks for at its root
 (``setup.sh``, ``run_autograder``) with the pinned ``requirements.txt`` and brrr's
-source, solutions included (``brrr-source/``). Gradescope runs ``setup.sh`` once
+source, solutions included (``brrr-source/``), from a checkout or from an
+installed brrr (:mod:`brrr.grading.bundle`). Gradescope runs ``setup.sh`` once
 as root when it builds the image: Python 3.11 or later from the base image
 (choose Ubuntu 24.04), torch 2.13.0's CPU build (Gradescope has no GPU: the
 default build from PyPI would pull CUDA's libraries), the pinned requirements,
@@ -48,19 +49,16 @@ import zipfile
 from pathlib import Path
 
 from brrr import __version__, labs
-from brrr.grading import assemble, shards
+from brrr.grading import assemble, bundle, shards
+from brrr.grading.bundle import SOURCE
 
 ROOT_VARIABLE = "BRRR_AUTOGRADER_ROOT"
 PYTHON_VARIABLE = "BRRR_AUTOGRADER_PYTHON"
 USER_VARIABLE = "BRRR_AUTOGRADER_USER"
 GRADER_USER = "brrr-grader"
 VENV = "brrr-venv"  # under the root: setup.sh's environment
-SOURCE = "brrr-source"  # in the zip: brrr's source, as pip installs it
 TORCH = "torch==2.13.0"
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
-# requirements.txt lines the bundle leaves out: torch (installed first, from the CPU index), the book's stack,
-# and the test runner's parallel plugin.
-LEFT_OUT = ("torch==", "pytest-xdist==")
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image (brrr {version}).
@@ -70,10 +68,12 @@ ROOT="${{{root_variable}:-/autograder}}"
 SOURCE="$ROOT/source"
 apt-get update -q && apt-get install -y -q python3 python3-venv bubblewrap
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || {{
-    echo "brrr needs Python 3.11 or later: choose Gradescope's Ubuntu 24.04 base image" >&2; exit 1; }}
+    echo "brrr needs Python 3.11 or later: choose Gradescope's Ubuntu 24.04 base image" >&2
+    exit 1; }}
 python3 -m venv "$ROOT/{venv}"
 PIP="$ROOT/{venv}/bin/python -m pip install --quiet --no-cache-dir"
-# Gradescope has no GPU: torch's CPU build (PyPI's default would pull CUDA's libraries, gigabytes of them).
+# Gradescope has no GPU: torch's CPU build (PyPI's default would pull CUDA's libraries, gigabytes of
+# them).
 $PIP --index-url {torch_index} {torch}
 $PIP -r "$SOURCE/requirements.txt"
 $PIP --no-deps "$SOURCE/{source}"
@@ -82,9 +82,10 @@ chmod -R a+rX "$ROOT/{venv}" "$SOURCE"
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
-# Gradescope runs this for each submission: it grades /autograder/submission's notebook as {lab} with
-# brrr's gradebook and writes /autograder/results/results.json (brrr {version}, grading code {code}).
-# Made by `python -m brrr.grading gradescope`; the gradebook's options are the ones given after `--` then.
+# Gradescope runs this for each submission: it grades /autograder/submission's notebook as {lab}
+# with brrr's gradebook and writes /autograder/results/results.json (brrr {version}, grading code
+# {code}). Made by `python -m brrr.grading gradescope`; the gradebook's options are the ones given
+# after `--` then.
 set -uo pipefail
 ROOT="${{{root_variable}:-/autograder}}"
 PYTHON="${{{python_variable}:-$ROOT/{venv}/bin/python}}"
@@ -93,39 +94,13 @@ exec "$PYTHON" -m brrr.grading gradescope-run --root "$ROOT" --lab {lab} -- {opt
 """
 
 
-def requirements(checkout_requirements: Path) -> str:
-    """The bundle's requirements.txt: the checkout's pins, less torch, the book's stack and pytest-xdist."""
-    kept = [
-        "# brrr's pins for grading (requirements.txt less the book's stack); torch comes first, in setup.sh."
-    ]
-    for line in checkout_requirements.read_text().splitlines():
-        text = line.strip()
-        if (
-            text
-            and not text.startswith("#")
-            and "book-only" not in text
-            and not text.startswith(LEFT_OUT)
-        ):
-            kept.append(text)
-    return "\n".join(kept) + "\n"
-
-
-def source_files(root: Path = assemble.PACKAGE_ROOT) -> dict[str, Path]:
-    """brrr's source as the wheel holds it, by its name in the zip: the package (the link to solutions/
-    followed, so the solutions ship as files), pyproject.toml and README.md."""
-    files = {f"{SOURCE}/{name}": root / name for name in ("pyproject.toml", "README.md")}
-    for folder, subfolders, names in os.walk(root / "brrr", followlinks=True):
-        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
-        for name in sorted(names):
-            if not name.endswith((".pyc", ".pyo")):
-                path = Path(folder) / name
-                files[f"{SOURCE}/{path.relative_to(root).as_posix()}"] = path
-    return files
-
-
-def build(lab: str, out: Path, options: list[str]) -> list[str]:
-    """Write the autograder zip for ``lab`` to ``out``; the names it holds."""
+def build(lab: str, out: Path, options: list[str], root: Path | None = None) -> list[str]:
+    """Write the autograder zip for ``lab`` to ``out``; the names it holds. ``root``: the folder
+    that holds brrr (a checkout, or site-packages where brrr is installed), this brrr's unless
+    given."""
     labs.module(lab)  # an unknown lab is refused before anything is written
+    root = assemble.PACKAGE_ROOT if root is None else root
+    files = bundle.source_files(root)
     code = shards.code_fingerprint(assemble.Snapshot())[:16]
     fields = dict(
         version=__version__, root_variable=ROOT_VARIABLE, venv=VENV, user=GRADER_USER, source=SOURCE
@@ -139,24 +114,24 @@ def build(lab: str, out: Path, options: list[str]) -> list[str]:
             options=shlex.join(options),
             **fields,
         ),
-        "requirements.txt": requirements(assemble.PACKAGE_ROOT / "requirements.txt"),
+        "requirements.txt": bundle.requirements(root),
+        **bundle.written_files(root, files),
     }
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in scripts.items():
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-            info.external_attr = (
-                stat.S_IFREG | (0o755 if name != "requirements.txt" else 0o644)
-            ) << 16
-            bundle.writestr(info, text, zipfile.ZIP_DEFLATED)
-        for name, path in source_files().items():
-            bundle.write(path, name)
-        names = bundle.namelist()
+            executable = name in ("setup.sh", "run_autograder")
+            info.external_attr = (stat.S_IFREG | (0o755 if executable else 0o644)) << 16
+            archive.writestr(info, text, zipfile.ZIP_DEFLATED)
+        for name, path in files.items():
+            archive.write(path, name)
+        names = archive.namelist()
     Path(out).write_bytes(buffer.getvalue())
     return names
 
 
-# ---------------------------------------------------------------- in the container, for each submission
+# ------------------------------------------------------------ in the container, for each submission
 
 
 def choose_notebook(folder: Path, lab: str) -> tuple[Path | None, str]:
@@ -176,9 +151,10 @@ def choose_notebook(folder: Path, lab: str) -> tuple[Path | None, str]:
 
 
 def sandbox_flags(options: list[str]) -> tuple[list[str], str]:
-    """Flags the gradebook needs in this container, and what to tell the instructor about isolation: the
-    gradebook's own sandbox where bwrap can make one here (:func:`brrr.grading.sandbox.problem`), else
-    ``--no-sandbox``, Gradescope's container then being the only isolation."""
+    """Flags the gradebook needs in this container, and what to tell the instructor about isolation:
+    the gradebook's own sandbox where bwrap can make one here
+    (:func:`brrr.grading.sandbox.problem`), else ``--no-sandbox``, Gradescope's container then
+    being the only isolation."""
     from brrr.grading import assemble, sandbox
 
     container = "Gradescope's container, one per submission, is the isolation."
@@ -188,7 +164,8 @@ def sandbox_flags(options: list[str]) -> tuple[list[str], str]:
     if why is None:
         return (
             [],
-            "The gradebook ran each notebook in its bubblewrap sandbox, inside Gradescope's container.",
+            "The gradebook ran each notebook in its bubblewrap sandbox, inside Gradescope's "
+            "container.",
         )
     return [
         "--no-sandbox"
@@ -196,7 +173,8 @@ def sandbox_flags(options: list[str]) -> tuple[list[str], str]:
 
 
 def grader_account() -> tuple[dict, str]:
-    """subprocess arguments that run the gradebook as the grading user, and a note where it cannot."""
+    """subprocess arguments that run the gradebook as the grading user, and a note where it
+    cannot."""
     if os.geteuid() != 0:
         return {}, ""
     name = os.environ.get(USER_VARIABLE, GRADER_USER)
@@ -204,8 +182,8 @@ def grader_account() -> tuple[dict, str]:
         account = pwd.getpwnam(name)
     except KeyError:
         return {}, (
-            f"There is no user {name!r}, so the notebook was graded as root, where it could read the gradebook's "
-            "memory and forge its record: setup.sh creates the user."
+            f"There is no user {name!r}, so the notebook was graded as root, where it could read "
+            "the gradebook's memory and forge its record: setup.sh creates the user."
         )
     return {
         "user": account.pw_uid,
@@ -221,10 +199,17 @@ def test_results(row: dict, checks: list[str]) -> list[dict]:
     for number, check in enumerate(checks, start=1):
         record = row["results"].get(check)
         passed = record is not None and record.get("passed") is True
-        if record is None:
+        if check in row.get("timed_out", []):
             text = (
-                "Not run, scored 0: the grader never received this check (its grader cell did not run, or the "
-                "notebook stopped before it). Run the notebook from the top in a fresh kernel to see why."
+                "Timed out, scored 0: its grader cell ran longer than the time allowed per cell "
+                "and was interrupted. Grading stopped there."
+            )
+            text += f"\n{record.get('message', '')}".rstrip() if record else ""
+        elif record is None:
+            text = (
+                "Not run, scored 0: the grader never received this check (its grader cell did not "
+                "run, or the notebook stopped before it). Run the notebook from the top in a fresh "
+                "kernel to see why."
             )
         else:
             text = str(record.get("message", "")).rstrip() or ("passed" if passed else "failed")
@@ -277,8 +262,9 @@ def _write_results(root: Path, record: dict) -> None:
 
 
 def run(root: Path, lab: str, options: list[str]) -> int:
-    """Grade the submission under ``root`` as ``lab`` and write ``root/results/results.json``; the exit
-    status for run_autograder (1 where the grader, not the student, failed: no results written)."""
+    """Grade the submission under ``root`` as ``lab`` and write ``root/results/results.json``; the
+    exit status for run_autograder (1 where the grader, not the student, failed: no results
+    written)."""
     notebook, problem = choose_notebook(root / "submission", lab)
     if notebook is None:
         print(problem)
@@ -320,14 +306,16 @@ def run(root: Path, lab: str, options: list[str]) -> int:
         or row["status"] in ("grader-error", "not graded")
     ):
         print(
-            f"the gradebook could not grade this submission (exit status {finished.returncode}): not the student's"
+            f"the gradebook could not grade this submission (exit status {finished.returncode}): "
+            "not the student's"
         )
         return 1
     feedback = (out / "feedback" / f"{row['slug']}.md").read_text(encoding="utf-8")
     extra = {"brrr": manifest["brrr"], "code": manifest["code"], "isolation": isolation}
     _write_results(root, results(row, manifest["checks"][lab], feedback, extra))
     print(
-        f"{row['status']}: {sum(1 for r in row['results'].values() if r.get('passed') is True)} check(s) passed"
+        f"{row['status']}: {sum(1 for r in row['results'].values() if r.get('passed') is True)} "
+        "check(s) passed"
     )
     return 0
 
@@ -348,9 +336,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.lab not in labs.LABS:
         parser.error(f"unknown lab {args.lab!r}; the labs are {', '.join(sorted(labs.LABS))}")
-    names = build(args.lab, args.out, args.options)
+    try:
+        names = build(args.lab, args.out, args.options)
+    except bundle.NoSource as error:
+        print(f"no bundle written: {error}", file=sys.stderr)
+        return 4
     print(
-        f"{args.out}: {len(names)} files; upload it as the assignment's autograder (Ubuntu 24.04 base image)"
+        f"{args.out}: {len(names)} files; upload it as the assignment's autograder (Ubuntu 24.04 "
+        "base image)"
     )
     return 0
 

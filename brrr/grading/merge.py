@@ -31,9 +31,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brrr.grading import gradebook, shards
+from brrr.grading import report, shards
+from brrr.grading.submissions import Submission, from_row
 
-# What every shard of one gradebook must share (shards.provenance, and the options that change a grade).
+# What every shard of one gradebook must share (shards.provenance, and the options that change a
+# grade).
 MUST_MATCH = ("format", "brrr", "code", "torch", "python", "device_class", "checks", "options")
 MERGED = "brrr-merge.json"
 
@@ -58,8 +60,8 @@ class Plan:
 
 
 def read_shards(folders: list[Path]) -> tuple[dict[int, tuple[Path, dict]], list[Path]]:
-    """({shard index: (folder, manifest)}, folders that do not exist). Refused: a folder with no readable
-    manifest, the same shard twice, shards that differ in what grades."""
+    """({shard index: (folder, manifest)}, folders that do not exist). Refused: a folder with no
+    readable manifest, the same shard twice, shards that differ in what grades."""
     found: dict[int, tuple[Path, dict]] = {}
     absent = []
     for folder in folders:
@@ -68,7 +70,8 @@ def read_shards(folders: list[Path]) -> tuple[dict[int, tuple[Path, dict]], list
             continue
         if not (folder / shards.MANIFEST).is_file():
             raise MergeRefused(
-                f"{folder} is not a shard's output (no {shards.MANIFEST}): grade it with --shard K/N"
+                f"{folder} is not a shard's output (no {shards.MANIFEST}): grade it with --shard "
+                "K/N"
             )
         try:
             manifest = shards.read_manifest(folder)
@@ -98,8 +101,9 @@ def _refuse_differences(found: dict[int, tuple[Path, dict]]) -> None:
             if manifest.get(key) != first.get(key):
                 mine, theirs = _short(first.get(key)), _short(manifest.get(key))
                 raise MergeRefused(
-                    f"{first_folder} and {folder} were graded with different {key} ({mine} and {theirs}): "
-                    "grade every shard with the same brrr, course checkout, environment and options"
+                    f"{first_folder} and {folder} were graded with different {key} ({mine} "
+                    f"and {theirs}): grade every shard with the same brrr, course checkout, "
+                    "environment and options"
                 )
 
 
@@ -109,8 +113,8 @@ def _short(value) -> str:
 
 
 def plan(found: dict[int, tuple[Path, dict]], absent: list[Path]) -> Plan:
-    """The rows of every finished shard, and the holes: missing shards, unfinished ones, and submissions in
-    the folder that their shard did not grade."""
+    """The rows of every finished shard, and the holes: missing shards, unfinished ones, and
+    submissions in the folder that their shard did not grade."""
     count = next(iter(found.values()))[1]["shard"][1]
     names = sorted({n for _, m in found.values() for n in m["folder_names"]})
     owner = {name: shards.shard_of(name, count) for name in names}
@@ -120,17 +124,21 @@ def plan(found: dict[int, tuple[Path, dict]], absent: list[Path]) -> Plan:
         share = [name for name in names if owner[name] == index]
         if index not in found:
             where = f" ({', '.join(map(str, absent))} not found)" if absent else ""
+            again = rerun(
+                next(iter(found.values()))[1], index, absent[0] if len(absent) == 1 else None
+            )
             result.holes.append(
-                f"shard {index}/{count} is missing{where}: {_listed(share)} not graded; "
-                f"grade it: {rerun(next(iter(found.values()))[1], index, absent[0] if len(absent) == 1 else None)}"
+                f"shard {index}/{count} is missing{where}: {_listed(share)} not graded; grade it: "
+                f"{again}"
             )
             result.missing += share
             continue
         folder, manifest = found[index]
         if manifest.get("state") != "done" or manifest.get("rows") is None:
             result.holes.append(
-                f"shard {index}/{count} ({folder}) started at {manifest.get('started')} on {manifest.get('host')} "
-                f"and never finished: {_listed(share)} not graded; grade it again: {rerun(manifest, index, folder)}"
+                f"shard {index}/{count} ({folder}) started at {manifest.get('started')} on "
+                f"{manifest.get('host')} and never finished: {_listed(share)} not graded; grade it "
+                f"again: {rerun(manifest, index, folder)}"
             )
             result.missing += share
             continue
@@ -150,8 +158,8 @@ def plan(found: dict[int, tuple[Path, dict]], absent: list[Path]) -> Plan:
         late = [name for name in share if name not in graded]
         if late:
             result.holes.append(
-                f"{_listed(late)} arrived after shard {index}/{count} ({folder}) listed the folder: "
-                "grade that shard again"
+                f"{_listed(late)} arrived after shard {index}/{count} ({folder}) listed the "
+                "folder: grade that shard again"
             )
             result.missing += late
     result.rows.sort(
@@ -161,7 +169,8 @@ def plan(found: dict[int, tuple[Path, dict]], absent: list[Path]) -> Plan:
 
 
 def rerun(manifest: dict, index: int, folder: Path | None) -> str:
-    """The command that grades shard ``index`` as ``manifest``'s shard was graded, into ``folder``."""
+    """The command that grades shard ``index`` as ``manifest``'s shard was graded, into
+    ``folder``."""
     options = []
     for key, value in sorted(manifest.get("options", {}).items()):
         flag = "--" + key.replace("_", "-")
@@ -183,19 +192,9 @@ def _listed(names: list[str], limit: int = 10) -> str:
     return f"{len(names)} submission(s) ({shown})"
 
 
-def submission(row: dict) -> gradebook.Submission:
+def submission(row: dict) -> Submission:
     """A graded row of a manifest, as the gradebook's report reads it."""
-    return gradebook.Submission(
-        row["name"],
-        Path(row["path"]),
-        lab=row["lab"],
-        status=row["status"],
-        results=row["results"],
-        cell_errors=row["cell_errors"],
-        seconds=row["seconds"],
-        sandboxed=row.get("sandboxed", True),
-        note=row["note"],
-    )
+    return from_row(row)
 
 
 def write(result: Plan, found: dict[int, tuple[Path, dict]], final: Path) -> None:
@@ -203,15 +202,15 @@ def write(result: Plan, found: dict[int, tuple[Path, dict]], final: Path) -> Non
     manifest = next(iter(found.values()))[1]
     checks = manifest["checks"]
     final.mkdir(parents=True, exist_ok=True)
-    feedback = gradebook._fresh_folder(final / "feedback")
+    feedback = report.fresh_folder(final / "feedback")
     for row in result.rows:
         source = result.source[row["name"]] / "feedback" / f"{row['slug']}.md"
         if not source.is_file():
             raise MergeRefused(f"{source} is missing: grade shard {manifest['shard']} again")
-        shutil.copyfile(source, gradebook._fresh_file(feedback / f"{row['slug']}.md"))
-    gradebook.write_csv(
+        shutil.copyfile(source, report.fresh_file(feedback / f"{row['slug']}.md"))
+    report.write_csv(
         [submission(row) for row in result.rows],
-        gradebook._fresh_file(final / "grades.csv"),
+        report.fresh_file(final / "grades.csv"),
         checks_of=lambda lab: checks.get(lab, []),
     )
     summary = {
@@ -235,8 +234,8 @@ def write(result: Plan, found: dict[int, tuple[Path, dict]], final: Path) -> Non
 
 
 def merge(folders: list[Path], final: Path, *, allow_missing: bool = False) -> Plan:
-    """Merge the shard outputs in ``folders`` into ``final`` (see the module docstring); the plan it wrote,
-    or wrote nothing for (holes, without ``allow_missing``). Raises :class:`MergeRefused`."""
+    """Merge the shard outputs in ``folders`` into ``final`` (see the module docstring); the plan it
+    wrote, or wrote nothing for (holes, without ``allow_missing``). Raises :class:`MergeRefused`."""
     folders = [Path(folder).resolve() for folder in folders]
     final = Path(final).resolve()
     for folder in folders:
@@ -282,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 3
     print(
-        f"merged {len(result.rows)} submission(s) from {len(args.shards)} folder(s): {args.out / 'grades.csv'}"
+        f"merged {len(result.rows)} submission(s) from {len(args.shards)} folder(s): "
+        f"{args.out / 'grades.csv'}"
     )
     return 3 if result.holes else 0

@@ -19,8 +19,9 @@ time whole, through a rename, so a shard that dies leaves a manifest that says
 so, and the merge names the hole. ``OUT`` belongs to one shard: the first
 manifest is created only if none is there, so another shard given the same
 ``OUT`` is refused before it grades anything, and two shards never write the
-same files. A rerun of a shard into its own ``OUT`` replaces that shard's rows
-and feedback, and nothing else.
+same files. A rerun of a shard into its own ``OUT`` (after a shard was stopped,
+say) resumes it: the rows its journal holds are kept, and the rest are graded
+(:mod:`brrr.grading.report`).
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ from brrr.grading import assemble, course
 
 MANIFEST = "brrr-shard.json"
 FORMAT = 1
-# Options of the gradebook's command line that change no grade: the rest must be the same in every shard.
+# Options of the gradebook's command line that change no grade: the rest must be the same in every
+# shard.
 NOT_COMPARED = ("submissions", "out", "shard", "jobs", "accept_grading_code")
 
 
 def submission_paths(folder: Path) -> dict[str, Path]:
-    """Every notebook under ``folder`` by its submission name, in the order they are graded (and sharded)."""
+    """Every notebook under ``folder`` by its submission name, in the order they are graded (and
+    sharded)."""
     paths = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     return {str(path.relative_to(folder).with_suffix("")): path for path in paths}
 
@@ -77,22 +80,22 @@ def parse(text: str) -> Shard:
 
 
 def shard_of(name: str, count: int) -> int:
-    """The shard (1 to ``count``) that grades the submission called ``name``: a hash of the name, so the same
-    on every machine and in every run, whatever else the folder holds."""
+    """The shard (1 to ``count``) that grades the submission called ``name``: a hash of the name, so
+    the same on every machine and in every run, whatever else the folder holds."""
     digest = hashlib.sha256(name.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % count + 1
 
 
 def code_fingerprint(snapshot: assemble.Snapshot) -> str:
-    """What grades, in one digest: every file of the ``brrr`` snapshot the grader runs from and the labs'
-    solutions the lab notebooks are made from, as the gradebook's own record of them
+    """What grades, in one digest: every file of the ``brrr`` snapshot the grader runs from and the
+    labs' solutions the lab notebooks are made from, as the gradebook's own record of them
     (:func:`brrr.grading.course.fingerprint`)."""
     return course.fingerprint(snapshot.graded_files())
 
 
 def provenance(snapshot: assemble.Snapshot) -> dict:
-    """What grades, as the merge compares it: brrr, its grading code, torch, Python, the device class and the
-    checks each lab grades there (the gradebook's columns)."""
+    """What grades, as the merge compares it: brrr, its grading code, torch, Python, the device
+    class and the checks each lab grades there (the gradebook's columns)."""
     import torch
 
     kind = device_class()
@@ -120,11 +123,13 @@ def row(submission, folder: Path) -> dict:
         "note": submission.note,
         "cell_errors": submission.cell_errors,
         "results": submission.results,
+        "timed_out": submission.timed_out,
     }
 
 
 def write_manifest(out: Path, record: dict) -> None:
-    """``OUT/brrr-shard.json``, whole or not at all (a rename): a shard killed while writing leaves the last."""
+    """``OUT/brrr-shard.json``, whole or not at all (a rename): a shard killed while writing leaves
+    the last."""
     partial = out / f".{MANIFEST}.{os.getpid()}"
     partial.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(partial, out / MANIFEST)
@@ -151,9 +156,11 @@ class Claim:
 
     @classmethod
     def take(cls, args: argparse.Namespace) -> Claim:
-        """Check ``args.out`` is this shard's (or nobody's), and write the manifest that says it is grading.
+        """Check ``args.out`` is this shard's (or nobody's), and write the manifest that says it is
+        grading.
 
-        Refused (:class:`ShardError`): an ``OUT`` that holds another shard, or an unsharded gradebook."""
+        Refused (:class:`ShardError`): an ``OUT`` that holds another shard, or an unsharded
+        gradebook."""
         folder, out, shard = args.submissions.resolve(), args.out.resolve(), args.shard
         out.mkdir(parents=True, exist_ok=True)
         options = {
@@ -177,8 +184,8 @@ class Claim:
             held = read_manifest(out)
             if held["shard"] != record["shard"]:
                 raise ShardError(
-                    f"{out} holds shard {held['shard'][0]}/{held['shard'][1]}, not {shard}: give each shard its own "
-                    f"--out (for example {out.parent / f'shard-{shard.index}'})"
+                    f"{out} holds shard {held['shard'][0]}/{held['shard'][1]}, not {shard}: give "
+                    f"each shard its own --out (for example {out.parent / f'shard-{shard.index}'})"
                 ) from None
         else:
             if (out / "grades.csv").exists():
@@ -190,7 +197,8 @@ class Claim:
         return cls(out, folder, shard, record)
 
     def finish(self, submissions: list) -> None:
-        """Record the graded rows: the manifest now says ``done``, and the merge takes this shard."""
+        """Record the graded rows: the manifest now says ``done``, and the merge takes this
+        shard."""
         self.record.update(
             state="done",
             finished=time.strftime("%Y-%m-%dT%H:%M:%S%z"),

@@ -1,5 +1,6 @@
-"""The gradebook grades a folder of notebooks across a process boundary, carries on past broken, hanging,
-crashing and hostile ones, leaves no process behind, and reports what the grader process recorded."""
+"""The gradebook grades a folder of notebooks across a process boundary, carries on past broken,
+hanging, crashing and hostile ones, leaves no process behind, and reports what the grader process
+recorded."""
 
 import re
 import shutil
@@ -18,17 +19,19 @@ pytestmark = pytest.mark.usefixtures("grades_in_the_environment")
 CELL_TIMEOUT_S = 20
 
 
-# One per shard of three, by name (brrr.grading.shards.shard_of): unreadable (free), good, and one that crashes.
+# One per shard of three, by name (brrr.grading.shards.shard_of): unreadable (free), good, and one
+# that crashes.
 SHARDED = ("broken", "correct", "crashing")
-# A cell timeout the lab's first cell (torch, Triton, matplotlib) keeps under on a loaded 2-core machine: it
-# took 3-13 s there, two notebooks at once, in the sandbox (the 8 s this test had failed 3 runs of 3 at load
-# averages 4-10), and 4-6 s in one run without it.
+# A cell timeout the lab's first cell (torch, Triton, matplotlib) keeps under on a loaded 2-core
+# machine: it took 3-13 s there, two notebooks at once, in the sandbox (the 8 s this test had failed
+# 3 runs of 3 at load averages 4-10), and 4-6 s in one run without it.
 FOLDER_OPTIONS = dict(cell_timeout_s=CELL_TIMEOUT_S, notebook_timeout_s=180, lab=LAB)
 
 
 @pytest.fixture(scope="module")
 def folder_graded(tmp_path_factory):
-    """Good, wrong, hanging, crashing, hostile and broken submissions, graded once: (submissions, out, seconds)."""
+    """Good, wrong, hanging, crashing, hostile and broken submissions, graded once: (submissions,
+    out, seconds)."""
     tmp = tmp_path_factory.mktemp("folder")
     submissions = tmp / "submissions"
     submissions.mkdir()
@@ -82,7 +85,8 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(folder_g
     assert summary("hanging") == ("failed", zeros, "0", full)  # not run counts as failed
     assert summary("crashing") == ("crashed", zeros, "0", full)
     assert summary("broken") == ("unreadable", zeros, "0", full)
-    # Partly graded: "correct" passed, then the kernel died; the rest is not run, and the maximum stays N.
+    # Partly graded: "correct" passed, then the kernel died; the rest is not run, and the maximum
+    # stays N.
     assert summary("passes_then_dies") == ("crashed", ["1"] + zeros[1:], "1", full)
     assert all(row["lab"] == LAB for row in rows.values())
     assert float(rows["broken"]["seconds"]) == 0 and 0 < float(rows["correct"]["seconds"]) < seconds
@@ -118,8 +122,9 @@ def test_a_folder_of_good_wrong_hanging_crashing_and_broken_submissions(folder_g
 
 @pytest.mark.e2e
 def test_three_shards_grade_what_one_run_grades(folder_graded, tmp_path, monkeypatch):
-    """Three of the folder's submissions, one per shard, graded by ``--shard K/3`` from the command line and
-    merged: the unsharded run's rows and feedback, but for the seconds and the random seeds the checks draw."""
+    """Three of the folder's submissions, one per shard, graded by ``--shard K/3`` from the command
+    line and merged: the unsharded run's rows and feedback, but for the seconds and the random seeds
+    the checks draw."""
     submissions, reference, _ = folder_graded
     subset = tmp_path / "submissions"
     subset.mkdir()
@@ -158,8 +163,8 @@ def test_three_shards_grade_what_one_run_grades(folder_graded, tmp_path, monkeyp
 
 
 def test_a_crash_names_the_cell_by_its_first_line_not_by_nbvals_count(tmp_path):
-    """nbval names a failing cell by its count of code cells ('Cell 1'), which no student sees; the feedback
-    names it by its first line of code in the notebook that ran."""
+    """nbval names a failing cell by its count of code cells ('Cell 1'), which no student sees; the
+    feedback names it by its first line of code in the notebook that ran."""
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
     ran = tmp_path / "ran.ipynb"
@@ -171,7 +176,8 @@ def test_a_crash_names_the_cell_by_its_first_line_not_by_nbvals_count(tmp_path):
     nbformat.write(new_notebook(cells=cells), ran)
     junit = tmp_path / "junit.xml"
     junit.write_text(
-        '<testsuite><testcase name="Cell 1"><error message="Cell 1: Cell execution caused an exception">'
+        '<testsuite><testcase name="Cell 1">'
+        '<error message="Cell 1: Cell execution caused an exception">'
         "Traceback\nNameError: name 'x' is not defined</error></testcase></testsuite>"
     )
     named = ["The cell that starts `h = x * s`: NameError: name 'x' is not defined"]
@@ -205,10 +211,11 @@ def test_feedback_lists_other_errors_but_not_failed_checks():
 def test_a_check_the_grader_could_not_grade_fairly_is_a_grader_error_not_a_failure_nor_a_pass(
     tmp_path,
 ):
-    """A check the grader recorded as its own fault (brrr.checks.fairness.GraderFault: it could not get the
-    CPU) scores 0, makes the row grader-error (graded again, as a grader that did not start), and tells the
-    student it is not their fault. A grader killed while a sandboxed notebook ran is a grader error too: the
-    notebook could not signal it; without a sandbox the row stays the notebook's (grader-killed)."""
+    """A check the grader recorded as its own fault (brrr.checks.fairness.GraderFault: it could not
+    get the CPU) scores 0, makes the row grader-error (graded again, as a grader that did not
+    start), and tells the student it is not their fault. A grader killed while a sandboxed notebook
+    ran is a grader error too: the notebook could not signal it; without a sandbox the row stays the
+    notebook's (grader-killed)."""
     prepared = gradebook._Prepared(tmp_path, LAB, tmp_path / "submission.ipynb", tmp_path, [])
     prepared.output.write_text("")
     fault = {
@@ -243,8 +250,9 @@ def test_a_check_the_grader_could_not_grade_fairly_is_a_grader_error_not_a_failu
 
 
 def test_a_partly_graded_row_scores_what_passed_out_of_every_check(tmp_path):
-    """The row and feedback of a notebook that died after its first check, without running one: 1 of N, the
-    maximum every check the lab grades here, each check never received scored 0 and said "not run"."""
+    """The row and feedback of a notebook that died after its first check, without running one: 1 of
+    N, the maximum every check the lab grades here, each check never received scored 0 and said "not
+    run"."""
     checks = gradebook.lab_checks(LAB)
     partial = gradebook.Submission(
         "partial",
@@ -272,10 +280,14 @@ def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkey
 
     monkeypatch.setattr(gradebook, "grade", fake_grade)
     monkeypatch.setattr(gradebook, "grader_setup_problem", lambda: None)
+    # a folder with a notebook in it: an empty one is refused
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    (submissions / "alice.ipynb").write_text("{}")
     assert (
         gradebook.main(
             [
-                str(tmp_path),
+                str(submissions),
                 "--out",
                 str(tmp_path / "out"),
                 "--cell-timeout",
@@ -290,9 +302,9 @@ def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkey
         )
         == 0
     )
-    assert gradebook.main([str(tmp_path), "--out", str(tmp_path / "out")]) == 0
+    assert gradebook.main([str(submissions), "--out", str(tmp_path / "out")]) == 0
     (folder, out, given), (_, _, defaults) = calls
-    assert (folder, out) == (tmp_path, tmp_path / "out")
+    assert (folder, out) == (submissions, tmp_path / "out")
     sandboxed = {"sandboxed": True, "accept_grading_code": False, "only": None}
     assert given == {
         "cell_timeout_s": 12.5,
@@ -308,7 +320,7 @@ def test_the_command_line_passes_its_timeouts_and_jobs_to_grade(tmp_path, monkey
         "jobs": 1,
         **sandboxed,
     }
-    gradebook.main([str(tmp_path), "--out", str(tmp_path / "out"), "--no-sandbox", course.FLAG])
+    gradebook.main([str(submissions), "--out", str(tmp_path / "out"), "--no-sandbox", course.FLAG])
     assert calls[-1][2]["sandboxed"] is False and calls[-1][2]["accept_grading_code"] is True
 
 

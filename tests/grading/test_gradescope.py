@@ -1,10 +1,11 @@
-"""The Gradescope autograder bundle: what the zip holds, and its run_autograder grading a submission end to end.
+"""The Gradescope autograder bundle: what the zip holds, and its run_autograder grading a submission
+end to end.
 
 Gradescope unpacks the zip into /autograder/source, runs setup.sh once, then run_autograder for each
-submission with the student's files in /autograder/submission. Here the root is a folder of the test's
-(``BRRR_AUTOGRADER_ROOT``) and this environment's Python stands in for the one setup.sh installs
-(``BRRR_AUTOGRADER_PYTHON``); setup.sh itself, which installs from the network, is only checked for syntax.
-"""
+submission with the student's files in /autograder/submission. Here the root is a folder of the
+test's (``BRRR_AUTOGRADER_ROOT``) and this environment's Python stands in for the one setup.sh
+installs (``BRRR_AUTOGRADER_PYTHON``); setup.sh itself, which installs from the network, is only
+checked for syntax."""
 
 import json
 import os
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from brrr.grading import gradebook, gradescope, shards
+from brrr.grading import assemble, gradebook, gradescope, shards
 from gradebook_helpers import LAB
 from lab_fixtures import write_submission
 
@@ -62,6 +63,35 @@ def test_the_bundle_holds_what_gradescope_runs(bundle):
         assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
 
 
+def test_the_bundle_builds_from_an_installed_brrr_and_pip_installs_it(tmp_path):
+    """From ``pip install brrr`` the package sits in site-packages without the checkout's
+    requirements.txt, pyproject.toml or README.md (the build read requirements.txt, and crashed):
+    the bundle pins what this environment has, and writes a pyproject.toml that installs every file.
+    """
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "brrr").symlink_to(assemble.PACKAGE_ROOT / "brrr")  # the package, alone
+    path = tmp_path / "autograder.zip"
+    names = gradescope.build(LAB, path, [], root=site)
+    assert f"{gradescope.SOURCE}/brrr/labs/solutions/{LAB}.ipynb" in names
+    with zipfile.ZipFile(path) as archive:
+        requirements = archive.read("requirements.txt").decode()
+        archive.extractall(tmp_path / "unpacked")
+    pins = dict(line.split("==") for line in requirements.splitlines() if "==" in line)
+    assert {"nbval", "pytest", "ipykernel", "nbformat", "numpy"} <= set(pins), requirements
+    assert "torch" not in pins and "jupyter-book" not in pins, requirements
+    target = tmp_path / "installed"
+    source = tmp_path / "unpacked" / gradescope.SOURCE
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index"]
+    pip += ["--no-build-isolation", "--target", str(target), str(source)]
+    done = subprocess.run(pip, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (target / "brrr" / "labs" / "solutions" / f"{LAB}.ipynb").is_file()
+    shipped = {p.relative_to(site / "brrr") for p in (site / "brrr").rglob("*.json") if p.is_file()}
+    installed = {p.relative_to(target / "brrr") for p in (target / "brrr").rglob("*.json")}
+    assert shipped <= installed  # the record's data too
+
+
 @pytest.mark.e2e
 def test_run_autograder_grades_a_submission_into_results_json(bundle, tmp_path):
     root = unpacked(bundle, tmp_path / "autograder")
@@ -100,7 +130,8 @@ def test_no_notebook_or_too_many_are_told_what_to_submit(tmp_path):
 
 
 def test_a_grader_that_cannot_grade_writes_no_results(tmp_path, monkeypatch):
-    """A grader fault must not reach the student as a 0: Gradescope shows a failed run, to grade again."""
+    """A grader fault must not reach the student as a 0: Gradescope shows a failed run, to grade
+    again."""
     root = tmp_path / "autograder"
     (root / "submission").mkdir(parents=True)
     (root / "submission" / f"{LAB}.ipynb").write_text("{}")
@@ -157,3 +188,16 @@ def test_results_json_has_a_test_per_check_and_the_feedback():
         13,
     )
     assert results["extra_data"] == {"status": "failed", "lab": LAB, "brrr": "0.1.0"}
+
+
+def test_a_check_that_timed_out_says_so_on_gradescope():
+    row = {
+        "lab": LAB,
+        "status": "failed",
+        "seconds": 60.0,
+        "results": {"correct": {"passed": False, "message": "stopped answering"}},
+        "timed_out": ["correct"],
+    }
+    first, second = gradescope.test_results(row, ["correct", "traffic"])
+    assert first["score"] == 0.0 and first["output"].startswith("Timed out"), first
+    assert "stopped answering" in first["output"] and second["output"].startswith("Not run")

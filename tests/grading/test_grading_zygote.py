@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from brrr.grading import assemble, forked, gradebook
+from brrr.grading import graders as grader_processes
 from brrr.grading.wire import Channel
 
 
@@ -51,7 +52,7 @@ def _fail_a_check(grader: gradebook._Grader, check: str) -> None:
 def test_graders_forked_for_two_labs_share_no_state(snapshot, zygote, monkeypatch):
     """Each has its own process, key, socket and record: a verdict recorded in one is absent in the other."""
     monkeypatch.setattr(
-        gradebook, "GRADER_START_TIMEOUT_S", 30
+        grader_processes, "GRADER_START_TIMEOUT_S", 30
     )  # a grader that never says ready fails soon
     first = _forked(snapshot, "01-roofline", zygote)
     second = _forked(snapshot, "01-roofline", zygote)
@@ -122,8 +123,8 @@ def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(
         assert list(running.finish()) == ["intensities"]  # its record still comes back, signed
         started = []  # a grader started on its own, as before the zygote (stubbed: 4 CPU-seconds saved)
         monkeypatch.setattr(
-            gradebook,
-            "_bootstrap",
+            grader_processes,
+            "bootstrap",
             lambda arguments, *_: (
                 started.append(arguments[arguments.index("--lab") + 1]) or _Ready()
             ),
