@@ -1,18 +1,20 @@
-"""Plant each bug of tests/mutants/mutants.toml in a scratch copy, one at a time, and run the tests that must
-catch it: ``make mutants`` (outside ``make test``). Exit status 1 if any mutant survived or could not be
-tried.
+"""Plant each bug of tests/mutants/mutants.toml in a scratch copy, one at a time, and run the tests
+that must catch it: ``make mutants`` (outside ``make test``). Exit status 1 if any mutant survived
+or could not be tried.
 
     python tests/mutants/run.py                 every mutant
     python tests/mutants/run.py --only TEXT...  those whose names contain one of the texts
-    python tests/mutants/run.py --baseline      also run each mutant's tests on the unplanted copy first
-                                                (a test that fails there catches nothing)
+    python tests/mutants/run.py --kind KIND...  those of these kinds (the list's ``kind``, exactly)
+    python tests/mutants/run.py --baseline      also run each mutant's tests on the unplanted copy
+                                                first (a test that fails there catches nothing)
     python tests/mutants/run.py --list          the table of mutants, nothing run
 
-A mutant is a search text that occurs exactly once in one file and its replacement: the smallest edit that
-plants the bug. The scratch copy holds this checkout's tracked and unignored files; it runs on this
-checkout's .venv, with the scratch copy first on ``PYTHONPATH`` (the package is installed editable, from
-here) and the caches of the Makefile's environment. Each mutant's tests run with ``-x``: the first failure
-is a catch.
+A mutant is a search text that occurs exactly once in one file and its replacement: the smallest
+edit that plants the bug. The scratch copy holds this checkout's tracked and unignored files; it
+runs on this checkout's .venv, with the scratch copy and its ``book/`` first on ``PYTHONPATH``
+(both packages are installed editable, from here) and the caches of the Makefile's environment.
+Each mutant's tests run with ``-x``: the first failure is a catch. tests/mutants/README.md names
+the kinds of bug listed.
 """
 
 from __future__ import annotations
@@ -43,11 +45,13 @@ class Mutant:
     tests: tuple[str, ...]  # pytest node ids (relative to the checkout) that must catch it
 
     def planted(self, source: str) -> str:
-        """``source`` with this mutant planted; ValueError unless the search text occurs exactly once."""
+        """``source`` with this mutant planted; ValueError unless the search text occurs exactly
+        once."""
         found = source.count(self.search)
         if found != 1:
             raise ValueError(
-                f"mutant {self.name!r}: its search text occurs {found} times in {self.file}, not once"
+                f"mutant {self.name!r}: its search text occurs {found} times in {self.file}, "
+                "not once"
             )
         return source.replace(self.search, self.replace)
 
@@ -96,7 +100,9 @@ def run_tests(copy: Path, tests: tuple[str, ...], timeout_s: float) -> tuple[int
     """pytest on ``tests`` in ``copy``: its exit status and the last lines it printed."""
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(copy), str(copy / "tests")]),
+        # book/ too: brrr_book is installed editable from this checkout's book/, and a mutant
+        # planted in the scratch copy's book/brrr_book must be the one imported
+        "PYTHONPATH": os.pathsep.join([str(copy), str(copy / "book"), str(copy / "tests")]),
         "BRRR_CACHE_DIR": os.environ.get("BRRR_CACHE_DIR", str(ROOT / ".cache" / "brrr")),
         "TORCHINDUCTOR_CACHE_DIR": os.environ.get(
             "TORCHINDUCTOR_CACHE_DIR", str(ROOT / ".cache" / "inductor")
@@ -121,8 +127,8 @@ def run_tests(copy: Path, tests: tuple[str, ...], timeout_s: float) -> tuple[int
     return done.returncode, "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
 
 
-# pytest's exit statuses: 0 all passed, 1 some test failed; anything else (interrupted, a usage error, no
-# tests collected) means the mutant was not tried.
+# pytest's exit statuses: 0 all passed, 1 some test failed; anything else (interrupted, a usage
+# error, no tests collected) means the mutant was not tried.
 PASSED, FAILED = 0, 1
 
 
@@ -167,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         "--only", nargs="+", metavar="TEXT", help="run only the mutants whose names contain a TEXT"
     )
     parser.add_argument(
+        "--kind", nargs="+", metavar="KIND", help="run only the mutants of these kinds"
+    )
+    parser.add_argument(
         "--baseline", action="store_true", help="run each mutant's tests unplanted first"
     )
     parser.add_argument("--list", action="store_true", help="list the mutants and run nothing")
@@ -180,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"no mutant's name contains {unknown}; see --list")
         mutants = [m for m in mutants if any(text in m.name for text in args.only)]
+    if args.kind:
+        unknown = sorted(set(args.kind) - {m.kind for m in mutants})
+        if unknown:
+            parser.error(f"no mutant of kind {unknown}; see --list")
+        mutants = [m for m in mutants if m.kind in args.kind]
     if args.list:
         print(table(mutants))
         return 0

@@ -1,6 +1,7 @@
-"""The mutation harness's list, checked against this tree without running a mutant (``make mutants`` runs
-them): every entry well formed, every search text found exactly once where it is planted, the planted
-Python still parses (a mutant is a bug, not a syntax error), and every test it names exists."""
+"""The mutation harness's list, checked against this tree without running a mutant (``make mutants``
+runs them): every entry well formed, every search text found exactly once where it is planted, the
+planted Python still parses (a mutant is a bug, not a syntax error), and every test it names
+exists."""
 
 import ast
 import importlib.util
@@ -29,6 +30,16 @@ def test_the_list_is_read_and_covers_every_class_of_the_issue():
         "capstone",
     } <= kinds
     assert "target with margin" in kinds
+    # issue 51: each kind of gap planted bugs got through, planted again (tests/mutants/README.md)
+    assert {
+        "unreached branch",
+        "non-finite",
+        "boundary",
+        "factor slip",
+        "cache key",
+        "wiring",
+        "dropped flag",
+    } <= kinds
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda mutant: mutant.name)
@@ -48,16 +59,17 @@ def test_each_mutant_applies_cleanly_and_names_tests_that_exist(mutant):
 
 def test_a_malformed_entry_is_refused(tmp_path):
     listed = tmp_path / "mutants.toml"
-    listed.write_text(
-        '[[mutant]]\nname = "x"\nkind = "k"\nfile = "f"\nsearch = "a"\nreplace = "a"\ntests = ["t"]\n'
+    entry = (
+        '[[mutant]]\nname = "x"\nkind = "k"\nfile = "f"\nsearch = "a"\nreplace = "{}"\n'
+        'tests = ["t"]\n'
     )
+    listed.write_text(entry.format("a"))
     with pytest.raises(ValueError, match="no change"):
         run.load(listed)
     listed.write_text('[[mutant]]\nname = "x"\nfile = "f"\n')
     with pytest.raises(ValueError, match="fields"):
         run.load(listed)
-    twice = '[[mutant]]\nname = "x"\nkind = "k"\nfile = "f"\nsearch = "a"\nreplace = "b"\ntests = ["t"]\n'
-    listed.write_text(twice * 2)
+    listed.write_text(entry.format("b") * 2)
     with pytest.raises(ValueError, match="a name used twice"):
         run.load(listed)
 
