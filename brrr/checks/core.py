@@ -106,6 +106,11 @@ class Student(Protocol):
     ) -> dict:
         """The kernel launches the wrapper makes when called on tensors of these (shape, dtype name)."""
 
+    def read_file(self, path: str, *, limit: int, timeout_s: float = 60) -> bytes:
+        """The bytes of a file the student's process wrote, read there (the grader may not see its
+        files: a sandbox's /tmp is private); AssertionError if unreadable or over ``limit``
+        bytes."""
+
 
 class Graders(dict):
     """A lab's checks by name, each a function of the student's side (:class:`Student`)
@@ -404,6 +409,7 @@ def record_cases(
     student, spec: Spec, sizes: Sequence[int], generator: torch.Generator
 ) -> list[Case]:
     """Draw the grader's inputs at each size and ask the student's wrapper which kernels it launches for them."""
+    from brrr.checks import kernels
     from brrr.checks.dtypes import dtype_name
 
     cases = []
@@ -415,6 +421,9 @@ def record_cases(
             for name, t in zip(spec.names, inputs + (expected,))
         }
         recipe = student.record(shapes, inputs=spec.input_names)
+        problem = kernels.recipe_problem(recipe)
+        if problem:
+            raise fail(f"{student.name}'s record of its kernel launches cannot be read: {problem}")
         cases.append(Case(n, inputs, expected, recipe, spec.describe(n)))
     return cases
 

@@ -177,8 +177,10 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
             raise KernelRejected(f"malformed kernel {name!r}")
         try:
             tree = ast.parse(source)
-        except SyntaxError as error:
-            raise KernelRejected(f"{name}: the kernel source does not parse ({error})") from None
+        except (SyntaxError, ValueError, RecursionError) as error:  # null bytes, deep nesting too
+            raise KernelRejected(
+                f"{name}: the kernel source does not parse ({type(error).__name__}: {error})"
+            ) from None
         if (
             len(tree.body) != 1
             or not isinstance(tree.body[0], ast.FunctionDef)
@@ -465,6 +467,84 @@ def record_launches(
     }
 
 
+# ---------------------------------------------------------------- the grader's side: read a record
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _whole(value, low: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _argument_problem(name, spec) -> str | None:
+    if not isinstance(name, str) or not isinstance(spec, dict):
+        return "an argument that is not a name and its description"
+    if "value" in spec:
+        value = spec["value"]
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return None
+        return f"argument {name[:40]} has a value that is no number, string or None"
+    shape, stride = spec.get("shape"), spec.get("stride")
+    if not (
+        isinstance(spec.get("tensor"), str)
+        and spec.get("dtype") in DTYPES
+        and _whole(spec.get("offset"))
+        and isinstance(shape, list)
+        and isinstance(stride, list)
+        and len(shape) == len(stride) <= 8
+        and all(_whole(v) for v in shape + stride)
+    ):
+        return f"argument {name[:40]} is no tensor view (tensor, dtype, offset, shape, stride)"
+    return None
+
+
+def _launch_problem(launch) -> str | None:
+    if not isinstance(launch, dict) or not isinstance(launch.get("kernel"), str):
+        return "a launch without a kernel's name"
+    grid = launch.get("grid")
+    if not (isinstance(grid, list) and len(grid) == 3 and all(_whole(g) for g in grid)):
+        return f"the launch of {launch['kernel'][:40]} has a grid that is not three counts"
+    args, options = launch.get("args", {}), launch.get("options", {})
+    if not isinstance(args, dict) or not isinstance(options, dict):
+        return f"the launch of {launch['kernel'][:40]} has no arguments or options as a dict"
+    if not all(_number(v) or isinstance(v, bool) for v in options.values()):
+        return f"the launch of {launch['kernel'][:40]} has an option that is not a number"
+    return next(filter(None, (_argument_problem(k, v) for k, v in args.items())), None)
+
+
+def recipe_problem(recipe) -> str | None:
+    """What makes a launch record from the student's process (:func:`record_launches`) one the
+    grader cannot read, or None: checked where it arrives, so a malformed record is the student's
+    failure, said so, and never an error of the grader's further on."""
+    if not isinstance(recipe, dict):
+        return f"it is a {type(recipe).__name__}, not a record of launches"
+    launches, sources = recipe.get("launches", []), recipe.get("sources", {})
+    constants, scratch = recipe.get("constants", {}), recipe.get("scratch", [])
+    if not isinstance(launches, list) or len(launches) > MAX_LAUNCHES + 1:
+        return f"its launches are not a list of at most {MAX_LAUNCHES}"
+    if not (
+        isinstance(sources, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in sources.items())
+    ):
+        return "its kernel sources are not names and texts"
+    if not (isinstance(constants, dict) and all(_number(v) for v in constants.values())):
+        return "its constexpr globals are not names and numbers"
+    if not (
+        isinstance(scratch, list)
+        and all(
+            isinstance(b, dict)
+            and b.get("dtype") in DTYPES
+            and _whole(b.get("elements"))
+            and isinstance(b.get("name", ""), str)
+            for b in scratch
+        )
+    ):
+        return "its scratch buffers are not described by a dtype and a number of elements"
+    return next(filter(None, (_launch_problem(launch) for launch in launches)), None)
+
+
 # ---------------------------------------------------------------- the grader's side: build and replay
 
 
@@ -492,7 +572,13 @@ class Built:
         functions = {}
         for name, source in sources.items():
             filename = _pin_source(name, source)
-            exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - checked by validate() above
+            try:
+                code = compile(source, filename, "exec")
+            except (SyntaxError, ValueError, RecursionError) as error:  # parsed, yet too deep
+                raise KernelRejected(
+                    f"{name}: the kernel source does not compile ({error})"
+                ) from None
+            exec(code, namespace)  # noqa: S102 - checked by validate() above
             functions[name] = namespace[name]
         wrap = InterpretedFunction if interpreted else JITFunction
         self.kernels = {name: wrap(function) for name, function in functions.items()}

@@ -286,9 +286,10 @@ TABLE: dict[tuple[str, str, str], Threshold] = {
     ("06-flash-attention", "traffic", "cpu"): Threshold(
         0.6,
         "at_most",
-        "bytes counted at (1, 2, N, 64) float32 for three odd N drawn per submission must equal FlashAttention's "
-        "for the launched BLOCK_M, exactly, with nothing stored but out; and each launched BLOCK_M, weighed at "
-        "N = 512, may move at most 0.6× the three-kernel version's 9,437,184 B. BLOCK_M = 64 moves 0.5× (K and "
+        "bytes counted at three (batch, heads, N, d) and dtypes drawn per submission (N odd) must "
+        "equal FlashAttention's for the launched BLOCK_M, exactly, with nothing stored but out; "
+        "and each launched BLOCK_M, weighed at (1, 2, 512, 64) float32, may move at most 0.6× the "
+        "three-kernel version's 9,437,184 B. BLOCK_M = 64 moves 0.5× (K and "
         "V read 8 times), 128 moves 0.28×; "
         "32 moves 0.94×, as good as nothing, and 16 more than the three kernels",
     ),

@@ -7,6 +7,15 @@ and nothing else: no object the student defined ever reaches the grader, so no
 ``__eq__``, ``__float__`` or lazy value of theirs runs there. Pickle is never
 used, since unpickling runs code chosen by whoever wrote the bytes.
 
+The student's process writes the bytes, so they are checked as they are read:
+nesting at most :data:`MAX_DEPTH` deep, whole numbers within ``int64``
+(:data:`MAX_INT`: a larger one overflows ``float()`` in a check), strings of at
+most :data:`MAX_TEXT` characters, tensors of at most :data:`MAX_DIMS` dimensions
+whose sizes fit the message, valid base64 of the right length. Anything else is
+a :class:`WireError`, which the grader reports as the student's failure, with
+what was wrong; it never reaches a check as a value the check did not expect.
+Floats may be NaN or infinite: a check says why a NaN answer is wrong.
+
 A lab may name dataclasses its functions receive (``Op`` in the roofline lab);
 they are sent as ``{"$dataclass": name, "fields": ...}`` and rebuilt only on the
 student's side, from the lab's own class.
@@ -15,6 +24,7 @@ student's side, from the lab's own class.
 from __future__ import annotations
 
 import base64
+import binascii
 import dataclasses
 import json
 import math
@@ -27,6 +37,10 @@ from brrr.checks.dtypes import DTYPES
 from brrr.checks.dtypes import dtype_name
 
 MAX_MESSAGE_BYTES = 64 << 20
+MAX_DEPTH = 32
+MAX_INT = 2**63 - 1  # whole numbers in [-2**63, 2**63 - 1], int64's range
+MAX_TEXT = 1 << 20
+MAX_DIMS = 8
 
 
 class WireError(ValueError):
@@ -38,7 +52,7 @@ def encode(value: Any) -> Any:
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
-        return int(value)
+        return _whole(int(value))
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$float": repr(value)}
     if isinstance(value, torch.dtype):
@@ -76,53 +90,91 @@ def encode(value: Any) -> Any:
 def decode(
     data: Any, *, dataclasses_by_name: Mapping[str, type] | None = None, depth: int = 0
 ) -> Any:
-    """The plain value ``data`` stands for. Only the types in the module docstring come out."""
-    if depth > 32:
-        raise WireError("message nested too deeply")
-    if data is None or isinstance(data, (bool, int, str)):
+    """The plain value ``data`` stands for. Only the types in the module docstring come out;
+    anything else, or out of the limits there, raises :class:`WireError`."""
+    try:
+        return _decode(data, dataclasses_by_name or {}, depth)
+    except WireError:
+        raise
+    except (ValueError, TypeError, OverflowError, RecursionError, RuntimeError) as error:
+        raise WireError(f"malformed value ({type(error).__name__}: {str(error)[:200]})") from None
+
+
+def _whole(value: int) -> int:
+    if not -MAX_INT - 1 <= value <= MAX_INT:
+        digits = len(str(abs(value))) if abs(value) < 10**4000 else "thousands of"
+        raise WireError(
+            f"a whole number of {digits} digits: numbers must lie within ±2**63 (int64's range)"
+        )
+    return value
+
+
+def _decode(data: Any, dataclasses_by_name: Mapping[str, type], depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise WireError(f"a value nested more than {MAX_DEPTH} levels deep")
+    if data is None or isinstance(data, (bool, float)):
         return data
-    if isinstance(data, float):
+    if isinstance(data, int):
+        return _whole(data)
+    if isinstance(data, str):
+        if len(data) > MAX_TEXT:
+            raise WireError(f"a string of {len(data):,} characters (at most {MAX_TEXT:,})")
         return data
     if isinstance(data, list):
-        return [decode(v, dataclasses_by_name=dataclasses_by_name, depth=depth + 1) for v in data]
+        return [_decode(v, dataclasses_by_name, depth + 1) for v in data]
     if not isinstance(data, dict):
         raise WireError(f"unexpected {type(data).__name__} in a message")
     if "$float" in data:
         text = data["$float"]
-        if text not in ("nan", "inf", "-inf"):
-            raise WireError(f"not a float: {text!r}")
+        if not isinstance(text, str) or text not in ("nan", "inf", "-inf"):
+            raise WireError(f"not a float: {str(text)[:40]!r}")
         return float(text)
     if "$dtype" in data:
-        if data["$dtype"] not in DTYPES:
-            raise WireError(f"unknown dtype {data['$dtype']!r}")
-        return DTYPES[data["$dtype"]]
+        name = data["$dtype"]
+        if not isinstance(name, str) or name not in DTYPES:
+            raise WireError(f"unknown dtype {str(name)[:40]!r}")
+        return DTYPES[name]
     if "$tensor" in data:
         return _decode_tensor(data["$tensor"])
     if "$dataclass" in data:
-        cls = (dataclasses_by_name or {}).get(data["$dataclass"])
+        name = data["$dataclass"]
+        cls = dataclasses_by_name.get(name) if isinstance(name, str) else None
         if cls is None:
-            raise WireError(f"unexpected dataclass {data['$dataclass']!r}")
-        fields = decode(
-            data.get("fields", {}), dataclasses_by_name=dataclasses_by_name, depth=depth + 1
-        )
+            raise WireError(f"unexpected dataclass {str(name)[:40]!r}")
+        fields = _decode(data.get("fields", {}), dataclasses_by_name, depth + 1)
+        if not isinstance(fields, dict):
+            raise WireError("a dataclass's fields must be a dict")
         for name, value in fields.items():
             if isinstance(value, list):
                 fields[name] = tuple(value)
         return cls(**fields)
-    return {
-        str(k): decode(v, dataclasses_by_name=dataclasses_by_name, depth=depth + 1)
-        for k, v in data.items()
-    }
+    return {str(k): _decode(v, dataclasses_by_name, depth + 1) for k, v in data.items()}
 
 
 def _decode_tensor(spec: Any) -> torch.Tensor:
-    if not isinstance(spec, dict) or spec.get("dtype") not in DTYPES:
+    if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str):
         raise WireError("malformed tensor")
+    if spec["dtype"] not in DTYPES:
+        raise WireError(f"a tensor of unknown dtype {spec['dtype'][:40]!r}")
     dtype = DTYPES[spec["dtype"]]
     shape = spec.get("shape")
-    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-        raise WireError("malformed tensor shape")
-    raw = base64.b64decode(spec.get("data", ""), validate=True)
+    if not isinstance(shape, list) or len(shape) > MAX_DIMS:
+        raise WireError(f"a tensor's shape must be a list of at most {MAX_DIMS} sizes")
+    if not all(
+        isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_MESSAGE_BYTES
+        for s in shape
+    ):
+        raise WireError(
+            f"a tensor of shape {str(shape)[:80]}: each size must be a whole number from 0 to "
+            f"{MAX_MESSAGE_BYTES:,}"
+        )
+    text = spec.get("data", "")
+    if not isinstance(text, str):
+        raise WireError("a tensor's data must be base64 text")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise WireError("a tensor's data is not valid base64") from None
     count = math.prod(shape)
     storage_dtype = torch.int16 if dtype == torch.bfloat16 else dtype
     if len(raw) != count * torch.empty((), dtype=storage_dtype).element_size():
@@ -153,7 +205,12 @@ class Channel:
             raise ConnectionError("the other side closed the connection")
         if len(line) > MAX_MESSAGE_BYTES:
             raise WireError("message too large")
-        message = json.loads(line)
+        try:
+            message = json.loads(line)
+        except RecursionError:
+            raise WireError("a message nested too deeply to read") from None
+        except ValueError as error:  # not JSON, not UTF-8, a number of thousands of digits
+            raise WireError(f"a message that is not JSON ({str(error)[:120]})") from None
         if not isinstance(message, dict):
             raise WireError("a message must be a JSON object")
         return message

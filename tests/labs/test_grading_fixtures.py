@@ -83,6 +83,32 @@ def test_a_grid_larger_than_the_problem_fails_traffic():
     assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
 
 
+def test_a_wrapper_wrong_above_65536_elements_fails_at_the_large_drawn_size():
+    """Right up to 65,536 elements and a grid capped at 16 programs of 4,096 above: the drawn sizes
+    stopped at 70,001, so it passed most of the time. A large size is now drawn per submission, far
+    above."""
+    from brrr.checks import core
+
+    name = "wrong_above_65536"
+    core.check_kernels(student(name), fuse_it.SPEC, (1, 17, 65_536, 40_001, 1_023, 8_191))
+    with pytest.raises(AssertionError) as failure:
+        fuse_it.grade("correct", student(name))
+    assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
+    large = [fuse_it.drawn_large_size(student(name), core.size_drawer(s)[0]) for s in range(8)]
+    assert all(fuse_it.LARGE_LOW <= n <= fuse_it.LARGE_HIGH and n % 2 for n in large), large
+    assert max(large) > 1_000_000, large  # its 16 programs are cheap to replay: nothing is cut
+
+
+def test_the_large_size_is_cut_to_what_the_interpreter_runs_quickly_never_to_65536():
+    from brrr.checks import core
+
+    if ON_GPU:
+        pytest.skip("compiled kernels run the large size whole")
+    large = [fuse_it.drawn_large_size(student("correct"), core.size_drawer(s)[0]) for s in range(8)]
+    most = max(fuse_it.LARGE_LOW, 4_096 * fuse_it.LARGE_PROGRAMS)  # its blocks hold 4,096 elements
+    assert all(fuse_it.LARGE_LOW <= n <= most for n in large), large
+
+
 def test_the_solution_passes_correctness_20_times_in_20():
     for _ in range(20):
         fuse_it.grade("correct", student("correct", forked=False))

@@ -54,11 +54,11 @@ def test_a_correct_submission_passes_every_cpu_check():
             and "stored nothing but out" in summary
         )
         # at three N drawn for this submission, each odd: BLOCK_M = 64 weighed at N = 512, where it moves half
-        assert summary.count("BLOCK_M = 64: ") == 3 and "N drawn for this submission" in summary, (
+        assert summary.count("BLOCK_M = 64: ") == 3 and "drawn for this submission" in summary, (
             summary
         )
         assert "at most 0.6× at N = 512" in summary, summary
-        sizes = [int(n) for n in re.findall(r"N = (\d+), BLOCK_M", summary)]
+        sizes = [int(n) for n in re.findall(r"\(\d+, \d+, (\d+), \d+\) float\d+, BLOCK_M", summary)]
         assert all(n % 2 for n in sizes) and sizes == sorted(sizes), summary
 
 
@@ -77,6 +77,45 @@ def test_small_blocks_off_the_published_sizes_fail_at_the_drawn_ones():
     with pytest.raises(AssertionError) as failure:
         fa_checks.grade("traffic", student(name))
     assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
+
+
+@cpu_only
+def test_small_blocks_off_the_published_shape_fail_at_the_drawn_shapes(monkeypatch):
+    """64 × 64 blocks at (1, 2, N, 64) float32, where the traffic check counted whatever N it drew,
+    and 16 × 16 at every other shape: passed. Now batch, heads, d and dtype are drawn too, each
+    taking two values or more across the three shapes, so one of them is off the published shape,
+    whatever is drawn."""
+    name = "small_blocks_off_the_published_shape"
+    with monkeypatch.context() as published:  # what the check used to count at
+        published.setattr(
+            fa_checks,
+            "traffic_shapes",
+            lambda rng: [fa.traffic_shape(n) for n in fa_checks.traffic_sizes(rng)],
+        )
+        fa_checks.grade("traffic", student(name))
+    with pytest.raises(AssertionError) as failure:
+        fa_checks.grade("traffic", student(name))
+    assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
+
+
+def test_every_dimension_of_the_traffic_shapes_is_drawn_and_takes_two_values_or_more():
+    drawn = [fa_checks.traffic_shapes(random.Random(seed)) for seed in range(40)]
+    for shapes in drawn:
+        for field in ("batch", "heads", "d", "dtype"):
+            assert len({getattr(shape, field) for shape in shapes}) >= 2, shapes
+        assert [shape.n for shape in shapes] == sorted(shape.n for shape in shapes)
+    seen = {
+        field: {getattr(s, field) for shapes in drawn for s in shapes}
+        for field in ("batch", "heads", "d", "dtype")
+    }
+    assert seen == {
+        "batch": set(fa_checks.BATCHES),
+        "heads": set(fa_checks.HEADS),
+        "d": set(fa_checks.HEAD_DIMS),
+        "dtype": set(fa_checks.DTYPES),
+    }
+    cases = fa_checks.drawn_correctness_cases(random.Random(1))
+    assert all(len({getattr(c, f) for c in cases}) == 2 for f in ("batch", "heads", "d", "dtype"))
 
 
 # ---------------------------------------------------------------- the rules
@@ -251,13 +290,16 @@ def test_a_kernel_that_moves_too_much_fails_traffic_for_the_right_reason(name):
     message = str(failure.value)
     assert expected_reason(LAB, name) in message, message
     if name in ("writes_scores", "three_kernels"):  # at the first N drawn, odd, below 192
-        n = int(re.search(r"for \(1, 2, (\d+), 64\) float32", message).group(1))
-        scores = fa_checks.score_matrix_bytes(fa.traffic_shape(n))
+        found = re.search(r"for \((\d+), (\d+), (\d+), (\d+)\) (float\d+)", message)
+        batch, heads, n, d = (int(v) for v in found.groups()[:4])
+        shape = fa.Shape(batch, heads, n, d, found.group(5))
+        scores = batch * heads * n * n * 4  # these fixtures keep their N × N matrices in float32
+        ratio = f"{scores / fa_checks.score_matrix_bytes(shape):.2f}"  # 2.00 for float16 inputs
         assert n % 2 and 65 <= n <= 191, message
     if (
         name == "writes_scores"
     ):  # one N × N matrix per head, labelled by the kernel argument it went through
-        assert f"s_ptr   {scores:,} B" in message and "1.00" in message, message
+        assert f"s_ptr   {scores:,} B" in message and ratio in message, message
     if name == "three_kernels":  # the scores and the probabilities, each written and read once
         assert f"{2 * scores:,} B stored outside out" in message and "p_ptr" in message, message
     if name == "small_blocks":
@@ -332,6 +374,8 @@ def test_the_timed_n_is_drawn_per_submission_odd_and_compute_bound():
     N / 2 = 1,536 FLOP per byte it must move, five times an H100's ridge (about 300 FLOP/B)."""
     shapes = [fa_checks.drawn_shape(random.Random(seed)) for seed in range(50)]
     assert len({shape.n for shape in shapes}) > 40
+    assert len({shape.batch for shape in shapes}) > 1  # the batch × heads split is drawn too
+    assert all(shape.heads_total == fa_checks.TIMED_SHAPE.heads_total for shape in shapes)
     for shape in shapes:
         assert (
             3072 <= shape.n <= 4096 and shape.n % 2 and shape.d == 64 and shape.dtype == "float16"

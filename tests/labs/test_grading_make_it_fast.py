@@ -23,7 +23,7 @@ from brrr.grading.client import local_student
 from brrr.labs import make_it_fast as lab
 from brrr.labs.make_it_fast import checks as lab_checks
 
-from lab_fixtures import expected_reason, load_module, patch_lab
+from lab_fixtures import SOLUTIONS, expected_reason, load_module, patch_lab
 
 LAB = lab.LAB
 
@@ -265,6 +265,41 @@ def test_a_correct_diagnosis_passes():
     assert "narrow" in summary and "wide" in summary
 
 
+def test_the_trace_is_read_where_the_notebook_wrote_it_not_where_the_grader_runs(tmp_path):
+    """Under the gradebook the notebook's /tmp is its sandbox's own: the grader opened the returned
+    path on its side, found nothing, and failed every honest diagnosis. Here the notebook's files
+    lie where the grader does not look (``private``, seen by the notebook as
+    ``/tmp/in-the-sandbox``): the grader must ask the notebook's side for the bytes."""
+    import shutil
+    from pathlib import Path
+
+    private, seen = tmp_path / "sandbox-tmp", "/tmp/in-the-sandbox"
+    private.mkdir()
+    diagnose = load_module(LAB, "correct_diagnosis").diagnose
+
+    def in_the_sandbox(problem):
+        fraction, path = diagnose(problem)
+        shutil.move(path, private / Path(path).name)
+        return fraction, f"{seen}/{Path(path).name}"
+
+    graded = local_student(in_the_sandbox, lab.WIRE_TYPES)
+    answered_here = graded._request
+
+    def through_the_sandbox(message, timeout_s):  # the notebook's view of the files
+        if message.get("op") == "read":
+            message = {**message, "path": message["path"].replace(seen, str(private))}
+        return answered_here(message, timeout_s)
+
+    graded._request = through_the_sandbox
+    summary = lab_checks.grade("diagnosis", graded)
+    assert "narrow" in summary and "wide" in summary
+    with pytest.raises(
+        AssertionError, match="cannot be read"
+    ):  # a path the notebook cannot read either
+        nowhere = local_student(lambda problem: (0.5, f"{seen}/none.json"), lab.WIRE_TYPES)
+        lab_checks.grade("diagnosis", nowhere)
+
+
 @pytest.mark.parametrize("name", ["typed_in_fraction", "busy_fraction", "profiles_another_step"])
 def test_a_wrong_diagnosis_fails_for_the_right_reason(name):
     with pytest.raises(AssertionError) as failure:
@@ -284,3 +319,26 @@ def test_the_narrow_and_wide_problems_lie_apart_so_the_number_right_for_one_fail
         for _ in range(3)
     )
     assert narrow - wide > thresholds.threshold(LAB, "diagnosis").value, (narrow, wide)
+
+
+@pytest.mark.e2e  # a whole gradebook run (27 s quiet, 2-3 min under load); the test above is cheap
+def test_the_solution_gets_full_marks_in_a_sandboxed_gradebook_run(
+    tmp_path, grades_in_the_environment
+):
+    """Its diagnose writes its trace to the notebook's /tmp, which in the sandbox is the sandbox's
+    own: the grader looked for the path on its side, found nothing, and the reference solution, like
+    every honest submission, lost the diagnosis point. The grader now has the notebook's process
+    read the file."""
+    from brrr.grading import sandbox
+
+    if sandbox.problem() is not None:
+        pytest.skip(f"no bubblewrap sandbox on this machine: {sandbox.problem()}")
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    (submissions / "reference.ipynb").write_bytes((SOLUTIONS / f"{LAB}.ipynb").read_bytes())
+    graded = gradebook.grade(submissions, tmp_path / "out", lab=LAB)
+    (submission,) = graded
+    assert submission.sandboxed
+    failed = {c: r["message"] for c, r in submission.results.items() if not r["passed"]}
+    assert submission.status == "ok" and not failed, (submission.status, failed)
+    assert sorted(submission.results) == sorted(gradebook.lab_checks(LAB))

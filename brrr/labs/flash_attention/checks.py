@@ -12,7 +12,8 @@ is only asked which kernels it launches; the grader checks the kernels' source
 - ``correct`` (any device): ``attention`` against
   ``torch.nn.functional.scaled_dot_product_attention`` (float32, cast to the
   inputs' dtype, :func:`attention_reference`) on fresh inputs
-  (:data:`CORRECTNESS_CASES`): N = 1, 17, 100, 129, 200 and 256, a multiple of no
+  (:data:`CORRECTNESS_CASES`, and two cases drawn per submission in every dimension,
+  :func:`drawn_correctness_cases`): N = 1, 17, 100, 129, 200 and 256, a multiple of no
   block but the last; d = 32 and 64; float32, and float16 (which a float32
   accumulator passes); large logits in float16 (a standard deviation of
   :data:`LARGE_LOGIT_STD`: dozens exceed 88.7, where ``exp`` overflows float32);
@@ -24,14 +25,14 @@ is only asked which kernels it launches; the grader checks the kernels' source
   no rescale, keys past N counted, the causal mask missing or applied, TF32.
 - ``causal`` (any device): ``causal_attention`` on the same cases against the
   causal reference (``is_causal=True``).
-- ``traffic`` (CPU): counted in the interpreter at three N drawn per submission
-  in the grader process (:func:`traffic_sizes`, odd: a multiple of no block),
-  never a published one (batch 1, 2 heads, d = 64, float32). Only ``out`` may be stored: a kernel
-  that stores anything else fails, and one that stores as much as the scores
-  is told it wrote the N × N score matrix, with the bytes. The launch must be
-  one kernel, one program per query block of each head; the bytes counted must
-  equal :func:`flash_bytes` for the ``BLOCK_M`` read from the launch, tensor by
-  tensor, at each N; and each launched ``BLOCK_M``, weighed at
+- ``traffic`` (CPU): counted in the interpreter at three shapes drawn per submission
+  in the grader process (:func:`traffic_shapes`: N odd, a multiple of no block; batch,
+  heads, d and dtype each taking two values or more), never a published one. Only
+  ``out`` may be stored: a kernel that stores anything else fails, and one that
+  stores as much as the scores is told it wrote the N × N score matrix, with the
+  bytes. The launch must be one kernel, one program per query block of each head;
+  the bytes counted must equal :func:`flash_bytes` for the ``BLOCK_M`` read from
+  the launch, tensor by tensor, at each N; and each launched ``BLOCK_M``, weighed at
   :data:`CEILING_SHAPE` (N = 512, where the threshold is stated), at most a
   stated fraction of the three-kernel version's bytes (:func:`naive_bytes`),
   which is refused from the launch alone, before anything runs. The summary reports the ratio at
@@ -64,7 +65,6 @@ from brrr.labs.flash_attention.given import (
     PREDICTION_BLOCK_M,
     PREDICTION_SHAPE,
     Shape,
-    TRAFFIC_D,
     attention_reference,
     make_inputs,
     naive_attention,
@@ -471,8 +471,11 @@ def grade_prediction(student) -> str:
 
 
 def drawn_correctness_cases(rng) -> tuple[Shape, ...]:
-    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): an odd N."""
-    return (Shape(1, 2, core.unaligned(rng, 19, 255), 64),)
+    """Two more cases drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): odd
+    N, and batch, heads, d and dtype drawn (each taking two values across the two cases)."""
+    sizes = (core.unaligned(rng, 19, 127), core.unaligned(rng, 129, 255))
+    drawn = [spread(rng, choices, len(sizes)) for choices in (BATCHES, HEADS, HEAD_DIMS, DTYPES)]
+    return tuple(Shape(b, h, n, d, dtype) for n, b, h, d, dtype in zip(sizes, *drawn))
 
 
 def grade_correct(student, *, causal: bool = False) -> str:
@@ -541,6 +544,31 @@ def traffic_sizes(rng) -> tuple[int, int, int]:
         core.unaligned(rng, 193, 383),
         core.unaligned(rng, 385, 519),
     )
+
+
+# What a model calls attention with, and each check draws from per submission: head dimensions (a
+# power of two, as tl.arange needs), both dtypes the lab supports, and a few batches and heads (few:
+# the interpreter runs every program of every head, one at a time).
+HEAD_DIMS = (16, 32, 64, 128)
+DTYPES = ("float32", "float16")
+BATCHES = (1, 2)
+HEADS = (1, 2)
+
+
+def spread(rng, choices: tuple, count: int) -> list:
+    """``count`` values drawn from ``choices``, at least two of them different: a wrapper right at
+    one value of a dimension only (the published one, say) is wrong at one of the shapes drawn."""
+    values = rng.sample(choices, 2) + [rng.choice(choices) for _ in range(count - 2)]
+    rng.shuffle(values)
+    return values
+
+
+def traffic_shapes(rng) -> list[Shape]:
+    """The shapes the traffic check counts at, drawn per submission in every dimension: N from
+    :func:`traffic_sizes`, and batch, heads, d and dtype each taking two values or more."""
+    sizes = traffic_sizes(rng)
+    drawn = [spread(rng, choices, len(sizes)) for choices in (BATCHES, HEADS, HEAD_DIMS, DTYPES)]
+    return [Shape(b, h, n, d, dtype) for n, b, h, d, dtype in zip(sizes, *drawn)]
 
 
 def ceiling_failure(name: str, shape: Shape, blocks: dict) -> str | None:
@@ -688,7 +716,7 @@ def grade_traffic(student) -> str:
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
     name = student.name
-    shapes = [traffic_shape(n) for n in traffic_sizes(core.size_drawer()[0])]
+    shapes = traffic_shapes(core.size_drawer()[0])
     generator, seed = core.fresh_generator()
     cases = core.record_cases(student, SPEC, shapes, generator)
     built = core.build_kernels(
@@ -724,13 +752,13 @@ def grade_traffic(student) -> str:
             sum(naive_bytes(shape).values()),
         )
         parts.append(
-            f"N = {shape.n}, BLOCK_M = {launched['BLOCK_M']}: {flash:,} B against {naive:,} B for the "
+            f"{shape}, BLOCK_M = {launched['BLOCK_M']}: {flash:,} B against {naive:,} B for the "
             f"three kernels ({flash / naive:.2f}× as much)"
         )
     return (
         f"{name}'s kernel moved exactly what FlashAttention moves (Q and out once, K and V ⌈N / BLOCK_M⌉ "
-        f"times) and stored nothing but out, counted in the interpreter at (batch, heads, N, d) = (1, 2, N, "
-        f"{TRAFFIC_D}) float32, N drawn for this submission: {'; '.join(parts)} (each BLOCK_M needed at most "
+        f"times) and stored nothing but out, counted in the interpreter at (batch, heads, N, d) "
+        f"drawn for this submission: {'; '.join(parts)} (each BLOCK_M needed at most "
         f"{threshold.value:g}× at N = {CEILING_SHAPE.n}); "
         f"seed {seed}"
     )
@@ -762,16 +790,18 @@ def _timed(student, check: str) -> str:
 
 
 def drawn_shape(rng=None) -> Shape:
-    """The timed shape for one submission: :data:`TIMED_SHAPE` with N drawn odd in [TIMED_LOW x N, N], so the
-    last query and key blocks are partial. Rows stay 16-byte aligned whatever N (their stride is d), and at
-    3/4 of 4096 attention still does N / 2 = 1,536 FLOP per byte of Q, K, V and O: compute-bound."""
+    """The timed shape for one submission: :data:`TIMED_SHAPE` with N drawn odd in [TIMED_LOW x N,
+    N], so the last query and key blocks are partial, and its batch × heads split drawn (the same
+    work: the thresholds are stated for float16 at d = 64, so those stay). Rows stay 16-byte aligned
+    whatever N (their stride is d), and at 3/4 of 4096 attention still does N / 2 = 1,536 FLOP per
+    byte of Q, K, V and O: compute-bound."""
     from brrr.checks import rounds
 
     rng = rng or core.size_drawer()[0]
     shape = TIMED_SHAPE
-    return Shape(
-        shape.batch, shape.heads, rounds.drawn(rng, shape.n, low=TIMED_LOW), shape.d, shape.dtype
-    )
+    batch = rng.choice([b for b in (1, 2, 4, 8) if shape.heads_total % b == 0])
+    n = rounds.drawn(rng, shape.n, low=TIMED_LOW)
+    return Shape(batch, shape.heads_total // batch, n, shape.d, shape.dtype)
 
 
 def minimum_bytes(shape: Shape) -> int:

@@ -6,7 +6,8 @@ kernels it launches; the grader checks their source (Triton only), compiles them
 itself and runs them on its own tensors (:mod:`brrr.checks.kernels`):
 
 - ``correct`` (any device): fresh inputs at odd sizes, three of them drawn per
-  submission (:func:`drawn_correctness_sizes`), NaN-filled output, at
+  submission (:func:`drawn_correctness_sizes`) and a large one, up to a few million
+  elements (:func:`drawn_large_size`), NaN-filled output, at
   least one Triton kernel, every load and store in bounds (in the interpreter:
   on a CPU at every run, on a GPU in an extra interpreted run at small sizes).
 - ``traffic`` (CPU): counted in the interpreter at three sizes drawn per submission
@@ -63,6 +64,41 @@ def drawn_correctness_sizes(rng) -> tuple[int, ...]:
     )
 
 
+# The large case of the correctness check: drawn log-uniformly in [LARGE_LOW, LARGE_HIGH], far above
+# the 65,536 of the published sizes, where a wrapper that branches on n (a torch path, a capped
+# grid) was never called. In the interpreter every program runs in Python (10-25 ms a program of
+# 4,096 elements on a loaded 2-core machine), so there the size replayed is cut until its launches
+# hold at most LARGE_PROGRAMS programs, never below LARGE_LOW. With 32, five gradings of a correct
+# fixture (blocks of 4,096) took 7.0 s against 5.1 s without the large case, in turns, on a loaded
+# 2-core machine; with 128 the 20 gradings of its test took 94 s, not 16. The wrapper is still
+# called at the size drawn, so one that hangs or crashes up there fails.
+LARGE_LOW, LARGE_HIGH = 131_073, 4_194_303
+LARGE_PROGRAMS = 32
+
+
+def drawn_large_size(student, rng) -> int:
+    """The large size of the correctness check for this submission: drawn, then (interpreted) cut to
+    :data:`LARGE_PROGRAMS` programs, as the wrapper's launches at the drawn size say."""
+    import math
+
+    from brrr.checks import kernels
+    from brrr.device import TRITON_INTERPRETED
+
+    high = round(math.exp(rng.uniform(math.log(LARGE_LOW), math.log(LARGE_HIGH))))
+    n = core.unaligned(rng, LARGE_LOW, high)
+    if not TRITON_INTERPRETED:
+        return n
+    tensors = {name: ([n], "float32") for name in SPEC.names}
+    recipe = student.record(tensors, inputs=SPEC.input_names)
+    problem = kernels.recipe_problem(recipe)
+    if problem:
+        raise core.fail(f"{student.name}'s record of its kernel launches cannot be read: {problem}")
+    programs = sum(math.prod(launch["grid"]) for launch in recipe["launches"])
+    if programs <= LARGE_PROGRAMS:
+        return n
+    return max(LARGE_LOW, (n * LARGE_PROGRAMS // programs) | 1)
+
+
 def traffic_sizes(rng) -> tuple[int, ...]:
     """The sizes the traffic check counts at, drawn per submission (``rng`` from
     :func:`brrr.checks.core.size_drawer`, seeded in the grader process): two odd ones, whose last block is
@@ -102,6 +138,7 @@ def grade_correct(student) -> str:
     """``fused_chain(x, y, out)``: its kernels, run by the grader, match :func:`chain` on fresh inputs."""
     rng, _ = core.size_drawer()
     every = tuple(CORRECTNESS_SIZES) + drawn_correctness_sizes(rng)
+    every += (drawn_large_size(student, rng),)
     result = core.check_kernels(student, SPEC, every, bounds_sizes=BOUNDS_SIZES)
     sizes = ", ".join(f"{n:,}" for n in every)
     return (

@@ -22,14 +22,16 @@ Grading, in the grader process (thresholds from :mod:`brrr.checks.thresholds`):
   (:mod:`brrr.checks.fairness`).
 - ``diagnosis``: on two problems the grader draws (a narrow, overhead-bound
   model and a wide one whose ops take real time), ``diagnose`` returns its
-  fraction and the path of its trace. The grader reads that trace and computes
-  the fraction from it by the lab's definition (:func:`overhead_fraction`): the
-  two must agree (the definition is right); the trace must hold as many ops as
-  the grader's own trace of the given step on that problem (it is a trace of the
-  given step); and the fraction must lie within ±0.15 of the grader's own
-  measurements, taken right before and after (it was measured here). The narrow
-  problem's fraction exceeds the wide one's by more than that tolerance, so the
-  number right for one fails the other.
+  fraction and the path of its trace. The grader has the notebook's process read
+  that trace (under the gradebook the notebook's /tmp is its sandbox's own, out of
+  the grader's sight) and send its bytes, and computes the fraction from it by
+  the lab's definition (:func:`overhead_fraction`): the two must agree (the
+  definition is right); the trace must hold as many ops as the grader's own
+  trace of the given step on that problem (it is a trace of the given step); and
+  the fraction must lie within ±0.15 of the grader's own measurements, taken
+  right before and after (it was measured here). The narrow problem's fraction
+  exceeds the wide one's by more than that tolerance, so the number right for one
+  fails the other.
 """
 
 from __future__ import annotations
@@ -342,27 +344,31 @@ def grade_speedup(student) -> str:
 # ---------------------------------------------------------------- diagnosis
 
 
-def _read_student_trace(name: str, path) -> object:
+def _read_student_trace(student, path, folder: Path) -> object:
+    """The trace at ``path``, read where the student's process wrote it (under the gradebook, a
+    sandbox whose /tmp the grader cannot see), copied into the grader's ``folder`` and parsed."""
     from brrr import traces
 
+    name = student.name
     if not isinstance(path, str) or not path:
         raise core.fail(
             f"{name} returned {str(path)[:80]!r} as its trace's path; return (fraction, path)."
         )
-    trace_path = Path(path)
     try:
-        size = trace_path.stat().st_size
-    except OSError as error:
-        raise core.fail(f"{name}'s trace {path!r} cannot be read here: {error}") from None
-    if not trace_path.is_file() or size > TRACE_MAX_BYTES:
+        data = student.read_file(path, limit=TRACE_MAX_BYTES)
+    except AssertionError as error:
         raise core.fail(
-            f"{name}'s trace {path!r} is not a trace file of at most {TRACE_MAX_BYTES >> 20} MiB."
-        )
+            f"{name}'s trace {path!r} cannot be read, as a file of at most "
+            f"{TRACE_MAX_BYTES >> 20} MiB, in its notebook: {error}"
+        ) from None
+    copy = folder / ("student-trace.json.gz" if path.endswith(".gz") else "student-trace.json")
+    copy.write_bytes(data)
     try:
-        return traces.load(trace_path)
+        return traces.load(copy)
     except Exception as error:  # noqa: BLE001 - any unreadable file is the student's answer, not a grader bug
         raise core.fail(
-            f"{name}'s trace {path!r} is not a Chrome trace that brrr.traces reads: {type(error).__name__}: {error}"
+            f"{name}'s trace {path!r} is not a Chrome trace that brrr.traces reads: "
+            f"{type(error).__name__}: {str(error)[:200]}"
         ) from None
 
 
@@ -398,7 +404,7 @@ def grade_diagnosis(student) -> str:
                 raise core.fail(
                     f"{name} returned {str(fraction)[:40]!r} as the fraction; it is a number from 0 to 1."
                 )
-            trace = _read_student_trace(name, path)
+            trace = _read_student_trace(student, path, Path(folder.name))
             theirs = overhead_fraction(trace)
             if abs(theirs - fraction) > definition:
                 raise core.fail(
