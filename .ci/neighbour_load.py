@@ -33,7 +33,8 @@ MIB = 2**20
 
 
 def load(stop_at: float, duty: float, burst_s: float, buffer_mib: int, seed: int, done) -> None:
-    """Copy a ``buffer_mib`` buffer in bursts until ``stop_at`` (or ``done`` is set); report GiB copied."""
+    """Copy a ``buffer_mib`` buffer in bursts until ``stop_at`` (or ``done`` is set); report GiB
+    copied."""
     rng = random.Random(seed)
     src, dst = bytearray(os.urandom(MIB)) * buffer_mib, bytearray(buffer_mib * MIB)
     copied, busy = 0, 0.0
@@ -46,17 +47,28 @@ def load(stop_at: float, duty: float, burst_s: float, buffer_mib: int, seed: int
             copied += len(src)
         busy += time.monotonic() - start
         done.wait(pause)
-    print(f"neighbour load: copied {copied / 2**30:,.0f} GiB in bursts, busy {busy:.0f} s", file=sys.stderr)
+    print(
+        f"neighbour load: copied {copied / 2**30:,.0f} GiB in bursts, busy {busy:.0f} s",
+        file=sys.stderr,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="neighbour_load.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--duty", type=float, default=0.75, help="share of the time the core is busy (0.75)")
-    parser.add_argument("--burst", type=float, default=1.0, help="mean burst length in seconds (1.0)")
-    parser.add_argument("--buffer-mib", type=int, default=256, help="buffer copied, MiB (256: past any cache)")
+    parser.add_argument(
+        "--duty", type=float, default=0.75, help="share of the time the core is busy (0.75)"
+    )
+    parser.add_argument(
+        "--burst", type=float, default=1.0, help="mean burst length in seconds (1.0)"
+    )
+    parser.add_argument(
+        "--buffer-mib", type=int, default=256, help="buffer copied, MiB (256: past any cache)"
+    )
     parser.add_argument("--seconds", type=float, default=None, help="stop the load after this long")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run beside the load")
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, help="-- the command to run beside the load"
+    )
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command and args.seconds is None:
@@ -66,7 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     stop_at = time.monotonic() + (args.seconds if args.seconds is not None else float("inf"))
     done = multiprocessing.Event()
     neighbour = multiprocessing.Process(
-        target=load, daemon=True, args=(stop_at, args.duty, args.burst, args.buffer_mib, args.seed, done)
+        target=load,
+        daemon=True,
+        args=(stop_at, args.duty, args.burst, args.buffer_mib, args.seed, done),
     )
     neighbour.start()
     try:

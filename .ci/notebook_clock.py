@@ -23,7 +23,11 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     if nextitem is None or nextitem.nodeid.split("::", 1)[0] != file:
         now = time.monotonic()
-        line = f"clock: {file} took {now - _file_start[file]:.1f} s ({now - _began:.0f} s into the stage)"
+        line = (
+            f"clock: {file} took {now - _file_start[file]:.1f} s ({now - _began:.0f} s into "
+            "the "
+            "stage)"
+        )
         reporter = item.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write(f"\n{line}", flush=True)

@@ -1,9 +1,10 @@
-"""A pytest plugin for the GPU check (brrr_book.gpucheck.run): under nbval, save each cell's outputs and figures.
+"""A pytest plugin for the GPU check (brrr_book.gpucheck.run): under nbval, save each cell's outputs
+and figures.
 
-After every cell, what it printed and drew goes to ``$BRRR_NOTEBOOK_OUTPUTS/<stem>/`` in the small form of
-:mod:`brrr_book.gpucheck.outputs` (text and PNGs), whether the cell passed or failed; the file is rewritten after
-each cell, so a notebook stopped at its limit keeps what it had shown. Load it with
-``-p notebook_record`` and ``.ci`` on ``PYTHONPATH``; without the variable it does nothing.
+After every cell, what it printed and drew goes to ``$BRRR_NOTEBOOK_OUTPUTS/<stem>/`` in the small
+form of :mod:`brrr_book.gpucheck.outputs` (text and PNGs), whether the cell passed or failed; the
+file is rewritten after each cell, so a notebook stopped at its limit keeps what it had shown. Load
+it with ``-p notebook_record`` and ``.ci`` on ``PYTHONPATH``; without the variable it does nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def pytest_runtest_makereport(item, call):
     notebook = item.nodeid.split("::", 1)[0]
     error = "" if report.passed else str(report.longrepr)[-4000:]
     folder = outputs.folder_for(Path(root), notebook)
-    saved = outputs.saved_cell(folder, cell, getattr(item, "test_outputs", None) or [], report.passed, error)
+    saved = outputs.saved_cell(
+        folder, cell, getattr(item, "test_outputs", None) or [], report.passed, error
+    )
     _cells.setdefault(notebook, []).append(saved)
     outputs.write(Path(root), notebook, _cells[notebook])

@@ -21,8 +21,8 @@ from brrr.device import DEVICE, ON_GPU, bf16_note, half_precision_dtype, per_dev
 from brrr.models import gpt
 from brrr.roofline import Regime
 
-# torch threads on a CPU: one, as every timed page of the book (two threads on a shared two-core machine
-# stall at random); on a GPU, torch's default.
+# torch threads on a CPU: one, as every timed page of the book (two threads on a shared two-core
+# machine stall at random); on a GPU, torch's default.
 THREADS: int | None = per_device(cpu=1, gpu=None)
 
 # CPU: small enough that batch 1 is overhead-bound on one thread and the page stays quick; GPU: a
@@ -54,14 +54,15 @@ class Fix:
     why_not_here: Callable[[], str | None] = lambda: (
         None
     )  # why it does not apply on this device; None if it does
-    # False where the advice's bound does not cover what the fix changes: a bigger batch changes the work
-    # of a step, and SDPA fuses attention's matmuls with the softmax between them, which the fusion bound
-    # keeps as separate library calls.
+    # False where the advice's bound does not cover what the fix changes: a bigger batch changes the
+    # work of a step, and SDPA fuses attention's matmuls with the softmax between them, which the
+    # fusion bound keeps as separate library calls.
     bounded_by_advice: bool = True
 
 
-# The 16-bit dtype of the "bf16" fix: bf16 where the hardware has it; on a GPU before Ampere (Colab's T4,
-# sm_75) fp16, which its tensor cores run. The step is inference, so fp16 needs no loss scaling.
+# The 16-bit dtype of the "bf16" fix: bf16 where the hardware has it; on a GPU before Ampere
+# (Colab's T4, sm_75) fp16, which its tensor cores run. The step is inference, so fp16 needs no loss
+# scaling.
 HALF = half_precision_dtype()
 HALF_NAME = "bf16" if HALF == torch.bfloat16 else "fp16"
 
@@ -72,8 +73,9 @@ def half_precision_note() -> str:
 
 
 def _half_not_here() -> str | None:
-    """The 16-bit fix applies where its measured matmul peak beats fp32's: on a GPU with tensor cores, and on
-    a CPU with bf16 matrix instructions (AMX, AVX512-BF16). Elsewhere it would slow the matmuls down."""
+    """The 16-bit fix applies where its measured matmul peak beats fp32's: on a GPU with tensor
+    cores, and on a CPU with bf16 matrix instructions (AMX, AVX512-BF16). Elsewhere it would slow
+    the matmuls down."""
     from brrr import ceilings
 
     peaks = ceilings.measure(threads=THREADS).matmul_peak
@@ -81,8 +83,9 @@ def _half_not_here() -> str | None:
     if half > fp32:
         return None
     return (
-        f"This {'GPU' if ON_GPU else 'CPU'}'s measured {HALF_NAME} matmul peak is {units.flops(half)} "
-        f"against {units.flops(fp32)} for float32 (brrr.ceilings): {HALF_NAME} would slow its matmuls down"
+        f"This {'GPU' if ON_GPU else 'CPU'}'s measured {HALF_NAME} matmul peak is "
+        f"{units.flops(half)} against {units.flops(fp32)} for float32 (brrr.ceilings): {HALF_NAME} "
+        "would slow its matmuls down"
     )
 
 
@@ -90,8 +93,8 @@ def _cuda_graphs_not_here() -> str | None:
     if ON_GPU:
         return None
     return (
-        "A CUDA graph replays recorded kernel launches; a CPU launches none: every op runs on the calling "
-        "thread, and torch.compile already removed what a graph would"
+        "A CUDA graph replays recorded kernel launches; a CPU launches none: every op runs on the "
+        "calling thread, and torch.compile already removed what a graph would"
     )
 
 
@@ -139,8 +142,8 @@ def applicable(fixes=FIXES) -> tuple[list[Fix], list[tuple[Fix, str]]]:
 
 @dataclass(frozen=True)
 class Choice:
-    """The fix to apply next, why, and the gain in time per step at most that the advice which chose it
-    predicted (None where no advice chose it, or where that bound does not cover the fix: see
+    """The fix to apply next, why, and the gain in time per step at most that the advice which chose
+    it predicted (None where no advice chose it, or where that bound does not cover the fix: see
     :attr:`Fix.bounded_by_advice`)."""
 
     fix: Fix
@@ -180,8 +183,9 @@ def pin_threads() -> None:
 
 @dataclass(frozen=True)
 class Stage:
-    """One row of the capstone's table: the setup after ``fix`` (None: the starting point), why the fix was
-    chosen, the gain the tool predicted for it at most, and the diagnosis of the step it gave."""
+    """One row of the capstone's table: the setup after ``fix`` (None: the starting point), why the
+    fix was chosen, the gain the tool predicted for it at most, and the diagnosis of the step it
+    gave."""
 
     setup: Setup
     fix: Fix | None
@@ -207,7 +211,8 @@ def diagnose_setup(setup: Setup):
 
 
 def stage_table(stages: list[Stage]) -> str:
-    """Step time, tokens/s, MFU and regime after each fix, with the tool's bound beside what it gave."""
+    """Step time, tokens/s, MFU and regime after each fix, with the tool's bound beside what it
+    gave."""
     return table(stage_rows(stages))
 
 
@@ -215,8 +220,8 @@ STAGE_WIDTH = 28  # a longer stage name gets a line of its own, whole, above its
 
 
 def table(rows: list[dict]) -> str:
-    """:func:`stage_table` from the JSON rows of :func:`stage_rows` (this run's, or a reference GPU's), in
-    lines of at most :data:`brrr.column.WIDTH` characters."""
+    """:func:`stage_table` from the JSON rows of :func:`stage_rows` (this run's, or a reference
+    GPU's), in lines of at most :data:`brrr.column.WIDTH` characters."""
     header = (
         f"{'stage':<{STAGE_WIDTH}} {'step':>8} {'tokens/s':>10} {'vs start':>8} {'bound':>6} {'gave':>6} "
         f"{'MFU':>5}  regime (share)"
@@ -233,7 +238,8 @@ def table(rows: list[dict]) -> str:
         lines.append(
             f"{stage:<{STAGE_WIDTH}} {units.seconds(row['step_s']):>8} {row['tokens_per_s']:>10,.0f} "
             f"{row['tokens_per_s'] / rows[0]['tokens_per_s']:>7.2f}x {bound:>6} {gave:>6} "
-            f"{units.percent(row['mfu']):>5}  {row['regime']} ({units.percent(row['shares'][row['regime']])})"
+            f"{units.percent(row['mfu']):>5}  {row['regime']} "
+            f"({units.percent(row['shares'][row['regime']])})"
         )
         previous = row
     return "\n".join(lines)
@@ -244,8 +250,8 @@ GRAPHS_GAINED = 1.05
 
 
 def graphs_note(before: dict, row: dict) -> str:
-    """Why CUDA graphs gave about nothing in a recorded table: the step they were added to was already large
-    and compute-bound, where notebook 33's recorded sweep shows replay's gain gone."""
+    """Why CUDA graphs gave about nothing in a recorded table: the step they were added to was
+    already large and compute-bound, where notebook 33's recorded sweep shows replay's gain gone."""
     from brrr.benchmarks.graph_sweep import GraphSweep
 
     gave = row["tokens_per_s"] / before["tokens_per_s"]
@@ -257,15 +263,16 @@ def graphs_note(before: dict, row: dict) -> str:
         else ""
     )
     return (
-        f"{row['stage'].removeprefix('+ ')} gave {gave:.2f}x{bound}: they remove only the host's dispatch of "
-        f"each kernel, and this step, at batch {row['batch']}, was already {before['regime']} "
-        f"({units.percent(before['shares'][before['regime']])} of its time): the dispatch a graph removes "
-        f"was not what set its time.{fade}"
+        f"{row['stage'].removeprefix('+ ')} gave {gave:.2f}x{bound}: they remove only the host's "
+        f"dispatch of each kernel, and this step, at batch {row['batch']}, was already "
+        f"{before['regime']} ({units.percent(before['shares'][before['regime']])} of its time): "
+        f"the dispatch a graph removes was not what set its time.{fade}"
     )
 
 
 def reference_tables() -> list[str]:
-    """The capstone's table as ``make gpu-check`` recorded it on each reference GPU, with its stamp."""
+    """The capstone's table as ``make gpu-check`` recorded it on each reference GPU, with its
+    stamp."""
     from brrr import reference
     from brrr.stamp import format_stamp
 
@@ -275,8 +282,9 @@ def reference_tables() -> list[str]:
         if figure and figure.get("values", {}).get("rows"):
             rows = figure["values"]["rows"]
             notes = [
-                f"{row['stage'].removeprefix('+ ')} gave {row['tokens_per_s'] / before['tokens_per_s']:.2f}x, "
-                f"above the tool's bound of {row['predicted_gain']:.2f}x: the bound counts only the time of the "
+                f"{row['stage'].removeprefix('+ ')} gave "
+                f"{row['tokens_per_s'] / before['tokens_per_s']:.2f}x, above the tool's bound of "
+                f"{row['predicted_gain']:.2f}x: the bound counts only the time of the "
                 "regime the fix addresses, and the fix also sped up work the bound left out."
                 for before, row in zip(rows, rows[1:])
                 if row["predicted_gain"]
@@ -304,7 +312,8 @@ def reference_tables() -> list[str]:
 
 
 def build_step(setup: Setup, *, seed: int = 0):
-    """``(step, args)`` for :func:`brrr.diagnose.diagnose`: the GPT's serving step under ``setup``."""
+    """``(step, args)`` for :func:`brrr.diagnose.diagnose`: the GPT's serving step under
+    ``setup``."""
     model = gpt.build(setup.config, device=DEVICE, dtype=setup.dtype, seed=seed)
     if setup.compile_mode is not None:
         model = torch.compile(model, mode=setup.compile_mode)
@@ -314,8 +323,8 @@ def build_step(setup: Setup, *, seed: int = 0):
 
 
 def conclusions(stages: list[Stage]) -> list[str]:
-    """What the table says, one sentence per stage, written from the measurements (so the page's words
-    cannot disagree with its numbers)."""
+    """What the table says, one sentence per stage, written from the measurements (so the page's
+    words cannot disagree with its numbers)."""
     lines = []
     start = stages[0]
     lines.append(
@@ -337,8 +346,8 @@ def conclusions(stages: list[Stage]) -> list[str]:
                 bound = f" (over the tool's bound of {after.predicted_gain:.2f}x, within the noise)"
             if above_bound(gave, after.predicted_gain):
                 bound = (
-                    f" (above the tool's bound of {after.predicted_gain:.2f}x, which counts only the "
-                    f"{after.fix.regime} time: the fix also sped up work the bound left out)"
+                    f" (above the tool's bound of {after.predicted_gain:.2f}x, which counts only "
+                    f"the {after.fix.regime} time: the fix also sped up work the bound left out)"
                 )
         lines.append(
             f"{after.fix.name}: {gave:.2f}x the tokens per second{bound}, {moved} "
@@ -354,7 +363,8 @@ BOUND_NOISE = 1.05
 
 
 def above_bound(gave: float, bound: float) -> bool:
-    """Whether a fix ``gave`` more than the tool's ``bound`` by more than two measurements' noise."""
+    """Whether a fix ``gave`` more than the tool's ``bound`` by more than two measurements'
+    noise."""
     return gave > bound * BOUND_NOISE
 
 
@@ -386,10 +396,10 @@ def stage_rows(stages: list[Stage]) -> list[dict]:
 
 # ---------------------------------------------------------------- the page's checks
 
-# Pinned in tests/book/test_pinned_targets.py. torch.compile on the overhead-bound start (batch 1, eager),
-# timed in turns with eager twice (CompileComparison.measure): its gain with the noise taken off, at least
-# this. On the CPU GPT, one thread, a 2-core machine at load 5: gain 1.20-1.49x, noise 0-7%, so 1.16-1.48
-# in 15 readings; a compile that falls back to eager reads 1.0 or less.
+# Pinned in tests/book/test_pinned_targets.py. torch.compile on the overhead-bound start (batch 1,
+# eager), timed in turns with eager twice (CompileComparison.measure): its gain with the noise taken
+# off, at least this. On the CPU GPT, one thread, a 2-core machine at load 5: gain 1.20-1.49x, noise
+# 0-7%, so 1.16-1.48 in 15 readings; a compile that falls back to eager reads 1.0 or less.
 COMPILE_BEYOND_NOISE_MIN = 1.05
 # The last stage's tokens per second over the start's: the fixes together must gain at least this.
 FINAL_OVER_START_MIN = 1.5
@@ -404,15 +414,16 @@ def fixes_that_changed_nothing(stages: list[Stage]) -> list[str]:
 
 @dataclass(frozen=True)
 class CompileGain:
-    """Eager over compiled seconds per step, timed in turns with a second eager call: the two eager calls'
-    disagreement is the noise of this run's measurement."""
+    """Eager over compiled seconds per step, timed in turns with a second eager call: the two eager
+    calls' disagreement is the noise of this run's measurement."""
 
     ratio: float  # the faster eager call over the compiled one, median over rounds
     noise: float  # how far the median over rounds of eager over eager again lies from 1
 
     @property
     def beyond_noise(self) -> float:
-        """The gain left once the noise is taken off: above 1 where compiling won by more than the noise."""
+        """The gain left once the noise is taken off: above 1 where compiling won by more than the
+        noise."""
         return self.ratio / (1 + self.noise)
 
 
@@ -429,14 +440,16 @@ class CompileComparison:
             self.compiled(*self.args)  # the compile, outside the timing
 
     def measure(self, budget_s: float = 0.5) -> CompileGain:
-        """Eager, compiled and eager again, one call of each per round (:func:`brrr.timing.rounds_in_turns`;
-        on a CPU on the calling thread's clock, which stops while another process has the core): the medians
-        over rounds of eager over compiled, and of eager over eager again: the same ratio taken of two equal
-        calls, whose distance from 1 is this measurement's noise."""
+        """Eager, compiled and eager again, one call of each per round
+        (:func:`brrr.timing.rounds_in_turns`; on a CPU on the calling thread's clock, which stops
+        while another process has the core): the medians over rounds of eager over compiled, and of
+        eager over eager again: the same ratio taken of two equal calls, whose distance from 1 is
+        this measurement's noise."""
         from brrr.timing import rounds_in_turns
 
         args = self.args
-        # Each eager call follows a compiled one, so that neither eager call runs warm from the other.
+        # Each eager call follows a compiled one, so that neither eager call runs warm from the
+        # other.
         runs = rounds_in_turns(
             {
                 "eager": lambda: self.eager(*args),
@@ -461,15 +474,17 @@ class CompileComparison:
 
 
 def check(stages: list[Stage], compile_gain: Callable[[], CompileGain]) -> None:
-    """The capstone's claims, enforced (:mod:`brrr.targets`: a miss fails the build, a reader sees it): each
-    fix changed the setup; compiling beat eager on the overhead-bound start by more than the noise, by
-    :data:`COMPILE_BEYOND_NOISE_MIN` (``compile_gain()``, e.g. :meth:`CompileComparison.measure`, asked again
-    on a miss); the end served :data:`FINAL_OVER_START_MIN` times the start's tokens per second."""
+    """The capstone's claims, enforced (:mod:`brrr.targets`: a miss fails the build, a reader sees
+    it): each fix changed the setup; compiling beat eager on the overhead-bound start by more than
+    the noise, by :data:`COMPILE_BEYOND_NOISE_MIN` (``compile_gain()``, e.g.
+    :meth:`CompileComparison.measure`, asked again on a miss); the end served
+    :data:`FINAL_OVER_START_MIN` times the start's tokens per second."""
     unchanged = fixes_that_changed_nothing(stages)
     with targets.said_only_if_missed():  # met, they keep quiet on the page
         targets.check(not unchanged, f"fixes that left the setup as it was: {', '.join(unchanged)}")
         targets.require(
-            "torch.compile over eager on the overhead-bound start, beyond two eager timings' disagreement",
+            "torch.compile over eager on the overhead-bound start, beyond two eager timings' "
+            "disagreement",
             COMPILE_BEYOND_NOISE_MIN,
             compile_gain().beyond_noise,
             lambda: compile_gain().beyond_noise,

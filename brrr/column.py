@@ -13,9 +13,9 @@ WIDTH = 100  # characters: a printed line in the book's column at a 1280 px wind
 
 
 def fit(text: object, width: int = WIDTH) -> str:
-    """``text`` (anything ``print`` takes: its ``str()``) with each line wider than ``width`` wrapped
-    between words; a continuation keeps the line's indentation plus two spaces. Lines that fit, and words
-    longer than ``width``, are kept."""
+    """``text`` (anything ``print`` takes: its ``str()``) with each line wider than ``width``
+    wrapped between words; a continuation keeps the line's indentation plus two spaces. Lines that
+    fit, and words longer than ``width``, are kept."""
     lines = []
     for line in str(text).splitlines():
         if len(line) <= width:

@@ -42,19 +42,22 @@ A100 = Datasheet(
 H100_SXM = Datasheet(
     "NVIDIA H100 SXM",
     {"float32": 67e12, "tf32": 494.5e12, "bfloat16": 989.5e12, "float16": 989.5e12},
-    "NVIDIA H100 Tensor Core GPU datasheet (tensor-core figures printed with sparsity, halved here)",
+    "NVIDIA H100 Tensor Core GPU datasheet (tensor-core figures printed with sparsity, halved "
+    "here)",
 )
 
 H100_PCIE = Datasheet(
     "NVIDIA H100 PCIe",
     {"float32": 51e12, "tf32": 378e12, "bfloat16": 756.5e12, "float16": 756.5e12},
-    "NVIDIA H100 Tensor Core GPU datasheet (tensor-core figures printed with sparsity, halved here)",
+    "NVIDIA H100 Tensor Core GPU datasheet (tensor-core figures printed with sparsity, halved "
+    "here)",
 )
 
 H200_SXM = Datasheet(
     "NVIDIA H200 SXM",
     {"float32": 67e12, "tf32": 494.5e12, "bfloat16": 989.5e12, "float16": 989.5e12},
-    "NVIDIA H200 Tensor Core GPU datasheet (tensor-core figures printed with sparsity, halved here)",
+    "NVIDIA H200 Tensor Core GPU datasheet (tensor-core figures printed with sparsity, halved "
+    "here)",
 )
 
 # (pattern on torch.cuda.get_device_name(), datasheet). First match wins, so the

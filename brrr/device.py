@@ -42,12 +42,14 @@ TRITON_INTERPRETED: bool = not ON_GPU
 if TRITON_INTERPRETED:
     # Must happen before any @triton.jit runs: the decorator reads it.
     os.environ["TRITON_INTERPRET"] = "1"
-# Kernels are interpreted on a CPU, and by the grader on a GPU too (to check their bounds): brrr/interpreter.py.
+# Kernels are interpreted on a CPU, and by the grader on a GPU too (to check their bounds):
+# brrr/interpreter.py.
 mend_when_imported()
 
 
 def _explain_compiled_kernels_without_a_gpu() -> None:
-    """A kernel defined before this module was imported is compiled, and fails here with '0 active drivers'.
+    """A kernel defined before this module was imported is compiled, and fails here with '0 active
+    drivers'.
 
     Say what to do instead of leaving the reader with Triton's driver error.
     """
@@ -66,10 +68,11 @@ def _explain_compiled_kernels_without_a_gpu() -> None:
             if "active drivers" not in str(error):
                 raise
             raise RuntimeError(
-                f"{error}. The kernel {getattr(self, '__name__', '')} was defined before TRITON_INTERPRET=1 "
-                "was set, so Triton compiled it for a GPU this machine does not have. Import brrr.device "
-                "before defining kernels (before `import triton`, or at least before any @triton.jit), "
-                "then restart the kernel and run again."
+                f"{error}. The kernel {getattr(self, '__name__', '')} was defined before "
+                "TRITON_INTERPRET=1 "
+                "was set, so Triton compiled it for a GPU this machine does not have. Import "
+                "brrr.device before defining kernels (before `import triton`, or at least before "
+                "any @triton.jit), then restart the kernel and run again."
             ) from error
 
     run._brrr_explained = True  # type: ignore[attr-defined]
@@ -77,15 +80,15 @@ def _explain_compiled_kernels_without_a_gpu() -> None:
 
 
 def interpret_jit_calls() -> Callable[[], None]:
-    """Make ``@triton.jit`` functions built as compiled ones run in the interpreter when an interpreted
-    kernel calls them; return what puts them back.
+    """Make ``@triton.jit`` functions built as compiled ones run in the interpreter when an
+    interpreted kernel calls them; return what puts them back.
 
     Where triton was imported without ``TRITON_INTERPRET`` (for a GPU, or on a CPU by an import that
     came before this module: ``torch.utils.flop_counter`` imports triton), ``triton.language``'s own
-    functions (``tl.max``, ``tl.sum``, the reductions' combine functions) are ``JITFunction``s, and an
-    interpreted kernel that calls one fails with "Cannot call @triton.jit'd outside of the scope of a
-    kernel". Here ``JITFunction.__call__`` does what ``InterpretedFunction.__call__`` does, and the
-    members of ``tl.tensor`` made from jit functions (``x.sum()``) are bound as methods, as the
+    functions (``tl.max``, ``tl.sum``, the reductions' combine functions) are ``JITFunction``s, and
+    an interpreted kernel that calls one fails with "Cannot call @triton.jit'd outside of the scope
+    of a kernel". Here ``JITFunction.__call__`` does what ``InterpretedFunction.__call__`` does, and
+    the members of ``tl.tensor`` made from jit functions (``x.sum()``) are bound as methods, as the
     interpreter's own import makes them.
     """
     import triton.language as tl
@@ -127,7 +130,8 @@ def _language_built_for_a_gpu() -> bool:
     return isinstance(tl.standard.max, JITFunction)
 
 
-# What puts triton.language back where it was made to interpret below; None where nothing was changed.
+# What puts triton.language back where it was made to interpret below; None where nothing was
+# changed.
 _restore_language: Callable[[], None] | None = None
 if TRITON_INTERPRETED:
     _explain_compiled_kernels_without_a_gpu()
@@ -242,7 +246,8 @@ def bf16_note(capability: tuple[int, int] | None = None) -> str:
 
 
 def kernel_dtypes(capability: tuple[int, int] | None = None) -> tuple[torch.dtype, ...]:
-    """The storage dtypes the book's Triton kernels are checked in here: fp32, fp16, and bf16 where the GPU has it."""
+    """The storage dtypes the book's Triton kernels are checked in here: fp32, fp16, and bf16 where
+    the GPU has it."""
     base = (torch.float32, torch.float16)
     return base + ((torch.bfloat16,) if half_precision_dtype(capability) == torch.bfloat16 else ())
 
@@ -263,7 +268,8 @@ def shared_memory_per_program() -> int | None:
 
 
 def pipeline_stages(bytes_per_stage: int, *, most: int = 3) -> int:
-    """The ``num_stages`` (at most ``most``, at least 1) whose input blocks fit this GPU's shared memory."""
+    """The ``num_stages`` (at most ``most``, at least 1) whose input blocks fit this GPU's shared
+    memory."""
     available = shared_memory_per_program()
     if available is None:
         return most

@@ -7,7 +7,10 @@ the book prints them *beside* the reader's own measurement, never in place of it
 
 from __future__ import annotations
 
-SOURCE = 'Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022, https://horace.io/brrr_intro.html'
+SOURCE = (
+    'Horace He, "Making Deep Learning Go Brrrr From First Principles", 2022, '
+    "https://horace.io/brrr_intro.html"
+)
 DEVICE = "NVIDIA A100"
 
 A100 = {
@@ -22,13 +25,14 @@ OVERHEAD = {
     "pytorch_ops_per_s": 280e3,
 }
 
-# The essay's sweep of ``x * 2`` repeated on an A100 (fp32): "the runtime doesn't increase noticeably at all
-# until we're performing 64 multiplications", and memory-bandwidth-bound for repeat < 32.
+# The essay's sweep of ``x * 2`` repeated on an A100 (fp32): "the runtime doesn't increase
+# noticeably at all until we're performing 64 multiplications", and memory-bandwidth-bound for
+# repeat < 32.
 REPEAT_SWEEP = {"flat_until": 64, "memory_bound_below": 32}
 
-# Share of FLOPs and of runtime per operator class in BERT, percent: the essay's table, which it takes
-# from Ivanov et al., "Data Movement Is All You Need" (MLSys 2021). The essay names no GPU for it: label
-# it as the essay's BERT table, never with quoted(), which stamps the A100.
+# Share of FLOPs and of runtime per operator class in BERT, percent: the essay's table, which it
+# takes from Ivanov et al., "Data Movement Is All You Need" (MLSys 2021). The essay names no GPU for
+# it: label it as the essay's BERT table, never with quoted(), which stamps the A100.
 BERT_TABLE = {
     "tensor contraction": {"flops": 99.80, "runtime": 61.0},
     "statistical normalization": {"flops": 0.17, "runtime": 25.5},

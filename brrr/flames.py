@@ -1,11 +1,12 @@
-"""One op as a flamegraph: the layers of software a profiler nests under it, and the kernel it launched.
+"""One op as a flamegraph: the layers of software a profiler nests under it, and the kernel it
+launched.
 
-The essay's flamegraph of ``a + b`` shows how little of a small op's time is the arithmetic: Python, the
-dispatcher and the launch wrap a kernel that runs for a sliver of it. :func:`nest` reads the same nesting
-from a ``torch.profiler`` trace (:class:`brrr.traces.Trace`): each host event inside the op's span on the
-op's thread, at the depth of its containment, and each device kernel its launches queued (joined by the
-profiler's correlation id). :func:`brrr.figures.flamegraph` draws the result.
-"""
+The essay's flamegraph of ``a + b`` shows how little of a small op's time is the arithmetic: Python,
+the dispatcher and the launch wrap a kernel that runs for a sliver of it. :func:`nest` reads the
+same nesting from a ``torch.profiler`` trace (:class:`brrr.traces.Trace`): each host event inside
+the op's span on the op's thread, at the depth of its containment, and each device kernel its
+launches queued (joined by the profiler's correlation id). :func:`brrr.figures.flamegraph` draws the
+result."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from brrr.traces import LAUNCH_CATEGORIES, Interval, Trace
 
 @dataclass(frozen=True)
 class Frame:
-    """One bar of the flamegraph: ``depth`` 0 is the op itself; device kernels carry ``on_device``."""
+    """One bar of the flamegraph: ``depth`` 0 is the op itself; device kernels carry
+    ``on_device``."""
 
     name: str
     start_us: float  # from the op's start
@@ -26,8 +28,8 @@ class Frame:
 
 
 def nest(trace: Trace, root: Interval) -> list[Frame]:
-    """The host events inside ``root`` on its thread, each at its depth of containment, then the device
-    events that its launches queued; times from the start of ``root``."""
+    """The host events inside ``root`` on its thread, each at its depth of containment, then the
+    device events that its launches queued; times from the start of ``root``."""
     inside = [
         event
         for event in trace.cpu_ops + trace.launches

@@ -1,21 +1,25 @@
 """Triton's interpreter, mended where the Triton releases that GPU nodes and Colab run break it.
 
-Two faults, both in ``triton.runtime.interpreter`` of triton 3.6 (Colab's and our GPU nodes' release):
+Two faults, both in ``triton.runtime.interpreter`` of triton 3.6 (Colab's and our GPU nodes'
+release):
 
-- **A device call leaves the language patched.** An interpreted kernel runs with ``triton.language``'s
-  builtins swapped for the interpreter's, and put back when the kernel returns. A ``@triton.jit`` function
-  it calls (``tl.sigmoid``, ``tl.max``, ``tl.cdiv`` or the student's own helper) swaps them again
-  (``InterpretedFunction.__call__``) and never puts them back. Where kernels are also compiled in the same
-  process (the grader on a GPU interprets a kernel to check its bounds, then compiles it), the compiler then
-  meets the interpreter's ``tl.tensor.__mul__`` and fails at the first operator with
-  ``'triton._C.libtriton.ir.value' object has no attribute 'dtype'``. triton 3.9 has the same fault.
-- **A loop bound from an argument.** ``for k in range(0, K, BLOCK_K)`` converts the interpreted ``K`` with
-  ``int(array)`` of a one-element array, which NumPy 2.4 and later refuse ("only 0-dimensional arrays can be
-  converted to Python scalars"); triton 3.9 squeezes the array first, 3.6 does not.
+- **A device call leaves the language patched.** An interpreted kernel runs with
+``triton.language``'s
+  builtins swapped for the interpreter's, and put back when the kernel returns. A ``@triton.jit``
+  function it calls (``tl.sigmoid``, ``tl.max``, ``tl.cdiv`` or the student's own helper) swaps them
+  again (``InterpretedFunction.__call__``) and never puts them back. Where kernels are also compiled
+  in the same process (the grader on a GPU interprets a kernel to check its bounds, then compiles
+  it), the compiler then meets the interpreter's ``tl.tensor.__mul__`` and fails at the first
+  operator with ``'triton._C.libtriton.ir.value' object has no attribute 'dtype'``. triton 3.9 has
+  the same fault.
+- **A loop bound from an argument.** ``for k in range(0, K, BLOCK_K)`` converts the interpreted
+``K`` with
+  ``int(array)`` of a one-element array, which NumPy 2.4 and later refuse ("only 0-dimensional
+  arrays can be converted to Python scalars"); triton 3.9 squeezes the array first, 3.6 does not.
 
-:func:`mend` fixes both in the loaded module; importing :mod:`brrr.device` arranges for it to run whenever
-``triton.runtime.interpreter`` is imported, before or after brrr. A Triton release whose interpreter lacks
-the functions mended here is left as it is.
+:func:`mend` fixes both in the loaded module; importing :mod:`brrr.device` arranges for it to run
+whenever ``triton.runtime.interpreter`` is imported, before or after brrr. A Triton release whose
+interpreter lacks the functions mended here is left as it is.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ NAME = "triton.runtime.interpreter"
 
 
 def mend(module: ModuleType) -> bool:
-    """Mend a loaded ``triton.runtime.interpreter``; return whether it was mended (now or before)."""
+    """Mend a loaded ``triton.runtime.interpreter``; return whether it was mended (now or
+    before)."""
     if getattr(module, "_brrr_mended", False):
         return True
     patch_lang = getattr(module, "_patch_lang", None)

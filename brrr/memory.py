@@ -61,7 +61,8 @@ def _peak_profiled_cpu(fn) -> int:
         )
     except AttributeError as error:  # the profiler's result API moved
         raise RuntimeError(
-            f"cannot read allocation events from this torch's profiler ({torch.__version__}): {error}"
+            f"cannot read allocation events from this torch's profiler ({torch.__version__}): "
+            f"{error}"
         ) from error
     return peak_of(change for _, change in changes)
 
@@ -69,7 +70,8 @@ def _peak_profiled_cpu(fn) -> int:
 def settle_page_faults(
     fn: Callable[[], object], *, max_calls: int = 12, quiet_pages: int = 64
 ) -> int:
-    """Call ``fn()`` until one call page-faults on at most ``quiet_pages`` pages; return the calls made.
+    """Call ``fn()`` until one call page-faults on at most ``quiet_pages`` pages; return the calls
+    made.
 
     A function that returns a new large tensor gets its memory from the C
     allocator. When the allocator must grow its heap (or, without

@@ -47,7 +47,8 @@ def roofline(
         (line,) = ax.loglog(
             x,
             y,
-            label=f"{roof.label}: {units.flops(roof.peak_flops)}, {units.bandwidth(roof.bandwidth)}",
+            label=f"{roof.label}: {units.flops(roof.peak_flops)}, "
+            f"{units.bandwidth(roof.bandwidth)}",
         )
         ax.axvline(roof.ridge_point, color=line.get_color(), linestyle=":", linewidth=1)
     labels = []
@@ -80,8 +81,8 @@ def loglog_sweep(
     marks: dict[str, float] | None = None,
     roofs: dict[str, float] | None = None,
 ):
-    """One log-log line per series over a shared ``x``; ``marks`` draws labelled vertical lines, ``roofs``
-    labelled horizontal ones (a measured roof, dotted, its label above its left end).
+    """One log-log line per series over a shared ``x``; ``marks`` draws labelled vertical lines,
+    ``roofs`` labelled horizontal ones (a measured roof, dotted, its label above its left end).
 
     A series shorter than ``x`` is a sweep cut short: it covers ``x``'s first values.
     """
@@ -194,7 +195,8 @@ def share_bars(
     stamp: str = "",
     ax=None,
 ):
-    """One horizontal stacked bar per row of ``shares`` ({bar label: {part: percent}}), parts in order.
+    """One horizontal stacked bar per row of ``shares`` ({bar label: {part: percent}}), parts in
+    order.
 
     Used for the essay's table: a bar of FLOP shares and a bar of runtime shares
     per operator class, ours beside the essay's. Parts under 1% still get their
@@ -251,8 +253,8 @@ def bars(
     annotations: Sequence[str] | None = None,
     lines: dict[str, float] | None = None,
 ):
-    """One bar per label (linear scale); ``annotations`` are printed on the bars, ``lines`` are horizontal
-    lines named in the legend."""
+    """One bar per label (linear scale); ``annotations`` are printed on the bars, ``lines`` are
+    horizontal lines named in the legend."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     positions = np.arange(len(labels))
@@ -283,7 +285,8 @@ def bars(
 
 
 def vertical_marks(ax, marks: dict[str, float], *, legend: bool = True):
-    """Labelled vertical lines in distinct styles (e.g. a predicted and a measured knee), named in the legend.
+    """Labelled vertical lines in distinct styles (e.g. a predicted and a measured knee), named in
+    the legend.
 
     Unlike ``loglog_sweep``'s ``marks``, which share one grey style and write their
     labels on the chart, these stay readable when two positions nearly coincide.
@@ -309,9 +312,9 @@ def beside_recorded(
     logy: bool = True,
     ax=None,
 ):
-    """This machine's series (solid, circles) and a recorded GPU's (dashed, squares) on one pair of axes,
-    each ``label: (x, y)``, with every stamp under the chart: the figure a page that teaches a GPU's lesson
-    draws beside a CPU's numbers (brrr.beside)."""
+    """This machine's series (solid, circles) and a recorded GPU's (dashed, squares) on one pair of
+    axes, each ``label: (x, y)``, with every stamp under the chart: the figure a page that teaches a
+    GPU's lesson draws beside a CPU's numbers (brrr.beside)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     for label, (x, y) in here.items():

@@ -105,9 +105,9 @@ def fraction_of_roof(flops: float, bytes_moved: float, measured_s: float, roof: 
 def require_memory_bound(
     ops: dict, roof: Roof, measure_again: Callable[[], Roof] | None = None
 ) -> bool:
-    """Whether every op in ``ops`` (name -> a count with ``flops`` and ``bytes``) is memory-bound against
-    ``roof``; a miss goes to :func:`brrr.targets.check` (raised where strict, printed with how to measure
-    again in a reader's session).
+    """Whether every op in ``ops`` (name -> a count with ``flops`` and ``bytes``) is memory-bound
+    against ``roof``; a miss goes to :func:`brrr.targets.check` (raised where strict, printed with
+    how to measure again in a reader's session).
 
     For ops the book says are memory-bound on any machine (layer norm, softmax: a
     few FLOPs per element read and written). If one is not, the roof is suspect:
@@ -132,29 +132,34 @@ def require_memory_bound(
         not wrong,
         (
             f"expected memory-bound, got {wrong} against {roof.label} roof "
-            f"({roof.peak_flops:.3g} FLOP/s, {roof.bandwidth:.3g} B/s, ridge {roof.ridge_point:.2f} FLOP/byte): "
+            f"({roof.peak_flops:.3g} FLOP/s, {roof.bandwidth:.3g} B/s, ridge "
+            f"{roof.ridge_point:.2f} FLOP/byte): "
             "check the ceilings (python -m brrr.ceilings --refresh)"
         ),
     )
 
 
-# A measured rate may exceed a roof measured in the same run by its own spread plus this much before it
-# counts as beating the roof: the roof is a median too, a few percent noisy on a shared machine.
+# A measured rate may exceed a roof measured in the same run by its own spread plus this much before
+# it counts as beating the roof: the roof is a median too, a few percent noisy on a shared machine.
 ROOF_NOISE = 0.05
 
 
 def above_roof(value: float, roof: float, spread: float, *, beyond: str = "") -> str:
-    """Why ``value`` sits above ``roof``, for the same line (:func:`brrr.units.fraction_of`'s ``above``).
+    """Why ``value`` sits above ``roof``, for the same line (:func:`brrr.units.fraction_of`'s
+    ``above``).
 
-    Within ``spread`` (the measurement's (p80 - p20) / median) plus :data:`ROOF_NOISE` it is noise, and
-    the line says so; beyond that the roof is wrong, and the line says that, with ``beyond`` (what the
-    roof was measured on) if given. An empty string where ``value`` is at or below ``roof``.
-    """
+    Within ``spread`` (the measurement's (p80 - p20) / median) plus :data:`ROOF_NOISE` it is noise,
+    and the line says so; beyond that the roof is wrong, and the line says that, with ``beyond``
+    (what the roof was measured on) if given. An empty string where ``value`` is at or below
+    ``roof``."""
     excess = value / roof - 1
     if excess <= 0:
         return ""
     if excess <= spread + ROOF_NOISE:
-        return f"{units.percent(excess)} over, within this run's spread ({units.percent(spread)}) and the roof's own noise"
+        return (
+            f"{units.percent(excess)} over, within this run's spread ({units.percent(spread)}) "
+            "and the roof's own noise"
+        )
     return f"{units.percent(excess)} over, beyond this run's spread ({units.percent(spread)}): " + (
         beyond or "the roof is below what the same code reaches here: a low roof, not a fast kernel"
     )

@@ -35,8 +35,9 @@ COMMIT_VAR = (
 
 @functools.lru_cache(maxsize=1)
 def commit() -> str:
-    """The commit the code was run from: ``$BRRR_COMMIT``, else git's HEAD (with ``+dirty`` where the
-    tracked files differ from it), else ``unknown`` (an installed package, a copy without .git)."""
+    """The commit the code was run from: ``$BRRR_COMMIT``, else git's HEAD (with ``+dirty`` where
+    the tracked files differ from it), else ``unknown`` (an installed package, a copy without
+    .git)."""
     if os.environ.get(COMMIT_VAR):
         return os.environ[COMMIT_VAR]
     root = Path(__file__).resolve().parent.parent
@@ -71,8 +72,9 @@ def environment() -> dict[str, str]:
 
 
 def format_stamp(env: dict[str, str]) -> str:
-    """The stamp of ``env`` (:func:`environment`), on one line of the book's 100 characters where the
-    device's name allows: Triton's mode is said once, after its version, and a GPU's mode not at all."""
+    """The stamp of ``env`` (:func:`environment`), on one line of the book's 100 characters where
+    the device's name allows: Triton's mode is said once, after its version, and a GPU's mode not at
+    all."""
     triton = f"triton {env['triton']}" + (" interpreted" if env.get("device_type") == "cpu" else "")
     mode = "" if env["mode"] == "GPU" else f" ({env['mode']})"  # a GPU's name says it is one
     return f"[measured on {env['device']}{mode} · torch {env['torch']} · {triton} · {env['date']}]"
@@ -89,8 +91,9 @@ def stamped(text: str) -> str:
 
 
 def add_stamp(ax_or_figure, *stamps: str, bottom: float | None = None, color: str = "gray") -> None:
-    """The stamps of what a figure shows, one a line, small, at its bottom left (empty ones left out).
-    ``bottom`` makes room for them under the axes; without it the caller lays the figure out."""
+    """The stamps of what a figure shows, one a line, small, at its bottom left (empty ones left
+    out). ``bottom`` makes room for them under the axes; without it the caller lays the figure
+    out."""
     from matplotlib.figure import Figure  # only where a figure is drawn
 
     figure = ax_or_figure if isinstance(ax_or_figure, Figure) else ax_or_figure.figure

@@ -29,8 +29,8 @@ from typing import Callable, Iterator
 
 from brrr import column, units
 
-# The one switch, read by strict() alone. Set to 1 by the Makefile (every target), tests/conftest.py (the
-# suite and the book build it runs), brrr_book.book_pages (any book build) and .ci/gpu-check.
+# The one switch, read by strict() alone. Set to 1 by the Makefile (every target), tests/conftest.py
+# (the suite and the book build it runs), brrr_book.book_pages (any book build) and .ci/gpu-check.
 STRICT = "BRRR_STRICT"
 
 READER_MISS = """\
@@ -53,9 +53,10 @@ class TargetMissed(AssertionError):
 
 @contextlib.contextmanager
 def said_only_if_missed() -> Iterator[None]:
-    """Hold what the targets checked inside print, and show it only where one was missed (:func:`missed`
-    ran, or a miss raised): a page whose targets all held keeps their bookkeeping out of the reader's
-    way, and a miss (a target's, or a claim's :func:`check`) still shows every attempt."""
+    """Hold what the targets checked inside print, and show it only where one was missed
+    (:func:`missed` ran, or a miss raised): a page whose targets all held keeps their bookkeeping
+    out of the reader's way, and a miss (a target's, or a claim's :func:`check`) still shows every
+    attempt."""
     held, misses_before = io.StringIO(), _misses
     try:
         with contextlib.redirect_stdout(held):
@@ -68,7 +69,8 @@ def said_only_if_missed() -> Iterator[None]:
 
 
 def strict() -> bool:
-    """Whether a miss raises :class:`TargetMissed` (:data:`STRICT` set to anything but 0) or is printed."""
+    """Whether a miss raises :class:`TargetMissed` (:data:`STRICT` set to anything but 0) or is
+    printed."""
     return os.environ.get(STRICT, "") not in ("", "0")
 
 
@@ -76,8 +78,9 @@ _misses = 0  # every miss so far in this process, counted by missed(): said_only
 
 
 def missed(message: str) -> None:
-    """A target or a measured claim missed: raise :class:`TargetMissed` where :func:`strict`; elsewhere print
-    the miss, its likely causes and how to measure again (:data:`READER_MISS`), and return."""
+    """A target or a measured claim missed: raise :class:`TargetMissed` where :func:`strict`;
+    elsewhere print the miss, its likely causes and how to measure again (:data:`READER_MISS`), and
+    return."""
     global _misses
     _misses += 1
     if strict():
@@ -86,8 +89,9 @@ def missed(message: str) -> None:
 
 
 def recorded(kind: str, name: str, **check) -> None:
-    """Put a check's verdict on the GPU record (:func:`brrr.reference.record_check`) when the GPU check is
-    recording, before a miss raises; elsewhere nothing (and no torch imported: book_pages uses this module)."""
+    """Put a check's verdict on the GPU record (:func:`brrr.reference.record_check`) when the GPU
+    check is recording, before a miss raises; elsewhere nothing (and no torch imported: book_pages
+    uses this module)."""
     if os.environ.get("BRRR_RECORD_REFERENCE"):
         from brrr import reference
 
@@ -95,8 +99,8 @@ def recorded(kind: str, name: str, **check) -> None:
 
 
 def check(held: bool, message: str) -> bool:
-    """A measured claim that is a condition: ``held``, after :func:`missed` with ``message`` where it is not.
-    Where a plain ``assert`` would put a reader's noise in a traceback."""
+    """A measured claim that is a condition: ``held``, after :func:`missed` with ``message`` where
+    it is not. Where a plain ``assert`` would put a reader's noise in a traceback."""
     recorded("condition", message, verdict="held" if held else "NOT held", value=held)
     if not held:
         missed(message)
@@ -114,10 +118,10 @@ def require(
 ) -> float:
     """Check ``first`` (and, on a miss, ``again()``) against ``minimum``; return the best value.
 
-    ``what`` names the target, ``show`` formats a value (by default a ratio, "1.23x", with the decimals
-    that keep it on its side of ``minimum``: 1.497 is not shown as a "1.50x" that missed 1.50x).
-    When all ``attempts`` miss, :func:`missed` raises :class:`TargetMissed` (strict) or prints why.
-    """
+    ``what`` names the target, ``show`` formats a value (by default a ratio, "1.23x", with the
+    decimals that keep it on its side of ``minimum``: 1.497 is not shown as a "1.50x" that missed
+    1.50x). When all ``attempts`` miss, :func:`missed` raises :class:`TargetMissed` (strict) or
+    prints why."""
     return _require(what, first, again, attempts, show, bound=minimum, at_least=True)
 
 
@@ -130,8 +134,8 @@ def require_at_most(
     attempts: int = 3,
     show: Callable[[float], str] | None = None,
 ) -> float:
-    """:func:`require` for a value that must stay at or below ``maximum`` (a ratio of times that should
-    be flat, say); returns the lowest value measured."""
+    """:func:`require` for a value that must stay at or below ``maximum`` (a ratio of times that
+    should be flat, say); returns the lowest value measured."""
     return _require(what, first, again, attempts, show, bound=maximum, at_least=False)
 
 
@@ -145,9 +149,9 @@ def require_between(
     attempts: int = 3,
     show: Callable[[float], str] | None = None,
 ) -> float:
-    """:func:`require` for a value that must lie in ``[minimum, maximum]`` (a measured time over a model's
-    lower bound, say: not far below it, which would break the bound, nor far above); returns the value
-    closest to the range's middle (in ratio), the first one that meets it if any does."""
+    """:func:`require` for a value that must lie in ``[minimum, maximum]`` (a measured time over a
+    model's lower bound, say: not far below it, which would break the bound, nor far above); returns
+    the value closest to the range's middle (in ratio), the first one that meets it if any does."""
 
     def meets(value: float) -> bool:
         return minimum <= value <= maximum
@@ -176,8 +180,9 @@ def measurements(
     *,
     attempts: int = 3,
 ) -> list[float]:
-    """``first``, then ``again()`` while the latest value misses (``meets`` is false), ``attempts`` values at
-    most: a stall on a shared machine gets more chances, and every value is kept to be shown."""
+    """``first``, then ``again()`` while the latest value misses (``meets`` is false), ``attempts``
+    values at most: a stall on a shared machine gets more chances, and every value is kept to be
+    shown."""
     values = [first]
     while not meets(values[-1]) and again is not None and len(values) < attempts:
         values.append(again())
@@ -223,5 +228,6 @@ def _report(
         )  # torch: this module imports without it (book_pages, roofline)
 
         missed(
-            f"{what}: {wanted} wanted, measured {tried} in {len(values)} attempt(s) on {device_name()}"
+            f"{what}: {wanted} wanted, measured {tried} in {len(values)} attempt(s) on "
+            f"{device_name()}"
         )

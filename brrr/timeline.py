@@ -1,11 +1,11 @@
 """A profiler trace as an interactive timeline that works in the static book, offline.
 
-:func:`interactive_html` turns a :class:`brrr.traces.Trace` into one self-contained HTML block: an SVG
-with a row of CPU ops and a row of device kernels (each bar's tooltip names the op and its duration),
-the device's idle gaps shaded, and a few lines of JavaScript for zooming (the mouse wheel, around the
-pointer) and panning (dragging); a double click shows the whole window again. No library, no network,
-no server: the page carries everything, as a notebook output (``IPython.display.HTML``).
-"""
+:func:`interactive_html` turns a :class:`brrr.traces.Trace` into one self-contained HTML block: an
+SVG with a row of CPU ops and a row of device kernels (each bar's tooltip names the op and its
+duration), the device's idle gaps shaded, and a few lines of JavaScript for zooming (the mouse
+wheel, around the pointer) and panning (dragging); a double click shows the whole window again. No
+library, no network, no server: the page carries everything, as a notebook output
+(``IPython.display.HTML``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ ROWS = {"cpu": (10, "#1f77b4"), "device": (50, "#2ca02c")}  # y of each row's ba
 BAR_HEIGHT = 30
 HEIGHT = 90
 
-# Zoom and pan by rewriting the SVG's viewBox (x only); the readout says which microseconds are shown.
+# Zoom and pan by rewriting the SVG's viewBox (x only); the readout says which microseconds are
+# shown.
 SCRIPT = """(function () {
   var svg = document.getElementById("%(id)s"), readout = document.getElementById("%(id)s-shown");
   var full = [%(start)r, %(width)r], view = full.slice();
@@ -54,7 +55,8 @@ def _bars(spans, row: str) -> list[str]:
     y, colour = ROWS[row]
     return [
         f'<rect x="{start:.3f}" y="{y}" width="{max(end - start, 0.01):.3f}" height="{BAR_HEIGHT}" '
-        f'fill="{colour}"><title>{html.escape(name)}: {units.seconds((end - start) * 1e-6)}</title></rect>'
+        f'fill="{colour}"><title>{html.escape(name)}: '
+        f"{units.seconds((end - start) * 1e-6)}</title></rect>"
         for name, start, end in spans
     ]
 
@@ -62,8 +64,8 @@ def _bars(spans, row: str) -> list[str]:
 def interactive_html(
     trace: Trace, window: Span | None = None, *, title: str = "", stamp: str = ""
 ) -> str:
-    """``trace`` (its top-level CPU ops and its device kernels, inside ``window``) as an HTML block with
-    a zoomable, pannable SVG timeline; the device's idle gaps are shaded."""
+    """``trace`` (its top-level CPU ops and its device kernels, inside ``window``) as an HTML block
+    with a zoomable, pannable SVG timeline; the device's idle gaps are shaded."""
     start, end = window or trace.window
     cpu = [
         (op.name, op.start_us, op.end_us)
@@ -72,8 +74,9 @@ def interactive_html(
     device = [(k.name, k.start_us, k.end_us) for k in overlapping(trace.device, (start, end))]
     gaps = idle_gaps(trace.device, (start, end)) if trace.has_device else []
     shaded = [
-        f'<rect x="{a:.3f}" y="{ROWS["device"][0] - 4}" width="{b - a:.3f}" height="{BAR_HEIGHT + 8}" '
-        f'fill="#d62728" fill-opacity="0.25"><title>device idle: {units.seconds((b - a) * 1e-6)}'
+        f'<rect x="{a:.3f}" y="{ROWS["device"][0] - 4}" width="{b - a:.3f}" '
+        f'height="{BAR_HEIGHT + 8}" fill="#d62728" fill-opacity="0.25"><title>device idle: '
+        f"{units.seconds((b - a) * 1e-6)}"
         f"</title></rect>"
         for a, b in gaps
     ]
@@ -87,14 +90,15 @@ def interactive_html(
         [
             '<div class="brrr-timeline">',
             f"<p><strong>{html.escape(title)}</strong></p>" if title else "",
-            f'<svg id="{ident}" class="brrr-timeline-svg" viewBox="{start} 0 {end - start} {HEIGHT}" '
-            f'preserveAspectRatio="none" width="100%" height="{HEIGHT * 1.6:.0f}" role="img" '
-            f'aria-label="{html.escape(legend)}">',
+            f'<svg id="{ident}" class="brrr-timeline-svg" viewBox="{start} 0 {end - start} '
+            f'{HEIGHT}" preserveAspectRatio="none" width="100%" height="{HEIGHT * 1.6:.0f}" '
+            f'role="img" aria-label="{html.escape(legend)}">',
             *shaded,
             *_bars(cpu, "cpu"),
             *_bars(device, "device"),
             "</svg>",
-            f'<p class="brrr-timeline-readout"><span id="{ident}-shown"></span> · {html.escape(legend)}</p>',
+            f'<p class="brrr-timeline-readout"><span id="{ident}-shown"></span> · '
+            f"{html.escape(legend)}</p>",
             f'<p class="brrr-timeline-stamp">{html.escape(stamp)}</p>' if stamp else "",
             f"<script>{script}</script></div>",
         ]

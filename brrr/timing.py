@@ -74,7 +74,8 @@ def torch_threads(count: int | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def no_gc_pauses() -> Iterator[None]:
-    """Run the block with Python's cyclic garbage collector off, so that no collection lands inside a timing."""
+    """Run the block with Python's cyclic garbage collector off, so that no collection lands inside
+    a timing."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -173,9 +174,10 @@ def bench_together(
 def median_per_round(
     fns: dict[str, Callable[[], object]], per_round: Callable[[dict[str, float]], float], **timing
 ) -> float:
-    """The median over rounds of ``per_round(seconds)``, where ``seconds`` maps each of ``fns`` to its run
-    in that round (:func:`rounds_in_turns`, which takes ``timing``'s keywords): a workload's time over a
-    roof's, say, each pair timed side by side, so a burst of load that spans a round cancels."""
+    """The median over rounds of ``per_round(seconds)``, where ``seconds`` maps each of ``fns`` to
+    its run in that round (:func:`rounds_in_turns`, which takes ``timing``'s keywords): a workload's
+    time over a roof's, say, each pair timed side by side, so a burst of load that spans a round
+    cancels."""
     times = rounds_in_turns(fns, **timing)
     rounds = len(next(iter(times.values())))
     return statistics.median(
@@ -194,20 +196,21 @@ def rounds_in_turns(
     flush_l2: bool = True,
     on_cpu_clock: bool = False,
 ) -> dict[str, list[float]]:
-    """Every run's seconds, by name, timed as :func:`bench_together` times them: on a CPU the k-th run of
-    each function lies in the same round, so a ratio taken round by round cancels a burst of load that
-    spans the round (a per-round median of ratios, where medians taken apart would not cancel it). On a
-    GPU each is timed as :func:`bench` times it, and the runs are cut to the shortest list.
+    """Every run's seconds, by name, timed as :func:`bench_together` times them: on a CPU the k-th
+    run of each function lies in the same round, so a ratio taken round by round cancels a burst of
+    load that spans the round (a per-round median of ratios, where medians taken apart would not
+    cancel it). On a GPU each is timed as :func:`bench` times it, and the runs are cut to the
+    shortest list.
 
     ``on_cpu_clock`` (a CPU, ``threads=1``): time each run by the calling thread's CPU time, not the
     wall clock. With one thread torch runs every kernel, eager or compiled, in the calling thread
-    (wall and thread time agree within 1% on a quiet machine), and the thread's clock stops while the
-    scheduler runs another process. On a machine with more runnable processes than cores a long call is
-    preempted and a short one often is not, so wall times of calls of unlike lengths stop cancelling
-    round by round: a 70 ms workload beside 2-8 ms roof kernels read up to 2.1x its roofline time
-    beside .ci/neighbour_load.py and a busy neighbour (load average 4 on 2 cores). Memory stalls and
-    a neighbour's traffic still count: they are the work running slower, not waiting to run.
-    """
+    (wall and thread time agree within 1% on a quiet machine), and the thread's clock stops while
+    the scheduler runs another process. On a machine with more runnable processes than cores a long
+    call is preempted and a short one often is not, so wall times of calls of unlike lengths stop
+    cancelling round by round: a 70 ms workload beside 2-8 ms roof kernels read up to 2.1x its
+    roofline time beside .ci/neighbour_load.py and a busy neighbour (load average 4 on 2 cores).
+    Memory stalls and a neighbour's traffic still count: they are the work running slower, not
+    waiting to run."""
     if not fns:
         raise ValueError("nothing to time")
     _require_run_counts(min_runs, max_runs)
@@ -233,8 +236,8 @@ def rounds_in_turns(
 
 
 def thread_clock_for(threads: int | None) -> bool:
-    """Whether timings with ``threads`` can use the calling thread's CPU clock (``on_cpu_clock``): on a
-    CPU, with one thread, where every kernel runs in the calling thread."""
+    """Whether timings with ``threads`` can use the calling thread's CPU clock (``on_cpu_clock``):
+    on a CPU, with one thread, where every kernel runs in the calling thread."""
     return not ON_GPU and threads == 1
 
 
@@ -256,13 +259,14 @@ def _cpu_times_in_turns(
     fns, warmup, min_runs, max_runs, budget_s, clock=time.perf_counter
 ) -> dict[str, list[float]]:
     """Warm each up, then rounds of one timed call each, until the one with the most time has had
-    ``budget_s`` of it (and ``min_runs`` rounds), or ``max_runs`` rounds. Each run is read on ``clock``;
-    the budget is always wall time, so a busy machine makes no timing take longer than it did.
+    ``budget_s`` of it (and ``min_runs`` rounds), or ``max_runs`` rounds. Each run is read on
+    ``clock``; the budget is always wall time, so a busy machine makes no timing take longer than it
+    did.
 
-    Every other round takes its turns in reverse order: in a fixed order the same function always ran
-    first, after the same other call, and a neighbour's periodic load settled on one place in the round
-    (two identical calls beside .ci/neighbour_load.py read 0.83-1.10x apart, median 0.90x, in a fixed
-    order)."""
+    Every other round takes its turns in reverse order: in a fixed order the same function always
+    ran first, after the same other call, and a neighbour's periodic load settled on one place in
+    the round (two identical calls beside .ci/neighbour_load.py read 0.83-1.10x apart, median 0.90x,
+    in a fixed order)."""
     for _ in range(warmup):
         for fn in fns.values():
             fn()
@@ -284,7 +288,8 @@ _flush_buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 def flush_l2(buffer: torch.Tensor | None = None, sink: torch.Tensor | None = None) -> torch.Tensor:
-    """Evict the last-level cache by reading every element of ``buffer`` into ``sink``; returns ``sink``.
+    """Evict the last-level cache by reading every element of ``buffer`` into ``sink``; returns
+    ``sink``.
 
     By default ``buffer`` is float32, twice the last-level cache, on the device,
     allocated once with its 0-d ``sink``. The flush is a read, a sum into the
@@ -329,7 +334,8 @@ def _gpu_times(fn, warmup, min_runs, max_runs, budget_s, flush) -> list[float]:
 
 
 def _timed_batch(fn, runs: int, flush: bool) -> list[float]:
-    """Queue ``runs`` runs, each between two CUDA events (after an L2 flush), then read the events once."""
+    """Queue ``runs`` runs, each between two CUDA events (after an L2 flush), then read the events
+    once."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(runs)]
     for begin, finish in zip(starts, ends):

@@ -60,7 +60,8 @@ class TrafficCounterUnavailable(RuntimeError):
 
 
 class OutOfBoundsAccess(RuntimeError):
-    """A kernel loaded or stored outside every tensor it was given; raised before the access happens."""
+    """A kernel loaded or stored outside every tensor it was given; raised before the access
+    happens."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ class Launch:
 
 @dataclass
 class Traffic:
-    """Bytes loaded and stored, by tensor name (``"other"`` for tensors not named to :func:`count`)."""
+    """Bytes loaded and stored, by tensor name (``"other"`` for tensors not named to
+    :func:`count`)."""
 
     loaded: dict[str, int] = field(default_factory=dict)
     stored: dict[str, int] = field(default_factory=dict)
@@ -162,7 +164,8 @@ def triton_version() -> tuple[int, int] | None:
 
 
 def check_supported() -> None:
-    """Raise :class:`TrafficCounterUnavailable` unless the interpreter internals are the ones we wrap."""
+    """Raise :class:`TrafficCounterUnavailable` unless the interpreter internals are the ones we
+    wrap."""
     version = triton_version()
     if version is None:
         raise TrafficCounterUnavailable("counting traffic needs triton, which is not installed")
@@ -171,7 +174,8 @@ def check_supported() -> None:
         raise TrafficCounterUnavailable(
             f"brrr.traffic wraps internals of Triton's interpreter and was tested with triton "
             f"{low[0]}.{low[1]} to {high[0]}.{high[1]}; this is triton {version[0]}.{version[1]}. "
-            f"Set {UNTESTED_OK_ENV}=1 to try anyway, and check tests/library/test_traffic.py passes."
+            f"Set {UNTESTED_OK_ENV}=1 to try anyway, and check tests/library/test_traffic.py "
+            "passes."
         )
     try:
         from triton.runtime import interpreter
@@ -293,8 +297,8 @@ class _Counter:
             hit = (addresses >= region.start) & (addresses < region.end) & ~counted
             table[region.name] = table.get(region.name, 0) + int(hit.sum()) * itemsize
             counted |= hit
-        # Tensors the caller did not name (a scratch buffer the wrapper allocated) are labelled by the
-        # kernel argument they were passed as; anything else is "other".
+        # Tensors the caller did not name (a scratch buffer the wrapper allocated) are labelled by
+        # the kernel argument they were passed as; anything else is "other".
         for region in launch.regions:
             if not (~counted).any():
                 break
@@ -308,7 +312,8 @@ class _Counter:
 
 
 def _locate(address: int, regions: list[Region], itemsize: int) -> str:
-    """Where an address lies, by the nearest tensor: 'index 1,003 of x_ptr, which has 1,000 float32 elements'."""
+    """Where an address lies, by the nearest tensor: 'index 1,003 of x_ptr, which has 1,000 float32
+    elements'."""
     best = None
     for region in regions:
         if region.start <= address < region.end:
@@ -358,9 +363,9 @@ def count(
 
 
 class _InterpreterPatch:
-    """While entered, the interpreter's load, store, atomic and launch methods report to ``counter``,
-    and launching a compiled kernel raises :class:`TrafficCounterUnavailable`; on exit every
-    method is put back, whatever happened inside."""
+    """While entered, the interpreter's load, store, atomic and launch methods report to
+    ``counter``, and launching a compiled kernel raises :class:`TrafficCounterUnavailable`; on exit
+    every method is put back, whatever happened inside."""
 
     def __init__(self, counter: _Counter):
         from triton.runtime import interpreter
@@ -480,8 +485,9 @@ class _InterpreterPatch:
 
 def _refuse_compiled_run(kernel, *args, **kwargs):
     raise TrafficCounterUnavailable(
-        f"{getattr(kernel, '__name__', 'this kernel')} is a compiled kernel: traffic is counted only in "
+        f"{getattr(kernel, '__name__', 'this kernel')} is a compiled kernel: traffic is counted "
+        "only in "
         "Triton's interpreter. Set TRITON_INTERPRET=1 before the kernel is defined (on a CPU, "
-        "`import brrr.device` before `import triton` does it); a kernel defined earlier stays compiled, "
-        "which on a machine without a GPU fails with '0 active drivers'."
+        "`import brrr.device` before `import triton` does it); a kernel defined earlier stays "
+        "compiled, which on a machine without a GPU fails with '0 active drivers'."
     )

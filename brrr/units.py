@@ -117,14 +117,17 @@ def fraction_of(
     """
     if above:
         thresholds = (*thresholds, 1.0)  # a value flagged above its ceiling never prints as "100%"
-    text = f"{si(value, unit)} = {percent(value / ceiling, thresholds)} of {si(ceiling, unit)} {ceiling_name}"
+    text = (
+        f"{si(value, unit)} = {percent(value / ceiling, thresholds)} of {si(ceiling, unit)} "
+        f"{ceiling_name}"
+    )
     return f"{text} (above it: {above})" if above and value > ceiling else text
 
 
 def footnoted(rows: Sequence[tuple[str, str]], reasons: dict[str, str], roof: str) -> list[str]:
-    """Table lines from ``(line, mark)`` rows: a marked line ends in its mark, and each mark used is explained
-    once under the table ("* above the <roof>: <reason>."), in the order the marks first appear. A reason
-    repeated on every row it applies to drowns the table; said once, it is read."""
+    """Table lines from ``(line, mark)`` rows: a marked line ends in its mark, and each mark used is
+    explained once under the table ("* above the <roof>: <reason>."), in the order the marks first
+    appear. A reason repeated on every row it applies to drowns the table; said once, it is read."""
     used = list(dict.fromkeys(mark for _, mark in rows if mark))
     return [f"{line} {mark}" if mark else line for line, mark in rows] + [
         f"{mark} above the {roof}: {reasons[mark]}." for mark in used

@@ -32,7 +32,8 @@ EXPLORER_REPEATS = tuple(2**k for k in range(13))  # 1 … 4096
 
 
 def show_placement(placement: Placement, *, stamp: str = "", ax=None):
-    """Draw ``placement`` on its roofline and print the model's numbers (and ``stamp``). Returns the Axes."""
+    """Draw ``placement`` on its roofline and print the model's numbers (and ``stamp``). Returns the
+    Axes."""
     label = f"{placement.repeats}x, {placement.dtype}, n=2^{placement.n.bit_length() - 1}"
     ax = plots.roofline(
         [placement.roof],
@@ -54,8 +55,8 @@ GRID_LOG2_SIZES = (10, 18, 26)  # a thousand elements (overhead), a quarter mill
 
 
 def recorded_roofs(folder=None) -> dict[str, Roof]:
-    """Each recorded GPU's roof for the x * 2 chain: its multiply rate and copy bandwidth from its repeat
-    sweep, its per-op overhead from its eager-op rate (``overhead/python-vs-pytorch``)."""
+    """Each recorded GPU's roof for the x * 2 chain: its multiply rate and copy bandwidth from its
+    repeat sweep, its per-op overhead from its eager-op rate (``overhead/python-vs-pytorch``)."""
     from brrr.beside import recorded
 
     ops = {gpu.device: gpu.values for gpu in recorded("overhead/python-vs-pytorch", folder)}
@@ -78,10 +79,10 @@ def placement_grid(
     dtypes=GRID_DTYPES,
     repeats=GRID_REPEATS,
 ) -> Figure:
-    """The explorer's model precomputed, as small multiples: one row per machine, one panel per size, the
-    predicted time per call against the repeats for each dtype. Flat is memory (or, for a small tensor, the
-    overhead floor); rising is compute. What the sliders show one point at a time, all at once, for a page
-    without a kernel."""
+    """The explorer's model precomputed, as small multiples: one row per machine, one panel per
+    size, the predicted time per call against the repeats for each dtype. Flat is memory (or, for a
+    small tensor, the overhead floor); rising is compute. What the sliders show one point at a time,
+    all at once, for a page without a kernel."""
     figure = Figure(figsize=(3.2 * len(log2_sizes), 2.6 * len(machines) + 0.6))
     axes = figure.subplots(len(machines), len(log2_sizes), squeeze=False, sharex=True)
     for row, (label, roof) in zip(axes, machines.items()):
@@ -102,7 +103,10 @@ def placement_grid(
     return figure
 
 
-LIVE_NOTE = "A snapshot at the default settings. In Jupyter and Colab the sliders are live: run this notebook to move them."
+LIVE_NOTE = (
+    "A snapshot at the default settings. In Jupyter and Colab the sliders are live: run "
+    "this notebook to move them."
+)
 
 
 def static_snapshot(placement: Placement, *, stamp: str = "") -> str:
@@ -149,7 +153,8 @@ class Explorer:
 def repeat_explorer(
     roof: Roof, *, log2_n: int = 26, dtype: str = "float32", repeats: int = 16, stamp: str = ""
 ):
-    """Sliders for size, dtype and repeats that redraw :func:`show_placement`. Returns an :class:`Explorer`."""
+    """Sliders for size, dtype and repeats that redraw :func:`show_placement`. Returns an
+    :class:`Explorer`."""
     import ipywidgets as widgets
 
     def update(log2_n: int, dtype: str, repeats: int) -> None:

@@ -19,14 +19,14 @@ ROOFLINE = "01-roofline"
 
 @contextlib.contextmanager
 def the_grading_environment(tmp_path_factory, *, changes_it: bool = False):
-    """Hold the Python environment that grades while a gradebook runs in it: shared by the tests that
-    only grade, alone for a test whose submission changes the environment on purpose.
+    """Hold the Python environment that grades while a gradebook runs in it: shared by the tests
+    that only grade, alone for a test whose submission changes the environment on purpose.
 
-    The gradebook's integrity watch stops grading when a file of its Python environment changes (as it
-    must: the graded code may have done it). A planted change under one worker then stopped a gradebook
-    run under the other: the unsolved labs of tests/labs/test_labs.py came back "tampered" while
-    tests/grading/test_gradebook_tampering.py touched nbformat's ``__init__.py``. The lock lives where the
-    pytest-xdist workers share the book's build (conftest.book_build)."""
+    The gradebook's integrity watch stops grading when a file of its Python environment changes (as
+    it must: the graded code may have done it). A planted change under one worker then stopped a
+    gradebook run under the other: the unsolved labs of tests/labs/test_labs.py came back "tampered"
+    while tests/grading/test_gradebook_tampering.py touched nbformat's ``__init__.py``. The lock
+    lives where the pytest-xdist workers share the book's build (conftest.book_build)."""
     lock_path = tmp_path_factory.getbasetemp().parent / "grading-environment.lock"
     with open(lock_path, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if changes_it else fcntl.LOCK_SH)
@@ -59,12 +59,13 @@ ESCAPES = "escapes_the_sandbox"  # the Lab 2 fixture that tries every way out of
 
 @contextlib.contextmanager
 def escape_attempt(submissions: Path, out: Path):
-    """Write the escapes_the_sandbox notebook into ``submissions``, with targets of this process's to reach
-    for (a process of its own, a TCP port on this machine's loopback, another grader's socket, files of the
-    checkout, the submissions and the output folder); while grading runs in the block, they wait. After it,
-    the yielded dict holds "reached" (the notebook's attacks.json), "victim" (that process's pid) and
-    "accepted" (connections the sockets took). The gradebook, a child subreaper, kills the victim when it
-    reaps: a child of this process that it did not start."""
+    """Write the escapes_the_sandbox notebook into ``submissions``, with targets of this process's
+    to reach for (a process of its own, a TCP port on this machine's loopback, another grader's
+    socket, files of the checkout, the submissions and the output folder); while grading runs in the
+    block, they wait. After it, the yielded dict holds "reached" (the notebook's attacks.json),
+    "victim" (that process's pid) and "accepted" (connections the sockets took). The gradebook, a
+    child subreaper, kills the victim when it reaps: a child of this process that it did not
+    start."""
     from brrr import labs
     from lab_fixtures import ROOT, submission_notebook
 
@@ -115,8 +116,9 @@ def _accept(server: socket.socket, accepted: list) -> None:
 
 
 def shard_outputs(graded, submissions: Path, out: Path, count: int, into: Path) -> list[Path]:
-    """The folders ``count`` shards would have written for ``graded`` (the Submissions of one unsharded run
-    of ``submissions`` into ``out``): each its share's rows in its manifest, and its feedback files."""
+    """The folders ``count`` shards would have written for ``graded`` (the Submissions of one
+    unsharded run of ``submissions`` into ``out``): each its share's rows in its manifest, and its
+    feedback files."""
     from brrr.grading import assemble, shards
 
     provenance = shards.provenance(assemble.Snapshot())

@@ -1,4 +1,5 @@
-"""Build submitted notebooks from the solutions and the fixture sources in tests/fixtures/submissions/.
+"""Build submitted notebooks from the solutions and the fixture sources in
+tests/fixtures/submissions/.
 
 A fixture is a Python file holding what a student put in one of a lab's answer
 cells. Its notebook is the solution with that cell's source replaced, so
@@ -80,9 +81,10 @@ def write_submission(folder: Path, lab: str, name: str, as_name: str | None = No
 
 
 def patch_lab(monkeypatch, lab, name: str, value) -> None:
-    """Set ``name`` to ``value`` wherever the code of ``lab`` (its package, ``brrr.labs.fuse_it`` say) reads
-    it: the package, its given material and its checks each hold their own binding of a name they share
-    (``checks`` imports ``COPY_N`` from ``given``, both import ``ON_GPU`` from ``brrr.device``)."""
+    """Set ``name`` to ``value`` wherever the code of ``lab`` (its package, ``brrr.labs.fuse_it``
+    say) reads it: the package, its given material and its checks each hold their own binding of a
+    name they share (``checks`` imports ``COPY_N`` from ``given``, both import ``ON_GPU`` from
+    ``brrr.device``)."""
     import importlib
 
     modules = [lab] + [
@@ -95,10 +97,11 @@ def patch_lab(monkeypatch, lab, name: str, value) -> None:
 
 
 def solution_on_gpu(folder, lab: str, cell_id: str, kernel: str):
-    """The cell ``cell_id`` of ``lab``'s solution notebook as a module, answers included, on its GPU branch (``ON_GPU``
-    true), with ``kernel`` replaced by one that records its launches (``module.launches``: grid and keyword
-    arguments), so that nothing runs and the device is asked only what a test fakes. Triton reads a kernel's
-    source from a file: the cell is written to one in ``folder``."""
+    """The cell ``cell_id`` of ``lab``'s solution notebook as a module, answers included, on its GPU
+    branch (``ON_GPU`` true), with ``kernel`` replaced by one that records its launches
+    (``module.launches``: grid and keyword arguments), so that nothing runs and the device is asked
+    only what a test fakes. Triton reads a kernel's source from a file: the cell is written to one
+    in ``folder``."""
     cells = json.loads((SOLUTIONS / f"{lab}.ipynb").read_text())["cells"]
     (source,) = ["".join(cell["source"]) for cell in cells if cell.get("id") == cell_id]
     source = source.replace("### BEGIN SOLUTION", "").replace("### END SOLUTION", "")

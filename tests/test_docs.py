@@ -1,6 +1,6 @@
-"""The repository's own documents: the README is a front door, and every reference in them, or in the
-code to them, resolves inside the repository (issue 28: seven places once cited a DESIGN.md that had
-never been committed)."""
+"""The repository's own documents: the README is a front door, and every reference in them, or in
+the code to them, resolves inside the repository (issue 28: seven places once cited a DESIGN.md that
+had never been committed)."""
 
 import re
 
@@ -73,7 +73,8 @@ def test_no_reference_to_a_document_outside_the_repository():
 
 
 def test_the_readme_is_a_front_door():
-    """At most about 1,000 words, and the table of what it teaches names every chapter's notebooks."""
+    """At most about 1,000 words, and the table of what it teaches names every chapter's
+    notebooks."""
     text = (ROOT / "README.md").read_text()
     assert len(text.split()) <= 1100, f"the README has {len(text.split())} words"
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted(

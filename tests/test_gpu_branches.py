@@ -1,6 +1,7 @@
-"""No branch only a GPU executes goes unread: every notebook (its code cells one namespace, in order) and
-brrr/ are read, never run, both arms of each `if ON_GPU:` alike, for undefined names (ruff F821-F823; on
-brrr/ tests/test_style.py runs them) and for imports not found: a module not installed, a name brrr lacks."""
+"""No branch only a GPU executes goes unread: every notebook (its code cells one namespace, in
+order) and brrr/ are read, never run, both arms of each `if ON_GPU:` alike, for undefined names
+(ruff F821-F823; on brrr/ tests/test_style.py runs them) and for imports not found: a module not
+installed, a name brrr lacks."""
 
 import ast
 import functools
@@ -25,12 +26,14 @@ NOTEBOOKS = sorted(
 SOURCES = {"brrr": ROOT, "brrr_book": ROOT / "book"}
 # Names IPython puts in a notebook's namespace, which no cell defines.
 IPYTHON = {"display", "get_ipython"}
-# Ruff reads a lambda's body at the end of the module, after the cell's `del layer, x`; the lambda runs before.
+# Ruff reads a lambda's body at the end of the module, after the cell's `del layer, x`; the lambda
+# runs before.
 LAMBDA_THEN_DEL = {("21-flops-vs-runtime.ipynb", "cell-03", name) for name in ("layer", "x")}
 
 
 def notebook_source(path: Path) -> tuple[str, list[str]]:
-    """A notebook's code cells as one module, each magic line made a `pass`, and the cell id of each line."""
+    """A notebook's code cells as one module, each magic line made a `pass`, and the cell id of each
+    line."""
     lines, cells = [], []
     for cell in json.loads(path.read_text())[
         "cells"
@@ -49,8 +52,8 @@ def notebook_source(path: Path) -> tuple[str, list[str]]:
 
 @functools.cache
 def names_of(module: str) -> set[str] | None:
-    """The names a module of brrr or brrr_book defines at its top level, and its submodules; None if there is
-    no such file."""
+    """The names a module of brrr or brrr_book defines at its top level, and its submodules; None if
+    there is no such file."""
     path = SOURCES[module.partition(".")[0]].joinpath(*module.split("."))
     file = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
     if not file.exists():
@@ -70,7 +73,8 @@ def names_of(module: str) -> set[str] | None:
 
 
 def missing_imports(source: str) -> list[tuple[int, str]]:
-    """(line, what) for each import, in any branch, of a module that is not found or a name it lacks."""
+    """(line, what) for each import, in any branch, of a module that is not found or a name it
+    lacks."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
@@ -144,7 +148,8 @@ def test_every_import_of_the_package_is_found():
 
 
 def test_the_check_reads_a_branch_only_a_gpu_executes(tmp_path):
-    """The control: a GPU-only branch with an undefined name and two imports that fail is reported, by cell."""
+    """The control: a GPU-only branch with an undefined name and two imports that fail is reported,
+    by cell."""
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [
         nbformat.v4.new_code_cell(

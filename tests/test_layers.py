@@ -1,6 +1,6 @@
-"""The package's layers import downwards only (docs/DESIGN.md, "Layers"): every module of brrr has its
-layer (:data:`LAYERS`) and imports only from its own or lower ones, and no modules import each other round
-in a cycle. Every import counts, at module level and inside functions alike.
+"""The package's layers import downwards only (docs/DESIGN.md, "Layers"): every module of brrr has
+its layer (:data:`LAYERS`) and imports only from its own or lower ones, and no modules import each
+other round in a cycle. Every import counts, at module level and inside functions alike.
 
 Each lab's package and given material are what the student's process imports: they import neither
 the lab's checks nor a module the lab hides from the student (its ``HIDDEN_MODULES``)."""
@@ -47,8 +47,9 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path, *, module_level_only: bool = False) -> list[tuple[int, str]]:
-    """(line, module) for every import in ``path``: ``import a.b`` gives ``a.b``, ``from a import b`` gives
-    ``a`` and ``a.b`` (b may be a module), a relative import is resolved against the file's package."""
+    """(line, module) for every import in ``path``: ``import a.b`` gives ``a.b``, ``from a import
+    b`` gives ``a`` and ``a.b`` (b may be a module), a relative import is resolved against the
+    file's package."""
     tree = ast.parse(path.read_text(), str(path))
     package = (
         module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
@@ -74,7 +75,8 @@ def within(name: str, package: str) -> bool:
 
 
 def room(name: str) -> str | None:
-    """The module or package of brrr that ``name`` is in (``brrr.checks.core`` -> ``checks``), or None."""
+    """The module or package of brrr that ``name`` is in (``brrr.checks.core`` -> ``checks``), or
+    None."""
     parts = name.split(".")
     return parts[1] if parts[0] == "brrr" and len(parts) > 1 and parts[1] != "__init__" else None
 
@@ -93,9 +95,9 @@ def upward_imports(package: Path = PACKAGE, layers: dict[str, int] = LAYERS) -> 
 
 
 def cycles(package: Path = PACKAGE) -> list[list[str]]:
-    """The groups of brrr's modules that import each other round in a circle (Tarjan's algorithm). A module's
-    import of its own package (``from brrr.diagnose import advice`` in brrr.diagnose.core) is how Python
-    reaches a sibling, not a use of the package's ``__init__``, and is left out."""
+    """The groups of brrr's modules that import each other round in a circle (Tarjan's algorithm). A
+    module's import of its own package (``from brrr.diagnose import advice`` in brrr.diagnose.core)
+    is how Python reaches a sibling, not a use of the package's ``__init__``, and is left out."""
     paths = {module_name(path): path for path in package.rglob("*.py")}
     graph = {
         name: {
@@ -126,7 +128,8 @@ def cycles(package: Path = PACKAGE) -> list[list[str]]:
 
 
 def test_the_imports_are_read_from_every_module():
-    """The control: the reader finds imports at module level and inside functions, relative ones too."""
+    """The control: the reader finds imports at module level and inside functions, relative ones
+    too."""
     server = imports(PACKAGE / "grading" / "server.py")
     assert any(name == "brrr.labs" for _, name in server)  # inside main()
     assert any(name == "brrr.checks.core" for _, name in server)  # at module level
@@ -155,7 +158,8 @@ def test_no_modules_import_each_other_round_in_a_cycle():
 
 
 def test_the_toolkit_never_imports_the_books_machinery():
-    """brrr_book (book/) imports brrr, never the other way: brrr's wheel does not ship it (tests/test_wheel.py)."""
+    """brrr_book (book/) imports brrr, never the other way: brrr's wheel does not ship it
+    (tests/test_wheel.py)."""
     found = [
         f"{path.relative_to(ROOT)}:{line} imports {name}"
         for path in sorted(PACKAGE.rglob("*.py"))
@@ -166,8 +170,8 @@ def test_the_toolkit_never_imports_the_books_machinery():
 
 
 def test_a_planted_back_import_and_cycle_are_found(tmp_path):
-    """The control: a check that imports the gradebook inside a function, and two modules importing each
-    other, in a made-up brrr."""
+    """The control: a check that imports the gradebook inside a function, and two modules importing
+    each other, in a made-up brrr."""
     (tmp_path / "brrr" / "checks").mkdir(parents=True)
     (tmp_path / "brrr" / "grading").mkdir()
     (tmp_path / "brrr" / "checks" / "core.py").write_text(
@@ -190,15 +194,17 @@ def refused_modules(lab: str) -> list[str]:
 
 
 def grader_references(lab: str) -> tuple[str, ...]:
-    """The names of what a lab's checks compare a student's answer with (its ``GRADER_REFERENCES``)."""
+    """The names of what a lab's checks compare a student's answer with (its
+    ``GRADER_REFERENCES``)."""
     return tuple(getattr(labs.lab(lab), "GRADER_REFERENCES", ()))
 
 
-# One process imports torch, as a lab notebook's first cell does, on the path the gradebook gives the
-# student's process (brrr.grading.assemble.kernel_path: no site hooks, no way to the instructor's brrr), then
-# forks a child per lab. The child puts the lab's student copy first on its path (or, for the control, the
-# checkout), imports the lab, names the refused modules that import loaded, then tries to import
-# each refused module itself and looks for each grader reference in the lab's package and given module.
+# One process imports torch, as a lab notebook's first cell does, on the path the gradebook gives
+# the student's process (brrr.grading.assemble.kernel_path: no site hooks, no way to the
+# instructor's brrr), then forks a child per lab. The child puts the lab's student copy first on its
+# path (or, for the control, the checkout), imports the lab, names the refused modules that import
+# loaded, then tries to import each refused module itself and looks for each grader reference in the
+# lab's package and given module.
 PROBE = """
 import importlib, json, os, sys
 sys.path[:0] = json.loads(sys.argv[2])
@@ -235,8 +241,9 @@ print(json.dumps(found))
 """
 
 
-# The control, probed in the same run from the checkout: fuse_it's given.py imports brrr.checks.core, so it
-# must be found loaded, and there its checks can be imported and a name of its given module found.
+# The control, probed in the same run from the checkout: fuse_it's given.py imports
+# brrr.checks.core, so it must be found loaded, and there its checks can be imported and a name of
+# its given module found.
 CONTROL = (
     str(ROOT),
     "brrr.labs.fuse_it",
@@ -298,7 +305,8 @@ def test_what_the_student_imports_leaves_the_checks_and_the_hidden_modules_out(
             if any(within(name, module) for module in refused)
         ]
         assert not found, "\n".join(found)
-    # and so it is at run time: importing the lab as the notebook does, from the student's copy, imports none
+    # and so it is at run time: importing the lab as the notebook does, from the student's copy,
+    # imports none
     probed = loaded_by_importing_each_lab[lab]
     assert isinstance(probed, dict), f"importing {package.__name__} from a student's copy: {probed}"
     assert not probed["from"].startswith(str(ROOT)), probed  # the copy, not the checkout
@@ -309,8 +317,9 @@ def test_what_the_student_imports_leaves_the_checks_and_the_hidden_modules_out(
 def test_the_student_process_cannot_import_what_the_grader_compares_with(
     lab, loaded_by_importing_each_lab
 ):
-    """Issue 29: the lab's checks, its hidden modules and every reference its checks compare an answer with
-    (reference predictions, counts, the traffic rules) are out of reach of the student's process."""
+    """Issue 29: the lab's checks, its hidden modules and every reference its checks compare an
+    answer with (reference predictions, counts, the traffic rules) are out of reach of the student's
+    process."""
     probed = loaded_by_importing_each_lab[lab]
     assert isinstance(probed, dict), f"importing {lab} from a student's copy: {probed}"
     assert probed["importable"] == [], f"the student's process can import {probed['importable']}"
@@ -334,14 +343,14 @@ def test_every_lab_runs_its_checks_the_one_way(lab):
         checks.grade("nonsense", student=None)
 
 
-# Modules that measure: they return numbers (and notes for a page), and only their command-line main()
-# prints (docs/DESIGN.md, "Layers"; issue 28).
+# Modules that measure: they return numbers (and notes for a page), and only their command-line
+# main() prints (docs/DESIGN.md, "Layers"; issue 28).
 MEASURING = ["ceilings.py", "timing.py", "counting.py", "traffic.py", "benchmarks"]
 
 
 def prints_outside_main(path: Path, root: Path = ROOT) -> list[str]:
-    """'path:line function' for every print() call in ``path`` that is not inside a function named main
-    (or a command's run loop, ``run``, which main calls and which reports progress)."""
+    """'path:line function' for every print() call in ``path`` that is not inside a function named
+    main (or a command's run loop, ``run``, which main calls and which reports progress)."""
     tree = ast.parse(path.read_text(), str(path))
     found = []
 
@@ -371,9 +380,11 @@ def test_a_measuring_module_never_prints():
 
 
 def test_the_print_finder_sees_a_print_in_a_measuring_function(tmp_path):
-    """The control: a print in a measuring function is found; one in main, or in a function inside it, is not."""
+    """The control: a print in a measuring function is found; one in main, or in a function inside
+    it, is not."""
     source = tmp_path / "m.py"
     source.write_text(
-        "def measure():\n    print('x')\n\ndef main():\n    def show():\n        print('y')\n    print('z')\n"
+        "def measure():\n    print('x')\n\ndef main():\n    def show():\n        print('y')\n    "
+        "print('z')\n"
     )
     assert prints_outside_main(source, root=tmp_path) == ["m.py:2 measure"]

@@ -1,6 +1,7 @@
-"""The stacks brrr supports (.ci/stacks.toml) are the ones it is tested on, and the only ones it accepts:
-the pinned stack is requirements.txt's, CI runs `make test-stacks` on the others (tests/test_stages.py),
-and pyproject.toml's lower bounds (which the Colab cell's refusal reads) are the oldest stack's."""
+"""The stacks brrr supports (.ci/stacks.toml) are the ones it is tested on, and the only ones it
+accepts: the pinned stack is requirements.txt's, CI runs `make test-stacks` on the others
+(tests/test_stages.py), and pyproject.toml's lower bounds (which the Colab cell's refusal reads) are
+the oldest stack's."""
 
 import re
 import tomllib

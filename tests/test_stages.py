@@ -1,6 +1,6 @@
-"""The suite's two stages: `make test` within its ten minutes, and the end-to-end stage `make test-e2e` (the
-book's clean build, its pages in Chromium, whole gradebook runs), both run by CI (MAINTAINING.md, "The test
-suite")."""
+"""The suite's two stages: `make test` within its ten minutes, and the end-to-end stage `make
+test-e2e` (the book's clean build, its pages in Chromium, whole gradebook runs), both run by CI
+(MAINTAINING.md, "The test suite")."""
 
 import re
 import types
@@ -51,7 +51,8 @@ def test_every_test_that_reads_the_built_book_is_in_the_end_to_end_stage(fixture
 
 
 def test_without_the_book_the_files_that_compile_its_graphs_go_early_and_with_it_last():
-    """They run from the book's Inductor cache where the run builds the book; `make test` builds none."""
+    """They run from the book's Inductor cache where the run builds the book; `make test` builds
+    none."""
     files = [
         "tests/library/test_opclasses.py",
         "tests/diagnose/test_diagnose.py",
@@ -74,9 +75,9 @@ def test_without_the_book_the_files_that_compile_its_graphs_go_early_and_with_it
 
 
 def test_under_xdist_some_files_run_on_the_worker_of_another_right_after_it(monkeypatch):
-    """pytest-xdist's scheduling by file, less two files: the browser's is in the book's unit of work (it
-    reads the build), and the unsolved labs' in the hostile run's (two gradebook runs of two notebooks at a
-    time side by side starved a grader)."""
+    """pytest-xdist's scheduling by file, less two files: the browser's is in the book's unit of
+    work (it reads the build), and the unsolved labs' in the hostile run's (two gradebook runs of
+    two notebooks at a time side by side starved a grader)."""
     scheduler = object.__new__(conftest.FilesTogether)
     assert scheduler._split_scope(f"{conftest.BOOK_FILE}::test_book_builds") == conftest.BOOK_FILE
     assert (

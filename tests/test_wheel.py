@@ -1,8 +1,9 @@
-"""What `pip install brrr` ships: the toolkit, its labs and grader, and nothing of the book's machinery.
+"""What `pip install brrr` ships: the toolkit, its labs and grader, and nothing of the book's
+machinery.
 
-The wheel is built from a copy of the checkout's layout, book/ included, so that a package list that took
-brrr_book in (setuptools' `include = ["brrr*"]` did) would show here. Installing and grading from the wheel
-is tests/grading/test_package.py's (the end-to-end stage)."""
+The wheel is built from a copy of the checkout's layout, book/ included, so that a package list that
+took brrr_book in (setuptools' `include = ["brrr*"]` did) would show here. Installing and grading
+from the wheel is tests/grading/test_package.py's (the end-to-end stage)."""
 
 import shutil
 import subprocess
@@ -26,8 +27,8 @@ BOOK_ONLY = (
 
 
 def build_wheel(work: Path, *, extra: dict[str, str] | None = None) -> Path:
-    """The wheel of a copy of the checkout's layout (brrr with its link to solutions/, book/, solutions/ and
-    the metadata), with ``extra`` files (path: text) written into the copy first."""
+    """The wheel of a copy of the checkout's layout (brrr with its link to solutions/, book/,
+    solutions/ and the metadata), with ``extra`` files (path: text) written into the copy first."""
     source = work / "source"
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
     for folder in ("brrr", "book", "solutions"):

@@ -2,12 +2,13 @@
 
 | module              | what it measures                                                  |
 |---------------------|-------------------------------------------------------------------|
-| compute             | matmul throughput, the FLOPs-vs-runtime table: ``python -m brrr.benchmarks.compute`` |
-| overhead            | overhead, batch doubling, CUDA graphs: ``python -m brrr.benchmarks.overhead`` |
-| fusion              | the fusion targets: ``python -m brrr.benchmarks.fusion``          |
-| compiling           | ``torch.compile`` for timing: compiled once, outside the timing  |
-| repeat_sweep        | the essay's ``x = x * 2`` repeat sweep and its knee               |
-| rematerialization   | peak memory and step time with saved vs recomputed activations    |
+| compute             | matmul throughput, the FLOPs-vs-runtime table: ``python -m
+brrr.benchmarks.compute`` | | overhead            | overhead, batch doubling, CUDA graphs: ``python
+-m brrr.benchmarks.overhead`` | | fusion              | the fusion targets: ``python -m
+brrr.benchmarks.fusion``          | | compiling           | ``torch.compile`` for timing: compiled
+once, outside the timing  | | repeat_sweep        | the essay's ``x = x * 2`` repeat sweep and its
+knee               | | rematerialization   | peak memory and step time with saved vs recomputed
+activations    |
 
 Targets are ratios measured in the same run (a speedup over a baseline timed
 seconds earlier, or a fraction of a ceiling measured in the same run), never

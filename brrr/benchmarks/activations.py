@@ -1,11 +1,12 @@
-"""``relu`` against ``gelu``, each compiled to one pass over memory: are activation functions all one cost?
+"""``relu`` against ``gelu``, each compiled to one pass over memory: are activation functions all
+one cost?
 
-The essay: "activation functions are nearly all the same cost, despite ``gelu`` obviously consisting of
-many more operations than ``relu``", because on a GPU both hide their arithmetic under the time it takes
-to stream the tensor in and out. Notebook 10 times the two here, in turns, on a tensor far above the
-cache (each reads ``4n`` bytes and writes ``4n``), and sets the ratio beside every recorded GPU's and the
-essay's words. On a CPU ``gelu``'s ``erf`` is a long polynomial on a few lanes, and it need not hide.
-"""
+The essay: "activation functions are nearly all the same cost, despite ``gelu`` obviously consisting
+of many more operations than ``relu``", because on a GPU both hide their arithmetic under the time
+it takes to stream the tensor in and out. Notebook 10 times the two here, in turns, on a tensor far
+above the cache (each reads ``4n`` bytes and writes ``4n``), and sets the ratio beside every
+recorded GPU's and the essay's words. On a CPU ``gelu``'s ``erf`` is a long polynomial on a few
+lanes, and it need not hide."""
 
 from __future__ import annotations
 
@@ -19,12 +20,12 @@ from brrr.beside import Beside, recorded, three_machines
 from brrr.benchmarks.compiling import compile_for_timing
 
 SECTION = "activations"
-# gelu within this factor of relu's time is "about the same cost": the bar the fused-chain claim sets for
-# a chain of cheap ops against one of them (brrr.claims, fused-chain-one-op).
+# gelu within this factor of relu's time is "about the same cost": the bar the fused-chain claim
+# sets for a chain of cheap ops against one of them (brrr.claims, fused-chain-one-op).
 SAME_COST = 1.3
 ESSAY = (
-    "'activation functions are nearly all the same cost, despite gelu obviously consisting of many more "
-    "operations than relu' (A100, argued)"
+    "'activation functions are nearly all the same cost, despite gelu obviously consisting of many "
+    "more operations than relu' (A100, argued)"
 )
 
 
@@ -55,11 +56,13 @@ class ActivationCosts:
     def sentence(self) -> str:
         if self.same_cost:
             return (
-                f"Here {self.result()}: about the same cost, as the essay says, because gelu's extra "
+                f"Here {self.result()}: about the same cost, as the essay says, because gelu's "
+                "extra "
                 "arithmetic hid under the memory time of the pass."
             )
         return (
-            f"Here {self.result()}: not the same cost. gelu's erf is a long polynomial, and on this "
+            f"Here {self.result()}: not the same cost. gelu's erf is a long polynomial, and on "
+            "this "
             "machine its arithmetic takes longer than streaming the tensor, so it does not hide."
         )
 

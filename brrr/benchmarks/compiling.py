@@ -1,4 +1,5 @@
-"""``torch.compile`` for benchmarks: compile once, outside the timed region, and say how long it took.
+"""``torch.compile`` for benchmarks: compile once, outside the timed region, and say how long it
+took.
 
 Two settings matter when timing compiled code:
 
@@ -71,7 +72,10 @@ class Compiled:
             return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<compiled {getattr(self.source, '__name__', self.source)!s}, first call took {self.compile_s:.2f} s>"
+        return (
+            f"<compiled {getattr(self.source, '__name__', self.source)!s}, first call took "
+            f"{self.compile_s:.2f} s>"
+        )
 
 
 def compile_for_timing(
@@ -115,7 +119,8 @@ def assert_matches_eager(
 
 @dataclass(frozen=True)
 class Graphs:
-    """How dynamo splits a function: graphs captured, graph breaks between them, and why each break."""
+    """How dynamo splits a function: graphs captured, graph breaks between them, and why each
+    break."""
 
     graphs: int
     breaks: int
@@ -128,12 +133,12 @@ class Graphs:
 
 
 def graphs(fn: Callable, *example_args) -> Graphs:
-    """Count the graphs ``fn`` compiles to on ``example_args`` (``torch._dynamo.explain``: traced only, no
-    kernel is generated). A count, where a speedup against a target would tell a graph break from noise
-    only by a few percent: a break between two cosines still runs each compiled.
+    """Count the graphs ``fn`` compiles to on ``example_args`` (``torch._dynamo.explain``: traced
+    only, no kernel is generated). A count, where a speedup against a target would tell a graph
+    break from noise only by a few percent: a break between two cosines still runs each compiled.
 
-    ``explain`` resets dynamo before and after: every function compiled so far compiles again at its next
-    call. Count after the timings."""
+    ``explain`` resets dynamo before and after: every function compiled so far compiles again at its
+    next call. Count after the timings."""
     import torch._dynamo
 
     explained = torch._dynamo.explain(fn)(*example_args)

@@ -52,14 +52,15 @@ TORCH_DTYPES = {
 THREADS: int | None = per_device(cpu=1, gpu=None)  # torch threads for every CPU measurement here
 
 MATMUL_TARGET_FRACTION = 0.80  # of the measured bf16 matmul peak (GPU)
-# Independent of torch.mm (see matmul_check): of the datasheet's dense figure, for GPUs brrr.datasheets
-# knows; elsewhere, times the measured non-matmul peak (the claims ledger's matmul-gap rule).
+# Independent of torch.mm (see matmul_check): of the datasheet's dense figure, for GPUs
+# brrr.datasheets knows; elsewhere, times the measured non-matmul peak (the claims ledger's
+# matmul-gap rule).
 MATMUL_DATASHEET_FRACTION = 0.50
 MATMUL_OVER_VECTOR_TARGET = 4.0
-# The table's targets are the claims ledger's rule for "contractions-flops-vs-runtime" (brrr.claims), so
-# the benchmark and the ledger cannot disagree. The non-contraction ops' share of runtime over their
-# share of FLOPs: the essay's table gives 195x (39% / 0.20%); our CPU runs measured about 40x. 10x says
-# "far more" on any device, with room for noise.
+# The table's targets are the claims ledger's rule for "contractions-flops-vs-runtime"
+# (brrr.claims), so the benchmark and the ledger cannot disagree. The non-contraction ops' share of
+# runtime over their share of FLOPs: the essay's table gives 195x (39% / 0.20%); our CPU runs
+# measured about 40x. 10x says "far more" on any device, with room for noise.
 CONTRACTION_FLOP_SHARE_TARGET = claims.CONTRACTION_FLOP_SHARE_MIN
 OTHER_TIME_OVER_FLOP_SHARE_TARGET = claims.OTHER_TIME_OVER_FLOP_SHARE_MIN
 
@@ -68,7 +69,8 @@ OTHER_TIME_OVER_FLOP_SHARE_TARGET = claims.OTHER_TIME_OVER_FLOP_SHARE_MIN
 
 
 def pin_threads() -> str:
-    """Run this process's torch ops on :data:`THREADS` threads (CPU only); returns a sentence saying so."""
+    """Run this process's torch ops on :data:`THREADS` threads (CPU only); returns a sentence saying
+    so."""
     if THREADS is None:
         return f"torch uses its default threads on {DEVICE}"
     torch.set_num_threads(THREADS)
@@ -120,21 +122,24 @@ ABOVE_COPY = ceilings_module.ABOVE_COPY  # why a kernel can beat the copy roof
 
 
 def above_bound(regime: object) -> str:
-    """Why a measurement can read above its roofline bound, for the bound's regime (memory: the copy roof;
-    otherwise the matmul peak)."""
+    """Why a measurement can read above its roofline bound, for the bound's regime (memory: the copy
+    roof; otherwise the matmul peak)."""
     return ABOVE_COPY if str(regime) == "memory-bound" else ABOVE_PEAK
 
 
 def above_peak_at(ceilings: Ceilings, dtype: str, n: int) -> str:
-    """Why an n³ ``dtype`` matmul can read above the cached peak, naming the size the peak was timed at."""
+    """Why an n³ ``dtype`` matmul can read above the cached peak, naming the size the peak was timed
+    at."""
     timed = ceilings.matmul_n.get(dtype)
     if timed == n:
         return (
-            f"brrr.ceilings timed this same size, {n}, at a busier moment on a shared machine: the roof "
+            f"brrr.ceilings timed this same size, {n}, at a busier moment on a shared machine: the "
+            "roof "
             "is a measurement, with its noise (python -m brrr.ceilings --refresh measures it again)"
         )
     return (
-        f"brrr.ceilings times one size, {timed}, and this one, {n}, suits the library better, or ran at "
+        f"brrr.ceilings times one size, {timed}, and this one, {n}, suits the library better, or "
+        "ran at "
         "a quieter moment on a shared machine: the roof is a measurement, with its noise"
     )
 
@@ -177,7 +182,8 @@ def time_matmul(
     budget_s: float | None = None,
     from_memory: bool = False,
 ) -> MatmulPoint:
-    """Median time of ``torch.mm`` of an (m×k) by a (k×n) matrix, written into a preallocated output.
+    """Median time of ``torch.mm`` of an (m×k) by a (k×n) matrix, written into a preallocated
+    output.
 
     ``dtype`` is a :mod:`brrr.ceilings` name; ``'tf32'`` times float32 with TF32
     allowed and ``'float32'`` with it forbidden. ``from_memory`` rotates over enough
@@ -256,8 +262,9 @@ def square_sweep(
 
 
 def sweep_shape(points: list[MatmulPoint], ceilings: Ceilings) -> list[str]:
-    """Per dtype, one sentence on how the square sweep's rate moved with n, as fractions of its peak:
-    whether it rose to its best and stayed, or peaked early and fell (the prose must not assume a shape)."""
+    """Per dtype, one sentence on how the square sweep's rate moved with n, as fractions of its
+    peak: whether it rose to its best and stayed, or peaked early and fell (the prose must not
+    assume a shape)."""
     lines = []
     for dtype in dict.fromkeys(point.dtype for point in points):
         mine = [point for point in points if point.dtype == dtype]
@@ -303,7 +310,8 @@ def cut_short(points: list[MatmulPoint], sizes: list[int] | None = None) -> list
 
 
 def skinny_sweep(dtype: str) -> list[tuple[str, MatmulPoint]]:
-    """('small m', point) for (s×L)@(L×L), and ('small k', point) for (L×s)@(s×L), s over the smalls."""
+    """('small m', point) for (s×L)@(L×L), and ('small k', point) for (L×s)@(s×L), s over the
+    smalls."""
     large, smalls = skinny_sizes()
     points = [("small m", time_matmul(s, large, large, dtype, from_memory=True)) for s in smalls]
     points += [("small k", time_matmul(large, large, s, dtype, from_memory=True)) for s in smalls]
@@ -333,7 +341,8 @@ def tensor_core_dtype(ceilings: Ceilings | None = None) -> str:
 
 
 def elementwise_rate(n: int | None = None) -> tuple[float, float]:
-    """(FLOP/s, B/s) of an eager ``torch.mul(x, c, out=y)`` on ``n`` fp32 elements far above the cache.
+    """(FLOP/s, B/s) of an eager ``torch.mul(x, c, out=y)`` on ``n`` fp32 elements far above the
+    cache.
 
     1 FLOP and 8 bytes (read x, write y) per element: the same traffic pattern as
     the ``copy_`` that measures copy bandwidth, so the two compare like with like.
@@ -353,7 +362,8 @@ def elementwise_rate(n: int | None = None) -> tuple[float, float]:
 
 
 def _in_turn(items: list):
-    """A function returning ``items`` one after another, round and round: each timed call gets the next."""
+    """A function returning ``items`` one after another, round and round: each timed call gets the
+    next."""
     turns = itertools.cycle(items)
     return lambda: next(turns)
 
@@ -364,7 +374,8 @@ def _copies_above_cache(tensor_bytes: int) -> int:
 
 
 def time_linear(batch: int, in_features: int, out_features: int, dtype: str = "float32") -> float:
-    """Median seconds of ``F.linear(x, W, b)``, rotating over enough weights that W never sits in cache.
+    """Median seconds of ``F.linear(x, W, b)``, rotating over enough weights that W never sits in
+    cache.
 
     A linear layer on a small batch is bound by reading its weight from memory;
     timing one weight over and over would read it from cache instead.
@@ -387,7 +398,8 @@ def time_linear(batch: int, in_features: int, out_features: int, dtype: str = "f
 
 
 def time_rowwise(op: str, rows: int, cols: int, dtype: str = "float32") -> float:
-    """Median seconds of ``'layer_norm'`` (with weight and bias) or ``'softmax'`` over the last dim of rows×cols."""
+    """Median seconds of ``'layer_norm'`` (with weight and bias) or ``'softmax'`` over the last dim
+    of rows×cols."""
     torch_dtype = TORCH_DTYPES[dtype]
     x = torch.randn(rows, cols, device=DEVICE, dtype=torch_dtype)
     if op == "layer_norm":
@@ -410,7 +422,8 @@ def time_rowwise(op: str, rows: int, cols: int, dtype: str = "float32") -> float
 def time_attention(
     batch: int, heads: int, seq: int, head_dim: int, dtype: str = "float32"
 ) -> float:
-    """Median seconds of ``F.scaled_dot_product_attention`` (inference, no mask): a fused kernel where one exists."""
+    """Median seconds of ``F.scaled_dot_product_attention`` (inference, no mask): a fused kernel
+    where one exists."""
     torch_dtype = TORCH_DTYPES[dtype]
     q, k, v = (
         torch.randn(batch, heads, seq, head_dim, device=DEVICE, dtype=torch_dtype) for _ in range(3)
@@ -488,7 +501,8 @@ def encoder_training_step(config: EncoderConfig):
 @contextlib.contextmanager
 def attention_backend(kind: str) -> Iterator[None]:
     """``'math'``: attention as separate matmul, softmax and dropout ops (as in the essay's source,
-    which profiled PyTorch before fused attention); ``'default'``: whatever PyTorch picks (fused on a GPU)."""
+    which profiled PyTorch before fused attention); ``'default'``: whatever PyTorch picks (fused on
+    a GPU)."""
     if kind == "default":
         yield
         return
@@ -503,7 +517,8 @@ def attention_backend(kind: str) -> Iterator[None]:
 def bert_table(
     config: EncoderConfig | None = None, *, attention: str = "math", steps: int = 3
 ) -> opclasses.ClassTable:
-    """The essay's table for one training step of the layer: FLOPs and runtime per operator class."""
+    """The essay's table for one training step of the layer: FLOPs and runtime per operator
+    class."""
     step = encoder_training_step(config or EncoderConfig.for_device())
     with attention_backend(attention), torch_threads(THREADS):
         return opclasses.measure(step, steps=steps)
@@ -523,8 +538,8 @@ class Check:
 
 
 def table_checks(table: opclasses.ClassTable) -> list[Check]:
-    """The table's shape, by the claims ledger's rule (:func:`brrr.claims.judge_contractions`): contractions
-    hold at least 95% of the FLOPs, and everything else takes far more of the runtime.
+    """The table's shape, by the claims ledger's rule (:func:`brrr.claims.judge_contractions`):
+    contractions hold at least 95% of the FLOPs, and everything else takes far more of the runtime.
 
     "Far more" is a factor: the non-contraction share of runtime must be at least
     :data:`OTHER_TIME_OVER_FLOP_SHARE_TARGET` times its share of FLOPs, on any
@@ -546,15 +561,15 @@ def table_checks(table: opclasses.ClassTable) -> list[Check]:
         Check(
             "non-contraction ops take far more of the runtime than of the FLOPs",
             factor >= OTHER_TIME_OVER_FLOP_SHARE_TARGET,
-            f"{100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs, {factor:.0f}x "
-            f"(target at least {OTHER_TIME_OVER_FLOP_SHARE_TARGET:.0f}x)",
+            f"{100 * other_time:.1f}% of runtime for {100 * other_flops:.2f}% of FLOPs, "
+            f"{factor:.0f}x (target at least {OTHER_TIME_OVER_FLOP_SHARE_TARGET:.0f}x)",
         ),
     ]
 
 
 def matmul_check(points: list[MatmulPoint], ceilings: Ceilings, dtype: str = "bfloat16") -> Check:
-    """The largest square ``dtype`` matmul of the sweep: near the measured peak, and fast by a figure no
-    ``torch.mm`` produced.
+    """The largest square ``dtype`` matmul of the sweep: near the measured peak, and fast by a
+    figure no ``torch.mm`` produced.
 
     The measured peak (:mod:`brrr.ceilings`) times ``torch.mm`` too, so that
     comparison alone is a tautology: a slow matmul path (no tensor cores, a
@@ -597,7 +612,8 @@ def matmul_check(points: list[MatmulPoint], ceilings: Ceilings, dtype: str = "bf
         fast = gap >= MATMUL_OVER_VECTOR_TARGET
         parts.append(
             f"{gap:.1f}x the measured non-matmul peak of {units.flops(ceilings.vector_peak)} "
-            f"(target at least {MATMUL_OVER_VECTOR_TARGET:g}x; no datasheet known for {device or '?'})"
+            f"(target at least {MATMUL_OVER_VECTOR_TARGET:g}x; no datasheet known for "
+            f"{device or '?'})"
         )
         against = "measured peak and non-matmul peak"
     return Check(
@@ -624,7 +640,8 @@ def run(
 
 
 def recorded_layers(folder=None) -> str:
-    """Notebook 22's result as each recorded GPU measured it, in one sentence per GPU, or that none did."""
+    """Notebook 22's result as each recorded GPU measured it, in one sentence per GPU, or that none
+    did."""
     from brrr.beside import recorded
 
     said = []
@@ -640,9 +657,9 @@ def recorded_layers(folder=None) -> str:
             f"{row['op']} at {units.bandwidth(row['bytes_per_s'])}" for row in values["rowwise"]
         )
         said.append(
-            f"On the recorded {gpu.device} ({values['dtype']}, {gpu.env.get('date', '?')}), the linear "
-            f"layer {moved} between batch {rows[0]['batch']} and {rows[-1]['batch']}, and the row-wise "
-            f"ops moved their counted bytes with {rowwise}."
+            f"On the recorded {gpu.device} ({values['dtype']}, {gpu.env.get('date', '?')}), the "
+            f"linear layer {moved} between batch {rows[0]['batch']} and {rows[-1]['batch']}, and "
+            f"the row-wise ops moved their counted bytes with {rowwise}."
         )
     return " ".join(said) or "No recorded GPU holds this page's sweep yet."
 

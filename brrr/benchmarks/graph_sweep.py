@@ -1,10 +1,11 @@
-"""CUDA-graph replay against eager over batch sizes: measured on a GPU, or as a recorded GPU measured it.
+"""CUDA-graph replay against eager over batch sizes: measured on a GPU, or as a recorded GPU
+measured it.
 
-Notebook 33 sweeps a small training step over batch sizes, eager against a CUDA-graph replay. A CPU has
-no CUDA graphs, so there the page shows the sweep that ``make gpu-check`` recorded on a real GPU
-(``overhead/cuda-graphs`` in ``brrr/data/reference/``), labelled recorded, with that GPU's stamp: the
-lesson (replay removes a fixed host cost per step, so it gains most at batch 1 and fades as the kernels
-grow) is a GPU's, and a reader without one should still see it.
+Notebook 33 sweeps a small training step over batch sizes, eager against a CUDA-graph replay. A CPU
+has no CUDA graphs, so there the page shows the sweep that ``make gpu-check`` recorded on a real GPU
+(``overhead/cuda-graphs`` in ``brrr/data/reference/``), labelled recorded, with that GPU's stamp:
+the lesson (replay removes a fixed host cost per step, so it gains most at batch 1 and fades as the
+kernels grow) is a GPU's, and a reader without one should still see it.
 """
 
 from __future__ import annotations
@@ -70,10 +71,12 @@ class GraphSweep:
         first, last = self.speedups[0], self.speedups[-1]
         fades = "fading to" if last < first else "rising to"
         return (
-            f"{self.where[:1].upper()}{self.where[1:]}: graph replay ran a training step {first:.1f}x faster than "
+            f"{self.where[:1].upper()}{self.where[1:]}: graph replay ran a training step "
+            f"{first:.1f}x faster than "
             "eager at "
-            f"batch {self.batches[0]}, {fades} {last:.2f}x at batch {self.batches[-1]}, where the replayed "
-            f"step took {units.seconds(self.replay_s[-1])} against eager's {units.seconds(self.eager_s[-1])}."
+            f"batch {self.batches[0]}, {fades} {last:.2f}x at batch {self.batches[-1]}, where the "
+            f"replayed step took {units.seconds(self.replay_s[-1])} against eager's "
+            f"{units.seconds(self.eager_s[-1])}."
         )
 
     def plot(self):
@@ -96,11 +99,12 @@ NO_RECORD = (
 
 
 def recorded_reduce_overhead(folder=None) -> str | None:
-    """``torch.compile(mode="reduce-overhead")`` at batch 1 against eager, as the first recorded GPU measured it."""
+    """``torch.compile(mode="reduce-overhead")`` at batch 1 against eager, as the first recorded GPU
+    measured it."""
     for gpu in recorded(SECTION, folder):
         eager, graphs = gpu.values["eager_seconds"][0], gpu.values["reduce_overhead_batch1_seconds"]
         return (
-            f"{eager / graphs:.2f}x over eager ({units.seconds(graphs)} against {units.seconds(eager)} per "
-            f"step; the optimizer step stays eager)\n  {gpu.stamp}"
+            f"{eager / graphs:.2f}x over eager ({units.seconds(graphs)} against "
+            f"{units.seconds(eager)} per step; the optimizer step stays eager)\n  {gpu.stamp}"
         )
     return None

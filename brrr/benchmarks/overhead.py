@@ -58,8 +58,9 @@ def measured_stamp() -> str:
 def time_it(
     fn: Callable[[], object], *, budget_s: float = 0.3, threads: int | None = THREADS, **kwargs
 ) -> Timing:
-    """:func:`brrr.timing.bench` with this module's choices: one thread, no L2 flush, and on a CPU the
-    thread's own clock (host work is all this thread's: time preempted by other processes is left out)."""
+    """:func:`brrr.timing.bench` with this module's choices: one thread, no L2 flush, and on a CPU
+    the thread's own clock (host work is all this thread's: time preempted by other processes is
+    left out)."""
     kwargs.setdefault("on_cpu_clock", thread_clock_for(threads))
     return bench(fn, threads=threads, budget_s=budget_s, flush_l2=False, **kwargs)
 
@@ -67,8 +68,9 @@ def time_it(
 def time_together(
     fns: dict[str, Callable[[], object]], *, budget_s: float = 0.3, threads: int | None = THREADS
 ) -> dict[str, Timing]:
-    """:func:`time_it` for work whose times are compared: timed in turns (:func:`brrr.timing.bench_together`),
-    so that a burst of other work lands on all of them alike."""
+    """:func:`time_it` for work whose times are compared: timed in turns
+    (:func:`brrr.timing.bench_together`), so that a burst of other work lands on all of them
+    alike."""
     return bench_together(
         fns,
         threads=threads,
@@ -134,9 +136,9 @@ def torch_ops_per_second(*, requires_grad: bool = False) -> float:
     """Eager ``a + b`` on one-element tensors per second: pure dispatch, no real work.
 
     Without autograd this is :func:`brrr.ceilings.measure_dispatch_overhead` inverted, timed as
-    :func:`time_it` times (on the thread's clock, like :func:`python_adds_per_second` beside it). With
-    ``requires_grad=True`` each op also records a node of the backward graph, which is what a training
-    step pays.
+    :func:`time_it` times (on the thread's clock, like :func:`python_adds_per_second` beside it).
+    With ``requires_grad=True`` each op also records a node of the backward graph, which is what a
+    training step pays.
     """
     a = torch.ones(1, device=DEVICE, requires_grad=requires_grad)
     b = torch.ones(1, device=DEVICE)
@@ -170,8 +172,9 @@ def add_bytes(n: int) -> int:
 def describe_add_sweep(
     sizes: Sequence[int], timings: Sequence[Timing], copy_bandwidth: float
 ) -> list[str]:
-    """One line per size of the ``a + b`` sweep, its bytes against the copy roof; a row above the roof is
-    marked, and each mark's reason is said once under the table (issue 27: five rows repeated one)."""
+    """One line per size of the ``a + b`` sweep, its bytes against the copy roof; a row above the
+    roof is marked, and each mark's reason is said once under the table (issue 27: five rows
+    repeated one)."""
     from brrr.ceilings import ABOVE_COPY
 
     cache = last_level_cache_bytes()
@@ -180,8 +183,8 @@ def describe_add_sweep(
             f"its three tensors fit in the {units.binary_bytes(cache)} last-level cache, which "
             "streams faster than the DRAM that the copy roof measures"
         ),
-        "†": f"its three tensors exceed the {units.binary_bytes(cache)} last-level cache, so this is DRAM: "
-        f"{ABOVE_COPY}",
+        "†": f"its three tensors exceed the {units.binary_bytes(cache)} last-level cache, so this "
+        f"is DRAM: {ABOVE_COPY}",
     }
     rows = []
     for n, timing in zip(sizes, timings):
@@ -198,7 +201,8 @@ def describe_add_sweep(
     return units.footnoted(rows, reasons, "copy roof")
 
 
-# ---------------------------------------------------------------- the small MLP and its training step
+# ---------------------------------------------------------------- the small MLP and its training
+# step
 
 
 @dataclass(frozen=True)
@@ -293,11 +297,12 @@ def step_flops(batch_size: int, shape: MlpShape = MLP) -> float:
 def batch_sweep(
     batches: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.2
 ) -> list[Timing]:
-    """Time one training step at each batch size, on one fresh model, on the thread's clock (:func:`time_it`).
+    """Time one training step at each batch size, on one fresh model, on the thread's clock
+    (:func:`time_it`).
 
-    One size after another, not in turns: in turns the smallest step runs right after the largest, whose
-    4096-row activations have just evicted its weights from the cache, and batch 2 then timed 0.74x batch 1.
-    """
+    One size after another, not in turns: in turns the smallest step runs right after the largest,
+    whose 4096-row activations have just evicted its weights from the cache, and batch 2 then timed
+    0.74x batch 1."""
     step = TrainStep(small_mlp(shape))
     timings = []
     for size in batches:
@@ -307,9 +312,9 @@ def batch_sweep(
 
 
 SWEEP_BATCHES = tuple(2**k for k in range(13))  # 1 to 4096: notebook 31's sweep everywhere
-# On a GPU the sweep goes on, doubling, to this batch or until a doubling nearly doubles the step. On the
-# recorded H100 the sweep to 4096 ended at a doubling of 1.50x: still short of the scaling regime that the
-# diagnostic's last verdict is about.
+# On a GPU the sweep goes on, doubling, to this batch or until a doubling nearly doubles the step.
+# On the recorded H100 the sweep to 4096 ended at a doubling of 1.50x: still short of the scaling
+# regime that the diagnostic's last verdict is about.
 GPU_SWEEP_MAX_BATCH = 16384
 DOUBLED = 1.9  # a doubling this close to 2x: the step costs what its work costs
 
@@ -317,10 +322,11 @@ DOUBLED = 1.9  # a doubling this close to 2x: the step costs what its work costs
 def doubling_sweep(
     shape: MlpShape = MLP, *, budget_s: float = 0.2, max_batch: int | None = None, timer=None
 ) -> tuple[list[int], list[Timing]]:
-    """``(batches, timings)``: one training step timed at every batch of :data:`SWEEP_BATCHES`, on one model
-    as in :func:`batch_sweep`; then, while the last doubling is under :data:`DOUBLED` and the batch under
-    ``max_batch`` (a GPU: :data:`GPU_SWEEP_MAX_BATCH`; a CPU: the last of the batches), the batch doubled
-    again. ``timer(batch)`` returns a :class:`Timing` (tests pass a fake)."""
+    """``(batches, timings)``: one training step timed at every batch of :data:`SWEEP_BATCHES`, on
+    one model as in :func:`batch_sweep`; then, while the last doubling is under :data:`DOUBLED` and
+    the batch under ``max_batch`` (a GPU: :data:`GPU_SWEEP_MAX_BATCH`; a CPU: the last of the
+    batches), the batch doubled again. ``timer(batch)`` returns a :class:`Timing` (tests pass a
+    fake)."""
     if max_batch is None:
         max_batch = per_device(cpu=SWEEP_BATCHES[-1], gpu=GPU_SWEEP_MAX_BATCH)
     if timer is None:
@@ -341,9 +347,10 @@ def doubling_sweep(
 def doubling_in_turns(
     pair: Sequence[int], shape: MlpShape = MLP, *, budget_s: float = 0.4
 ) -> float:
-    """Step time at the larger of two batch sizes over the smaller, the two steps timed in turns on one model
-    (:func:`time_together`): a burst of other work lands on both, where one size timed after the other could
-    catch it alone (batch 1 -> 2 read 1.67x once that way beside .ci/neighbour_load.py, 1.15x twice)."""
+    """Step time at the larger of two batch sizes over the smaller, the two steps timed in turns on
+    one model (:func:`time_together`): a burst of other work lands on both, where one size timed
+    after the other could catch it alone (batch 1 -> 2 read 1.67x once that way beside
+    .ci/neighbour_load.py, 1.15x twice)."""
     step = TrainStep(small_mlp(shape))
     small, large = sorted(pair)
     inputs = {size: batch(size, shape) for size in (small, large)}
@@ -355,7 +362,8 @@ def doubling_in_turns(
 
 
 def record_train_step_trace(batch_size: int, path, *, steps: int = 4, shape: MlpShape = MLP):
-    """Profile ``steps`` training steps at ``batch_size`` into a Chrome trace at ``path``; return the parsed trace.
+    """Profile ``steps`` training steps at ``batch_size`` into a Chrome trace at ``path``; return
+    the parsed trace.
 
     Three warm-up steps run first, outside the trace. Each profiled step is
     annotated ``"step"`` (see :func:`brrr.traces.record`).
@@ -371,14 +379,16 @@ def record_train_step_trace(batch_size: int, path, *, steps: int = 4, shape: Mlp
 
 
 def doubling_ratios(times: Sequence[float]) -> list[float]:
-    """``times[i+1] / times[i]``: near 1 when doubling the batch is free (overhead-bound), near 2 when not."""
+    """``times[i+1] / times[i]``: near 1 when doubling the batch is free (overhead-bound), near 2
+    when not."""
     return [after / before for before, after in zip(times, times[1:])]
 
 
 def step_roofline_seconds(
     batch_size: int, peak_flops: float, bandwidth: float, shape: MlpShape = MLP
 ) -> float:
-    """The step's matmuls at the roofline: each takes max(FLOPs / peak, bytes / bandwidth), and they add up.
+    """The step's matmuls at the roofline: each takes max(FLOPs / peak, bytes / bandwidth), and they
+    add up.
 
     The bytes count the weight matrix of every matmul: while the batch is below the
     width, the weights, not the batch, are most of what a matmul moves.
@@ -440,7 +450,8 @@ def regime_change(
 
 
 def predicted_regime_change(floor_s: float, peak_flops: float, shape: MlpShape = MLP) -> float:
-    """The batch at which the step's matmuls, run at ``peak_flops``, would take as long as the floor."""
+    """The batch at which the step's matmuls, run at ``peak_flops``, would take as long as the
+    floor."""
     return floor_s * peak_flops / step_flops(1, shape)
 
 
@@ -506,7 +517,8 @@ class GraphedStep:
         self.graph.replay()
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Run the captured step on ``x``, ``y``; returns the static loss tensor (overwritten next call)."""
+        """Run the captured step on ``x``, ``y``; returns the static loss tensor (overwritten next
+        call)."""
         self.static_x.copy_(x)
         self.static_y.copy_(y)
         self.graph.replay()
@@ -516,14 +528,16 @@ class GraphedStep:
 def require_gpu(what: str) -> None:
     if not ON_GPU:
         raise RuntimeError(
-            f"{what} needs a CUDA GPU; this process runs on {DEVICE} (CUDA graphs do not exist on a CPU)"
+            f"{what} needs a CUDA GPU; this process runs on {DEVICE} (CUDA graphs do not exist on "
+            "a CPU)"
         )
 
 
 def capture_train_step(
     step: TrainStep, static_x: torch.Tensor, static_y: torch.Tensor, *, warmup: int = 3
 ) -> GraphedStep:
-    """Capture ``step`` on the static input buffers into a CUDA graph, as the PyTorch docs prescribe.
+    """Capture ``step`` on the static input buffers into a CUDA graph, as the PyTorch docs
+    prescribe.
 
     1. Warm up on a side stream, so lazy initialisation (cuBLAS handles, the
        autograd engine's device threads, optimizer state) happens before capture
@@ -548,14 +562,16 @@ def capture_train_step(
 
 
 def graph_vs_eager(batch_size: int = 1, shape: MlpShape = MLP) -> Comparison:
-    """One training step at ``batch_size``: eager against CUDA-graph replay, two models with equal weights."""
+    """One training step at ``batch_size``: eager against CUDA-graph replay, two models with equal
+    weights."""
     require_gpu("graph_vs_eager")
     eager_step = TrainStep(small_mlp(shape))
     graph_step = TrainStep(small_mlp(shape))
     x, y = batch(batch_size, shape)
     graphed = capture_train_step(graph_step, x.clone(), y.clone())
     return Comparison(
-        f"one training step of the {shape.depth}-layer, width-{shape.width} MLP at batch {batch_size}",
+        f"one training step of the {shape.depth}-layer, width-{shape.width} MLP at batch "
+        f"{batch_size}",
         "eager",
         time_it(lambda: eager_step(x, y)),
         "graph replay",
@@ -564,7 +580,8 @@ def graph_vs_eager(batch_size: int = 1, shape: MlpShape = MLP) -> Comparison:
 
 
 def reduce_overhead_vs_eager(batch_size: int = 1, shape: MlpShape = MLP) -> Comparison:
-    """The same step with the model under ``torch.compile(mode="reduce-overhead")`` (CUDA graphs via Inductor).
+    """The same step with the model under ``torch.compile(mode="reduce-overhead")`` (CUDA graphs via
+    Inductor).
 
     Forward and backward run as compiled, graph-replayed code; the optimizer step
     stays eager. ``cudagraph_mark_step_begin`` tells the compiled graphs that a new
@@ -586,7 +603,8 @@ def reduce_overhead_vs_eager(batch_size: int = 1, shape: MlpShape = MLP) -> Comp
         compiled_call()
     synchronize()
     return Comparison(
-        f"one training step of the {shape.depth}-layer, width-{shape.width} MLP at batch {batch_size}",
+        f"one training step of the {shape.depth}-layer, width-{shape.width} MLP at batch "
+        f"{batch_size}",
         "eager",
         time_it(lambda: eager_step(x, y)),
         "reduce-overhead",
@@ -633,13 +651,14 @@ class Outcome:
         verdict = "PASS" if self.passed else "FAIL"
         return (
             f"{verdict}: {self.target.what}: {self.comparison.speedup:.1f}x, "
-            f"target >= {self.target.required_speedup:g}x (attempt {self.attempts})\n{self.comparison}\n"
-            f"  {measured_stamp()}"
+            f"target >= {self.target.required_speedup:g}x (attempt "
+            f"{self.attempts})\n{self.comparison}\n  {measured_stamp()}"
         )
 
 
 def check(device_type: str = DEVICE.type, *, attempts: int = 2) -> Outcome:
-    """Measure this device's target; measure again (up to ``attempts`` times) before reporting a miss."""
+    """Measure this device's target; measure again (up to ``attempts`` times) before reporting a
+    miss."""
     target = TARGETS[device_type]
     outcome = None
     for attempt in range(1, attempts + 1):
@@ -652,8 +671,8 @@ def check(device_type: str = DEVICE.type, *, attempts: int = 2) -> Outcome:
 def require(first: Comparison, device_type: str = DEVICE.type, *, attempts: int = 3) -> Comparison:
     """Enforce this device's target where a notebook measured ``first``; a miss is measured again.
 
-    Returns the best comparison; if every attempt misses, :func:`brrr.targets.missed` (raised where strict).
-    """
+    Returns the best comparison; if every attempt misses, :func:`brrr.targets.missed` (raised where
+    strict)."""
     target = TARGETS[device_type]
     tries = [first]
 

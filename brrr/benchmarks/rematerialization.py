@@ -145,7 +145,8 @@ class VariantResult:
     def summary(self, baseline: "VariantResult | None" = None) -> str:
         text = (
             f"{self.name:<24} step {units.seconds(self.timing.median_s):>9}   peak memory "
-            f"{units.binary_bytes(self.peak_bytes):>10}   saved for backward {units.binary_bytes(self.saved_bytes):>10}"
+            f"{units.binary_bytes(self.peak_bytes):>10}   saved for backward "
+            f"{units.binary_bytes(self.saved_bytes):>10}"
         )
         if baseline is not None and baseline is not self:
             text += (
@@ -181,8 +182,8 @@ def default_partitioner() -> Iterator[None]:
     if not hasattr(inductor_compile, name):
         raise PartitionerUnavailable(
             f"torch {torch.__version__}: torch._inductor.compile_fx has no {name} to swap for "
-            "default_partition, so the 'everything saved' control cannot be built (checked on torch "
-            "2.11 and 2.13). Compare only eager, checkpointing and torch.compile here."
+            "default_partition, so the 'everything saved' control cannot be built (checked on "
+            "torch 2.11 and 2.13). Compare only eager, checkpointing and torch.compile here."
         )
     accepted = set(inspect.signature(default_partition).parameters)
 
@@ -314,7 +315,8 @@ class Split:
 
     @property
     def remat_noise(self) -> float:
-        """How far ``remat_speedup`` may sit from 1 by noise alone: the two timings' spreads, added."""
+        """How far ``remat_speedup`` may sit from 1 by noise alone: the two timings' spreads,
+        added."""
         return self.saved.timing.spread + self.recomputed.timing.spread
 
     @property

@@ -38,13 +38,13 @@ from brrr.device import DEVICE, per_device
 from brrr.timing import Timing, bench, bench_together, median_per_round, thread_clock_for
 
 # On a CPU the knee sits near 16 repeats and 128 shows the rising line well; compiling the 256-op
-# chain alone took longer than the rest of the sweep. A GPU's knee is 8·P/B repeats for fp32: 79 on the
-# recorded H100, but 100-145 on a T4 (about 4 TFLOP/s of plain multiplies against 250-290 GB/s),
+# chain alone took longer than the rest of the sweep. A GPU's knee is 8·P/B repeats for fp32: 79 on
+# the recorded H100, but 100-145 on a T4 (about 4 TFLOP/s of plain multiplies against 250-290 GB/s),
 # where 256 repeats cost less than the 2x the flat level that measured_knee needs to find the rising
 # line. 512 gives it 3.5x there and about 6x on an H100.
 REPEATS = per_device(cpu=(1, 2, 4, 8, 16, 32, 64, 128), gpu=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))
-# Rounds of the sweep at least (one call of every repeat count each). On a CPU the 128-repeat call alone
-# takes 0.27 s, past the budget in two rounds, so this sets the count: 7 rounds, about 3.4 s.
+# Rounds of the sweep at least (one call of every repeat count each). On a CPU the 128-repeat call
+# alone takes 0.27 s, past the budget in two rounds, so this sets the count: 7 rounds, about 3.4 s.
 SWEEP_ROUNDS = 7
 
 DTYPES = {
@@ -75,7 +75,8 @@ def times_two_into(out: torch.Tensor, x: torch.Tensor, repeats: int) -> None:
 
 
 def compile_chain(repeats: int, example: torch.Tensor, *, threads: int | None = None) -> Compiled:
-    """``times_two_into`` with ``repeats`` fixed, compiled for ``example``'s shape and dtype (loop unrolled).
+    """``times_two_into`` with ``repeats`` fixed, compiled for ``example``'s shape and dtype (loop
+    unrolled).
 
     Call the result as ``compiled(out, x)``.
     """
@@ -129,10 +130,10 @@ def sweep(
     On a CPU the repeat counts are timed in turns, one call of each per round
     (:func:`brrr.timing.bench_together`), so that a burst of other work slows every point of a round
     alike and the shape of the curve, the knee, survives it. Timed one after the other, two of the
-    book's sweeps beside the test suite's other worker ran their 4- and 8-repeat points with runs spread
-    by 31-63% of their median, and put the knee at 7.2 and 7.4 repeats against the 16 their roofs
-    predicted (the page then said the claim did not hold); a quiet sweep on the same machine put it at
-    13 against 17.
+    book's sweeps beside the test suite's other worker ran their 4- and 8-repeat points with runs
+    spread by 31-63% of their median, and put the knee at 7.2 and 7.4 repeats against the 16 their
+    roofs predicted (the page then said the claim did not hold); a quiet sweep on the same machine
+    put it at 13 against 17.
     """
     x = torch.rand(n, device=DEVICE, dtype=dtype)
     out = torch.empty_like(x)
@@ -152,34 +153,36 @@ def sweep(
     ]
 
 
-# The first three repeat counts (1, 2, 4) sit far below any ridge point: their times must agree within
-# this factor, or a stall on a shared machine slowed one of them.
+# The first three repeat counts (1, 2, 4) sit far below any ridge point: their times must agree
+# within this factor, or a stall on a shared machine slowed one of them.
 FLAT_SPREAD = 1.5
 
 
 def low_spread(points: Sequence[SweepPoint]) -> float:
-    """Slowest over fastest of the sweep's first three points, which should all take the memory time."""
+    """Slowest over fastest of the sweep's first three points, which should all take the memory
+    time."""
     times = [point.seconds for point in points[:3]]
     return max(times) / min(times)
 
 
-# Past the knee the sweep's last point must cost at least this many times its first, and at least this
-# share of the rise the roofline predicts (pinned in tests/book/test_pinned_targets.py).
+# Past the knee the sweep's last point must cost at least this many times its first, and at least
+# this share of the rise the roofline predicts (pinned in tests/book/test_pinned_targets.py).
 RISE_MIN = 2.0
 RISE_SHARE_OF_PREDICTED = 1 / 3
 
 
 def rise_past_knee(points: Sequence[SweepPoint], knee: float) -> tuple[bool, str]:
-    """Whether the sweep's last point costs far more than its first, as compute-bound work must: at least
-    a third of the ``repeats / knee`` the roofline predicts, and at least 2x; and the line that says so.
+    """Whether the sweep's last point costs far more than its first, as compute-bound work must: at
+    least a third of the ``repeats / knee`` the roofline predicts, and at least 2x; and the line
+    that says so.
 
-    Past the knee time grows with the repeats (about 6x on an H100 at 512 repeats, where the knee sits
-    higher than on a CPU). A chain whose multiplies were folded into one, doing less work, stays flat.
-    """
+    Past the knee time grows with the repeats (about 6x on an H100 at 512 repeats, where the knee
+    sits higher than on a CPU). A chain whose multiplies were folded into one, doing less work,
+    stays flat."""
     rise, predicted = points[-1].seconds / points[0].seconds, points[-1].repeats / knee
     return rise > max(RISE_MIN, predicted * RISE_SHARE_OF_PREDICTED), (
-        f"{points[-1].repeats} repeats should cost far more than {points[0].repeats} (compute-bound): "
-        f"{rise:.2f}x the time, the multiply-rate knee predicts {predicted:.2f}x"
+        f"{points[-1].repeats} repeats should cost far more than {points[0].repeats} "
+        f"(compute-bound): {rise:.2f}x the time, the multiply-rate knee predicts {predicted:.2f}x"
     )
 
 
@@ -194,8 +197,8 @@ def steady_sweep(
     """:func:`sweep`, measured again (``attempts`` runs at most) while its memory-bound first points
     disagree by more than :data:`FLAT_SPREAD`; the steadiest run, and a line for each run set aside.
 
-    A book built beside other work once timed 2 repeats at 1.5x the time of 4: the table, the plot and
-    the knee all came from that run, while only the flatness check's own re-measurement passed.
+    A book built beside other work once timed 2 repeats at 1.5x the time of 4: the table, the plot
+    and the knee all came from that run, while only the flatness check's own re-measurement passed.
     """
     runs, notes = [], []
     for _ in range(attempts):
@@ -204,26 +207,28 @@ def steady_sweep(
             break
         spread = units.beside(low_spread(runs[-1]), 2, (FLAT_SPREAD,))
         notes.append(
-            f"a sweep whose 1 to 4 repeats differed by {spread}x (a stall on a busy machine: they all "
+            f"a sweep whose 1 to 4 repeats differed by {spread}x (a stall on a busy machine: they "
+            "all "
             "take the memory time) was measured again"
         )
     return min(runs, key=low_spread), notes
 
 
-# Sizes for measuring the multiply rate where memory cannot be the limit. On a GPU: enough multiplies
-# per element that compute takes several times longer than moving the tensor, and the launch is noise.
-# On a CPU the rate depends on the chain's length, so the roof is the best of several
-# (:func:`multiply_rates`), on a tensor whose 16 MiB working set stays in the 32 MiB L3 and whose calls
-# are long enough (about a millisecond) that the compiled call's own ~40 µs barely counts. Measured on
-# our 2-core CI machine (AMD EPYC, one thread, 2^21 elements): 8 repeats 38 GFLOP/s, 16 39, 32 30,
-# 64 22 (2^20 elements, 128 repeats: 16). Inductor unrolls the chain into one dependent multiply after
-# another on the same vector register; while a chain is short the core overlaps several elements'
-# chains and runs at its multiply throughput, and once one chain fills its out-of-order window it
-# waits on each multiply's latency. Far above the cache the sweep's 16, 32, 64 and 128 repeats ran at
-# 32-34, 31, 23 and 16 GFLOP/s: the code, not memory, sets that fall. The roof had been the 64-repeat
-# chain alone, on 2^17 elements where the call's own time also counted: 20 GFLOP/s, which the sweep then
-# beat by half at 16 and 32 repeats.
-# On a GPU the roof is the best of 256 and 512 multiplies on 2^26 elements (about a millisecond a call at
+# Sizes for measuring the multiply rate where memory cannot be the limit. On a GPU: enough
+# multiplies per element that compute takes several times longer than moving the tensor, and the
+# launch is noise. On a CPU the rate depends on the chain's length, so the roof is the best of
+# several (:func:`multiply_rates`), on a tensor whose 16 MiB working set stays in the 32 MiB L3 and
+# whose calls are long enough (about a millisecond) that the compiled call's own ~40 µs barely
+# counts. Measured on our 2-core CI machine (AMD EPYC, one thread, 2^21 elements): 8 repeats 38
+# GFLOP/s, 16 39, 32 30, 64 22 (2^20 elements, 128 repeats: 16). Inductor unrolls the chain into one
+# dependent multiply after another on the same vector register; while a chain is short the core
+# overlaps several elements' chains and runs at its multiply throughput, and once one chain fills
+# its out-of-order window it waits on each multiply's latency. Far above the cache the sweep's 16,
+# 32, 64 and 128 repeats ran at 32-34, 31, 23 and 16 GFLOP/s: the code, not memory, sets that fall.
+# The roof had been the 64-repeat chain alone, on 2^17 elements where the call's own time also
+# counted: 20 GFLOP/s, which the sweep then beat by half at 16 and 32 repeats.
+# On a GPU the roof is the best of 256 and 512 multiplies on 2^26 elements (about a millisecond a
+# call at
 # 512): the recorded H100 swept 256 repeats at 32.4 TFLOP/s, 1.09x the 29.8 that 512 repeats on 2^24
 # elements had measured as its roof, which the sweep's roof check (at most 1.05x) would have failed.
 MULTIPLY_PEAK_N = per_device(cpu=2**21, gpu=2**26)
@@ -233,11 +238,12 @@ MULTIPLY_PEAK_CHAINS: tuple[int, ...] = per_device(cpu=(8, 16, 32, 64), gpu=(256
 MULTIPLY_PEAK_PLACE = per_device(cpu="in cache", gpu="compute-bound")
 
 
-# How far the sweep's best FLOP/s may rise over the multiply roof measured in the same rounds. A GPU's
-# roof is compute-bound on data no L2 holds: the noise of two medians (roofline.ROOF_NOISE). A CPU's roof
-# chains run on data in the L3 cache, which a neighbour streaming memory shares and evicts, while the
-# sweep's points far above the cache lose nothing to it: beside the suite's other worker and
-# .ci/neighbour_load.py the 32-repeat point ran at 1.08-1.12x the roof timed in the same rounds, and at
+# How far the sweep's best FLOP/s may rise over the multiply roof measured in the same rounds. A
+# GPU's roof is compute-bound on data no L2 holds: the noise of two medians (roofline.ROOF_NOISE). A
+# CPU's roof chains run on data in the L3 cache, which a neighbour streaming memory shares and
+# evicts, while the sweep's points far above the cache lose nothing to it: beside the suite's other
+# worker and .ci/neighbour_load.py the 32-repeat point ran at 1.08-1.12x the roof timed in the same
+# rounds, and at
 # 0.8x on a quiet machine. A roof measured 2x low puts the best point near 2x.
 OVER_ROOF_TOLERANCE = per_device(cpu=1.25, gpu=1 + roofline.ROOF_NOISE)
 
@@ -248,8 +254,8 @@ def multiply_rates(
     threads: int | None = None,
     chains: Sequence[int] = MULTIPLY_PEAK_CHAINS,
 ) -> dict[int, float]:
-    """FLOP/s of the compiled multiply chain of each length in ``chains``, where memory cannot limit it
-    (:data:`MULTIPLY_PEAK_PLACE`: in cache on a CPU, long enough to be compute-bound on a GPU).
+    """FLOP/s of the compiled multiply chain of each length in ``chains``, where memory cannot limit
+    it (:data:`MULTIPLY_PEAK_PLACE`: in cache on a CPU, long enough to be compute-bound on a GPU).
 
     Compiled and timed as :func:`sweep` does (:func:`compile_chain`, ``threads``), so the roof and
     the workload run the same code.
@@ -270,7 +276,8 @@ def multiply_rates(
 
 
 def multiply_peak(dtype: torch.dtype = torch.float32, *, threads: int | None = None) -> float:
-    """FLOP/s of the compiled multiply chain where memory cannot limit it: this workload's compute roof.
+    """FLOP/s of the compiled multiply chain where memory cannot limit it: this workload's compute
+    roof.
 
     The non-matmul peak in :mod:`brrr.ceilings` is measured on a multiply-add
     chain. A GPU fuses each multiply-add into one FMA instruction counted as 2
@@ -284,17 +291,19 @@ def multiply_peak(dtype: torch.dtype = torch.float32, *, threads: int | None = N
 
 
 def flops_over_roof(points: Sequence[SweepPoint], roof_flops: float) -> float:
-    """The sweep's highest achieved FLOP/s over the compute roof: at most 1, less the noise, if it is one."""
+    """The sweep's highest achieved FLOP/s over the compute roof: at most 1, less the noise, if it
+    is one."""
     return max(point.achieved_flops for point in points) / roof_flops
 
 
 def over_roof_in_turns(
     n: int, repeats: int, dtype: torch.dtype = torch.float32, *, threads: int | None = None
 ) -> float:
-    """:func:`flops_over_roof` of the sweep's ``repeats`` point on ``n`` elements, measured again with the
-    roof's chains (:func:`multiply_rates`) timed in the same rounds: the median over rounds of the point's
-    FLOP/s over the best chain's. A roof timed seconds after the point could catch a burst of load that
-    the point missed (a neighbour streaming memory evicts the roof's data from the cache) and read low."""
+    """:func:`flops_over_roof` of the sweep's ``repeats`` point on ``n`` elements, measured again
+    with the roof's chains (:func:`multiply_rates`) timed in the same rounds: the median over rounds
+    of the point's FLOP/s over the best chain's. A roof timed seconds after the point could catch a
+    burst of load that the point missed (a neighbour streaming memory evicts the roof's data from
+    the cache) and read low."""
     x = torch.rand(n, device=DEVICE, dtype=dtype)
     out = torch.empty_like(x)
     small = torch.rand(MULTIPLY_PEAK_N, device=DEVICE, dtype=dtype)
@@ -327,17 +336,18 @@ def over_roof_in_turns(
 
 
 def describe_flops(points: Sequence[SweepPoint], roof_flops: float, rates: dict[int, float]) -> str:
-    """Where the sweep's FLOP/s peaked against the roof, what the longest chain reached, and why, from the run.
+    """Where the sweep's FLOP/s peaked against the roof, what the longest chain reached, and why,
+    from the run.
 
-    ``rates`` are the rates of :func:`multiply_rates` (measured where memory cannot limit them) the roof
-    is the best of.
+    ``rates`` are the rates of :func:`multiply_rates` (measured where memory cannot limit them) the
+    roof is the best of.
     """
     best = max(points, key=lambda point: point.achieved_flops)
     last = max(points, key=lambda point: point.repeats)
     text = (
-        f"Achieved FLOP/s peaked at {best.repeats} repeats, {units.percent(best.achieved_flops / roof_flops)} "
-        f"of the multiply roof; at {last.repeats} repeats it was "
-        f"{units.percent(last.achieved_flops / roof_flops)}."
+        f"Achieved FLOP/s peaked at {best.repeats} repeats, "
+        f"{units.percent(best.achieved_flops / roof_flops)} of the multiply roof; at "
+        f"{last.repeats} repeats it was {units.percent(last.achieved_flops / roof_flops)}."
     )
     if last is best or last.achieved_flops >= 0.75 * best.achieved_flops:
         return text + " Past the knee FLOP/s stays under the roof, as the roofline says."
@@ -348,11 +358,11 @@ def describe_flops(points: Sequence[SweepPoint], roof_flops: float, rates: dict[
     common = max(both)
     return (
         text
-        + f" Past the knee the rate falls again, and not for want of memory: at {common} repeats the "
-        f"sweep ran at {units.percent(swept[common].achieved_flops / roof_flops)} of the roof and the same "
-        f"chain {MULTIPLY_PEAK_PLACE} at {units.percent(rates[common] / roof_flops)}. "
-        "Each element's multiplies depend on one another, and a long chain leaves the hardware waiting on "
-        "each one where a short one lets it work on several elements at once."
+        + f" Past the knee the rate falls again, and not for want of memory: at {common} repeats "
+        f"the sweep ran at {units.percent(swept[common].achieved_flops / roof_flops)} of the roof "
+        f"and the same chain {MULTIPLY_PEAK_PLACE} at {units.percent(rates[common] / roof_flops)}. "
+        "Each element's multiplies depend on one another, and a long chain leaves the hardware "
+        "waiting on each one where a short one lets it work on several elements at once."
     )
 
 
@@ -378,7 +388,8 @@ def measured_knee(
     """
     if len(repeats) != len(seconds) or len(repeats) <= floor_points:
         raise ValueError(
-            f"need more than {floor_points} (repeats, seconds) pairs, got {len(repeats)} and {len(seconds)}"
+            f"need more than {floor_points} (repeats, seconds) pairs, got {len(repeats)} and "
+            f"{len(seconds)}"
         )
     order = sorted(range(len(repeats)), key=lambda i: repeats[i])
     level = min(seconds[i] for i in order[:floor_points])
@@ -391,12 +402,14 @@ def measured_knee(
     )
 
 
-# ---------------------------------------------------------------- placing a workload on the roofline
+# ---------------------------------------------------------------- placing a workload on the
+# roofline
 
 
 @dataclass(frozen=True)
 class Placement:
-    """Where ``times_two(x, repeats)`` on ``n`` elements of ``dtype`` sits on ``roof`` (a model, not a run)."""
+    """Where ``times_two(x, repeats)`` on ``n`` elements of ``dtype`` sits on ``roof`` (a model, not
+    a run)."""
 
     n: int
     dtype: str
@@ -438,7 +451,8 @@ class Placement:
             [
                 f"x = x * 2 repeated {self.repeats}x on n = {self.n:,} {self.dtype} elements",
                 f"  FLOPs {units.si(self.flops, 'FLOP')}, bytes {units.si(self.bytes_moved, 'B')} "
-                f"-> intensity {self.intensity:.3g} FLOP/B (ridge point {roof.ridge_point:.3g} FLOP/B)",
+                f"-> intensity {self.intensity:.3g} FLOP/B (ridge point {roof.ridge_point:.3g} "
+                "FLOP/B)",
                 f"  compute {units.seconds(roofline.compute_time(self.flops, roof))} "
                 f"at {units.flops(roof.peak_flops)}, "
                 f"memory {units.seconds(roofline.memory_time(self.bytes_moved, roof))} "
@@ -461,8 +475,8 @@ def place(n: int, dtype: str, repeats: int, roof: Roof) -> Placement:
 
 @dataclass(frozen=True)
 class RecordedSweep:
-    """A recorded GPU's sweep (``repeat-sweep`` in brrr/data/reference/), for the page's figure beside this
-    machine's."""
+    """A recorded GPU's sweep (``repeat-sweep`` in brrr/data/reference/), for the page's figure
+    beside this machine's."""
 
     device: str
     repeats: list[int]
@@ -497,7 +511,8 @@ def recorded_sweeps(folder=None) -> list[RecordedSweep]:
 
 
 def knees_sentence(knee_here: float, knee_predicted: float, gpus: Sequence[RecordedSweep]) -> str:
-    """Where the runtime stopped being flat: here, on each recorded GPU, and in the essay (quoted)."""
+    """Where the runtime stopped being flat: here, on each recorded GPU, and in the essay
+    (quoted)."""
     from brrr import essay
 
     said = [
@@ -505,7 +520,8 @@ def knees_sentence(knee_here: float, knee_predicted: float, gpus: Sequence[Recor
         f"(the roofs predicted {knee_predicted:.0f})"
     ]
     said += [
-        f"on the recorded {gpu.device} up to about {gpu.knee_measured:.0f} (predicted {gpu.knee_predicted:.0f})"
+        f"on the recorded {gpu.device} up to about {gpu.knee_measured:.0f} (predicted "
+        f"{gpu.knee_predicted:.0f})"
         for gpu in gpus
     ] or ["no recorded GPU holds this sweep"]
     said.append(f"on the essay's A100 until {essay.REPEAT_SWEEP['flat_until']} (quoted)")

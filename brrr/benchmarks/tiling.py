@@ -72,12 +72,14 @@ def rule_tiling(block: int, n: int, dtype: torch.dtype) -> Tiling:
 
 
 def minimum_intensity(n: int, dtype: torch.dtype) -> float:
-    """The intensity of ``a`` and ``b`` read once and ``out`` written once: no tiling does better."""
+    """The intensity of ``a`` and ``b`` read once and ``out`` written once: no tiling does
+    better."""
     return counting.matmul(n, n, n, dtype).intensity
 
 
 def count_tilings(n: int = COUNT_SIZE, tiles=COUNTED_TILES) -> list[Tiling]:
-    """CPU: the bytes :func:`~brrr.kernels.matmul.tiled_matmul` moves at n³ float32, counted per tile size.
+    """CPU: the bytes :func:`~brrr.kernels.matmul.tiled_matmul` moves at n³ float32, counted per
+    tile size.
 
     Each output is checked against the reference too: a count of a wrong kernel is no count.
     """
@@ -105,7 +107,8 @@ def count_tilings(n: int = COUNT_SIZE, tiles=COUNTED_TILES) -> list[Tiling]:
 def time_tilings(
     n: int = TIMED_SIZE, dtype: torch.dtype = torch.bfloat16, tiles=TIMED_TILES
 ) -> list[Tiling]:
-    """GPU: the median time of the tiled kernel at n³ in ``dtype`` for each square tile, output checked."""
+    """GPU: the median time of the tiled kernel at n³ in ``dtype`` for each square tile, output
+    checked."""
     from brrr.timing import bench
 
     if not ON_GPU:
@@ -149,9 +152,9 @@ def plot_tilings(
     measured: list[tuple[str, float, float]] = (),
     stamp: str = "",
 ):
-    """The roofline of ``roof``, each tiling at its intensity (on the roof: what it allows; or at its
-    measured rate where timed), the rule's line over more tile sizes, and other ``measured`` points
-    ``(label, intensity, FLOP/s)``."""
+    """The roofline of ``roof``, each tiling at its intensity (on the roof: what it allows; or at
+    its measured rate where timed), the rule's line over more tile sizes, and other ``measured``
+    points ``(label, intensity, FLOP/s)``."""
     from brrr import plots
 
     points = [(f"{t.block}×{t.block}", t.intensity, t.rate) for t in tilings]
@@ -186,7 +189,8 @@ def plot_tilings(
 
 
 def roof_at_least(roof: Roof, rate: float) -> tuple[Roof, str]:
-    """``roof`` with its compute peak raised to ``rate`` where a matmul just ran faster, and why (else "").
+    """``roof`` with its compute peak raised to ``rate`` where a matmul just ran faster, and why
+    (else "").
 
     Load only slows a measurement, so a roof is the best rate this machine was seen
     to reach. The cached peak was timed at another size, or while something else
@@ -195,8 +199,8 @@ def roof_at_least(roof: Roof, rate: float) -> tuple[Roof, str]:
     if rate <= roof.peak_flops:
         return roof, ""
     why = (
-        f"the roof is raised from the cached {units.flops(roof.peak_flops)} to {units.flops(rate)}, "
-        f"torch.mm's rate just now: a roof is the best this machine was seen to do, and the "
-        f"cached peak was timed at another size or under other load"
+        f"the roof is raised from the cached {units.flops(roof.peak_flops)} to "
+        f"{units.flops(rate)}, torch.mm's rate just now: a roof is the best this machine was seen "
+        f"to do, and the cached peak was timed at another size or under other load"
     )
     return replace(roof, peak_flops=rate), why

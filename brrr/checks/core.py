@@ -53,7 +53,8 @@ SECOND_FILL = -1.2345e30
 
 
 def second_fill(dtype: torch.dtype) -> float:
-    """:data:`SECOND_FILL`, or the most negative finite value of a dtype too narrow for it (float16)."""
+    """:data:`SECOND_FILL`, or the most negative finite value of a dtype too narrow for it
+    (float16)."""
     if dtype.is_floating_point and torch.finfo(dtype).max < abs(SECOND_FILL):
         return -torch.finfo(dtype).max
     return SECOND_FILL
@@ -86,9 +87,10 @@ def fail(message: str) -> AssertionError:
 
 
 class Student(Protocol):
-    """The student's side, as every check sees it. The grader's :class:`brrr.grading.server.Student` serves it
-    over the notebook's connection, :class:`brrr.grading.client.LocalStudent` in this process (tests); a
-    check asks nothing else of it. What a call returns is plain data, never the student's objects."""
+    """The student's side, as every check sees it. The grader's :class:`brrr.grading.server.Student`
+    serves it over the notebook's connection, :class:`brrr.grading.client.LocalStudent` in this
+    process (tests); a check asks nothing else of it. What a call returns is plain data, never the
+    student's objects."""
 
     name: str  # the student's function, for messages
 
@@ -104,7 +106,8 @@ class Student(Protocol):
         inputs: tuple[str, ...] = (),
         timeout_s: float | None = None,
     ) -> dict:
-        """The kernel launches the wrapper makes when called on tensors of these (shape, dtype name)."""
+        """The kernel launches the wrapper makes when called on tensors of these (shape, dtype
+        name)."""
 
     def read_file(self, path: str, *, limit: int, timeout_s: float = 60) -> bytes:
         """The bytes of a file the student's process wrote, read there (the grader may not see its
@@ -114,7 +117,8 @@ class Student(Protocol):
 
 class Graders(dict):
     """A lab's checks by name, each a function of the student's side (:class:`Student`)
-    that returns what passed, in a sentence, or raises AssertionError (through :func:`fail`) with the reason.
+    that returns what passed, in a sentence, or raises AssertionError (through :func:`fail`) with
+    the reason.
 
     Every lab keeps its checks in one (``GRADERS`` in its checks module) and
     runs one the same way, :meth:`grade`, which the grader process calls.
@@ -125,7 +129,8 @@ class Graders(dict):
         self.lab = lab
 
     def grade(self, check: str, student: Student) -> str:
-        """Run ``check`` against the student's side: a summary, or AssertionError with the reason."""
+        """Run ``check`` against the student's side: a summary, or AssertionError with the
+        reason."""
         if check not in self:
             raise KeyError(f"{self.lab} has no check {check!r}")
         return self[check](student)
@@ -205,7 +210,10 @@ def diff_report(
     beside the first bad elements.
     """
     if got.shape != expected.shape:
-        return f"{name} has shape {tuple(got.shape)}, but the reference has shape {tuple(expected.shape)}{context}."
+        return (
+            f"{name} has shape {tuple(got.shape)}, but the reference has shape "
+            f"{tuple(expected.shape)}{context}."
+        )
     if unwritten is None and bool(
         torch.isclose(
             got.detach().to(expected.dtype), expected.detach(), rtol=rtol, atol=atol, equal_nan=True
@@ -245,10 +253,11 @@ def diff_report(
         error[~wrong] = -1.0
         worst = int(error.argmax())
         paragraphs.append(
-            f"{name} differs from the reference at {len(idx):,} of {n:,} elements ({len(idx) / n:.1%}), by more "
-            f"than atol + rtol·|expected| = {atol:g} + {rtol:g}·|expected|. The largest difference is "
-            f"{_fmt(float(error[worst]))}, at index {_index(worst, shape)} (got {_fmt(float(got_flat[worst]))}, "
-            f"expected {_fmt(float(exp_flat[worst]))}). The first bad elements:\n"
+            f"{name} differs from the reference at {len(idx):,} of {n:,} elements "
+            f"({len(idx) / n:.1%}), by more than atol + rtol·|expected| = {atol:g} + "
+            f"{rtol:g}·|expected|. The largest difference is {_fmt(float(error[worst]))}, at index "
+            f"{_index(worst, shape)} (got {_fmt(float(got_flat[worst]))}, expected "
+            f"{_fmt(float(exp_flat[worst]))}). The first bad elements:\n"
             + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape)
         )
     title = title or f"{name} is wrong{context}."
@@ -258,23 +267,24 @@ def diff_report(
 def _nonfinite_paragraph(
     name: str, idx: list[int], got_flat, exp_flat, shown_inputs: dict, shape: list, show: int
 ) -> str:
-    """Where the output is NaN or inf and the reference is finite (``idx``), the first such element with its
-    inputs, and the usual cause: an overflow."""
+    """Where the output is NaN or inf and the reference is finite (``idx``), the first such element
+    with its inputs, and the usual cause: an overflow."""
     first, n = idx[0], got_flat.numel()
     at = ", ".join(f"{k} = {_fmt(float(v[first]))}" for k, v in shown_inputs.items())
     return (
         f"{name} has NaN or inf at {len(idx):,} of {n:,} elements where the reference is finite, "
         f"the first at index {_index(first, shape)}"
         + (f" (where {at})" if at else "")
-        + f": got {_fmt(float(got_flat[first]))}, expected {_fmt(float(exp_flat[first]))}. Look for an "
-        "overflow: in float32, exp() of an input above 88.7 is inf, and inf/inf or inf - inf is NaN.\n"
-        + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape)
+        + f": got {_fmt(float(got_flat[first]))}, expected {_fmt(float(exp_flat[first]))}. Look "
+        "for an "
+        "overflow: in float32, exp() of an input above 88.7 is inf, and inf/inf or inf - inf is "
+        "NaN.\n" + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape)
     )
 
 
 def _unwritten_paragraph(name: str, idx: list[int], n: int, dtype: torch.dtype) -> str:
-    """Which of ``n`` elements the kernel never wrote (``idx``), and the likely cause: a grid or mask
-    that misses the tail, lanes that never store, or nothing written at all."""
+    """Which of ``n`` elements the kernel never wrote (``idx``), and the likely cause: a grid or
+    mask that misses the tail, lanes that never store, or nothing written at all."""
     count = len(idx)
     suffix = count < n and idx == list(range(n - count, n))  # every element is no suffix: see below
     if count == n:
@@ -292,15 +302,18 @@ def _unwritten_paragraph(name: str, idx: list[int], n: int, dtype: torch.dtype) 
         )
     elif suffix:
         hint = (
-            "Does your grid cover all n elements (triton.cdiv(n, BLOCK) programs), and does the last "
-            "program store its partial block under a mask?"
+            "Does your grid cover all n elements (triton.cdiv(n, BLOCK) programs), and does the "
+            "last program store its partial block under a mask?"
         )
     else:
-        hint = "Some programs, or some lanes, never stored their results: check the grid, the offsets and the store mask."
+        hint = (
+            "Some programs, or some lanes, never stored their results: check the grid, the "
+            "offsets and the store mask."
+        )
     return (
         f"{name} has {count:,} of {n:,} elements unwritten: {'it' if count == 1 else 'they'} still "
-        f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call (NaN, and "
-        f"{second_fill(dtype):g} in a second call). {where_text} {hint}"
+        f"hold{'s' if count == 1 else ''} what the grader filled the output with before the call "
+        f"(NaN, and {second_fill(dtype):g} in a second call). {where_text} {hint}"
     )
 
 
@@ -314,7 +327,8 @@ def describe_n(n: Any) -> str:
 
 @dataclass(frozen=True)
 class Spec:
-    """What a kernel lab asks for: a reference, how to draw inputs, and the names of the wrapper's arguments.
+    """What a kernel lab asks for: a reference, how to draw inputs, and the names of the wrapper's
+    arguments.
 
     ``make_inputs(n, generator)`` returns fresh input tensors of ``n`` elements on
     :data:`~brrr.device.DEVICE`. The student's wrapper is called as
@@ -353,24 +367,26 @@ def fresh_generator(seed: int | None = None) -> tuple[torch.Generator, int]:
 
 
 def size_drawer(seed: int | None = None) -> tuple[random.Random, int]:
-    """A source of the sizes a check runs at, seeded from the OS (``secrets``: ``os.urandom``) in the grader
-    process, where the student's process cannot read it; and its seed, for the report.
+    """A source of the sizes a check runs at, seeded from the OS (``secrets``: ``os.urandom``) in
+    the grader process, where the student's process cannot read it; and its seed, for the report.
 
-    Checks measured at one published size can be passed by a wrapper that launches the right kernel there
-    and another one everywhere else: every traffic and tiling check draws its sizes here, per submission.
-    """
+    Checks measured at one published size can be passed by a wrapper that launches the right kernel
+    there and another one everywhere else: every traffic and tiling check draws its sizes here, per
+    submission."""
     seed = secrets.randbits(63) if seed is None else seed
     return random.Random(seed), seed
 
 
 def unaligned(rng: random.Random, low: int, high: int) -> int:
-    """An odd size in ``[low, high]``: a multiple of no power-of-two block, so the last block is partial."""
+    """An odd size in ``[low, high]``: a multiple of no power-of-two block, so the last block is
+    partial."""
     value = rng.randint(low, high)
     return value if value % 2 else (value + 1 if value < high else value - 1)
 
 
 def device_generator(generator: torch.Generator) -> torch.Generator:
-    """A generator on the checks' device, seeded from ``generator``: inputs drawn there, not copied over."""
+    """A generator on the checks' device, seeded from ``generator``: inputs drawn there, not copied
+    over."""
     seed = int(torch.randint(2**62, (1,), generator=generator))
     on_device = torch.Generator(device=DEVICE)
     on_device.manual_seed(seed)
@@ -392,9 +408,11 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 @dataclass
 class Case:
-    """One size of a kernel check: the grader's inputs, its expected output, and the student's recorded launches."""
+    """One size of a kernel check: the grader's inputs, its expected output, and the student's
+    recorded launches."""
 
-    n: Any  # the number of elements, or the lab's own description of the case (Spec.describe names it)
+    # the number of elements, or the lab's own description of the case (Spec.describe names it)
+    n: Any
     inputs: tuple[torch.Tensor, ...]
     expected: torch.Tensor
     recipe: dict
@@ -408,7 +426,8 @@ class Case:
 def record_cases(
     student, spec: Spec, sizes: Sequence[int], generator: torch.Generator
 ) -> list[Case]:
-    """Draw the grader's inputs at each size and ask the student's wrapper which kernels it launches for them."""
+    """Draw the grader's inputs at each size and ask the student's wrapper which kernels it launches
+    for them."""
     from brrr.checks import kernels
     from brrr.checks.dtypes import dtype_name
 
@@ -429,7 +448,8 @@ def record_cases(
 
 
 def build_kernels(name: str, cases: Sequence[Case], *, interpreted: bool):
-    """The student's kernels, checked and compiled here, from the sources their recordings carried."""
+    """The student's kernels, checked and compiled here, from the sources their recordings
+    carried."""
     from brrr.checks import kernels
 
     sources: dict[str, str] = {}
@@ -437,9 +457,11 @@ def build_kernels(name: str, cases: Sequence[Case], *, interpreted: bool):
     for case in cases:
         if not case.recipe.get("launches"):
             raise fail(
-                f"{name} launched no Triton kernel for {case.named}: this lab asks for a @triton.jit "
-                "kernel that computes the result. The grader runs your kernels on its own tensors, so "
-                "only what they store counts; torch code in the wrapper does not reach the output."
+                f"{name} launched no Triton kernel for {case.named}: this lab asks for a "
+                "@triton.jit "
+                "kernel that computes the result. The grader runs your kernels on its own tensors, "
+                "so only what they store counts; torch code in the wrapper does not reach the "
+                "output."
             )
         for kernel, source in case.recipe.get("sources", {}).items():
             if sources.setdefault(kernel, source) != source:
@@ -486,7 +508,8 @@ def _kernel_error(name: str, error: BaseException, context: str) -> str:
 
     if isinstance(error, OutOfBounds):
         return (
-            f"{name}'s kernel accessed memory outside its tensors{context}: {error}. Mask every tl.load and "
+            f"{name}'s kernel accessed memory outside its tensors{context}: {error}. Mask every "
+            "tl.load and "
             "tl.store (e.g. `mask=offsets < n`) so that the last block stays inside the tensor."
         )
     if isinstance(error, kernels.KernelRejected):
@@ -496,8 +519,8 @@ def _kernel_error(name: str, error: BaseException, context: str) -> str:
 
 
 def counted_at(n: Any, count_traffic_at: Any) -> bool:
-    """Whether the case ``n`` is one whose traffic is asked for: ``count_traffic_at`` is one case or a
-    list or tuple of them (a lab's case may itself be a dataclass, never a list)."""
+    """Whether the case ``n`` is one whose traffic is asked for: ``count_traffic_at`` is one case or
+    a list or tuple of them (a lab's case may itself be a dataclass, never a list)."""
     if count_traffic_at is None:
         return False
     if isinstance(count_traffic_at, (list, tuple)):
@@ -506,8 +529,9 @@ def counted_at(n: Any, count_traffic_at: Any) -> bool:
 
 
 def idle_failure(name: str, traffic: dict, context: str = "") -> str | None:
-    """Why the grid of a counted launch does not fit the problem, or None: a program that stored nothing
-    did no work, and allowances that grow with the grid (once per program) would count it."""
+    """Why the grid of a counted launch does not fit the problem, or None: a program that stored
+    nothing did no work, and allowances that grow with the grid (once per program) would count
+    it."""
     storing = traffic.get("storing", traffic["programs"])
     idle = [
         (kernel, programs, programs - stored)
@@ -518,10 +542,11 @@ def idle_failure(name: str, traffic: dict, context: str = "") -> str | None:
         return None
     kernel, programs, unused = idle[0]
     return (
-        f"{name}'s launch of {kernel} ran {programs:,} programs{context}, and {unused:,} of them stored "
+        f"{name}'s launch of {kernel} ran {programs:,} programs{context}, and {unused:,} of them "
+        "stored "
         "nothing: the grid must fit the problem, one program per block of the output (say "
-        "triton.cdiv(n, BLOCK)). Programs that do no work would count against what the traffic check "
-        "allows per program, so a grid larger than the problem needs is refused."
+        "triton.cdiv(n, BLOCK)). Programs that do no work would count against what the traffic "
+        "check allows per program, so a grid larger than the problem needs is refused."
     )
 
 
@@ -543,7 +568,10 @@ def replay_cases(
         rtol, atol = tolerance(case.expected.dtype)
         snapshots = [t.clone() for t in case.inputs]
         out = _poisoned(case.expected, float("nan"))
-        context = f" for {case.named} ({str(case.expected.dtype).removeprefix('torch.')} on {out.device.type}, seed {seed})"
+        context = (
+            f" for {case.named} ({str(case.expected.dtype).removeprefix('torch.')} on "
+            f"{out.device.type}, seed {seed})"
+        )
         try:
             seen = _replay_case(case, built, spec, out, count=counting)
             synchronize()
@@ -552,7 +580,8 @@ def replay_cases(
         for input_name, before, after in zip(spec.input_names, snapshots, case.inputs):
             if not _same(before, after):
                 return {
-                    "failure": f"{name}'s kernel wrote into its input `{input_name}`{context}: it must only read it."
+                    "failure": f"{name}'s kernel wrote into its input `{input_name}`{context}: it "
+                    "must only read it."
                 }
         if seen is not None and counted_at(case.n, count_traffic_at):
             traffics.append(
@@ -616,9 +645,11 @@ def _scratch_hint(name: str, recipe: dict) -> str:
     if not scratch:
         return ""
     return (
-        f"\n{name} passed its kernels buffers it allocated itself ({', '.join(scratch)}). The grader runs "
-        "only your kernels, on its own tensors, so those buffers start out filled with NaN here: whatever "
-        "torch computed into them in your wrapper does not exist. Compute the result in your kernels."
+        f"\n{name} passed its kernels buffers it allocated itself ({', '.join(scratch)}). The "
+        "grader runs "
+        "only your kernels, on its own tensors, so those buffers start out filled with NaN here: "
+        "whatever torch computed into them in your wrapper does not exist. Compute the result in "
+        "your kernels."
     )
 
 
@@ -632,7 +663,8 @@ def check_kernels(
     timeout_s: float = isolation.DEFAULT_TIMEOUT_S,
     seed: int | None = None,
 ) -> dict:
-    """Grade the student's kernels against ``spec`` on fresh inputs of each size; raise AssertionError if wrong.
+    """Grade the student's kernels against ``spec`` on fresh inputs of each size; raise
+    AssertionError if wrong.
 
     The wrapper is asked only for its launches; the kernels are checked
     (:func:`brrr.checks.kernels.validate`), compiled and run here, on inputs
@@ -662,9 +694,15 @@ def check_kernels(
         if checked.value["failure"]:
             raise fail(checked.value["failure"])
         if all(isinstance(n, int) for n in bounds_sizes):
-            bounds = f"bounds checked in the interpreter at n = {', '.join(f'{n:,}' for n in bounds_sizes)}"
+            bounds = (
+                "bounds checked in the interpreter at n = "
+                f"{', '.join(f'{n:,}' for n in bounds_sizes)}"
+            )
         else:
-            bounds = f"bounds checked in the interpreter at {'; '.join(spec.describe(n) for n in bounds_sizes)}"
+            bounds = (
+                "bounds checked in the interpreter at "
+                f"{'; '.join(spec.describe(n) for n in bounds_sizes)}"
+            )
     counted = (
         list(count_traffic_at)
         if isinstance(count_traffic_at, (list, tuple))
@@ -706,8 +744,9 @@ def count_traffic(
     timeout_s: float = isolation.DEFAULT_TIMEOUT_S,
     seed: int | None = None,
 ) -> dict:
-    """The global-memory traffic of the student's kernels, replayed here at ``n`` in the interpreter,
-    whatever values they compute: ``{'n', 'element_size', 'loaded', 'stored', 'kernels', ...}``.
+    """The global-memory traffic of the student's kernels, replayed here at ``n`` in the
+    interpreter, whatever values they compute: ``{'n', 'element_size', 'loaded', 'stored',
+    'kernels', ...}``.
 
     :func:`check_kernels` counts traffic only once the values are right, so a
     wrong submission never reaches a lab's traffic rule there. This is the count
@@ -726,14 +765,16 @@ def count_traffic(
     outcome = isolation.run(_traffic_of, spec, cases[0], built, timeout_s=timeout_s)
     if not outcome.ok:
         raise fail(
-            f"{student.name}'s kernel could not be run to count its traffic (seed {seed}): {outcome.error}"
+            f"{student.name}'s kernel could not be run to count its traffic (seed {seed}): "
+            f"{outcome.error}"
         )
     return outcome.value
 
 
 @contextlib.contextmanager
 def _interpreter_on() -> Iterator[None]:
-    """TRITON_INTERPRET=1 inside the block, as Triton expects while interpreted kernels are made and run."""
+    """TRITON_INTERPRET=1 inside the block, as Triton expects while interpreted kernels are made and
+    run."""
     previous = os.environ.get("TRITON_INTERPRET")
     os.environ["TRITON_INTERPRET"] = "1"
     try:
@@ -758,8 +799,9 @@ def _on_cpu(cases: Sequence[Case]) -> list[Case]:
 
 @dataclass(frozen=True)
 class Attempt:
-    """One measurement of a performance check: the value and whether it met the threshold. ``final``: a miss
-    so far outside the threshold that no noise could explain it, which further attempts cannot turn."""
+    """One measurement of a performance check: the value and whether it met the threshold.
+    ``final``: a miss so far outside the threshold that no noise could explain it, which further
+    attempts cannot turn."""
 
     value: float
     passed: bool
@@ -770,7 +812,8 @@ class Attempt:
 def repeat_until_pass(
     measure: Callable[[], Attempt], attempts: int | None = None
 ) -> tuple[Attempt, list[Attempt]]:
-    """Run ``measure`` until an attempt passes, at most ``attempts`` times; return the best and all of them.
+    """Run ``measure`` until an attempt passes, at most ``attempts`` times; return the best and all
+    of them.
 
     A noisy machine can make one honest measurement fall short; a check fails
     only when every attempt does, or one misses beyond doubt (``Attempt.final``).
@@ -791,8 +834,9 @@ _figures: list[
 
 
 def taken_figures() -> list[dict]:
-    """The figures of the timed checks judged since the last call, and forget them: each one's best value,
-    every attempt's, the threshold and its rule. The grader sends them with its verdict, for the GPU record."""
+    """The figures of the timed checks judged since the last call, and forget them: each one's best
+    value, every attempt's, the threshold and its rule. The grader sends them with its verdict, for
+    the GPU record."""
     taken = list(_figures)
     _figures.clear()
     return taken
@@ -808,9 +852,9 @@ def timed_verdict(
     failed: str = "",
     unit: str = "",
 ) -> str:
-    """The pass line of a timed check, ``what: best detail (needed <threshold><unit>)``; if no attempt
-    passed, fail with every attempt, what was ``needed`` and why (``failed``: a longer ``what`` for that
-    message). Either way its figures are kept for :func:`taken_figures`."""
+    """The pass line of a timed check, ``what: best detail (needed <threshold><unit>)``; if no
+    attempt passed, fail with every attempt, what was ``needed`` and why (``failed``: a longer
+    ``what`` for that message). Either way its figures are kept for :func:`taken_figures`."""
     _figures.append(
         {
             "what": what,
@@ -829,7 +873,8 @@ def timed_verdict(
 def one_launch(
     name: str, recipe: dict, inputs: str, what: str, constants: tuple[str, ...], why: str
 ) -> tuple[dict, dict, int]:
-    """The one launch a lab asks for in a recorded ``recipe``: ``(launch, its constexpr sizes, programs)``.
+    """The one launch a lab asks for in a recorded ``recipe``: ``(launch, its constexpr sizes,
+    programs)``.
 
     Fails (AssertionError) unless the wrapper, called on ``inputs`` (their shape, in
     words), launched exactly one kernel (``what``: "one matmul kernel", say), and
@@ -840,7 +885,8 @@ def one_launch(
     if len(launches) != 1:
         kernels = ", ".join(launch.get("kernel", "?") for launch in launches) or "none"
         raise fail(
-            f"{name} launched {len(launches)} kernels for {inputs} ({kernels}): this lab asks for {what}."
+            f"{name} launched {len(launches)} kernels for {inputs} ({kernels}): this lab asks for "
+            f"{what}."
         )
     launch = launches[0]
     args = launch.get("args", {})
@@ -849,21 +895,24 @@ def one_launch(
         value = args.get(arg, {}).get("value")
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise fail(
-                f"{name}'s kernel {launch.get('kernel')} has no constexpr argument {arg} (a positive whole "
-                f"number): the lab's kernel takes {', '.join(constants)}: tl.constexpr, and {why}."
+                f"{name}'s kernel {launch.get('kernel')} has no constexpr argument {arg} (a "
+                f"positive whole number): the lab's kernel takes {', '.join(constants)}: "
+                f"tl.constexpr, and {why}."
             )
         sizes[arg] = value
     return launch, sizes, math.prod(launch.get("grid", [1]))
 
 
 def correct_summary(name: str, against: str, cases, result: dict) -> str:
-    """What a passed correctness check says: the reference, every case, the tolerances, bounds and seed.
+    """What a passed correctness check says: the reference, every case, the tolerances, bounds and
+    seed.
 
     ``against`` names the reference, ``cases`` are the shapes checked (their ``str``), and
     ``result`` is what :func:`check_kernels` returned.
     """
     return (
-        f"{name}'s kernel, run by the grader, matches {against} on {'; '.join(str(c) for c in cases)}, with "
-        f"NaN-filled outputs (float32 rtol {tolerance(torch.float32)[0]:g}; float16 rtol "
-        f"{tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}"
+        f"{name}'s kernel, run by the grader, matches {against} on "
+        f"{'; '.join(str(c) for c in cases)}, with NaN-filled outputs (float32 rtol "
+        f"{tolerance(torch.float32)[0]:g}; float16 rtol {tolerance(torch.float16)[0]:g}); "
+        f"{result['bounds']}; seed {result['seed']}"
     )

@@ -1,4 +1,5 @@
-"""Student Triton kernels across the process boundary: record launches there, check and replay them here.
+"""Student Triton kernels across the process boundary: record launches there, check and replay them
+here.
 
 The grader never trusts what a kernel *seemed* to do in the student's process.
 Instead:
@@ -48,12 +49,17 @@ ALLOWED_BUILTINS = ("range", "min", "max", "int", "float", "bool", "len", "abs")
 # tl features whose traffic brrr.traffic cannot count, or that leave Triton's language.
 DENIED_TL = {
     "inline_asm_elementwise": "inline assembly is not Triton code the grader can check",
-    "make_block_ptr": "block pointers are not counted by the traffic counter; use pointer arithmetic",
+    "make_block_ptr": "block pointers are not counted by the traffic counter; use pointer "
+    "arithmetic",
     "advance": "block pointers are not counted by the traffic counter; use pointer arithmetic",
-    "make_tensor_descriptor": "tensor descriptors are not counted by the traffic counter; use pointer arithmetic",
-    "load_tensor_descriptor": "tensor descriptors are not counted by the traffic counter; use pointer arithmetic",
-    "store_tensor_descriptor": "tensor descriptors are not counted by the traffic counter; use pointer arithmetic",
-    "tensor_descriptor": "tensor descriptors are not counted by the traffic counter; use pointer arithmetic",
+    "make_tensor_descriptor": "tensor descriptors are not counted by the traffic counter; use "
+    "pointer arithmetic",
+    "load_tensor_descriptor": "tensor descriptors are not counted by the traffic counter; use "
+    "pointer arithmetic",
+    "store_tensor_descriptor": "tensor descriptors are not counted by the traffic counter; use "
+    "pointer arithmetic",
+    "tensor_descriptor": "tensor descriptors are not counted by the traffic counter; use pointer "
+    "arithmetic",
     "atomic_load": "this atomic is not counted by the traffic counter",
     "atomic_store": "this atomic is not counted by the traffic counter",
     "atomic_poll": "this atomic is not counted by the traffic counter",
@@ -97,7 +103,8 @@ def _public(obj) -> set[str]:
 
 
 def _allowed_attributes() -> tuple[set[str], set[str], set[str]]:
-    """(tl.X names, tl.math.X names, attribute names allowed on values: tensors, dtypes, pointer types)."""
+    """(tl.X names, tl.math.X names, attribute names allowed on values: tensors, dtypes, pointer
+    types)."""
     tl = _tl()
     top = {
         n for n in _public(tl) if n not in DENIED_TL and not inspect.ismodule(getattr(tl, n))
@@ -159,7 +166,8 @@ def _line(node: ast.AST, source: str) -> str:
 
 
 def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> None:
-    """Raise :class:`KernelRejected` unless every source is a kernel body the Triton compiler would accept.
+    """Raise :class:`KernelRejected` unless every source is a kernel body the Triton compiler would
+    accept.
 
     ``sources`` maps each jit function's name to its source (``def`` line first);
     ``constants`` are the ``tl.constexpr`` globals the kernels read.
@@ -226,9 +234,10 @@ def _check_node(
     jit_names: set,
     allowed: tuple,
 ) -> None:
-    """Raise :class:`KernelRejected` if ``node`` of kernel ``name`` is something Triton would not compile:
-    a nested function, a non-literal constant, a name that is not a local, a kernel, a constant or tl,
-    an attribute outside triton.language, a call it cannot make, an annotation other than tl.constexpr."""
+    """Raise :class:`KernelRejected` if ``node`` of kernel ``name`` is something Triton would not
+    compile: a nested function, a non-literal constant, a name that is not a local, a kernel, a
+    constant or tl, an attribute outside triton.language, a call it cannot make, an annotation other
+    than tl.constexpr."""
     where = _line(node, source)
     if isinstance(node, ast.FunctionDef) and node is not function:
         raise KernelRejected(f"{name}: nested functions are not allowed in a kernel{where}")
@@ -337,7 +346,8 @@ def _is_jit(value) -> bool:
 
 
 def reachable_sources(kernel) -> tuple[dict[str, str], dict[str, Any]]:
-    """Sources of ``kernel`` and every jit function it reaches by a global name; its constexpr globals."""
+    """Sources of ``kernel`` and every jit function it reaches by a global name; its constexpr
+    globals."""
     tl = _tl()
     sources: dict[str, str] = {}
     constants: dict[str, Any] = {}
@@ -429,7 +439,8 @@ def _recording(launches: list) -> Iterator[None]:
 def record_launches(
     fn: Callable[..., Any], args: Sequence[torch.Tensor], names: Sequence[str]
 ) -> dict:
-    """Call the wrapper ``fn(*args)`` with launches recorded, not run; return the recipe the grader replays."""
+    """Call the wrapper ``fn(*args)`` with launches recorded, not run; return the recipe the grader
+    replays."""
     raw: list = []
     with _recording(raw):
         fn(*args)
@@ -545,7 +556,8 @@ def recipe_problem(recipe) -> str | None:
     return next(filter(None, (_launch_problem(launch) for launch in launches)), None)
 
 
-# ---------------------------------------------------------------- the grader's side: build and replay
+# ---------------------------------------------------------------- the grader's side: build and
+# replay
 
 
 class Built:
@@ -612,7 +624,8 @@ def _materialize(spec: Mapping[str, Any], storages: Mapping[str, torch.Tensor]) 
         raise KernelRejected(f"a launch names an unknown tensor {spec.get('tensor')!r}")
     if spec.get("dtype") != dtype_name(base.dtype):
         raise KernelRejected(
-            f"a launch views {spec.get('tensor')} as {spec.get('dtype')}, but it holds {dtype_name(base.dtype)}"
+            f"a launch views {spec.get('tensor')} as {spec.get('dtype')}, but it holds "
+            f"{dtype_name(base.dtype)}"
         )
     shape, stride, offset = spec.get("shape"), spec.get("stride"), spec.get("offset")
     if not (
@@ -639,7 +652,8 @@ def poison(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def scratch_tensors(recipe: Mapping[str, Any], device) -> dict[str, torch.Tensor]:
-    """Poisoned buffers standing in for the ones the student's wrapper allocated (named scratch0, ...)."""
+    """Poisoned buffers standing in for the ones the student's wrapper allocated (named scratch0,
+    ...)."""
     made = {}
     for number, spec in enumerate(recipe.get("scratch", [])):
         dtype = DTYPES.get(spec.get("dtype"))
@@ -653,7 +667,8 @@ def scratch_tensors(recipe: Mapping[str, Any], device) -> dict[str, torch.Tensor
 
 
 def scratch_names(recipe: Mapping[str, Any]) -> dict[str, str]:
-    """scratch0 -> the kernel argument it was first passed as (``tmp_ptr``), for messages and traffic tables."""
+    """scratch0 -> the kernel argument it was first passed as (``tmp_ptr``), for messages and
+    traffic tables."""
     return {
         f"scratch{i}": str(spec.get("name", f"scratch{i}"))
         for i, spec in enumerate(recipe.get("scratch", []))
@@ -663,8 +678,9 @@ def scratch_names(recipe: Mapping[str, Any]) -> dict[str, str]:
 @contextlib.contextmanager
 def interpreted_language() -> Iterator[None]:
     """Inside the block, a ``@triton.jit`` function called from an interpreted kernel runs in the
-    interpreter (:func:`brrr.device.interpret_jit_calls`). On a GPU the grader interprets a student's
-    kernel first, to check its bounds, in a process whose triton was imported for the GPU."""
+    interpreter (:func:`brrr.device.interpret_jit_calls`). On a GPU the grader interprets a
+    student's kernel first, to check its bounds, in a process whose triton was imported for the
+    GPU."""
     from brrr.device import interpret_jit_calls
 
     restore = interpret_jit_calls()
@@ -675,7 +691,8 @@ def interpreted_language() -> Iterator[None]:
 
 
 def replay(recipe: Mapping[str, Any], built: Built, storages: Mapping[str, torch.Tensor]) -> int:
-    """Launch every recorded kernel, in order, on the grader's tensors; return the number of launches."""
+    """Launch every recorded kernel, in order, on the grader's tensors; return the number of
+    launches."""
     launches = recipe.get("launches", [])
     if len(launches) > MAX_LAUNCHES:
         raise KernelRejected(f"the wrapper launched more than {MAX_LAUNCHES} kernels")
@@ -698,7 +715,8 @@ def replay(recipe: Mapping[str, Any], built: Built, storages: Mapping[str, torch
         arg_names = list(getattr(kernel, "arg_names", []))
         if set(named) != set(arg_names):
             raise KernelRejected(
-                f"the launch of {launch['kernel']} does not give every argument ({', '.join(arg_names)})"
+                f"the launch of {launch['kernel']} does not give every argument "
+                f"({', '.join(arg_names)})"
             )
         args = [_materialize(named[name], storages) for name in arg_names]
         options = (

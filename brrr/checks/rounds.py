@@ -1,4 +1,5 @@
-"""The grader's clock for the timed kernel checks (Labs 2, 3, 5, 6): rounds that no shortcut survives.
+"""The grader's clock for the timed kernel checks (Labs 2, 3, 5, 6): rounds that no shortcut
+survives.
 
 Runs in the grader process, on kernels the grader launches itself. Each timed
 thing (the student's kernels, the baseline, another launch order) has one call
@@ -48,8 +49,8 @@ from brrr.checks import core
 from brrr.checks.kernels import poison
 from brrr.timing import Timing, summarize
 
-# Where the device reports no L2 size: over twice an H100's (50 MiB), so that a flush sized from it errs on
-# the side of evicting too much.
+# Where the device reports no L2 size: over twice an H100's (50 MiB), so that a flush sized from it
+# errs on the side of evicting too much.
 DEFAULT_L2_BYTES = 128 * 2**20
 # Elements compared at once when a timed output is checked: the comparison's temporaries stay small
 # beside the timed working set (a 1 GiB output checked whole would need several GiB more).
@@ -57,10 +58,11 @@ CHECK_CHUNK = 1 << 24
 
 
 def drawn(rng, published: int, *, low: float, align: int = 1) -> int:
-    """A size drawn by ``rng`` in ``[ceil(low * published), published]``: a multiple of ``align`` and not of
-    ``2 * align`` (``align=1``: odd), so no power-of-two block above ``align`` divides it and the last block is
-    partial. The band stays under the published size, which the lab sized to fit the GPU's memory; each
-    lab's ``low`` keeps the timed size bandwidth- or compute-bound (its docstring says why)."""
+    """A size drawn by ``rng`` in ``[ceil(low * published), published]``: a multiple of ``align``
+    and not of ``2 * align`` (``align=1``: odd), so no power-of-two block above ``align`` divides it
+    and the last block is partial. The band stays under the published size, which the lab sized to
+    fit the GPU's memory; each lab's ``low`` keeps the timed size bandwidth- or compute-bound (its
+    docstring says why)."""
     first = math.ceil(low * published)
     candidates = range(
         first + (align - first % (2 * align)) % (2 * align), published + 1, 2 * align
@@ -71,7 +73,8 @@ def drawn(rng, published: int, *, low: float, align: int = 1) -> int:
 
 
 def l2_bytes() -> int:
-    """The L2 cache of this GPU, from its device properties; :data:`DEFAULT_L2_BYTES` where none is reported."""
+    """The L2 cache of this GPU, from its device properties; :data:`DEFAULT_L2_BYTES` where none is
+    reported."""
     if torch.cuda.is_available():
         reported = int(
             getattr(
@@ -85,8 +88,8 @@ def l2_bytes() -> int:
 
 @dataclass(frozen=True)
 class Plan:
-    """How the timed calls get fresh inputs: ``sets`` input sets of ``set_bytes`` each (inputs and output),
-    rotated call by call, and an L2 flush by reading ``flush_bytes`` before every call."""
+    """How the timed calls get fresh inputs: ``sets`` input sets of ``set_bytes`` each (inputs and
+    output), rotated call by call, and an L2 flush by reading ``flush_bytes`` before every call."""
 
     sets: int
     set_bytes: int
@@ -100,16 +103,17 @@ class Plan:
     def describe(self) -> str:
         side = "over" if self.rotated_bytes > 2 * self.l2_bytes else "under"
         return (
-            f"{self.sets} input sets rotated ({units.binary_bytes(self.rotated_bytes)}, {side} twice the "
-            f"{units.binary_bytes(self.l2_bytes)} L2), the L2 flushed by reading "
+            f"{self.sets} input sets rotated ({units.binary_bytes(self.rotated_bytes)}, {side} "
+            f"twice the {units.binary_bytes(self.l2_bytes)} L2), the L2 flushed by reading "
             f"{units.binary_bytes(self.flush_bytes)} before every call, every call's output checked"
         )
 
 
 def plan(set_bytes: int, *, sets: int = 2, l2: int | None = None) -> Plan:
-    """The plan for input sets of ``set_bytes``: ``sets`` of them (at least 2: no call reuses the inputs of
-    the call before it), and an L2 flush of twice the L2 before every call, as the issue asks, whether or
-    not the sets alone already exceed it (where they do, the flush costs a few microseconds per call)."""
+    """The plan for input sets of ``set_bytes``: ``sets`` of them (at least 2: no call reuses the
+    inputs of the call before it), and an L2 flush of twice the L2 before every call, as the issue
+    asks, whether or not the sets alone already exceed it (where they do, the flush costs a few
+    microseconds per call)."""
     if sets < 2:
         raise ValueError(f"need at least 2 input sets to rotate, got {sets}")
     l2 = l2 or l2_bytes()
@@ -120,9 +124,9 @@ def plan(set_bytes: int, *, sets: int = 2, l2: int | None = None) -> Plan:
 class Timed:
     """One thing the rounds time: ``calls[i]`` runs it on input set ``i``. Where it writes a checked
     output, ``outs[i]`` is that buffer and ``expected[i]`` what it must hold after every call;
-    ``scratch[i]`` are buffers of set ``i`` poisoned before every call too (a result kept there from an
-    earlier call is gone), and ``inputs[i]`` its inputs by name, which must be unchanged after the rounds
-    (a kernel that left a result in its input for the next call fails)."""
+    ``scratch[i]`` are buffers of set ``i`` poisoned before every call too (a result kept there from
+    an earlier call is gone), and ``inputs[i]`` its inputs by name, which must be unchanged after
+    the rounds (a kernel that left a result in its input for the next call fails)."""
 
     calls: Sequence[Callable[[], object]]
     outs: Sequence[torch.Tensor] = ()
@@ -136,7 +140,8 @@ class Timed:
 
 
 class HostEvent:
-    """An event on the host's clock, for a CPU (where every op is done when it returns) and for fakes."""
+    """An event on the host's clock, for a CPU (where every op is done when it returns) and for
+    fakes."""
 
     def __init__(self) -> None:
         self.at = 0.0
@@ -167,20 +172,22 @@ class CudaEvent:
         return self.event.elapsed_time(other.event) / 1e3
 
 
-# Cycles the GPU spins before each timed call (torch.cuda._sleep; about 0.5 ms at 2 GHz), so that the start
-# event fires after the host has queued the call, not while Python is still launching it.
+# Cycles the GPU spins before each timed call (torch.cuda._sleep; about 0.5 ms at 2 GHz), so that
+# the start event fires after the host has queued the call, not while Python is still launching it.
 SPIN_CYCLES = 1_000_000
 
 
 class Clock:
     """The device's clock as :func:`time_rounds` uses it: this GPU's (CUDA events, device-wide
-    synchronize), or the host's on a CPU, where every op is done when it returns. Tests replace it."""
+    synchronize), or the host's on a CPU, where every op is done when it returns. Tests replace
+    it."""
 
     def __init__(self, on_gpu: bool | None = None):
         self.on_gpu = torch.cuda.is_available() if on_gpu is None else on_gpu
 
     def synchronize(self) -> None:
-        """Wait until the whole device is idle: ``torch.cuda.synchronize()`` waits for every stream."""
+        """Wait until the whole device is idle: ``torch.cuda.synchronize()`` waits for every
+        stream."""
         if self.on_gpu:
             torch.cuda.synchronize()
 
@@ -200,8 +207,9 @@ class Clock:
             flush_l2(*_flush_buffers(nbytes))
 
     def span(self, fn: Callable[[], object]) -> tuple[float, float]:
-        """Run ``fn`` once: (seconds between the events around it on the current stream, seconds from the
-        moment both its start event had fired and it had returned to the whole device idle)."""
+        """Run ``fn`` once: (seconds between the events around it on the current stream, seconds
+        from the moment both its start event had fired and it had returned to the whole device
+        idle)."""
         self.spin()
         begin, end = self.event(), self.event()
         begin.record()
@@ -226,19 +234,20 @@ def _flush_buffers(nbytes: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def clock() -> Clock:
-    """The clock of this process's device (a function, so that a test can hand the checks a fake one)."""
+    """The clock of this process's device (a function, so that a test can hand the checks a fake
+    one)."""
     return Clock()
 
 
 def sync_latency(device: Clock, samples: int = 5) -> float:
-    """Seconds from an empty call's return to the idle device: what :meth:`Clock.span`'s second number
-    reads when no work is left, subtracted from every call's."""
+    """Seconds from an empty call's return to the idle device: what :meth:`Clock.span`'s second
+    number reads when no work is left, subtracted from every call's."""
     return statistics.median(device.span(lambda: None)[1] for _ in range(samples))
 
 
 def matches(out: torch.Tensor, expected: torch.Tensor) -> bool:
-    """``out`` within the grader's tolerance of ``expected`` (NaN only where expected is NaN), compared in
-    chunks of :data:`CHECK_CHUNK` elements."""
+    """``out`` within the grader's tolerance of ``expected`` (NaN only where expected is NaN),
+    compared in chunks of :data:`CHECK_CHUNK` elements."""
     rtol, atol = core.tolerance(expected.dtype)
     flat_out, flat_expected = out.reshape(-1), expected.reshape(-1)
     for start in range(0, flat_out.numel(), CHECK_CHUNK):
@@ -255,8 +264,8 @@ def matches(out: torch.Tensor, expected: torch.Tensor) -> bool:
 
 
 class WrongWhileTimed(Exception):
-    """A timed call's output was wrong: ``name``, the 0-based ``call`` and ``set``; the buffer still holds it.
-    With ``input_name``: that input of the set had changed after the rounds."""
+    """A timed call's output was wrong: ``name``, the 0-based ``call`` and ``set``; the buffer still
+    holds it. With ``input_name``: that input of the set had changed after the rounds."""
 
     def __init__(self, name: str, call: int, input_set: int, *, input_name: str = ""):
         super().__init__(
@@ -275,11 +284,12 @@ def time_rounds(
     max_runs: int = 1000,
     device: Clock | None = None,
 ) -> dict[str, Timing]:
-    """Time each of ``timed`` in rounds (one call of each per round, input sets in rotation) until one has
-    spent ``budget_s`` (and ``min_runs`` rounds), or ``max_runs``; a :class:`Timing` for each, by name.
+    """Time each of ``timed`` in rounds (one call of each per round, input sets in rotation) until
+    one has spent ``budget_s`` (and ``min_runs`` rounds), or ``max_runs``; a :class:`Timing` for
+    each, by name.
 
-    Warm-up calls are checked too. Raises :class:`WrongWhileTimed` at the first wrong output (see the
-    module docstring for what happens around every call, and why).
+    Warm-up calls are checked too. Raises :class:`WrongWhileTimed` at the first wrong output (see
+    the module docstring for what happens around every call, and why).
     """
     if min_runs < 1 or max_runs < min_runs:
         raise ValueError(f"need 1 <= min_runs <= max_runs, got {min_runs} and {max_runs}")
@@ -316,8 +326,8 @@ def time_rounds(
 
 
 def _unchanged(before: torch.Tensor, now: torch.Tensor) -> bool:
-    """``now`` equal to the host copy ``before``, element for element (NaN equal to NaN), compared on
-    ``now``'s device in chunks of :data:`CHECK_CHUNK` elements."""
+    """``now`` equal to the host copy ``before``, element for element (NaN equal to NaN), compared
+    on ``now``'s device in chunks of :data:`CHECK_CHUNK` elements."""
     flat_before, flat_now = before.reshape(-1), now.reshape(-1)
     for start in range(0, flat_now.numel(), CHECK_CHUNK):
         a = flat_before[start : start + CHECK_CHUNK].to(now.device)
@@ -369,8 +379,8 @@ def wrong_while_timed(
     """The AssertionError for a wrong timed output: which call, which input set, and the diff."""
     if error.input_name:
         return core.fail(
-            f"{student}'s kernels wrote into their input `{error.input_name}` while timed (input set "
-            f"{error.input_set + 1}, seed {seed}): they must only read it."
+            f"{student}'s kernels wrote into their input `{error.input_name}` while timed (input "
+            f"set {error.input_set + 1}, seed {seed}): they must only read it."
         )
     entry = timed[error.name]
     out, expected = entry.outs[error.input_set], entry.expected[error.input_set]
@@ -381,11 +391,12 @@ def wrong_while_timed(
         expected,
         rtol=rtol,
         atol=atol,
-        context=f" on timed call {error.call + 1} (input set {error.input_set + 1}, seed {seed}; {error.name})",
+        context=f" on timed call {error.call + 1} (input set {error.input_set + 1}, seed {seed}; "
+        f"{error.name})",
     )
     return core.fail(
-        f"{student}'s kernels did not compute the right result while timed: the grader checks the output of "
-        f"every timed call, its buffer filled with NaN before the call.\n"
+        f"{student}'s kernels did not compute the right result while timed: the grader checks the "
+        f"output of every timed call, its buffer filled with NaN before the call.\n"
         f"{report or f'{out_name} was wrong on timed call {error.call + 1} (input set {error.input_set + 1}).'}"
     )
 
@@ -400,17 +411,19 @@ def below_roof(
     peak: float | None = None,
     over: float = 1.25,
 ) -> str | None:
-    """Why ``seconds`` for ``what`` is impossible (faster than ``moved`` bytes at ``over`` x the measured
-    ``bandwidth``, or ``flops`` at ``over`` x the measured ``peak``), or None."""
+    """Why ``seconds`` for ``what`` is impossible (faster than ``moved`` bytes at ``over`` x the
+    measured ``bandwidth``, or ``flops`` at ``over`` x the measured ``peak``), or None."""
     if moved is not None and bandwidth and seconds < moved / (over * bandwidth):
         return (
-            f"{what} took {units.seconds(seconds)}, less than the {units.seconds(moved / bandwidth)} that "
-            f"{moved / 1e9:.2f} GB need at the copy bandwidth measured now ({units.bandwidth(bandwidth)}; "
-            f"{over:g}x that allowed): impossible for a kernel that does the work."
+            f"{what} took {units.seconds(seconds)}, less than the "
+            f"{units.seconds(moved / bandwidth)} that {moved / 1e9:.2f} GB need at the copy "
+            f"bandwidth measured now ({units.bandwidth(bandwidth)}; {over:g}x that allowed): "
+            "impossible for a kernel that does the work."
         )
     if flops is not None and peak and flops / seconds > over * peak:
         return (
-            f"{what} took {units.seconds(seconds)}, {flops / seconds / 1e12:.0f} TFLOP/s, more than {over:g}× the "
-            f"{peak / 1e12:.0f} TFLOP/s measured now: impossible for a kernel that does the work."
+            f"{what} took {units.seconds(seconds)}, {flops / seconds / 1e12:.0f} TFLOP/s, more "
+            f"than {over:g}× the {peak / 1e12:.0f} TFLOP/s measured now: impossible for a kernel "
+            "that does the work."
         )
     return None

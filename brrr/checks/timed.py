@@ -1,4 +1,5 @@
-"""The GPU performance checks of the kernel labs: the student's kernels timed as the grader launches them.
+"""The GPU performance checks of the kernel labs: the student's kernels timed as the grader launches
+them.
 
 Runs in the grader process. The timed size is drawn per submission within a band
 under the lab's published size (:func:`timed_size`). The student's wrapper is
@@ -25,15 +26,16 @@ from brrr.device import TRITON_INTERPRETED
 # A kernel faster than its bytes at this multiple of the measured copy bandwidth is impossible.
 OVER_ROOF = 1.25
 SETS = 2  # input sets rotated; each call is also preceded by an L2 flush (brrr.checks.rounds.plan)
-# The timed size is drawn per submission in [LOW x the published size, the published size]: the published
-# size is at least 8x the L2 and 1 GiB per tensor (brrr.device.far_above_cache), or half the GPU's memory
-# (a 15 GB T4: 0.5 GiB, over a hundred times its 4 MiB L2), so 3/4 of it stays far above the L2 and the
-# kernels stay bandwidth-bound (tests/grading/test_grading_gpu_paths.py checks the band on an H100 and a T4).
+# The timed size is drawn per submission in [LOW x the published size, the published size]: the
+# published size is at least 8x the L2 and 1 GiB per tensor (brrr.device.far_above_cache), or half
+# the GPU's memory (a 15 GB T4: 0.5 GiB, over a hundred times its 4 MiB L2), so 3/4 of it stays far
+# above the L2 and the kernels stay bandwidth-bound (tests/grading/test_grading_gpu_paths.py checks
+# the band on an H100 and a T4).
 LOW = 0.75
-# ... and a multiple of ALIGN elements, not of 2 x ALIGN: Triton specializes an integer argument divisible by
-# 16, so a kernel's loads stay vectorized as at the published size (an odd n makes the mask, and so every
-# load, one element wide: slower for a reason the lab is not about), while no block of 32 or more divides it,
-# so the last block is partial and the mask is exercised.
+# ... and a multiple of ALIGN elements, not of 2 x ALIGN: Triton specializes an integer argument
+# divisible by 16, so a kernel's loads stay vectorized as at the published size (an odd n makes the
+# mask, and so every load, one element wide: slower for a reason the lab is not about), while no
+# block of 32 or more divides it, so the last block is partial and the mask is exercised.
 ALIGN = 16
 
 
@@ -56,8 +58,8 @@ class TimedCase:
 
 
 def timed_size(published: int) -> int:
-    """A size in ``[LOW x published, published]``, :data:`ALIGN` modulo twice it, drawn from the OS's
-    randomness in the grader."""
+    """A size in ``[LOW x published, published]``, :data:`ALIGN` modulo twice it, drawn from the
+    OS's randomness in the grader."""
     rng, _ = core.size_drawer()
     return rounds.drawn(rng, published, low=LOW, align=ALIGN)
 
@@ -65,7 +67,8 @@ def timed_size(published: int) -> int:
 def check(
     student, lab: str, check_name: str, spec: core.Spec, timed: TimedCase, *, bandwidth: bool
 ) -> str:
-    """Run :func:`measure` in a forked child where it can, so that a fault in a kernel fails only this check."""
+    """Run :func:`measure` in a forked child where it can, so that a fault in a kernel fails only
+    this check."""
     outcome = isolation.run(measure, student, lab, check_name, spec, timed, bandwidth=bandwidth)
     if not outcome.ok:
         if outcome.error_type == "AssertionError":
@@ -77,14 +80,15 @@ def check(
 def measure(
     student, lab: str, check_name: str, spec: core.Spec, timed: TimedCase, *, bandwidth: bool
 ) -> str:
-    """The fraction of the copy bandwidth (``bandwidth``) or the speedup over the baseline, by the threshold.
+    """The fraction of the copy bandwidth (``bandwidth``) or the speedup over the baseline, by the
+    threshold.
 
     The kernels timed are the ones recorded for the input sets whose every timed output is checked
-    (:func:`brrr.checks.rounds.time_checked`): a wrapper that launches one kernel on its first call and
-    another afterwards is timed, and checked, on both.
+    (:func:`brrr.checks.rounds.time_checked`): a wrapper that launches one kernel on its first call
+    and another afterwards is timed, and checked, on both.
 
-    Long: the inputs, the timed entries, the attempt and the verdict share the recorded launches; split,
-    they would pass them from function to function."""
+    Long: the inputs, the timed entries, the attempt and the verdict share the recorded launches;
+    split, they would pass them from function to function."""
     from brrr import ceilings
     from brrr.checks import kernels
 

@@ -1,4 +1,5 @@
-"""What runs for a submission: the instructor's lab with the student's answer cells, and fresh copies of brrr.
+"""What runs for a submission: the instructor's lab with the student's answer cells, and fresh
+copies of brrr.
 
 :class:`Snapshot` reads the ``brrr`` package and the lab notebooks into memory
 once, when the gradebook starts. For every submission it then writes:
@@ -39,17 +40,19 @@ import nbformat
 from brrr.labs import generate
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding brrr/
-# The instructor's checkout; None where brrr is installed from a wheel (PACKAGE_ROOT is site-packages then).
+# The instructor's checkout; None where brrr is installed from a wheel (PACKAGE_ROOT is
+# site-packages then).
 CHECKOUT = PACKAGE_ROOT if generate.SOLUTIONS.is_dir() else None
 SOLUTIONS = Path(
     "brrr", "labs", "solutions"
 )  # under PACKAGE_ROOT: the labs' solutions, as the package ships them
-# Files of brrr that are the grader's side of a lab (how it is graded, and the answers it grades against): the
-# student's copy never holds them, whatever the lab's HIDDEN_MODULES (the student's process imports only a lab's
-# package and its given.py; only the grader process imports checks.py).
+# Files of brrr that are the grader's side of a lab (how it is graded, and the answers it grades
+# against): the student's copy never holds them, whatever the lab's HIDDEN_MODULES (the student's
+# process imports only a lab's package and its given.py; only the grader process imports checks.py).
 GRADER_SIDE = ("brrr/labs/*/checks.py",)
-# Entries of a folder on sys.path that lead to the instructor's brrr: the package and its metadata, an
-# editable install's hooks, and .pth files (a kernel started with -S runs none; they name folders and hooks).
+# Entries of a folder on sys.path that lead to the instructor's brrr: the package and its metadata,
+# an editable install's hooks, and .pth files (a kernel started with -S runs none; they name folders
+# and hooks).
 TO_THE_INSTRUCTORS_BRRR = ("brrr", "brrr.py", "brrr-*", "__editable__*", "*.pth", "*.egg-link")
 
 
@@ -95,8 +98,8 @@ class Snapshot:
         return {**self.files, **self.solutions}
 
     def write_package(self, target: Path, *, hidden: tuple[str, ...] = ()) -> Path:
-        """Write ``brrr`` under ``target`` (without ``brrr/<hidden>.py`` and the labs' :data:`GRADER_SIDE`),
-        read-only; return ``target``."""
+        """Write ``brrr`` under ``target`` (without ``brrr/<hidden>.py`` and the labs'
+        :data:`GRADER_SIDE`), read-only; return ``target``."""
         skip = {os.path.join("brrr", f"{name}.py") for name in hidden}
         for relative, data in self.files.items():
             grader_side = any(
@@ -113,7 +116,8 @@ class Snapshot:
         return target
 
     def grader_payload(self) -> bytes:
-        """One line for :data:`GRADER_BOOTSTRAP`'s standard input: every ``brrr`` file, base64 in JSON."""
+        """One line for :data:`GRADER_BOOTSTRAP`'s standard input: every ``brrr`` file, base64 in
+        JSON."""
         files = {
             relative.replace(os.sep, "/"): base64.b64encode(data).decode()
             for relative, data in self.files.items()
@@ -122,17 +126,18 @@ class Snapshot:
         return json.dumps(files).encode() + b"\n"
 
 
-# The grader process's program, run as ``python -I -B -c GRADER_BOOTSTRAP --lab LAB --socket PATH``: the
-# source of brrr.grading.bootstrap, read when this module is imported (by the gradebook, before any
-# submission runs). It reads :meth:`Snapshot.grader_payload` from standard input, imports ``brrr`` from
-# those bytes only, and runs :func:`brrr.grading.server.main`.
+# The grader process's program, run as ``python -I -B -c GRADER_BOOTSTRAP --lab LAB --socket PATH``:
+# the source of brrr.grading.bootstrap, read when this module is imported (by the gradebook, before
+# any submission runs). It reads :meth:`Snapshot.grader_payload` from standard input, imports
+# ``brrr`` from those bytes only, and runs :func:`brrr.grading.server.main`.
 GRADER_BOOTSTRAP = importlib.util.find_spec("brrr.grading.bootstrap").loader.get_source(
     "brrr.grading.bootstrap"
 )
 
 
 def kernel_path(student_copy: Path, links: Path) -> list[str]:
-    """The student kernel's import path: ``student_copy`` first, then this process's path without any other brrr.
+    """The student kernel's import path: ``student_copy`` first, then this process's path without
+    any other brrr.
 
     The checkout and the working folder are left out. A folder that holds
     brrr or an editable install's hooks (site-packages, whether brrr was
@@ -167,8 +172,9 @@ def kernel_path(student_copy: Path, links: Path) -> list[str]:
 
 
 def make_writable(target: Path) -> None:
-    """Undo :meth:`Snapshot.write_package`'s read-only bits, so the folder can be removed. Links are left
-    alone: a chmod would follow them (into site-packages, from :func:`kernel_path`'s folders)."""
+    """Undo :meth:`Snapshot.write_package`'s read-only bits, so the folder can be removed. Links are
+    left alone: a chmod would follow them (into site-packages, from :func:`kernel_path`'s
+    folders)."""
     if not target.exists():
         return
     for path in [target, *target.rglob("*")]:
@@ -198,9 +204,9 @@ def splice(
     An answer cell is matched by its cell id, or failing that by the functions it
     defines (the last cell of the submission that defines all of them). An
     answer cell with no match keeps the lab's stub. Everything else the student
-    changed or added is left out, and counted in ``ignored_edits`` (but for cells tagged ``solution-only``:
-    an instructor grading a solution is not told that its own cells were left out).
-    """
+    changed or added is left out, and counted in ``ignored_edits`` (but for cells tagged
+    ``solution-only``: an instructor grading a solution is not told that its own cells were left
+    out)."""
     notebook = copy.deepcopy(lab)
     submitted = [cell for cell in submission.get("cells", []) if cell.get("cell_type") == "code"]
     by_id = {cell.get("id"): cell for cell in submitted if cell.get("id")}

@@ -1,4 +1,5 @@
-"""The grader process's first code: import ``brrr`` from the bytes on standard input, then run the server.
+"""The grader process's first code: import ``brrr`` from the bytes on standard input, then run the
+server.
 
     python -I -B -c "$(source of this file)" --lab LAB --socket PATH
     python -I -B -c "$(source of this file)" --zygote --socket PATH
@@ -45,7 +46,8 @@ class Loader(importlib.abc.SourceLoader):
 
 
 class Finder(importlib.abc.MetaPathFinder):
-    """Serves ``brrr`` and its modules from ``files`` ({"brrr/x.py": base64 text}); refuses any other of them."""
+    """Serves ``brrr`` and its modules from ``files`` ({"brrr/x.py": base64 text}); refuses any
+    other of them."""
 
     def __init__(self, files):
         self.files = files

@@ -206,7 +206,8 @@ def crash_site(outcome: isolation.Outcome) -> str:
 def local_student(
     fn: Callable[..., Any], wire_types: Mapping[str, type] | None = None, *, forked: bool = True
 ):
-    """The student's side served in this process, for tests of the checks: the same requests, the same plain data.
+    """The student's side served in this process, for tests of the checks: the same requests, the
+    same plain data.
 
     It is a :class:`brrr.grading.server.Student` whose requests are answered here
     by :func:`answer`, through a JSON round trip, instead of across a socket.
@@ -237,9 +238,9 @@ LocalStudent = local_student
 
 
 def record_verdict(lab: str, check: str, verdict: Mapping[str, Any], message: str) -> None:
-    """The grader's verdict on the GPU record (:func:`brrr.reference.record_check`), under the GPU check
-    only: passed, failed or does not apply, with the grader's message and, for a timed check, its value,
-    bound and every attempt (the figures the grader sends with its verdict)."""
+    """The grader's verdict on the GPU record (:func:`brrr.reference.record_check`), under the GPU
+    check only: passed, failed or does not apply, with the grader's message and, for a timed check,
+    its value, bound and every attempt (the figures the grader sends with its verdict)."""
     if not os.environ.get("BRRR_RECORD_REFERENCE"):
         return
     from brrr import reference
@@ -286,7 +287,8 @@ class _PracticeGrader:
         if line.strip() != "ready":
             self.process.kill()
             raise RuntimeError(
-                f"the practice grader for {lab} did not start (it printed {line!r}); see the error above"
+                f"the practice grader for {lab} did not start (it printed {line!r}); see the error "
+                "above"
             )
         atexit.register(self.close)
 
@@ -338,7 +340,8 @@ class Grader:
                     break
                 channel.send(answer(request, function, wire_types))
         except BaseException:
-            self._drop()  # an interrupted exchange leaves the connection out of step: start afresh next time
+            # an interrupted exchange leaves the connection out of step: start afresh next time
+            self._drop()
             raise
         message = str(request.get("message", ""))
         record_verdict(self.lab, check, request, message)

@@ -1,9 +1,10 @@
 """``python -m brrr.grading``: grade a folder, or one of the commands that grade a course.
 
     python -m brrr.grading SUBMISSIONS --out OUT [--shard K/N] ...   grade (brrr.grading.gradebook)
-    python -m brrr.grading merge OUT_1 ... OUT_N --out FINAL           join shards (brrr.grading.merge)
-    python -m brrr.grading gradescope --lab LAB --out autograder.zip  a Gradescope bundle (brrr.grading.gradescope)
-    python -m brrr.grading gradescope-run --lab LAB --root ROOT        what the bundle's run_autograder runs
+    python -m brrr.grading merge OUT_1 ... OUT_N --out FINAL           join shards
+    (brrr.grading.merge) python -m brrr.grading gradescope --lab LAB --out autograder.zip  a
+    Gradescope bundle (brrr.grading.gradescope) python -m brrr.grading gradescope-run --lab LAB
+    --root ROOT        what the bundle's run_autograder runs
 
 A submissions folder named like a command is graded as ``./merge``.
 """

@@ -1,4 +1,5 @@
-"""A course that stays the course: the grading code's fingerprint, recorded at an output folder's first run.
+"""A course that stays the course: the grading code's fingerprint, recorded at an output folder's
+first run.
 
 A submission that edits the instructor's checkout is marked ``tampered`` in
 the run where it does (:mod:`brrr.grading.integrity`), but the edit outlives
@@ -32,14 +33,14 @@ def digests(files: dict[str, bytes]) -> dict[str, str]:
 
 
 def fingerprint(files: dict[str, bytes]) -> str:
-    """One SHA-256 for all of ``files``: of their :func:`digests`, so two runs that record the same digests
-    share it (the shards of one course compare it, :mod:`brrr.grading.shards`)."""
+    """One SHA-256 for all of ``files``: of their :func:`digests`, so two runs that record the same
+    digests share it (the shards of one course compare it, :mod:`brrr.grading.shards`)."""
     return hashlib.sha256(json.dumps(digests(files), sort_keys=True).encode()).hexdigest()
 
 
 def recorded(out: Path) -> dict[str, str] | None:
-    """The digests recorded in ``out``; None before its first run. A record that is a link, or unreadable,
-    counts as one that matches nothing (a submission may have planted it)."""
+    """The digests recorded in ``out``; None before its first run. A record that is a link, or
+    unreadable, counts as one that matches nothing (a submission may have planted it)."""
     path = out / RECORD
     if not os.path.lexists(path):
         return None
@@ -61,7 +62,8 @@ def changed(before: dict[str, str], now: dict[str, str]) -> list[str]:
 
 
 def record(out: Path, now: dict[str, str]) -> None:
-    """Write ``now`` as ``out``'s record, replacing (never writing through) whatever stands there."""
+    """Write ``now`` as ``out``'s record, replacing (never writing through) whatever stands
+    there."""
     out.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".grading-code-", dir=out)
     with os.fdopen(handle, "w") as file:
@@ -74,16 +76,20 @@ def refusal(out: Path, names: list[str], limit: int = 8) -> str:
         f" and {len(names) - limit} more" if len(names) > limit else ""
     )
     return (
-        f"the grading code differs from what graded {out} first ({len(names)} file(s): {shown}). A submission "
-        "graded earlier may have changed your checkout: look at `git status` and `git diff` there, and restore "
-        f"it. If the change is yours, pass {FLAG} to grade with it (it becomes this folder's record). No "
+        f"the grading code differs from what graded {out} first ({len(names)} file(s): {shown}). A "
+        "submission "
+        "graded earlier may have changed your checkout: look at `git status` and `git diff` there, "
+        "and restore "
+        f"it. If the change is yours, pass {FLAG} to grade with it (it becomes this folder's "
+        "record). No "
         "submission was graded."
     )
 
 
 def check(out: Path, files: dict[str, bytes], *, accept: bool = False) -> str | None:
-    """Record the grading code at ``out``'s first run, and compare it at later ones: the refusal when it
-    changed and ``accept`` is False, else None (the record then holds the code graded with)."""
+    """Record the grading code at ``out``'s first run, and compare it at later ones: the refusal
+    when it changed and ``accept`` is False, else None (the record then holds the code graded
+    with)."""
     now = digests(files)
     before = recorded(out)
     if before is not None and (names := changed(before, now)):

@@ -1,4 +1,5 @@
-"""Lab 4's speed check, graded N times on the reference solution: how often it passes, and the speedups.
+"""Lab 4's speed check, graded N times on the reference solution: how often it passes, and the
+speedups.
 
     python -m brrr.grading.make_it_fast            # 20 gradings of the speedup check
     python -m brrr.grading.make_it_fast --runs 1
@@ -34,7 +35,8 @@ CELL = "fast-train"
 
 
 def reference_solution(path: Path = SOLUTION, cell: str = CELL):
-    """``fast_train`` as the solution notebook defines it, with the names its set-up cell imports."""
+    """``fast_train`` as the solution notebook defines it, with the names its set-up cell
+    imports."""
     notebook = json.loads(path.read_text())
     sources = ["".join(c["source"]) for c in notebook["cells"] if c.get("id") == cell]
     if len(sources) != 1:
@@ -52,7 +54,8 @@ def reference_solution(path: Path = SOLUTION, cell: str = CELL):
 
 
 def run(runs: int) -> tuple[int, list[float], list[str]]:
-    """Grade the speedup check ``runs`` times: (passes, best speedup of each run, failure messages)."""
+    """Grade the speedup check ``runs`` times: (passes, best speedup of each run, failure
+    messages)."""
     fast_train = reference_solution()
     lab_checks.prepare()
     passes, speedups, failures = 0, [], []

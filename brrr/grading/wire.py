@@ -48,7 +48,8 @@ class WireError(ValueError):
 
 
 def encode(value: Any) -> Any:
-    """``value`` as JSON-ready data (numbers, strings, lists, dicts, dtypes, tensors, dataclasses)."""
+    """``value`` as JSON-ready data (numbers, strings, lists, dicts, dtypes, tensors,
+    dataclasses)."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -83,7 +84,8 @@ def encode(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):
         return encode(value.item())
     raise WireError(
-        f"cannot send a {type(value).__name__} to the grader: return numbers, strings, tuples or tensors"
+        f"cannot send a {type(value).__name__} to the grader: return numbers, strings, tuples or "
+        "tensors"
     )
 
 

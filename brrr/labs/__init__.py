@@ -77,19 +77,21 @@ class UnknownLab(KeyError):
 
 
 def module(lab: str) -> ModuleType:
-    """The package of ``lab``, as the student's process imports it; :class:`UnknownLab` for a name that is
-    not one of :data:`LABS`."""
+    """The package of ``lab``, as the student's process imports it; :class:`UnknownLab` for a name
+    that is not one of :data:`LABS`."""
     if lab not in LABS:
         raise UnknownLab(f"unknown lab {lab!r}; the labs are {', '.join(sorted(LABS))}")
     return importlib.import_module(LABS[lab])
 
 
 def lab(name: str) -> Lab:
-    """How ``name`` is graded: its checks module (grader side only); :class:`UnknownLab` for an unknown name."""
+    """How ``name`` is graded: its checks module (grader side only); :class:`UnknownLab` for an
+    unknown name."""
     module(name)
     return importlib.import_module(f"{LABS[name]}.checks")
 
 
 def checks(lab_name: str, device_class: str) -> tuple[str, ...]:
-    """The checks ``lab_name`` grades on ``device_class`` (``"cpu"`` or ``"gpu"``), in column order."""
+    """The checks ``lab_name`` grades on ``device_class`` (``"cpu"`` or ``"gpu"``), in column
+    order."""
     return tuple(lab(lab_name).CHECKS[device_class])

@@ -1,4 +1,5 @@
-"""Write the student labs from the solutions: ``labs/NN-name.ipynb`` from ``solutions/NN-name.ipynb``.
+"""Write the student labs from the solutions: ``labs/NN-name.ipynb`` from
+``solutions/NN-name.ipynb``.
 
 One source for each lab (docs/DESIGN.md, "Labs come from one source"). In a
 solution notebook, the answer code sits between nbgrader's markers::
@@ -55,7 +56,8 @@ class LabError(ValueError):
 
 
 def _enclosing_function(lines: list[str], index: int, indent: int) -> str | None:
-    """The name of the innermost ``def`` above line ``index`` that is less indented than ``indent``."""
+    """The name of the innermost ``def`` above line ``index`` that is less indented than
+    ``indent``."""
     for line in reversed(lines[:index]):
         match = _DEF.match(line)
         if match and len(match.group(1)) < indent:
@@ -109,7 +111,8 @@ def _source(cell) -> str:
 
 
 def lab_notebook(solution, *, name: str = "notebook"):
-    """The lab version of a solution notebook (an nbformat node): stubs in, solution-only cells and outputs out."""
+    """The lab version of a solution notebook (an nbformat node): stubs in, solution-only cells and
+    outputs out."""
     lab = copy.deepcopy(solution)
     cells = []
     for number, cell in enumerate(lab.get("cells", [])):

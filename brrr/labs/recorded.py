@@ -1,9 +1,10 @@
-"""What a recorded GPU measured in each lab, one sentence a lab page prints beside the reader's own result.
+"""What a recorded GPU measured in each lab, one sentence a lab page prints beside the reader's own
+result.
 
-``make gpu-check`` runs every lab solution on a GPU node and records its figures under ``lab-<name>`` in
-``brrr/data/reference/``. A reader on a CPU sees the same lab run on a real GPU, labelled recorded, with
-its date; a lab no GPU has run yet says so. Imports nothing a lab hides from the student (``ceilings``,
-``timing``).
+``make gpu-check`` runs every lab solution on a GPU node and records its figures under
+``lab-<name>`` in ``brrr/data/reference/``. A reader on a CPU sees the same lab run on a real GPU,
+labelled recorded, with its date; a lab no GPU has run yet says so. Imports nothing a lab hides from
+the student (``ceilings``, ``timing``).
 """
 
 from __future__ import annotations
@@ -17,24 +18,26 @@ from brrr.beside import Recorded, recorded
 
 def _roofline(v: dict) -> str:
     return (
-        f"copy bandwidth {units.bandwidth(v['copy_bandwidth'])}, matmul peak {units.flops(v['matmul_peak'])}, "
-        f"ridge point {v['ridge_point']:.0f} FLOPs/byte"
+        f"copy bandwidth {units.bandwidth(v['copy_bandwidth'])}, matmul peak "
+        f"{units.flops(v['matmul_peak'])}, ridge point {v['ridge_point']:.0f} FLOPs/byte"
     )
 
 
 def _fuse_it(v: dict) -> str:
     return (
-        f"the fused chain moved its bytes at {units.percent(v['fused_bandwidth'] / v['copy_bandwidth'])} of the "
-        f"copy bandwidth, {v['eager_s'] / v['fused_s']:.2f}x faster than eager's five kernels"
+        f"the fused chain moved its bytes at "
+        f"{units.percent(v['fused_bandwidth'] / v['copy_bandwidth'])} of the copy bandwidth, "
+        f"{v['eager_s'] / v['fused_s']:.2f}x faster than eager's five kernels"
     )
 
 
 def _one_pass(v: dict) -> str:
     kinds = v["kinds"]
     return "; ".join(
-        f"{name.replace('_', ' ')} in one pass at {units.percent(k['bandwidth']['yours'] / v['copy_bandwidth'])} of "
-        f"the copy bandwidth (torch's own {units.percent(k['bandwidth']['torch'] / v['copy_bandwidth'])}, "
-        f"unfused {units.percent(k['bandwidth']['unfused'] / v['copy_bandwidth'])})"
+        f"{name.replace('_', ' ')} in one pass at "
+        f"{units.percent(k['bandwidth']['yours'] / v['copy_bandwidth'])} of the copy bandwidth "
+        f"(torch's own {units.percent(k['bandwidth']['torch'] / v['copy_bandwidth'])}, unfused "
+        f"{units.percent(k['bandwidth']['unfused'] / v['copy_bandwidth'])})"
         for name, k in kinds.items()
     )
 
@@ -49,7 +52,10 @@ def _tile_it(v: dict) -> str:
 
 def _flash_attention(v: dict) -> str:
     n, yours, sdpa = v["sizes"][-1], v["yours"][-1], v["sdpa"][-1]
-    return f"at N = {n:,} ({v.get('shape', '')}) the solution took {units.seconds(yours)}, SDPA {units.seconds(sdpa)}"
+    return (
+        f"at N = {n:,} ({v.get('shape', '')}) the solution took {units.seconds(yours)}, SDPA "
+        f"{units.seconds(sdpa)}"
+    )
 
 
 DESCRIBE: dict[str, Callable[[dict], str]] = {
@@ -62,8 +68,8 @@ DESCRIBE: dict[str, Callable[[dict], str]] = {
 
 
 def graded(lab: str, folder=None) -> list[str]:
-    """Per recorded GPU, the grader's verdicts on the lab's solution there (schema 2 records), in one line:
-    ``"NVIDIA H100: correct passed, peak_8192 failed (0.85; at_least 0.9)"``."""
+    """Per recorded GPU, the grader's verdicts on the lab's solution there (schema 2 records), in
+    one line: ``"NVIDIA H100: correct passed, peak_8192 failed (0.85; at_least 0.9)"``."""
     lines = []
     for name, data in reference.load_all(folder).items():
         checks = [
@@ -97,7 +103,8 @@ def sentence(lab: str, folder=None) -> str:
             f"(lab-{lab} in brrr/data/reference/)."
         )
     lines = [
-        f"Recorded on {gpu.device} ({gpu.env.get('date', '?')}): {describe(gpu.values)}.\n  {gpu.stamp}"
+        f"Recorded on {gpu.device} ({gpu.env.get('date', '?')}): {describe(gpu.values)}.\n  "
+        f"{gpu.stamp}"
         for gpu in (found if describe is not None else [])
     ]
     return fit("\n".join(lines + verdicts))

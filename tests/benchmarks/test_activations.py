@@ -1,5 +1,5 @@
-"""relu against gelu (notebook 10): the ratio, its sentence, and the three machines beside it. The timing
-itself runs in notebook 10, in the book build."""
+"""relu against gelu (notebook 10): the ratio, its sentence, and the three machines beside it. The
+timing itself runs in notebook 10, in the book build."""
 
 import json
 

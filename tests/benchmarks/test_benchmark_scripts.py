@@ -127,7 +127,8 @@ def test_a_ratio_that_must_lie_in_a_band_fails_on_either_side(capsys):
     """A measured time over a lower bound: far under it breaks the bound, far over it the model."""
     assert targets.require_between("model", 0.9, 2.0, 1.2) == 1.2
     assert "between 0.90x and 2.00x; measured 1.20x: met" in capsys.readouterr().out
-    # 0.70x: a time 30% under the roofline's minimum (the compiled x.cos() against the old cosine roof)
+    # 0.70x: a time 30% under the roofline's minimum (the compiled x.cos() against the old cosine
+    # roof)
     with pytest.raises(
         targets.TargetMissed,
         match=r"between 0\.90x and 2\.00x wanted, measured 0\.70x, 0\.71x, 0\.69x",

@@ -14,7 +14,8 @@ from brrr.opclasses import ClassTable, OpClass
 from brrr.timing import torch_threads
 
 
-H100 = "NVIDIA H100 80GB HBM3"  # torch's name for the H100 SXM: 989.5 TFLOP/s dense bf16 on its datasheet
+# torch's name for the H100 SXM: 989.5 TFLOP/s dense bf16 on its datasheet
+H100 = "NVIDIA H100 80GB HBM3"
 
 
 def _ceilings(bf16_peak, device=H100, vector_peak=50e12):
@@ -53,14 +54,16 @@ def test_matmul_check_uses_the_largest_square_bf16_matmul():
 
 
 def test_a_slow_matmul_path_fails_though_the_measured_peak_is_as_slow():
-    """The peak times torch.mm too: a matmul without tensor cores makes both slow, 100% of each other."""
+    """The peak times torch.mm too: a matmul without tensor cores makes both slow, 100% of each
+    other."""
     points = _sweep(60)  # an H100's bf16 matmuls at 60 TFLOP/s: CUDA-core speed
     slow = matmul_check(points, _ceilings(60e12))
     assert "100% of 60.0 TFLOP/s measured" in slow.message  # the tautology alone would pass...
     assert not slow.passed and "6% of 990 TFLOP/s NVIDIA H100 SXM datasheet" in slow.message, (
         slow
     )  # ...not this
-    # A GPU without a datasheet here: the floor is the measured non-matmul peak, which no torch.mm timed.
+    # A GPU without a datasheet here: the floor is the measured non-matmul peak, which no torch.mm
+    # timed.
     unknown = matmul_check(points, _ceilings(60e12, device="NVIDIA Made-Up GPU", vector_peak=40e12))
     assert not unknown.passed and "1.5x the measured non-matmul peak" in unknown.message, unknown
     fast = matmul_check(
@@ -70,7 +73,8 @@ def test_a_slow_matmul_path_fails_though_the_measured_peak_is_as_slow():
 
 
 def _hand_timed_mm(n: int, calls: int = 20) -> float:
-    """Fastest of ``calls`` timings of an n×n @ n×n ``torch.mm`` by perf_counter: a second opinion."""
+    """Fastest of ``calls`` timings of an n×n @ n×n ``torch.mm`` by perf_counter: a second
+    opinion."""
     a, b = torch.randn(n, n, device=DEVICE), torch.randn(n, n, device=DEVICE)
     with torch_threads(THREADS):
         torch.mm(a, b)
@@ -97,7 +101,8 @@ def test_time_matmul_counts_2mnk_and_times_the_shape_it_names():
 
 
 def _table(contraction_flops_pct: float, contraction_time_pct: float) -> ClassTable:
-    """A hand-built table: the rest of the FLOPs and time split between normalization and element-wise."""
+    """A hand-built table: the rest of the FLOPs and time split between normalization and
+    element-wise."""
     rest_flops, rest_time = 100 - contraction_flops_pct, 100 - contraction_time_pct
     return ClassTable(
         flops={
@@ -142,8 +147,9 @@ def test_table_checks_are_the_ledgers_rule(flops_pct, time_pct, failing):
 
 
 def test_on_a_gpu_the_matmul_target_uses_a_peak_measured_just_before_the_sweep(monkeypatch):
-    """The cached peak (900 TFLOP/s, from another moment) is replaced by one measured now (700), before the
-    sweep runs; the 8192³ point at 620 TFLOP/s passes against the fresh peak (89%), not the stale one (69%)."""
+    """The cached peak (900 TFLOP/s, from another moment) is replaced by one measured now (700),
+    before the sweep runs; the 8192³ point at 620 TFLOP/s passes against the fresh peak (89%), not
+    the stale one (69%)."""
     from brrr import ceilings as ceilings_module
     from brrr.benchmarks import compute
 
@@ -213,7 +219,8 @@ def test_a_gpu_without_bf16_runs_the_layer_and_the_matmul_target_in_fp16(monkeyp
 
 
 def test_the_sweep_is_described_as_it_moved_not_as_the_prose_expects():
-    """Notebook 20 said small matmuls fall off the roof while this CPU's bfloat16 ran fastest at n = 128."""
+    """Notebook 20 said small matmuls fall off the roof while this CPU's bfloat16 ran fastest at n =
+    128."""
     from brrr.ceilings import Ceilings
     from brrr.benchmarks.compute import MatmulPoint, above_peak_at, sweep_shape
 
@@ -240,7 +247,8 @@ def test_the_sweep_is_described_as_it_moved_not_as_the_prose_expects():
     assert float32.startswith("float32: rose from n=64 (70% of the peak) to its best at n=512")
     assert "held within 10%" in float32
     assert bfloat16 == (
-        "bfloat16: fastest at the smallest size, n=64 (100% of the peak), then fell to n=512 (43% of the peak)"
+        "bfloat16: fastest at the smallest size, n=64 (100% of the peak), then fell to n=512 (43% "
+        "of the peak)"
     )
     assert "this same size, 128" in above_peak_at(ceilings, "bfloat16", 128)
     assert "one size, 1536, and this one, 512" in above_peak_at(ceilings, "float32", 512)

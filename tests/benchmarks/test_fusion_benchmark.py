@@ -91,8 +91,9 @@ def test_correctness_check_catches_a_wrong_kernel(monkeypatch):
 @pytest.mark.skipif(
     not ON_GPU,
     reason="on a CPU, notebook 10 enforces these speed targets in the book build (`make test-e2e`; "
-    "fusion.require; tests/book/test_book_build.py), and test_kernels_pass_the_benchmarks_correctness_"
-    "check the correctness one: timing them twice cost the suite half a minute",
+    "fusion.require; tests/book/test_book_build.py), and "
+    "test_kernels_pass_the_benchmarks_correctness_check the correctness one: timing them twice "
+    "cost the suite half a minute",
 )
 def test_this_devices_fusion_targets_are_met():
     """The benchmark script's own targets, enforced (`make gpu-check` runs this on a GPU,
@@ -135,7 +136,8 @@ def test_every_attempt_is_reported(monkeypatch):
     )
     result = fusion._measure_target("cos_cos_compiled_speedup", 10, 1.0, None, attempts=3)
     assert result.passed and result.measured == pytest.approx(speedup * 1.1)
-    # shown as this device's target kind shows it: "0.68x" on a CPU, "68% of the roofline's speedup" on a GPU
+    # shown as this device's target kind shows it: "0.68x" on a CPU, "68% of the roofline's speedup"
+    # on a GPU
     shown = [
         fusion._value("cos_cos_compiled_speedup", value) for value in (speedup * 0.8, speedup * 1.1)
     ]
@@ -143,8 +145,9 @@ def test_every_attempt_is_reported(monkeypatch):
 
 
 def test_a_failing_row_never_shows_its_minimum():
-    """The table of `python -m brrr.benchmarks.fusion` (the GPU check's targets stage): a figure just
-    under its minimum printed as the minimum ("85%  >= 85%  FAIL", "1.50x  >= 1.50x  FAIL") before."""
+    """The table of `python -m brrr.benchmarks.fusion` (the GPU check's targets stage): a figure
+    just under its minimum printed as the minimum ("85%  >= 85%  FAIL", "1.50x  >= 1.50x  FAIL")
+    before."""
     cases = [
         (fusion.SPEEDUP, 1.5, 1.497, "1.50x"),
         (fusion.FRACTION_OF_COPY, 0.85, 0.8496, "85%"),
@@ -183,7 +186,8 @@ def test_the_roofline_speedup_of_fusing_cos_cos():
 
 @pytest.fixture
 def gpu_cos_target(monkeypatch):
-    """The GPU x.cos().cos() target, timed with fake measurements: eager 2 ms, the copy 1 ms per pass."""
+    """The GPU x.cos().cos() target, timed with fake measurements: eager 2 ms, the copy 1 ms per
+    pass."""
     from brrr.timing import Timing
 
     monkeypatch.setattr(fusion, "device_class", lambda: "gpu")
@@ -207,12 +211,13 @@ def gpu_cos_target(monkeypatch):
 
 
 def test_gpu_cos_target_is_a_fraction_of_the_roofline_speedup(gpu_cos_target):
-    # Memory-bound (cosines far faster than memory): the model predicts 2x, so 1.5 ms (1.33x) is 67%: a miss.
+    # Memory-bound (cosines far faster than memory): the model predicts 2x, so 1.5 ms (1.33x) is
+    # 67%: a miss.
     slow = gpu_cos_target(1.5e-3, 1e15)
     assert not slow.passed and slow.measured == pytest.approx(2 / 1.5 / 2.0)
     assert "the roofline predicts 2.00x" in slow.detail
-    # The fused kernel compute-bound (an H200): the model predicts 1.33x; 1.6 ms (1.25x) is 94% of it and
-    # passes, where a fixed 1.8x would have asked for more than the hardware can give.
+    # The fused kernel compute-bound (an H200): the model predicts 1.33x; 1.6 ms (1.25x) is 94% of
+    # it and passes, where a fixed 1.8x would have asked for more than the hardware can give.
     compute_bound = gpu_cos_target(1.6e-3, 10**6 / 0.75e-3)
     assert compute_bound.passed and compute_bound.measured == pytest.approx(1.25 / (4 / 3))
     assert "the roofline predicts 1.33x" in compute_bound.detail
@@ -240,7 +245,8 @@ def test_fast_cosine_refuses_on_the_interpreter(monkeypatch):
 
 
 def test_the_small_size_verdict_follows_the_measured_shares():
-    """The sentence under notebook 12's sweep: held back at the smallest size only where the run says so."""
+    """The sentence under notebook 12's sweep: held back at the smallest size only where the run
+    says so."""
     from brrr.timing import Timing
 
     def run(*fractions):  # bandwidth = bytes / 1 s: the fraction of a copy bandwidth of 1 B/s
@@ -311,7 +317,8 @@ def test_the_cos_summary_follows_the_run():
     assert "did not beat eager's two passes" in fusion.cos_model_summary(
         n, bandwidth, 800.0, 1.25, 3.0, 2.9
     )
-    # x.cos() slowed (2 s against its 1.25 s): the ratio falls under the model's 2x, and the line says why
+    # x.cos() slowed (2 s against its 1.25 s): the ratio falls under the model's 2x, and the line
+    # says why
     slowed = fusion.cos_model_summary(n, bandwidth, 800.0, 2.0, 2.6, 5.0)
     assert (
         "should take at least 2.00x its time; it took only 1.30x" in slowed
@@ -352,13 +359,13 @@ def _over_the_roof(x, workloads) -> dict[str, float]:
 
 
 def test_the_cosine_roof_is_a_roof():
-    """Measured in one run: no compiled workload evaluates cosines faster than the roof, beyond the noise
-    that the model's floor allows (1 / MODEL_FLOOR).
+    """Measured in one run: no compiled workload evaluates cosines faster than the roof, beyond the
+    noise that the model's floor allows (1 / MODEL_FLOOR).
 
-    The roof had been a 2-cosine chain on a small tensor; on a CPU the compiled x.cos() far above the
-    cache then ran at 142% of it. The roof's kernels are timed in the same rounds as the workloads, so a
-    burst of load that evicts the roof's data from the cache slows the workload beside it too.
-    """
+    The roof had been a 2-cosine chain on a small tensor; on a CPU the compiled x.cos() far above
+    the cache then ran at 142% of it. The roof's kernels are timed in the same rounds as the
+    workloads, so a burst of load that evicts the roof's data from the cache slows the workload
+    beside it too."""
     x, workloads = _compiled_cos_workloads()
     attempts = []
     for _ in range(3):  # a stall on a shared machine gets two more chances
@@ -370,14 +377,14 @@ def test_the_cosine_roof_is_a_roof():
 
 
 def test_a_cosine_roof_measured_2x_low_fails_the_model(monkeypatch):
-    """The planted regression of the model's floor (notebook 10's check): roof kernels that run twice for
-    each call counted read the cosine rate 2x low, and a compiled x.cos() then beats the roof by more than
-    the floor allows, in every attempt.
+    """The planted regression of the model's floor (notebook 10's check): roof kernels that run
+    twice for each call counted read the cosine rate 2x low, and a compiled x.cos() then beats the
+    roof by more than the floor allows, in every attempt.
 
-    The workload is the compiled x.cos() on data in cache, as the roof's are: compute-bound whatever else
-    runs. Far above the cache, beside a book build and .ci/neighbour_load.py, the same kernel waited on
-    memory (at half the roof's rate, in the same rounds), and a compute roof's error cannot show where
-    memory sets the time.
+    The workload is the compiled x.cos() on data in cache, as the roof's are: compute-bound whatever
+    else runs. Far above the cache, beside a book build and .ci/neighbour_load.py, the same kernel
+    waited on memory (at half the roof's rate, in the same rounds), and a compute roof's error
+    cannot show where memory sets the time.
     """
     from brrr.benchmarks.compiling import Compiled, compile_for_timing
     from brrr.device import DEVICE
@@ -399,18 +406,19 @@ def test_a_cosine_roof_measured_2x_low_fails_the_model(monkeypatch):
     monkeypatch.setattr(fusion, "compile_for_timing", twice_per_call)
     for _ in range(2):
         over = over_the_roof()
-        # The planted 2x shows as about 2x on any CPU: 1.98-2.02x here, 1.66-1.98x with ATEN_CPU_CAPABILITY=default.
+        # The planted 2x shows as about 2x on any CPU: 1.98-2.02x here, 1.66-1.98x with
+        # ATEN_CPU_CAPABILITY=default.
         assert over > 1.5 * unplanted, (over, unplanted)
-        # It fails the floor where x.cos() runs near the roof (0.99-1.02 of it here); with no vector units it
-        # runs at 0.8, and 2x that sits at the floor's edge (1.33-1.58 against 1.43).
+        # It fails the floor where x.cos() runs near the roof (0.99-1.02 of it here); with no vector
+        # units it runs at 0.8, and 2x that sits at the floor's edge (1.33-1.58 against 1.43).
         if unplanted >= 0.9:
             assert over > 1 / fusion.MODEL_FLOOR, over
 
 
 def test_the_fused_chains_compile_to_one_graph_and_a_graph_break_misses_by_a_count(monkeypatch):
-    """Notebook 10's count (fusion.require_one_graph): x.cos().cos() and (x*1.5+0.5).abs() each trace to
-    one graph; the same with a graph break between two ops traces to two, and misses whole, where its
-    speed target missed it by a few percent (1.44-1.499x against 1.5x)."""
+    """Notebook 10's count (fusion.require_one_graph): x.cos().cos() and (x*1.5+0.5).abs() each
+    trace to one graph; the same with a graph break between two ops traces to two, and misses whole,
+    where its speed target missed it by a few percent (1.44-1.499x against 1.5x)."""
     from brrr import targets
 
     monkeypatch.setenv(targets.STRICT, "1")

@@ -1,4 +1,5 @@
-"""Helpers the fusion notebooks share: showing source, counting peak memory, compiling for timing."""
+"""Helpers the fusion notebooks share: showing source, counting peak memory, compiling for
+timing."""
 
 import mmap
 import time
@@ -55,7 +56,8 @@ def test_peak_memory_sees_live_tensors_not_sequential_ones():
 
 
 def _faulting(pages: int):
-    """A call that writes one byte into each page of a fresh anonymous mapping: ``pages`` page faults."""
+    """A call that writes one byte into each page of a fresh anonymous mapping: ``pages`` page
+    faults."""
 
     def call():
         region = mmap.mmap(-1, pages * mmap.PAGESIZE)
@@ -105,7 +107,8 @@ def test_compile_for_timing_pays_the_compile_once():
     torch.testing.assert_close(compiled(x), x.sin() + 1)
     torch.testing.assert_close(compiled(x + 1), (x + 1).sin() + 1)
     assert counter.frame_count == 1  # ...and never again for inputs of the same shape
-    # compile_s is the compile, not a run: the first call took far longer than a call now (ratio, one run).
+    # compile_s is the compile, not a run: the first call took far longer than a call now (ratio,
+    # one run).
     start = time.perf_counter()
     compiled(x)
     synchronize()
@@ -142,9 +145,9 @@ def test_the_correctness_check_calls_the_compiled_function_at_the_timed_shape_on
 
 
 def test_every_page_divides_by_the_builds_copy_roof(monkeypatch):
-    """One roof per build (issue 25): a page's slower copy is said and changes nothing; a faster one raises
-    the ceiling, in the cache too, for every later page. Once each page kept the better of its own copy and
-    the ceiling, and one build printed seven copy bandwidths."""
+    """One roof per build (issue 25): a page's slower copy is said and changes nothing; a faster one
+    raises the ceiling, in the cache too, for every later page. Once each page kept the better of
+    its own copy and the ceiling, and one build printed seven copy bandwidths."""
     from brrr import ceilings
     from brrr.ceilings import Ceilings
 

@@ -9,8 +9,8 @@ import torch
 from brrr.benchmarks import fusion
 from brrr.benchmarks import rematerialization as remat
 
-# The book's sizes (notebooks/13): the same model and shapes compile to the same graphs, so whichever of
-# the two runs second reads Inductor's cache instead of compiling both variants again.
+# The book's sizes (notebooks/13): the same model and shapes compile to the same graphs, so
+# whichever of the two runs second reads Inductor's cache instead of compiling both variants again.
 BATCH, WIDTH, BLOCKS = remat.SIZES
 
 
@@ -43,7 +43,8 @@ def test_the_partitioner_keeps_less_than_eager(results):
 
 
 def test_the_control_saves_what_eager_saves(results):
-    """default_partition keeps every intermediate: the control differs from eager in code, not in what it saves."""
+    """default_partition keeps every intermediate: the control differs from eager in code, not in
+    what it saves."""
     control = results[remat.SAVE_EVERYTHING]
     assert control.saved_bytes == pytest.approx(results["eager"].saved_bytes, rel=0.1)
     assert results[remat.RECOMPUTE].saved_bytes < 0.8 * control.saved_bytes

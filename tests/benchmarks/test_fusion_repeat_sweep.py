@@ -1,4 +1,5 @@
-"""The repeat sweep: knee arithmetic on exact synthetic curves, roofline placement, and the essay's shape."""
+"""The repeat sweep: knee arithmetic on exact synthetic curves, roofline placement, and the essay's
+shape."""
 
 import math
 
@@ -94,7 +95,8 @@ def test_the_compiled_chain_is_correct():
 
 
 def test_runtime_is_flat_then_rises():
-    """The essay's shape, with wide margins: 4 repeats cost about what 1 does; far past the knee costs much more."""
+    """The essay's shape, with wide margins: 4 repeats cost about what 1 does; far past the knee
+    costs much more."""
     n = far_above_cache(4)
     x = torch.rand(n, device=DEVICE)
     out = torch.empty_like(x)
@@ -115,7 +117,8 @@ def test_runtime_is_flat_then_rises():
         if times[4] < 1.5 * times[1] and times[high] > 2.0 * times[1]:
             return
     pytest.fail(
-        f"expected flat-then-rising runtimes (4 repeats < 1.5x 1 repeat, {high} repeats > 2x); got {attempts}"
+        f"expected flat-then-rising runtimes (4 repeats < 1.5x 1 repeat, {high} repeats > 2x); got "
+        f"{attempts}"
     )
 
 
@@ -149,8 +152,8 @@ def test_the_multiply_roof_is_the_best_chain(monkeypatch):
 
 
 def test_the_multiply_roof_is_a_roof():
-    """Measured in one run: the sweep's chains far above the cache stay under the multiply roof timed in
-    the same rounds, within OVER_ROOF_TOLERANCE.
+    """Measured in one run: the sweep's chains far above the cache stay under the multiply roof
+    timed in the same rounds, within OVER_ROOF_TOLERANCE.
 
     The roof had been the 64-repeat chain alone; on a CPU the sweep then reached 150% of it at 16
     and 32 repeats.
@@ -167,19 +170,21 @@ def test_the_multiply_roof_is_a_roof():
         if max(over.values()) <= repeat_sweep.OVER_ROOF_TOLERANCE:
             return
     pytest.fail(
-        f"achieved FLOP/s over the multiply roof, above {repeat_sweep.OVER_ROOF_TOLERANCE}: {attempts}"
+        f"achieved FLOP/s over the multiply roof, above {repeat_sweep.OVER_ROOF_TOLERANCE}: "
+        f"{attempts}"
     )
 
 
 def test_a_multiply_roof_measured_2x_low_fails_the_roof_check(monkeypatch):
-    """The planted regression of notebook 11's roof check: roof chains that do two multiplies for each one
-    counted read the roof 2x low, and the sweep's point rises over it beyond the tolerance every time.
+    """The planted regression of notebook 11's roof check: roof chains that do two multiplies for
+    each one counted read the roof 2x low, and the sweep's point rises over it beyond the tolerance
+    every time.
 
-    The point lies past the knee, where it is compute-bound and a 2x-low roof shows as 2x. At the CPU's
-    16 repeats, at its knee, the point is still partly memory-bound, so the planted roof put it at only
-    1.34-1.64x (a fresh clone's run read 1.246x against the 1.25 tolerance);
-    at 32 repeats it read 2.29-2.40x quiet and 2.10-2.20x beside .ci/neighbour_load.py (2026-11-28, our
-    2-core CPU)."""
+    The point lies past the knee, where it is compute-bound and a 2x-low roof shows as 2x. At the
+    CPU's 16 repeats, at its knee, the point is still partly memory-bound, so the planted roof put
+    it at only 1.34-1.64x (a fresh clone's run read 1.246x against the 1.25 tolerance);
+    at 32 repeats it read 2.29-2.40x quiet and 2.10-2.20x beside .ci/neighbour_load.py (2026-11-28,
+    our 2-core CPU)."""
     honest = repeat_sweep.compile_chain
 
     def doubled_roof(repeats, example, *, threads=None):

@@ -1,4 +1,5 @@
-"""Notebook 33's CUDA-graph sweep on a CPU: the recorded GPU's, labelled as recorded, or a plain "none"."""
+"""Notebook 33's CUDA-graph sweep on a CPU: the recorded GPU's, labelled as recorded, or a plain
+"none"."""
 
 import json
 
@@ -42,6 +43,7 @@ def test_the_recorded_sweep_is_labelled_and_said_in_one_sentence(tmp_path):
 
 
 def test_the_committed_record_holds_the_sweep():
-    """The H100 record ships it: a CPU reader's notebook 33 shows a GPU's sweep, not "No GPU: skipping"."""
+    """The H100 record ships it: a CPU reader's notebook 33 shows a GPU's sweep, not "No GPU:
+    skipping"."""
     sweep = GraphSweep.recorded()
     assert sweep is not None and sweep.speedups[0] > 5 > sweep.speedups[-1]

@@ -1,4 +1,5 @@
-"""brrr.benchmarks.overhead: the counts and helpers exactly, and this device's performance target as a ratio."""
+"""brrr.benchmarks.overhead: the counts and helpers exactly, and this device's performance target as
+a ratio."""
 
 from __future__ import annotations
 
@@ -109,11 +110,12 @@ def test_record_train_step_trace_marks_each_step(tmp_path):
 @pytest.mark.skipif(
     not ON_GPU,
     reason="on a CPU, notebook 33 enforces this target (compiled tiny ops) in the "
-    "book build (`make test-e2e`; overhead.require; tests/book/test_book_build.py): timing it twice cost the suite "
-    "a quarter of a minute",
+    "book build (`make test-e2e`; overhead.require; tests/book/test_book_build.py): timing it "
+    "twice cost the suite a quarter of a minute",
 )
 def test_this_devices_performance_target(capsys):
-    """GPU: graph replay >= 3x eager (batch-1 step). CPU: compiled >= 3x eager (50 tiny ops). One run, as ratios."""
+    """GPU: graph replay >= 3x eager (batch-1 step). CPU: compiled >= 3x eager (50 tiny ops). One
+    run, as ratios."""
     code = overhead.main([])
     printed = capsys.readouterr().out
     assert code == 0, printed
@@ -154,9 +156,9 @@ def test_graph_replay_matches_eager_steps():
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
-# Forward and backward replay as CUDA graphs; zero_grad and the SGD step stay eager. Of a batch-1 step's
-# ~35 launches that leaves a handful, so the step must lose at least a third of its time (1.5x), half of
-# the 3x that capturing the whole step by hand must reach (TARGETS["cuda"]).
+# Forward and backward replay as CUDA graphs; zero_grad and the SGD step stay eager. Of a batch-1
+# step's ~35 launches that leaves a handful, so the step must lose at least a third of its time
+# (1.5x), half of the 3x that capturing the whole step by hand must reach (TARGETS["cuda"]).
 REDUCE_OVERHEAD_MIN_SPEEDUP = 1.5
 
 
@@ -194,8 +196,9 @@ def test_the_cuda_target_is_measured_on_the_l2_sized_model(monkeypatch):
 
 
 def test_an_add_above_the_copy_roof_is_explained_by_the_cache_only_where_it_fits(monkeypatch):
-    """Notebook 30 said "three tensors this small stay in cache" of three 64 MiB tensors; later it repeated
-    the right reason on five rows. Each row above the roof is marked, and each reason said once."""
+    """Notebook 30 said "three tensors this small stay in cache" of three 64 MiB tensors; later it
+    repeated the right reason on five rows. Each row above the roof is marked, and each reason said
+    once."""
     from brrr.benchmarks import overhead as module
     from brrr.timing import Timing
 
@@ -218,7 +221,8 @@ def test_an_add_above_the_copy_roof_is_explained_by_the_cache_only_where_it_fits
     )
     assert (
         lines[5].startswith(
-            "† above the copy roof: its three tensors exceed the 32.0 MiB last-level cache, so this is DRAM"
+            "† above the copy roof: its three tensors exceed the 32.0 MiB last-level cache, so "
+            "this is DRAM"
         )
         and "copy roof" in lines[5]
     )

@@ -133,8 +133,8 @@ def recomputed_verdict(key: str, texts: dict[str, str]) -> str:
 
 
 def test_the_ledger_check_recomputes_each_verdict_from_its_figures():
-    """What the book's ledger check reads, on glued texts made here: a verdict its figures contradict is
-    caught, whichever way it was turned."""
+    """What the book's ledger check reads, on glued texts made here: a verdict its figures
+    contradict is caught, whichever way it was turned."""
     for verdict in (claims.judge_compile_overhead(1.5), claims.judge_compile_overhead(2.5)):
         glued = claims.values(verdict, "[stamp]", [])
         assert recomputed_verdict(verdict.key, glued) == glued["verdict"] == verdict.word
@@ -150,9 +150,12 @@ def _recorded_gpu_entries(ledger: str) -> list[str]:
 
 def test_the_recorded_gpu_entries_are_read_one_per_claim():
     ledger = (
-        '<th><p>Recorded GPU</p></th><li><p><strong>Recorded GPU:</strong> <span class="pasted-text">'
-        "NVIDIA H100: 1.00x (held there)</span></p></li><li><p><strong>Measured in:</strong> 10-cos-cos</p>"
-        '<li><p><strong>Recorded GPU:</strong> <span class="pasted-text">none recorded</span></p></li>'
+        "<th><p>Recorded GPU</p></th><li><p><strong>Recorded GPU:</strong> <span "
+        'class="pasted-text">'
+        "NVIDIA H100: 1.00x (held there)</span></p></li><li><p><strong>Measured in:</strong> "
+        "10-cos-cos</p>"
+        '<li><p><strong>Recorded GPU:</strong> <span class="pasted-text">none '
+        "recorded</span></p></li>"
         "<li><p><strong>Measured in:</strong> 33-cuda-graphs</p>"
     )
     first, second = _recorded_gpu_entries(ledger)
@@ -161,7 +164,8 @@ def test_the_recorded_gpu_entries_are_read_one_per_claim():
 
 
 def test_the_compute_chapter_shows_each_committed_gpu_reference(book_build):
-    """The chapter said "none recorded yet" beside a committed H100 record that lacked only its ceilings."""
+    """The chapter said "none recorded yet" beside a committed H100 record that lacked only its
+    ceilings."""
     page = html.unescape((book_build.html_dir / "chapters" / "compute.html").read_text())
     committed = claims.reference.load_all()
     for name, data in committed.items():
@@ -174,13 +178,15 @@ def test_the_compute_chapter_shows_each_committed_gpu_reference(book_build):
 
 
 def test_a_broken_cross_reference_fails_the_build(tmp_path):
-    """Each broken reference is a warning of its own, naming its target, and -W makes any warning fail the
-    build; the reference that resolves is not flagged, so the failure is the broken ones'."""
+    """Each broken reference is a warning of its own, naming its target, and -W makes any warning
+    fail the build; the reference that resolves is not flagged, so the failure is the broken
+    ones'."""
     book = tmp_path / "book"
     book.mkdir()
     (book / "_toc.yml").write_text("format: jb-book\nroot: index\n")
     (book / "index.md").write_text(
-        "# Index\n\n(a-label)=\n## A section\n\nSee {doc}`no-such-page`, {ref}`no-such-label` and {ref}`a-label`.\n"
+        "# Index\n\n(a-label)=\n## A section\n\nSee {doc}`no-such-page`, {ref}`no-such-label` and "
+        "{ref}`a-label`.\n"
     )
     shutil.copy(ROOT / "references.bib", book / "references.bib")
     config = {
@@ -210,8 +216,8 @@ STAMPED = ("measured on ", "quoted from the essay", "synthetic, built by hand")
 def unstamped_cells(notebook: dict) -> list[str]:
     """Code cells whose text output holds a measured figure before the page has shown a stamp.
 
-    A page stamps once, before its first measured figure (its set-up cell prints it); each figure and
-    table carries its own. A figure printed before any stamp on the page has none."""
+    A page stamps once, before its first measured figure (its set-up cell prints it); each figure
+    and table carries its own. A figure printed before any stamp on the page has none."""
     found, stamped = [], False
     for index, cell in enumerate(notebook["cells"]):
         if cell["cell_type"] != "code":
@@ -292,7 +298,8 @@ MOST_WORDS = 3_500  # a page, prose, code and printed output together
 
 
 def printed_lines(notebook: dict) -> list[str]:
-    """The lines a page prints as text (streams, and plain results shown without an image or HTML)."""
+    """The lines a page prints as text (streams, and plain results shown without an image or
+    HTML)."""
     lines = []
     for cell in notebook["cells"]:
         if cell["cell_type"] != "code" or "remove-output" in cell.get("metadata", {}).get(

@@ -26,7 +26,8 @@ CODE_CELL = re.compile(
     re.MULTILINE | re.DOTALL,
 )
 
-# A fence's opening line: its backticks and its info string (a language, or a directive such as {figure}).
+# A fence's opening line: its backticks and its info string (a language, or a directive such as
+# {figure}).
 FENCE = re.compile(r"^(?P<fence>`{3,})(?P<info>.*)$")
 PLAIN = re.compile(
     r"^[\w+-]*$"
@@ -47,7 +48,8 @@ def notebook_cells(text: str) -> list[tuple[str, str]]:
 
 
 def chapter_cells(text: str) -> list[tuple[str, str]]:
-    """(label, source) of each {code-cell} block of a MyST page; the label names the page line its body starts on."""
+    """(label, source) of each {code-cell} block of a MyST page; the label names the page line its
+    body starts on."""
     cells = []
     for number, match in enumerate(CODE_CELL.finditer(text)):
         first_line = text.count("\n", 0, match.start("body")) + 1
@@ -58,8 +60,8 @@ def chapter_cells(text: str) -> list[tuple[str, str]]:
 
 
 def chapter_blocks(text: str) -> list[tuple[str, str]]:
-    """(label, source) of each plain fenced code block of a MyST page (not a directive such as {figure}),
-    read fence by fence: a closing fence is as long as its opening one."""
+    """(label, source) of each plain fenced code block of a MyST page (not a directive such as
+    {figure}), read fence by fence: a closing fence is as long as its opening one."""
     blocks, fence, plain, body, first = [], None, False, [], 0
     for number, line in enumerate(text.split("\n"), start=1):
         if fence is None:
@@ -121,8 +123,8 @@ def test_chapter_code_cells_fit_the_page(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_chapter_code_blocks_fit_the_page(path):
-    """The commands an instructor copies (the grading pages' shell blocks) fit the column too: a wider one
-    scrolled sideways in the browser test at 1280 px."""
+    """The commands an instructor copies (the grading pages' shell blocks) fit the column too: a
+    wider one scrolled sideways in the browser test at 1280 px."""
     wide = too_wide(str(path.relative_to(ROOT)), chapter_blocks(path.read_text(encoding="utf-8")))
     assert not wide, f"{len(wide)} code line(s) over {WIDTH} characters:\n" + "\n".join(wide)
 
@@ -171,9 +173,9 @@ def test_the_check_catches_a_line_one_character_too_long():
     ]
 
 
-# A page reads like a Triton tutorial: what it teaches, not the machinery (which sits in one hidden cell
-# calling the page's book/brrr_book/pages module). Counted as the reader sees it: non-blank lines of code cells the
-# book does not hide.
+# A page reads like a Triton tutorial: what it teaches, not the machinery (which sits in one hidden
+# cell calling the page's book/brrr_book/pages module). Counted as the reader sees it: non-blank
+# lines of code cells the book does not hide.
 MOST_CODE_LINES = 150
 HIDDEN = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
 
@@ -195,8 +197,9 @@ def shown_code_lines(notebook: dict) -> int:
 def test_a_page_shows_at_most_150_lines_of_code(path):
     shown = shown_code_lines(json.loads(path.read_text()))
     assert shown <= MOST_CODE_LINES, (
-        f"{path.name} shows {shown} lines of code: move what the build needs and the reader does not "
-        f"(targets, retries, records, glue) into the page's book/brrr_book/pages module, called from a hidden cell"
+        f"{path.name} shows {shown} lines of code: move what the build needs and the reader does "
+        "not (targets, retries, records, glue) into the page's book/brrr_book/pages module, "
+        "called from a hidden cell"
     )
 
 

@@ -1,13 +1,13 @@
-"""Every number a chapter promises, pinned by value: lowering a target is a deliberate act that changes
-this table too.
+"""Every number a chapter promises, pinned by value: lowering a target is a deliberate act that
+changes this table too.
 
 A notebook's targets and checks (``targets.require*``, ``targets.check``, ``fusion.require``,
-``overhead.require``) read their numbers from named constants in ``brrr/benchmarks``, ``book/brrr_book/pages``,
-``brrr/roofline.py`` and ``brrr/capstone.py``. The tests that plant a regression against each target
-(tests/book/test_timed_checks.py) compare with whatever the constant now is, so a target lowered to 1x
-would pass them: here it fails. The claims' rules are pinned in tests/book/test_claims.py (each rule's
-line, both sides of it), the labs' thresholds in tests/checks/test_thresholds.py.
-"""
+``overhead.require``) read their numbers from named constants in ``brrr/benchmarks``,
+``book/brrr_book/pages``, ``brrr/roofline.py`` and ``brrr/capstone.py``. The tests that plant a
+regression against each target (tests/book/test_timed_checks.py) compare with whatever the constant
+now is, so a target lowered to 1x would pass them: here it fails. The claims' rules are pinned in
+tests/book/test_claims.py (each rule's line, both sides of it), the labs' thresholds in
+tests/checks/test_thresholds.py."""
 
 import ast
 import inspect
@@ -22,8 +22,8 @@ from conftest import ROOT
 
 HERE = device_class()
 
-# (name, the value in force, the pinned value). A constant set per device (brrr.device.per_device) is
-# pinned for both classes; the one in force on this machine is compared.
+# (name, the value in force, the pinned value). A constant set per device (brrr.device.per_device)
+# is pinned for both classes; the one in force on this machine is compared.
 PINNED = [
     ("fusion.COS_MODEL_FRACTION", fusion.COS_MODEL_FRACTION, 0.85),
     ("fusion.MODEL_FLOOR", fusion.MODEL_FLOOR, {"cpu": 0.7, "gpu": 0.9}[HERE]),
@@ -99,8 +99,8 @@ TARGET_CALLS = {"require", "require_at_most", "require_between", "check"}
 
 
 def _literal_numbers(node: ast.AST) -> list[float]:
-    """Numbers written in ``node``, outside subscripts (``ratios[1]``, ``sizes[:3]`` index, they are not
-    thresholds) and outside calls to ``len`` or ``range``."""
+    """Numbers written in ``node``, outside subscripts (``ratios[1]``, ``sizes[:3]`` index, they are
+    not thresholds) and outside calls to ``len`` or ``range``."""
     found = []
     if isinstance(node, ast.Subscript):
         return _literal_numbers(node.value)
@@ -140,7 +140,8 @@ def literal_thresholds(source: str) -> list[str]:
 
 
 def test_no_page_writes_a_target_as_a_bare_number():
-    """A number written into the call is pinned nowhere: it goes in a named constant, and in the table."""
+    """A number written into the call is pinned nowhere: it goes in a named constant, and in the
+    table."""
     for path in sorted((ROOT / "book" / "brrr_book" / "pages").glob("*.py")) + [
         ROOT / "brrr" / "capstone.py"
     ]:

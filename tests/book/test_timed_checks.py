@@ -211,16 +211,18 @@ TIMED_CHECKS = (
     ),
 )
 
-# Timed verdicts with no planted regression yet, each with the reason. Page 32's claim (the small batch's
-# trace idles a larger share than the large batch's) passes about half the time with the large batch fed
-# the small batch's work: one batch-1 trace's idle share varied 0.36-0.80 between runs here, against
-# 0.03-0.12 at batch 1024, so the claim holds honestly by a wide margin but cannot tell that regression
-# from noise until it reads a steadier figure (more steps per trace).
+# Timed verdicts with no planted regression yet, each with the reason. Page 32's claim (the small
+# batch's trace idles a larger share than the large batch's) passes about half the time with the
+# large batch fed the small batch's work: one batch-1 trace's idle share varied 0.36-0.80 between
+# runs here, against
+# 0.03-0.12 at batch 1024, so the claim holds honestly by a wide margin but cannot tell that
+# regression from noise until it reads a steadier figure (more steps per trace).
 WITHOUT_A_PLANTED_REGRESSION = {
     (
         "notebooks/32-profiler-traces.ipynb",
         'targets.check(idle["small"] > idle["large"]',
-    ): "a batch-1 trace's idle share varies too much between runs to tell a planted regression from noise",
+    ): "a batch-1 trace's idle share varies too much between runs to tell a planted regression "
+    "from noise",
 }
 
 # A notebook call that makes a timed verdict.
@@ -233,8 +235,9 @@ PAGE_MODULE = re.compile(r"^from brrr_book\.pages import (\w+)", re.MULTILINE)
 
 
 def _page_source(path: Path) -> tuple[str, str]:
-    """A notebook's code cells, and the source of the ``brrr_book.pages`` modules it imports: a page's
-    verdicts sit in its hidden cell's module (book/brrr_book/pages/), and count as the notebook's."""
+    """A notebook's code cells, and the source of the ``brrr_book.pages`` modules it imports: a
+    page's verdicts sit in its hidden cell's module (book/brrr_book/pages/), and count as the
+    notebook's."""
     code = "\n".join(
         cell.source for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"
     )
@@ -268,7 +271,8 @@ def test_every_timed_verdict_in_a_notebook_has_a_row():
 
 
 def test_a_verdict_moved_to_a_page_module_still_counts(tmp_path):
-    """A page whose verdicts moved to its book/brrr_book/pages module keeps its rows: the calls are counted there."""
+    """A page whose verdicts moved to its book/brrr_book/pages module keeps its rows: the calls are
+    counted there."""
     assert _notebook_calls(ROOT / "notebooks" / "10-cos-cos.ipynb") == sum(
         check.where.endswith("10-cos-cos.ipynb") for check in TIMED_CHECKS
     )
@@ -299,7 +303,8 @@ def _strict(monkeypatch):
 
 
 def _eager(fn, *example, threads=None, **options) -> Compiled:
-    """What ``compile_for_timing`` returns when the compile falls back to eager: the function itself."""
+    """What ``compile_for_timing`` returns when the compile falls back to eager: the function
+    itself."""
     fn(*example)
     return Compiled(fn, 0.0, fn, threads)
 
@@ -309,8 +314,9 @@ def _eager(fn, *example, threads=None, **options) -> Compiled:
 
 @pytest.mark.skipif(not fusion.has_target("chain_fusion_speedup"), reason="a CPU target")
 def test_an_unfused_chain_misses_the_chain_fusion_target(monkeypatch):
-    """Planted: graph breaks between the chain's ops, so the 'fused' chain compiles to three kernels, three
-    passes over memory, like its control; the target (fused at least 1.5x the ops one at a time) misses."""
+    """Planted: graph breaks between the chain's ops, so the 'fused' chain compiles to three
+    kernels, three passes over memory, like its control; the target (fused at least 1.5x the ops one
+    at a time) misses."""
     _strict(monkeypatch)
 
     def unfused(x):
@@ -331,8 +337,9 @@ def test_an_unfused_chain_misses_the_chain_fusion_target(monkeypatch):
 
 
 def test_a_compile_that_falls_back_to_eager_misses_the_cos_cos_target(monkeypatch):
-    """Planted: ``torch.compile`` that hands back eager code; the compiled x.cos().cos() is eager's, and its
-    speedup (1.0x, against 1.12x on a CPU; a fraction of the roofline's 2x on a GPU) misses."""
+    """Planted: ``torch.compile`` that hands back eager code; the compiled x.cos().cos() is eager's,
+    and its speedup (1.0x, against 1.12x on a CPU; a fraction of the roofline's 2x on a GPU)
+    misses."""
     _strict(monkeypatch)
     monkeypatch.setattr(fusion, "compile_for_timing", _eager)
     n = far_above_cache(4)
@@ -349,8 +356,9 @@ def test_a_compile_that_falls_back_to_eager_misses_the_cos_cos_target(monkeypatc
 
 
 def test_an_unfused_sweep_is_not_flat_while_memory_bound(monkeypatch):
-    """Planted: the chain left to eager, every ``x * 2`` its own pass over memory; 1, 2 and 4 repeats then
-    cost 2, 3 and 5 passes (with the copy into ``out``), 2.5x apart against the 1.5x allowed."""
+    """Planted: the chain left to eager, every ``x * 2`` its own pass over memory; 1, 2 and 4
+    repeats then cost 2, 3 and 5 passes (with the copy into ``out``), 2.5x apart against the 1.5x
+    allowed."""
     _strict(monkeypatch)
     monkeypatch.setattr(
         repeat_sweep,
@@ -379,8 +387,9 @@ def test_an_unfused_sweep_is_not_flat_while_memory_bound(monkeypatch):
 
 
 def test_a_folded_chain_does_not_rise_past_the_knee(monkeypatch):
-    """Planted: a chain that does less work, its multiplies folded into one (``x * 2**repeats``): the last
-    point of the sweep costs what the first does, and the rise the knee predicts is missing."""
+    """Planted: a chain that does less work, its multiplies folded into one (``x * 2**repeats``):
+    the last point of the sweep costs what the first does, and the rise the knee predicts is
+    missing."""
     _strict(monkeypatch)
     honest = repeat_sweep.compile_chain
 
@@ -395,13 +404,14 @@ def test_a_folded_chain_does_not_rise_past_the_knee(monkeypatch):
         targets.check(*repeat_sweep.rise_past_knee(points, knee=16.0))
 
 
-# ---------------------------------------------------------------- notebook 12 (GPU): bandwidth targets
+# ---------------------------------------------------------------- notebook 12 (GPU): bandwidth
+# targets
 
 
 @pytest.mark.skipif(not ON_GPU, reason="a GPU target: notebook 12 enforces it on a GPU only")
 def test_an_unfused_pointwise_kernel_misses_its_bandwidth_target(monkeypatch):
-    """Planted: the Triton kernel replaced by eager's three passes, timed against the fused byte count: about
-    a third of the copy bandwidth, against 85%."""
+    """Planted: the Triton kernel replaced by eager's three passes, timed against the fused byte
+    count: about a third of the copy bandwidth, against 85%."""
     from brrr.kernels import pointwise
 
     _strict(monkeypatch)
@@ -419,7 +429,8 @@ def test_an_unfused_pointwise_kernel_misses_its_bandwidth_target(monkeypatch):
 
 @pytest.mark.skipif(not ON_GPU, reason="a GPU target: notebook 12 enforces it on a GPU only")
 def test_an_unfused_softmax_misses_its_bandwidth_target(monkeypatch):
-    """Planted: the one-pass Triton softmax replaced by eager op by op (max, subtract, exp, sum, divide)."""
+    """Planted: the one-pass Triton softmax replaced by eager op by op (max, subtract, exp, sum,
+    divide)."""
     from brrr.kernels import softmax
 
     _strict(monkeypatch)
@@ -433,12 +444,14 @@ def test_an_unfused_softmax_misses_its_bandwidth_target(monkeypatch):
         fusion.require("softmax_bandwidth", result.measured, attempts=1)
 
 
-# ---------------------------------------------------------------- notebook 22: the linear layer's crossing
+# ---------------------------------------------------------------- notebook 22: the linear layer's
+# crossing
 
 
 def test_a_matmul_roof_read_low_keeps_the_linear_layer_from_crossing():
-    """Planted: a matmul peak read 1000x low. A linear layer's intensity grows with the batch and crosses the
-    ridge (memory-bound at batch 1, compute-bound at a large batch) only against a roof that is one."""
+    """Planted: a matmul peak read 1000x low. A linear layer's intensity grows with the batch and
+    crosses the ridge (memory-bound at batch 1, compute-bound at a large batch) only against a roof
+    that is one."""
     from brrr import counting, roofline
 
     d = 4096
@@ -450,12 +463,13 @@ def test_a_matmul_roof_read_low_keeps_the_linear_layer_from_crossing():
     assert crossing[1] == [roofline.Regime.COMPUTE, roofline.Regime.COMPUTE]
 
 
-# ---------------------------------------------------------------- notebook 30: Python against PyTorch
+# ---------------------------------------------------------------- notebook 30: Python against
+# PyTorch
 
 
 def test_python_adds_that_dispatch_a_torch_op_fail_the_overhead_claim(monkeypatch):
-    """Planted: Python's float adds made to pay two eager torch ops each: the overhead the page claims (Python
-    adds far outpace eager ops) is gone from the measurement, and the claim fails."""
+    """Planted: Python's float adds made to pay two eager torch ops each: the overhead the page
+    claims (Python adds far outpace eager ops) is gone from the measurement, and the claim fails."""
     _strict(monkeypatch)
     one = torch.ones(1)
 
@@ -475,13 +489,14 @@ def test_python_adds_that_dispatch_a_torch_op_fail_the_overhead_claim(monkeypatc
     with pytest.raises(targets.TargetMissed, match="per-op overhead is missing"):
         targets.check(
             python_rate > 3 * ops_rate,
-            f"Python adds {python_rate:.3g}/s, eager ops {ops_rate:.3g}/s: the per-op overhead is missing",
+            f"Python adds {python_rate:.3g}/s, eager ops {ops_rate:.3g}/s: the per-op overhead is "
+            "missing",
         )
 
 
 def test_an_add_that_loops_over_elements_is_not_flat(monkeypatch):
-    """Planted: an add that does work per element in Python, so 16 elements cost 16 times one: the floor
-    of the smallest adds (slowest over fastest at most 1.5x) is gone."""
+    """Planted: an add that does work per element in Python, so 16 elements cost 16 times one: the
+    floor of the smallest adds (slowest over fastest at most 1.5x) is gone."""
     _strict(monkeypatch)
     real_add = torch.add
 
@@ -501,8 +516,8 @@ def test_an_add_that_loops_over_elements_is_not_flat(monkeypatch):
 
 
 def test_a_step_that_loops_over_samples_is_not_overhead_bound(monkeypatch):
-    """Planted: a step that runs the model once per sample (a Python loop over the batch): doubling batch 1
-    doubles the step, against the 1.5x an overhead-bound step may take."""
+    """Planted: a step that runs the model once per sample (a Python loop over the batch): doubling
+    batch 1 doubles the step, against the 1.5x an overhead-bound step may take."""
     _strict(monkeypatch)
     real_step = overhead.TrainStep.__call__
 
@@ -519,8 +534,8 @@ def test_a_step_that_loops_over_samples_is_not_overhead_bound(monkeypatch):
 
 
 def test_a_step_that_ignores_the_batch_is_not_compute_bound(monkeypatch):
-    """Planted: a step that does less work, training on the first half of each batch only: the last doubling
-    costs what the one before it did, against at least 1.5x for a compute-bound step."""
+    """Planted: a step that does less work, training on the first half of each batch only: the last
+    doubling costs what the one before it did, against at least 1.5x for a compute-bound step."""
     _strict(monkeypatch)
     real_batch = overhead.batch
     monkeypatch.setattr(
@@ -539,7 +554,8 @@ def test_a_step_that_ignores_the_batch_is_not_compute_bound(monkeypatch):
 
 @pytest.mark.skipif(ON_GPU, reason="the CPU target; the GPU's is the CUDA-graph one")
 def test_a_compile_that_falls_back_to_eager_misses_the_tiny_ops_target(monkeypatch):
-    """Planted: ``torch.compile`` handing back the eager function: 50 kernels either way, 1.0x against 3x."""
+    """Planted: ``torch.compile`` handing back the eager function: 50 kernels either way, 1.0x
+    against 3x."""
     _strict(monkeypatch)
     monkeypatch.setattr(overhead.torch, "compile", lambda fn, **options: fn)
     with pytest.raises(targets.TargetMissed, match="torch.compile vs eager"):
@@ -548,7 +564,8 @@ def test_a_compile_that_falls_back_to_eager_misses_the_tiny_ops_target(monkeypat
 
 @pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a GPU")
 def test_an_eager_step_passed_off_as_a_graph_misses_the_cuda_target(monkeypatch):
-    """Planted: the 'graph replay' that runs the eager step: the host overhead stays, 1.0x against 3x."""
+    """Planted: the 'graph replay' that runs the eager step: the host overhead stays, 1.0x against
+    3x."""
     _strict(monkeypatch)
 
     class EagerAsGraph:

@@ -1,9 +1,10 @@
-"""The student kernel's import path: the student copy of brrr, site-packages' other packages, and no import
-that reaches the instructor's brrr, editable or installed from a wheel, and the hidden modules in it.
+"""The student kernel's import path: the student copy of brrr, site-packages' other packages, and no
+import that reaches the instructor's brrr, editable or installed from a wheel, and the hidden
+modules in it.
 
-The kernel's Python is run as the gradebook's kernel spec starts it (``-S``, its ``PYTHONPATH``), with the
-tricks a student who read this source would try in place of ``ipykernel_launcher``: about a second, where
-grading a notebook takes fifteen.
+The kernel's Python is run as the gradebook's kernel spec starts it (``-S``, its ``PYTHONPATH``),
+with the tricks a student who read this source would try in place of ``ipykernel_launcher``: about a
+second, where grading a notebook takes fifteen.
 """
 
 import json
@@ -64,7 +65,8 @@ print("done")
 
 
 def kernel_run(folder: Path) -> str:
-    """Run TRICKS with the Python, flags and path of the student kernel the gradebook would start here."""
+    """Run TRICKS with the Python, flags and path of the student kernel the gradebook would start
+    here."""
     student_copy = assemble.Snapshot().write_package(folder / "student", hidden=HIDDEN)
     spec = json.loads(
         (
@@ -101,8 +103,9 @@ def test_no_import_in_the_student_kernel_reaches_the_instructors_brrr(tmp_path):
 def test_a_site_packages_holding_brrr_is_replaced_by_links_to_its_other_entries(
     tmp_path, monkeypatch
 ):
-    """As in a pip install: the folder that holds the installed brrr (its package, metadata and a .pth
-    file beside torch's) is on the path only as links to everything else, so ipykernel still starts."""
+    """As in a pip install: the folder that holds the installed brrr (its package, metadata and a
+    .pth file beside torch's) is on the path only as links to everything else, so ipykernel still
+    starts."""
     site_packages = tmp_path / "site-packages"
     (site_packages / "brrr").mkdir(parents=True)
     (site_packages / "brrr" / "ceilings.py").write_text(

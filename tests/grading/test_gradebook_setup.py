@@ -68,9 +68,9 @@ def test_the_check_passes_where_the_grader_has_what_it_needs():
 
 
 def test_the_instructors_pytest_settings_stay_out_of_the_graded_run(tmp_path, monkeypatch):
-    """A ``--basetemp`` in the instructor's PYTEST_ADDOPTS stopped the pytest that runs every graded notebook
-    (nbval's), and every student was given "not run": no PYTEST_ variable of the instructor's reaches a grading
-    process, and no plugin loads there but nbval."""
+    """A ``--basetemp`` in the instructor's PYTEST_ADDOPTS stopped the pytest that runs every graded
+    notebook (nbval's), and every student was given "not run": no PYTEST_ variable of the
+    instructor's reaches a grading process, and no plugin loads there but nbval."""
     from brrr.grading import gradebook
 
     monkeypatch.setenv("PYTEST_ADDOPTS", "--basetemp=.")

@@ -1,8 +1,9 @@
 """Submissions that write where they must not: the grader on disk, other students' files, the
 environment. Each is charged to its culprit; later grades do not change.
 
-These run with --no-sandbox: in the sandbox (tests/grading/test_gradebook_sandbox.py) none of these files is
-in reach. The integrity watch is the second line, and must hold where no sandbox can be made."""
+These run with --no-sandbox: in the sandbox (tests/grading/test_gradebook_sandbox.py) none of these
+files is in reach. The integrity watch is the second line, and must hold where no sandbox can be
+made."""
 
 import json
 import os
@@ -19,8 +20,10 @@ from gradebook_helpers import LAB, processes_inside, read_rows
 from lab_fixtures import ROOT, expected_reason, submission_notebook, write_submission
 
 pytestmark = [
-    pytest.mark.device_independent,  # the gradebook's tamper detection: the GPU check leaves it to CI
-    pytest.mark.e2e,  # whole gradebook runs, one as a subprocess of a copied checkout: `make test-e2e`
+    # the gradebook's tamper detection: the GPU check leaves it to CI
+    pytest.mark.device_independent,
+    # whole gradebook runs, one as a subprocess of a copied checkout: `make test-e2e`
+    pytest.mark.e2e,
 ]
 
 
@@ -48,7 +51,8 @@ for folder in targets:
 def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(
     tmp_path, grades_in_the_environment
 ):
-    """The grader is read into memory when grading starts: editing files on disk afterwards changes nothing."""
+    """The grader is read into memory when grading starts: editing files on disk afterwards changes
+    nothing."""
     checkout = tmp_path / "instructor"
     shutil.copytree(ROOT / "brrr", checkout / "brrr", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "solutions", checkout / "solutions")
@@ -94,7 +98,8 @@ def test_a_submission_that_rewrites_the_grader_on_disk_changes_no_later_grade(
         rows
     )  # ...and the next submission was graded as before
     assert json.dumps(rows).count("vandalised") == 0
-    # The edit outlives the run: the next run into the folder refuses to grade with the changed checks.
+    # The edit outlives the run: the next run into the folder refuses to grade with the changed
+    # checks.
     again = subprocess.run(
         done.args, cwd=checkout, env=env, capture_output=True, text=True, timeout=400
     )

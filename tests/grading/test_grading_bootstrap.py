@@ -1,5 +1,6 @@
-"""The grader process's first code (brrr/grading/bootstrap.py, run as ``python -I -B -c GRADER_BOOTSTRAP``):
-it imports brrr from the bytes on its standard input only, never from disk, and refuses what it cannot read."""
+"""The grader process's first code (brrr/grading/bootstrap.py, run as ``python -I -B -c
+GRADER_BOOTSTRAP``): it imports brrr from the bytes on its standard input only, never from disk, and
+refuses what it cannot read."""
 
 import base64
 import json
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.device_independent
 
 
 def _run(payload: bytes, *args: str) -> subprocess.CompletedProcess:
-    """The bootstrap as the gradebook runs it, in an empty working folder, with ``payload`` on its input."""
+    """The bootstrap as the gradebook runs it, in an empty working folder, with ``payload`` on its
+    input."""
     return subprocess.run(
         [sys.executable, "-I", "-B", "-c", assemble.GRADER_BOOTSTRAP, *args],
         input=payload,
@@ -61,7 +63,8 @@ def test_the_bootstrap_refuses_input_that_is_not_its_payload():
 
 
 def test_a_module_missing_from_the_payload_is_not_read_from_disk():
-    """This environment can import brrr (an editable install, a checkout): the grader still may not."""
+    """This environment can import brrr (an editable install, a checkout): the grader still may
+    not."""
     done = _run(
         _payload({"brrr/__init__.py": "import brrr.ceilings\n", "brrr/grading/__init__.py": ""}),
         "--lab",

@@ -1,5 +1,5 @@
-"""The grading code's record in an output folder (brrr.grading.course): written at the folder's first run,
-compared at every later one, replaced only when the instructor accepts the change."""
+"""The grading code's record in an output folder (brrr.grading.course): written at the folder's
+first run, compared at every later one, replaced only when the instructor accepts the change."""
 
 import json
 

@@ -60,7 +60,8 @@ def test_the_bandwidth_check_compares_with_the_copy_bandwidth_measured_now(
 
 
 def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible(small_gpu_sizes, monkeypatch):
-    """A kernel timed faster than its bytes can move at the copy bandwidth measured now did not do the work."""
+    """A kernel timed faster than its bytes can move at the copy bandwidth measured now did not do
+    the work."""
     monkeypatch.setattr(
         ceilings, "measure_copy_bandwidth", lambda *a, **k: 1e3
     )  # 1 kB/s: every time is too fast
@@ -69,9 +70,10 @@ def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible(small_gpu_s
 
 
 def test_a_wrapper_right_on_its_first_call_only_fails_the_timed_check(small_gpu_sizes, monkeypatch):
-    """The timed kernels are the launches recorded for the two input sets whose every timed output is
-    checked: a wrapper that counts its calls, the fused kernel first and zeros after, fails on set 2.
-    Planted: time_rounds with its per-call check removed, this reaches the speed verdict instead."""
+    """The timed kernels are the launches recorded for the two input sets whose every timed output
+    is checked: a wrapper that counts its calls, the fused kernel first and zeros after, fails on
+    set 2. Planted: time_rounds with its per-call check removed, this reaches the speed verdict
+    instead."""
     monkeypatch.setattr(ceilings, "measure_copy_bandwidth", lambda *a, **k: 10e9)
     name = "right_on_the_first_call_only"
     with pytest.raises(AssertionError) as failure:
@@ -83,8 +85,8 @@ def test_a_wrapper_right_on_its_first_call_only_fails_the_timed_check(small_gpu_
 
 
 def test_the_drawn_timed_size_stays_far_above_the_l2_on_a_t4_and_an_h100(monkeypatch):
-    """The band's low end, 3/4 of the published size, is still over 80 times the L2 on a 15 GB T4 (4 MiB
-    of L2) and 15 times it on an H100 (50 MiB): bandwidth-bound."""
+    """The band's low end, 3/4 of the published size, is still over 80 times the L2 on a 15 GB T4 (4
+    MiB of L2) and 15 times it on an H100 (50 MiB): bandwidth-bound."""
     from brrr.checks import timed
 
     patch_lab(monkeypatch, lab_fuse_it, "far_above_cache", lambda element_size=4: 2**28)
@@ -96,7 +98,8 @@ def test_the_drawn_timed_size_stays_far_above_the_l2_on_a_t4_and_an_h100(monkeyp
 
 
 def _fastest_chain(n: int, calls: int = 20) -> float:
-    """Fastest of ``calls`` perf_counter timings of the eager chain on n elements: a second opinion."""
+    """Fastest of ``calls`` perf_counter timings of the eager chain on n elements: a second
+    opinion."""
     x, y = lab_fuse_it.inputs_for_demo(n)
     lab_fuse_it.chain(x, y)
     times = []
@@ -119,8 +122,9 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
     assert result["roofline_s"] == pytest.approx(12 * SMALL / 10e9)
     assert result["fused_bandwidth"] == pytest.approx(12 * SMALL / result["fused_s"])
     assert result["eager_bandwidth"] == pytest.approx(48 * SMALL / result["eager_s"])
-    # the times are of the work they name, as ratios in this run: the interpreted kernel runs one program
-    # at a time in Python, far slower than five eager ops; and the eager time agrees with a hand timing
+    # the times are of the work they name, as ratios in this run: the interpreted kernel runs one
+    # program at a time in Python, far slower than five eager ops; and the eager time agrees with a
+    # hand timing
     assert result["fused_s"] > 2 * result["eager_s"], result
     hand = min(before, _fastest_chain(SMALL))
     assert 0.7 * hand < result["eager_s"] < 4 * hand, (result["eager_s"], hand)
@@ -133,7 +137,8 @@ def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
 
 @pytest.fixture
 def build_order(builds_as_on_a_gpu, monkeypatch):
-    """Pretend kernels compile (as on a GPU); record each build, and build them interpreted so they run here."""
+    """Pretend kernels compile (as on a GPU); record each build, and build them interpreted so they
+    run here."""
     patch_lab(monkeypatch, lab_fuse_it, "CORRECTNESS_SIZES", (1000, 17))
     patch_lab(
         monkeypatch, lab_fuse_it, "drawn_correctness_sizes", lambda rng: ()

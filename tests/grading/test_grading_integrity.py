@@ -1,4 +1,5 @@
-"""The integrity watch sees every change to a watched file, even one disguised, and nothing grading does."""
+"""The integrity watch sees every change to a watched file, even one disguised, and nothing grading
+does."""
 
 import os
 import sys
@@ -55,8 +56,9 @@ def test_ipython_history_is_no_change_but_a_startup_file_is(tmp_path):
 
 
 def test_only_a_root_whose_walk_changed_is_read(tmp_path, monkeypatch):
-    """A fingerprint keeps each root's walk as find printed it: an unchanged root (the environment, tens of
-    thousands of files) is compared unread, and a changed one is read and compared entry by entry."""
+    """A fingerprint keeps each root's walk as find printed it: an unchanged root (the environment,
+    tens of thousands of files) is compared unread, and a changed one is read and compared entry by
+    entry."""
     environment, course = tmp_path / "site-packages", tmp_path / "submissions"
     for folder in (environment, course):
         folder.mkdir()
@@ -99,8 +101,8 @@ def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
     kinds = {root.path: root.kind for root in roots}
     assert kinds[submissions.resolve()] == COURSE and kinds[out.resolve()] == COURSE
     assert out.resolve() / "work" in excluded  # less the folders where submissions run
-    # What grading reads from the checkout is course; the rest of it (the book's pages and outputs) unread,
-    # scanned without the course roots inside it.
+    # What grading reads from the checkout is course; the rest of it (the book's pages and outputs)
+    # unread, scanned without the course roots inside it.
     for name in integrity.CHECKOUT_READ:
         assert kinds[checkout.resolve() / name] == COURSE, name
     assert kinds[checkout.resolve()] == UNREAD
@@ -112,7 +114,8 @@ def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
         kind == ENVIRONMENT and (path == site_packages or path in site_packages.parents)
         for path, kind in kinds.items()
     )
-    # Per-user configuration no grading process reads (each has private folders): watched, charged to no one.
+    # Per-user configuration no grading process reads (each has private folders): watched, charged
+    # to no one.
     for name in (".ipython", ".jupyter", ".config/matplotlib", ".pythonrc.py", ".bashrc", ".ssh"):
         assert kinds[tmp_path / "home" / name] == UNREAD, name
     import site
@@ -124,8 +127,8 @@ def test_the_watched_roots_cover_the_environment_and_the_course(tmp_path):
 
 
 def test_a_site_packages_off_the_path_is_not_walked_and_the_one_on_it_is(tmp_path):
-    """The base interpreter's site-packages, hidden by a virtual environment, sits inside the watched
-    standard library: it is left out of the walk. A site-packages on sys.path never is."""
+    """The base interpreter's site-packages, hidden by a virtual environment, sits inside the
+    watched standard library: it is left out of the walk. A site-packages on sys.path never is."""
     import sysconfig
 
     roots, excluded = integrity.watched_roots(
@@ -176,8 +179,8 @@ def test_the_instructors_caches_are_not_watched_but_the_rest_of_the_checkout_is(
 
 
 def test_a_page_writing_into_the_checkout_is_unread_and_a_write_to_brrr_is_course(tmp_path):
-    """The regression of a fresh-clone run: the book's traces page wrote notebooks/traces/ in the checkout
-    while an unsolved lab was graded beside it, and the lab was charged 'tampered'."""
+    """The regression of a fresh-clone run: the book's traces page wrote notebooks/traces/ in the
+    checkout while an unsolved lab was graded beside it, and the lab was charged 'tampered'."""
     checkout, submissions, out = tmp_path / "course", tmp_path / "submissions", tmp_path / "out"
     for folder in (checkout / "brrr", checkout / "notebooks", submissions, out):
         folder.mkdir(parents=True)
@@ -196,7 +199,8 @@ def test_a_page_writing_into_the_checkout_is_unread_and_a_write_to_brrr_is_cours
 
 
 def _watch_over(tmp_path):
-    """A gradebook watch of one environment folder and one home's per-user configuration, and a submission."""
+    """A gradebook watch of one environment folder and one home's per-user configuration, and a
+    submission."""
     from brrr.grading import gradebook
 
     environment, home = tmp_path / "site-packages", tmp_path / "home"
@@ -215,8 +219,8 @@ def _watch_over(tmp_path):
 
 
 def test_a_change_no_grading_process_reads_is_reported_and_charged_to_no_one(tmp_path):
-    """The instructor's first IPython session writes ~/.ipython while a submission is graded (issue 24):
-    the submission is not tampered, grading goes on, and the report names the files."""
+    """The instructor's first IPython session writes ~/.ipython while a submission is graded (issue
+    24): the submission is not tampered, grading goes on, and the report names the files."""
     watch, alice, _, home = _watch_over(tmp_path)
     watch.started(alice)
     startup = home / ".ipython" / "profile_default" / "startup"
@@ -230,9 +234,9 @@ def test_a_change_no_grading_process_reads_is_reported_and_charged_to_no_one(tmp
 
 
 def test_a_build_writing_many_files_beside_grading_does_not_hide_the_one_file_beside_them(tmp_path):
-    """A fresh-clone CI run: the book build wrote 21 figures into the checkout while an IPython session
-    wrote its start-up README, and a list cut at ten paths named only figures. A folder of many is folded
-    into one entry with its count; the lone file is still named."""
+    """A fresh-clone CI run: the book build wrote 21 figures into the checkout while an IPython
+    session wrote its start-up README, and a list cut at ten paths named only figures. A folder of
+    many is folded into one entry with its count; the lone file is still named."""
     watch, alice, _, home = _watch_over(tmp_path)
     figures = home / ".ipython" / "figures"
     watch.started(alice)

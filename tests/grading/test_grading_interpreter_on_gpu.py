@@ -1,8 +1,8 @@
-"""On a GPU the grader interprets a student's kernel first (to check its bounds) in a process that imported
-triton for the GPU. There, triton.language's own jit functions (tl.max, tl.sum, x.sum(), the reductions'
-combine functions) are JITFunctions, which an interpreted kernel cannot call: every Lab 3 and Lab 5
-solution failed `make gpu-check` on an H100 with "Cannot call @triton.jit'd outside of the scope of a
-kernel". This runs the same grading in such a process, here on the CPU."""
+"""On a GPU the grader interprets a student's kernel first (to check its bounds) in a process that
+imported triton for the GPU. There, triton.language's own jit functions (tl.max, tl.sum, x.sum(),
+the reductions' combine functions) are JITFunctions, which an interpreted kernel cannot call: every
+Lab 3 and Lab 5 solution failed `make gpu-check` on an H100 with "Cannot call @triton.jit'd outside
+of the scope of a kernel". This runs the same grading in such a process, here on the CPU."""
 
 import os
 import subprocess

@@ -1,6 +1,7 @@
-"""The grader zygote (brrr/grading/zygote.py, brrr/grading/forked.py): graders forked from one process that
-imported torch and the labs once are still one fresh grader per submission, and the gradebook still tells a
-grader a signal ended from one that exited by itself. Where the zygote falls over, graders start anew."""
+"""The grader zygote (brrr/grading/zygote.py, brrr/grading/forked.py): graders forked from one
+process that imported torch and the labs once are still one fresh grader per submission, and the
+gradebook still tells a grader a signal ended from one that exited by itself. Where the zygote falls
+over, graders start anew."""
 
 import io
 import os
@@ -38,7 +39,8 @@ def _forked(snapshot, lab: str, zygote) -> gradebook._Grader:
 
 
 def _fail_a_check(grader: gradebook._Grader, check: str) -> None:
-    """Ask ``grader`` for ``check`` as a notebook would, answering every call with 'not written yet'."""
+    """Ask ``grader`` for ``check`` as a notebook would, answering every call with 'not written
+    yet'."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(str(grader.socket))
     channel = Channel(connection)
@@ -50,7 +52,8 @@ def _fail_a_check(grader: gradebook._Grader, check: str) -> None:
 
 
 def test_graders_forked_for_two_labs_share_no_state(snapshot, zygote, monkeypatch):
-    """Each has its own process, key, socket and record: a verdict recorded in one is absent in the other."""
+    """Each has its own process, key, socket and record: a verdict recorded in one is absent in the
+    other."""
     monkeypatch.setattr(
         grader_processes, "GRADER_START_TIMEOUT_S", 30
     )  # a grader that never says ready fails soon
@@ -103,7 +106,8 @@ def test_a_forked_grader_a_signal_ends_is_killed_and_one_that_exits_is_not(snaps
 
 
 class _Ready:
-    """A grader process, as far as the gradebook's start of one looks: it reads its input and says ready."""
+    """A grader process, as far as the gradebook's start of one looks: it reads its input and says
+    ready."""
 
     def __init__(self):
         self.stdin, self.stdout = io.StringIO(), io.StringIO("ready\n")
@@ -121,7 +125,8 @@ def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(
         _fail_a_check(running, "intensities")
         assert running.process.poll() is None and not running.killed()
         assert list(running.finish()) == ["intensities"]  # its record still comes back, signed
-        started = []  # a grader started on its own, as before the zygote (stubbed: 4 CPU-seconds saved)
+        # a grader started on its own, as before the zygote (stubbed: 4 CPU-seconds saved)
+        started = []
         monkeypatch.setattr(
             grader_processes,
             "bootstrap",

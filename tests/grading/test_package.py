@@ -1,24 +1,25 @@
-"""brrr as a reader or an instructor gets it from pip: the built wheel, in a fresh virtual environment that
-holds only what the install brought.
+"""brrr as a reader or an instructor gets it from pip: the built wheel, in a fresh virtual
+environment that holds only what the install brought.
 
-The wheel is built from a copy of the package (plus one made-up reference file, to prove that reference
-data ships) and installed non-editable into a new environment, as the README says: this environment's
-torch first, then the wheel with its ``[grade]`` extras, at the versions ``requirements.txt`` pins (CI's,
-so that a release elsewhere changes nothing here). pip finds the torch wheel as ``make install`` does;
-uv installs it and the rest with no cache, as ``make install`` does. The fixture took 18-30 s on the
-2-core machine with other work running, where ``pip install torch`` alone took 30-75 s, most of it
-compiling bytecode. None is compiled here: the gradebook writes it for what it imports before grading,
-and compiling everything cost 45 s of CPU, more than it saved.
+The wheel is built from a copy of the package (plus one made-up reference file, to prove that
+reference data ships) and installed non-editable into a new environment, as the README says: this
+environment's torch first, then the wheel with its ``[grade]`` extras, at the versions
+``requirements.txt`` pins (CI's, so that a release elsewhere changes nothing here). pip finds the
+torch wheel as ``make install`` does; uv installs it and the rest with no cache, as ``make install``
+does. The fixture took 18-30 s on the 2-core machine with other work running, where ``pip install
+torch`` alone took 30-75 s, most of it compiling bytecode. None is compiled here: the gradebook
+writes it for what it imports before grading, and compiling everything cost 45 s of CPU, more than
+it saved.
 
-Nothing is written into the checkout, caches included: while this runs, a gradebook test on the other
-worker watches the checkout, and a cache there (uv's, with the new environment's files hard-linked to
-it) changed under that watch and charged its submissions with tampering.
+Nothing is written into the checkout, caches included: while this runs, a gradebook test on the
+other worker watches the checkout, and a cache there (uv's, with the new environment's files
+hard-linked to it) changed under that watch and charged its submissions with tampering.
 
-From there the gradebook grades a folder holding Lab 2's solution and a wrong answer, each with its own
-score, each in a Jupyter kernel of that environment (the unsolved labs are graded in
-tests/labs/test_labs.py; here one cost 10 s and checked nothing of the wheel's) (a reader's notebook runs the same
-way: a separate run of notebook 32 there cost the suite 16 s and checked nothing more); and
-``python -m brrr.labs`` says it needs a checkout.
+From there the gradebook grades a folder holding Lab 2's solution and a wrong answer, each with its
+own score, each in a Jupyter kernel of that environment (the unsolved labs are graded in
+tests/labs/test_labs.py; here one cost 10 s and checked nothing of the wheel's) (a reader's notebook
+runs the same way: a separate run of notebook 32 there cost the suite 16 s and checked nothing
+more); and ``python -m brrr.labs`` says it needs a checkout.
 """
 
 import importlib.metadata
@@ -37,7 +38,8 @@ from gradebook_helpers import LAB, read_rows
 from lab_fixtures import write_submission
 from test_wheel import build_wheel
 
-# It installs from the package index, which a GPU node has no access to: the GPU check leaves it to CI.
+# It installs from the package index, which a GPU node has no access to: the GPU check leaves it to
+# CI.
 pytestmark = [
     pytest.mark.device_independent,
     pytest.mark.e2e,
@@ -55,12 +57,14 @@ def run(command, **kwargs) -> subprocess.CompletedProcess:
 
 
 def build_wheel_with_made_up_gpu(work: Path) -> Path:
-    """The wheel of the checkout's layout (:func:`test_wheel.build_wheel`), with one made-up reference file."""
+    """The wheel of the checkout's layout (:func:`test_wheel.build_wheel`), with one made-up
+    reference file."""
     return build_wheel(work, extra={f"brrr/data/reference/{MADE_UP_GPU}.json": '{"ceilings": {}}'})
 
 
 def clean_environment(work: Path) -> dict[str, str]:
-    """This process's variables less those that would reach into this checkout or its environment."""
+    """This process's variables less those that would reach into this checkout or its
+    environment."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -74,7 +78,8 @@ def clean_environment(work: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def wheel_env(tmp_path_factory):
-    """(python of the new environment, a working folder outside the checkout, its environment variables)."""
+    """(python of the new environment, a working folder outside the checkout, its environment
+    variables)."""
     work = tmp_path_factory.mktemp("wheel")
     wheel = build_wheel_with_made_up_gpu(work)
     venv = work / "venv"
@@ -143,9 +148,9 @@ print(json.dumps({{p.name: p.read_text() for p in sorted(solutions.glob("*.ipynb
 
 
 def test_the_gradebook_grades_a_solution_and_a_wrong_answer_from_the_wheel(wheel_env):
-    """The README's promise for ``brrr[grade]``. Before issue 24 this stopped with status 4 (the student
-    kernel's path dropped site-packages, which holds the installed brrr), then failed on ``KeyError:
-    '02-fuse-it'`` (the lab's solution did not ship)."""
+    """The README's promise for ``brrr[grade]``. Before issue 24 this stopped with status 4 (the
+    student kernel's path dropped site-packages, which holds the installed brrr), then failed on
+    ``KeyError: '02-fuse-it'`` (the lab's solution did not ship)."""
     python, work, env = wheel_env
     submissions = work / "submissions"
     submissions.mkdir()

@@ -1,11 +1,11 @@
 """Shards and their merge, on the level of rows and feedback files: no notebook runs here.
 
-A folder graded as N shards (``--shard K/N``) and merged must be the gradebook one run would have written;
-shards that differ in what grades are refused; a shard that is missing or died, and a submission its shard
-never saw, are named; a rerun of one shard changes only its rows; an output folder belongs to one shard.
-(The real runs: tests/grading/test_gradebook.py shards a folder through the command line, and
-tests/grading/test_gradebook_hostile.py merges the hostile run's rows split three ways.)
-"""
+A folder graded as N shards (``--shard K/N``) and merged must be the gradebook one run would have
+written; shards that differ in what grades are refused; a shard that is missing or died, and a
+submission its shard never saw, are named; a rerun of one shard changes only its rows; an output
+folder belongs to one shard. (The real runs: tests/grading/test_gradebook.py shards a folder through
+the command line, and tests/grading/test_gradebook_hostile.py merges the hostile run's rows split
+three ways.)"""
 
 import argparse
 import collections
@@ -23,7 +23,8 @@ NAMES = ["alice", "bob", "carol/02-fuse-it", "dave", "erin", "frank", "grace", "
 
 
 def graded_run(tmp_path: Path) -> tuple[list[gradebook.Submission], Path, Path]:
-    """Submissions as one unsharded run leaves them (all kinds of row), with its grades.csv and feedback/."""
+    """Submissions as one unsharded run leaves them (all kinds of row), with its grades.csv and
+    feedback/."""
     submissions, out = tmp_path / "submissions", tmp_path / "unsharded"
     (out / "feedback").mkdir(parents=True)
     checks = gradebook.lab_checks(LAB)
@@ -88,7 +89,8 @@ def rewrite(folder: Path, **changes) -> None:
 
 
 def test_a_share_depends_on_the_name_alone():
-    # Pinned: a hash that changed between processes (Python's own) or a share by position would move these.
+    # Pinned: a hash that changed between processes (Python's own) or a share by position would move
+    # these.
     assert [shards.shard_of(name, 3) for name in ("alice", "dave", "erin")] == [3, 2, 1]
     sizes = collections.Counter(
         shards.shard_of(f"student-{number:03d}", 4) for number in range(300)

@@ -43,8 +43,9 @@ def test_a_correct_submission_passes_correctness_and_traffic():
 
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 def test_traffic_is_counted_at_sizes_drawn_per_submission_not_at_the_published_one():
-    """A wrapper that launches the fused kernel at TRAFFIC_N, where the check used to count, and two kernels
-    everywhere else passed. The sizes are now drawn in the grader, two odd and one a multiple of 1,024."""
+    """A wrapper that launches the fused kernel at TRAFFIC_N, where the check used to count, and two
+    kernels everywhere else passed. The sizes are now drawn in the grader, two odd and one a
+    multiple of 1,024."""
     from brrr.checks import core
     from brrr.labs.fuse_it import TRAFFIC_N
 
@@ -64,16 +65,17 @@ def test_traffic_is_counted_at_sizes_drawn_per_submission_not_at_the_published_o
 
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 def test_traffic_is_counted_only_on_launches_whose_output_was_checked():
-    """A wrapper that counts its calls (the fused kernel first, a cheap kernel storing zeros after): each
-    traffic count comes from the replay whose output is checked, so the cheap launches fail on their
-    values before their bytes (4 per element, less than one pass) can count."""
+    """A wrapper that counts its calls (the fused kernel first, a cheap kernel storing zeros after):
+    each traffic count comes from the replay whose output is checked, so the cheap launches fail on
+    their values before their bytes (4 per element, less than one pass) can count."""
     with pytest.raises(AssertionError, match="wrote a wrong `out`"):
         fuse_it.grade("traffic", student("right_on_the_first_call_only", forked=False))
 
 
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 def test_a_grid_larger_than_the_problem_fails_traffic():
-    """Programs past the end of out, masked off, store nothing: the exact bytes alone passed them."""
+    """Programs past the end of out, masked off, store nothing: the exact bytes alone passed
+    them."""
     name = "idle_programs"
     traffic = fuse_it.measure_traffic(student(name), 10_001)
     assert fuse_it.traffic_failure("fused_chain", traffic) is None and traffic["storing"] == [3]
@@ -157,15 +159,16 @@ def test_a_correct_kernel_that_loads_an_input_twice_fails_traffic():
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 @pytest.mark.parametrize("name", WRONG)
 def test_the_traffic_grade_checks_the_values_first(name):
-    """grade('traffic') rejects a wrong submission for its wrong values, before its bytes are weighed."""
+    """grade('traffic') rejects a wrong submission for its wrong values, before its bytes are
+    weighed."""
     with pytest.raises(AssertionError) as failure:
         fuse_it.grade("traffic", student(name))
     assert expected_reason(LAB, name) in str(failure.value), str(failure.value)
 
 
-# What the traffic rule alone says of each submission whose kernels move the wrong bytes: counted by the
-# grader whatever values they compute, since grade('traffic') checks the values first and would never
-# show the rule rejecting them.
+# What the traffic rule alone says of each submission whose kernels move the wrong bytes: counted by
+# the grader whatever values they compute, since grade('traffic') checks the values first and would
+# never show the rule rejecting them.
 TRAFFIC_REASONS = {
     "unfused": "launched 5 kernels",
     "atomic_round_trip": "launched 2 kernels",
@@ -191,7 +194,8 @@ def test_the_traffic_rule_alone_rejects_each_submission_that_moves_the_wrong_byt
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 @pytest.mark.parametrize("name", ["correct", "wrong_math", "nan_overflow"])
 def test_the_traffic_rule_passes_one_pass_whatever_its_values(name):
-    """Why the values come first: wrong math in one pass moves exactly the bytes a right answer does."""
+    """Why the values come first: wrong math in one pass moves exactly the bytes a right answer
+    does."""
     assert (
         fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), 100_003))
         is None

@@ -1,4 +1,5 @@
-"""Lab 6, FlashAttention forward: a correct kernel passes, wrong ones fail with the right reason, on this device.
+"""Lab 6, FlashAttention forward: a correct kernel passes, wrong ones fail with the right reason, on
+this device.
 
 The checks run here as they run in the grader process, against the student's
 side served in this process (:class:`brrr.grading.client.LocalStudent`). The
@@ -53,7 +54,8 @@ def test_a_correct_submission_passes_every_cpu_check():
             "moved exactly what FlashAttention moves" in summary
             and "stored nothing but out" in summary
         )
-        # at three N drawn for this submission, each odd: BLOCK_M = 64 weighed at N = 512, where it moves half
+        # at three N drawn for this submission, each odd: BLOCK_M = 64 weighed at N = 512, where it
+        # moves half
         assert summary.count("BLOCK_M = 64: ") == 3 and "drawn for this submission" in summary, (
             summary
         )
@@ -64,8 +66,9 @@ def test_a_correct_submission_passes_every_cpu_check():
 
 @cpu_only
 def test_small_blocks_off_the_published_sizes_fail_at_the_drawn_ones():
-    """BLOCK_M = 64 at N = 512, the largest published size, where the ceiling used to be weighed, and 16
-    everywhere else: passed. Now every launched BLOCK_M is weighed, at N drawn per submission."""
+    """BLOCK_M = 64 at N = 512, the largest published size, where the ceiling used to be weighed,
+    and 16 everywhere else: passed. Now every launched BLOCK_M is weighed, at N drawn per
+    submission."""
     name = "small_blocks_off_the_published_size"
     recipe = core.record_cases(
         student(name), fa_checks.SPEC, [fa_checks.CEILING_SHAPE], core.fresh_generator(0)[0]
@@ -306,7 +309,8 @@ def test_a_kernel_that_moves_too_much_fails_traffic_for_the_right_reason(name):
         assert "Nothing was run" in message and "1.83× the 9,437,184 B" in message, message
 
 
-# ---------------------------------------------------------------- the GPU checks, exercised on a CPU
+# ---------------------------------------------------------------- the GPU checks, exercised on a
+# CPU
 
 
 @pytest.fixture
@@ -354,8 +358,8 @@ def test_a_time_faster_than_the_matmul_peak_allows_is_flagged_as_impossible(
 def test_a_time_faster_than_the_bandwidth_allows_is_flagged_as_impossible(
     small_gpu_shape, monkeypatch
 ):
-    """1 ns a call, read off a stand-in for the rounds: faster than Q, K, V and out at the 10 GB/s copy
-    bandwidth the fixture measures (and under the 1e15 FLOP/s peak, so the bytes refuse it)."""
+    """1 ns a call, read off a stand-in for the rounds: faster than Q, K, V and out at the 10 GB/s
+    copy bandwidth the fixture measures (and under the 1e15 FLOP/s peak, so the bytes refuse it)."""
     from brrr import timing
     from brrr.checks import rounds
 
@@ -370,8 +374,9 @@ def test_a_time_faster_than_the_bandwidth_allows_is_flagged_as_impossible(
 
 
 def test_the_timed_n_is_drawn_per_submission_odd_and_compute_bound():
-    """N drawn in [3/4, 1] of the published 4096, odd (partial last blocks): attention still does at least
-    N / 2 = 1,536 FLOP per byte it must move, five times an H100's ridge (about 300 FLOP/B)."""
+    """N drawn in [3/4, 1] of the published 4096, odd (partial last blocks): attention still does at
+    least N / 2 = 1,536 FLOP per byte it must move, five times an H100's ridge (about 300
+    FLOP/B)."""
     shapes = [fa_checks.drawn_shape(random.Random(seed)) for seed in range(50)]
     assert len({shape.n for shape in shapes}) > 40
     assert len({shape.batch for shape in shapes}) > 1  # the batch × heads split is drawn too
@@ -384,8 +389,8 @@ def test_the_timed_n_is_drawn_per_submission_odd_and_compute_bound():
 
 
 def test_the_notebook_comparisons_run(monkeypatch):
-    """The traffic figure's data, counted (CPU) or by the rule (GPU path), and the GPU timing sweep, timed with a
-    stand-in clock: each version under its own name."""
+    """The traffic figure's data, counted (CPU) or by the rule (GPU path), and the GPU timing sweep,
+    timed with a stand-in clock: each version under its own name."""
     from brrr import timing
 
     correct = load_module(LAB, "correct").attention
@@ -468,16 +473,17 @@ def test_the_gradebook_matches_a_lab_6_submission_and_splices_its_answers(tmp_pa
     )
 
 
-# ---------------------------------------------------------------- the solution's wrapper, on its GPU branch
+# ---------------------------------------------------------------- the solution's wrapper, on its
+# GPU branch
 
 
 def test_the_solution_chooses_its_blocks_once_per_dtype_and_head_dim_not_on_every_call(
     tmp_path, monkeypatch
 ):
-    """Lab 5's wrapper, choosing its tiling on every call, lost about 1.1 ms of host time a call to it on an
-    H200 (tests/labs/test_grading_tile_it.py). The attention wrapper's blocks_for asks the device's compute
-    capability for 16-bit inputs: on its GPU branch, with the device faked and counted, it asks once per
-    (dtype, d) over ten calls, not on every one."""
+    """Lab 5's wrapper, choosing its tiling on every call, lost about 1.1 ms of host time a call to
+    it on an H200 (tests/labs/test_grading_tile_it.py). The attention wrapper's blocks_for asks the
+    device's compute capability for 16-bit inputs: on its GPU branch, with the device faked and
+    counted, it asks once per (dtype, d) over ten calls, not on every one."""
     asked = []
     monkeypatch.setattr(
         torch.cuda, "get_device_capability", lambda *args: asked.append("capability") or (9, 0)

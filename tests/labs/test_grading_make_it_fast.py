@@ -1,4 +1,5 @@
-"""Lab 4 ("make this step fast"): the checks pass the reference solution and reject wrong work for the right reason.
+"""Lab 4 ("make this step fast"): the checks pass the reference solution and reject wrong work for
+the right reason.
 
 The checks run here as they run in the grader process, against the student's
 side served in this process (:func:`brrr.grading.client.local_student`): the
@@ -58,15 +59,16 @@ def test_the_given_step_and_the_batched_step_agree_and_a_seed_fixes_the_problem(
 
 
 def test_a_problem_with_a_relu_input_at_zero_is_never_drawn():
-    """A correct batched solution once failed a fresh problem: a ReLU input 6e-8 from zero switched its
-    unit in one summation order and not the other, and a row of W1 differed by 1e-4. Such problems are
-    turned away when drawn; one with a seed given is kept as it is."""
+    """A correct batched solution once failed a fresh problem: a ReLU input 6e-8 from zero switched
+    its unit in one summation order and not the other, and a row of W1 differed by 1e-4. Such
+    problems are turned away when drawn; one with a seed given is kept as it is."""
     close = lab.new_problem(lab.SHAPES[0], seed=1492458921844353942)
     assert lab.relu_margin(close) < lab.KINK_MARGIN
     reply = local_student(benchmark.reference_solution(), lab.WIRE_TYPES, forked=False).call(close)
     failure = lab_checks.result_failure("fast_train", reply, lab_checks._expected(close), close)
-    # Why the margin exists: summed in AVX2's order, the reference solution fails this problem in W1. A CPU
-    # that sums in another order (ATEN_CPU_CAPABILITY=default, scalar) may not; where it fails, it is in W1.
+    # Why the margin exists: summed in AVX2's order, the reference solution fails this problem in
+    # W1. A CPU that sums in another order (ATEN_CPU_CAPABILITY=default, scalar) may not; where it
+    # fails, it is in W1.
     if torch.backends.cpu.get_cpu_capability() == "AVX2":
         assert failure is not None and "W1" in failure
     assert failure is None or "W1" in failure
@@ -83,7 +85,8 @@ def test_the_reference_solution_passes_same_result():
 
 
 def test_the_benchmark_script_grades_the_reference_solutions_speedup(capsys):
-    """The speed check once, as the suite's share of `python -m brrr.grading.make_it_fast` (20 runs)."""
+    """The speed check once, as the suite's share of `python -m brrr.grading.make_it_fast` (20
+    runs)."""
     assert benchmark.main(["--runs", "1"]) == 0
     assert "1 of 1 passed" in capsys.readouterr().out
     assert lab_checks.last_speedup["best"] >= thresholds.threshold(LAB, "speedup").value
@@ -112,7 +115,8 @@ def _burn(seconds):
 
 
 def test_the_cpu_clock_counts_threads_that_ended_and_processes_under_the_student():
-    """Sequential CPU use, so that it holds on a machine with no free core: what the grader adds up."""
+    """Sequential CPU use, so that it holds on a machine with no free core: what the grader adds
+    up."""
     pid = os.getpid()
     before = lab_checks.cpu_seconds([pid])
     helper = threading.Thread(target=_burn, args=(0.15,))
@@ -124,7 +128,8 @@ def test_the_cpu_clock_counts_threads_that_ended_and_processes_under_the_student
         [
             sys.executable,
             "-c",
-            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.15: pass\ntime.sleep(30)",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.15: "
+            "pass\ntime.sleep(30)",
         ]
     )
     try:
@@ -153,9 +158,9 @@ def test_the_cpu_clock_counts_threads_that_ended_and_processes_under_the_student
 
 
 def test_a_step_that_uses_two_cores_fails_speedup(monkeypatch):
-    """The rule, with a CPU clock that runs at twice the wall clock, as two busy cores would: fails for it.
-    (Not twice the real CPU clock: beside other work a one-thread step gets half a core, and twice that
-    is one core: within the rule. The CI machine showed it.)"""
+    """The rule, with a CPU clock that runs at twice the wall clock, as two busy cores would: fails
+    for it. (Not twice the real CPU clock: beside other work a one-thread step gets half a core, and
+    twice that is one core: within the rule. The CI machine showed it.)"""
     patch_lab(monkeypatch, lab, "_process_cpu_clock", lambda pid: 2 * time.perf_counter())
     with pytest.raises(AssertionError) as failure:
         lab_checks.grade("speedup", student("correct", forked=False))
@@ -163,11 +168,12 @@ def test_a_step_that_uses_two_cores_fails_speedup(monkeypatch):
 
 
 def test_a_step_that_leaves_work_running_while_the_grader_times_the_given_step_fails_speedup():
-    """The correct step, with a thread that computes only between its calls: it slows the grader's copy of
-    the given step, timed between the student's calls, and so inflates the speedup, while the CPU rule of
-    the student's own calls sees nothing. The grader counts the CPU of every process of the student's
-    while it times its side (here its own process, less the grader's thread; under the gradebook every
-    process of the sandbox's PID namespace: brrr/checks/fairness.py) and fails the step for it."""
+    """The correct step, with a thread that computes only between its calls: it slows the grader's
+    copy of the given step, timed between the student's calls, and so inflates the speedup, while
+    the CPU rule of the student's own calls sees nothing. The grader counts the CPU of every process
+    of the student's while it times its side (here its own process, less the grader's thread; under
+    the gradebook every process of the sandbox's PID namespace: brrr/checks/fairness.py) and fails
+    the step for it."""
     correct = load_module(LAB, "correct").fast_train
     between_calls, stop, started = threading.Event(), threading.Event(), []
 
@@ -205,10 +211,11 @@ def test_a_step_that_leaves_work_running_while_the_grader_times_the_given_step_f
 def test_a_graded_notebook_compiles_in_its_own_process_not_in_a_pool_left_starting(
     tmp_path, monkeypatch
 ):
-    """torch.compile in a student's step: Inductor compiles in-process while its pool of compile workers is
-    still starting, and the pool goes on starting (a torch import in each worker) after the call returns,
-    while the grader times the given step: charged to the student. The graded notebook's environment asks
-    for no pool, whatever the instructor's has (the planted regression: the variable left unset)."""
+    """torch.compile in a student's step: Inductor compiles in-process while its pool of compile
+    workers is still starting, and the pool goes on starting (a torch import in each worker) after
+    the call returns, while the grader times the given step: charged to the student. The graded
+    notebook's environment asks for no pool, whatever the instructor's has (the planted regression:
+    the variable left unset)."""
     from types import SimpleNamespace
 
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "16")
@@ -218,12 +225,12 @@ def test_a_graded_notebook_compiles_in_its_own_process_not_in_a_pool_left_starti
 
 
 def test_a_correct_step_under_the_threshold_fails_speedup(monkeypatch):
-    """Correct but slow: the samples two at a time, 1-2x the given step (0.95x once beside the book build).
-    It fails the 3x the check asks: the speed check is graded against a number, not against whatever the
-    solution reaches. (A step on more cores than one is refused by the CPU-time rule:
-    test_a_step_that_uses_two_cores_fails_speedup, on a clock that runs at twice the wall clock, and the
-    CPU counted from real threads and processes above. A test of a real helper thread could only skip on a
-    machine with no second core free, which under make test is most of the time.)"""
+    """Correct but slow: the samples two at a time, 1-2x the given step (0.95x once beside the book
+    build). It fails the 3x the check asks: the speed check is graded against a number, not against
+    whatever the solution reaches. (A step on more cores than one is refused by the CPU-time rule:
+    test_a_step_that_uses_two_cores_fails_speedup, on a clock that runs at twice the wall clock, and
+    the CPU counted from real threads and processes above. A test of a real helper thread could only
+    skip on a machine with no second core free, which under make test is most of the time.)"""
     monkeypatch.setitem(
         thresholds.ATTEMPTS, "cpu", 1
     )  # a miss is judged in every attempt: one will do
@@ -231,18 +238,20 @@ def test_a_correct_step_under_the_threshold_fails_speedup(monkeypatch):
     with pytest.raises(AssertionError) as failure:
         lab_checks.grade("speedup", student("two_at_a_time", forked=False))  # ...and slow
     assert expected_reason(LAB, "two_at_a_time") in str(failure.value), str(failure.value)
-    # Measured 1.55-1.81x under load beside other sessions, and 0.95x beside the book build in a fresh-clone
-    # run: only its side of the threshold is asserted (the threshold itself is pinned in test_thresholds.py).
+    # Measured 1.55-1.81x under load beside other sessions, and 0.95x beside the book build in a
+    # fresh-clone run: only its side of the threshold is asserted (the threshold itself is pinned in
+    # test_thresholds.py).
     assert lab_checks.last_speedup["best"] < thresholds.threshold(LAB, "speedup").value, (
         lab_checks.last_speedup
     )
 
 
 def test_the_speed_check_compares_with_its_threshold_not_with_one(monkeypatch):
-    """A step measured at about 2x the given step fails the 3x the check asks, whatever the load: here the
-    student's step is the given step itself and the grader's copy runs twice per timed call (the same work
-    twice, on the grader's thread), so the ratio is 2 by construction, not by a fixture's speed on the day
-    (two_at_a_time above read 0.95-1.81x, so a check compared with 1x could pass or fail it)."""
+    """A step measured at about 2x the given step fails the 3x the check asks, whatever the load:
+    here the student's step is the given step itself and the grader's copy runs twice per timed call
+    (the same work twice, on the grader's thread), so the ratio is 2 by construction, not by a
+    fixture's speed on the day (two_at_a_time above read 0.95-1.81x, so a check compared with 1x
+    could pass or fail it)."""
     monkeypatch.setitem(thresholds.ATTEMPTS, "cpu", 1)
     given = lab_checks.given_train
 
@@ -254,9 +263,9 @@ def test_the_speed_check_compares_with_its_threshold_not_with_one(monkeypatch):
     with pytest.raises(AssertionError) as failure:
         lab_checks.grade("speedup", local_student(lab.given_train, lab.WIRE_TYPES, forked=False))
     assert "is not at least 3x faster than the given step" in str(failure.value), str(failure.value)
-    # The ratio the mutant "compared with 1x" would pass: 1.82-2.00 on a quiet machine, 1.25 beside the book
-    # build in a fresh-clone run (the wire's round trip counts against the student's side); above 1 is what
-    # makes the planted bug visible, under 3 what makes the check fail it.
+    # The ratio the mutant "compared with 1x" would pass: 1.82-2.00 on a quiet machine, 1.25 beside
+    # the book build in a fresh-clone run (the wire's round trip counts against the student's side);
+    # above 1 is what makes the planted bug visible, under 3 what makes the check fail it.
     assert 1.0 < lab_checks.last_speedup["best"] < 3.0, lab_checks.last_speedup
 
 

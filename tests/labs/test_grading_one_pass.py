@@ -50,9 +50,9 @@ def test_a_correct_submission_passes_correctness_and_traffic(kind):
 
 @cpu_only
 def test_a_grid_larger_than_the_rows_need_earns_no_allowance():
-    """Four rows per program over one program per row: weight and bias loaded once per row passed "at most
-    once per program" when every launched program counted. Now a program that stores nothing is refused,
-    and only programs that did work count towards the allowance."""
+    """Four rows per program over one program per row: weight and bias loaded once per row passed
+    "at most once per program" when every launched program counted. Now a program that stores
+    nothing is refused, and only programs that did work count towards the allowance."""
     traffic = one_pass_checks.measure_traffic(
         "layer_norm", student("idle_programs_layer_norm"), one_pass.TRAFFIC_ROWS
     )
@@ -112,8 +112,8 @@ def test_the_predicted_count_follows_the_unfused_code(monkeypatch):
 
 
 def test_the_notebooks_table_of_eager_bytes_is_the_graders_count():
-    """The notebook's comparison reads the unfused and torch bytes from a table; the counter that made it
-    stays with the grader (no count_eager or eager_traffic in the lab's package)."""
+    """The notebook's comparison reads the unfused and torch bytes from a table; the counter that
+    made it stays with the grader (no count_eager or eager_traffic in the lab's package)."""
     case = one_pass.TRAFFIC_ROWS
     for kind in one_pass.KINDS:
         inputs = one_pass_checks._counting_inputs(kind, case.rows, case.cols)
@@ -189,7 +189,8 @@ def test_the_traffic_rule_alone_rejects_a_wrapper_whose_kernel_never_stores_out(
 
 @cpu_only
 def test_the_traffic_rule_passes_one_pass_whatever_its_values():
-    """Why the values come first: no max subtraction in one pass moves exactly the bytes a right answer does."""
+    """Why the values come first: no max subtraction in one pass moves exactly the bytes a right
+    answer does."""
     traffic = one_pass_checks.measure_traffic("softmax", student("no_max_softmax"))
     assert one_pass_checks.traffic_failure("softmax", "softmax", traffic) is None
 
@@ -225,7 +226,8 @@ def test_the_hard_rows_break_what_they_are_planted_for():
     assert x[0].sum(dtype=torch.float16).isinf() and x[0].float().sum().isfinite()
 
 
-# ---------------------------------------------------------------- the GPU checks, exercised on a CPU
+# ---------------------------------------------------------------- the GPU checks, exercised on a
+# CPU
 
 SMALL = one_pass.Rows(2, 4096, planted=False)
 
@@ -271,8 +273,8 @@ def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible(small_gpu_s
 
 @cpu_only
 def test_the_gpu_comparison_for_the_notebook_runs(small_gpu_sizes, monkeypatch):
-    """Each version is timed, its time lands under its own name, and its bandwidth is computed from it.
-    The times are stand-ins, one per version, so that a mix-up shows (real ones on a CPU have no
+    """Each version is timed, its time lands under its own name, and its bandwidth is computed from
+    it. The times are stand-ins, one per version, so that a mix-up shows (real ones on a CPU have no
     reliable order: an interpreted kernel at this size beat torch once in CI)."""
     from brrr import timing
 

@@ -1,4 +1,5 @@
-"""Lab 1's checks reject wrong answers with the right reason (the solution passing is shown by solutions/).
+"""Lab 1's checks reject wrong answers with the right reason (the solution passing is shown by
+solutions/).
 
 The checks run as in the grader process, against the student's side served in
 this process (:class:`brrr.grading.client.LocalStudent`).
@@ -25,24 +26,25 @@ from lab_fixtures import patch_lab
 
 @pytest.fixture
 def small_copy(monkeypatch):
-    """A smaller copy than the lab's (still above the cache), to keep the test quick; the student and
-    brrr.ceilings both use it."""
+    """A smaller copy than the lab's (still above the cache), to keep the test quick; the student
+    and brrr.ceilings both use it."""
     patch_lab(monkeypatch, lab_roofline, "COPY_N", 2**24)  # 64 MiB: DRAM, where copy_ is steady
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 2, "gpu": 2})
 
 
 @pytest.fixture
 def copy_long_enough_to_time(monkeypatch):
-    """For the checks that a call took as long as its work: the small copy on a CPU; on a GPU the lab's own
-    (a gibibyte and more), since 64 MiB copies there in 50 µs, less than one call to the student's process
-    takes, and a number typed in could not be told from one measured."""
+    """For the checks that a call took as long as its work: the small copy on a CPU; on a GPU the
+    lab's own (a gibibyte and more), since 64 MiB copies there in 50 µs, less than one call to the
+    student's process takes, and a number typed in could not be told from one measured."""
     if not ON_GPU:
         patch_lab(monkeypatch, lab_roofline, "COPY_N", 2**24)
     monkeypatch.setattr(thresholds, "ATTEMPTS", {"cpu": 2, "gpu": 2})
 
 
 def outside_the_band() -> str:
-    """The start of the message for a rate outside this device's tolerance (±35% on a CPU, ±15% on a GPU)."""
+    """The start of the message for a rate outside this device's tolerance (±35% on a CPU, ±15% on a
+    GPU)."""
     return re.escape(
         f"is not {thresholds.threshold(lab_roofline.LAB, 'copy_bandwidth').describe()}"
     )
@@ -92,7 +94,8 @@ def test_counting_only_the_reads_is_outside_the_tolerance(small_copy):
 
 def test_a_reference_reading_taken_under_load_does_not_widen_the_band(small_copy, monkeypatch):
     """One depressed reading (6 GB/s among readings of 12) lowers the two pairs beside it, not the
-    median of the attempt: half the machine's rate still fails. Deterministic: the readings are fixed."""
+    median of the attempt: half the machine's rate still fails. Deterministic: the readings are
+    fixed."""
     from brrr import ceilings
 
     readings = itertools.cycle([12e9, 12e9, 6e9, 12e9, 12e9, 12e9])
@@ -109,9 +112,9 @@ def test_a_reference_reading_taken_under_load_does_not_widen_the_band(small_copy
 
 
 def test_an_honest_call_between_a_slow_and_a_fast_reading_passes(small_copy, monkeypatch):
-    """The regression of issue 24: under bursty load every other reading was slow (4.5 and 12 GB/s), and an
-    honest rate (the mean of them) was judged against the higher one, 0.61x, and failed. Against the mean
-    of the readings beside it, it sits at 1.0x."""
+    """The regression of issue 24: under bursty load every other reading was slow (4.5 and 12 GB/s),
+    and an honest rate (the mean of them) was judged against the higher one, 0.61x, and failed.
+    Against the mean of the readings beside it, it sits at 1.0x."""
     from brrr import ceilings
 
     readings = itertools.cycle([4.5e9, 12e9])
@@ -132,8 +135,9 @@ def test_a_typed_in_number_is_rejected(copy_long_enough_to_time):
 
 
 def test_a_number_timed_once_and_then_repeated_is_rejected(copy_long_enough_to_time):
-    """One slow call proves nothing (noise can make an instant return look slow: a descheduled process,
-    a collection): the first call here really measures, later ones return that number at once."""
+    """One slow call proves nothing (noise can make an instant return look slow: a descheduled
+    process, a collection): the first call here really measures, later ones return that number at
+    once."""
     remembered = []
 
     def copy_bandwidth(n):
@@ -154,8 +158,9 @@ def test_a_rate_that_is_not_a_positive_number_is_rejected(small_copy):
 def test_a_miss_beyond_doubt_ends_at_the_first_attempt_and_a_near_miss_gets_every_attempt(
     small_copy, monkeypatch
 ):
-    """A rate 12x low (a patched clock, a wrong unit) is not measured again; one 0.54x low, the size of a
-    wrong byte count, is measured again as often as a near miss. Deterministic: the readings are fixed."""
+    """A rate 12x low (a patched clock, a wrong unit) is not measured again; one 0.54x low, the size
+    of a wrong byte count, is measured again as often as a near miss. Deterministic: the readings
+    are fixed."""
     from brrr import ceilings
 
     monkeypatch.setattr(
@@ -184,7 +189,8 @@ def test_a_miss_beyond_doubt_ends_at_the_first_attempt_and_a_near_miss_gets_ever
 
 
 def test_a_matmul_peak_in_the_wrong_unit_is_rejected(monkeypatch):
-    """A student who times the matmul honestly but returns GFLOP/s: a billion times off, outside any noise."""
+    """A student who times the matmul honestly but returns GFLOP/s: a billion times off, outside any
+    noise."""
     patch_lab(
         monkeypatch, lab_roofline, "MATMUL_N", 256
     )  # a smaller matmul, for the student and brrr.ceilings

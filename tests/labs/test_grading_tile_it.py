@@ -51,7 +51,8 @@ def test_a_correct_submission_passes_correctness_and_traffic():
 
 @cpu_only
 def test_a_tiling_chosen_for_the_published_shape_alone_fails_at_the_drawn_ones():
-    """64 × 64 tiles at TRAFFIC_SHAPE, where the check used to count, passed; 16 × 16 everywhere else."""
+    """64 × 64 tiles at TRAFFIC_SHAPE, where the check used to count, passed; 16 × 16 everywhere
+    else."""
     name = "big_tiles_at_the_published_shape"
     shape = tile_it.TRAFFIC_SHAPE
     recipe = core.record_cases(
@@ -245,7 +246,8 @@ def test_the_tiling_is_read_from_the_launch(recipe, reason):
         tile_it_checks.launch_tiling("matmul", recipe, shape)
 
 
-# ---------------------------------------------------------------- the GPU checks, exercised on a CPU
+# ---------------------------------------------------------------- the GPU checks, exercised on a
+# CPU
 
 
 @pytest.fixture
@@ -283,9 +285,10 @@ def test_a_time_faster_than_the_peak_allows_is_flagged_as_impossible(small_gpu_s
 
 
 def timed_orders(monkeypatch, seconds: dict[str, float]):
-    """Make ``brrr.checks.rounds.time_rounds`` call each order's kernel on both timed input sets and check
-    each output, as the rounds do, and report ``seconds[order]``: in the interpreter the two orders take
-    about as long, and which side of the 0.95x line noise puts them on is no verdict to test."""
+    """Make ``brrr.checks.rounds.time_rounds`` call each order's kernel on both timed input sets and
+    check each output, as the rounds do, and report ``seconds[order]``: in the interpreter the two
+    orders take about as long, and which side of the 0.95x line noise puts them on is no verdict to
+    test."""
     from brrr import timing
     from brrr.checks import rounds
 
@@ -305,8 +308,8 @@ def timed_orders(monkeypatch, seconds: dict[str, float]):
 def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible_in_the_grouped_check(
     small_gpu_sizes, monkeypatch
 ):
-    """The roofs hold in every timed check, the grouped one too (it had none): 1 ns for 120³ is faster
-    than its bytes at the 10 GB/s copy bandwidth the fixture measures."""
+    """The roofs hold in every timed check, the grouped one too (it had none): 1 ns for 120³ is
+    faster than its bytes at the 10 GB/s copy bandwidth the fixture measures."""
     timed_orders(monkeypatch, {"yours": 1e-9, "GROUP_M=1": 1e-3})
     with pytest.raises(
         AssertionError, match="copy bandwidth measured now .* impossible for a kernel"
@@ -327,7 +330,8 @@ def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible_in_the_grou
         (
             1.06e-3,
             False,
-            "0.943x the speed of row-major order. Needed at least 0.95x the speed of the same kernel with GROUP_M = 1",
+            "0.943x the speed of row-major order. Needed at least 0.95x the speed of the same "
+            "kernel with GROUP_M = 1",
         ),
     ],
     ids=["as-fast", "5%-slower", "6%-slower"],
@@ -335,8 +339,9 @@ def test_a_time_faster_than_the_bytes_allow_is_flagged_as_impossible_in_the_grou
 def test_the_grouped_order_check_times_the_same_kernel_with_group_m_1(
     small_gpu_sizes, monkeypatch, yours_s, passed, says
 ):
-    """The student's kernel at its own GROUP_M against the same kernel at GROUP_M = 1, passed at 0.95x the
-    speed of row-major order or more (thresholds: 5% slower is noise), failed below, saying both times."""
+    """The student's kernel at its own GROUP_M against the same kernel at GROUP_M = 1, passed at
+    0.95x the speed of row-major order or more (thresholds: 5% slower is noise), failed below,
+    saying both times."""
     timed_orders(monkeypatch, {"yours": yours_s, "GROUP_M=1": 1.0e-3})
     if passed:
         message = tile_it_checks.grade("grouped_order", student("correct"))
@@ -348,9 +353,9 @@ def test_the_grouped_order_check_times_the_same_kernel_with_group_m_1(
 
 
 def test_the_timed_shapes_are_drawn_per_submission_aligned_and_compute_bound():
-    """m, n, k in [7/8, 1] of the published size, 16 modulo 32 (rows aligned, every tile of 32 or more
-    partial at the edge): a matmul there still does over 1,100 FLOP per byte of its minimum traffic, about
-    four times an H100's ridge (about 300 FLOP/B)."""
+    """m, n, k in [7/8, 1] of the published size, 16 modulo 32 (rows aligned, every tile of 32 or
+    more partial at the edge): a matmul there still does over 1,100 FLOP per byte of its minimum
+    traffic, about four times an H100's ridge (about 300 FLOP/B)."""
     for check, size in (("peak_4096", 4096), ("peak_8192", 8192), ("grouped_order", 8192)):
         shapes = [tile_it_checks.drawn_shape(check, random.Random(seed)) for seed in range(30)]
         assert len({(s.m, s.n, s.k) for s in shapes}) == 30
@@ -435,15 +440,17 @@ def test_the_gradebook_matches_a_lab_5_submission_and_splices_its_answers(tmp_pa
     )
 
 
-# ---------------------------------------------------------------- the solution's wrapper, on its GPU branch
+# ---------------------------------------------------------------- the solution's wrapper, on its
+# GPU branch
 
 
 def test_the_solution_chooses_its_tiling_once_per_dtype_not_on_every_call(tmp_path, monkeypatch):
-    """On an H200 (2026-11-28) the solution's wrapper, called as matmul(a, b, out), chose its tiling on every
-    call: choosing it (it asks the device) cost about 1.1 ms of host time a call, and it reached 16-18% of torch.mm at
-    4096³ in bfloat16 where its kernel alone reaches 96-98%. Here on its GPU branch, with the device faked
-    and counted: over ten calls in two dtypes, the device is asked once per dtype, and every launch gets the
-    same options. (The planted regression: tile_for without its cache asks on all ten calls.)"""
+    """On an H200 (2026-11-28) the solution's wrapper, called as matmul(a, b, out), chose its tiling
+    on every call: choosing it (it asks the device) cost about 1.1 ms of host time a call, and it
+    reached 16-18% of torch.mm at 4096³ in bfloat16 where its kernel alone reaches 96-98%. Here on
+    its GPU branch, with the device faked and counted: over ten calls in two dtypes, the device is
+    asked once per dtype, and every launch gets the same options. (The planted regression: tile_for
+    without its cache asks on all ten calls.)"""
     asked = []
     monkeypatch.setattr(
         torch.cuda, "get_device_capability", lambda *args: asked.append("capability") or (9, 0)

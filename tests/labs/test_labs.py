@@ -1,4 +1,5 @@
-"""Labs come from one source: brrr.labs writes labs/ from solutions/, and an unsolved lab fails its grader."""
+"""Labs come from one source: brrr.labs writes labs/ from solutions/, and an unsolved lab fails its
+grader."""
 
 import csv
 import json
@@ -52,8 +53,8 @@ def test_a_stub_too_wide_for_a_code_cell_breaks_after_the_parenthesis():
 
 def test_a_block_names_its_innermost_function():
     source = (
-        "def outer():\n    def inner():\n        ### BEGIN SOLUTION\n        pass\n        ### END SOLUTION\n"
-        "    return inner\n"
+        "def outer():\n    def inner():\n        ### BEGIN SOLUTION\n        pass\n        ### END "
+        "SOLUTION\n    return inner\n"
     )
     assert "write the body of inner()" in labs.strip_solutions(source)
 
@@ -109,8 +110,9 @@ def test_the_committed_labs_are_what_the_generator_writes():
 
 
 def test_the_package_ships_the_solutions_through_a_link_to_solutions():
-    """solutions/ is the one source: brrr/labs/solutions, which the wheel ships and the gradebook reads,
-    is a link to it, never a copy that could drift (tests/grading/test_package.py compares the wheel's)."""
+    """solutions/ is the one source: brrr/labs/solutions, which the wheel ships and the gradebook
+    reads, is a link to it, never a copy that could drift (tests/grading/test_package.py compares
+    the wheel's)."""
     from brrr.grading import assemble
 
     shipped = labs.ROOT / assemble.SOLUTIONS
@@ -119,8 +121,8 @@ def test_the_package_ships_the_solutions_through_a_link_to_solutions():
 
 
 def _labs_command(tmp_path, monkeypatch, capsys, *flags) -> tuple[int, str]:
-    """``python -m brrr.labs`` on the copies under ``tmp_path`` (run as __main__ here: its exit status
-    and output, without a second interpreter importing nbformat for seconds)."""
+    """``python -m brrr.labs`` on the copies under ``tmp_path`` (run as __main__ here: its exit
+    status and output, without a second interpreter importing nbformat for seconds)."""
     monkeypatch.setattr(
         sys,
         "argv",
@@ -223,9 +225,9 @@ def test_each_unsolved_lab_is_rejected_by_its_grader(tmp_path, grades_in_the_env
 
 
 def test_a_solution_graded_as_a_submission_is_told_of_no_edits():
-    """An instructor grading a solution was told '1 cell(s) you changed or added outside the answer cells
-    were not run': its solution-only cell (the GPU record). Spliced into its lab, each solution fills every
-    answer cell and counts no edit; a cell added beside them still counts."""
+    """An instructor grading a solution was told '1 cell(s) you changed or added outside the answer
+    cells were not run': its solution-only cell (the GPU record). Spliced into its lab, each
+    solution fills every answer cell and counts no edit; a cell added beside them still counts."""
     from brrr.grading import assemble
 
     snapshot = assemble.Snapshot()

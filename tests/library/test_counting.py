@@ -28,7 +28,8 @@ def test_linear_bf16_halves_the_bytes_not_the_flops():
 
 
 def test_linear_intensity_grows_with_batch_then_levels_off():
-    # d = 1024 in and out, fp32: batch 1 reads the 4 MiB weight for 2 MFLOP, intensity ≈ 0.5 FLOP/byte.
+    # d = 1024 in and out, fp32: batch 1 reads the 4 MiB weight for 2 MFLOP, intensity ≈ 0.5
+    # FLOP/byte.
     ops = counting.linear_over_batches([1, 16, 256, 4096, 2**20], 1024, 1024, bias=False)
     intensities = [op.intensity for op in ops]
     assert intensities == sorted(intensities)
@@ -48,7 +49,8 @@ def test_layer_norm_hand_count():
 
 
 def test_softmax_hand_count():
-    # 3 rows of 10, fp16: 5 FLOPs per element = 150; read 30 + write 30 elements × 2 bytes = 120 bytes
+    # 3 rows of 10, fp16: 5 FLOPs per element = 150; read 30 + write 30 elements × 2 bytes = 120
+    # bytes
     op = counting.softmax(3, 10, torch.float16)
     assert (op.flops, op.bytes) == (150, 120)
 

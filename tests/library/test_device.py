@@ -25,8 +25,8 @@ PROBE = (
 
 
 def probe(forced: str | None = None, *, cuda: bool | None = None, hide_gpus: bool = False) -> dict:
-    """How to import brrr.device in a new process: its environment and code (``cuda`` fakes what torch says
-    about CUDA)."""
+    """How to import brrr.device in a new process: its environment and code (``cuda`` fakes what
+    torch says about CUDA)."""
     env = {
         key: value
         for key, value in os.environ.items()
@@ -40,8 +40,9 @@ def probe(forced: str | None = None, *, cuda: bool | None = None, hide_gpus: boo
     return {"env": env, "code": fake + PROBE}
 
 
-# Forks a child per probe from a process that imported torch (which initialises no GPU and imports no
-# triton): the child takes the probe's environment, runs its code, and leaves its output and status.
+# Forks a child per probe from a process that imported torch (which initialises no GPU and imports
+# no triton): the child takes the probe's environment, runs its code, and leaves its output and
+# status.
 FORKED = r"""
 import json, os, sys, traceback
 import torch
@@ -153,7 +154,8 @@ def test_cache_size_parsing(text, expected):
     assert device._parse_cache_size(text) == expected
 
 
-# ---------------------------------------------------------------- choices per GPU, from its properties
+# ---------------------------------------------------------------- choices per GPU, from its
+# properties
 
 
 @pytest.mark.parametrize(

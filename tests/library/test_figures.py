@@ -1,5 +1,5 @@
-"""The essay's pictures (brrr/figures.py): each is drawn from its data, with or without a GPU record,
-as a small image, and shown in a chapter with the alt text the module gives it."""
+"""The essay's pictures (brrr/figures.py): each is drawn from its data, with or without a GPU
+record, as a small image, and shown in a chapter with the alt text the module gives it."""
 
 import re
 
@@ -15,8 +15,8 @@ from conftest import ROOT
 pytestmark = pytest.mark.device_independent
 
 CHAPTERS = sorted((ROOT / "chapters").glob("*.md"))
-# A picture in a chapter: its light drawing as a figure of class only-light (with its name and caption),
-# then its dark drawing as an image of class only-dark with the same alt text.
+# A picture in a chapter: its light drawing as a figure of class only-light (with its name and
+# caption), then its dark drawing as an image of class only-dark with the same alt text.
 DIRECTIVE = re.compile(
     r"```\{figure\} \.\./_figures/(?P<name>[\w-]+)\.png\n:alt: (?P<alt>.*)\n"
     r":class: only-light\n:name: fig-(?P=name)\n\n.+\n```\n\n"
@@ -47,7 +47,8 @@ def _luminance(path) -> float:
 
 
 def test_the_dark_pictures_are_dark_and_the_light_ones_light(drawn):
-    """The dark mode's picture sits on a dark page: mostly dark pixels, where the light one is mostly white."""
+    """The dark mode's picture sits on a dark page: mostly dark pixels, where the light one is
+    mostly white."""
     by_name = {path.name: path for path in drawn}
     for picture in figures.FIGURES:
         light, dark = (
@@ -60,7 +61,8 @@ def test_the_dark_pictures_are_dark_and_the_light_ones_light(drawn):
 
 
 def test_the_drawing_functions_colour_their_marks_in_the_theme_being_drawn():
-    """Text coloured explicitly (a box's title, a stamp) takes the theme's ink, not the light one's."""
+    """Text coloured explicitly (a box's title, a stamp) takes the theme's ink, not the light
+    one's."""
     for theme in figures.THEMES:
         with figures.themed(theme):
             fig = figures.factory()
@@ -73,8 +75,8 @@ def test_the_drawing_functions_colour_their_marks_in_the_theme_being_drawn():
 
 
 def test_the_pictures_drawn_from_records_draw_without_one(tmp_path, monkeypatch):
-    """A fork without brrr/data/reference/ and a machine without measured ceilings: the essay's A100 and
-    the datasheets still make a picture."""
+    """A fork without brrr/data/reference/ and a machine without measured ceilings: the essay's A100
+    and the datasheets still make a picture."""
     monkeypatch.setattr("brrr.beside.recorded", lambda section, folder=None: [])
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path / "empty-cache"))
     assert list(figures._three_machines()) == ["A100, the essay's figures (quoted)"]
@@ -105,14 +107,16 @@ def test_the_generations_chart_is_drawn_from_the_datasheets():
 
 
 def test_each_picture_sits_in_one_chapter_with_its_alt_text():
-    """Once, as a light figure and a dark image naming both files, each with the alt text of FIGURES."""
+    """Once, as a light figure and a dark image naming both files, each with the alt text of
+    FIGURES."""
     shown = {}
     for chapter in CHAPTERS:
         text = chapter.read_text()
         for match in DIRECTIVE.finditer(text):
             shown.setdefault(match["name"], []).append((chapter.name, match["alt"]))
         assert text.count("../_figures/") == 2 * len(DIRECTIVE.findall(text)), (
-            f"{chapter.name}: a picture shown without its light figure and dark image in the form above"
+            f"{chapter.name}: a picture shown without its light figure and dark image in the form "
+            "above"
         )
     for picture in figures.FIGURES:
         assert len(shown.get(picture.name, [])) == 1, (
@@ -128,8 +132,8 @@ def test_each_picture_sits_in_one_chapter_with_its_alt_text():
 
 
 def test_the_recorded_gpu_pictures_say_what_they_wait_for_without_a_record(monkeypatch):
-    """No record (a fork without brrr/data/reference/): each picture drawn from a GPU record is one panel
-    saying which record it waits for, not an empty or broken image."""
+    """No record (a fork without brrr/data/reference/): each picture drawn from a GPU record is one
+    panel saying which record it waits for, not an empty or broken image."""
     monkeypatch.setattr("brrr.beside.recorded", lambda section, folder=None: [])
     monkeypatch.setattr("brrr.traces.reference_trace", lambda folder=None: None)
     for picture in figures.FIGURES:
@@ -141,7 +145,8 @@ def test_the_recorded_gpu_pictures_say_what_they_wait_for_without_a_record(monke
 
 
 def test_the_recorded_gpu_pictures_draw_the_record():
-    """With the committed record: the knee's sweep, the trace's kernels and idle shares, the stages' bars."""
+    """With the committed record: the knee's sweep, the trace's kernels and idle shares, the stages'
+    bars."""
     knee = figures.knee(
         {
             "GPU": {
@@ -170,8 +175,9 @@ def test_the_recorded_gpu_pictures_draw_the_record():
 
 
 def test_the_dark_image_joins_its_figure_under_one_caption():
-    """The theme hides a caption that follows a hidden image: brrr_book.book_pages moves the dark image into the
-    figure, both drawings in one div ahead of the caption (parsed as MyST, without Sphinx)."""
+    """The theme hides a caption that follows a hidden image: brrr_book.book_pages moves the dark
+    image into the figure, both drawings in one div ahead of the caption (parsed as MyST, without
+    Sphinx)."""
     from docutils import nodes
     from docutils.core import publish_doctree, publish_from_doctree
     from myst_parser.parsers.docutils_ import Parser

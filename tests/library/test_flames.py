@@ -1,4 +1,5 @@
-"""One op as a flamegraph (brrr/flames.py): the profiler's nesting under an op, and the kernel it queued."""
+"""One op as a flamegraph (brrr/flames.py): the profiler's nesting under an op, and the kernel it
+queued."""
 
 import pytest
 
@@ -14,7 +15,8 @@ def _event(name, cat, ts, dur, tid=1, correlation=None):
     return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "tid": tid, "args": args}
 
 
-# An add as a GPU profiler nests it, with a second op after it and an op on another thread inside its span.
+# An add as a GPU profiler nests it, with a second op after it and an op on another thread inside
+# its span.
 ADD = [
     _event("aten::add", "cpu_op", 100, 20),
     _event("aten::empty", "cpu_op", 102, 3),
@@ -52,7 +54,8 @@ def test_an_op_that_launched_nothing_is_not_taken():
 
 
 def test_the_synthetic_trace_draws_a_flamegraph_with_its_kernel():
-    """Without a recorded GPU the book draws the synthetic trace's relu: a launch above it, a kernel below."""
+    """Without a recorded GPU the book draws the synthetic trace's relu: a launch above it, a kernel
+    below."""
     trace = traces.load(traces.synthetic_gpu_train_step())
     frames = flames.nest(trace, flames.last_op(trace, "aten::relu"))
     assert {f.name for f in frames if not f.on_device} >= {

@@ -1,15 +1,15 @@
-"""The GPU path, checked without a GPU: the book's tiled matmul and the Lab 5 and Lab 6 solutions compile
-for an H100 (sm_90, as an H200) and Colab's T4 (sm_75), with the launch options their code picks on each, and their
-pipelines fit that GPU's shared memory.
+"""The GPU path, checked without a GPU: the book's tiled matmul and the Lab 5 and Lab 6 solutions
+compile for an H100 (sm_90, as an H200) and Colab's T4 (sm_75), with the launch options their code
+picks on each, and their pipelines fit that GPU's shared memory.
 
-Triton compiles for a named target without a device. It runs in a process of its own, where triton is
-imported for a GPU rather than for the interpreter, as on a GPU node. A kernel that does not lower for a
-target, or whose options overflow its shared memory, fails here instead of at the first launch on that
-GPU. Each kernel is compiled to PTX for its target, less two steps that neither the lowering nor the
-shared memory depends on (Triton counts it while lowering to LLVM IR): ptxas turning PTX into the GPU's
-machine code (29 of the test's 78 CPU-seconds), and LLVM's -O3 passes over the lowered IR (15 of the 45
-left, on an empty Triton cache; every kernel reported the same shared memory without them). This is no
-substitute for `make gpu-check`: nothing runs.
+Triton compiles for a named target without a device. It runs in a process of its own, where triton
+is imported for a GPU rather than for the interpreter, as on a GPU node. A kernel that does not
+lower for a target, or whose options overflow its shared memory, fails here instead of at the first
+launch on that GPU. Each kernel is compiled to PTX for its target, less two steps that neither the
+lowering nor the shared memory depends on (Triton counts it while lowering to LLVM IR): ptxas
+turning PTX into the GPU's machine code (29 of the test's 78 CPU-seconds), and LLVM's -O3 passes
+over the lowered IR (15 of the 45 left, on an empty Triton cache; every kernel reported the same
+shared memory without them). This is no substitute for `make gpu-check`: nothing runs.
 """
 
 import json
@@ -18,9 +18,9 @@ import sys
 
 from conftest import ROOT
 
-# Opt-in shared memory per block (Triton's max_shared_mem), from NVIDIA's tables for each architecture.
-# An H200 is an sm_90 like the H100 (the same limits, more memory). An A100 (sm_80, 166,912 B) passed too
-# when tried by hand (2026-11-27); it is left out here for the suite's time.
+# Opt-in shared memory per block (Triton's max_shared_mem), from NVIDIA's tables for each
+# architecture. An H200 is an sm_90 like the H100 (the same limits, more memory). An A100 (sm_80,
+# 166,912 B) passed too when tried by hand (2026-11-27); it is left out here for the suite's time.
 TARGETS = {"H100 (sm_90)": (90, 232_448), "T4 (sm_75)": (75, 65_536)}
 
 SCRIPT = r"""

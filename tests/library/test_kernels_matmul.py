@@ -1,4 +1,5 @@
-"""The tiled matmul of the compute chapter: correct at odd shapes, and it moves exactly what its tiles imply."""
+"""The tiled matmul of the compute chapter: correct at odd shapes, and it moves exactly what its
+tiles imply."""
 
 import pytest
 import torch

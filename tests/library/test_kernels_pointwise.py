@@ -1,4 +1,5 @@
-"""The fused pointwise Triton kernels against plain torch: fresh inputs, odd sizes, poisoned outputs.
+"""The fused pointwise Triton kernels against plain torch: fresh inputs, odd sizes, poisoned
+outputs.
 
 On a CPU these run in Triton's interpreter; on a GPU, compiled. Same assertions.
 """
@@ -111,7 +112,8 @@ def test_bias_gelu_scale_rejects_bad_shapes():
 
 
 def test_gpu_block_sizes_are_correct_too(monkeypatch):
-    """The GPU's small blocks and 4 x 1024 tiles, run here through whichever backend this machine has."""
+    """The GPU's small blocks and 4 x 1024 tiles, run here through whichever backend this machine
+    has."""
     monkeypatch.setattr(pointwise, "BLOCK", 1024)
     monkeypatch.setattr(pointwise, "TILE", 4096)
     monkeypatch.setattr(pointwise, "TILE_COLS", 1024)

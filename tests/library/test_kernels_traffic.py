@@ -1,10 +1,11 @@
-"""The library's own kernels move exactly the bytes their docstrings and ``brrr.counting`` say, in one launch.
+"""The library's own kernels move exactly the bytes their docstrings and ``brrr.counting`` say, in
+one launch.
 
-Counted in Triton's interpreter (:mod:`brrr.traffic`), at shapes that are multiples of no block size, so
-every mask is exercised and a masked-off lane that was loaded anyway would show. Each test names every
-tensor the wrapper is given and asserts the whole table, per tensor, loaded and stored: a kernel split in
-two through a scratch buffer shows a second launch and bytes under the buffer's argument name, and a
-kernel that reads its input twice shows twice the bytes under that input.
+Counted in Triton's interpreter (:mod:`brrr.traffic`), at shapes that are multiples of no block
+size, so every mask is exercised and a masked-off lane that was loaded anyway would show. Each test
+names every tensor the wrapper is given and asserts the whole table, per tensor, loaded and stored:
+a kernel split in two through a scratch buffer shows a second launch and bytes under the buffer's
+argument name, and a kernel that reads its input twice shows twice the bytes under that input.
 """
 
 import inspect
@@ -42,7 +43,8 @@ def one_launch(seen: traffic.Traffic, kernel: str, grid: tuple[int, ...]) -> Non
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n", [17, 3 * pointwise.BLOCK + 5])
 def test_cos_cos_reads_x_once_and_writes_out_once_in_one_launch(n, dtype):
-    """``2·n·s``: x read once, out written once (:func:`brrr.counting.pointwise`, one input, one output)."""
+    """``2·n·s``: x read once, out written once (:func:`brrr.counting.pointwise`, one input, one
+    output)."""
     x = torch.randn(n).to(dtype)
     out = torch.empty_like(x)
     s = x.element_size()
@@ -67,8 +69,9 @@ def test_cos_cos_reads_x_once_and_writes_out_once_in_one_launch(n, dtype):
     ],
 )
 def test_bias_gelu_scale_reads_x_once_and_the_bias_once_per_row_of_tiles(rows, cols, dtype):
-    """x read once and out written once (``rows·cols·s`` each); each program loads the ``BLOCK_N`` bias values
-    of its columns, so the bias is read once per row of tiles: ``⌈rows / BLOCK_M⌉·cols·s``."""
+    """x read once and out written once (``rows·cols·s`` each); each program loads the ``BLOCK_N``
+    bias values of its columns, so the bias is read once per row of tiles: ``⌈rows /
+    BLOCK_M⌉·cols·s``."""
     x, bias = torch.randn(rows, cols).to(dtype), torch.randn(cols).to(dtype)
     out = torch.empty_like(x)
     s = x.element_size()
@@ -102,7 +105,8 @@ def test_bias_gelu_scale_reads_x_once_and_the_bias_once_per_row_of_tiles(rows, c
 def test_softmax_reads_each_row_once_and_writes_it_once_in_one_launch(
     rows, cols, row_stride, dtype
 ):
-    """``rows·cols·s`` read and as many written (:func:`brrr.counting.softmax`); one program per row."""
+    """``rows·cols·s`` read and as many written (:func:`brrr.counting.softmax`); one program per
+    row."""
     x = torch.randn(rows, row_stride).to(dtype)[:, :cols]
     out = torch.empty(rows, cols, dtype=dtype)
     s = x.element_size()
@@ -130,8 +134,8 @@ def test_tiled_matmul_traffic_follows_its_tiling(m, k, n, dtype, block):
       ``K·N·s·⌈M / BLOCK_M⌉``;
     * ``out``: written once, ``M·N·s``.
 
-    BLOCK_K sets only how many steps the walk takes, not the bytes: the lanes its masks turn off past K
-    (and past M or N at the edges) load nothing.
+    BLOCK_K sets only how many steps the walk takes, not the bytes: the lanes its masks turn off
+    past K (and past M or N at the edges) load nothing.
     """
     a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
     out = torch.empty(m, n, dtype=dtype)
@@ -152,8 +156,8 @@ def test_tiled_matmul_traffic_follows_its_tiling(m, k, n, dtype, block):
 
 
 def test_every_public_kernel_wrapper_is_counted_here():
-    """A new wrapper in brrr/kernels/ needs a traffic test above: the public functions of each module whose
-    source launches one of its ``@triton.jit`` kernels (``name[grid](...)``)."""
+    """A new wrapper in brrr/kernels/ needs a traffic test above: the public functions of each
+    module whose source launches one of its ``@triton.jit`` kernels (``name[grid](...)``)."""
     counted = {
         pointwise: {"cos_cos", "bias_gelu_scale"},
         softmax: {"softmax"},

@@ -1,4 +1,5 @@
-"""brrr.opclasses: classification, FLOPs per class against hand counts, and the essay's table shape."""
+"""brrr.opclasses: classification, FLOPs per class against hand counts, and the essay's table
+shape."""
 
 import pytest
 import torch
@@ -23,7 +24,8 @@ def test_classify_profiler_and_dispatch_names():
 
 
 def test_every_backend_convolution_and_batch_norm_has_a_class():
-    """The profiler's time lands on the backend's op (aten::mkldnn_convolution on a CPU, cudnn on a GPU)."""
+    """The profiler's time lands on the backend's op (aten::mkldnn_convolution on a CPU, cudnn on a
+    GPU)."""
     for name in (
         "mkldnn_convolution",
         "cudnn_convolution",
@@ -50,8 +52,8 @@ def test_convolution_flops_by_hand_forward_and_backward(
 ):
     """A 3×3 convolution, padding 1, of (2, C_in, 10, 10): each of the 2·C_out·10·10 outputs takes
     (C_in/groups)·9 multiply-adds, 2 FLOPs each. The backward computes the weight gradient (as many
-    multiply-adds) and, where the input needs one, the input gradient (as many again). torch 2.13's own
-    formula left the groups out of the weight gradient: 8x too many for the depthwise case."""
+    multiply-adds) and, where the input needs one, the input gradient (as many again). torch 2.13's
+    own formula left the groups out of the weight gradient: 8x too many for the depthwise case."""
     conv = torch.nn.Conv2d(channels_in, channels_out, 3, padding=1, groups=groups, bias=False)
     x = torch.randn(2, channels_in, 10, 10, requires_grad=input_grad)
     count = opclasses.count_flops(lambda: conv(x).sum().backward())

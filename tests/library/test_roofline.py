@@ -62,7 +62,8 @@ def test_predicted_time_is_the_largest_of_three_limits():
 
 
 def test_on_a_cpu_the_overhead_adds_to_the_work():
-    """Dispatch and kernel run one after the other on one thread: the overhead chapter's t = sum(h + d)."""
+    """Dispatch and kernel run one after the other on one thread: the overhead chapter's t = sum(h +
+    d)."""
     roof = Roof(peak_flops=1e12, bandwidth=1e11, overhead_s=1e-5, overhead_adds=True)
     assert predicted_time(1e12, 1.0, roof) == pytest.approx(1.0 + 1e-5)
     assert predicted_time(1e6, 1e6, roof) == pytest.approx(
@@ -108,9 +109,9 @@ def test_a_value_above_its_roof_says_why_on_the_same_line():
 
 
 def test_a_roof_read_low_is_measured_again_before_the_memory_bound_claim_fails(monkeypatch, capsys):
-    """The planted regression of notebooks 00 and 22's check: a vector peak read 7.4x low under load puts
-    layer norm and softmax right of the ridge. The claim measures the roofs again before it fails, and
-    fails where the new roof is as low."""
+    """The planted regression of notebooks 00 and 22's check: a vector peak read 7.4x low under load
+    puts layer norm and softmax right of the ridge. The claim measures the roofs again before it
+    fails, and fails where the new roof is as low."""
     from brrr import counting, targets
 
     monkeypatch.setenv(targets.STRICT, "1")

@@ -17,7 +17,8 @@ def test_stamp_names_device_versions_and_date():
 
 
 def test_record_writes_nothing_unless_recording(tmp_path, monkeypatch):
-    """The folder checked is the one record() writes to: recording into it once, then not recording."""
+    """The folder checked is the one record() writes to: recording into it once, then not
+    recording."""
     monkeypatch.chdir(tmp_path)  # a stray relative write would land here too
     monkeypatch.setenv(reference.ENV_VAR, str(tmp_path))
     path = reference.record("fusion", {"speedup": 2.0})

@@ -1,8 +1,8 @@
 """brrr.targets' one switch: a miss fails what make runs, the test suite and every book build; in a
 reader's own Jupyter or Colab session it is printed with how to measure again, never a traceback.
 
-The targets' attempts and figures are tested in tests/benchmarks/test_benchmark_scripts.py (strict, as this suite is).
-"""
+The targets' attempts and figures are tested in tests/benchmarks/test_benchmark_scripts.py (strict,
+as this suite is)."""
 
 import os
 import re
@@ -140,8 +140,9 @@ def test_gpu_check_is_strict_before_its_first_stage():
 
 
 def test_grading_never_reads_the_switch():
-    """A lab's verdict comes from its grader process, whose checks raise on their own: nothing in grading
-    goes through brrr.targets, so a student's kernel setting the variable changes nothing graded."""
+    """A lab's verdict comes from its grader process, whose checks raise on their own: nothing in
+    grading goes through brrr.targets, so a student's kernel setting the variable changes nothing
+    graded."""
     sources = [
         *(ROOT / "brrr" / "grading").glob("*.py"),
         *(ROOT / "brrr" / "checks").glob("*.py"),
@@ -157,8 +158,8 @@ def test_grading_never_reads_the_switch():
 
 
 def test_met_targets_keep_quiet_and_a_miss_shows_every_attempt(monkeypatch, capsys):
-    """brrr_book.pages holds a page's target lines back while they are met; a miss prints them all, in a
-    reader's session (printed) and in the build (raised)."""
+    """brrr_book.pages holds a page's target lines back while they are met; a miss prints them all,
+    in a reader's session (printed) and in the build (raised)."""
     monkeypatch.setenv(targets.STRICT, "0")
     with targets.said_only_if_missed():
         targets.require("held", 1.0, 2.0)

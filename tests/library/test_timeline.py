@@ -1,6 +1,6 @@
-"""The interactive trace timeline (brrr.timeline): every op of the window as a bar, idle gaps shaded,
-self-contained (no network), and each block's ids its own. Its zoom and pan are tried in Chromium on the
-built book (tests/book/test_book_build.py)."""
+"""The interactive trace timeline (brrr.timeline): every op of the window as a bar, idle gaps
+shaded, self-contained (no network), and each block's ids its own. Its zoom and pan are tried in
+Chromium on the built book (tests/book/test_book_build.py)."""
 
 import re
 

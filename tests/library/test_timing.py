@@ -74,9 +74,9 @@ def test_bench_together_keeps_a_ratio_through_a_burst_of_load(monkeypatch, burst
 
 
 def test_bench_reports_the_median_of_every_run_its_budget_bought(monkeypatch):
-    """On a clock of known costs: after the warm-up, runs of 0.25, 0.5, 0.125 and 0.25 s spend the 1 s budget
-    at the fourth; the result is their median, over all four. A bench that returned the fastest run, or
-    stopped short, reports 0.125 s or fewer runs."""
+    """On a clock of known costs: after the warm-up, runs of 0.25, 0.5, 0.125 and 0.25 s spend the 1
+    s budget at the fourth; the result is their median, over all four. A bench that returned the
+    fastest run, or stopped short, reports 0.125 s or fewer runs."""
     monkeypatch.setattr(timing, "ON_GPU", False)  # the rounds in turns are the CPU path
     costs = iter([0.0, 0.25, 0.5, 0.125, 0.25, 4.0, 4.0])
     clock = _LoadedClock(burst=range(0))
@@ -91,9 +91,9 @@ def test_bench_reports_the_median_of_every_run_its_budget_bought(monkeypatch):
 
 
 def test_bench_together_runs_in_turns_until_each_has_its_budget(monkeypatch):
-    """On a clock of known costs (a real sleep stretches under load, and the count of runs with it): the
-    slow function costs a quarter of the budget a call, so the rounds stop after its fourth call; the fast
-    one, which costs nothing, gets as many runs."""
+    """On a clock of known costs (a real sleep stretches under load, and the count of runs with it):
+    the slow function costs a quarter of the budget a call, so the rounds stop after its fourth
+    call; the fast one, which costs nothing, gets as many runs."""
     monkeypatch.setattr(timing, "ON_GPU", False)  # the rounds in turns are the CPU path
     order = []
     clock = _LoadedClock(burst=range(0))
@@ -230,8 +230,9 @@ def test_gpu_loop_flushes_before_every_timed_run_outside_its_events(gpu_loop_on_
 
 @pytest.mark.skipif(timing.ON_GPU, reason="the CPU clock applies to CPU timings")
 def test_rounds_on_the_cpu_clock_leave_out_time_spent_not_running():
-    """A run that waits (sleeps, or is preempted by another process) costs wall time, not the thread's
-    CPU time; a run that computes costs both. Only with one thread, where the kernel runs in the caller."""
+    """A run that waits (sleeps, or is preempted by another process) costs wall time, not the
+    thread's CPU time; a run that computes costs both. Only with one thread, where the kernel runs
+    in the caller."""
 
     def spin():
         end = time.thread_time() + 0.01

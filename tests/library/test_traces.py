@@ -206,8 +206,9 @@ def test_quiet_native_stderr_drops_profiler_chatter_and_keeps_the_rest(capfd):
         os.write(2, b"USDT: Profiler start\n")
         os.write(
             2,
-            b"[W1122 03:48:39.9 CPUAllocator.cpp:245] Memory block of unknown size was allocated before the "
-            b"profiling started, profiler results will not include the deallocation event\n",
+            b"[W1122 03:48:39.9 CPUAllocator.cpp:245] Memory block of unknown size was allocated "
+            b"before the profiling started, profiler results will not include the deallocation "
+            b"event\n",
         )
         os.write(2, b"a real error\n")
     assert capfd.readouterr().err == "a real error\n"
@@ -319,7 +320,8 @@ def test_a_recorded_gpu_trace_replaces_the_synthetic_one(tmp_path):
     shown = traces.reference_trace(folder)
     assert not shown.synthetic and shown.name == saved.stem and shown.label == "recorded elsewhere"
     assert shown.stamp.startswith("[measured on ")
-    # only what the rows need was kept: the python_function frame and the Trace span are gone, the rows are not
+    # only what the rows need was kept: the python_function frame and the Trace span are gone, the
+    # rows are not
     kept = json.loads(saved.read_text())["traceEvents"]
     assert not [e for e in kept if e.get("cat") in ("python_function", "Trace")]
     original = traces.load(FIXTURE)

@@ -40,7 +40,8 @@ def test_record_writes_a_chrome_trace_that_reads_back(tmp_path, capfd):
 
 
 def test_profiler_warmup_calls_run_but_stay_out_of_the_profile(tmp_path, capfd):
-    """The warm-up call runs under the profiler (its start-up lands there) and leaves no op or annotation."""
+    """The warm-up call runs under the profiler (its start-up lands there) and leaves no op or
+    annotation."""
     a = torch.ones(8, device=DEVICE)
     calls = []
 

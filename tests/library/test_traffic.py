@@ -1,4 +1,5 @@
-"""brrr.traffic counts global-memory bytes exactly in the Triton interpreter, and refuses out-of-bounds accesses."""
+"""brrr.traffic counts global-memory bytes exactly in the Triton interpreter, and refuses
+out-of-bounds accesses."""
 
 import subprocess
 import sys
@@ -78,7 +79,8 @@ def test_fused_cos_cos_moves_exactly_one_read_and_one_write_per_element():
 
 
 def test_each_launch_counts_the_programs_that_stored_something():
-    """A grid past the end of the data: the extra programs' stores are all masked off, so they stored nothing."""
+    """A grid past the end of the data: the extra programs' stores are all masked off, so they
+    stored nothing."""
     n = 3 * 1024 + 5
     x, out = torch.randn(n), torch.empty(n)
     with traffic.count({"x": x, "out": out}) as seen:

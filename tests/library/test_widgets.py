@@ -45,8 +45,9 @@ def test_an_explorer_offers_the_widget_and_the_snapshot_in_one_output():
 
 
 def test_the_static_explorer_precomputes_every_size_dtype_and_repeat_for_each_machine():
-    """The built book has no kernel: the grid holds what the sliders would show, for this machine and each
-    recorded GPU, one panel per size, one line per dtype, drawn from the same model as the sliders."""
+    """The built book has no kernel: the grid holds what the sliders would show, for this machine
+    and each recorded GPU, one panel per size, one line per dtype, drawn from the same model as the
+    sliders."""
     from brrr.benchmarks.repeat_sweep import place
     from brrr.roofline import Roof
     from brrr.widgets import GRID_DTYPES, GRID_LOG2_SIZES, GRID_REPEATS, placement_grid

@@ -1,6 +1,7 @@
-"""Kernels forked from the zygote (book/brrr_book/warm/): fresh globals, their own pids, interrupts, shutdown, and
-the normal launch when the zygote cannot start; the zygote exits when closed. Tiny notebooks and a
-zygote that preloads only pyplot (``BRRR_WARM_PRELOAD``): what is tested is the forking, not the imports."""
+"""Kernels forked from the zygote (book/brrr_book/warm/): fresh globals, their own pids, interrupts,
+shutdown, and the normal launch when the zygote cannot start; the zygote exits when closed. Tiny
+notebooks and a zygote that preloads only pyplot (``BRRR_WARM_PRELOAD``): what is tested is the
+forking, not the imports."""
 
 import os
 import subprocess
@@ -77,8 +78,9 @@ def test_each_kernel_is_forked_fresh_in_its_own_folder_and_shut_down(warm, tmp_p
         )
 
 
-# A cell that leaves an atexit function and an open file in the notebook's namespace, and an object whose
-# finalizer runs only when Python tears its modules down (a module's globals outlive the namespace).
+# A cell that leaves an atexit function and an open file in the notebook's namespace, and an object
+# whose finalizer runs only when Python tears its modules down (a module's globals outlive the
+# namespace).
 AT_THE_END = """
 import atexit, sys, types
 atexit.register(lambda: open("atexit-ran", "w").close())
@@ -91,9 +93,9 @@ kept = types.ModuleType("kept"); kept.mark = TornDown(); sys.modules["kept"] = k
 
 
 def test_a_kernel_ends_as_python_would_less_the_teardown(warm, tmp_path):
-    """Tearing down every module a book kernel imported (torch, dynamo, Inductor) took 1.8 CPU-s and 2.7 s
-    after the shutdown request: the kernel runs its atexit functions (IPython's closes the namespace's
-    files), then exits without the teardown."""
+    """Tearing down every module a book kernel imported (torch, dynamo, Inductor) took 1.8 CPU-s and
+    2.7 s after the shutdown request: the kernel runs its atexit functions (IPython's closes the
+    namespace's files), then exits without the teardown."""
     execute(tmp_path, AT_THE_END)
     assert (tmp_path / "atexit-ran").exists(), "the atexit functions did not run"
     assert (tmp_path / "written").read_text() == "every byte", (
@@ -122,7 +124,8 @@ def test_without_a_zygote_the_kernel_starts_the_normal_way(warm, tmp_path, monke
 
 
 def test_the_suites_book_builds_start_warm_kernels(monkeypatch, tmp_path):
-    """As ``make book`` does (its WARM_KERNELS): the build's JUPYTER_PATH starts with the warm kernelspec."""
+    """As ``make book`` does (its WARM_KERNELS): the build's JUPYTER_PATH starts with the warm
+    kernelspec."""
     import conftest
 
     seen = {}
@@ -138,8 +141,9 @@ def test_the_suites_book_builds_start_warm_kernels(monkeypatch, tmp_path):
 
 
 def test_only_a_launch_like_the_zygotes_own_is_forked():
-    """Forked only with the zygote's Python and environment (Jupyter's per-session JPY_ variables apart), and
-    only from the process that started it: a process forked from that one must not share its socket."""
+    """Forked only with the zygote's Python and environment (Jupyter's per-session JPY_ variables
+    apart), and only from the process that started it: a process forked from that one must not share
+    its socket."""
     zygote = object.__new__(provisioner.Zygote)
     zygote.python, zygote.owner = "/venv/bin/python", os.getpid()
     zygote.environment = provisioner.same_environment(
@@ -156,8 +160,9 @@ def test_only_a_launch_like_the_zygotes_own_is_forked():
 
 
 def test_without_the_entry_point_the_kernels_start_the_normal_way(monkeypatch):
-    """Where brrr's install predates the provisioner, the warm kernelspec would name a provisioner jupyter_client
-    cannot find (NoSuchKernel for python3): it is left off JUPYTER_PATH, which keeps what it had."""
+    """Where brrr's install predates the provisioner, the warm kernelspec would name a provisioner
+    jupyter_client cannot find (NoSuchKernel for python3): it is left off JUPYTER_PATH, which keeps
+    what it had."""
     import importlib.metadata
 
     assert jupyter_path({}) == str(KERNELSPECS)

@@ -8,8 +8,9 @@ from brrr import reference, targets
 from brrr.benchmarks import overhead
 from brrr.claims import judge_batch_doubling, publish
 
-# The shape the chapter claims (pinned in tests/book/test_pinned_targets.py): batch 1 -> 2 at most this
-# step-time ratio (overhead-bound: nearly free), the last doubling at least this one (compute-bound).
+# The shape the chapter claims (pinned in tests/book/test_pinned_targets.py): batch 1 -> 2 at most
+# this step-time ratio (overhead-bound: nearly free), the last doubling at least this one
+# (compute-bound).
 FIRST_DOUBLING_MAX = 1.5
 LAST_DOUBLING_MIN = 1.5
 
@@ -30,13 +31,14 @@ class Page:
 
 
 def finish(page: Page) -> None:
-    """Publish the batch-doubling claim, enforce the shape the chapter claims (a miss is timed again,
-    the two sizes in turns; three fail the build), record the sweep for ``make gpu-check``."""
+    """Publish the batch-doubling claim, enforce the shape the chapter claims (a miss is timed
+    again, the two sizes in turns; three fail the build), record the sweep for ``make
+    gpu-check``."""
     batches, times, ratios = page.batches, page.times, page.ratios
     publish(judge_batch_doubling(ratios[1], times[1] / page.roofline_s[1], ratios[-1]), page.stamp)
 
-    # The shape the chapter claims: the first doubling is nearly free (overhead-bound), the last nearly
-    # doubles the step (compute-bound). A stall on a busy machine is not the claim failing.
+    # The shape the chapter claims: the first doubling is nearly free (overhead-bound), the last
+    # nearly doubles the step (compute-bound). A stall on a busy machine is not the claim failing.
     def doubling(pair):
         return overhead.doubling_in_turns(pair)  # the two sizes timed in turns
 

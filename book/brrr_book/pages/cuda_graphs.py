@@ -27,12 +27,13 @@ class Page:
 
 
 def finish(page: Page) -> None:
-    """Publish the compile-overhead claim, enforce this device's target (``overhead.TARGETS``: a miss is
-    measured again, and three fail the build), record the GPU's figures, glue the sweep's sentence.
+    """Publish the compile-overhead claim, enforce this device's target (``overhead.TARGETS``: a
+    miss is measured again, and three fail the build), record the GPU's figures, glue the sweep's
+    sentence.
 
-    On a GPU the target model is narrower than the sweep's: its weights and gradients fit in half the
-    L2 (``overhead.graph_target_shape``), so the step is host overhead, not the SGD update streaming
-    from memory."""
+    On a GPU the target model is narrower than the sweep's: its weights and gradients fit in half
+    the L2 (``overhead.graph_target_shape``), so the step is host overhead, not the SGD update
+    streaming from memory."""
     tiny = page.tiny
     publish(judge_compile_overhead(tiny.speedup), page.stamp)
     glue_text("graph-sweep", page.sweep.sentence() if page.sweep else NO_RECORD)
@@ -43,7 +44,8 @@ def finish(page: Page) -> None:
     target_shape = overhead.graph_target_shape()
     print(
         fit(
-            f"target model: {target_shape.depth} layers of width {target_shape.width}, chosen from this GPU's L2 cache"
+            f"target model: {target_shape.depth} layers of width {target_shape.width}, chosen from "
+            "this GPU's L2 cache"
         )
     )
     with targets.said_only_if_missed():
@@ -53,7 +55,8 @@ def finish(page: Page) -> None:
     if reduce_overhead is not None:
         print(
             fit(
-                f'torch.compile(mode="reduce-overhead") at batch 1: {reduce_overhead.speedup:.1f}x over eager'
+                f'torch.compile(mode="reduce-overhead") at batch 1: {reduce_overhead.speedup:.1f}x '
+                "over eager"
             )
         )
     reference.record(

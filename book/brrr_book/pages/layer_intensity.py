@@ -1,4 +1,5 @@
-"""Notebook 22 (arithmetic intensity of real layers): its figure, crossings, checks, record and sentences."""
+"""Notebook 22 (arithmetic intensity of real layers): its figure, crossings, checks, record and
+sentences."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from brrr.device import device_name
 from brrr.plots import roofline as roofline_chart
 from brrr.roofline import Roof
 
-# (size: batch, sequence or op name; the op's count; seconds measured; the regime its count predicts)
+# (size: batch, sequence or op name; the op's count; seconds measured; the regime its count
+# predicts)
 Row = tuple[object, counting.OpCount, float, object]
 
 
@@ -88,7 +90,8 @@ def plot_layers(page: Page, stamp: str) -> None:
 
 
 def crossing_lines(page: Page) -> list[str]:
-    """Which layers cross the ridge as they grow, and where the count predicts the linear layer crosses."""
+    """Which layers cross the ridge as they grow, and where the count predicts the linear layer
+    crosses."""
     summary = page.summary()
     linear, attention = page.linear_rows, page.attention_rows
 
@@ -124,8 +127,8 @@ def _crossing_said(page: Page) -> str:
         (batch for batch, _, _, regime in page.linear_rows if str(regime) == "compute-bound"), None
     )
     return (
-        f"Here, in {page.dtype}, that predicts a crossing near batch {ridge * element / 2:.0f} (ridge "
-        f"{ridge:.0f} FLOPs/byte × {element} bytes / 2); "
+        f"Here, in {page.dtype}, that predicts a crossing near batch {ridge * element / 2:.0f} "
+        f"(ridge {ridge:.0f} FLOPs/byte × {element} bytes / 2); "
         + (
             f"the first batch of the sweep on the compute side was {first_compute}."
             if first_compute
@@ -135,10 +138,10 @@ def _crossing_said(page: Page) -> str:
 
 
 def finish(page: Page) -> None:
-    """Check what "What it means" says against this machine's roofs (a miss fails the build), record the
-    layers for ``make gpu-check``, glue the page's sentences."""
-    # "far left of any ridge": layer norm and softmax are memory-bound by their counts; a roof measured
-    # low is measured again before that fails
+    """Check what "What it means" says against this machine's roofs (a miss fails the build), record
+    the layers for ``make gpu-check``, glue the page's sentences."""
+    # "far left of any ridge": layer norm and softmax are memory-bound by their counts; a roof
+    # measured low is measured again before that fails
     if roofline.require_memory_bound(
         {name: op for name, op, _, _ in page.rowwise_rows},
         page.vector_roof,
@@ -189,13 +192,14 @@ def _rowwise_speed(page: Page) -> str:
     under = [name for name, share in speeds.items() if share < 0.5]
     (first, first_share), (second, second_share) = speeds.items()
     return (
-        f"Measured, {first} moved its counted bytes at {units.percent(first_share)} of the copy bandwidth "
-        f"and {second} at {units.percent(second_share)}."
+        f"Measured, {first} moved its counted bytes at {units.percent(first_share)} of the copy "
+        f"bandwidth and {second} at {units.percent(second_share)}."
         + (
-            f" {' and '.join(under).capitalize()} ran well under the memory roof: something other than the "
-            "minimum traffic sets the time there (eager's extra passes over each row, reductions that do "
-            "not vectorise). The count says where an op sits on the roofline; only the measurement says "
-            "how close to its roof it runs."
+            f" {' and '.join(under).capitalize()} ran well under the memory roof: something other "
+            "than the "
+            "minimum traffic sets the time there (eager's extra passes over each row, reductions "
+            "that do not vectorise). The count says where an op sits on the roofline; only the "
+            "measurement says how close to its roof it runs."
             if under
             else " Both ran near the memory roof, as memory-bound ops should."
         )

@@ -27,8 +27,8 @@ Skinny = list[tuple[str, MatmulPoint]]
 
 
 def plot_square(square: list[MatmulPoint], ceilings: Ceilings, sheet, stamp: str):
-    """Achieved FLOP/s of the square sweep, one line per dtype, each with its measured peak (dashed) and,
-    on a GPU with a known datasheet, the datasheet's (dotted)."""
+    """Achieved FLOP/s of the square sweep, one line per dtype, each with its measured peak (dashed)
+    and, on a GPU with a known datasheet, the datasheet's (dotted)."""
     dtypes = list(dict.fromkeys(p.dtype for p in square))
     sizes = sorted({p.n for p in square})
     series = {name: [p.rate for p in square if p.dtype == name] for name in dtypes}
@@ -47,7 +47,8 @@ def plot_square(square: list[MatmulPoint], ceilings: Ceilings, sheet, stamp: str
 
 
 def plot_recorded(square: list[MatmulPoint], stamp: str) -> None:
-    """The square sweep beside each recorded GPU's, on the same axes; or a line saying none recorded it."""
+    """The square sweep beside each recorded GPU's, on the same axes; or a line saying none recorded
+    it."""
     from brrr import plots
 
     gpus = recorded("compute.matmul")
@@ -79,8 +80,8 @@ def plot_recorded(square: list[MatmulPoint], stamp: str) -> None:
 
 
 def plot_skinny(skinny: Skinny, ceilings: Ceilings, dtype: str, stamp: str) -> None:
-    """Achieved FLOP/s of the skinny shapes against their small side, under the measured peak, with the
-    roofline's prediction from the counted FLOPs and bytes (dotted)."""
+    """Achieved FLOP/s of the skinny shapes against their small side, under the measured peak, with
+    the roofline's prediction from the counted FLOPs and bytes (dotted)."""
     peak = ceilings.matmul(dtype)
     smalls = [p.m for kind, p in skinny if kind == "small m"]
     large = skinny[-1][1].n
@@ -100,7 +101,8 @@ def plot_skinny(skinny: Skinny, ceilings: Ceilings, dtype: str, stamp: str) -> N
         ]
         ax.plot(smalls, predicted, linestyle=":", color="gray")
     ax.set_title(
-        f"Skinny {dtype} matmuls, other dimensions {large}\n(dotted: roofline prediction from counted bytes)",
+        f"Skinny {dtype} matmuls, other dimensions {large}\n(dotted: roofline prediction from "
+        "counted bytes)",
         fontsize=10,
     )
     plt.show()
@@ -145,8 +147,8 @@ class Page:
 
 
 def finish(page: Page) -> None:
-    """The chapter's GPU target (the largest bf16 matmul at 80% of its measured peak), the record, and
-    the sentences of the page's prose."""
+    """The chapter's GPU target (the largest bf16 matmul at 80% of its measured peak), the record,
+    and the sentences of the page's prose."""
     _target(page)
     _record(page)
     _glue(page)
@@ -244,9 +246,9 @@ def _glue(page: Page) -> None:
     glue_text(
         "alignment",
         (
-            f"Here the fastest size was n={best.n}; the multiples of 8 ran at {units.percent(min(eights))} to "
-            f"{units.percent(max(eights))} of it, the other sizes at {units.percent(min(others))} to "
-            f"{units.percent(max(others))}."
+            f"Here the fastest size was n={best.n}; the multiples of 8 ran at "
+            f"{units.percent(min(eights))} to {units.percent(max(eights))} of it, the other sizes "
+            f"at {units.percent(min(others))} to {units.percent(max(others))}."
         ),
     )
 

@@ -1,5 +1,5 @@
-"""Notebook 32 (profiler traces): its claim, its record (and, under ``make gpu-check``, the trace kept for
-readers without a GPU) and its sentence."""
+"""Notebook 32 (profiler traces): its claim, its record (and, under ``make gpu-check``, the trace
+kept for readers without a GPU) and its sentence."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from brrr.device import ON_GPU
 
 
 def finish(recorded: dict, idle: dict[str, float]) -> None:
-    """``recorded``: per batch name, (size, trace file, parsed trace, window); ``idle``: per batch name, the
-    share of its window the device (on a CPU: the host's ops) sat idle."""
+    """``recorded``: per batch name, (size, trace file, parsed trace, window); ``idle``: per batch
+    name, the share of its window the device (on a CPU: the host's ops) sat idle."""
     glue_text(
         "idle-shares",
         (
@@ -19,13 +19,14 @@ def finish(recorded: dict, idle: dict[str, float]) -> None:
             f"between ops, the large batch {units.percent(idle['large'])}."
         ),
     )
-    # The claim of this page: the small batch spends a larger share of its time between ops (overhead)
-    # than the large one.
+    # The claim of this page: the small batch spends a larger share of its time between ops
+    # (overhead) than the large one.
     with targets.said_only_if_missed():
         targets.check(
             idle["small"] > idle["large"],
             (
-                f"idle share: small batch {units.percent(idle['small'])}, large batch {units.percent(idle['large'])}"
+                f"idle share: small batch {units.percent(idle['small'])}, large batch "
+                f"{units.percent(idle['large'])}"
             ),
         )
     reference.record(
@@ -42,8 +43,8 @@ def finish(recorded: dict, idle: dict[str, float]) -> None:
             for name, (size, path, trace, window) in recorded.items()
         },
     )
-    # make gpu-check: keep the small-batch trace, so that readers without a GPU see a recorded device row
-    # instead of the synthetic one
+    # make gpu-check: keep the small-batch trace, so that readers without a GPU see a recorded
+    # device row instead of the synthetic one
     folder = reference.recording_dir()
     if ON_GPU and folder is not None:
         size, path = recorded["small"][:2]

@@ -9,8 +9,8 @@ from brrr.benchmarks import overhead
 from brrr.ceilings import Ceilings
 from brrr.claims import judge_overhead_floor, publish
 
-# The page's checks (pinned in tests/book/test_pinned_targets.py). Python's float adds at least this many
-# times the eager ops per second: the per-op overhead is there.
+# The page's checks (pinned in tests/book/test_pinned_targets.py). Python's float adds at least this
+# many times the eager ops per second: the per-op overhead is there.
 PYTHON_OVER_EAGER_MIN = 3
 # The slowest of the 1-, 4- and 16-element adds at most this many times the fastest: a flat floor.
 SMALLEST_ADDS_SPREAD_MAX = 1.5
@@ -31,16 +31,16 @@ class Page:
 
 
 def finish(page: Page) -> None:
-    """Publish the overhead-floor claim, check the page's claims (Python's adds outpace eager ops; the
-    smallest adds all cost the same, a miss timed again; a miss fails the build), record."""
+    """Publish the overhead-floor claim, check the page's claims (Python's adds outpace eager ops;
+    the smallest adds all cost the same, a miss timed again; a miss fails the build), record."""
     python_rate, ops_rate, sizes, seconds = (
         page.python_rate,
         page.ops_rate,
         page.sizes,
         page.seconds,
     )
-    # The floor: an add 1/16 of the knee size against a one-element add. The knee here is this sweep's
-    # own: its one-element add as the overhead.
+    # The floor: an add 1/16 of the knee size against a one-element add. The knee here is this
+    # sweep's own: its one-element add as the overhead.
     own_knee = seconds[0] * page.ceilings.copy_bandwidth / overhead.add_bytes(1)
     below_knee = [s for n, s in zip(sizes, seconds) if n <= own_knee / 16] or seconds[:1]
     publish(judge_overhead_floor(python_rate, ops_rate, below_knee[-1] / seconds[0]), page.stamp)
@@ -54,7 +54,8 @@ def finish(page: Page) -> None:
         targets.check(
             python_rate > PYTHON_OVER_EAGER_MIN * ops_rate,
             (
-                f"Python adds {units.si(python_rate, 'add/s')}, eager ops {units.si(ops_rate, 'op/s')}: "
+                f"Python adds {units.si(python_rate, 'add/s')}, eager ops "
+                f"{units.si(ops_rate, 'op/s')}: "
                 "the per-op overhead is missing"
             ),
         )

@@ -24,8 +24,8 @@ class Page:
 
 
 def finish(page: Page) -> None:
-    """Publish the rematerialization claim, check the memory claims (bytes, not times: they do not vary
-    with load; a miss fails the build), record for ``make gpu-check``, glue the sentences."""
+    """Publish the rematerialization claim, check the memory claims (bytes, not times: they do not
+    vary with load; a miss fails the build), record for ``make gpu-check``, glue the sentences."""
     split, results = page.split, page.results
     publish(judge_rematerialization(split.remat_memory, split.remat_speedup, split.remat_noise))
     reference.record(
@@ -51,7 +51,8 @@ def finish(page: Page) -> None:
     glue_text(
         "control-gain",
         (
-            f"here {split.fusion_speedup:.2f}x eager's speed at {1 / split.fusion_memory:.2f}x its peak memory"
+            f"here {split.fusion_speedup:.2f}x eager's speed at {1 / split.fusion_memory:.2f}x its "
+            "peak memory"
         ),
     )
     _, checkpointed, saved, recomputed = results
@@ -61,5 +62,6 @@ def finish(page: Page) -> None:
     )
     assert recomputed.peak_bytes < 0.8 * saved.peak_bytes, (
         "recomputing should lower the compiled step's peak memory: "
-        f"{units.binary_bytes(recomputed.peak_bytes)} against {units.binary_bytes(saved.peak_bytes)}"
+        f"{units.binary_bytes(recomputed.peak_bytes)} against "
+        f"{units.binary_bytes(saved.peak_bytes)}"
     )

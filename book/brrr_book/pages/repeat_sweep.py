@@ -1,4 +1,5 @@
-"""Notebook 11 (the repeat sweep): its table, its figure, its checks, its record and its sentences."""
+"""Notebook 11 (the repeat sweep): its table, its figure, its checks, its record and its
+sentences."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ LOW_ROOF = "the roof is below what the same code reaches here: a low roof, not a
 
 
 def sweep_table(points: list[SweepPoint], multiply: float, copy: float) -> str:
-    """One line per repeat count: time, spread, achieved FLOP/s against the multiply roof and achieved
-    bandwidth against copy. A rate above its roof is marked (``~`` within the run's noise, ``*`` or ``†``
-    beyond it) and each mark is explained once under the table."""
+    """One line per repeat count: time, spread, achieved FLOP/s against the multiply roof and
+    achieved bandwidth against copy. A rate above its roof is marked (``~`` within the run's noise,
+    ``*`` or ``†`` beyond it) and each mark is explained once under the table."""
     lines = [
-        f"{'repeats':>7}  {'time':>9}  {'spread':>6}  {'FLOP/s, % of the multiply roof':<30}  bandwidth, % of copy",
-        f"{'':>7}  {'':>9}  {'':>6}  {'(' + units.flops(multiply) + ')':<30}  ({units.bandwidth(copy)})",
+        f"{'repeats':>7}  {'time':>9}  {'spread':>6}  {'FLOP/s, % of the multiply roof':<30}  "
+        "bandwidth, % of copy",
+        f"{'':>7}  {'':>9}  {'':>6}  {'(' + units.flops(multiply) + ')':<30}  "
+        f"({units.bandwidth(copy)})",
     ]
     reasons: dict[str, str] = {}
     for point in points:
@@ -49,8 +52,14 @@ def sweep_table(points: list[SweepPoint], multiply: float, copy: float) -> str:
                 continue
             marks += mark
             reasons.setdefault(mark, reason)
-        flops = f"{units.flops(point.achieved_flops)} = {units.percent(point.achieved_flops / multiply)}"
-        bandwidth = f"{units.bandwidth(point.achieved_bandwidth)} = {units.percent(point.achieved_bandwidth / copy)}"
+        flops = (
+            f"{units.flops(point.achieved_flops)} = "
+            f"{units.percent(point.achieved_flops / multiply)}"
+        )
+        bandwidth = (
+            f"{units.bandwidth(point.achieved_bandwidth)} = "
+            f"{units.percent(point.achieved_bandwidth / copy)}"
+        )
         lines.append(
             f"{point.repeats:>7}  {units.seconds(point.seconds):>9}  {units.percent(spread):>6}  "
             f"{flops:<30}  {bandwidth} {marks}".rstrip()
@@ -66,7 +75,8 @@ def plot_sweep(
     n: int,
     stamp: str,
 ) -> None:
-    """Runtime, achieved FLOP/s and achieved bandwidth against the repeats, each with the knees marked."""
+    """Runtime, achieved FLOP/s and achieved bandwidth against the repeats, each with the knees
+    marked."""
     repeats = [point.repeats for point in points]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     loglog_sweep(
@@ -119,8 +129,9 @@ class Page:
 
 
 def finish(page: Page) -> None:
-    """The knee's verdict (shown beside the recorded GPU); the shape the chapter claims, enforced (a roof
-    is a roof; flat while memory-bound; rising past the knee), each miss timed again; the record; glue."""
+    """The knee's verdict (shown beside the recorded GPU); the shape the chapter claims, enforced (a
+    roof is a roof; flat while memory-bound; rising past the knee), each miss timed again; the
+    record; glue."""
     publish(judge_knee(page.knee_measured, page.knee_multiply))
     points, n = page.points, page.n
     repeats = [point.repeats for point in points]

@@ -101,9 +101,9 @@ def _require_softmax(page: Page) -> None:
 
 
 def plot_recorded(sizes: list[int], pointwise_sweep: Sweep, copy: float, stamp: str) -> None:
-    """Part 1's sweep beside each recorded GPU's (``brrr/data/reference/``), each as a fraction of its own
-    machine's copy bandwidth so that both share one axis, with what the GPU's fused kernel reached; or a
-    line saying no GPU has recorded it."""
+    """Part 1's sweep beside each recorded GPU's (``brrr/data/reference/``), each as a fraction of
+    its own machine's copy bandwidth so that both share one axis, with what the GPU's fused kernel
+    reached; or a line saying no GPU has recorded it."""
     import matplotlib.pyplot as plt
 
     from brrr import plots, units
@@ -139,8 +139,9 @@ def plot_recorded(sizes: list[int], pointwise_sweep: Sweep, copy: float, stamp: 
         print(
             fit(
                 f"Recorded on {gpu.device}: the fused kernel reached "
-                f"{units.percent(fused[-1] / v['copy_bandwidth'])} of its copy bandwidth at the largest size, "
-                f"eager {units.percent(v['eager (3 kernels)'][-1] / v['copy_bandwidth'])}."
+                f"{units.percent(fused[-1] / v['copy_bandwidth'])} of its copy bandwidth at the "
+                "largest size, eager "
+                f"{units.percent(v['eager (3 kernels)'][-1] / v['copy_bandwidth'])}."
             )
         )
         print(fit(f"  {gpu.stamp}"))

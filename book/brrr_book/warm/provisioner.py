@@ -1,15 +1,17 @@
-"""The kernel provisioner ``brrr-warm``: book kernels forked from a warm zygote, or launched as usual.
+"""The kernel provisioner ``brrr-warm``: book kernels forked from a warm zygote, or launched as
+usual.
 
-Registered under ``jupyter_client.kernel_provisioners`` (book/pyproject.toml) and named by the kernelspec in
-``jupyter_path/kernels/python3`` beside this module. The first launch starts the zygote (zygote.py) with
-that launch's environment and folder; every launch whose command is ipykernel's with the same Python and
-whose environment is the same (apart from Jupyter's per-session ``JPY_`` variables) is forked from it. Any
-other launch, and every launch after the zygote failed, starts the normal way (LocalProvisioner's).
+Registered under ``jupyter_client.kernel_provisioners`` (book/pyproject.toml) and named by the
+kernelspec in ``jupyter_path/kernels/python3`` beside this module. The first launch starts the
+zygote (zygote.py) with that launch's environment and folder; every launch whose command is
+ipykernel's with the same Python and whose environment is the same (apart from Jupyter's per-session
+``JPY_`` variables) is forked from it. Any other launch, and every launch after the zygote failed,
+starts the normal way (LocalProvisioner's).
 
-A forked kernel is the zygote's child, not ours: ``ForkedKernel`` stands in for its ``subprocess.Popen``
-and reaches it through a pidfd, so LocalProvisioner's poll, wait, send_signal (SIGINT interrupts, to the
-kernel's own process group), kill, terminate and cleanup work on it unchanged.
-"""
+A forked kernel is the zygote's child, not ours: ``ForkedKernel`` stands in for its
+``subprocess.Popen`` and reaches it through a pidfd, so LocalProvisioner's poll, wait, send_signal
+(SIGINT interrupts, to the kernel's own process group), kill, terminate and cleanup work on it
+unchanged."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ log = logging.getLogger(__name__)
 
 
 def same_environment(env: dict) -> dict:
-    """The environment a zygote must share with a launch: all of it but Jupyter's per-session variables."""
+    """The environment a zygote must share with a launch: all of it but Jupyter's per-session
+    variables."""
     return {key: value for key, value in env.items() if not key.startswith("JPY_")}
 
 
@@ -55,7 +58,8 @@ class Zygote:
             cwd=cwd,
             pass_fds=(theirs.fileno(),),
             stdin=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C at the terminal reaches the build, which then closes the socket
+            # a Ctrl-C at the terminal reaches the build, which then closes the socket
+            start_new_session=True,
         )
         theirs.close()
         self.connection = ours
@@ -92,7 +96,8 @@ class Zygote:
         )
 
     def close(self) -> None:
-        """Close the socket: the zygote exits, and with it any kernel it forked that is still running."""
+        """Close the socket: the zygote exits, and with it any kernel it forked that is still
+        running."""
         if os.getpid() != self.owner:
             return
         self.reader.close()  # the socket's file descriptor stays open while its file object is
@@ -150,7 +155,8 @@ _zygote_failed = False
 
 
 def fork_kernel(cmd: list, env: dict, cwd: str) -> ForkedKernel | None:
-    """A kernel forked from this process's zygote (started on first use), or None: launch it normally."""
+    """A kernel forked from this process's zygote (started on first use), or None: launch it
+    normally."""
     global _zygote, _zygote_failed
     if _zygote_failed:
         return None
@@ -159,7 +165,8 @@ def fork_kernel(cmd: list, env: dict, cwd: str) -> ForkedKernel | None:
             _zygote = Zygote(cmd[0], env, cwd)
         if not _zygote.fits(cmd, env):
             log.warning(
-                "brrr-warm: a command or environment unlike the zygote's; this kernel starts the normal way"
+                "brrr-warm: a command or environment unlike the zygote's; this kernel starts the "
+                "normal way"
             )
             return None
         reply = _zygote.request({"launch": {"argv": cmd, "env": env, "cwd": cwd}})

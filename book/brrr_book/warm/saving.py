@@ -1,13 +1,15 @@
-"""What warm kernels save: execute notebooks as the book build does, with normal and with warm kernels.
+"""What warm kernels save: execute notebooks as the book build does, with normal and with warm
+kernels.
 
-    python -m brrr_book.warm.saving [--runs 3] notebooks/00-your-machine.ipynb solutions/02-fuse-it.ipynb ...
+    python -m brrr_book.warm.saving [--runs 3] notebooks/00-your-machine.ipynb
+    solutions/02-fuse-it.ipynb ...
 
-Each run executes every notebook given, one after the other in one process (myst-nb's way), in a child
-process; its CPU time is that process tree's (user + system, from ``os.wait4``: the kernels, and with warm
-kernels the zygote, are all waited for). Runs alternate between the two ways. It prints the CPU-seconds of
-each run and, for each notebook, the kinds of output its cells gave (stdout, stderr, error) where the two
-ways differ: a warm kernel must print nothing a normal one does not.
-"""
+Each run executes every notebook given, one after the other in one process (myst-nb's way), in a
+child process; its CPU time is that process tree's (user + system, from ``os.wait4``: the kernels,
+and with warm kernels the zygote, are all waited for). Runs alternate between the two ways. It
+prints the CPU-seconds of each run and, for each notebook, the kinds of output its cells gave
+(stdout, stderr, error) where the two ways differ: a warm kernel must print nothing a normal one
+does not."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def output_kinds(notebook) -> list[list[str]]:
 
 
 def execute(paths: list[str], record: str) -> None:
-    """In the child: execute each notebook in its own folder, as myst-nb does; write their output kinds."""
+    """In the child: execute each notebook in its own folder, as myst-nb does; write their output
+    kinds."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -89,7 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     for path in args.notebooks:
         if kinds[False][path] != kinds[True][path]:
             print(
-                f"{path}: output kinds differ\n  normal {kinds[False][path]}\n  warm   {kinds[True][path]}"
+                f"{path}: output kinds differ\n  normal {kinds[False][path]}\n  warm   "
+                f"{kinds[True][path]}"
             )
         else:
             print(f"{path}: the same kinds of output")

@@ -1,17 +1,19 @@
 """The warm process every book kernel is forked from (brrr_book.warm's docstring says why).
 
 Run as a script, never imported: ``python zygote.py FD`` where FD is one end of a socket pair whose
-other end the building process (brrr_book.warm.provisioner) holds. It imports what every notebook imports
-anyway (``PRELOAD``; ``BRRR_WARM_PRELOAD`` replaces the list, comma-separated), says it is ready, then
-answers one JSON line per JSON line read:
+other end the building process (brrr_book.warm.provisioner) holds. It imports what every notebook
+imports anyway (``PRELOAD``; ``BRRR_WARM_PRELOAD`` replaces the list, comma-separated), says it is
+ready, then answers one JSON line per JSON line read:
 
-- ``{"launch": {"argv": [...], "env": {...}, "cwd": "..."}}``: fork a kernel; ``{"pid": N}`` once the
+- ``{"launch": {"argv": [...], "env": {...}, "cwd": "..."}}``: fork a kernel; ``{"pid": N}`` once
+the
   child runs in its own session with the launch's environment and folder, or ``{"error": "..."}``.
 - ``{"reap": N}``: wait for the exited kernel N; ``{"returncode": code}``.
 
-It never reaps a kernel unasked, so a pid cannot be reused before the building process holds a pidfd on
-it. It forks only while it has one thread (a fork of a threaded process may copy a held lock), and exits
-when the socket closes: the build is over, or its process died. Each kernel is killed if the zygote dies.
+It never reaps a kernel unasked, so a pid cannot be reused before the building process holds a pidfd
+on it. It forks only while it has one thread (a fork of a threaded process may copy a held lock),
+and exits when the socket closes: the build is over, or its process died. Each kernel is killed if
+the zygote dies.
 
 It imports neither brrr (which sets TRITON_INTERPRET in brrr.device before triton is imported) nor
 triton, and creates nothing torch would keep: no tensor, no thread, no compiled graph.
@@ -43,7 +45,8 @@ PRELOAD = (
     "ipykernel.ipkernel",
     "ipykernel.zmqshell",
 )
-# These import triton: preloaded only where every kernel runs Triton's interpreter (see interpreter_on()).
+# These import triton: preloaded only where every kernel runs Triton's interpreter (see
+# interpreter_on()).
 PRELOAD_WITH_TRITON = ("torch._dynamo", "torch._inductor.compile_fx")
 PR_SET_PDEATHSIG = 1
 INLINE_BACKEND_MODULE = "matplotlib_inline.backend_inline"
@@ -55,12 +58,13 @@ def threads() -> int:
 
 
 def interpreter_on() -> bool:
-    """Set TRITON_INTERPRET where brrr.device would set it in every kernel: a torch built for no GPU.
+    """Set TRITON_INTERPRET where brrr.device would set it in every kernel: a torch built for no
+    GPU.
 
     brrr.device sets it before any of brrr's modules imports triton, so that triton.language's own
-    functions are built interpreted; the zygote sets it before torch._dynamo imports triton, to the same
-    effect. Where torch could see a GPU, which torch.cuda would have to ask (a fork after that is unsafe),
-    nothing that imports triton is preloaded.
+    functions are built interpreted; the zygote sets it before torch._dynamo imports triton, to the
+    same effect. Where torch could see a GPU, which torch.cuda would have to ask (a fork after that
+    is unsafe), nothing that imports triton is preloaded.
     """
     torch = sys.modules.get("torch")
     if torch is None or torch.version.cuda or getattr(torch.version, "hip", None):
@@ -73,9 +77,9 @@ def interpreter_on() -> bool:
 def stop_blas_threads() -> None:
     """Stop OpenBLAS's thread pool, as its own handler does before every fork (pthread_atfork).
 
-    numpy's OpenBLAS starts its pool when loaded; stopped, the zygote forks with one thread. A kernel starts
-    the pool again, with as many threads, on its first BLAS call, as a fresh process would.
-    """
+    numpy's OpenBLAS starts its pool when loaded; stopped, the zygote forks with one thread. A
+    kernel starts the pool again, with as many threads, on its first BLAS call, as a fresh process
+    would."""
     with open("/proc/self/maps") as maps:
         libraries = {line.split()[-1] for line in maps if "openblas" in line.rsplit("/", 1)[-1]}
     for library in sorted(libraries):
@@ -85,7 +89,8 @@ def stop_blas_threads() -> None:
 
 
 def preload() -> None:
-    """Import the modules a kernel would import; matplotlib reads its backend as a kernel's would."""
+    """Import the modules a kernel would import; matplotlib reads its backend as a kernel's
+    would."""
     # ipykernel sets this before any notebook imports matplotlib, which reads it once, on import.
     if not os.environ.get("MPLBACKEND"):
         os.environ["MPLBACKEND"] = INLINE_BACKEND
@@ -97,10 +102,11 @@ def preload() -> None:
         for name in PRELOAD_WITH_TRITON:
             importlib.import_module(name)
     if INLINE_BACKEND_MODULE in sys.modules:
-        # On import in a kernel it turns on IPython's showing of each cell's figures; imported here, it
-        # would not, and a page without ``%matplotlib inline`` would lose its figures.
+        # On import in a kernel it turns on IPython's showing of each cell's figures; imported here,
+        # it would not, and a page without ``%matplotlib inline`` would lose its figures.
         raise RuntimeError(
-            f"the preloaded modules imported {INLINE_BACKEND_MODULE}, which must be imported in a kernel"
+            f"the preloaded modules imported {INLINE_BACKEND_MODULE}, which must be imported in a "
+            "kernel"
         )
     if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
         raise RuntimeError("the preloaded modules imported triton before TRITON_INTERPRET was set")
@@ -108,7 +114,8 @@ def preload() -> None:
 
 
 def become_kernel(argv: list, env: dict, cwd: str, ready: int, zygote: int) -> list:
-    """In the forked child: the launch's session, folder, environment and stdin; returns sys.argv to run."""
+    """In the forked child: the launch's session, folder, environment and stdin; returns sys.argv to
+    run."""
     os.setsid()
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != zygote:  # the zygote died before prctl took effect
@@ -119,8 +126,8 @@ def become_kernel(argv: list, env: dict, cwd: str, ready: int, zygote: int) -> l
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    # The generators seeded when the zygote imported them start from fresh seeds, as in a new process
-    # (Python's random reseeds itself after a fork).
+    # The generators seeded when the zygote imported them start from fresh seeds, as in a new
+    # process (Python's random reseeds itself after a fork).
     if "numpy.random" in sys.modules:  # numpy imports it on first use, seeding its generator then
         sys.modules["numpy.random"].seed()
     if "torch" in sys.modules:
@@ -169,7 +176,8 @@ def reap(pid: int) -> dict:
 
 
 def serve(connection: socket.socket):
-    """Answer requests until the socket closes (then exit) or this process is a forked kernel (its argv)."""
+    """Answer requests until the socket closes (then exit) or this process is a forked kernel (its
+    argv)."""
     reader = connection.makefile("r", encoding="utf-8")
     for line in reader:
         request = json.loads(line)
@@ -201,7 +209,8 @@ def main() -> None:
     if "error" in ready:
         os._exit(1)
     sys.argv = serve(connection)
-    # Now a kernel, outside the zygote's frames: run as ``python -m ipykernel_launcher`` would, ending quickly.
+    # Now a kernel, outside the zygote's frames: run as ``python -m ipykernel_launcher`` would,
+    # ending quickly.
     from ipykernel import kernelapp
 
     code = 0
@@ -218,11 +227,12 @@ def main() -> None:
 
 
 def end_quickly(code: int) -> None:
-    """End as Python would, less the interpreter's teardown of every module: the atexit functions run
-    (IPython's clears the notebook's namespace, which closes its files, and ends its history), the standard
-    streams are flushed, and the kernel exits. Tearing down torch, dynamo and Inductor after a shutdown
-    request took 1.8 CPU-seconds per kernel on the 2-core CI machine, and jupyter_client waited 2.7 s for
-    that exit (its SIGTERM comes at 2.5 s): 3 s of every page of the book. Ended here: 0.5 s."""
+    """End as Python would, less the interpreter's teardown of every module: the atexit functions
+    run (IPython's clears the notebook's namespace, which closes its files, and ends its history),
+    the standard streams are flushed, and the kernel exits. Tearing down torch, dynamo and Inductor
+    after a shutdown request took 1.8 CPU-seconds per kernel on the 2-core CI machine, and
+    jupyter_client waited 2.7 s for that exit (its SIGTERM comes at 2.5 s): 3 s of every page of the
+    book. Ended here: 0.5 s."""
     import atexit
 
     atexit._run_exitfuncs()

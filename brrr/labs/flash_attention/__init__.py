@@ -14,8 +14,8 @@ leave the chip, so over the grid:
 - Q is read once and O written once; K and V are read once per query block,
   ⌈N / BLOCK_M⌉ times (the lab's traffic rule, :data:`PREDICTION_RULES`: the
   grader keeps it, :func:`brrr.labs.flash_attention.checks.flash_bytes`, and the
-  notebook plots it from tables, :data:`DEMO_FLASH_BYTES`). The traffic grows as ``N²·d / BLOCK_M``, against
-  ``4·N²`` for the three kernels: for large N the ratio tends to ``d / (2·BLOCK_M)``.
+  notebook plots it from tables, :data:`DEMO_FLASH_BYTES`). The traffic grows as ``N²·d / BLOCK_M``,
+  against ``4·N²`` for the three kernels: for large N the ratio tends to ``d / (2·BLOCK_M)``.
 
 Students write ``attention_kernel`` and ``attention(q, k, v, out, causal=False)``:
 ``q``, ``k``, ``v`` and ``out`` are contiguous ``(batch, heads, N, d)`` tensors of one

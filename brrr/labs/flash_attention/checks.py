@@ -1,4 +1,5 @@
-"""Lab 6, "FlashAttention forward": how it is graded (the task is in :mod:`brrr.labs.flash_attention`).
+"""Lab 6, "FlashAttention forward": how it is graded (the task is in
+:mod:`brrr.labs.flash_attention`).
 
 Grading happens in the grader process (:mod:`brrr.grading.server`), thresholds
 from :mod:`brrr.checks.thresholds`. As in Labs 2, 3 and 5 the student's wrapper
@@ -72,7 +73,8 @@ from brrr.labs.flash_attention.given import (
     traffic_shape,
 )
 
-# What the checks compare a student's answer with: here only, out of the student's reach (tests/test_layers.py).
+# What the checks compare a student's answer with: here only, out of the student's reach
+# (tests/test_layers.py).
 GRADER_REFERENCES = ("flash_bytes", "naive_bytes", "reference_prediction")
 
 CHECKS = {
@@ -83,9 +85,9 @@ ALL_CHECKS = ("prediction", "correct", "causal", "traffic", "speed_vs_naive", "s
 
 
 def flash_bytes(shape: Shape, block_m: int) -> dict[str, int]:
-    """Bytes per tensor that FlashAttention with ``block_m`` queries per program moves, by the lab's rule:
-    the grader's reference, which the student's process cannot import (this module and ``brrr.counting``
-    are not in its copy).
+    """Bytes per tensor that FlashAttention with ``block_m`` queries per program moves, by the lab's
+    rule: the grader's reference, which the student's process cannot import (this module and
+    ``brrr.counting`` are not in its copy).
 
     Every head: Q read once, O written once, K and V read once per query block
     (⌈n / block_m⌉ times). The scores never leave the chip.
@@ -97,7 +99,8 @@ def flash_bytes(shape: Shape, block_m: int) -> dict[str, int]:
 
 def naive_bytes(shape: Shape) -> dict[str, int]:
     """Bytes of the three-kernel version by :func:`brrr.counting.attention`: Q, K, V and O, and the
-    ``N × N`` scores and probabilities (written, read, written, read: ``4·N²`` elements per head)."""
+    ``N × N`` scores and probabilities (written, read, written, read: ``4·N²`` elements per
+    head)."""
     args = (shape.batch, shape.heads, shape.n, shape.d, shape.torch_dtype)
     inputs_and_output = round(counting.attention(*args, fused=True).bytes)
     total = round(counting.attention(*args, fused=False).bytes)
@@ -118,17 +121,18 @@ def score_matrix_bytes(shape: Shape) -> int:
 
 PREDICTION_RULES = (
     "every head of every batch moves its own Q, K, V and O (batch × heads of them)",
-    "FlashAttention: Q is read once and O written once; K and V are each read once per query block, "
-    "⌈N / BLOCK_M⌉ times; nothing else moves",
-    "three kernels: Q, K and V are read once and O written once, and the N × N scores are written by "
-    "the first matmul and read by the softmax, whose N × N probabilities are written and read again by "
-    "the second matmul: 4·N² more elements per head",
+    "FlashAttention: Q is read once and O written once; K and V are each read once per query "
+    "block, ⌈N / BLOCK_M⌉ times; nothing else moves",
+    "three kernels: Q, K and V are read once and O written once, and the N × N scores are written "
+    "by the first matmul and read by the softmax, whose N × N probabilities are written and read "
+    "again by the second matmul: 4·N² more elements per head",
     "every element is of the inputs' dtype (float16: 2 bytes)",
 )
 
 
 def reference_prediction() -> dict[str, int]:
-    """The answer to the prediction, by :func:`flash_bytes` and :func:`naive_bytes` (for the grader and the tests)."""
+    """The answer to the prediction, by :func:`flash_bytes` and :func:`naive_bytes` (for the grader
+    and the tests)."""
     shape = PREDICTION_SHAPE
     return {
         "flash": sum(flash_bytes(shape, PREDICTION_BLOCK_M).values()),
@@ -167,7 +171,8 @@ def simulate(
     rescale_sum: bool = True,
     padded_to: int | None = None,
 ) -> torch.Tensor:
-    """Attention in float64 on the CPU, computed block by block as a kernel would, with a known mistake.
+    """Attention in float64 on the CPU, computed block by block as a kernel would, with a known
+    mistake.
 
     ``rescale_acc=False``: the accumulator is not multiplied by ``exp(m_old -
     m_new)`` when the running max grows (``rescale_sum=False``: nor the running
@@ -223,7 +228,8 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
     right = None
 
     def matches(candidate: torch.Tensor, slack: float = 4.0) -> bool:
-        """``got`` is the mistake's output, and the mistake shows here: its output is not the right one."""
+        """``got`` is the mistake's output, and the mistake shows here: its output is not the right
+        one."""
         return close(got, candidate, slack) and not close(right, candidate, 1.0)
 
     if not bool(torch.isfinite(got).all()):
@@ -231,8 +237,9 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
         largest = float(scores[torch.isfinite(scores)].abs().max())
         if largest > OVERFLOW:
             return (
-                f"The logits q·k/√d of this case reach ±{largest:.0f}, and exp() overflows float32 above "
-                f"{OVERFLOW}: subtract the running max m before exponentiating (exp(s - m_new)), and "
+                f"The logits q·k/√d of this case reach ±{largest:.0f}, and exp() overflows float32 "
+                f"above {OVERFLOW}: subtract the running max m before exponentiating (exp(s - "
+                "m_new)), and "
                 "rescale what you summed so far by exp(m_old - m_new)."
             )
         return None
@@ -242,9 +249,10 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
     if matches(simulate(q, k, v, causal=not causal)):
         if causal:
             return (
-                "Your output is attention without the causal mask: every query attended to every key. "
-                "In causal attention query i sees keys 0..i only: set the scores of keys j > i to -inf "
-                "before the running max (tl.where(offs_n[None, :] <= offs_m[:, None], s, float('-inf')))."
+                "Your output is attention without the causal mask: every query attended to every "
+                "key. In causal attention query i sees keys 0..i only: set the scores of keys j > "
+                "i to -inf before the running max (tl.where(offs_n[None, :] <= offs_m[:, None], s, "
+                "float('-inf')))."
             )
         return (
             "Your output is causal attention, but this check asks for plain attention: with "
@@ -254,10 +262,11 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
         padded = math.ceil(n / block_n) * block_n
         if padded > n and not causal and matches(simulate(q, k, v, padded_to=padded)):
             return (
-                f"Your output is what attention gives when the {padded - n} keys past N = {n} in the last "
-                f"block (BLOCK_N = {block_n}) count with a score of 0: masking the loads (other=0.0) is not "
-                "enough, because a score of 0 still adds exp(0 - m) to the running sum. Set the scores "
-                "of keys past N to -inf before the running max."
+                f"Your output is what attention gives when the {padded - n} keys past N = {n} in "
+                f"the last block (BLOCK_N = {block_n}) count with a score of 0: masking the loads "
+                "(other=0.0) is not "
+                "enough, because a score of 0 still adds exp(0 - m) to the running sum. Set the "
+                "scores of keys past N to -inf before the running max."
             )
     for block_n in _DIAGNOSED_BLOCKS:
         if block_n >= n:
@@ -280,15 +289,17 @@ def diagnose(inputs, out: torch.Tensor, *, causal: bool = False) -> str | None:
                     else "the accumulator and the running sum are"
                 )
                 return (
-                    f"Your output is what attention gives, with blocks of BLOCK_N = {block_n} keys, when "
-                    f"{what} not rescaled as the running max grows. When a block raises a row's max "
-                    "from m_old to m_new, everything summed so far was exponentiated against m_old: "
-                    "multiply it by alpha = exp(m_old - m_new) before adding the new block "
+                    f"Your output is what attention gives, with blocks of BLOCK_N = {block_n} "
+                    f"keys, when {what} not rescaled as the running max grows. When a block raises "
+                    "a row's max "
+                    "from m_old to m_new, everything summed so far was exponentiated against "
+                    "m_old: multiply it by alpha = exp(m_old - m_new) before adding the new block "
                     "(acc = acc * alpha[:, None] + p @ v; l = l * alpha + sum(p))."
                 )
     if out.dtype == torch.float32 and ON_GPU and close(got, right, slack=1000.0):
         return (
-            "On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of mantissa). "
+            "On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of "
+            "mantissa). "
             'Pass `input_precision="ieee"` to tl.dot for a float32 result.'
         )
     return None
@@ -317,9 +328,10 @@ CAUSAL_SPEC = core.Spec(
     diagnose=_diagnose_causal,
 )
 
-# N a multiple of no block but in the last case; d of 32 and 64; float32 and float16; large logits in float16
-# (float32 rounds a logit near 120 by about 1e-5 relative, the float32 tolerance itself, while float16's
-# tolerance is 2e-3); rising logits, which make every block of keys raise every row's running max.
+# N a multiple of no block but in the last case; d of 32 and 64; float32 and float16; large logits
+# in float16 (float32 rounds a logit near 120 by about 1e-5 relative, the float32 tolerance itself,
+# while float16's tolerance is 2e-3); rising logits, which make every block of keys raise every
+# row's running max.
 _CASES = (
     Shape(1, 2, 1, 32),
     Shape(2, 1, 17, 64),
@@ -361,9 +373,10 @@ def not_applicable(check: str, device_class: str) -> str:
             "compiled, so it is graded by time instead: see speed_vs_naive and speed_vs_sdpa."
         )
     return (
-        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
-        "at a time in Python, so its time says nothing about the kernel; the traffic check grades what "
-        "FlashAttention changes instead: the N × N scores never reach memory."
+        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one "
+        "program "
+        "at a time in Python, so its time says nothing about the kernel; the traffic check grades "
+        "what FlashAttention changes instead: the N × N scores never reach memory."
     )
 
 
@@ -371,18 +384,16 @@ def not_applicable(check: str, device_class: str) -> str:
 
 
 def _prediction_mistakes(shape: Shape, block_m: int) -> dict[str, dict[str, int]]:
-    """Bytes that known wrong readings of the rule give, by the mistake's description, for each answer."""
+    """Bytes that known wrong readings of the rule give, by the mistake's description, for each
+    answer."""
     h, n, d, s = shape.heads_total, shape.n, shape.d, shape.element_size
     blocks = math.ceil(n / block_m)
     return {
         "flash": {
-            "N / BLOCK_M without rounding up: the last, partial query block is a whole program, and it reads "
-            "all of K and V": round(h * n * d * (2 + 2 * n / block_m) * s),
-            "K and V read once: that is the minimum, which only one query block as long as N reaches": h
-            * n
-            * d
-            * 4
-            * s,
+            "N / BLOCK_M without rounding up: the last, partial query block is a whole program, "
+            "and it reads all of K and V": round(h * n * d * (2 + 2 * n / block_m) * s),
+            "K and V read once: that is the minimum, which only one query block as long as N "
+            "reaches": h * n * d * 4 * s,
             "K and V read ⌈N / BLOCK_M⌉ times together, not each": h * n * d * (2 + blocks) * s,
             "Q or O left out: Q is read once and O written once": h * n * d * (1 + 2 * blocks) * s,
             "one head: every head of every batch (batch × heads) moves its own": n
@@ -397,13 +408,10 @@ def _prediction_mistakes(shape: Shape, block_m: int) -> dict[str, dict[str, int]
             "elements, not bytes": h * n * d * (2 + 2 * blocks),
         },
         "naive": {
-            "2·N² elements per head for the N × N matrices: the scores are written and read, and so are the "
-            "probabilities, 4·N²": h * (4 * n * d + 2 * n * n) * s,
-            "the N × N matrices left out: they are what the three kernels move besides Q, K, V and O": h
-            * 4
-            * n
-            * d
-            * s,
+            "2·N² elements per head for the N × N matrices: the scores are written and read, and "
+            "so are the probabilities, 4·N²": h * (4 * n * d + 2 * n * n) * s,
+            "the N × N matrices left out: they are what the three kernels move besides Q, K, V and "
+            "O": h * 4 * n * d * s,
             "Q, K, V and O left out: the three kernels read Q, K and V and write O too": h
             * 4
             * n
@@ -427,7 +435,8 @@ def grade_prediction(student) -> str:
     name, shape = student.name, PREDICTION_SHAPE
     if not isinstance(value, dict) or set(value) != {"flash", "naive"}:
         raise core.fail(
-            f"{name}() must return a dict with the keys 'flash' and 'naive' (bytes); it returned {str(value)[:200]}"
+            f"{name}() must return a dict with the keys 'flash' and 'naive' (bytes); it returned "
+            f"{str(value)[:200]}"
         )
     for key in ("flash", "naive"):
         number = value[key]
@@ -461,9 +470,9 @@ def grade_prediction(student) -> str:
             + "."
         )
     return (
-        f"{name}() predicted the traffic at {shape}, BLOCK_M = {PREDICTION_BLOCK_M}: FlashAttention "
-        f"{value['flash']:,} B, three kernels {value['naive']:,} B, {value['naive'] / value['flash']:.2f}× "
-        f"as much (bytes {exact.describe()})"
+        f"{name}() predicted the traffic at {shape}, BLOCK_M = {PREDICTION_BLOCK_M}: "
+        f"FlashAttention {value['flash']:,} B, three kernels {value['naive']:,} B, "
+        f"{value['naive'] / value['flash']:.2f}× as much (bytes {exact.describe()})"
     )
 
 
@@ -512,8 +521,9 @@ def launch_blocks(name: str, recipe: dict, shape: Shape) -> dict:
     needed = math.ceil(shape.n / blocks["BLOCK_M"]) * shape.heads_total
     if programs != needed:
         raise core.fail(
-            f"{name} launched {programs:,} programs for {shape} with BLOCK_M = {blocks['BLOCK_M']}: one program "
-            f"per block of queries of each head is ⌈N / BLOCK_M⌉ · batch · heads = {needed:,} (a grid of "
+            f"{name} launched {programs:,} programs for {shape} with BLOCK_M = "
+            f"{blocks['BLOCK_M']}: one program per block of queries of each head is ⌈N / BLOCK_M⌉ "
+            f"· batch · heads = {needed:,} (a grid of "
             "(triton.cdiv(N, BLOCK_M), batch * heads))."
         )
     return blocks | {"programs": programs, "kernel": launch.get("kernel")}
@@ -524,21 +534,23 @@ def launch_blocks(name: str, recipe: dict, shape: Shape) -> dict:
 
 def _ratio_sentence(shape: Shape, block_m: int) -> str:
     return (
-        f"For large N the ratio of FlashAttention's bytes to the three kernels' tends to d / (2·BLOCK_M) "
-        f"= {shape.d / (2 * block_m):.2g} for BLOCK_M = {block_m} at d = {shape.d}: a larger block of queries "
+        f"For large N the ratio of FlashAttention's bytes to the three kernels' tends to d / "
+        f"(2·BLOCK_M) = {shape.d / (2 * block_m):.2g} for BLOCK_M = {block_m} at d = {shape.d}: a "
+        "larger block of queries "
         "reads K and V fewer times."
     )
 
 
-# Where a launched BLOCK_M is weighed against the threshold, whatever N it was launched for: the ratio to the
-# three kernels' bytes depends on N, and the threshold is stated at this one (brrr.checks.thresholds).
+# Where a launched BLOCK_M is weighed against the threshold, whatever N it was launched for: the
+# ratio to the three kernels' bytes depends on N, and the threshold is stated at this one
+# (brrr.checks.thresholds).
 CEILING_SHAPE = traffic_shape(512)
 
 
 def traffic_sizes(rng) -> tuple[int, int, int]:
     """The N the traffic check counts at, drawn per submission (``rng`` from
-    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): odd, so the last block of queries
-    and of keys is partial, from a little over 64 to a little over 512."""
+    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): odd, so the last block of
+    queries and of keys is partial, from a little over 64 to a little over 512."""
     return (
         core.unaligned(rng, 65, 191),
         core.unaligned(rng, 193, 383),
@@ -572,7 +584,8 @@ def traffic_shapes(rng) -> list[Shape]:
 
 
 def ceiling_failure(name: str, shape: Shape, blocks: dict) -> str | None:
-    """Why the traffic a launch's ``BLOCK_M`` implies is too close to the three kernels' at ``shape``, or None."""
+    """Why the traffic a launch's ``BLOCK_M`` implies is too close to the three kernels' at
+    ``shape``, or None."""
     threshold = thresholds.threshold(LAB, "traffic")
     block_m = blocks["BLOCK_M"]
     flash, naive = sum(flash_bytes(shape, block_m).values()), sum(naive_bytes(shape).values())
@@ -580,17 +593,20 @@ def ceiling_failure(name: str, shape: Shape, blocks: dict) -> str | None:
         return None
     return (
         f"{name}'s blocks of queries are too small for {shape}. With BLOCK_M = {block_m} "
-        f"({blocks['programs']:,} programs) it reads K and V ⌈N / BLOCK_M⌉ = {math.ceil(shape.n / block_m)} "
-        f"times: {flash:,} B, {flash / naive:.2f}× the {naive:,} B of the three-kernel version, which writes "
+        f"({blocks['programs']:,} programs) it reads K and V ⌈N / BLOCK_M⌉ = "
+        f"{math.ceil(shape.n / block_m)} times: {flash:,} B, {flash / naive:.2f}× the {naive:,} B "
+        "of the three-kernel version, which writes "
         "the N × N scores. "
         + _ratio_sentence(shape, block_m)
-        + f"\nNeeded at most {threshold.value:g}× the three kernels' bytes ({threshold.why}). Nothing was run: "
+        + f"\nNeeded at most {threshold.value:g}× the three kernels' bytes ({threshold.why}). "
+        "Nothing was run: "
         "the block size of your launch implies this traffic."
     )
 
 
 def stores_failure(name: str, shape: Shape, traffic: dict, scratch: dict[str, str]) -> str | None:
-    """Why the kernels stored something other than ``out`` (the score matrix, most likely), or None."""
+    """Why the kernels stored something other than ``out`` (the score matrix, most likely), or
+    None."""
     stored = {
         tensor: nbytes for tensor, nbytes in traffic["stored"].items() if tensor != "out" and nbytes
     }
@@ -611,24 +627,27 @@ def stores_failure(name: str, shape: Shape, traffic: dict, scratch: dict[str, st
     total = sum(stored.values())
     naive = naive_bytes(shape)
     head = (
-        f"{name}'s kernels wrote the N × N score matrix to memory for {shape}, counted in the interpreter: "
-        f"{total:,} B stored outside out, {total / scores:.2f}× the {scores:,} B of one N × N matrix of "
+        f"{name}'s kernels wrote the N × N score matrix to memory for {shape}, counted in the "
+        f"interpreter: {total:,} B stored outside out, {total / scores:.2f}× the {scores:,} B of "
+        "one N × N matrix of "
         "scores per head."
         if total >= scores
-        else f"{name}'s kernels stored {total:,} B outside out for {shape}, counted in the interpreter."
+        else f"{name}'s kernels stored {total:,} B outside out for {shape}, counted in the "
+        "interpreter."
     )
     return (
-        head
-        + f"\n{core.text_table(rows)}\nFlashAttention never stores the scores or the probabilities: "
-        "each block of scores lives in registers, is folded into the running max, sum and output, and is "
-        "dropped. Only out is written, once. The three kernels move "
+        head + f"\n{core.text_table(rows)}\nFlashAttention never stores the scores or the "
+        "probabilities: "
+        "each block of scores lives in registers, is folded into the running max, sum and output, "
+        "and is dropped. Only out is written, once. The three kernels move "
         f"{naive['scores and probabilities']:,} B of N × N matrices here beside "
         f"{naive['q, k, v, out']:,} B of Q, K, V and O; the whole point is not to."
     )
 
 
 def traffic_failure(name: str, shape: Shape, traffic: dict, blocks: dict) -> str | None:
-    """Why the counted ``traffic`` at ``shape`` is not what the launch's ``BLOCK_M`` implies, or None."""
+    """Why the counted ``traffic`` at ``shape`` is not what the launch's ``BLOCK_M`` implies, or
+    None."""
     implied = flash_bytes(shape, blocks["BLOCK_M"])
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
     counted = {
@@ -664,37 +683,43 @@ def traffic_failure(name: str, shape: Shape, traffic: dict, blocks: dict) -> str
     hints = []
     if counted["q"] != implied["q"]:
         hints.append(
-            f"Your kernel loaded {counted['q'] / implied['q']:.2f}× Q: load each program's block of "
+            f"Your kernel loaded {counted['q'] / implied['q']:.2f}× Q: load each program's block "
+            "of "
             "queries once, before the loop over keys, and keep it in registers."
         )
     for tensor in ("k", "v"):
         if counted[tensor] != implied[tensor]:
             hints.append(
-                f"Your kernel loaded {tensor.upper()} {counted[tensor] / implied[tensor] * blocks_m:.2f} "
-                f"times, where one pass per query block is ⌈N / BLOCK_M⌉ = {blocks_m}: load each block "
-                f"of {tensor.upper()} once per step of the loop over keys, and only its N rows (mask the "
+                f"Your kernel loaded {tensor.upper()} "
+                f"{counted[tensor] / implied[tensor] * blocks_m:.2f} times, where one pass per "
+                f"query block is ⌈N / BLOCK_M⌉ = {blocks_m}: load each block of {tensor.upper()} "
+                "once per step of the loop over keys, and only its N rows (mask the "
                 "rows past N)."
             )
     if counted["out"] != implied["out"]:
         hints.append(
-            f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each block of output "
+            f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each block of "
+            "output "
             "once, after the loop over keys."
         )
     if loaded.get("out"):
         hints.append("Your kernel reads out: keep the accumulator in registers and only write out.")
     if extra:
         hints.append(
-            f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but q, k, v and out should move."
+            f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but q, k, v and "
+            "out should move."
         )
     return (
-        f"{name}'s kernel moved other bytes than FlashAttention with BLOCK_M = {blocks['BLOCK_M']} does for "
-        f"{shape}, counted in the Triton interpreter. It reads Q once, K and V ⌈N / BLOCK_M⌉ times each, and "
-        f"writes out once, and moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)
+        f"{name}'s kernel moved other bytes than FlashAttention with BLOCK_M = {blocks['BLOCK_M']} "
+        f"does for {shape}, counted in the Triton interpreter. It reads Q once, K and V ⌈N / "
+        "BLOCK_M⌉ times each, and writes out once, and moves nothing "
+        f"else.\n{core.text_table(rows)}\n" + "\n".join(hints)
     ).rstrip()
 
 
 def count_cases(name: str, cases, built, seed: int) -> dict:
-    """Replay the cases here, in the interpreter: the values must be right; the traffic of each, in order.
+    """Replay the cases here, in the interpreter: the values must be right; the traffic of each, in
+    order.
 
     It stops after the first case that stores anything but ``out``: that case is enough to say why.
     """
@@ -710,7 +735,8 @@ def count_cases(name: str, cases, built, seed: int) -> dict:
 
 
 def grade_traffic(student) -> str:
-    """CPU: only out is stored, the counted bytes are FlashAttention's for the launched BLOCK_M, well below naive."""
+    """CPU: only out is stored, the counted bytes are FlashAttention's for the launched BLOCK_M,
+    well below naive."""
     from brrr import traffic as traffic_counter
     from brrr.checks import kernels
 
@@ -756,9 +782,9 @@ def grade_traffic(student) -> str:
             f"three kernels ({flash / naive:.2f}× as much)"
         )
     return (
-        f"{name}'s kernel moved exactly what FlashAttention moves (Q and out once, K and V ⌈N / BLOCK_M⌉ "
-        f"times) and stored nothing but out, counted in the interpreter at (batch, heads, N, d) "
-        f"drawn for this submission: {'; '.join(parts)} (each BLOCK_M needed at most "
+        f"{name}'s kernel moved exactly what FlashAttention moves (Q and out once, K and V ⌈N / "
+        f"BLOCK_M⌉ times) and stored nothing but out, counted in the interpreter at (batch, heads, "
+        f"N, d) drawn for this submission: {'; '.join(parts)} (each BLOCK_M needed at most "
         f"{threshold.value:g}× at N = {CEILING_SHAPE.n}); "
         f"seed {seed}"
     )
@@ -771,7 +797,8 @@ TIMED_SHAPE = Shape(
 )  # naive eager holds about 3 GB of N × N matrices: fits a T4
 TIMED_LOW = 3 / 4  # the timed N is drawn per submission in [TIMED_LOW x 4096, 4096] (drawn_shape)
 
-# A kernel faster than this multiple of the float16 matmul peak measured in the same run is impossible.
+# A kernel faster than this multiple of the float16 matmul peak measured in the same run is
+# impossible.
 IMPOSSIBLE_OVER_PEAK = 1.25
 BASELINES = {
     "speed_vs_naive": "naive eager attention",
@@ -780,7 +807,8 @@ BASELINES = {
 
 
 def _timed(student, check: str) -> str:
-    """Run :func:`_measure` in a forked child where it can, so that a fault in a kernel fails only this check."""
+    """Run :func:`_measure` in a forked child where it can, so that a fault in a kernel fails only
+    this check."""
     outcome = isolation.run(_measure, student, check)
     if not outcome.ok:
         if outcome.error_type == "AssertionError":
@@ -812,8 +840,8 @@ def minimum_bytes(shape: Shape) -> int:
 def _measure(student, check: str) -> str:
     """A timed check of Lab 6 on a GPU: the kernel against a baseline, in the same rounds.
 
-    Long: the inputs, the attempt and the verdict share the recorded launches; split, they would pass
-    them from function to function."""
+    Long: the inputs, the attempt and the verdict share the recorded launches; split, they would
+    pass them from function to function."""
     from brrr import ceilings, units
     from brrr.checks import kernels, rounds
     from brrr.device import TRITON_INTERPRETED, far_above_cache

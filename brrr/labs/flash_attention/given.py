@@ -22,7 +22,8 @@ WIRE_TYPES: dict[str, type] = {}
 
 @dataclass(frozen=True)
 class Shape:
-    """One attention call: ``q``, ``k``, ``v`` and ``out`` are ``(batch, heads, n, d)`` of ``dtype``.
+    """One attention call: ``q``, ``k``, ``v`` and ``out`` are ``(batch, heads, n, d)`` of
+    ``dtype``.
 
     ``logits``: ``"normal"`` draws q, k and v from N(0, 1), so the logits
     ``q·k / √d`` are about N(0, 1); ``"large"`` multiplies q by
@@ -77,7 +78,8 @@ PREDICTION_BLOCK_M = 128
 def attention_reference(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
 ) -> torch.Tensor:
-    """``F.scaled_dot_product_attention`` in float32 (its math backend, no TF32), cast to ``q``'s dtype.
+    """``F.scaled_dot_product_attention`` in float32 (its math backend, no TF32), cast to ``q``'s
+    dtype.
 
     One batch element at a time, so that the float32 scores of a timed shape fit a small GPU.
     """
@@ -103,7 +105,8 @@ def attention_reference(
 def naive_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
 ) -> torch.Tensor:
-    """Attention as eager PyTorch runs it, in three big kernels: the scores ``(q/√d) Kᵀ``, a softmax, ``P V``.
+    """Attention as eager PyTorch runs it, in three big kernels: the scores ``(q/√d) Kᵀ``, a
+    softmax, ``P V``.
 
     The scale is folded into q (``N·d`` elements, not ``N²``), so the ``N × N``
     traffic is what the grader's rule for it counts (``naive_bytes`` in the lab's checks).
@@ -125,7 +128,8 @@ RISE = 24.0  # "rising" logits grow by this much from the first key to the last
 def make_inputs(
     shape: Shape, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fresh contiguous ``q``, ``k``, ``v`` for ``shape`` on the device (logits: see :class:`Shape`)."""
+    """Fresh contiguous ``q``, ``k``, ``v`` for ``shape`` on the device (logits: see
+    :class:`Shape`)."""
     on_device = core.device_generator(generator)
     size = (shape.batch, shape.heads, shape.n, shape.d)
     q, k, v = (torch.randn(size, generator=on_device, device=DEVICE) for _ in range(3))
@@ -148,9 +152,10 @@ def inputs_for_demo(
 TRAFFIC_SIZES = (128, 256, 512)  # the notebook's comparison (the traffic check draws its own sizes)
 TRAFFIC_D = 64
 
-# The lab's traffic rule at traffic_shape(n) for n in TRAFFIC_SIZES, for the notebook's comparison: tables, not
-# the rule itself, which the prediction asks for and the grader keeps (brrr.labs.flash_attention.checks;
-# tests/labs/test_grading_flash_attention.py checks the tables). FlashAttention's bytes by BLOCK_M:
+# The lab's traffic rule at traffic_shape(n) for n in TRAFFIC_SIZES, for the notebook's comparison:
+# tables, not the rule itself, which the prediction asks for and the grader keeps
+# (brrr.labs.flash_attention.checks; tests/labs/test_grading_flash_attention.py checks the tables).
+# FlashAttention's bytes by BLOCK_M:
 DEMO_FLASH_BYTES = {
     16: (1_179_648, 4_456_448, 17_301_504),
     32: (655_360, 2_359_296, 8_912_896),
@@ -168,8 +173,8 @@ def traffic_shape(n: int) -> Shape:
 
 
 def sdpa_function():
-    """``(F.scaled_dot_product_attention with its flash backend, a label)``, or the default backend where the GPU
-    has no flash kernel (a T4: compute capability 7.5)."""
+    """``(F.scaled_dot_product_attention with its flash backend, a label)``, or the default backend
+    where the GPU has no flash kernel (a T4: compute capability 7.5)."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
@@ -190,15 +195,17 @@ def sdpa_function():
     return flash, "its flash backend"
 
 
-# ---------------------------------------------------------------- what fusion bought (for the notebook)
+# ---------------------------------------------------------------- what fusion bought (for the
+# notebook)
 
 GPU_SIZES = (1024, 2048, 4096)
 
 
 def compare_traffic(attention_fn) -> dict:
-    """Not graded. The bytes ``attention_fn(q, k, v, out)`` moves at :data:`TRAFFIC_SIZES` (batch 1, 2 heads,
-    d = 64, float32), beside FlashAttention's rule for the ``BLOCK_M`` it launched (None for a ``BLOCK_M``
-    outside :data:`DEMO_FLASH_BYTES`) and the three kernels' bytes (:data:`DEMO_NAIVE_BYTES`).
+    """Not graded. The bytes ``attention_fn(q, k, v, out)`` moves at :data:`TRAFFIC_SIZES` (batch 1,
+    2 heads, d = 64, float32), beside FlashAttention's rule for the ``BLOCK_M`` it launched (None
+    for a ``BLOCK_M`` outside :data:`DEMO_FLASH_BYTES`) and the three kernels' bytes
+    (:data:`DEMO_NAIVE_BYTES`).
 
     CPU: counted in the interpreter (:mod:`brrr.traffic`). GPU: the kernel is
     compiled, and its loads cannot be counted; the launch is recorded (not run)
@@ -238,7 +245,8 @@ def compare_traffic(attention_fn) -> dict:
 
 
 def plot_traffic(result: dict, *, stamp: str = ""):
-    """Bytes against N: the three kernels (their N × N share shaded) and FlashAttention, counted or by the rule."""
+    """Bytes against N: the three kernels (their N × N share shaded) and FlashAttention, counted or
+    by the rule."""
     import matplotlib.pyplot as plt
 
     from brrr.plots import add_stamp
@@ -285,7 +293,8 @@ def plot_traffic(result: dict, *, stamp: str = ""):
 
 def compare_times(attention_fn) -> dict:
     """Not graded; GPU only. Seconds of ``attention_fn``, :func:`naive_attention` and
-    ``F.scaled_dot_product_attention`` in float16 at :data:`GPU_SIZES` (batch 2, 16 heads, d = 64)."""
+    ``F.scaled_dot_product_attention`` in float16 at :data:`GPU_SIZES` (batch 2, 16 heads, d =
+    64)."""
     from brrr.timing import bench_together
 
     sdpa, backend = sdpa_function()

@@ -45,7 +45,8 @@ SPEC = core.Spec(
     name="chain", reference=chain, make_inputs=make_inputs, input_names=("x", "y"), out_name="out"
 )
 
-# Sizes that are a multiple of no power-of-two block, plus one that is; three more are drawn per submission.
+# Sizes that are a multiple of no power-of-two block, plus one that is; three more are drawn per
+# submission.
 CORRECTNESS_SIZES = per_device(
     cpu=(1, 17, 65_536), gpu=(1000, 1, 17, 4097, 65_536, 1_000_003, 2**24 + 5)
 )
@@ -101,8 +102,8 @@ def drawn_large_size(student, rng) -> int:
 
 def traffic_sizes(rng) -> tuple[int, ...]:
     """The sizes the traffic check counts at, drawn per submission (``rng`` from
-    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): two odd ones, whose last block is
-    partial, and a multiple of 1,024, which a block of up to 1,024 divides."""
+    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): two odd ones, whose last
+    block is partial, and a multiple of 1,024, which a block of up to 1,024 divides."""
     return (
         core.unaligned(rng, 1_025, 9_999),
         core.unaligned(rng, 10_001, 49_999),
@@ -125,7 +126,8 @@ def not_applicable(check: str, device_class: str) -> str:
             "compiled, so fusion is graded by time instead: see the bandwidth and speedup checks."
         )
     return (
-        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
+        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one "
+        "program "
         "at a time in Python, so its time says nothing about the kernel; the traffic check grades "
         "what fusion changes instead."
     )
@@ -135,7 +137,8 @@ def not_applicable(check: str, device_class: str) -> str:
 
 
 def grade_correct(student) -> str:
-    """``fused_chain(x, y, out)``: its kernels, run by the grader, match :func:`chain` on fresh inputs."""
+    """``fused_chain(x, y, out)``: its kernels, run by the grader, match :func:`chain` on fresh
+    inputs."""
     rng, _ = core.size_drawer()
     every = tuple(CORRECTNESS_SIZES) + drawn_correctness_sizes(rng)
     every += (drawn_large_size(student, rng),)
@@ -143,8 +146,8 @@ def grade_correct(student) -> str:
     sizes = ", ".join(f"{n:,}" for n in every)
     return (
         f"{student.name}'s kernels, run by the grader, match chain() at n = {sizes} (float32, rtol "
-        f"{result['rtol']:g}, atol {result['atol']:g}) with NaN-filled outputs; {result['bounds']}; "
-        f"seed {result['seed']}"
+        f"{result['rtol']:g}, atol {result['atol']:g}) with NaN-filled outputs; "
+        f"{result['bounds']}; seed {result['seed']}"
     )
 
 
@@ -152,7 +155,8 @@ def grade_correct(student) -> str:
 
 
 def traffic_failure(name: str, traffic: dict) -> str | None:
-    """Why ``traffic`` (a :func:`brrr.checks.core.count_traffic` count) is not one fused pass, or None.
+    """Why ``traffic`` (a :func:`brrr.checks.core.count_traffic` count) is not one fused pass, or
+    None.
 
     This is the traffic rule alone: :func:`grade_traffic` applies it only to
     kernels whose values are right.
@@ -185,46 +189,53 @@ def traffic_failure(name: str, traffic: dict) -> str | None:
     hints = []
     if stored.get("out", 0) == 0:
         hints.append(
-            f"No kernel of {name} stored anything into out: the result must be computed and stored by "
+            f"No kernel of {name} stored anything into out: the result must be computed and stored "
+            "by "
             "your own @triton.jit kernel."
         )
     elif stored.get("out", 0) < need:
         hints.append(
-            f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is never "
+            f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is "
+            "never "
             "written. Launch enough programs to cover all n elements (triton.cdiv(n, BLOCK))."
         )
     unread = [tensor for tensor in ("x", "y") if not loaded.get(tensor)]
     if unread:
         hints.append(
-            f"No kernel of {name} loaded {' or '.join(unread)}: the result must be computed from x and "
+            f"No kernel of {name} loaded {' or '.join(unread)}: the result must be computed from x "
+            "and "
             "y inside your kernel, not copied from a buffer filled outside it."
         )
     if len(kernels) > 1:
         hints.append(
             f"{name} launched {len(kernels)} kernels ({', '.join(kernels)}): every intermediate "
-            "result makes a round trip through global memory (the extra rows). Do the whole chain in "
-            "one kernel and keep intermediates in registers."
+            "result makes a round trip through global memory (the extra rows). Do the whole chain "
+            "in one kernel and keep intermediates in registers."
         )
     for tensor in ("x", "y"):
         times = loaded.get(tensor, 0) / need
         if len(kernels) == 1 and times > 1:
             hints.append(
-                f"Your kernel loads {tensor} {times:.2f} times per element: load it once and reuse the value."
+                f"Your kernel loads {tensor} {times:.2f} times per element: load it once and reuse "
+                "the value."
             )
     if loaded.get("out", 0):
         hints.append(
-            "Your kernel reads out (an atomic counts as a read and a write); it only needs to write it."
+            "Your kernel reads out (an atomic counts as a read and a write); it only needs to "
+            "write it."
         )
     return (
-        f"{name} moved the wrong number of bytes for n = {n:,} float32 elements, counted in the Triton "
-        f"interpreter. A fused kernel loads x and y once each ({need:,} B each, 1.00 per element) and stores "
-        f"out once ({need:,} B), and moves nothing else.\n{table}\n" + "\n".join(hints)
+        f"{name} moved the wrong number of bytes for n = {n:,} float32 elements, counted in the "
+        f"Triton interpreter. A fused kernel loads x and y once each ({need:,} B each, 1.00 per "
+        f"element) and stores out once ({need:,} B), and moves nothing else.\n{table}\n"
+        + "\n".join(hints)
     ).rstrip()
 
 
 def measure_traffic(student, n: int | None = None) -> dict:
-    """CPU: the kernels' global-memory traffic at ``n`` (by default the largest of :func:`traffic_sizes`),
-    counted in the interpreter, whatever values they compute (for :func:`traffic_failure`)."""
+    """CPU: the kernels' global-memory traffic at ``n`` (by default the largest of
+    :func:`traffic_sizes`), counted in the interpreter, whatever values they compute (for
+    :func:`traffic_failure`)."""
     return core.count_traffic(student, SPEC, n or traffic_sizes(core.size_drawer()[0])[-1])
 
 
@@ -242,14 +253,15 @@ def grade_traffic(student) -> str:
             raise core.fail(failure)
     size = result["traffics"][0]["element_size"]
     counted = "; ".join(
-        f"n = {t['n']:,}: {t['loaded']['x'] + t['loaded']['y']:,} B loaded, {t['stored']['out']:,} B stored, "
-        f"{sum(t['programs'])} programs"
+        f"n = {t['n']:,}: {t['loaded']['x'] + t['loaded']['y']:,} B loaded, {t['stored']['out']:,} "
+        f"B stored, {sum(t['programs'])} programs"
         for t in result["traffics"]
     )
     return (
-        f"{student.name}'s kernel moved {FUSED_ELEMENTS_MOVED * size} B per element at sizes drawn for this "
-        f"submission ({counted}), against {EAGER_ELEMENTS_MOVED * size} B for the eager chain ({EAGER_KERNELS} "
-        f"kernels); {len(result['traffics'][0]['kernels'])} launch; seed {result['seed']}"
+        f"{student.name}'s kernel moved {FUSED_ELEMENTS_MOVED * size} B per element at sizes drawn "
+        f"for this submission ({counted}), against {EAGER_ELEMENTS_MOVED * size} B for the eager "
+        f"chain ({EAGER_KERNELS} kernels); {len(result['traffics'][0]['kernels'])} launch; seed "
+        f"{result['seed']}"
     )
 
 
@@ -272,12 +284,14 @@ def _timed_check(student, check: str) -> str:
 
 
 def grade_bandwidth(student) -> str:
-    """GPU: the fused kernel must reach at least 80% of the copy bandwidth measured in the same run."""
+    """GPU: the fused kernel must reach at least 80% of the copy bandwidth measured in the same
+    run."""
     return _timed_check(student, "bandwidth")
 
 
 def grade_speedup(student) -> str:
-    """GPU: the fused kernel must be at least 2x faster than the eager chain, measured in the same run."""
+    """GPU: the fused kernel must be at least 2x faster than the eager chain, measured in the same
+    run."""
     return _timed_check(student, "speedup")
 
 

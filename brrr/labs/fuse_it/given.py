@@ -27,14 +27,16 @@ def chain(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 EAGER_ELEMENTS_MOVED = 12  # per output element, see the module docstring
 FUSED_ELEMENTS_MOVED = 3  # read x and y, write out
 
-# Values where careless formulas break: sigmoid via exp(x) / (1 + exp(x)) is inf/inf = NaN above 88.7.
+# Values where careless formulas break: sigmoid via exp(x) / (1 + exp(x)) is inf/inf = NaN above
+# 88.7.
 EDGE_VALUES = (100.0, -100.0, 88.8, -88.8, 30.0, -30.0, 0.0, -0.0)
 
 
 def make_inputs(
     n: int, generator: torch.Generator, *, edges: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """x and y, n float32 elements each, on the device: spread N(0, 3²), with edge values planted in x.
+    """x and y, n float32 elements each, on the device: spread N(0, 3²), with edge values planted in
+    x.
 
     ``generator`` (on the CPU) seeds a generator on the device, so that even a
     GPU-sized input is drawn where it lives, quickly.
@@ -74,7 +76,8 @@ def inputs_for_demo(n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return make_inputs(n, generator, edges=False)
 
 
-# ---------------------------------------------------------------- what fusion bought (for the notebook, not graded)
+# ---------------------------------------------------------------- what fusion bought (for the
+# notebook, not graded)
 
 
 def compare_with_eager(fused_chain) -> dict:
@@ -127,7 +130,8 @@ def compare_with_eager(fused_chain) -> dict:
 
 
 def plot_comparison(result: dict, *, stamp: str = ""):
-    """Bars for :func:`compare_with_eager`: seconds per call on a GPU, bytes per element on a CPU."""
+    """Bars for :func:`compare_with_eager`: seconds per call on a GPU, bytes per element on a
+    CPU."""
     import matplotlib.pyplot as plt
 
     from brrr.plots import add_stamp

@@ -1,4 +1,5 @@
-"""Lab 4 (``04-make-it-fast``), "make this step fast": a training loop full of overhead, made faster.
+"""Lab 4 (``04-make-it-fast``), "make this step fast": a training loop full of overhead, made
+faster.
 
 The task: :func:`given_train` runs a few SGD steps of a small MLP the way real
 code often is. It carries the overheads of the overhead chapter

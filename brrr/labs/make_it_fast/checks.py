@@ -63,8 +63,8 @@ TRACE_MAX_BYTES = 64 << 20
 
 
 def overhead_fraction(trace, label: str = "step") -> float:
-    """The lab's definition: the share of the profiled steps' time (the ``label`` annotations) with no
-    CPU op running (CPU trace), or with no kernel running on the device (GPU trace)."""
+    """The lab's definition: the share of the profiled steps' time (the ``label`` annotations) with
+    no CPU op running (CPU trace), or with no kernel running on the device (GPU trace)."""
     from brrr import traces
 
     window = trace.annotation_span(label) if trace.annotation_spans(label) else trace.window
@@ -74,8 +74,8 @@ def overhead_fraction(trace, label: str = "step") -> float:
 
 
 def profile_given(problem: Problem, path) -> tuple[float, int]:
-    """The grader's own measurement: one profiled run of :func:`given_train` after a warm-up; the fraction
-    and the number of CPU ops in the trace."""
+    """The grader's own measurement: one profiled run of :func:`given_train` after a warm-up; the
+    fraction and the number of CPU ops in the trace."""
     from brrr import traces
     from brrr.timing import torch_threads
 
@@ -85,14 +85,16 @@ def profile_given(problem: Problem, path) -> tuple[float, int]:
     return overhead_fraction(trace), len(trace.cpu_ops)
 
 
-# ---------------------------------------------------------------- the student's process, seen from here
+# ---------------------------------------------------------------- the student's process, seen from
+# here
 
 
 student_pid = fairness.student_pid  # the pid of the process that answers the student's calls
 
 
 def _process_cpu_clock(pid: int) -> float:
-    """The process's CPU clock (:func:`brrr.checks.fairness.process_cpu_clock`; tests replace it here)."""
+    """The process's CPU clock (:func:`brrr.checks.fairness.process_cpu_clock`; tests replace it
+    here)."""
     return fairness.process_cpu_clock(pid)
 
 
@@ -100,15 +102,16 @@ _children_ticks = fairness.reaped_children_cpu
 
 
 def process_tree(pid: int) -> list[int]:
-    """``pid`` first, then every other process of the student's now: in a sandbox, all of its PID namespace
-    and below (:func:`brrr.checks.fairness.student_processes`), else every process under ``pid`` but a
-    practice grader's (a scan of ``/proc``, a few ms: done once per attempt)."""
+    """``pid`` first, then every other process of the student's now: in a sandbox, all of its PID
+    namespace and below (:func:`brrr.checks.fairness.student_processes`), else every process under
+    ``pid`` but a practice grader's (a scan of ``/proc``, a few ms: done once per attempt)."""
     return [pid, *(each for each in fairness.student_processes(pid) if each != pid)]
 
 
 def cpu_seconds(pids: list[int]) -> dict[int, float]:
-    """CPU seconds used so far by each process of ``pids`` (a few system calls), and, keyed ``-pid``, by
-    the first one's children that ended and were waited for. Compare two readings with :func:`cpu_used`."""
+    """CPU seconds used so far by each process of ``pids`` (a few system calls), and, keyed
+    ``-pid``, by the first one's children that ended and were waited for. Compare two readings with
+    :func:`cpu_used`."""
     reading = {}
     for each in pids:
         try:
@@ -123,7 +126,8 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
 
 
 def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
-    """CPU seconds between two :func:`cpu_seconds` readings; a process born in between counts from zero."""
+    """CPU seconds between two :func:`cpu_seconds` readings; a process born in between counts from
+    zero."""
     return sum(max(0.0, value - before.get(pid, 0.0)) for pid, value in after.items())
 
 
@@ -156,7 +160,10 @@ def result_failure(
         isinstance(losses, list)
         and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in losses)
     ):
-        return f"{name}'s losses are {str(losses)[:80]!r}: return one number per step (a list or a tensor){where}."
+        return (
+            f"{name}'s losses are {str(losses)[:80]!r}: return one number per step (a list or "
+            f"a tensor){where}."
+        )
     if len(losses) != len(want_losses):
         return f"{name} returned {len(losses)} losses for {len(want_losses)} steps{where}."
     bad = [
@@ -168,7 +175,8 @@ def result_failure(
         k, got, want = bad[0]
         return (
             f"{name}'s loss at step {k + 1} is {got:.7g}; the given step's is {want:.7g}{where}. "
-            f"{len(bad)} of {len(want_losses)} losses differ by more than a relative {rtol:g}. It must "
+            f"{len(bad)} of {len(want_losses)} losses differ by more than a relative {rtol:g}. It "
+            "must "
             "train the same model on every sample of every batch, with the same update."
         )
     if not (
@@ -177,14 +185,15 @@ def result_failure(
         and all(isinstance(p, torch.Tensor) for p in params)
     ):
         return (
-            f"{name}'s parameters must be a list of {len(want_params)} tensors [W1, b1, W2, b2, ...] "
-            f"in the given order{where}."
+            f"{name}'s parameters must be a list of {len(want_params)} tensors [W1, b1, W2, b2, "
+            f"...] in the given order{where}."
         )
     for index, (got, want) in enumerate(zip(params, want_params)):
         label = f"{'W' if index % 2 == 0 else 'b'}{index // 2 + 1}"
         if got.dtype != want.dtype:
             return (
-                f"{name}'s {label} is {got.dtype}, the model's is {want.dtype}{where}: the model is float32 "
+                f"{name}'s {label} is {got.dtype}, the model's is {want.dtype}{where}: the model "
+                "is float32 "
                 "and must stay so."
             )
         atol = rtol * float(want.abs().max()) + 1e-7
@@ -215,8 +224,9 @@ def prepare() -> None:
     from brrr import timing, traces  # noqa: F401
     from torch.profiler import profile  # noqa: F401
 
-    # The given step and the profiler warmed up here, in the grader's main thread: the profiler's first start
-    # takes seconds, and Kineto complains when it is first started from another thread (a check's).
+    # The given step and the profiler warmed up here, in the grader's main thread: the profiler's
+    # first start takes seconds, and Kineto complains when it is first started from another thread
+    # (a check's).
     with tempfile.TemporaryDirectory(prefix="brrr-lab4-") as folder:
         profile_given(new_problem(NARROW), Path(folder) / "warm-up.json")
 
@@ -229,7 +239,8 @@ def not_applicable(check: str, device_class: str) -> str:
 
 
 def grade_same_result(student) -> str:
-    """At every shape of :data:`SHAPES`, fresh seed: the student's losses and parameters are the given step's."""
+    """At every shape of :data:`SHAPES`, fresh seed: the student's losses and parameters are the
+    given step's."""
     name = student.name
     for shape in SHAPES:
         problem = new_problem(shape)
@@ -252,10 +263,11 @@ last_speedup: dict = {}
 
 
 def grade_speedup(student) -> str:
-    """The grader's clock: its own copy of the given step against the student's, fresh seeds, one thread.
+    """The grader's clock: its own copy of the given step against the student's, fresh seeds, one
+    thread.
 
-    Long: the grader's timing and the messages for each way it can fail, in the order a student reads them.
-    """
+    Long: the grader's timing and the messages for each way it can fail, in the order a student
+    reads them."""
     from brrr.timing import no_gc_pauses, torch_threads
 
     name = student.name
@@ -315,10 +327,10 @@ def grade_speedup(student) -> str:
         if per_second > cpu_limit.value:
             raise core.fail(
                 f"{name}'s process used {per_second:.2f} CPU-seconds per second of its timed calls "
-                f"({units.seconds(cpu)} of CPU in {units.seconds(wall)}), counting every thread and every "
-                f"process under it; the limit is {cpu_limit.value:g}. The given step runs on one thread and "
-                f"so must yours: more threads or processes are more hardware, not less overhead "
-                f"({cpu_limit.why})."
+                f"({units.seconds(cpu)} of CPU in {units.seconds(wall)}), counting every thread "
+                f"and every process under it; the limit is {cpu_limit.value:g}. The given step "
+                f"runs on one thread and so must yours: more threads or processes are more "
+                f"hardware, not less overhead ({cpu_limit.why})."
             )
         given, fast = statistics.median(given_s), statistics.median(student_s)
         speedup = given / fast
@@ -338,7 +350,10 @@ def grade_speedup(student) -> str:
             f"{name} is not {threshold.describe()}x faster than the given step at "
             f"{_describe(shape)}, {where}, fresh seeds every call:\n{tried}\n({threshold.why}.)"
         )
-    return f"{best.detail}; needed {threshold.describe()}x, {where}, every timed result checked (attempt {len(history)})"
+    return (
+        f"{best.detail}; needed {threshold.describe()}x, {where}, every timed result checked "
+        f"(attempt {len(history)})"
+    )
 
 
 # ---------------------------------------------------------------- diagnosis
@@ -373,8 +388,8 @@ def _read_student_trace(student, path, folder: Path) -> object:
 
 
 def grade_diagnosis(student) -> str:
-    """``diagnose(problem) -> (fraction, trace_path)`` on a narrow and a wide problem, against the grader's
-    own profile of the given step."""
+    """``diagnose(problem) -> (fraction, trace_path)`` on a narrow and a wide problem, against the
+    grader's own profile of the given step."""
     name = student.name
     tolerance = thresholds.threshold(LAB, "diagnosis").value
     definition = thresholds.threshold(LAB, "diagnosis.definition").value
@@ -387,8 +402,8 @@ def grade_diagnosis(student) -> str:
         def attempt(shape=shape, label=label) -> core.Attempt:
             problem = new_problem(shape)
             before, ops = profile_given(problem, Path(folder.name) / f"{label}-before.json")
-            # In the notebook's process: the profiler in a forked child of a process that used it already
-            # prints an error of Kineto's to the cell.
+            # In the notebook's process: the profiler in a forked child of a process that used it
+            # already prints an error of Kineto's to the cell.
             reply = student.call(problem, threads=1, forked=False)
             after, _ = profile_given(problem, Path(folder.name) / f"{label}-after.json")
             if not (isinstance(reply, list) and len(reply) == 2):
@@ -402,21 +417,24 @@ def grade_diagnosis(student) -> str:
                 or not 0 <= fraction <= 1
             ):
                 raise core.fail(
-                    f"{name} returned {str(fraction)[:40]!r} as the fraction; it is a number from 0 to 1."
+                    f"{name} returned {str(fraction)[:40]!r} as the fraction; it is a number from "
+                    "0 to 1."
                 )
             trace = _read_student_trace(student, path, Path(folder.name))
             theirs = overhead_fraction(trace)
             if abs(theirs - fraction) > definition:
                 raise core.fail(
-                    f"{name} returned {fraction:.3f} for the {label} problem ({_describe(shape)}), but the trace it "
-                    f"recorded ({path}) gives {theirs:.3f} by the lab's definition: the share of the profiled "
-                    f"steps (their record_function spans) with {what}. Compute it with brrr.traces from the "
+                    f"{name} returned {fraction:.3f} for the {label} problem ({_describe(shape)}), "
+                    f"but the trace it recorded ({path}) gives {theirs:.3f} by the lab's "
+                    "definition: the share of the profiled steps (their record_function spans) "
+                    f"with {what}. Compute it with brrr.traces from the "
                     "trace you recorded."
                 )
             if not abs(len(trace.cpu_ops) - ops) <= op_count * ops:
                 raise core.fail(
-                    f"{name}'s trace for the {label} problem holds {len(trace.cpu_ops):,} CPU ops; one run of the "
-                    f"given step on that problem holds {ops:,}. Profile exactly one call of given_train(problem) "
+                    f"{name}'s trace for the {label} problem holds {len(trace.cpu_ops):,} CPU ops; "
+                    f"one run of the given step on that problem holds {ops:,}. Profile exactly one "
+                    "call of given_train(problem) "
                     "on the problem you are given (warm it up first, outside the profile)."
                 )
             low, high = min(before, after) - tolerance, max(before, after) + tolerance

@@ -21,7 +21,8 @@ WEIGHT_DECAY = 0.01  # large enough that skipping it moves the parameters far pa
 
 @dataclass(frozen=True)
 class Shape:
-    """An MLP of ``depth`` square ``width``-wide layers, trained ``steps`` SGD steps on batches of ``batch``."""
+    """An MLP of ``depth`` square ``width``-wide layers, trained ``steps`` SGD steps on batches of
+    ``batch``."""
 
     batch: int
     width: int
@@ -31,7 +32,8 @@ class Shape:
 
 @dataclass(frozen=True)
 class Problem:
-    """One training run: the model, the batches and their values all follow from ``seed`` and ``shape``."""
+    """One training run: the model, the batches and their values all follow from ``seed`` and
+    ``shape``."""
 
     seed: int
     shape: Shape
@@ -39,21 +41,23 @@ class Problem:
 
 WIRE_TYPES = {"Problem": Problem, "Shape": Shape}
 
-# The shapes the grader trains at (it picks a fresh seed for every call). Tens of ms for the given step.
+# The shapes the grader trains at (it picks a fresh seed for every call). Tens of ms for the given
+# step.
 SHAPES: tuple[Shape, ...] = (
     Shape(batch=16, width=64, depth=3, steps=6),
     Shape(batch=12, width=96, depth=2, steps=6),
     Shape(batch=20, width=48, depth=4, steps=4),
 )
 
-# The diagnosis profiles the given step on two problems: a narrow model, all overhead, and a wide one
-# whose per-sample ops take long enough that the gaps between them are a small share of the time.
+# The diagnosis profiles the given step on two problems: a narrow model, all overhead, and a wide
+# one whose per-sample ops take long enough that the gaps between them are a small share of the
+# time.
 NARROW = Shape(batch=8, width=64, depth=3, steps=2)
 
 
 # The closest a ReLU's input may come to zero in a drawn problem. Batching the per-sample loop sums
-# in another order and moves a pre-activation by about 1e-7; one that close to zero can then switch its
-# unit on in one run and off in the other, and a whole row of W1 differs by 1e-4 (seed
+# in another order and moves a pre-activation by about 1e-7; one that close to zero can then switch
+# its unit on in one run and off in the other, and a whole row of W1 differs by 1e-4 (seed
 # 1492458921844353942 at the first shape: an input 6e-8 from zero failed the reference solution). In
 # 900 fresh problems 1 failed, at 1.2e-7; 1e-5 keeps a hundredfold margin and turns away 8-14% of
 # problems (2.5-3 ms of CPU each, before any timing starts).
@@ -82,10 +86,10 @@ def new_problem(shape: Shape = SHAPES[0], seed: int | None = None) -> Problem:
 def relu_margin(problem: Problem) -> float:
     """The smallest ``|input|`` of any ReLU over the problem's training run, replayed batched.
 
-    The replay sums the gradients in the batched order, so its inputs differ from the given step's by
-    about 1e-7: far less than :data:`KINK_MARGIN`. A hidden layer's ReLU input is :func:`forward` of
-    the layers up to it (the last layer of a forward has no ReLU); the update is :func:`given_train`'s.
-    """
+    The replay sums the gradients in the batched order, so its inputs differ from the given step's
+    by about 1e-7: far less than :data:`KINK_MARGIN`. A hidden layer's ReLU input is :func:`forward`
+    of the layers up to it (the last layer of a forward has no ReLU); the update is
+    :func:`given_train`'s."""
     params, batches = make_problem(problem)
     closest = math.inf
     for x, y in batches:
@@ -102,7 +106,8 @@ def relu_margin(problem: Problem) -> float:
 def make_problem(
     problem: Problem,
 ) -> tuple[list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
-    """The parameters ``[W1, b1, W2, b2, ...]`` (``W`` is out × in) and the ``steps`` batches ``(x, y)``.
+    """The parameters ``[W1, b1, W2, b2, ...]`` (``W`` is out × in) and the ``steps`` batches ``(x,
+    y)``.
 
     Drawn on the CPU from ``problem.seed`` (the same numbers on every machine),
     then moved to the device.
@@ -170,7 +175,8 @@ def given_train(problem: Problem) -> tuple[list[float], list[torch.Tensor]]:
 
 
 def compare(fast_train, shape: Shape = SHAPES[0], *, budget_s: float = 0.3) -> dict:
-    """The given step beside ``fast_train``, one thread, fresh seeds every call; medians. Not graded."""
+    """The given step beside ``fast_train``, one thread, fresh seeds every call; medians. Not
+    graded."""
     from brrr.timing import bench
 
     def rotating(fn):

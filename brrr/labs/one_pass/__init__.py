@@ -1,4 +1,5 @@
-"""Lab 3 (``03-one-pass``), "one pass": row-wise softmax and layer norm, each one read of x and one write of out.
+"""Lab 3 (``03-one-pass``), "one pass": row-wise softmax and layer norm, each one read of x and one
+write of out.
 
 A softmax or a layer norm over the last dim of a ``rows × cols`` tensor is a
 *reduction* followed by pointwise work that needs the reduction's result: the row

@@ -62,7 +62,8 @@ from brrr.labs.one_pass.given import (
     timed_rows,
 )
 
-# What the checks compare a student's answer with: here only, out of the student's reach (tests/test_layers.py).
+# What the checks compare a student's answer with: here only, out of the student's reach
+# (tests/test_layers.py).
 GRADER_REFERENCES = ("count_eager", "eager_traffic", "eager_bytes_per_element")
 
 CHECKS = {
@@ -103,8 +104,9 @@ def _tensors(value) -> list[torch.Tensor]:
 
 
 def count_eager(fn, *inputs: torch.Tensor) -> list[dict]:
-    """The ops ``fn(*inputs)`` runs, as eager PyTorch dispatches them, with the bytes each reads and writes:
-    the grader's counter, which the student's process cannot import (this module is not in its copy).
+    """The ops ``fn(*inputs)`` runs, as eager PyTorch dispatches them, with the bytes each reads and
+    writes: the grader's counter, which the student's process cannot import (this module is not in
+    its copy).
 
     One row per aten op that moves data (views are left out): ``{'op', 'reads':
     [(numel, bytes)], 'writes': [(numel, bytes)]}``. A tensor passed twice to one
@@ -140,7 +142,8 @@ def _counting_inputs(kind: str, rows: int = 3, cols: int = 5):
 
 
 def eager_traffic(kind: str, rows: int, cols: int) -> float:
-    """Bytes per element of x that the unfused ``kind`` moves on ``rows × cols`` float32, every tensor counted."""
+    """Bytes per element of x that the unfused ``kind`` moves on ``rows × cols`` float32, every
+    tensor counted."""
     inputs = _counting_inputs(kind, rows, cols)
     total = sum(
         nbytes
@@ -151,9 +154,10 @@ def eager_traffic(kind: str, rows: int, cols: int) -> float:
 
 
 PREDICTION_RULES = (
-    "every op (every kernel) reads each distinct tensor it is given once and writes its output once",
-    "count only tensors with one value per element of x (rows × cols); the per-row statistics (one value "
-    "per row) and the weight and bias (one per column) are left out",
+    "every op (every kernel) reads each distinct tensor it is given once and writes its output "
+    "once",
+    "count only tensors with one value per element of x (rows × cols); the per-row statistics (one "
+    "value per row) and the weight and bias (one per column) are left out",
     "float32: 4 bytes per value; the answer is bytes moved per element of x",
 )
 
@@ -177,7 +181,8 @@ def eager_bytes_per_element(kind: str, *, rule: bool = True) -> float:
 
 
 def eager_table(kind: str) -> list[tuple[str, int, int]]:
-    """(op, values of x's size read, written) per op of the unfused ``kind``: the count behind the prediction."""
+    """(op, values of x's size read, written) per op of the unfused ``kind``: the count behind the
+    prediction."""
     inputs = _counting_inputs(kind)
     numel = inputs[0].numel()
     return [
@@ -215,7 +220,8 @@ def _matches(out: torch.Tensor, candidate: torch.Tensor) -> bool:
 
 
 def _is_mistake(out: torch.Tensor, mistaken: torch.Tensor, right: torch.Tensor) -> bool:
-    """``out`` matches the mistaken formula, on inputs where that formula is told apart from the right one."""
+    """``out`` matches the mistaken formula, on inputs where that formula is told apart from the
+    right one."""
     mistaken = mistaken.to(out.dtype)
     return _matches(out, mistaken) and not _matches(right.to(out.dtype), mistaken)
 
@@ -226,9 +232,9 @@ def diagnose_softmax(inputs, out: torch.Tensor) -> str | None:
     e = torch.exp(x.float())
     if _is_mistake(out, e / e.sum(dim=-1, keepdim=True), softmax_reference(x)):
         return (
-            "Your output is softmax computed without subtracting the row maximum: exp overflows to inf "
-            "for values above 88.7 (float32) and underflows to 0 (then 0/0) far below zero. Subtract the "
-            "row max first; it does not change the result."
+            "Your output is softmax computed without subtracting the row maximum: exp overflows to "
+            "inf for values above 88.7 (float32) and underflows to 0 (then 0/0) far below zero. "
+            "Subtract the row max first; it does not change the result."
         )
     return _half_hint(x)
 
@@ -237,9 +243,9 @@ def _half_hint(x: torch.Tensor) -> str | None:
     if x.dtype != torch.float16:
         return None
     return (
-        "This case is float16: convert what you load to float32 (`.to(tl.float32)`), reduce in float32 and "
-        "convert back only when you store. A float16 sum over a row loses precision long before it overflows "
-        "past 65,504, its largest value."
+        "This case is float16: convert what you load to float32 (`.to(tl.float32)`), reduce in "
+        "float32 and convert back only when you store. A float16 sum over a row loses precision "
+        "long before it overflows past 65,504, its largest value."
     )
 
 
@@ -251,9 +257,8 @@ def diagnose_layer_norm(inputs, out: torch.Tensor) -> str | None:
     d = x - x.mean(dim=-1, keepdim=True)
     biased = (d * d).mean(dim=-1, keepdim=True)
     variants = {
-        "the unbiased variance (divided by cols - 1); F.layer_norm uses the biased variance, divided by cols": biased
-        * cols
-        / (cols - 1)
+        "the unbiased variance (divided by cols - 1); F.layer_norm uses the biased variance, "
+        "divided by cols": biased * cols / (cols - 1)
         if cols > 1
         else torch.full_like(biased, float("nan")),
     }
@@ -261,7 +266,10 @@ def diagnose_layer_norm(inputs, out: torch.Tensor) -> str | None:
         if _is_mistake(out, d / torch.sqrt(var + EPS) * weight + bias, right):
             return f"Your output is layer norm with {mistake}."
     if _is_mistake(out, d / (torch.sqrt(biased) + EPS) * weight + bias, right):
-        return "Your output is layer norm with eps added outside the square root: it goes inside, sqrt(var + eps)."
+        return (
+            "Your output is layer norm with eps added outside the square root: it goes inside, "
+            "sqrt(var + eps)."
+        )
     if _is_mistake(out, d / torch.sqrt(biased + EPS), right):
         return (
             "Your output is layer norm without the weight and bias: finish with y * weight + bias."
@@ -325,8 +333,9 @@ def not_applicable(check: str, device_class: str) -> str:
             f"compiled, so {kind} is graded by time instead: see its bandwidth and speedup checks."
         )
     return (
-        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
-        f"at a time in Python, so its time says nothing about the kernel; {kind}_traffic grades "
+        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one "
+        f"program at a time in Python, so its time says nothing about the kernel; {kind}_traffic "
+        "grades "
         "what one pass changes instead."
     )
 
@@ -364,9 +373,9 @@ def grade_prediction(student) -> str:
             ops = "; ".join(f"{op}: reads {r}, writes {w}" for op, r, w in table)
             values = sum(r + w for _, r, w in table)
             lines.append(
-                f"{kind}: you predicted {value[kind]:g} B per element; by the lab's rules the unfused "
-                f"version moves {reference[kind]:g} ({values} values of x's size × 4 B). Counted op by "
-                f"op (values of x's size): {ops}."
+                f"{kind}: you predicted {value[kind]:g} B per element; by the lab's rules the "
+                f"unfused version moves {reference[kind]:g} ({values} values of x's size × 4 B). "
+                f"Counted op by op (values of x's size): {ops}."
             )
         raise core.fail(
             f"{name}() predicted the traffic of the unfused versions wrong.\n"
@@ -386,8 +395,8 @@ def grade_prediction(student) -> str:
 
 
 def drawn_correctness_cases(rng) -> tuple[Rows, ...]:
-    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): a few rows
-    of an odd length, hard rows planted."""
+    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): a few
+    rows of an odd length, hard rows planted."""
     return (Rows(rng.randint(3, 9), core.unaligned(rng, 19, 2_047)),)
 
 
@@ -398,10 +407,11 @@ def grade_correct(kind: str, student) -> str:
     cases = "; ".join(str(case) for case in every)
     hard = SOFTMAX_HARD_ROWS if kind == "softmax" else LAYER_NORM_HARD_ROWS
     return (
-        f"{student.name}'s kernels, run by the grader, match {spec.reference.__name__}() on {cases}, with "
-        f"hard rows planted ({'; '.join(hard)}) and NaN-filled outputs "
+        f"{student.name}'s kernels, run by the grader, match {spec.reference.__name__}() on "
+        f"{cases}, with hard rows planted ({'; '.join(hard)}) and NaN-filled outputs "
         f"(float32 rtol {core.tolerance(torch.float32)[0]:g}; "
-        f"float16 rtol {core.tolerance(torch.float16)[0]:g}); {result['bounds']}; seed {result['seed']}"
+        f"float16 rtol {core.tolerance(torch.float16)[0]:g}); {result['bounds']}; seed "
+        f"{result['seed']}"
     )
 
 
@@ -459,34 +469,38 @@ def traffic_failure(kind: str, name: str, traffic: dict) -> str | None:
         else ""
     )
     return (
-        f"{name} moved the wrong number of bytes for {case}, counted in the Triton interpreter. One pass "
-        f"loads x once ({need:,} B, 1.00 per element) and stores out once ({need:,} B){weights}, and "
-        f"moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)
+        f"{name} moved the wrong number of bytes for {case}, counted in the Triton interpreter. "
+        f"One pass loads x once ({need:,} B, 1.00 per element) and stores out once ({need:,} "
+        f"B){weights}, and moves nothing else.\n{core.text_table(rows)}\n" + "\n".join(hints)
     ).rstrip()
 
 
 def _traffic_hints(
     name: str, traffic: dict, need: int, row_bytes: int, params: tuple, extra: set
 ) -> list[str]:
-    """One hint per way ``traffic`` strays from one pass: out under- or over-written, x read too often or
-    not at all, weight and bias reloaded, out read back, a buffer round trip, more than one kernel."""
+    """One hint per way ``traffic`` strays from one pass: out under- or over-written, x read too
+    often or not at all, weight and bias reloaded, out read back, a buffer round trip, more than one
+    kernel."""
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
     programs = sum(traffic.get("storing", traffic["programs"]))
     passes = loaded.get("x", 0) / need
     hints = []
     if stored.get("out", 0) == 0:
         hints.append(
-            f"No kernel of {name} stored anything into out: the result must be computed and stored by "
+            f"No kernel of {name} stored anything into out: the result must be computed and stored "
+            "by "
             "your own @triton.jit kernel."
         )
     elif stored.get("out", 0) < need:
         hints.append(
-            f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is never "
+            f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is "
+            "never "
             "written. Launch one program per row (or per block of rows) and mask the columns."
         )
     elif stored.get("out", 0) > need:
         hints.append(
-            f"Your kernels stored out {stored['out'] / need:.2f} times per element: store each row once, "
+            f"Your kernels stored out {stored['out'] / need:.2f} times per element: store each row "
+            "once, "
             "after the reduction."
         )
     if loaded.get("x", 0) == 0:
@@ -495,36 +509,42 @@ def _traffic_hints(
         )
     elif passes > 1:
         hints.append(
-            f"Your kernel read x {passes:.2f} times per element: {_passes(passes)} over memory. Load "
-            "the row once into registers (a block of next_power_of_2(cols) columns) and compute the "
-            "reduction and the output from those registers."
+            f"Your kernel read x {passes:.2f} times per element: {_passes(passes)} over memory. "
+            "Load "
+            "the row once into registers (a block of next_power_of_2(cols) columns) and compute "
+            "the reduction and the output from those registers."
         )
     elif passes < 1:
         hints.append(
-            f"Your kernel read only {passes:.2f} of x per element: every element of x must be loaded."
+            f"Your kernel read only {passes:.2f} of x per element: every element of x must be "
+            "loaded."
         )
     for p in params:
         got = loaded.get(p, 0)
         if got > programs * row_bytes:
             hints.append(
-                f"Your kernel loaded {p} {got / row_bytes:.2f} rows' worth over {programs} programs "
-                f"({got / row_bytes / programs:.2f} per program): load it once per program (row block), "
+                f"Your kernel loaded {p} {got / row_bytes:.2f} rows' worth over {programs} "
+                f"programs ({got / row_bytes / programs:.2f} per program): load it once per "
+                "program (row block), "
                 "before the loop over its rows, and keep it in registers."
             )
         elif got < row_bytes:
             hints.append(f"Your kernel loaded only {got / row_bytes:.2f} of {p}: load all of it.")
     if loaded.get("out", 0):
         hints.append(
-            "Your kernel reads out (an atomic counts as a read and a write); it only needs to write it."
+            "Your kernel reads out (an atomic counts as a read and a write); it only needs to "
+            "write it."
         )
     if extra:
         hints.append(
-            f"Your kernels moved bytes through {', '.join(sorted(extra))}: buffers outside x and out are "
+            f"Your kernels moved bytes through {', '.join(sorted(extra))}: buffers outside x and "
+            "out are "
             "a round trip through global memory. Keep the row statistics in registers."
         )
     if len(traffic["kernels"]) > 1:
         hints.append(
-            f"{name} launched {len(traffic['kernels'])} kernels ({', '.join(traffic['kernels'])}): one "
+            f"{name} launched {len(traffic['kernels'])} kernels ({', '.join(traffic['kernels'])}): "
+            "one "
             "kernel that holds a row in registers needs no second one."
         )
     return hints
@@ -539,8 +559,9 @@ def _passes(passes: float) -> str:
 
 def traffic_cases(rng) -> tuple[Rows, Rows]:
     """The cases the traffic checks count at, drawn per submission (``rng`` from
-    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): a few dozen rows of an odd length
-    below 1,024 and above it, so that a block of next_power_of_2(cols) columns ends in a masked part."""
+    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): a few dozen rows of an odd
+    length below 1,024 and above it, so that a block of next_power_of_2(cols) columns ends in a
+    masked part."""
     return (
         Rows(rng.randint(8, 40), core.unaligned(rng, 257, 1_023)),
         Rows(rng.randint(8, 24), core.unaligned(rng, 1_025, 1_999)),
@@ -548,13 +569,14 @@ def traffic_cases(rng) -> tuple[Rows, Rows]:
 
 
 def measure_traffic(kind: str, student, case: Rows | None = None) -> dict:
-    """CPU: the kernels' traffic at ``case`` (by default the first of :func:`traffic_cases`), counted in the
-    interpreter whatever values they compute (for :func:`traffic_failure`)."""
+    """CPU: the kernels' traffic at ``case`` (by default the first of :func:`traffic_cases`),
+    counted in the interpreter whatever values they compute (for :func:`traffic_failure`)."""
     return core.count_traffic(student, SPECS[kind], case or traffic_cases(core.size_drawer()[0])[0])
 
 
 def grade_traffic(kind: str, student) -> str:
-    """CPU: the kernels' values must be right, and their traffic, counted in the interpreter, one pass."""
+    """CPU: the kernels' values must be right, and their traffic, counted in the interpreter, one
+    pass."""
     from brrr import traffic as traffic_counter
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
@@ -573,19 +595,22 @@ def grade_traffic(kind: str, student) -> str:
             else ""
         )
         parts.append(
-            f"{traffic['n']}: {moved:,} B{weights}, {moved / traffic['n'].numel:.2f} B per element, {programs} programs"
+            f"{traffic['n']}: {moved:,} B{weights}, {moved / traffic['n'].numel:.2f} B per "
+            f"element, {programs} programs"
         )
     return (
-        f"{student.name}'s kernel loaded x once and stored out once at cases drawn for this submission "
-        f"({'; '.join(parts)}), against {eager_bytes_per_element(kind):g} B per element for {kind}_unfused by "
-        f"the lab's rules; {len(result['traffics'][0]['kernels'])} launch; seed {result['seed']}"
+        f"{student.name}'s kernel loaded x once and stored out once at cases drawn for this "
+        f"submission ({'; '.join(parts)}), against {eager_bytes_per_element(kind):g} B per element "
+        f"for {kind}_unfused by the lab's rules; {len(result['traffics'][0]['kernels'])} launch; "
+        f"seed {result['seed']}"
     )
 
 
-# The timed width is drawn in [TIMED_COLS_LOW x TIMED_COLS, TIMED_COLS], 16 modulo 32 (brrr.checks.timed.ALIGN:
-# rows stay 64-byte aligned and loads vectorized, and no block divides it): a row still takes one 4096-wide
-# block, of which at most 1/16 of the lanes are masked off (the bytes moved, and so the bandwidth, count
-# only the real elements); rows are drawn as Lab 2 draws n (brrr.checks.timed.LOW).
+# The timed width is drawn in [TIMED_COLS_LOW x TIMED_COLS, TIMED_COLS], 16 modulo 32
+# (brrr.checks.timed.ALIGN: rows stay 64-byte aligned and loads vectorized, and no block divides
+# it): a row still takes one 4096-wide block, of which at most 1/16 of the lanes are masked off (the
+# bytes moved, and so the bandwidth, count only the real elements); rows are drawn as Lab 2 draws n
+# (brrr.checks.timed.LOW).
 TIMED_COLS_LOW = 15 / 16
 
 
@@ -616,7 +641,8 @@ def _timed_check(student, kind: str, check: str) -> str:
 
 
 def _graders_of(kind: str) -> dict:
-    """The four checks of one kernel (``softmax_correct``, ...), each a function of the student's side."""
+    """The four checks of one kernel (``softmax_correct``, ...), each a function of the student's
+    side."""
     return {
         f"{kind}_correct": lambda student: grade_correct(kind, student),
         f"{kind}_traffic": lambda student: grade_traffic(kind, student),

@@ -25,15 +25,16 @@ EPS = 1e-5  # layer norm's epsilon, as F.layer_norm's default
 
 
 def softmax_reference(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dim, accumulated in float32, returned in x's dtype: what the grader compares with."""
+    """Softmax over the last dim, accumulated in float32, returned in x's dtype: what the grader
+    compares with."""
     return torch.softmax(x.float(), dim=-1).to(x.dtype)
 
 
 def layer_norm_reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """Layer norm over the last dim (biased variance, eps = EPS), in float64, returned in x's dtype: exact to
-    the output's rounding, so a correct float32 kernel is off only by its own rounding. In float32 the
-    reference's own rounding added to it: a correct kernel missed by 1.03e-5 against 1e-5 on a row of 4097
-    values near 30 (the rows far from zero), where x - mean loses digits."""
+    """Layer norm over the last dim (biased variance, eps = EPS), in float64, returned in x's dtype:
+    exact to the output's rounding, so a correct float32 kernel is off only by its own rounding. In
+    float32 the reference's own rounding added to it: a correct kernel missed by 1.03e-5 against
+    1e-5 on a row of 4097 values near 30 (the rows far from zero), where x - mean loses digits."""
     return F.layer_norm(x.double(), (x.shape[-1],), weight.double(), bias.double(), EPS).to(x.dtype)
 
 
@@ -71,7 +72,8 @@ FUSED_TORCH = {
 
 @dataclass(frozen=True)
 class Rows:
-    """One case of a correctness or traffic check: ``rows × cols`` of ``dtype``, with the hard rows planted."""
+    """One case of a correctness or traffic check: ``rows × cols`` of ``dtype``, with the hard rows
+    planted."""
 
     rows: int
     cols: int
@@ -139,8 +141,9 @@ def inputs_for_demo(kind: str, rows: int, cols: int, seed: int = 0, dtype: str =
 
 TIMED_COLS = 4096  # a transformer's hidden size: a row fits one program's registers
 
-# Bytes per element of the timed working set: two rotated input sets (x, expected, out: 6 float32s), the
-# copy measured on the same n (2), torch's output while it runs (1): 9 float32s, rounded up to 48 B.
+# Bytes per element of the timed working set: two rotated input sets (x, expected, out: 6 float32s),
+# the copy measured on the same n (2), torch's output while it runs (1): 9 float32s, rounded up to
+# 48 B.
 TIMED_BYTES_PER_ELEMENT = 48
 
 
@@ -150,13 +153,14 @@ def timed_rows(total_bytes: int | None = None) -> Rows:
     return Rows(max(1, n // TIMED_COLS), TIMED_COLS, planted=False)
 
 
-# ---------------------------------------------------------------- what one pass bought (for the notebook)
+# ---------------------------------------------------------------- what one pass bought (for the
+# notebook)
 
 
-# The unfused versions' and torch's bytes per element of x on DEMO_ROWS float32, every tensor counted (per-row
-# statistics and weights included), for the notebook's comparison: a table, not the counter, which the
-# prediction would call (the grader keeps it: brrr.labs.one_pass.checks.count_eager; tests/labs/
-# test_grading_one_pass.py checks the table).
+# The unfused versions' and torch's bytes per element of x on DEMO_ROWS float32, every tensor
+# counted (per-row statistics and weights included), for the notebook's comparison: a table, not the
+# counter, which the prediction would call (the grader keeps it:
+# brrr.labs.one_pass.checks.count_eager; tests/labs/ test_grading_one_pass.py checks the table).
 DEMO_EAGER_BYTES_PER_ELEMENT = {
     "softmax": {"unfused": 32.02048655569782, "torch": 8.0},
     "layer_norm": {"unfused": 48.165973111395644, "torch": 8.135243277848911},
@@ -164,8 +168,8 @@ DEMO_EAGER_BYTES_PER_ELEMENT = {
 
 
 def compare_with_eager(softmax_fn, layer_norm_fn) -> dict:
-    """Per kind, the unfused eager version, the fused torch op and the student's kernel. Not graded, and an
-    illustration at one shape: the grader checks at shapes it draws per submission.
+    """Per kind, the unfused eager version, the fused torch op and the student's kernel. Not graded,
+    and an illustration at one shape: the grader checks at shapes it draws per submission.
 
     CPU: bytes per element, the eager ones counted from their ops (every tensor,
     per-row statistics and weights included: :data:`DEMO_EAGER_BYTES_PER_ELEMENT`)
@@ -226,7 +230,8 @@ def compare_with_eager(softmax_fn, layer_norm_fn) -> dict:
 
 
 def plot_comparison(result: dict, *, stamp: str = ""):
-    """Grouped bars for :func:`compare_with_eager`: seconds per call on a GPU, bytes per element on a CPU."""
+    """Grouped bars for :func:`compare_with_eager`: seconds per call on a GPU, bytes per element on
+    a CPU."""
     import matplotlib.pyplot as plt
 
     from brrr.plots import add_stamp

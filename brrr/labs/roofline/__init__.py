@@ -1,4 +1,5 @@
-"""Lab 1 (``01-roofline``), "your machine's roofline": measure two ceilings, then place six ops under them.
+"""Lab 1 (``01-roofline``), "your machine's roofline": measure two ceilings, then place six ops
+under them.
 
 Students write their own timing code for two ceilings (copy bandwidth and matmul
 peak), compute the ridge point, count FLOPs and bytes for a list of ops, and

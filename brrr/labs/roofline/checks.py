@@ -81,15 +81,18 @@ def _number(name: str, value) -> float:
     return number
 
 
-# Calls of the student's function per attempt, each between two reference readings (see _grade_ceiling),
-# and how long each reading times (a fifth of brrr.ceilings' own budget on a CPU). Seven, not five: beside
-# a book build and .ci/neighbour_load.py a rate counted from reads alone (0.47-0.53x in isolation) passed
-# two gradings of three with five pairs an attempt; the median of more pairs is steadier on both sides.
+# Calls of the student's function per attempt, each between two reference readings (see
+# _grade_ceiling), and how long each reading times (a fifth of brrr.ceilings' own budget on a CPU).
+# Seven, not five: beside a book build and .ci/neighbour_load.py a rate counted from reads alone
+# (0.47-0.53x in isolation) passed two gradings of three with five pairs an attempt; the median of
+# more pairs is steadier on both sides.
 PAIRS = 7
-# A median ratio this far from 1 (3x either way) ends the check at its first attempt: honest calls centre on
-# 0.94x with a per-pair spread of 17% beside a book build and .ci/neighbour_load.py (80 pairs), and no
-# honest median read below 0.57x even when each call was compared with the higher of its two readings, a
-# harsher rule since replaced (see _grade_ceiling). A rate in the wrong unit or from a patched clock reads
+# A median ratio this far from 1 (3x either way) ends the check at its first attempt: honest calls
+# centre on
+# 0.94x with a per-pair spread of 17% beside a book build and .ci/neighbour_load.py (80 pairs), and
+# no honest median read below 0.57x even when each call was compared with the higher of its two
+# readings, a harsher rule since replaced (see _grade_ceiling). A rate in the wrong unit or from a
+# patched clock reads
 # 0.05x or less, and another attempt would spend seven more calls to say the same. A 2x error (reads
 # counted alone, 0.47-0.53x) is not final: it gets every attempt, as a near miss does.
 BEYOND_DOUBT = 3.0
@@ -125,7 +128,8 @@ def _grade_ceiling(
     threshold = thresholds.threshold(LAB, check)
 
     def timed_call() -> tuple[float, float]:
-        """The student's value and how long the call took by the grader's clock, in the grader's process."""
+        """The student's value and how long the call took by the grader's clock, in the grader's
+        process."""
         start = time.perf_counter()
         value = _number(name, student.call(*args, threads=1, forked=False))
         return value, time.perf_counter() - start
@@ -152,9 +156,10 @@ def _grade_ceiling(
         slowest = min(elapsed for _, elapsed in calls)
         if slowest < fastest_one:
             raise core.fail(
-                f"{name} returned after {units.seconds(slowest)} (by the grader's clock), but {what} takes at "
-                f"least {units.seconds(fastest_one)} at the rate brrr.ceilings measured just now "
-                f"({units.si(high, unit)}): it cannot have timed it. Measure, don't type in a number."
+                f"{name} returned after {units.seconds(slowest)} (by the grader's clock), but "
+                f"{what} takes at least {units.seconds(fastest_one)} at the rate brrr.ceilings "
+                f"measured just now ({units.si(high, unit)}): it cannot have timed it. Measure, "
+                "don't type in a number."
             )
         for (value, _), beside in zip(calls, map(_geometric_mean, readings, readings[1:])):
             pairs.append((value / beside, value, beside))
@@ -168,7 +173,8 @@ def _grade_ceiling(
         detail = (
             f"yours {', '.join(units.si(v, unit) for v, _ in calls)} against brrr.ceilings "
             f"{', '.join(units.si(r, unit) for r in readings)} read between them; the median of "
-            f"{len(pairs)} pairs, {units.si(value, unit)} against {units.si(beside, unit)}, is {ratio:.2f}x"
+            f"{len(pairs)} pairs, {units.si(value, unit)} against {units.si(beside, unit)}, is "
+            f"{ratio:.2f}x"
         )
         return core.Attempt(-distance, passed, detail, final)
 
@@ -181,7 +187,8 @@ def _grade_ceiling(
         call = f"{name}({', '.join(ceilings.dtype_name(a) if isinstance(a, torch.dtype) else repr(a) for a in args)})"
         raise core.fail(
             f"{call} is not {threshold.describe()} of {what} as brrr.ceilings measures it in the "
-            f"same run ({threads}):\n{tried}\n({threshold.why}.) Check your byte or FLOP count, the warm-up, "
+            f"same run ({threads}):\n{tried}\n({threshold.why}.) Check your byte or FLOP count, "
+            "the warm-up, "
             "the synchronize before reading the clock on a GPU, and that you take the median."
         )
     return f"{best.detail} ({threshold.describe()}, {threads}, attempt {len(history)})"
@@ -191,7 +198,10 @@ def _attempts_told(history: list[core.Attempt]) -> str:
     """Each attempt's detail, a line each, and why there were no more after a miss beyond doubt."""
     told = "\n".join(f"  attempt {i + 1}: {a.detail}" for i, a in enumerate(history))
     if history[-1].final:
-        told += f"\n  ({BEYOND_DOUBT:g}x or further from brrr.ceilings is beyond any noise: not measured again.)"
+        told += (
+            f"\n  ({BEYOND_DOUBT:g}x or further from brrr.ceilings is beyond any noise: not "
+            "measured again.)"
+        )
     return told
 
 
@@ -203,7 +213,8 @@ def _geometric_mean(a: float, b: float) -> float:
 
 
 def grade_copy_bandwidth(student) -> str:
-    """``copy_bandwidth(n)``: B/s copying n float32 elements (4n read + 4n written), against brrr.ceilings."""
+    """``copy_bandwidth(n)``: B/s copying n float32 elements (4n read + 4n written), against
+    brrr.ceilings."""
     from brrr import ceilings
 
     n = COPY_N
@@ -219,7 +230,8 @@ def grade_copy_bandwidth(student) -> str:
 
 
 def grade_matmul_peak(student) -> str:
-    """``matmul_peak(n, dtype)``: FLOP/s of an n×n by n×n matmul (2n³ FLOPs), against brrr.ceilings."""
+    """``matmul_peak(n, dtype)``: FLOP/s of an n×n by n×n matmul (2n³ FLOPs), against
+    brrr.ceilings."""
     from brrr import ceilings
 
     n = MATMUL_N
@@ -238,7 +250,8 @@ def grade_matmul_peak(student) -> str:
 
 
 def grade_ridge_point(student) -> str:
-    """``ridge_point(peak_flops, bandwidth)``: FLOPs per byte where compute time equals memory time."""
+    """``ridge_point(peak_flops, bandwidth)``: FLOPs per byte where compute time equals memory
+    time."""
     name = student.name
     tolerance = thresholds.threshold(LAB, "ridge_point").value
     rng = random.Random()
@@ -255,7 +268,8 @@ def grade_ridge_point(student) -> str:
 
 
 def grade_intensities(student) -> str:
-    """``count(op) -> (flops, bytes)`` for every op in OPS, by the lab's counting rules, within 2%."""
+    """``count(op) -> (flops, bytes)`` for every op in OPS, by the lab's counting rules, within
+    2%."""
     name = student.name
     tolerance = thresholds.threshold(LAB, "intensities").value
     wrong = []
@@ -293,7 +307,8 @@ def grade_intensities(student) -> str:
 
 
 def measured_ridge() -> float:
-    """The ridge point from the grader's measurements in this run (measured now if none were taken yet)."""
+    """The ridge point from the grader's measurements in this run (measured now if none were taken
+    yet)."""
     from brrr import ceilings
 
     if "copy_bandwidth" not in _measured:
@@ -306,7 +321,8 @@ def measured_ridge() -> float:
 
 
 def grade_classes(student) -> str:
-    """``classify(intensity, ridge) -> 'memory-bound' | 'compute-bound'`` for each op on this machine."""
+    """``classify(intensity, ridge) -> 'memory-bound' | 'compute-bound'`` for each op on this
+    machine."""
     student.call(1.0, 2.0)  # fail fast if it is not written, before measuring
     ridge = measured_ridge()
     cases = [(op.name, reference_count(op).intensity) for op in OPS]

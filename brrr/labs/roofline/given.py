@@ -14,8 +14,8 @@ import torch
 from brrr import counting
 from brrr.device import ON_GPU, far_above_cache, half_precision_dtype, per_device
 
-# The dtype of the matmul peak and of the ops: the tensor cores' 16-bit dtype on a GPU (bf16, or fp16
-# on a GPU before Ampere such as Colab's T4), fp32 on a CPU.
+# The dtype of the matmul peak and of the ops: the tensor cores' 16-bit dtype on a GPU (bf16, or
+# fp16 on a GPU before Ampere such as Colab's T4), fp32 on a CPU.
 DTYPE = torch.float32 if not ON_GPU else half_precision_dtype()
 COPY_N = far_above_cache(4)  # float32 elements copied by copy_bandwidth(n)
 MATMUL_N = per_device(cpu=1024, gpu=8192)  # square matmul size for matmul_peak(n, dtype)

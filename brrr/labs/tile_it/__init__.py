@@ -1,4 +1,5 @@
-"""Lab 5 (``05-tile-it``), "tile it": a Triton matmul, ``out = a @ b``, in output tiles with a loop over K.
+"""Lab 5 (``05-tile-it``), "tile it": a Triton matmul, ``out = a @ b``, in output tiles with a loop
+over K.
 
 A matmul does ``2·M·N·K`` FLOPs on ``M·K + K·N + M·N`` elements: enough arithmetic
 per byte to be compute-bound, *if* every element crossed the memory bus once. A

@@ -54,7 +54,8 @@ from brrr.labs.tile_it.given import (
     minimum_bytes,
 )
 
-# What the checks compare a student's answer with: here only, out of the student's reach (tests/test_layers.py).
+# What the checks compare a student's answer with: here only, out of the student's reach
+# (tests/test_layers.py).
 GRADER_REFERENCES = ("tiled_bytes", "reference_prediction")
 
 CHECKS = {
@@ -75,8 +76,9 @@ PREDICTION_RULES = (
 
 
 def tiled_bytes(shape: Shape, block_m: int, block_n: int) -> dict[str, int]:
-    """Bytes per tensor that a ``block_m × block_n`` tiling moves, by the lab's rule: the grader's reference,
-    which the student's process cannot import (here, and ``brrr.counting``, are not in its copy).
+    """Bytes per tensor that a ``block_m × block_n`` tiling moves, by the lab's rule: the grader's
+    reference, which the student's process cannot import (here, and ``brrr.counting``, are not in
+    its copy).
 
     ``a`` is read once per column of tiles (⌈n / block_n⌉ times), ``b`` once per
     row of tiles (⌈m / block_m⌉ times), ``out`` written once
@@ -120,12 +122,13 @@ def diagnose(inputs, out: torch.Tensor) -> str | None:
             f"This case is float16 with K = {k:,} and values in [0, 1): each output is a sum of "
             f"{k:,} positive products, near {k // 4:,}, where float16 values are {step:g} apart, "
             "so a float16 accumulator loses part of every addition. Accumulate in float32 "
-            "(`acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)`, `acc = tl.dot(a, b, acc)`) and convert "
-            "to out's dtype only when you store."
+            "(`acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)`, `acc = tl.dot(a, b, acc)`) "
+            "and convert to out's dtype only when you store."
         )
     if a.dtype == torch.float32 and ON_GPU and within(1e-2):
         return (
-            "On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of mantissa). "
+            "On a GPU, tl.dot on float32 inputs uses TF32 tensor cores by default (10 bits of "
+            "mantissa). "
             'Pass `input_precision="ieee"` to tl.dot for a float32 result.'
         )
     return None
@@ -141,12 +144,13 @@ SPEC = core.Spec(
     diagnose=diagnose,
 )
 
-# Shapes that are a multiple of no tile, one that is a multiple of the usual ones, float32 and float16,
-# and a long K in float16 with non-negative values: float16 accumulation fails there, float32 passes.
-# K = 6,000: outputs near 1,500, where float16 steps are 1 apart. A float16 accumulator rounds at every step of
-# the K loop: with BLOCK_K = 32 about a quarter of the 4,096 outputs land outside the tolerance, with BLOCK_K =
-# 128 about 100 and with 256 about 10, while float32 accumulation stays within a third of it
-# (tests/labs/test_grading_tile_it.py simulates both).
+# Shapes that are a multiple of no tile, one that is a multiple of the usual ones, float32 and
+# float16, and a long K in float16 with non-negative values: float16 accumulation fails there,
+# float32 passes. K = 6,000: outputs near 1,500, where float16 steps are 1 apart. A float16
+# accumulator rounds at every step of the K loop: with BLOCK_K = 32 about a quarter of the 4,096
+# outputs land outside the tolerance, with BLOCK_K = 128 about 100 and with 256 about 10, while
+# float32 accumulation stays within a third of it (tests/labs/test_grading_tile_it.py simulates
+# both).
 LONG_K = Shape(64, 64, 6000, "float16", "unit")
 _CASES = (
     Shape(100, 70, 50),
@@ -183,12 +187,14 @@ def not_applicable(check: str, device_class: str) -> str:
     if check == "traffic":
         return (
             "GPU: traffic is counted only in the Triton interpreter (on a CPU). Here the kernel is "
-            "compiled, so the tiling is graded by time instead: see peak_4096, peak_8192 and grouped_order."
+            "compiled, so the tiling is graded by time instead: see peak_4096, peak_8192 and "
+            "grouped_order."
         )
     return (
-        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one program "
-        "at a time in Python, so its time says nothing about the kernel; the traffic check grades what "
-        "the tiling changes instead."
+        f"CPU: the {check} check runs on a GPU only. Here Triton runs in its interpreter, one "
+        "program "
+        "at a time in Python, so its time says nothing about the kernel; the traffic check grades "
+        "what the tiling changes instead."
     )
 
 
@@ -200,22 +206,20 @@ def _prediction_mistakes(shape: Shape, bm: int, bn: int) -> dict[str, int]:
     m, n, k, s = shape.m, shape.n, shape.k, shape.element_size
     cm, cn = math.ceil(m / bm), math.ceil(n / bn)
     return {
-        "a read ⌈M / BLOCK_M⌉ times and b ⌈N / BLOCK_N⌉ times: swapped. Each program of a row of tiles "
-        "reads the same strip of a, so a is read once per column of tiles": (
+        "a read ⌈M / BLOCK_M⌉ times and b ⌈N / BLOCK_N⌉ times: swapped. Each program of a row of "
+        "tiles reads the same strip of a, so a is read once per column of tiles": (
             m * k * cm + k * n * cn + m * n
         )
         * s,
-        "N / BLOCK_N and M / BLOCK_M without rounding up: the last, partial tile is a whole program, and it "
-        "reads whole strips": round((m * k * n / bn + k * n * m / bm + m * n) * s),
+        "N / BLOCK_N and M / BLOCK_M without rounding up: the last, partial tile is a whole "
+        "program, and it reads whole strips": round((m * k * n / bn + k * n * m / bm + m * n) * s),
         "out left out: it is written once": (m * k * cn + k * n * cm) * s,
         "out read and written: the accumulator lives in registers, out is only written": (
             m * k * cn + k * n * cm + 2 * m * n
         )
         * s,
-        "a and b read once: that is the minimum, which only one tile as large as the output reaches": (
-            m * k + k * n + m * n
-        )
-        * s,
+        "a and b read once: that is the minimum, which only one tile as large as the output "
+        "reaches": (m * k + k * n + m * n) * s,
         "4 bytes per element: the inputs are float16, 2 bytes": (m * k * cn + k * n * cm + m * n)
         * 4,
         "elements, not bytes": m * k * cn + k * n * cm + m * n,
@@ -223,11 +227,12 @@ def _prediction_mistakes(shape: Shape, bm: int, bn: int) -> dict[str, int]:
 
 
 def grade_prediction(student) -> str:
-    """``predicted_traffic()``: for each tiling of :data:`PREDICTION_TILINGS` at :data:`PREDICTION_SHAPE`,
-    ``{"bytes": ..., "flop_per_byte": ...}``, keyed ``"32x32"``, ``"128x64"``.
+    """``predicted_traffic()``: for each tiling of :data:`PREDICTION_TILINGS` at
+    :data:`PREDICTION_SHAPE`, ``{"bytes": ..., "flop_per_byte": ...}``, keyed ``"32x32"``,
+    ``"128x64"``.
 
-    Long: each tiling's bytes and intensity checked and explained, in the order a student reads them.
-    """
+    Long: each tiling's bytes and intensity checked and explained, in the order a student reads
+    them."""
     exact = thresholds.threshold(LAB, "prediction")
     close = thresholds.threshold(LAB, "prediction.intensity")
     reference = _REFERENCE_PREDICTION or reference_prediction()
@@ -236,8 +241,8 @@ def grade_prediction(student) -> str:
     keys = [tiling_key(bm, bn) for bm, bn in PREDICTION_TILINGS]
     if not isinstance(value, dict) or set(value) != set(keys):
         raise core.fail(
-            f"{name}() must return a dict with the keys {', '.join(repr(k) for k in keys)} (one per "
-            f"tiling); it returned {str(value)[:200]}"
+            f"{name}() must return a dict with the keys {', '.join(repr(k) for k in keys)} (one "
+            f"per tiling); it returned {str(value)[:200]}"
         )
     shape = PREDICTION_SHAPE
     wrong = []
@@ -245,7 +250,8 @@ def grade_prediction(student) -> str:
         got = value[key]
         if not isinstance(got, dict) or set(got) != {"bytes", "flop_per_byte"}:
             raise core.fail(
-                f"{name}()['{key}'] must be a dict with the keys 'bytes' and 'flop_per_byte'; it is {str(got)[:120]}"
+                f"{name}()['{key}'] must be a dict with the keys 'bytes' and 'flop_per_byte'; it "
+                f"is {str(got)[:120]}"
             )
         for field in ("bytes", "flop_per_byte"):
             number = got[field]
@@ -256,7 +262,8 @@ def grade_prediction(student) -> str:
                 or number <= 0
             ):
                 raise core.fail(
-                    f"{name}()['{key}']['{field}'] must be a positive number; it is {str(number)[:80]}"
+                    f"{name}()['{key}']['{field}'] must be a positive number; it is "
+                    f"{str(number)[:80]}"
                 )
         right = reference[key]
         bytes_ok = abs(got["bytes"] - right["bytes"]) <= exact.value * right["bytes"]
@@ -279,7 +286,8 @@ def grade_prediction(student) -> str:
             )
             if not intensity_ok:
                 what += (
-                    "; your intensity follows from them (2·M·N·K / your bytes), so it is wrong with them"
+                    "; your intensity follows from them (2·M·N·K / your bytes), so it is wrong "
+                    "with them"
                     if consistent
                     else "; your intensity is wrong too: it is 2·M·N·K FLOPs over the bytes"
                 )
@@ -287,7 +295,8 @@ def grade_prediction(student) -> str:
                 what += "; your intensity is right"
         else:
             what += (
-                f"your bytes are right; your intensity, {got['flop_per_byte']:g} FLOP/B, is wrong: it is "
+                f"your bytes are right; your intensity, {got['flop_per_byte']:g} FLOP/B, is wrong: "
+                "it is "
                 "2·M·N·K FLOPs (a multiply and an add per term) over those bytes"
             )
             if (
@@ -316,7 +325,8 @@ def grade_prediction(student) -> str:
 
 
 def drawn_correctness_cases(rng) -> tuple[Shape, ...]:
-    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): M, N, K odd."""
+    """One more case drawn per submission (``rng`` from :func:`brrr.checks.core.size_drawer`): M, N,
+    K odd."""
     return (
         Shape(
             core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129), core.unaligned(rng, 17, 129)
@@ -336,7 +346,8 @@ def grade_correct(student) -> str:
 
 
 def launch_tiling(name: str, recipe: dict, shape: Shape) -> dict:
-    """``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M`` and the programs of the one launch in ``recipe``.
+    """``BLOCK_M``, ``BLOCK_N``, ``BLOCK_K``, ``GROUP_M`` and the programs of the one launch in
+    ``recipe``.
 
     Fails (AssertionError) unless the wrapper launched one kernel, whose tile
     sizes are constexpr arguments named as in :data:`TILE_ARGS`, over one
@@ -354,8 +365,9 @@ def launch_tiling(name: str, recipe: dict, shape: Shape) -> dict:
     if programs != needed:
         raise core.fail(
             f"{name} launched {programs:,} programs for {shape} with BLOCK_M × BLOCK_N = "
-            f"{tiles['BLOCK_M']} × {tiles['BLOCK_N']}: one program per output tile is ⌈M / BLOCK_M⌉ · "
-            f"⌈N / BLOCK_N⌉ = {needed:,} (a one-dimensional grid, triton.cdiv(M, BLOCK_M) * "
+            f"{tiles['BLOCK_M']} × {tiles['BLOCK_N']}: one program per output tile is ⌈M / "
+            f"BLOCK_M⌉ · ⌈N / BLOCK_N⌉ = {needed:,} (a one-dimensional grid, triton.cdiv(M, "
+            "BLOCK_M) * "
             "triton.cdiv(N, BLOCK_N))."
         )
     return tiles | {"programs": programs, "kernel": launch.get("kernel")}
@@ -367,23 +379,25 @@ def launch_tiling(name: str, recipe: dict, shape: Shape) -> dict:
 def _roofline_sentence(shape: Shape, tiles: dict) -> str:
     bm, bn = tiles["BLOCK_M"], tiles["BLOCK_N"]
     return (
-        f"A kernel's attainable speed is min(peak FLOP/s, intensity × bandwidth): below the ridge point you "
-        f"measured in Lab 1 it is memory-bound, and its tiling, not its arithmetic, sets its time. For large "
-        f"shapes a {bm} × {bn} tiling tends to 2 / (element size · (1/BLOCK_M + 1/BLOCK_N)) = "
-        f"{asymptotic_intensity(bm, bn, shape.element_size):.3g} FLOP/B in {shape.dtype}, whatever the shape: "
+        f"A kernel's attainable speed is min(peak FLOP/s, intensity × bandwidth): below the ridge "
+        f"point you measured in Lab 1 it is memory-bound, and its tiling, not its arithmetic, sets "
+        f"its time. For large shapes a {bm} × {bn} tiling tends to 2 / (element size · (1/BLOCK_M "
+        f"+ 1/BLOCK_N)) = {asymptotic_intensity(bm, bn, shape.element_size):.3g} FLOP/B in "
+        f"{shape.dtype}, whatever the shape: "
         "larger tiles (64 × 64 and up) raise it."
     )
 
 
-# Where a launched tiling is weighed against the threshold, whatever shape it was launched for: the ratio to
-# the minimum depends on the shape, and the threshold is stated at this one (brrr.checks.thresholds).
+# Where a launched tiling is weighed against the threshold, whatever shape it was launched for: the
+# ratio to the minimum depends on the shape, and the threshold is stated at this one
+# (brrr.checks.thresholds).
 TILING_SHAPE = Shape(256, 256, 256)
 
 
 def traffic_shapes(rng) -> tuple[Shape, Shape]:
     """The shapes the traffic check counts at, drawn per submission (``rng`` from
-    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): M, N and K odd, so every tile
-    of the edge is partial, one shape smaller and one larger than the usual 128-wide tiles."""
+    :func:`brrr.checks.core.size_drawer`, seeded in the grader process): M, N and K odd, so every
+    tile of the edge is partial, one shape smaller and one larger than the usual 128-wide tiles."""
     return (
         Shape(
             core.unaligned(rng, 65, 191), core.unaligned(rng, 65, 191), core.unaligned(rng, 33, 191)
@@ -415,13 +429,15 @@ def tiling_failure(
         else ""
     )
     return (
-        f"{name}'s tiling moves too much for {shape}{launched}. With BLOCK_M × BLOCK_N = {bm} × {bn} "
-        f"({tiles['programs']:,} programs) it reads a ⌈N / BLOCK_N⌉ = {math.ceil(shape.n / bn)} times and b "
-        f"⌈M / BLOCK_M⌉ = {math.ceil(shape.m / bm)} times: {total:,} B, {total / least:.2f}× the minimum "
-        f"({least:,} B: a and b read once, out written once). Its arithmetic intensity is "
-        f"{intensity(shape, total):.3g} FLOP/B; the minimum traffic's is {intensity(shape, least):.3g} FLOP/B. "
+        f"{name}'s tiling moves too much for {shape}{launched}. With BLOCK_M × BLOCK_N = {bm} × "
+        f"{bn} ({tiles['programs']:,} programs) it reads a ⌈N / BLOCK_N⌉ = "
+        f"{math.ceil(shape.n / bn)} times and b ⌈M / BLOCK_M⌉ = {math.ceil(shape.m / bm)} times: "
+        f"{total:,} B, {total / least:.2f}× the minimum ({least:,} B: a and b read once, out "
+        f"written once). Its arithmetic intensity is {intensity(shape, total):.3g} FLOP/B; the "
+        f"minimum traffic's is {intensity(shape, least):.3g} FLOP/B. "
         + _roofline_sentence(shape, tiles)
-        + f"\nNeeded at most {threshold.value:g}× the minimum ({threshold.why}). Nothing was run: the tile "
+        + f"\nNeeded at most {threshold.value:g}× the minimum ({threshold.why}). Nothing was run: "
+        "the tile "
         "sizes of your launch imply this traffic."
     )
 
@@ -462,43 +478,48 @@ def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
     ):
         if counted[tensor] > implied[tensor]:
             hints.append(
-                f"Your kernel read {tensor} {counted[tensor] / implied[tensor]:.2f}× what its tiling "
-                f"implies ({times} times): load each {tensor} tile once per step of the K loop and use it "
+                f"Your kernel read {tensor} {counted[tensor] / implied[tensor]:.2f}× what its "
+                f"tiling implies ({times} times): load each {tensor} tile once per step of the K "
+                "loop and use it "
                 "for the whole output tile."
             )
         elif counted[tensor] < implied[tensor]:
             hints.append(
-                f"Your kernel read less of {tensor} than its tiling needs: every program must load its "
-                f"whole strip of {tensor}."
+                f"Your kernel read less of {tensor} than its tiling needs: every program must load "
+                f"its whole strip of {tensor}."
             )
     if counted["out"] != implied["out"]:
         hints.append(
-            f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each output tile once, "
+            f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each output "
+            "tile once, "
             "after the K loop."
         )
     if loaded.get("out"):
         hints.append("Your kernel reads out: keep the accumulator in registers and only write out.")
     if extra:
         hints.append(
-            f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but a, b and out should move."
+            f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but a, b and out "
+            "should move."
         )
     moved = sum(loaded.values()) + sum(stored.values())
     hints.append(
         f"Counted, your kernel reached {intensity(shape, moved):.3g} FLOP/B; its tiling implies "
         f"{intensity(shape, sum(implied.values())):.3g} FLOP/B, and the minimum traffic gives "
-        f"{intensity(shape, minimum_bytes(shape)):.3g}. Every byte past what the tiling needs lowers the "
+        f"{intensity(shape, minimum_bytes(shape)):.3g}. Every byte past what the tiling needs "
+        "lowers the "
         "intensity, and with it the speed a memory-bound kernel can reach (intensity × bandwidth)."
     )
     return (
-        f"{name}'s kernel moved other bytes than its tiling implies for {shape}, counted in the Triton "
-        f"interpreter. A {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling reads a ⌈N / BLOCK_N⌉ times and b "
-        f"⌈M / BLOCK_M⌉ times and writes out once, and moves nothing else.\n{core.text_table(rows)}\n"
-        + "\n".join(hints)
+        f"{name}'s kernel moved other bytes than its tiling implies for {shape}, counted in the "
+        f"Triton interpreter. A {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling reads a ⌈N / "
+        "BLOCK_N⌉ times and b ⌈M / BLOCK_M⌉ times and writes out once, and moves nothing "
+        f"else.\n{core.text_table(rows)}\n" + "\n".join(hints)
     ).rstrip()
 
 
 def grade_traffic(student) -> str:
-    """CPU: the values must be right, and the counted traffic what the launch's tiling implies, within the multiple."""
+    """CPU: the values must be right, and the counted traffic what the launch's tiling implies,
+    within the multiple."""
     from brrr import traffic as traffic_counter
 
     traffic_counter.check_supported()  # if not, a grader error: not the student's fault
@@ -530,12 +551,14 @@ def grade_traffic(student) -> str:
         total = sum(tiled_bytes(shape, tiles["BLOCK_M"], tiles["BLOCK_N"]).values())
         at = sum(tiled_bytes(TILING_SHAPE, tiles["BLOCK_M"], tiles["BLOCK_N"]).values())
         parts.append(
-            f"{shape}: {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiles, {total:,} B, {tiles['programs']} programs "
-            f"({at / minimum_bytes(TILING_SHAPE):.2f}× the minimum at {TILING_SHAPE})"
+            f"{shape}: {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiles, {total:,} B, "
+            f"{tiles['programs']} programs ({at / minimum_bytes(TILING_SHAPE):.2f}× the minimum at "
+            f"{TILING_SHAPE})"
         )
     return (
-        f"{name}'s kernel moved exactly what its tiling implies at shapes drawn for this submission, counted in "
-        f"the interpreter: {'; '.join(parts)} (needed {threshold.describe()}× at {TILING_SHAPE}); seed {seed}"
+        f"{name}'s kernel moved exactly what its tiling implies at shapes drawn for this "
+        f"submission, counted in the interpreter: {'; '.join(parts)} (needed "
+        f"{threshold.describe()}× at {TILING_SHAPE}); seed {seed}"
     )
 
 
@@ -544,16 +567,17 @@ def grade_traffic(student) -> str:
 PEAK_SIZES = {"peak_4096": 4096, "peak_8192": 8192}
 GROUPED_SIZE = 8192
 
-# A kernel faster than this multiple of the torch.mm peak (or of the copy bandwidth, for its bytes) measured
-# in the same run is impossible.
+# A kernel faster than this multiple of the torch.mm peak (or of the copy bandwidth, for its bytes)
+# measured in the same run is impossible.
 IMPOSSIBLE_OVER_PEAK = 1.25
 
-# m, n and k are drawn per submission in [TIMED_LOW x the published size, the published size], each 16 modulo
-# 32: a multiple of 16 elements keeps every row aligned and every stride one Triton specializes as divisible
-# by 16 (what vectorized and TMA loads need; an odd k would make torch.mm and the student's kernel alike slow
-# down for a reason this lab is not about), and not a multiple of 32 leaves every tile of 32 or more partial
-# at the edges. At 7/8 of 4096 a matmul still does about 3584 / 3 = 1,200 FLOP per byte of its minimum
-# traffic, four times an H100's ridge: compute-bound.
+# m, n and k are drawn per submission in [TIMED_LOW x the published size, the published size], each
+# 16 modulo 32: a multiple of 16 elements keeps every row aligned and every stride one Triton
+# specializes as divisible by 16 (what vectorized and TMA loads need; an odd k would make torch.mm
+# and the student's kernel alike slow down for a reason this lab is not about), and not a multiple
+# of 32 leaves every tile of 32 or more partial at the edges. At 7/8 of 4096 a matmul still does
+# about 3584 / 3 = 1,200 FLOP per byte of its minimum traffic, four times an H100's ridge:
+# compute-bound.
 TIMED_LOW = 7 / 8
 TIMED_ALIGN = 16
 
@@ -565,7 +589,8 @@ def timed_shape(check: str) -> Shape:
 
 
 def drawn_shape(check: str, rng=None) -> Shape:
-    """A shape for one submission's timed check, drawn under :func:`timed_shape` (see :data:`TIMED_LOW`)."""
+    """A shape for one submission's timed check, drawn under :func:`timed_shape` (see
+    :data:`TIMED_LOW`)."""
     from brrr.checks import rounds
 
     rng = rng or core.size_drawer()[0]
@@ -575,7 +600,8 @@ def drawn_shape(check: str, rng=None) -> Shape:
 
 
 def _timed(student, check: str) -> str:
-    """Run :func:`_measure` in a forked child where it can, so that a fault in a kernel fails only this check."""
+    """Run :func:`_measure` in a forked child where it can, so that a fault in a kernel fails only
+    this check."""
     outcome = isolation.run(_measure, student, check)
     if not outcome.ok:
         if outcome.error_type == "AssertionError":
@@ -585,16 +611,17 @@ def _timed(student, check: str) -> str:
 
 
 def with_group(recipe: dict, group_m: int) -> dict:
-    """The same recorded launch with ``GROUP_M`` set to ``group_m``: the student's kernel in another order."""
+    """The same recorded launch with ``GROUP_M`` set to ``group_m``: the student's kernel in another
+    order."""
     changed = copy.deepcopy(recipe)
     changed["launches"][0]["args"]["GROUP_M"] = {"value": group_m}
     return changed
 
 
 def _timed_entries(cases, recipes_by_order: dict, built) -> dict:
-    """One :class:`brrr.checks.rounds.Timed` per order: the recorded launches, replayed on each input set
-    into a NaN-filled output that every timed call is checked against. The orders share the inputs, so
-    one of them compares them with their snapshot after timing."""
+    """One :class:`brrr.checks.rounds.Timed` per order: the recorded launches, replayed on each
+    input set into a NaN-filled output that every timed call is checked against. The orders share
+    the inputs, so one of them compares them with their snapshot after timing."""
     from brrr.checks import kernels, rounds
 
     entries = {}
@@ -615,8 +642,8 @@ def _timed_entries(cases, recipes_by_order: dict, built) -> dict:
 def _measure(student, check: str) -> str:
     """A timed check of Lab 5 on a GPU: the peak fraction, or grouped order against GROUP_M = 1.
 
-    Long: the inputs, the two orders, the attempt and the verdict share the recorded launches; split,
-    they would pass them from function to function."""
+    Long: the inputs, the two orders, the attempt and the verdict share the recorded launches;
+    split, they would pass them from function to function."""
     from brrr import ceilings, units
     from brrr.checks import rounds
     from brrr.device import TRITON_INTERPRETED, far_above_cache
@@ -631,8 +658,8 @@ def _measure(student, check: str) -> str:
     if grouped and tiles[0]["GROUP_M"] < 2:
         raise core.fail(
             f"{name} launched its kernel with GROUP_M = {tiles[0]['GROUP_M']} at {shape}: that is "
-            "plain row-major order. The lab asks for grouped order, GROUP_M rows of tiles at a time "
-            "(8 is a good start); this check compares it with GROUP_M = 1."
+            "plain row-major order. The lab asks for grouped order, GROUP_M rows of tiles at a "
+            "time (8 is a good start); this check compares it with GROUP_M = 1."
         )
     built = core.build_kernels(
         name, cases, interpreted=TRITON_INTERPRETED
@@ -683,7 +710,10 @@ def _measure(student, check: str) -> str:
 
     best, history = core.repeat_until_pass(attempt)
     tile = tiles[0]
-    tiling = f"{tile['BLOCK_M']} × {tile['BLOCK_N']} × {tile['BLOCK_K']} tiles, GROUP_M={tile['GROUP_M']}"
+    tiling = (
+        f"{tile['BLOCK_M']} × {tile['BLOCK_N']} × {tile['BLOCK_K']} tiles, "
+        f"GROUP_M={tile['GROUP_M']}"
+    )
     needed = (
         f"at least {threshold.value:g}x the speed of the same kernel with GROUP_M = 1"
         if grouped

@@ -1,4 +1,5 @@
-"""Lab 5's given material: the reference matmul, the tiling's traffic rule, inputs, and the sweep to plot.
+"""Lab 5's given material: the reference matmul, the tiling's traffic rule, inputs, and the sweep to
+plot.
 
 The student's process imports this module (through :mod:`brrr.labs.tile_it`). The checks
 (:mod:`brrr.labs.tile_it.checks`) import from it, never the other way round.
@@ -55,7 +56,8 @@ class Shape:
 
 
 def minimum_bytes(shape: Shape) -> int:
-    """``a`` and ``b`` read once, ``out`` written once: the traffic of one tile as large as the output."""
+    """``a`` and ``b`` read once, ``out`` written once: the traffic of one tile as large as the
+    output."""
     return (shape.m * shape.k + shape.k * shape.n + shape.m * shape.n) * shape.element_size
 
 
@@ -65,8 +67,9 @@ def intensity(shape: Shape, nbytes: float) -> float:
 
 
 def asymptotic_intensity(block_m: int, block_n: int, element_size: int) -> float:
-    """FLOP/B a ``block_m × block_n`` tiling tends to for large shapes: ``2 / (element size · (1/block_m +
-    1/block_n))``, whatever the shape (:func:`brrr.counting.tiled_matmul_intensity_limit`)."""
+    """FLOP/B a ``block_m × block_n`` tiling tends to for large shapes: ``2 / (element size ·
+    (1/block_m + 1/block_n))``, whatever the shape
+    (:func:`brrr.counting.tiled_matmul_intensity_limit`)."""
     return 2 / (element_size * (1 / block_m + 1 / block_n))
 
 
@@ -78,7 +81,8 @@ PREDICTION_TILINGS = ((32, 32), (128, 64))
 
 
 def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` computed in float32 (no TF32) and returned in ``a``'s dtype: what the grader compares with."""
+    """``a @ b`` computed in float32 (no TF32) and returned in ``a``'s dtype: what the grader
+    compares with."""
     from brrr.ceilings import tf32
 
     with tf32(False):
@@ -86,7 +90,8 @@ def matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fresh ``a`` and ``b`` for ``shape`` on the device, contiguous (values: see :class:`Shape`)."""
+    """Fresh ``a`` and ``b`` for ``shape`` on the device, contiguous (values: see
+    :class:`Shape`)."""
     on_device = core.device_generator(generator)
     if shape.values == "unit":
         a = torch.rand(shape.m, shape.k, generator=on_device, device=DEVICE)
@@ -98,7 +103,8 @@ def make_inputs(shape: Shape, generator: torch.Generator) -> tuple[torch.Tensor,
     return a.to(shape.torch_dtype), b.to(shape.torch_dtype)
 
 
-# bfloat16 where the GPU has it; Colab's T4 (sm_75) has float16 tensor cores only, and tl.dot refuses bf16 there
+# bfloat16 where the GPU has it; Colab's T4 (sm_75) has float16 tensor cores only, and tl.dot
+# refuses bf16 there
 TIMED_DTYPE = str(half_precision_dtype()).removeprefix("torch.")
 TRAFFIC_SHAPE = Shape(256, 256, 256)
 
@@ -109,16 +115,18 @@ def inputs_for_demo(m: int, n: int, k: int, dtype: str = "float32", seed: int = 
     return make_inputs(Shape(m, n, k, dtype), generator)
 
 
-# ---------------------------------------------------------------- what tiling bought (for the notebook)
+# ---------------------------------------------------------------- what tiling bought (for the
+# notebook)
 
 SWEEP_TILES = (
     32,
     64,
     128,
 )  # square tiles counted in the notebook (16 takes seconds in the interpreter)
-# The lab's traffic rule at TRAFFIC_SHAPE (256³ float32) for square tiles, by tile size: the notebook's line
-# to compare the counts with. A table, not the rule itself: the rule is what the prediction asks for, and the
-# grader keeps it (brrr.labs.tile_it.checks.tiled_bytes; tests/labs/test_grading_tile_it.py checks the table).
+# The lab's traffic rule at TRAFFIC_SHAPE (256³ float32) for square tiles, by tile size: the
+# notebook's line to compare the counts with. A table, not the rule itself: the rule is what the
+# prediction asks for, and the grader keeps it (brrr.labs.tile_it.checks.tiled_bytes;
+# tests/labs/test_grading_tile_it.py checks the table).
 SWEEP_RULE_BYTES = {
     8: 17_039_360,
     16: 8_650_752,
@@ -131,7 +139,8 @@ GPU_SIZES = (1024, 2048, 4096, 8192)
 
 
 def compare_tilings(matmul_fn, tile_for) -> dict:
-    """Not graded. ``matmul_fn(a, b, out, tile)`` is the student's wrapper, ``tile_for(dtype)`` its tiling.
+    """Not graded. ``matmul_fn(a, b, out, tile)`` is the student's wrapper, ``tile_for(dtype)`` its
+    tiling.
 
     CPU: the bytes ``matmul_fn`` moves at :data:`TRAFFIC_SHAPE`, counted in the
     interpreter for square tiles of :data:`SWEEP_TILES` (``tile_for(float32)`` with
@@ -186,7 +195,8 @@ def compare_tilings(matmul_fn, tile_for) -> dict:
 
 
 def plot_tilings(result: dict, *, stamp: str = ""):
-    """CPU: arithmetic intensity against the tile size, by the rule and counted. GPU: TFLOP/s against n.
+    """CPU: arithmetic intensity against the tile size, by the rule and counted. GPU: TFLOP/s
+    against n.
 
     Long: two figures (CPU and GPU), each drawn mark by mark.
     """
