@@ -7,20 +7,21 @@ student's calls). Whatever slows the grader's own side inflates the student's
 figure. Each of the grader's timed windows runs inside :meth:`Watch.window`,
 which reads two things around it:
 
-- **the student's processes** (:func:`student_processes`): every process in the
-  student's PID namespace (the sandbox's) and in any namespace nested below it,
-  so a background thread, a process the notebook started, a double-forked
-  orphan adopted by the sandbox's first process and a process in a namespace of
-  its own all count. Their CPU time over the grader's windows, per second, must
-  stay under :data:`STUDENT_CPU_PER_S`, far above what a notebook waiting for
-  the grader uses and far below one busy thread: above it, the student fails
-  (:meth:`Watch.judge`). Under
-  ``--no-sandbox``, or with the student served in the grader's own process (a
-  test's :func:`brrr.grading.client.local_student`), the student's processes
-  are its process and those under it, less the grader's side (below). A
-  practice grader, which the notebook starts (:mod:`brrr.grading.client`), runs
-  below the student's process: it and the processes below it are the grader's,
-  never the student's (the branch this process is on, :func:`student_processes`).
+- **the student's processes** (:func:`student_processes`): the first process of the submission's
+  sandbox (under ``--no-sandbox``, of its process tree), as the gradebook that started it names it
+  to the grader (:func:`brrr.grading.server.tell_student`), and every process below it, found
+  through the parents ``/proc`` shows any user: a background thread, a process the notebook started,
+  a double-forked orphan (adopted inside the sandbox) and a process in a PID namespace of its own
+  all count, whichever of them connected to the grader, and however they set their own permissions.
+  Their CPU time over the grader's windows, per second, must stay under :data:`STUDENT_CPU_PER_S`,
+  far above what a notebook waiting for the grader uses and far below one busy thread: above it, the
+  student fails (:meth:`Watch.judge`). A grader no gradebook started (a practice grader, which the
+  notebook starts, :mod:`brrr.grading.client`) takes the process that connected to it and the
+  processes under it, less the grader's side (below): it and the processes below it are the
+  grader's, never the student's (the branch this process is on). A student served in the grader's
+  own process (a test's :func:`brrr.grading.client.local_student`) is this process. Where the
+  student's first process cannot be found (the process that connected has ended), the check fails:
+  the student's, never a reading of zero.
 - **the grader's side**: the CPU time of the grader's thread and of the autograd
   engine's device threads (:func:`grader_cpu`) against the wall time of the
   window. On a CPU the grader's windows compute on its one thread. On a GPU the
@@ -94,49 +95,52 @@ class GraderFault(Exception):
 # ---------------------------------------------------------------- the student's processes
 
 
-def pid_namespace(pid: int) -> str | None:
-    """``pid``'s PID namespace (``pid:[inode]``), or None where it cannot be read (ended, another user's)."""
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return None
-
-
-def _namespaces() -> dict[int, str]:
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (namespace := pid_namespace(int(entry.name))) is not None:
-            found[int(entry.name)] = namespace
-    return found
-
-
 def student_processes(pid: int) -> list[int]:
-    """The processes of the student whose process is ``pid``: all of its sandbox, and nothing else.
+    """The processes of the student whose first process is ``pid``: it and every process below it,
+    less the branch this process is on (a practice grader,
+    :class:`brrr.grading.client._PracticeGrader`, is started by the notebook, so it runs below the
+    student's process: it and every process below it are the grader's).
 
-    Where ``pid`` is in another PID namespace than this process (a sandbox), every process in that
-    namespace and every process below one of them (which covers namespaces nested inside: a nested
-    namespace's processes descend from the process in the sandbox that made it, and its orphans are
-    adopted inside it). Where it shares this process's namespace (``--no-sandbox``, a practice grader, a
-    test), ``pid`` and the processes under it, less the grader's own: a practice grader
-    (:class:`brrr.grading.client._PracticeGrader`) is started by the notebook, so the branch this process is on
-    runs below the student's process, and it and every process below it are the grader's.
-    """
-    namespace = pid_namespace(pid)
-    if namespace is None or namespace == pid_namespace(os.getpid()):
-        return [pid, *processes.descendants_of([pid], but_mine=True)]
-    inside = [each for each, ns in _namespaces().items() if ns == namespace]
-    return sorted(set(inside) | set(processes.descendants_of(inside)))
+    For a sandbox, ``pid`` is the first process the gradebook started for it (``bwrap``): every
+    process of the sandbox descends from it, since an orphan is adopted inside (by the reaper, a
+    subreaper, or the PID namespace's first process), and a nested namespace's processes descend
+    from the process that made it. The parents come from ``/proc/<pid>/stat``, which any user may
+    read, so a process cannot hide by making itself non-dumpable."""
+    return [pid, *processes.descendants_of([pid], but_mine=True)]
+
+
+# Seconds a grader that a gradebook started waits to be told the student's first process
+# (brrr.grading.server.StudentRoot); the gradebook tells it as soon as the notebook's sandbox has
+# started.
+TOLD_TIMEOUT_S = 60
 
 
 def student_pid(student) -> int:
-    """The pid of the process that answers ``student``'s calls, as this process sees it: the peer of its Unix
-    socket (``SO_PEERCRED``), or this process for a student served in-process
-    (:func:`brrr.grading.client.local_student`)."""
+    """The pid of the student's first process, as this process sees it: the one the gradebook named
+    (``student.root()``, :class:`brrr.grading.server.StudentRoot`), else the peer of the student's
+    Unix socket (``SO_PEERCRED``: a practice grader), or this process for a student served
+    in-process (:func:`brrr.grading.client.local_student`).
+
+    A process that connected and ended (a child that connects and exits: a zombie, or gone) cannot
+    be watched: its clock reads nothing, whatever its siblings do. That is the student's failure."""
     channel = getattr(student, "channel", None)
     if channel is None:
         return os.getpid()
-    creds = channel.sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[0]
+    told = getattr(student, "root", None)
+    pid = told() if told is not None else None
+    named = "the first process of your notebook's sandbox"
+    if pid is None:
+        creds = channel.sock.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")
+        )
+        pid, named = struct.unpack("3i", creds)[0], "the process that connected to the grader"
+    if pid <= 0 or not processes.alive(pid):
+        raise core.fail(
+            f"{named} (pid {pid}) has ended, so the grader cannot read the CPU your processes "
+            "use while it times its own side. Call the grader from the notebook's own process, "
+            "and keep it running."
+        )
+    return pid
 
 
 def process_cpu_clock(pid: int) -> float:

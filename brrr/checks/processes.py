@@ -141,11 +141,12 @@ def _kill_tree(process: subprocess.Popen) -> None:
     process.wait()
     # A killed process takes a moment to release its memory; wait until each is gone (or a zombie).
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(pid) for pid in victims):
+    while time.monotonic() < deadline and any(alive(pid) for pid in victims):
         time.sleep(0.05)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs: it exists and is not a zombie (ended, not yet waited for)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):

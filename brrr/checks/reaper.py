@@ -13,8 +13,8 @@ line on standard error says how many processes it killed
 command's status.
 
 Before it starts the command it sets the submission's resource limits
-(:func:`limit`), which every process of the submission inherits; the grading
-page's threat model gives each value's reason.
+(:func:`limit`), which every process of the submission inherits; the threat
+model (``docs/THREATS.md``) gives each value's reason.
 
 It imports nothing from brrr, so files on disk cannot change what it does once
 it runs.

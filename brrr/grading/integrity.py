@@ -3,7 +3,7 @@
 A submission's code runs as the instructor's user, so it can write any file the
 instructor can: a module of torch in the virtual environment, a file of the
 checkout, another student's notebook. The gradebook cannot stop that (a
-container can: see the threat model in ``chapters/grading.md``), but it notices
+container can: see the threat model in ``docs/THREATS.md``), but it notices
 it, and says which submission did it.
 
 Before the first submission and after each one, the gradebook takes a

@@ -7,21 +7,22 @@ kernel and whatever student code starts) under ``bwrap`` (Debian's
 - new PID, IPC, network, UTS and cgroup namespaces: the notebook sees only its
   own processes in ``/proc`` (so it can neither find nor signal the grader, the
   gradebook or another submission) and has only a loopback network of its own;
-- a new root holding only what runs Python, read-only: the system folders
-  (:data:`SYSTEM`), the interpreter and the folders on its path
-  (:func:`layout`), less the instructor's installed ``brrr`` and checkout
-  (masked by empty read-only folders), and the secrets of ``/etc``
-  (:data:`SECRETS`). A gradebook run as root leaves its sandbox root's uid
-  (without any capability), which owns what root owns, so there every file
-  and folder under :data:`SCANNED` that other users cannot read is masked too
-  (:func:`unreadable_to_others`: a Slurm node's ``/etc/munge/munge.key``, a
-  database's access rules): the notebook reads only what any user may. The
-  notebook sees the student copy of ``brrr`` the gradebook wrote into its
-  work folder, and nothing else of the course;
+- a new root holding only what runs Python, read-only, an allow-list: the system folders
+  (:data:`SYSTEM`), the interpreter, its standard library and its site-packages
+  (:func:`interpreter_folders`, :func:`layout`; never the folders on ``sys.path``, where
+  ``python -m`` puts the course folder), less the instructor's installed ``brrr`` and checkout
+  (masked by empty read-only folders), and the secrets of ``/etc`` (:data:`SECRETS`). A gradebook
+  run as root leaves its sandbox root's uid (without any capability), which owns what root owns, so
+  there every file and folder under :data:`SCANNED` that other users cannot read is masked too
+  (:func:`unreadable_to_others`: a Slurm node's ``/etc/munge/munge.key``, a database's access
+  rules): the notebook reads only what any user may. The notebook sees the student copy of ``brrr``
+  the gradebook wrote into its work folder, and nothing else of the course;
 - a private ``/tmp`` of at most :data:`TMP_BYTES`, a minimal ``/dev`` (with the GPU's device nodes where
   there are some) and a ``/proc`` of its own;
 - one writable folder, the submission's own work folder, and one socket, its
   own grader's;
+- an environment of the variables :func:`environment` lists, and no other:
+  none of the instructor's tokens or settings;
 - no capabilities, even where the gradebook runs as root, and a new session
   (no terminal to inject keystrokes into). When the gradebook dies, so does the
   sandbox (``--die-with-parent``), and when the notebook's first process ends,
@@ -40,9 +41,11 @@ import functools
 import glob
 import os
 import shutil
+import site
 import stat
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,7 +87,7 @@ class Unavailable(RuntimeError):
 class Layout:
     """What a sandbox shows of this machine, beyond :data:`SYSTEM`: the same for every submission of a run.
 
-    ``readable``: folders bound read-only (the interpreter, its prefixes, the folders on its path).
+    ``readable``: folders bound read-only (the interpreter, its prefixes and library folders).
     ``hidden``: folders inside those that are masked by an empty one (the instructor's brrr, the checkout).
     ``unreadable``: for a gradebook run as root, what other users cannot read under :data:`SCANNED`,
     masked: folders by an empty one, files by an empty file.
@@ -103,39 +106,100 @@ def executable() -> str | None:
     return shutil.which("bwrap")
 
 
-def layout(checkout: Path | None, path: list[str] | None = None) -> Layout:
-    """The folders a sandbox shows read-only for this interpreter, and those masked inside them.
+def interpreter_folders() -> list[Path]:
+    """What runs this Python, and nothing else: its prefixes (a virtual environment and the Python
+    it was made from), the interpreter's real folder, and its library folders (the standard library
+    and site-packages, as ``sysconfig`` and ``site`` name them; the user's site-packages where
+    Python reads it). Never the folders that happen to be on ``sys.path``: ``python -m`` puts the
+    working folder there, a course folder holding every submission and every earlier output."""
+    found = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    found.add(os.path.dirname(os.path.realpath(sys.executable)))
+    paths = sysconfig.get_paths()
+    found.update(paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib"))
+    found.update(getattr(site, "getsitepackages", list)())
+    if site.ENABLE_USER_SITE and site.getusersitepackages() in sys.path:
+        found.add(site.getusersitepackages())
+    folders = {Path(folder).resolve() for folder in found if os.path.isdir(folder)}
+    return sorted(folders - {Path("/")})  # a Python built for prefix / has its library folders
 
-    Readable: ``sys.prefix`` and ``sys.base_prefix`` (a virtual environment and the Python it was made
-    from), the interpreter's real folder, and every folder on ``path`` (``sys.path``), except the checkout
-    and folders inside it that are not the environment (``tests/`` under pytest). Hidden: the checkout,
-    where a readable folder holds it, and the instructor's installed ``brrr`` in any readable folder (a
-    wheel's site-packages): the notebook imports the student copy in its work folder, less the lab's
-    hidden modules, and finds no other.
-    """
+
+def layout(checkout: Path | None, folders: list[Path] | None = None) -> Layout:
+    """The folders a sandbox shows read-only, and those masked inside them: an allow-list.
+
+    Readable: ``folders`` (default :func:`interpreter_folders`), less those inside others. Hidden:
+    the instructor's installed ``brrr`` in any of them (a wheel's site-packages) and the checkout
+    where one of them holds it: the notebook imports the student copy in its work folder, less the
+    lab's hidden modules, and finds no other. Nothing else of this machine is there: not the working
+    folder, the course, the submissions, the output folders, another submission's work folder, the
+    home folder."""
     checkout = checkout.resolve() if checkout else None
-    prefixes = {
-        Path(p).resolve()
-        for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)
-    }
-    found = set(prefixes) | {Path(os.path.realpath(sys.executable)).parent}
-    for entry in sys.path if path is None else path:
-        folder = Path(entry).resolve() if entry else None
-        if folder is None or not folder.is_dir():
-            continue
-        if checkout and _inside(folder, {checkout}) and not _inside(folder, prefixes):
-            continue
-        found.add(folder)
+    found = {Path(f).resolve() for f in (interpreter_folders() if folders is None else folders)}
     readable = sorted(p for p in found if not _inside(p, found - {p}))
-    hidden = set()
-    for folder in found:
-        for name in ("brrr", "brrr.py"):
-            if os.path.lexists(folder / name) and _inside(folder, set(readable)):
-                hidden.add(folder / name)
+    hidden = {
+        folder / name
+        for folder in found
+        for name in ("brrr", "brrr.py")
+        if os.path.lexists(folder / name)
+    }
     if checkout and _inside(checkout, set(readable)):
         hidden.add(checkout)
     unreadable = unreadable_to_others(SCANNED) if os.geteuid() == 0 else []
     return Layout(tuple(readable), tuple(sorted(hidden)), tuple(unreadable))
+
+
+# The student's environment: these variables of the one the gradebook builds for its processes, and
+# no other. An instructor's tokens, keys and settings stay out (a cell's error message carries what
+# it read into the feedback). Each is a setting the gradebook makes (private folders, the grader's
+# socket, the kernel's specs, what keeps grading from writing anything watched), or one of the
+# machine's that changes what the student's code computes (the device, the GPUs a job was given, the
+# thread counts).
+ENVIRONMENT = (
+    "HOME",  # a private one, in the work folder
+    "TMPDIR",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "BRRR_GRADER",
+    "JUPYTER_PATH",
+    "TORCHINDUCTOR_CACHE_DIR",
+    "TRITON_CACHE_DIR",
+    "BRRR_CACHE_DIR",
+    "MPLCONFIGDIR",
+    "IPYTHONDIR",
+    "JUPYTER_CONFIG_DIR",
+    "JUPYTER_DATA_DIR",
+    "JUPYTER_RUNTIME_DIR",
+    "XDG_CACHE_HOME",
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONUNBUFFERED",
+    "MPLBACKEND",
+    "TORCHINDUCTOR_COMPILE_THREADS",
+    "BRRR_DEVICE",
+    "BRRR_KEEP_FREED_MEMORY",
+    "BRRR_TRAFFIC_UNTESTED_OK",
+    "TRITON_INTERPRET",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "LD_LIBRARY_PATH",  # where a machine keeps its GPU's libraries
+)
+ENVIRONMENT_PREFIXES = ("LC_",)  # the locale's categories
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
+
+
+def environment(env: dict[str, str]) -> dict[str, str]:
+    """``env`` less every variable not in :data:`ENVIRONMENT` (or a locale's ``LC_*``), with a
+    ``PATH`` of the interpreter's folder and the system's: what the sandbox's processes start
+    with."""
+    kept = {
+        name: value
+        for name, value in env.items()
+        if name in ENVIRONMENT or name.startswith(ENVIRONMENT_PREFIXES)
+    }
+    kept["PATH"] = os.pathsep.join((os.path.dirname(sys.executable), *SYSTEM_PATH))
+    return kept
 
 
 def unreadable_to_others(folders) -> list[Path]:

@@ -13,6 +13,10 @@ and hand it the student's functions by name; everything else happens here:
   What comes back is decoded into plain data (:mod:`brrr.grading.wire`);
 - reference values, fresh inputs, timings (by this process's clock) and the
   comparison are all computed here;
+- the student's processes are the sandbox the gradebook started for them: it
+  names the sandbox's first process on this process's standard input
+  (:func:`tell_student`), and the timed checks watch it and every process
+  below it (:mod:`brrr.checks.fairness`), whichever of them connected here;
 - the results stay in this process's memory. When its standard input closes
   (the gradebook closes it after the student's processes are gone), it prints
   them once, signed with an HMAC whose key is the first line it read from
@@ -40,7 +44,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from brrr.checks import core, fairness, processes
 from brrr.grading.wire import Channel, WireError, decode, encode
@@ -80,9 +84,13 @@ def _failure(kind: str, message: str, function: str) -> AssertionError:
 class Student:
     """The student's function, as the grader reaches it: requests over the connection, plain data back."""
 
-    def __init__(self, channel: Channel, function: str):
+    def __init__(
+        self, channel: Channel, function: str, root: Callable[[], int | None] | None = None
+    ):
         self.channel = channel
         self.name = function
+        # the student's first process, where a gradebook names it (StudentRoot.wait)
+        self.root = root
 
     def _request(self, message: dict, timeout_s: float | None) -> Any:
         try:
@@ -143,6 +151,25 @@ class Student:
             raise StudentError("bad-reply", "the launch record is not a dict")
         return value
 
+    def read_file(self, path: str, *, limit: int, timeout_s: float = 60) -> bytes:
+        """The bytes of a file the student's process wrote (``path`` as it sees it: a sandbox's
+        /tmp is its own), read there in chunks; a StudentError if unreadable or over ``limit``."""
+        import torch
+
+        data = bytearray()
+        while True:
+            chunk = self._request(
+                {"op": "read", "path": path, "offset": len(data), "length": limit + 1 - len(data)},
+                timeout_s,
+            )
+            if not (isinstance(chunk, torch.Tensor) and chunk.dtype == torch.uint8):
+                raise StudentError("bad-reply", "a part of a file that is not bytes", self.name)
+            data += chunk.numpy().tobytes()
+            if len(data) > limit:
+                raise StudentError("raised", f"the file {path!r} holds over {limit:,} B", self.name)
+            if not chunk.numel():
+                return bytes(data)
+
 
 def reply_value(reply: dict, function: str) -> Any:
     """The plain value in a reply from the student's side, or the StudentError it reports."""
@@ -190,6 +217,51 @@ def verify(line: str, key: bytes) -> dict:
     return json.loads(body)
 
 
+# ---------------------------------------------------------------- the student's processes
+
+STUDENT_LINE = "student"  # names the student's first process on the grader's input
+
+
+def tell_student(stream, pid: int) -> None:
+    """The gradebook's side: name ``pid`` (the sandbox's first process, or under ``--no-sandbox``
+    the reaper) to the grader whose standard input is ``stream``. A grader that died meanwhile is
+    not told."""
+    try:
+        stream.write(f"{STUDENT_LINE} {pid}\n")
+        stream.flush()
+    except (OSError, ValueError):  # its end is closed: its death is read when it finishes
+        pass
+
+
+class StudentRoot:
+    """The student's first process, as the gradebook names it on this process's standard input: the
+    first :func:`tell_student` line counts. A grader started by a gradebook (``expected``: it was
+    given a signing key) waits for it; a practice grader is told nothing, and takes its socket's
+    peer."""
+
+    def __init__(self, expected: bool):
+        self.expected, self.pid = expected, None
+        self.told = threading.Event()
+
+    def read(self, line: bytes) -> None:
+        word, _, number = line.decode(errors="replace").strip().partition(" ")
+        if word == STUDENT_LINE and number.isdigit() and not self.told.is_set():
+            self.pid = int(number)
+            self.told.set()
+
+    def wait(self) -> int | None:
+        """The pid the gradebook named (None for a practice grader); a :class:`fairness.GraderFault`
+        if a gradebook's grader was not told within :data:`fairness.TOLD_TIMEOUT_S`."""
+        if not self.expected:
+            return None
+        if not self.told.wait(fairness.TOLD_TIMEOUT_S):
+            raise fairness.GraderFault(
+                "the gradebook did not name your notebook's processes to the grader, so it "
+                "cannot watch them while it times its own side"
+            )
+        return self.pid
+
+
 # ---------------------------------------------------------------- serving one connection
 
 
@@ -222,9 +294,15 @@ _one_check_at_a_time = (
 )  # connections are served side by side, checks one after another
 
 
-def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: str) -> None:
+def serve_connection(
+    channel: Channel,
+    lab: Lab,
+    record: Record,
+    device_class: str,
+    root: Callable[[], int | None] | None = None,
+) -> None:
     """Answer one connection's check requests until it closes, one check at a time, each verdict signed into
-    the record.
+    the record; ``root`` names the student's first process (:class:`StudentRoot`).
 
     Long: the protocol loop: every way a request can be malformed is answered where it is read."""
     from brrr.device import device_name
@@ -284,7 +362,7 @@ def serve_connection(channel: Channel, lab: Lab, record: Record, device_class: s
                 continue
             started = time.monotonic()
             core.taken_figures()  # nothing left over from an earlier check
-            passed, text, grader_fault = _run_check(lab, check, Student(channel, function))
+            passed, text, grader_fault = _run_check(lab, check, Student(channel, function, root))
             measured = core.taken_figures()
             result = {
                 "passed": passed,
@@ -329,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     lab = labs.lab(args.lab)  # its checks imported now, before any student code runs
     lab.prepare()
     record = Record(lab.LAB)
+    root = StudentRoot(expected=bool(key))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(args.socket)
     os.chmod(args.socket, 0o600)
@@ -347,16 +426,14 @@ def main(argv: list[str] | None = None) -> int:
 
     def serve_and_close(channel: Channel) -> None:
         try:
-            serve_connection(channel, lab, record, klass)
+            serve_connection(channel, lab, record, klass, root.wait)
         finally:
             channel.close()
 
     threading.Thread(target=accept_loop, daemon=True).start()
     print("ready", flush=True)
-    while (
-        sys.stdin.buffer.readline()
-    ):  # until the gradebook (or the practice client) closes standard input
-        pass
+    while line := sys.stdin.buffer.readline():  # until the gradebook (or practice client) closes it
+        root.read(line)
     if key:
         sys.stdout.write(record.signed(key) + "\n")
         sys.stdout.flush()

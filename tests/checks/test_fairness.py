@@ -5,10 +5,14 @@ VOIDED_MAX of them, reports a grader fault, never the student's failure and neve
 import ctypes
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -247,7 +251,8 @@ time.sleep(60)
 
 
 def test_a_double_forked_orphan_in_the_sandbox_is_counted(tmp_path):
-    """The spinner is below no process the notebook's tree holds, but in its PID namespace: counted."""
+    """The spinner is below no process the notebook's tree holds, but below the sandbox's first
+    process, which the gradebook names to the grader: counted."""
     if sandbox.executable() is None or sandbox.problem() is not None:
         pytest.skip("no sandbox can be made here")
     command = sandbox.command(
@@ -259,8 +264,7 @@ def test_a_double_forked_orphan_in_the_sandbox_is_counted(tmp_path):
         script = min(
             (pid for pid in processes.descendants(outer.pid) if _runs(pid)), key=_inner_pid
         )
-        assert fairness.pid_namespace(script) != fairness.pid_namespace(os.getpid())
-        watch = fairness.Watch(script, "the given step")
+        watch = fairness.Watch(outer.pid, "the given step")
         with watch.window():
             time.sleep(0.2)
         assert watch.student_rate() > 0.3, watch.windows  # the spinner: most of a core
@@ -274,6 +278,83 @@ def test_a_double_forked_orphan_in_the_sandbox_is_counted(tmp_path):
     finally:
         outer.kill()
         outer.wait()
+
+
+DEAD_PEER = """
+import os, socket, sys, time
+connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+if os.fork() == 0:  # a child connects on the shared socket and exits: the grader's peer is gone
+    connection.connect(sys.argv[1])
+    os._exit(0)
+os.wait()
+print("ready", flush=True)
+start = time.monotonic()
+while time.monotonic() - start < 60:  # the notebook keeps working, on the connection's behalf
+    pass
+"""
+
+
+def _as_nobody() -> list[str] | None:
+    """The command prefix that drops root to ``nobody``, or None where this test cannot."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return None
+    return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+
+@pytest.mark.parametrize("user", ["this user", "nobody"])
+def test_a_notebook_that_connects_from_a_child_that_exits_is_watched_whole(tmp_path, user):
+    """The planted attack: a child connects to the grader and exits at once, and the notebook's
+    process works on through the connection. The grader's peer (SO_PEERCRED) is then a dead process,
+    whose CPU clock read nothing: 0.00 CPU-s/s, and the "quiet while the grader times" rule was off.
+    The grader watches the sandbox's first process, which the gradebook names, and everything below
+    it; a grader told nothing (a practice grader) fails the student whose peer has ended, never
+    reads zero. As the gradebook's user, and as an unprivileged one (a gradebook run as root drops
+    to ``nobody`` here)."""
+    from brrr.grading import server
+    from brrr.grading.wire import Channel
+
+    if sandbox.executable() is None or sandbox.problem() is not None:
+        pytest.skip("no sandbox can be made here")
+    prefix, python, within = [], sys.executable, sandbox.layout(None)
+    if user == "nobody":
+        if (prefix := _as_nobody()) is None:
+            pytest.skip("not root, or no setpriv: no other user to run as")
+        python, within = "/usr/bin/python3", sandbox.layout(None, [])  # one nobody may run
+        if not os.access(python, os.X_OK):
+            pytest.skip("no system python for nobody to run")
+        tmp_path = Path(tempfile.mkdtemp(prefix="brrr-dead-peer-"))  # pytest's is root's alone
+        tmp_path.chmod(0o777)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    path = tmp_path / "grader.sock"
+    listener.bind(str(path))
+    path.chmod(0o777)
+    listener.listen(1)
+    command = sandbox.command(
+        [python, "-S", "-c", DEAD_PEER, str(path)],
+        writable=tmp_path,
+        sockets=(path,),
+        within=within,
+    )
+    outer = subprocess.Popen(prefix + command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert outer.stdout.readline().strip() == "ready"
+        connection, _ = listener.accept()
+        told = server.Student(Channel(connection), "fast_train", root=lambda: outer.pid)
+        assert fairness.student_pid(told) == outer.pid
+        watch = fairness.Watch(fairness.student_pid(told), "the given step")
+        with watch.window():
+            time.sleep(0.2)
+        assert watch.student_rate() > fairness.STUDENT_CPU_PER_S, watch.windows  # not 0: counted
+        with pytest.raises(AssertionError, match="your notebook's processes used"):
+            watch.judge("fast_train")
+        with pytest.raises(AssertionError, match="the process that connected to the grader"):
+            fairness.student_pid(server.Student(Channel(connection), "fast_train"))
+    finally:
+        outer.kill()
+        outer.wait()
+        listener.close()
+        if user == "nobody":
+            shutil.rmtree(tmp_path)
 
 
 def _runs(pid: int) -> bool:

@@ -21,7 +21,7 @@ pytestmark = [
 ]
 
 
-_alive = processes._alive  # running, not a zombie: the gradebook's own test
+_alive = processes.alive  # running, not a zombie: the gradebook's own test
 
 
 def _reap(*command: str) -> subprocess.CompletedProcess:
