@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from brrr.grading import assemble, sandbox
@@ -94,19 +96,25 @@ def private_environment(folder: Path, base: dict[str, str] | None = None) -> dic
 
 @functools.cache
 def font_lists() -> dict[str, bytes]:
-    """matplotlib's font lists in the instructor's cache, read once. Importing the font manager
-    writes them first where none exist (a fresh home: CI, a new container), so that no grading
-    process scans the fonts again (seconds each). The gradebook calls it before its integrity watch
-    starts, so that write is no submission's; nothing calls it at import."""
+    """matplotlib's font lists, read once, so that no grading process scans the fonts again
+    (seconds each): the instructor's cached ones, or, where there are none (a fresh home: CI, a new
+    container), ones a child process builds in a folder of its own, so that grading writes nothing
+    to the instructor's home. Nothing calls it at import."""
     try:
         import matplotlib
-        import matplotlib.font_manager  # noqa: F401  (builds the font list where there is none)
     except ImportError:
         return {}
-    return {
-        path.name: path.read_bytes()
-        for path in sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
-    }
+    cached = sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+    if cached:
+        return {path.name: path.read_bytes() for path in cached}
+    with tempfile.TemporaryDirectory() as folder:
+        subprocess.run(
+            [sys.executable, "-c", "import matplotlib.font_manager"],
+            env={**os.environ, "MPLCONFIGDIR": folder},
+            capture_output=True,
+            timeout=300,
+        )
+        return {path.name: path.read_bytes() for path in Path(folder).glob("fontlist-*.json")}
 
 
 def grader_environment(private: Path) -> dict[str, str]:

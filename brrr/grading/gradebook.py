@@ -288,7 +288,7 @@ def _watched(work: Path, folder: Path, ledger: Ledger) -> tuple[list, list[Path]
     work.mkdir(exist_ok=True)
     for cache in instructor_caches():  # made now: a build filling them later adds no watched folder
         cache.mkdir(parents=True, exist_ok=True)
-    font_lists()  # matplotlib writes its font list now, where it has none: before the watch starts
+    font_lists()  # read (or built aside) once, before the watch starts
     return integrity.watched_roots(
         checkout=assemble.CHECKOUT,
         submissions=folder,
