@@ -197,3 +197,26 @@ def attention(
         flops,
         elements * size,
     )
+
+
+# Gates per recurrent cell, and FLOPs per hidden unit per time step of the cell's element-wise
+# update (the two bias adds of every gate counted with it). LSTM: 4 gates; sigmoid on three, tanh on
+# one (2 per gate with its biases: 12), c = f·c + i·g (3), h = o·tanh(c) (2). GRU: 3 gates (9),
+# r·(W_hn h + b_hn) (1), n = tanh(...) (1), h = (1 - z)·n + z·h (4). A plain RNN: one gate (3).
+RNN_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+RNN_CELL_FLOPS_PER_HIDDEN = {"lstm": 17, "gru": 15, "rnn_tanh": 3, "rnn_relu": 3}
+
+
+def recurrent_layer(
+    kind: str, steps: int, batch: int, inputs: int, hidden: int, *, backward: bool = False
+) -> float:
+    """FLOPs of one direction of one recurrent layer (``kind``: :data:`RNN_GATES`), ``steps`` long.
+
+    Each step multiplies the input (batch×inputs) and the hidden state (batch×hidden) by the gate
+    weights, ``gates·hidden`` columns: ``2·batch·gates·hidden·(inputs + hidden)`` FLOPs, then
+    updates each hidden unit (:data:`RNN_CELL_FLOPS_PER_HIDDEN`). Its backward takes two matmuls per
+    forward one (the gradients of the inputs and of the weights) and twice the element-wise work."""
+    gates = RNN_GATES[kind]
+    matmuls = 2 * batch * gates * hidden * (inputs + hidden) * steps
+    cell = RNN_CELL_FLOPS_PER_HIDDEN[kind] * batch * hidden * steps
+    return 2 * (matmuls + cell) if backward else matmuls + cell

@@ -43,6 +43,7 @@ training step (train mode, dropout on), as the essay's table does.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -128,7 +129,20 @@ CONTRACTIONS = {
     "_efficient_attention_backward",
     "_scaled_dot_product_flash_attention_for_cpu",
     "_scaled_dot_product_flash_attention_for_cpu_backward",
+    # recurrent layers (LSTM, GRU, RNN), whose time is their gates' matmuls
+    # (brrr.counting.recurrent_layer)
+    "mkldnn_rnn_layer",
+    "mkldnn_rnn_layer_backward",
+    "_cudnn_rnn",
+    "_cudnn_rnn_backward",
+    "miopen_rnn",
+    "miopen_rnn_backward",
 }
+
+# Convolutions whose weight has one input channel per group and more than one group: depthwise.
+# They do few FLOPs per byte and run on other kernels than dense ones, so brrr.diagnose gives them a
+# row of their own, named with this suffix (``convolution (depthwise)``).
+DEPTHWISE = " (depthwise)"
 
 # Element-wise ops: FLOPs per output element (reductions: per input element, see
 # _REDUCTIONS). 0 for ops that only move data (copies, fills).
@@ -168,6 +182,30 @@ ELEMENTWISE_FLOPS = {
     "silu_backward": 6,
     "gelu": 5,  # 0.5·x·(1 + erf(x/√2)): scale, erf, add, two multiplies
     "gelu_backward": 11,  # dy·(Φ(x) + x·φ(x)): erf term (4), gaussian term (5), add, multiply by dy
+    "sigmoid_": 1,
+    "tanh_": 1,
+    "exp_": 1,
+    "gelu_": 5,
+    "silu_": 3,
+    "hardtanh": 1,
+    "hardtanh_": 1,
+    "hardtanh_backward": 1,
+    "hardswish": 4,  # x·min(max(x + 3, 0), 6)/6: add, clamp (2), multiply and divide counted as one
+    "hardswish_": 4,
+    "hardswish_backward": 4,
+    "hardsigmoid": 3,
+    "hardsigmoid_": 3,
+    "hardsigmoid_backward": 2,
+    "leaky_relu": 1,
+    "leaky_relu_": 1,
+    "leaky_relu_backward": 1,
+    "elu": 3,
+    "elu_backward": 3,
+    "softplus": 3,
+    "softplus_backward": 3,
+    # the fused cells of a GPU's recurrent layers (per hidden unit of the output, brrr.counting)
+    "_thnn_fused_lstm_cell": 17,
+    "_thnn_fused_gru_cell": 15,
     # dropout: a random draw compared with p, then a scale
     "bernoulli_": 1,
     "native_dropout": 2,
@@ -207,7 +245,28 @@ ELEMENTWISE_FLOPS = {
     "ones": 0,
     "full": 0,
     "scalar_tensor": 0,
+    "arange": 0,
+    "nll_loss_backward": 0,  # writes the gradient of the picked entries: no arithmetic to speak of
+    "nll_loss2d_backward": 0,
+    # a lookup reads the rows it touches (brrr.diagnose.profile.TrafficLog counts those bytes)
+    "_embedding_bag_forward_only": 0,
+    "_embedding_bag": 0,
+    "_embedding_bag_backward": 0,
+    "_embedding_bag_dense_backward": 0,
 }
+
+# Element-wise ops whose FLOPs are not per element of one tensor: formulas of their own below
+# (_explicit_formulas): a loss that picks one entry a row, the comparisons of a max pool window.
+ELEMENTWISE_FORMULAS = frozenset(
+    {
+        "nll_loss_forward",
+        "nll_loss2d_forward",
+        "max_pool2d_with_indices",
+        "max_pool3d_with_indices",
+        "max_pool2d_with_indices_backward",
+        "max_pool3d_with_indices_backward",
+    }
+)
 
 # Reductions counted as element-wise (the bias gradient of a linear layer is a
 # sum over the batch): FLOPs per *input* element.
@@ -333,6 +392,11 @@ IRREGULAR = {
     "scatter_add_",
     "scatter_reduce",
     "embedding_dense_backward",
+    "embedding",
+    "_embedding_bag",
+    "_embedding_bag_forward_only",
+    "_embedding_bag_backward",
+    "_embedding_bag_dense_backward",
     "masked_select",
     "take",
 }
@@ -354,6 +418,12 @@ LAYOUT = {
     "unsqueeze",
     "split",
     "split_with_sizes",
+    "unsafe_split",
+    "unsafe_split_with_sizes",
+    "transpose_",
+    "t_",
+    "squeeze_",
+    "unsqueeze_",
     "chunk",
     "unbind",
     "narrow",
@@ -400,12 +470,12 @@ def classify(op) -> OpClass | None:
     text = str(getattr(op, "_overloadpacket", op))
     if not (text.startswith("aten::") or text.startswith("aten.")):
         return OpClass.OTHER
-    name = op_name(text)
+    name = op_name(text).removesuffix(DEPTHWISE)
     if name in CONTRACTIONS:
         return OpClass.CONTRACTION
     if name in NORMALIZATION_FLOPS or name in _NORMALIZATION_WRAPPERS:
         return OpClass.NORMALIZATION
-    if name in ELEMENTWISE_FLOPS or name in IRREGULAR:
+    if name in ELEMENTWISE_FLOPS or name in IRREGULAR or name in ELEMENTWISE_FORMULAS:
         return OpClass.ELEMENTWISE
     if name in LAYOUT or name in (
         "linear",
@@ -536,9 +606,143 @@ TRANSPOSED_CONVOLUTION_FORWARDS = (
 CORRECTED = {"convolution_backward", "convolution_backward_overrideable"}
 
 
-def _explicit_formulas() -> dict:
-    """custom_mapping for FlopCounterMode: every op we classify that it does not count, and ours for the
-    ops it counts wrong (:data:`CORRECTED`)."""
+def _recurrent(input_shape, w_ih_shapes, hidden: int, batch_first: bool, backward: bool) -> int:
+    """FLOPs of a recurrent stack: :func:`brrr.counting.recurrent_layer` for each input weight (one
+    per layer and direction, shaped ``(gates·hidden, inputs)``) over the input's steps and batch."""
+    steps, batch = (input_shape[1], input_shape[0]) if batch_first else input_shape[:2]
+    if len(input_shape) == 2:  # packed or unbatched: (steps·batch, inputs)
+        steps, batch = input_shape[0], 1
+    total = 0
+    for w_ih in w_ih_shapes:
+        gates = w_ih[0] // max(hidden, 1)
+        kind = {4: "lstm", 3: "gru"}.get(gates, "rnn_tanh")
+        total += counting.recurrent_layer(kind, steps, batch, w_ih[1], hidden, backward=backward)
+    return int(total)
+
+
+def _mkldnn_rnn_layer(
+    x,
+    w_ih,
+    w_hh,
+    b_ih,
+    b_hh,
+    hx,
+    cx,
+    reverse,
+    batch_sizes,
+    mode,
+    hidden_size,
+    num_layers,
+    has_biases,
+    bidirectional,
+    batch_first,
+    train,
+    **kwargs,
+) -> int:
+    """One direction of one layer on oneDNN (a CPU's LSTM, GRU and RNN)."""
+    return _recurrent(x, [w_ih], hidden_size, batch_first, backward=False)
+
+
+def _mkldnn_rnn_layer_backward(x, w_ih, *args, **kwargs) -> int:
+    """The gradients of :func:`_mkldnn_rnn_layer`; hidden size: the hidden state's last dim."""
+    hidden = args[3][-1]  # hx_ after weight2, weight3, weight4
+    batch_first = bool(args[-2]) if len(args) >= 2 else False
+    return _recurrent(x, [w_ih], hidden, batch_first, backward=True)
+
+
+def _cudnn_rnn(
+    x,
+    weights,
+    stride,
+    weight_buf,
+    hx,
+    cx,
+    mode,
+    hidden_size,
+    proj_size,
+    num_layers,
+    batch_first,
+    *args,
+    **kwargs,
+) -> int:
+    """A GPU's whole recurrent stack in one call: ``weights`` holds ``stride`` tensors per layer and
+    direction, the input weight first."""
+    return _recurrent(x, list(weights)[:: max(stride, 1)], hidden_size, batch_first, backward=False)
+
+
+def _cudnn_rnn_backward(
+    x,
+    weights,
+    stride,
+    weight_buf,
+    hx,
+    cx,
+    output,
+    grad_output,
+    grad_hy,
+    grad_cy,
+    mode,
+    hidden_size,
+    proj_size,
+    num_layers,
+    batch_first,
+    *args,
+    **kwargs,
+) -> int:
+    return _recurrent(x, list(weights)[:: max(stride, 1)], hidden_size, batch_first, backward=True)
+
+
+RECURRENT_FORMULAS = {
+    "mkldnn_rnn_layer": _mkldnn_rnn_layer,
+    "mkldnn_rnn_layer_backward": _mkldnn_rnn_layer_backward,
+    "_cudnn_rnn": _cudnn_rnn,
+    "_cudnn_rnn_backward": _cudnn_rnn_backward,
+    "miopen_rnn": _cudnn_rnn,
+    "miopen_rnn_backward": _cudnn_rnn_backward,
+}
+
+
+def is_depthwise(name: str, shapes) -> bool:
+    """Whether a call of convolution op ``name`` with tensor ``shapes`` (its arguments' shapes, in
+    order; a backward's start with the output gradient) is depthwise: one input channel per group,
+    many groups."""
+    if "conv" not in name or name not in CONTRACTIONS:
+        return False
+    first = 1 if "backward" in name else 0
+    if len(shapes) < first + 2 or shapes[first] is None or shapes[first + 1] is None:
+        return False
+    x, w = shapes[first], shapes[first + 1]
+    return len(w) >= 3 and len(x) >= 2 and w[1] == 1 and x[1] > 1
+
+
+def depthwise_flops(name: str, shapes, out_shape, transposed: bool = False, mask=None) -> int:
+    """FLOPs of one depthwise call of ``name``, as :func:`count_flops` counts it
+    (:func:`is_depthwise`'s ``shapes``; ``mask``, a backward's ``output_mask``)."""
+    if "backward" in name:
+        forward = convolution_flops(shapes[1], shapes[2], shapes[0], transposed)
+        return forward * sum(int(bool(flag)) for flag in (mask or (True, True))[:2])
+    return convolution_flops(shapes[0], shapes[1], out_shape, transposed)
+
+
+def _per_row(*args, out_shape=None, **kwargs) -> int:
+    """One FLOP per row of the first argument: a loss that picks one entry per row and sums them."""
+    return args[0][0] if args and args[0] else 0
+
+
+def _max_pool(x, kernel_size, *args, out_shape=None, **kwargs) -> int:
+    """A comparison per window element of every output element."""
+    return _numel(_first_shape(out_shape)) * math.prod(kernel_size or (1,))
+
+
+def _embedding_bag(weight, indices, *args, **kwargs) -> int:
+    """A bag's sum or mean: one add per gathered element (``indices × dim``)."""
+    return _numel(indices) * (weight[-1] if weight else 1)
+
+
+def _explicit_formulas(torch_counts: dict | None = None) -> dict:
+    """custom_mapping for FlopCounterMode: every op we classify that it does not count, and ours for
+    the ops it counts wrong (:data:`CORRECTED`). ``torch_counts``, where given, gathers what
+    FlopCounterMode's own formula counts for those (op name -> FLOPs), to set a count against."""
     formulas = {}
     for name, flops in ELEMENTWISE_FLOPS.items():
         formulas[name] = (
@@ -551,12 +755,51 @@ def _explicit_formulas() -> dict:
     formulas |= {name: _convolution_forward for name in CONVOLUTION_FORWARDS}
     formulas |= {name: _transposed_convolution_forward for name in TRANSPOSED_CONVOLUTION_FORWARDS}
     formulas |= {name: _convolution_backward for name in CORRECTED}
+    formulas |= RECURRENT_FORMULAS
+    formulas["_embedding_bag"] = formulas["_embedding_bag_forward_only"] = _embedding_bag
+    formulas |= dict.fromkeys(("nll_loss_forward", "nll_loss2d_forward"), _per_row)
+    formulas |= dict.fromkeys(("max_pool2d_with_indices", "max_pool3d_with_indices"), _max_pool)
+    formulas |= dict.fromkeys(
+        ("max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward"),
+        _per_input_element(1),  # each gradient element added into its window's maximum
+    )
     mapping = {}
     for name, formula in formulas.items():
         packet = getattr(torch.ops.aten, name, None)
         if packet is not None and (packet not in flop_registry or name in CORRECTED):
             mapping[packet] = formula
+            if name in CORRECTED and packet in flop_registry and torch_counts is not None:
+                mapping[packet] = _beside_torch(name, formula, flop_registry[packet], torch_counts)
     return mapping
+
+
+def _beside_torch(name: str, ours, theirs, torch_counts: dict):
+    """``ours``, adding what FlopCounterMode's formula ``theirs`` counts to ``torch_counts``."""
+
+    def formula(*args, out_shape=None, **kwargs):
+        torch_counts[name] = torch_counts.get(name, 0) + int(
+            theirs(*args, out_val=out_shape, **kwargs)
+        )
+        return ours(*args, out_shape=out_shape, **kwargs)
+
+    return formula
+
+
+@functools.cache
+def _formula_packets() -> frozenset:
+    return frozenset(_explicit_formulas())
+
+
+def has_formula(name: str) -> bool:
+    """Whether FLOPs of op ``name`` are counted: by FlopCounterMode, by a formula of ours (0 for ops
+    that only move data), or as no arithmetic (views, wrappers, random draws, indexing)."""
+    name = name.removesuffix(DEPTHWISE)
+    if "." in name or "::" in name:  # not an aten op (profiler::, a library's own namespace)
+        return True
+    packet = getattr(torch.ops.aten, name, None)
+    counted = packet is not None and packet in _formula_packets()
+    known = name in LAYOUT or name in IRREGULAR or classify("aten::" + name) is OpClass.OTHER
+    return counted or known or (packet is not None and packet in flop_registry)
 
 
 # ---------------------------------------------------------------- counting FLOPs
@@ -583,6 +826,23 @@ class FlopCount:
     unclassified: dict[str, int] = field(
         default_factory=dict
     )  # op name -> calls, no class and no formula
+    # op name -> FLOPs FlopCounterMode's own formula counts, for the ops whose formula ours replaces
+    torch_flops: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def no_formula(self) -> dict[str, int]:
+        """Ops that ran and whose FLOPs nothing counts (:func:`has_formula`): name -> calls.
+        Their 0 is a gap in the count, never a measurement."""
+        return {name: calls for name, calls in self.calls.items() if not has_formula(name)}
+
+    def agrees_with_torch(self, name: str) -> bool:
+        """Whether the count of op ``name`` is FlopCounterMode's: torch counted it by its formula,
+        or ours replaced torch's and both gave the same FLOPs."""
+        name = name.removesuffix(DEPTHWISE)
+        if name in self.torch_flops:
+            return self.torch_flops[name] == self.flops.get(name, 0)
+        packet = getattr(torch.ops.aten, name, None)
+        return packet is not None and packet in flop_registry and name not in CORRECTED
 
     def per_class(self) -> dict[OpClass, int]:
         totals = {cls: 0 for cls in ALL_CLASSES}
@@ -598,7 +858,8 @@ class FlopCount:
 def count_flops(fn: Callable[[], object]) -> FlopCount:
     """Run ``fn()`` once under FlopCounterMode (with our explicit formulas) and count FLOPs per op."""
     log = _OpLog()
-    counter = FlopCounterMode(display=False, custom_mapping=_explicit_formulas())
+    torch_counts: dict[str, int] = {}
+    counter = FlopCounterMode(display=False, custom_mapping=_explicit_formulas(torch_counts))
     # The log is entered first so that it sits *below* the counter and sees the
     # ops the counter actually runs, after it decomposes composite ones.
     with log, counter:
@@ -610,7 +871,9 @@ def count_flops(fn: Callable[[], object]) -> FlopCount:
     unclassified = {
         name: calls for name, calls in log.calls.items() if classify("aten::" + name) is None
     }
-    return FlopCount(flops=flops, calls=dict(log.calls), unclassified=unclassified)
+    return FlopCount(
+        flops=flops, calls=dict(log.calls), unclassified=unclassified, torch_flops=torch_counts
+    )
 
 
 # ---------------------------------------------------------------- profiling runtime

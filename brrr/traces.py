@@ -319,6 +319,7 @@ def profile_steps(
     label: str = "step",
     synchronize_each: bool = False,
     profiler_warmup: int = 0,
+    record_shapes: bool = False,
 ):
     """Profile ``steps`` calls of ``step``, each inside ``record_function(label)``; return the profiler.
 
@@ -329,7 +330,8 @@ def profile_steps(
     under the profiler and are left out of it (torch.profiler's schedule): the
     first activity a profiler sees pays its start-up (on a GPU, CUPTI's), which
     in a short step reads as time the device waited. The caller reads the
-    profiler (``key_averages()``) or exports it (:func:`export`).
+    profiler (``key_averages()``) or exports it (:func:`export`). ``record_shapes`` keeps each op's
+    input shapes (``event.input_shapes``).
     """
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
@@ -343,7 +345,7 @@ def profile_steps(
         if profiler_warmup
         else None
     )
-    profiler = profile(activities=activities, schedule=plan)
+    profiler = profile(activities=activities, schedule=plan, record_shapes=record_shapes)
     with quiet_native_stderr():
         profiler.__enter__()
     try:

@@ -14,7 +14,8 @@ Modules, one job each: ``profile`` (run, time, count and profile the step, and j
 the profiler's time to the ops whose work was counted), ``split`` (where the wall
 time goes), ``ops`` (per-op and per-class rows against the measured roofs),
 ``advice`` (fixes with their bounds), ``trials`` (``--try``: fixes measured on the
-step), ``report`` (text, JSON, figure), ``core`` (:func:`diagnose` itself),
+step), ``trust`` (whether the readings agree: a busy machine said plainly),
+``report`` (text, JSON, figure), ``core`` (:func:`diagnose` itself),
 ``errors`` (messages for bad input), ``examples`` (three steps, one per regime).
 """
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
+from brrr import ceilings
 from brrr.diagnose import trials
 from brrr.diagnose.core import diagnose
 from brrr.diagnose.errors import DiagnoseError, bad_target, factory_failed, step_failed
@@ -38,7 +41,9 @@ loss or the output. For example, in mymodel.py:
 
 --try measures fixes on the step itself: compile (torch.compile), bf16 (autocast), batch (twice the
 batch: needs a batch parameter with a default, as make_step has above, and make_step(batch=n) must
-build the step for a batch of n), dropout (off, to show what it costs). Try a few: --try compile,bf16.
+build the step for a batch of n), channels_last (the image inputs in that layout), dropout (off, to
+show what it costs). Each is read several times: its interval is shown, and a fix whose readings
+straddle 1x reads "no measurable gain". Try a few: --try compile,bf16.
 """
 
 
@@ -117,11 +122,55 @@ def parser() -> argparse.ArgumentParser:
     return found
 
 
+def checked_outputs(json_path: Path | None, figure_path: Path | None) -> None:
+    """Refuse, before anything runs, an output the run could not write at its end: a path that is a
+    folder, a folder that cannot be made or written, a figure format matplotlib does not write."""
+    for path, what in ((json_path, "--json"), (figure_path, "--figure")):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise DiagnoseError(f"{what} {path} is a folder: give the path of a file to write")
+        folder = next((parent for parent in (path.parent, *path.parent.parents) if parent.exists()))
+        if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise DiagnoseError(
+                f"{what} {path} cannot be written: {folder} is not a folder this user can write in"
+            )
+    if figure_path is not None:
+        from matplotlib.backend_bases import FigureCanvasBase
+
+        formats = FigureCanvasBase.get_supported_filetypes()
+        suffix = figure_path.suffix.lstrip(".").lower()
+        if suffix not in formats:
+            raise DiagnoseError(
+                f"--figure {figure_path}: matplotlib writes no {suffix or 'suffix-less'} files; "
+                f"end the name with one of {', '.join('.' + name for name in sorted(formats))}"
+            )
+
+
+def roofs_first(threads: int | None) -> None:
+    """Measure this machine's roofs now where none are cached, saying so first: the first run
+    otherwise spends half a minute before its report without a word."""
+    if ceilings.is_cached(threads):
+        return
+    print(
+        "brrr diagnose: measuring this machine's roofs first (copy bandwidth, matmul peaks, "
+        "non-matmul peak, dispatch overhead), once per thread count: about 30-60 s on a 2-core "
+        f"CPU, then cached in {ceilings.cache_path(threads)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    start = time.monotonic()
+    ceilings.measure(threads=threads)
+    print(f"brrr diagnose: roofs measured in {time.monotonic() - start:.0f} s", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        checked_outputs(args.json, args.figure)
         factory = load_factory(args.target)
         step, step_args = load_target(args.target, factory)
+        roofs_first(args.threads)
         found = diagnose(
             step,
             *step_args,

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from brrr import units
 from brrr.diagnose.ops import BELOW_ROOFS, FAR_BELOW
-from brrr.opclasses import OpClass
+from brrr.opclasses import DEPTHWISE, OpClass
 from brrr.roofline import Regime
 
 # A regime worth a fix: its share of the step is at least this.
@@ -229,9 +229,11 @@ def advise(
     overhead: Advice | None,
     on_gpu: bool,
     tensor_cores: bool,
+    channels_last: bool = False,
 ) -> list[Advice]:
     """Ranked advice for a step with regime ``shares`` (fractions), op ``rows``, its matmul ``dtype``,
-    and the ``overhead`` advice where overhead holds at least :data:`WORTH_FIXING` of the step."""
+    and the ``overhead`` advice where overhead holds at least :data:`WORTH_FIXING` of the step.
+    ``channels_last``: its convolutions already run in that layout."""
     found: list[Advice] = [overhead] if overhead is not None else []
     pointwise = [
         row
@@ -239,11 +241,7 @@ def advise(
         if row.regime == Regime.MEMORY.value
         and row.op_class in (OpClass.ELEMENTWISE.value, OpClass.NORMALIZATION.value)
     ]
-    pointwise_share = (
-        shares[Regime.MEMORY.value]
-        * sum(r.seconds for r in pointwise)
-        / max(sum(r.seconds for r in rows if r.regime == Regime.MEMORY.value), 1e-30)
-    )
+    pointwise_share = _share_in(shares, rows, pointwise, Regime.MEMORY.value)
     if pointwise and pointwise_share >= WORTH_FIXING:
         found.append(fusion_advice(pointwise_share, sum(row.calls for row in pointwise)))
     contractions = [
@@ -251,11 +249,7 @@ def advise(
         for row in rows
         if row.regime == Regime.COMPUTE.value and row.op_class == OpClass.CONTRACTION.value
     ]
-    contraction_share = (
-        shares[Regime.COMPUTE.value]
-        * sum(r.seconds for r in contractions)
-        / max(sum(r.seconds for r in rows if r.regime == Regime.COMPUTE.value), 1e-30)
-    )
+    contraction_share = _share_in(shares, rows, contractions, Regime.COMPUTE.value)
     if contractions and contraction_share >= WORTH_FIXING:
         seconds = sum(row.seconds for row in contractions)
         rate = sum(row.flops for row in contractions) / seconds if seconds > 0 else 0.0
@@ -267,17 +261,22 @@ def advise(
         for row in rows
         if row.regime == Regime.MEMORY.value and row.op_class == OpClass.CONTRACTION.value
     ]
-    slow_share = (
-        shares[Regime.MEMORY.value]
-        * sum(r.seconds for r in slow)
-        / max(sum(r.seconds for r in rows if r.regime == Regime.MEMORY.value), 1e-30)
-    )
+    slow_share = _share_in(shares, rows, slow, Regime.MEMORY.value)
     if slow and slow_share >= WORTH_FIXING:
         found.append(memory_bound_contraction_advice(slow_share, slow, on_gpu))
+    if not channels_last:
+        found = with_layout(found, channels_last_advice(rows, sum(r.seconds for r in rows), on_gpu))
     below = shares.get(BELOW_ROOFS, 0.0)
     if below >= WORTH_FIXING:
         found.append(below_roofs_advice(below, [row for row in rows if row.regime == BELOW_ROOFS]))
     return ranked(found, max(shares, key=shares.get))
+
+
+def _share_in(shares: dict[str, float], rows, members, regime: str) -> float:
+    """The share of the step that ``members`` (rows of ``regime``) hold: the regime's share, split
+    by their time among all its rows'."""
+    inside = sum(row.seconds for row in rows if row.regime == regime)
+    return shares[regime] * sum(row.seconds for row in members) / max(inside, 1e-30)
 
 
 def ranked(advice: list[Advice], regime: str) -> list[Advice]:
@@ -291,8 +290,10 @@ def ranked(advice: list[Advice], regime: str) -> list[Advice]:
 
 
 def memory_bound_contraction_advice(share: float, rows, on_gpu: bool) -> Advice:
-    """Convolutions or matmuls below the ridge (depthwise and grouped convolutions, skinny matmuls): few FLOPs
-    per byte, so bytes set their time; reaching the copy bandwidth saves at most ``share·(1 - b)``."""
+    """Convolutions or matmuls below the ridge (depthwise and grouped convolutions, skinny matmuls):
+    few FLOPs per byte, so bytes set their time; reaching the copy bandwidth saves at most
+    ``share·(1 - b)``. The text names only what the rows are: convolutions get the layout, matmuls
+    the batch."""
     seconds = sum(row.seconds for row in rows)
     fraction = (
         min(sum(row.bytes for row in rows) / seconds / rows[0].bandwidth, 1.0)
@@ -301,15 +302,85 @@ def memory_bound_contraction_advice(share: float, rows, on_gpu: bool) -> Advice:
     )
     gain = amdahl(share * (1 - fraction))
     names = ", ".join(row.name for row in sorted(rows, key=lambda row: -row.seconds)[:3])
-    layout = "cuDNN" if on_gpu else "oneDNN"
+    convolutions = [row for row in rows if is_convolution(row.name)]
+    if convolutions:
+        kind = (
+            "Depthwise convolutions"
+            if any(r.name.endswith(DEPTHWISE) for r in rows)
+            else ("Grouped or small convolutions")
+        )
+        layout = "cuDNN" if on_gpu else "oneDNN"
+        how = (
+            f"{kind} do few FLOPs per byte; a layout {layout} runs natively (model and inputs "
+            ".to(memory_format=torch.channels_last)) and fewer bytes (a smaller dtype) are what "
+            "move them"
+        )
+    else:
+        how = (
+            "Matmuls this skinny read each weight for a few rows only; a bigger batch (more rows "
+            "per weight read) and fewer bytes (a smaller dtype) are what move them"
+        )
     return Advice(
-        f"memory-bound contractions ({names}): {units.percent(share)} of the step below the ridge, at "
-        f"{units.percent(fraction)} of the copy bandwidth. Depthwise and grouped convolutions do few FLOPs per "
-        f"byte; a layout {layout} runs natively (model and inputs .to(memory_format=torch.channels_last)) and "
-        f"fewer bytes (a smaller dtype) are what move them; at most {gain:.2f}x",
+        f"memory-bound contractions ({names}): {units.percent(share)} of the step below the ridge, "
+        f"at {units.percent(fraction)} of the copy bandwidth. {how}; at most {gain:.2f}x",
         gain,
         Regime.MEMORY.value,
+        fix="channels_last" if convolutions else "",
     )
+
+
+def is_convolution(name: str) -> bool:
+    return "conv" in name and not name.startswith("autograd")
+
+
+# Convolutions dominate a step when they hold at least this share of the time inside its ops: there
+# the layout they run in is worth measuring (a depthwise net's convolutions measured 1.69x in
+# channels_last on a user's CPU, and the report had never said so).
+CONVOLUTIONS_DOMINATE = 1 / 3
+
+
+def channels_last_advice(rows, inside_ops_s: float, on_gpu: bool) -> Advice | None:
+    """Where convolutions dominate (:data:`CONVOLUTIONS_DOMINATE`) and run in the default (NCHW)
+    layout: channels_last, the layout oneDNN and cuDNN run natively. A layout moves no convolution
+    past its roof, so the bound is each convolution reaching its own (the compute roof or the copy
+    bandwidth, whichever it is nearer), as its share of the time inside ops; ``--try channels_last``
+    measures it."""
+    convolutions = [row for row in rows if is_convolution(row.name)]
+    share = sum(row.seconds for row in convolutions) / inside_ops_s if inside_ops_s > 0 else 0.0
+    if share < CONVOLUTIONS_DOMINATE:
+        return None
+    saved = sum(
+        row.seconds / inside_ops_s * (1 - min(max(row.flops_fraction, row.bandwidth_fraction), 1.0))
+        for row in convolutions
+    )
+    library = "cuDNN" if on_gpu else "oneDNN"
+    return Advice(
+        f"convolutions take {units.percent(share)} of the time inside ops, in the default (NCHW) "
+        f"layout: {library} runs channels_last natively "
+        "(model.to(memory_format=torch.channels_last) and the same for the inputs), which often "
+        "runs them faster, depthwise ones most; "
+        f"--try channels_last measures it on this step; at most {amdahl(saved):.2f}x, each "
+        "convolution at its roof",
+        amdahl(saved),
+        Regime.MEMORY.value
+        if any(row.regime == Regime.MEMORY.value for row in convolutions)
+        else Regime.COMPUTE.value,
+        fix="channels_last",
+    )
+
+
+def with_layout(found: list[Advice], layout: Advice | None) -> list[Advice]:
+    """``found`` with the channels_last advice (None: none to give): folded into the contractions'
+    own advice where one covers the same convolutions (the layout is one way to bring them nearer
+    their roof, not a second saving), else added as advice of its own."""
+    if layout is None or any(item.fix == "channels_last" for item in found):
+        return found
+    for index, item in enumerate(found):
+        if item.text.startswith(("compute-bound: the contractions", "memory-bound contractions")):
+            sentence = layout.text.split("; at most")[0]
+            found[index] = replace(item, text=f"{item.text}. Of them, {sentence}")
+            return found
+    return found + [layout]
 
 
 def below_roofs_advice(share: float, rows) -> Advice:
@@ -328,10 +399,11 @@ def below_roofs_advice(share: float, rows) -> Advice:
 
 
 def with_trials(advice: list[Advice], trials, regime: str) -> list[Advice]:
-    """The advice with what ``--try`` measured: each fix's measured gain beside its bound; a fix measured
-    slower is no advice (it stays in the trials, with its number); a fix that measured faster with no advice
-    to carry it (bf16 where the peaks said keep float32, a bigger batch) becomes advice with its measurement.
-    Dropout off is never advice: it changes the model. Ranked as :func:`ranked` ranks, for the step's
+    """The advice with what ``--try`` measured: each fix's measured gain beside its bound; a fix
+    measured slower, or with no measurable gain (its readings straddle 1), is no advice (it stays in
+    the trials, with its interval); a fix that measured faster with no advice to carry it (bf16
+    where the peaks said keep float32, a bigger batch) becomes advice with its measurement. Dropout
+    off is never advice: it changes the model. Ranked as :func:`ranked` ranks, for the step's
     ``regime``."""
     measured = {trial.name: trial for trial in trials if trial.gain is not None}
     out = []
@@ -339,15 +411,14 @@ def with_trials(advice: list[Advice], trials, regime: str) -> list[Advice]:
         trial = measured.get(item.fix)
         if trial is None or item.fix == "dropout":
             out.append(item)
-        elif item.predicted_gain > 1.0 and not trial.slower:  # a fix, measured faster
+        elif item.predicted_gain > 1.0 and trial.faster:  # a fix, measured faster
             out.append(replace(item, measured_gain=trial.gain))
-        elif (
-            item.predicted_gain <= 1.0 and trial.slower
-        ):  # advice against a fix ("keep float32"), confirmed
-            out.append(replace(item, measured_gain=trial.gain))
+        elif item.predicted_gain <= 1.0 and not trial.faster:
+            # advice against a fix ("keep float32"): confirmed, or at least not refuted
+            out.append(replace(item, measured_gain=trial.gain if trial.slower else None))
     covered = {item.fix for item in out if item.measured_gain is not None}
     for name, trial in measured.items():
-        if name in covered or name == "dropout" or trial.slower:
+        if name in covered or name == "dropout" or not trial.faster:
             continue
         out.append(
             Advice(

@@ -14,6 +14,8 @@ and :attr:`Diagnosis.margin` says how far the winner is ahead of the next.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -25,10 +27,17 @@ from brrr.device import DEVICE, ON_GPU
 from brrr.diagnose import advice as advice_module
 from brrr.diagnose import ops, report, split
 from brrr.diagnose import trials as trials_module
+from brrr.diagnose import trust as trust_module
 from brrr.diagnose.advice import Advice
 from brrr.diagnose.errors import DiagnoseError, step_failed
-from brrr.diagnose.profile import STEP_LABEL, Measurement, compiled_call_seconds, measure
-from brrr.opclasses import OpClass
+from brrr.diagnose.profile import (
+    STEP_LABEL,
+    Measurement,
+    compiled_call_seconds,
+    measure,
+    profiled_over_timed,
+)
+from brrr.opclasses import DEPTHWISE, OpClass, classify, op_name
 from brrr.roofline import Regime
 from brrr.stamp import environment
 from brrr.timing import torch_threads
@@ -62,6 +71,13 @@ class Diagnosis:
     profiler_floor_s: float = (
         0.0  # what the profiler adds to each profiled step by itself, taken off the idle time
     )
+    trust: trust_module.Trust | None = None  # whether the readings agree (brrr.diagnose.trust)
+    convolution_peak: float | None = None  # the fp32 convolution roof, where the step convolves
+    matmul_peak: float | None = (
+        None  # the matmul peak alone, where the convolution roof is above it
+    )
+    no_formula: dict[str, int] = field(default_factory=dict)  # ops whose FLOPs nothing counts
+    counted_as_torch: dict[str, bool] = field(default_factory=dict)  # op -> FlopCounterMode's count
 
     @property
     def margin(self) -> float:
@@ -85,7 +101,7 @@ def _op_rows(
     """Each dispatched op's row against ``ceilings`` (:func:`brrr.diagnose.ops.op_rows`), compiled kernels merged."""
     rows = ops.op_rows(
         seconds,
-        measured.flops.flops,
+        measured.traffic.flops_by_row(measured.flops.flops),
         dict(measured.traffic.bytes),
         dict(measured.traffic.calls),
         ceilings,
@@ -125,6 +141,84 @@ def _roofs_read_again_under_ops_above(
         ceilings = ceilings_module.matmul_measured_again(ceilings, dtype)
         op_rows = rows_against(ceilings)
     return ceilings, op_rows
+
+
+def convolves(calls) -> bool:
+    """Whether the step runs dense convolutions (depthwise ones run far below any compute roof)."""
+    return any(
+        calls[name] and "conv" in name and not name.endswith(DEPTHWISE)
+        for name in calls
+        if classify("aten::" + name) is OpClass.CONTRACTION
+    )
+
+
+def with_convolution_roof(ceilings: Ceilings, dtype: str, peak: float | None) -> Ceilings:
+    """``ceilings`` whose ``dtype`` contraction roof is the better of its matmul peak and the
+    convolution ``peak`` (None: unchanged): the roof of a step's contractions is the best library
+    path it uses. For dividing only: the cache keeps each roof apart."""
+    if peak is None or peak <= ceilings.matmul(dtype):
+        return ceilings
+    return dataclasses.replace(ceilings, matmul_peak={**ceilings.matmul_peak, dtype: peak})
+
+
+def op_seconds(measured: Measurement) -> dict[str, float]:
+    """Each op's self seconds per profiled step. Annotations (the step's own, record_function
+    ranges, torch.compile's wrappers) are no op: their self time is time between ops, which the
+    split counts."""
+    annotations = (
+        {event.name for event in measured.trace.annotations} | {STEP_LABEL} | PROFILER_EVENTS
+    )
+    return {
+        name: total / measured.steps
+        for name, total in measured.self_times.seconds.items()
+        if name not in annotations
+    }
+
+
+def readings_compared(measured: Measurement) -> tuple[float, float]:
+    """``(ops over timed, profiled over timed)``: the time inside ops of a profiled step, and the
+    whole profiled step (:func:`brrr.diagnose.profile.profiled_over_timed`), over the timed
+    median."""
+    inside = sum(op_seconds(measured).values())
+    return inside / measured.timing.median_s, profiled_over_timed(measured)
+
+
+def _measured_until_consistent(step, args, threads, warmup, steps) -> tuple[Measurement, int]:
+    """``(measurement, how many were taken)``: the step measured again while its profiled steps and
+    its timed median disagree (:func:`brrr.diagnose.trust.agrees`), up to
+    :data:`brrr.diagnose.trust.MEASUREMENTS` times; the measurement whose two agree best."""
+    best = measure(step, args, threads=threads, warmup=warmup, steps=steps)
+    taken = 1
+    while not trust_module.agrees(*readings_compared(best)) and taken < trust_module.MEASUREMENTS:
+        again = measure(step, args, threads=threads, warmup=warmup, steps=steps)
+        taken += 1
+        if trust_module.distance(*readings_compared(again)) < trust_module.distance(
+            *readings_compared(best)
+        ):
+            best = again
+    return best, taken
+
+
+def _rows_against_roofs(measured: Measurement, ceilings: Ceilings, dtype: str, threads):
+    """``(ceilings, op_rows, convolution peak)``: each op against the roofs, its contractions
+    against the better of the matmul and (where the step convolves) the convolution roof, every roof
+    read again while an op reads above it (:func:`_roofs_read_again_under_ops_above`, and the
+    convolution roof too). The ceilings returned keep the matmul peak apart, as the cache does."""
+    conv_peak = None
+    if dtype == "float32" and convolves(measured.traffic.calls):
+        conv_peak = ceilings_module.convolution_peak(threads=threads)
+    seconds = op_seconds(measured)
+
+    def rows(found: Ceilings) -> list:
+        return _op_rows(seconds, measured, with_convolution_roof(found, dtype, conv_peak), dtype)
+
+    ceilings, op_rows = _roofs_read_again_under_ops_above(ceilings, rows(ceilings), dtype, rows)
+    if conv_peak is not None and any(
+        row.flops_fraction > 1 and "conv" in row.name for row in op_rows
+    ):  # a convolution above every roof: the convolution roof read again too (it only rises)
+        conv_peak = ceilings_module.convolution_peak(threads=threads, refresh=True)
+        op_rows = rows(ceilings)
+    return ceilings, op_rows, conv_peak
 
 
 def _matmul_dtype(measured: Measurement, ceilings: Ceilings) -> str:
@@ -240,13 +334,16 @@ def diagnose(
 ) -> Diagnosis:
     """Measure ``step(*args)`` (one training or inference step) and say which regime it is in.
 
-    ``threads`` pins torch's CPU threads for the step and picks the ceilings measured
-    with as many (None: the current setting). ``warmup`` calls run first, untimed;
-    ``steps`` calls are profiled. ``explain=True`` adds ``torch._dynamo.explain``'s graph
-    breaks. ``tries`` (``"all"`` or names from :data:`brrr.diagnose.trials.TRIES`) tries those fixes on
-    the step and measures them (``try_budget_s`` of timing each); ``factory``, the function that built
-    ``(step, args)``, lets the batch be tried (its ``batch`` parameter). Raises :class:`DiagnoseError`
-    with a readable message for bad input.
+    ``threads`` pins torch's CPU threads for the step and picks the ceilings measured with as many
+    (None: the current setting). ``warmup`` calls run first, untimed; ``steps`` calls are profiled.
+    ``explain=True`` adds ``torch._dynamo.explain``'s graph breaks. ``tries`` (``"all"`` or names
+    from :data:`brrr.diagnose.trials.TRIES`) tries those fixes on the step and measures them
+    (``try_budget_s`` of timing each); ``factory``, the function that built ``(step, args)``, lets
+    the batch be tried (its ``batch`` parameter). Raises :class:`DiagnoseError` with a readable
+    message for bad input. Where the profiled steps and the timed median disagree the step is
+    measured again (up to :data:`brrr.diagnose.trust.MEASUREMENTS` times), and the roofs are checked
+    against short readings now (:func:`brrr.ceilings.checked_against_probes`); what still disagrees
+    is in :attr:`Diagnosis.trust` and said in the report.
 
     Long: input checks, the timed run, the profiled run and the verdict, each a few lines, in the order
     they happen; the pieces they call live in their own modules.
@@ -261,23 +358,14 @@ def diagnose(
             f"threads must be a whole number of at least 1 (or None for torch's default), got {threads!r}"
         )
     asked = trials_module.parse(tries)
-    measured = measure(step, args, threads=threads, warmup=warmup, steps=steps)
+    measured, measurements = _measured_until_consistent(step, args, threads, warmup, steps)
     ceilings = ceilings_module.measure(threads=threads)
+    read_before = ceilings
+    ceilings, probes = ceilings_module.checked_against_probes(ceilings)
     dtype = _matmul_dtype(measured, ceilings)
-    # Annotations (the step's own, record_function ranges, torch.compile's wrappers) are no op: their
-    # self time is time between ops, which the split already counts.
-    annotations = (
-        {event.name for event in measured.trace.annotations} | {STEP_LABEL} | PROFILER_EVENTS
-    )
-    seconds = {
-        name: total / measured.steps
-        for name, total in measured.self_times.seconds.items()
-        if name not in annotations
-    }
-    op_rows = _op_rows(seconds, measured, ceilings, dtype)
-    ceilings, op_rows = _roofs_read_again_under_ops_above(
-        ceilings, op_rows, dtype, lambda found: _op_rows(seconds, measured, found, dtype)
-    )
+    ceilings, op_rows, conv_peak = _rows_against_roofs(measured, ceilings, dtype, threads)
+    matmul_alone, roofs_rose = ceilings.matmul(dtype), ceilings != read_before
+    ceilings = with_convolution_roof(ceilings, dtype, conv_peak)
     time_split = split.time_split(measured.trace, STEP_LABEL)
     launches = split.launches_per_step(measured.trace, STEP_LABEL)
     idle_name = split.HOST_WAIT if time_split.clock == "GPU" else split.BETWEEN_OPS
@@ -302,6 +390,7 @@ def diagnose(
             ceilings,
             is_compiled(measured.self_times.seconds),
         )
+    layouts = measured.traffic.convolution_layouts
     found = advice_module.advise(
         shares,
         op_rows,
@@ -310,6 +399,7 @@ def diagnose(
         overhead=overhead,
         on_gpu=ON_GPU,
         tensor_cores=tensor_cores,
+        channels_last=layouts["channels_last"] > layouts["other"],
     )
     tried = trials_module.run(
         step, args, asked, threads=threads, factory=factory, budget_s=try_budget_s
@@ -334,7 +424,31 @@ def diagnose(
         compile_report=explain_compile(step, args) if explain else None,
         env=_environment(threads),
         profiler_floor_s=measured.profiler_floor_s,
+        trust=trust_module.Trust(
+            *readings_compared(measured),
+            measurements,
+            probes,
+            measured.cpu_share,
+            _load(),
+            roofs_rose=roofs_rose,
+        ),
+        convolution_peak=conv_peak,
+        matmul_peak=matmul_alone if ceilings.matmul(dtype) != matmul_alone else None,
+        no_formula=measured.flops.no_formula,
+        counted_as_torch={
+            row.name: measured.flops.agrees_with_torch(op_name("aten::" + row.name))
+            for row in op_rows
+            if row.flops_fraction > 1
+        },
     )
+
+
+def _load() -> tuple[float, int] | None:
+    """The 1-minute load average and the cores, where the system says (not on Windows)."""
+    try:
+        return os.getloadavg()[0], os.cpu_count() or 1
+    except (AttributeError, OSError):
+        return None
 
 
 def _environment(threads: int | None) -> dict:

@@ -27,7 +27,9 @@ Any exception the step raises becomes a :class:`DiagnoseError` naming it.
 
 from __future__ import annotations
 
+import math
 import tempfile
+import time
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -46,11 +48,28 @@ from brrr.timing import Timing, bench, torch_threads
 STEP_LABEL = "step"
 
 
+# Lookups into a table (the weight, their first argument) by indices (their second): they read the
+# rows the indices touch, not the table. Charged the whole table, a recommender's embedding read
+# 2613% of the copy bandwidth.
+LOOKUPS = frozenset({"embedding", "_embedding_bag", "_embedding_bag_forward_only"})
+
+
+def _shape(value):
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _channels_last(tensor: torch.Tensor) -> bool:
+    return tensor.is_contiguous(memory_format=torch.channels_last) and not tensor.is_contiguous()
+
+
 class TrafficLog(TorchDispatchMode):
     """Bytes each aten op reads and writes (its tensor arguments and outputs), its calls, and matmul dtypes.
 
     Views and allocations (:data:`brrr.opclasses.LAYOUT`) move nothing and count
-    0 bytes. An in-place op counts its tensor twice: read, then written.
+    0 bytes. An in-place op counts its tensor twice: read, then written. A lookup (:data:`LOOKUPS`)
+    counts the table rows its indices touch. A depthwise convolution
+    (:func:`brrr.opclasses.is_depthwise`) is logged under its own name, ``convolution (depthwise)``,
+    with its FLOPs in :attr:`depthwise_flops`, so that it gets a row of its own.
     """
 
     def __init__(self):
@@ -58,18 +77,47 @@ class TrafficLog(TorchDispatchMode):
         self.bytes: dict[str, int] = defaultdict(int)
         self.calls: Counter[str] = Counter()
         self.contraction_dtypes: Counter[torch.dtype] = Counter()
+        self.depthwise_flops: dict[str, int] = defaultdict(int)  # "name (depthwise)" -> FLOPs
+        self.convolution_layouts: Counter[str] = Counter()  # "channels_last" or "other" -> calls
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         name = opclasses.op_name(func)
+        shapes = [_shape(arg) for arg in args]
+        if "conv" in name and opclasses.classify("aten::" + name) is opclasses.OpClass.CONTRACTION:
+            images = [arg for arg in args[:2] if isinstance(arg, torch.Tensor) and arg.dim() == 4]
+            last = bool(images) and _channels_last(images[-1])
+            self.convolution_layouts["channels_last" if last else "other"] += 1
+        if opclasses.is_depthwise(name, shapes):
+            backward = "backward" in name
+            transposed = bool(args[7] if backward else args[6]) if len(args) > 7 else False
+            mask = args[10] if backward and len(args) > 10 else None
+            flops = opclasses.depthwise_flops(name, shapes, _shape(out), transposed, mask)
+            name += opclasses.DEPTHWISE
+            self.depthwise_flops[name] += flops
         self.calls[name] += 1
         if name not in opclasses.LAYOUT:
             leaves = tree_leaves((args, kwargs or {}, out))
             tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+            if name in LOOKUPS and len(args) > 1:
+                table, indices = args[0], args[1]
+                tensors = [t for t in tensors if t is not table]
+                row_bytes = math.prod(table.shape[1:]) * table.element_size()
+                self.bytes[name] += indices.numel() * row_bytes
             self.bytes[name] += sum(t.numel() * t.element_size() for t in tensors)
             if opclasses.classify("aten::" + name) is opclasses.OpClass.CONTRACTION and tensors:
                 self.contraction_dtypes[tensors[0].dtype] += 1
         return out
+
+    def flops_by_row(self, flops: dict[str, int]) -> dict[str, int]:
+        """``flops`` (per op name, :func:`brrr.opclasses.count_flops`) with the depthwise calls'
+        FLOPs moved to their own names."""
+        moved = dict(flops)
+        for name, count in self.depthwise_flops.items():
+            base = name.removesuffix(opclasses.DEPTHWISE)
+            moved[base] = max(moved.get(base, 0) - count, 0)
+            moved[name] = count
+        return moved
 
 
 def dispatch_owner(dispatched) -> Callable[[object], str]:
@@ -91,15 +139,21 @@ def dispatch_owner(dispatched) -> Callable[[object], str]:
         if seen:
             target = max(seen, key=lambda name: dispatched[name])
             aliases |= {name: target for name in family if name not in seen}
-    names = frozenset(name for name, calls in dispatched.items() if calls) | frozenset(aliases)
+    seen = [name for name, calls in dispatched.items() if calls]
+    depthwise = any(name.endswith(opclasses.DEPTHWISE) for name in seen)
+    names = frozenset(name.removesuffix(opclasses.DEPTHWISE) for name in seen) | frozenset(aliases)
 
     def owner(event) -> str:
-        found, current = event.name, event
+        found, current, owning = event.name, event, None
         while current is not None:
             name = current.name
             if name.startswith("aten::") and opclasses.op_name(name) in names:
                 found = "aten::" + aliases.get(opclasses.op_name(name), opclasses.op_name(name))
+                owning = current
             current = current.cpu_parent
+        shapes = getattr(owning, "input_shapes", None) or []
+        if depthwise and opclasses.is_depthwise(opclasses.op_name(found), shapes):
+            found += opclasses.DEPTHWISE
         return found
 
     return owner
@@ -117,6 +171,7 @@ class Measurement:
     trace: traces.Trace  # the profiled steps, one ``step`` annotation each
     steps: int
     profiler_floor_s: float = 0.0  # what the profiler adds to each profiled step by itself
+    cpu_share: float = 1.0  # the CPU time its threads got over the wall time they could have had
 
 
 def checked(step: Callable, args: tuple, phase: str) -> Callable[[], object]:
@@ -162,7 +217,9 @@ def measure(
         warm = checked(step, args, "warm-up")
         for _ in range(warmup):
             returned = warm()
+        clocks = _clocks()
         timing = bench(checked(step, args, "timing"), warmup=0, threads=threads)
+        timed_share = cpu_share(clocks, torch.get_num_threads())
         traffic = TrafficLog()
         with torch.compiler.set_stance("force_eager"), traffic, warnings.catch_warnings():
             # FlopCounterMode tracks modules with global hooks, about which a compiled module warns when
@@ -176,15 +233,35 @@ def measure(
         floor_s = profiler_floor_s(steps)
         if timing.median_s < floor_s:
             raise too_short(timing.median_s, floor_s)
-        trace, profiler = _profiled(checked(step, args, "profiling"), steps)
+        # shapes only where they split a row: recording them costs every op some profiler time
+        shapes = any(name.endswith(opclasses.DEPTHWISE) for name in traffic.calls)
+        clocks = _clocks()
+        trace, profiler = _profiled(checked(step, args, "profiling"), steps, record_shapes=shapes)
+        share = min(timed_share, cpu_share(clocks, torch.get_num_threads()))
         require_device_work(returned, trace, on_gpu=ON_GPU)
         self_times = opclasses.aggregate_self_times(
             profiler.events(), steps=steps, device_clock=ON_GPU, key=dispatch_owner(traffic.calls)
         )
-    return Measurement(timing, returned, flops, traffic, self_times, trace, steps, floor_s)
+    return Measurement(timing, returned, flops, traffic, self_times, trace, steps, floor_s, share)
 
 
-def _profiled(run: Callable[[], object], steps: int):
+def _clocks() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def cpu_share(start: tuple[float, float], threads: int) -> float:
+    """The process's CPU time since ``start`` (:func:`_clocks`) over the wall time since: near 1 on
+    a quiet machine for a one-thread CPU step, whose one thread runs every op, and less where other
+    processes had the core (the scheduler ran them instead). With more threads an op too small for
+    torch's pool leaves the others idle, and on a GPU the host waits on the device: neither is a
+    measure of load, and 1 is returned."""
+    if ON_GPU or threads != 1:
+        return 1.0
+    wall = time.perf_counter() - start[0]
+    return min((time.process_time() - start[1]) / max(wall, 1e-9), 1.0)
+
+
+def _profiled(run: Callable[[], object], steps: int, *, record_shapes: bool = False):
     """``(trace, profiler)`` of ``steps`` calls of ``run``, one :data:`STEP_LABEL` annotation each.
 
     One call first under the profiler, left out of it: the first call it records pays its start-up, which
@@ -192,11 +269,25 @@ def _profiled(run: Callable[[], object], steps: int):
     H100, about a millisecond of "waiting on the host" per step of a 3 ms matmul (CUPTI's start-up).
     """
     profiler = traces.profile_steps(
-        run, steps, label=STEP_LABEL, synchronize_each=True, profiler_warmup=1
+        run,
+        steps,
+        label=STEP_LABEL,
+        synchronize_each=True,
+        profiler_warmup=1,
+        record_shapes=record_shapes,
     )
     with tempfile.TemporaryDirectory() as folder:
         trace = traces.export(profiler, Path(folder) / "step.json")
     return trace, profiler
+
+
+def profiled_over_timed(measured: Measurement) -> float:
+    """The mean profiled step, the profiler's own cost per step (:func:`profiler_floor_s`) taken
+    off, over the timed median (profiler off): near 1 where both were read on the same machine, as
+    it were; far from it where one of them ran in a busy moment (:mod:`brrr.diagnose.trust`)."""
+    spans = measured.trace.annotation_spans(STEP_LABEL)
+    profiled_s = sum(end - start for start, end in spans) / max(len(spans), 1) / 1e6
+    return max(profiled_s - measured.profiler_floor_s, 1e-12) / measured.timing.median_s
 
 
 def profiler_floor_s(steps: int = 3) -> float:

@@ -64,15 +64,19 @@ def text(d) -> str:
     ceilings = d.ceilings
     inside_ops = sum(row.seconds for row in d.rows)  # every op class: the shares of both tables
     lines = [
-        f"brrr diagnose: {d.regime} ({units.percent(share)} of the step; next {runner_up} "
-        f"{units.percent(second)}: {d.margin:.1f}x behind)",
+        f"brrr diagnose: {d.regime} ({units.percent(share)} of the step; "
+        + (
+            f"next {runner_up} {units.percent(second)}: {d.margin:.1f}x behind)"
+            if second > 0
+            else "no other regime holds any of it)"
+        ),
+        *(f"trust: {sentence}" for sentence in _trust_sentences(d)),
         f"step: {units.seconds(d.step_s)} median (profiler off); {d.launches_per_step:.0f} {launches} per step",
         f"where the time goes ({d.split.clock}, {units.seconds(d.split.step_us / 1e6)} per profiled step, "
         f"{units.seconds(d.profiler_floor_s)} of it the profiler's own): "
         + ", ".join(f"{name} {units.percent(value)}" for name, value in d.split.fractions.items()),
         f"MFU: {units.percent(d.mfu)}: {units.si(d.flops_per_step, 'FLOP')} per step at "
-        f"{units.flops(d.flops_per_step / d.step_s)} against the measured {d.matmul_dtype} matmul peak "
-        f"({units.flops(ceilings.matmul(d.matmul_dtype))})",
+        f"{units.flops(d.flops_per_step / d.step_s)} against {compute_roof(d)}",
         f"roofs (measured here): copy {units.bandwidth(ceilings.copy_bandwidth)}, "
         f"non-matmul {units.flops(ceilings.vector_peak)}, "
         f"dispatch {units.seconds(ceilings.dispatch_overhead)} per op",
@@ -86,17 +90,11 @@ def text(d) -> str:
         else "advice: none; no regime holds enough of the step to fix",
         *(f"  {index}. {item.text}{_measured(item)}" for index, item in enumerate(d.advice, 1)),
         *_trial_lines(d.trials),
+        *_no_formula_lines(d, inside_ops),
     ]
     compute, bandwidth = above_the_roofs(d)
     if compute:
-        lines += [
-            "",
-            f"counting error: above the measured compute roofs: {compute}. A roof is the best this machine "
-            "did on its own measurement, so no op runs above it: more FLOPs were counted for the op than it "
-            f"did in its time (the FLOP formula for {_aten_names(d)} is wrong for these arguments), or its time "
-            "was counted on another op. The numbers above are wrong where they use these FLOPs: please "
-            "report it with this output.",
-        ]
+        lines += ["", *_above_compute_lines(d, compute)]
     if bandwidth:
         lines += [
             "",
@@ -113,6 +111,71 @@ def text(d) -> str:
         lines += [f"  break: {reason}" for reason in c["break_reasons"]]
     lines += ["", format_stamp(d.env)]
     return column.fit("\n".join(lines))
+
+
+def _trust_sentences(d) -> list[str]:
+    trust = getattr(d, "trust", None)
+    return trust.sentences() if trust is not None else []
+
+
+def compute_roof(d) -> str:
+    """The roof the MFU and the contractions are divided by, named with its number: the matmul peak,
+    or, where the step convolves and the convolution roof is above it, the convolution peak."""
+    dtype, peak = d.matmul_dtype, units.flops(d.ceilings.matmul(d.matmul_dtype))
+    if getattr(d, "matmul_peak", None):
+        return (
+            f"the {dtype} compute roof ({peak}: the measured convolution peak, above the matmul "
+            f"peak's {units.flops(d.matmul_peak)}; the step's contractions run on both paths)"
+        )
+    return f"the measured {dtype} matmul peak ({peak})"
+
+
+def _no_formula_lines(d, inside_ops: float) -> list[str]:
+    """The ops that ran with no FLOP formula: named, with their share of the time, never a silent
+    0."""
+    missing = getattr(d, "no_formula", None) or {}
+    if not missing:
+        return []
+    seconds = {row.name: row.seconds for row in d.op_rows}
+    named = ", ".join(
+        f"{name} ({_ops_share(seconds.get(name, 0.0) / (inside_ops or 1.0))} of the op time)"
+        for name in sorted(missing, key=lambda name: -seconds.get(name, 0.0))
+    )
+    return [
+        "",
+        f"no FLOP formula: {named}. Their FLOPs are not counted (0 in the tables), so the MFU and "
+        "their rows read low where they did arithmetic: please report them with this output.",
+    ]
+
+
+def _above_compute_lines(d, compute: str) -> list[str]:
+    """What an op above its compute roof means: a counting error only where the count is not
+    FlopCounterMode's own (ours replaced it, or torch counts the op as 0); where it is, the roof was
+    read low: a busy moment, or a library path faster than any roof measured."""
+    counted = getattr(d, "counted_as_torch", None) or {}
+    rows = _over_compute_roof(d)
+    suspects = [row for row in rows if not counted.get(row.name, False)]
+    agreed = [row for row in rows if counted.get(row.name, False)]
+    lines = []
+    if suspects or (not agreed and d.mfu > 1):
+        names = ", ".join(f"aten::{row.name}" for row in suspects) or _aten_names(d)
+        lines.append(
+            f"counting error: above the measured compute roofs: {compute}. A roof is the best "
+            "this machine did on its own measurement, so no op runs above it: more FLOPs were "
+            f"counted for the op than it did in its time (the FLOP formula for {names}, which is "
+            "not FlopCounterMode's own, is wrong for these arguments), or its time was counted on "
+            "another op. The numbers above are wrong where they use these FLOPs: please report it "
+            "with this output."
+        )
+    if agreed:
+        names = ", ".join(f"{row.name} {units.percent(row.flops_fraction)}" for row in agreed)
+        lines.append(
+            f"above the measured compute roof: {names}, counted as torch's FlopCounterMode counts "
+            "them, so the count is not at fault: the roof was read low, in a busy moment or on a "
+            "library path slower than the one this op takes, even after every roof was read again. "
+            "Rates against it read high; run again on a quiet machine."
+        )
+    return lines
 
 
 def _measured(item) -> str:
@@ -134,16 +197,24 @@ def _trial_lines(trials) -> list[str]:
             lines.append(f"  {trial.name}: {trial.what}: {trial.note}")
             continue
         unit = "examples per second" if trial.name == "batch" else "per step"
-        if trial.name == "dropout":
+        low, high = trial.interval
+        if trial.name == "dropout" and trial.no_measurable_gain:
+            verdict = "dropout costs nothing measurable here"
+        elif trial.name == "dropout":
             verdict = (
-                f"dropout costs {units.percent(max(1 - 1 / trial.gain, 0.0))} of the step (shown, never advised: "
-                "turning it off changes the model)"
+                f"dropout costs {units.percent(max(1 - 1 / trial.gain, 0.0))} of the step (shown, "
+                "never advised: turning it off changes the model)"
             )
         elif trial.slower:
             verdict = "slower here, so not advised"
+        elif trial.no_measurable_gain:
+            verdict = "no measurable gain (its readings straddle 1x, inside this machine's noise)"
         else:
             verdict = "faster here"
-        lines.append(f"  {trial.name}: {trial.what}: {trial.gain:.2f}x {unit}: {verdict}")
+        lines.append(
+            f"  {trial.name}: {trial.what}: {trial.gain:.2f}x {unit} "
+            f"(readings {low:.2f}-{high:.2f}x): {verdict}"
+        )
     return lines
 
 
@@ -200,8 +271,20 @@ def to_json(d) -> dict:
         "launches_per_step": d.launches_per_step,
         "rows": [row.to_json() for row in d.rows],
         "top_ops": [row.to_json() for row in d.top_ops],
-        "counting_errors": [row.name for row in _over_compute_roof(d)]
+        "counting_errors": [
+            row.name
+            for row in _over_compute_roof(d)
+            if not (getattr(d, "counted_as_torch", None) or {}).get(row.name, False)
+        ]
         + (["MFU"] if d.mfu > 1 else []),
+        "above_roof_counted_as_torch": [
+            row.name
+            for row in _over_compute_roof(d)
+            if (getattr(d, "counted_as_torch", None) or {}).get(row.name, False)
+        ],
+        "no_formula": dict(getattr(d, "no_formula", None) or {}),
+        "trust": d.trust.to_json() if getattr(d, "trust", None) else None,
+        "convolution_peak": getattr(d, "convolution_peak", None),
         "advice": [item.to_json() for item in d.advice],
         "trials": [trial.to_json() for trial in d.trials],
         "compile_report": d.compile_report,

@@ -2,7 +2,10 @@
 
 Each trial runs the step as it is and as the fix changes it, in interleaved rounds
 (:func:`brrr.timing.median_per_round`: one call of each per round, the ratio taken round by round, so
-load from other processes lands on both alike), and reports the median ratio: the measured gain.
+load from other processes lands on both alike), and takes the median ratio. It does so
+:data:`MIN_REPEATS` times or more (up to :data:`MAX_REPEATS` while the readings straddle 1): the
+gain is the median of the repeats, and the lowest and highest of them are its interval. A trial
+whose interval holds 1 shows no measurable gain, and is neither advice nor a reason to withdraw any.
 
 compile
     ``torch.compile(step)``, compiled before the timing.
@@ -13,6 +16,10 @@ batch
     the command takes, ``factory=`` for :func:`brrr.diagnose.diagnose`) has a ``batch`` parameter with
     a default, and ``factory(batch=n)`` returns ``(step, args)`` for a batch of ``n``. The gain is in
     examples per second, since the work per step changes.
+channels_last
+    the step's 4-D floating-point arguments (images) in ``torch.channels_last``: oneDNN and cuDNN
+    follow the layout of a convolution's input, so the network runs in it from there on (converting
+    the model too, in the user's code, is what the advice says).
 dropout
     the step with every dropout off (``nn.Dropout`` modules in eval mode, ``nn.MultiheadAttention``'s
     dropout at 0) among the modules the step reaches: its arguments, the step itself if it is a module or
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterator
 
@@ -33,8 +41,13 @@ from brrr.device import DEVICE
 from brrr.diagnose.errors import DiagnoseError
 from brrr.timing import median_per_round, torch_threads
 
-TRIES = ("compile", "bf16", "batch", "dropout")
-BUDGET_S = 0.5  # measured seconds per trial, split between the two versions
+TRIES = ("compile", "bf16", "batch", "channels_last", "dropout")
+BUDGET_S = 0.5  # measured seconds per reading of a trial, split between the two versions
+# Readings per trial: three give a spread; up to five while they straddle 1. A batch trial once read
+# 1.22x and became advice; four repeats of it read 0.88-0.98x (a 2-core CPU shared part of the
+# time).
+MIN_REPEATS = 3
+MAX_REPEATS = 5
 MIN_ROUNDS = 3  # at least: a fix that makes the step 40x slower (bf16 on a CPU without bf16 units) stays cheap
 
 
@@ -45,12 +58,34 @@ class Trial:
 
     name: str  # one of TRIES
     what: str  # the change, in code
-    gain: float | None
+    gain: float | None  # the median of the readings
     note: str = ""
+    low: float | None = None  # the lowest and highest readings: the interval (None: the gain alone)
+    high: float | None = None
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        if self.gain is None:
+            return None
+        return (
+            self.low if self.low is not None else self.gain,
+            self.high if self.high is not None else self.gain,
+        )
 
     @property
     def slower(self) -> bool:
-        return self.gain is not None and self.gain < 1.0
+        """Measured slower: every reading below 1."""
+        return self.gain is not None and self.interval[1] < 1.0
+
+    @property
+    def faster(self) -> bool:
+        """Measured faster: every reading above 1."""
+        return self.gain is not None and self.interval[0] > 1.0
+
+    @property
+    def no_measurable_gain(self) -> bool:
+        """The readings straddle 1: the fix's effect is inside the noise of this machine."""
+        return self.gain is not None and not self.slower and not self.faster
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -73,16 +108,30 @@ def parse(names: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
 
 def _gain(
     now: Callable, fixed: Callable, threads: int | None, budget_s: float, per_call=(1.0, 1.0)
-) -> float:
-    """Median over interleaved rounds of (now's seconds / per_call[0]) / (fixed's seconds / per_call[1])."""
-    return median_per_round(
-        {"now": now, "fixed": fixed},
-        lambda s: (s["now"] / per_call[0]) / (s["fixed"] / per_call[1]),
-        warmup=1,
-        min_runs=MIN_ROUNDS,
-        budget_s=budget_s,
-        threads=threads,
-    )
+) -> tuple[float, float, float]:
+    """``(gain, low, high)``: readings of the median over interleaved rounds of (now's seconds /
+    per_call[0]) / (fixed's seconds / per_call[1]), :data:`MIN_REPEATS` of them, more (up to
+    :data:`MAX_REPEATS`) while they straddle 1; their median, lowest and highest."""
+    readings = []
+    while len(readings) < MIN_REPEATS or (
+        len(readings) < MAX_REPEATS and min(readings) <= 1.0 <= max(readings)
+    ):
+        readings.append(
+            median_per_round(
+                {"now": now, "fixed": fixed},
+                lambda s: (s["now"] / per_call[0]) / (s["fixed"] / per_call[1]),
+                warmup=1,
+                min_runs=MIN_ROUNDS,
+                budget_s=budget_s,
+                threads=threads,
+            )
+        )
+    return statistics.median(readings), min(readings), max(readings)
+
+
+def _measured(name: str, what: str, readings: tuple[float, float, float], note: str = "") -> Trial:
+    gain, low, high = readings
+    return Trial(name, what, gain, note, low, high)
 
 
 def _failed(name: str, what: str, error: Exception) -> Trial:
@@ -98,9 +147,8 @@ def try_compile(step, args, threads, budget_s) -> Trial:
             2
         ):  # compile, and any recompile for the second call's guards, outside the timing
             compiled(*args)
-        return Trial(
-            "compile", what, _gain(lambda: step(*args), lambda: compiled(*args), threads, budget_s)
-        )
+        readings = _gain(lambda: step(*args), lambda: compiled(*args), threads, budget_s)
+        return _measured("compile", what, readings)
     except Exception as error:  # a step dynamo or inductor cannot compile: reported, not raised
         return _failed("compile", what, error)
 
@@ -114,7 +162,7 @@ def try_bf16(step, args, threads, budget_s) -> Trial:
 
     try:
         autocast()
-        return Trial("bf16", what, _gain(lambda: step(*args), autocast, threads, budget_s))
+        return _measured("bf16", what, _gain(lambda: step(*args), autocast, threads, budget_s))
     except Exception as error:
         return _failed("bf16", what, error)
 
@@ -150,12 +198,33 @@ def try_batch(step, args, threads, budget_s, factory) -> Trial:
     try:
         bigger, bigger_args = factory(batch=2 * batch)
         bigger(*bigger_args)
-        gain = _gain(
+        readings = _gain(
             lambda: step(*args), lambda: bigger(*bigger_args), threads, budget_s, (batch, 2 * batch)
         )
-        return Trial("batch", what, gain, "examples per second")
+        return _measured("batch", what, readings, "examples per second")
     except Exception as error:
         return _failed("batch", what, error)
+
+
+def try_channels_last(step, args, threads, budget_s) -> Trial:
+    what = "inputs .to(memory_format=torch.channels_last)"
+    images = [
+        isinstance(arg, torch.Tensor) and arg.dim() == 4 and arg.is_floating_point() for arg in args
+    ]
+    if not any(images):
+        return Trial(
+            "channels_last", what, None, "not tried: the step takes no 4-D floating-point input"
+        )
+    converted = tuple(
+        arg.contiguous(memory_format=torch.channels_last) if image else arg
+        for arg, image in zip(args, images)
+    )
+    try:
+        step(*converted)
+        readings = _gain(lambda: step(*args), lambda: step(*converted), threads, budget_s)
+        return _measured("channels_last", what, readings)
+    except Exception as error:
+        return _failed("channels_last", what, error)
 
 
 def reachable_modules(step, args) -> list[torch.nn.Module]:
@@ -224,7 +293,7 @@ def try_dropout(step, args, threads, budget_s) -> Trial:
 
     try:
         without()
-        return Trial("dropout", what, _gain(lambda: step(*args), without, threads, budget_s))
+        return _measured("dropout", what, _gain(lambda: step(*args), without, threads, budget_s))
     except Exception as error:
         return _failed("dropout", what, error)
 
@@ -248,6 +317,8 @@ def run(
                 found.append(try_bf16(step, args, threads, budget_s))
             elif name == "batch":
                 found.append(try_batch(step, args, threads, budget_s, factory))
+            elif name == "channels_last":
+                found.append(try_channels_last(step, args, threads, budget_s))
             elif name == "dropout":
                 found.append(try_dropout(step, args, threads, budget_s))
     return found

@@ -113,8 +113,49 @@ def test_help_states_the_step_contract_with_an_example(capsys):
     assert "returns (step, args)" in shown and "def make_step(batch=32):" in shown
     assert (
         "python -m brrr.diagnose mymodel:make_step --try" in shown
-        and "compile,bf16,batch,dropout" in shown
+        and "compile,bf16,batch,channels_last,dropout" in shown
     )
+
+
+@pytest.mark.parametrize(
+    "flag, name, expected",
+    [
+        ("--json", "", "is a folder"),
+        ("--figure", "roofline.txt", "matplotlib writes no txt files"),
+        ("--figure", "roofline", "writes no suffix-less files"),
+    ],
+)
+def test_bad_output_paths_fail_before_the_run(tmp_path, capsys, monkeypatch, flag, name, expected):
+    """Bad --json and --figure paths failed with a traceback after the whole run."""
+    from brrr.diagnose import __main__ as command
+
+    monkeypatch.setattr(command, "diagnose", lambda *a, **k: pytest.fail("the run started"))
+    path = tmp_path / name if name else tmp_path
+    code = main(["brrr.diagnose.examples:tiny_mlp", flag, str(path)])
+    assert code == 2 and expected in capsys.readouterr().err
+
+
+def test_an_output_folder_that_cannot_be_written_fails_before_the_run(tmp_path, capsys):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file, where a folder should be")
+    code = main(["brrr.diagnose.examples:tiny_mlp", "--json", str(blocked / "out" / "d.json")])
+    assert code == 2 and "is not a folder this user can write in" in capsys.readouterr().err
+
+
+def test_the_first_roof_measurement_says_what_it_does_and_how_long_it_took(capsys, monkeypatch):
+    """The first run spent about 35 s measuring roofs without a word."""
+    from brrr.diagnose import __main__ as command
+
+    measured = []
+    monkeypatch.setattr(command.ceilings, "is_cached", lambda threads=None: False)
+    monkeypatch.setattr(command.ceilings, "measure", lambda threads=None: measured.append(threads))
+    command.roofs_first(1)
+    err = capsys.readouterr().err
+    assert measured == [1] and "measuring this machine's roofs first" in err
+    assert "about 30-60 s" in err and "roofs measured in" in err
+    monkeypatch.setattr(command.ceilings, "is_cached", lambda threads=None: True)
+    command.roofs_first(1)
+    assert measured == [1] and capsys.readouterr().err == ""
 
 
 def test_long_op_names_are_shown_whole():

@@ -89,3 +89,45 @@ def test_a_fix_the_step_cannot_take_is_reported_not_raised():
 
     found = trials.try_bf16(step, (torch.ones(4),), 1, 0.05)
     assert found.gain is None and "raised ValueError with it: no autocast here" in found.note
+
+
+def test_a_trial_is_read_until_its_spread_is_known_and_inside_its_noise_is_no_advice(monkeypatch):
+    """A batch trial read 1.22x once and became advice; four repeats of it read 0.88-0.98x."""
+    from brrr.diagnose import report
+
+    readings = iter([1.22, 0.88, 0.95, 0.98, 0.92])
+    monkeypatch.setattr(trials, "median_per_round", lambda *a, **k: next(readings))
+
+    def make_step(batch=8):
+        return (lambda x: x * 2), (torch.ones(batch),)
+
+    step, args = make_step()
+    found = trials.try_batch(step, args, 1, 0.01, make_step)
+    assert (found.gain, found.low, found.high) == (0.95, 0.88, 1.22)
+    assert found.no_measurable_gain and not found.slower and not found.faster
+    advice = with_trials([Advice("bigger matmuls", 1.5, COMPUTE)], [found], COMPUTE)
+    assert [item.fix for item in advice] == [""]  # no measured-only advice from noise
+    (line,) = report._trial_lines([found])[2:]
+    assert "(readings 0.88-1.22x): no measurable gain" in line
+
+
+def test_readings_all_on_one_side_of_one_stop_at_three(monkeypatch):
+    readings = iter([1.5, 1.6, 1.4, 9.0])
+    monkeypatch.setattr(trials, "median_per_round", lambda *a, **k: next(readings))
+    found = trials.try_dropout(
+        lambda model: model(torch.ones(2, 4)),
+        (torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.5)).train(),),
+        1,
+        0.01,
+    )
+    assert (found.gain, found.low, found.high) == (1.5, 1.4, 1.6) and found.faster
+    assert trials.MIN_REPEATS == 3
+
+
+def test_channels_last_is_tried_on_image_inputs_only():
+    conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+    found = trials.try_channels_last(lambda x: conv(x), (torch.randn(2, 8, 16, 16),), 1, 0.02)
+    assert found.gain > 0 and found.low <= found.gain <= found.high
+    plain = trials.try_channels_last(lambda x: x + 1, (torch.ones(3),), 1, 0.02)
+    assert plain.gain is None and "no 4-D floating-point input" in plain.note
+    assert "channels_last" in trials.TRIES

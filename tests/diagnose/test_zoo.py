@@ -1,16 +1,25 @@
 """brrr.diagnose on standard models written from their papers (tests/diagnose/zoo.py), trained one step on
 this CPU: each gets the regime and the top advice an expert would give, no op with measured work and no
-FLOPs, no op above its roof, and ``--try`` measures its fixes on the transformer and ResNet-18.
+FLOPs, no op above its roof, shares that sum to the step, per-op time within it, and ``--try``
+measures its fixes on the transformer, ResNet-18 and the depthwise net. One more diagnosis runs
+beside ``.ci/neighbour_load.py``: on a busy machine the report holds together, or says it was busy.
 
 The models are small (the suite's time budget); every diagnosis runs on one thread. A diagnosis whose label
 misses is taken again once: a burst of load from another process on a shared machine moves one reading.
 """
 
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from zoo import ZOO
 
-from brrr.diagnose import diagnose, ops
-from brrr.opclasses import ELEMENTWISE_FLOPS, LAYOUT
+from brrr.diagnose import diagnose, ops, trust
+from brrr.opclasses import DEPTHWISE, ELEMENTWISE_FLOPS, LAYOUT
+
+ROOT = Path(__file__).resolve().parents[2]
 
 THREADS = 1
 TRY_BUDGET_S = 0.1
@@ -32,11 +41,27 @@ EXPECTED = {
     "transformer_encoder": ("compute-bound", CONTRACTIONS),
     # four examples through three small layers: dispatch, not work
     "mlp": ("overhead-bound", "overhead-bound"),
+    # the gates' matmuls, in oneDNN's one-call LSTM and its backward (once counted as 0 FLOPs)
+    "lstm": ("compute-bound", CONTRACTIONS),
+    # SGD's update of three 100,000-row tables and the tables' gradients: bytes, a few FLOPs each
+    "recommender": ("memory-bound", "memory-bound element-wise"),
+}
+# depthwise convolutions far below the ridge, batch norm and ReLU between them: memory-bound, its
+# top advice fusion or the depthwise convolutions' own, as the day's roofs fall
+ALLOWED = {
+    "depthwise_net": (
+        "memory-bound",
+        ("memory-bound element-wise", "memory-bound contractions"),
+    )
 }
 AT_THE_RIDGE = ("mobilenet_v3_small",)
 # bf16 matmuls run 45x slower than fp32 on our CI CPU: tried once, on the cheaper model. compile: 40-80 s
 # of compiling a training step here, so it is tried on a small step in test_diagnose.py instead.
-TRIES = {"transformer_encoder": "batch,dropout", "resnet18": "bf16,batch"}
+TRIES = {
+    "transformer_encoder": "batch,dropout",
+    "resnet18": "bf16,batch",
+    "depthwise_net": "channels_last",
+}
 
 
 def bf16_measured_faster(ceilings) -> bool:
@@ -51,6 +76,8 @@ def top_advice_allowed(name: str, found) -> tuple[str, ...]:
     """What the top advice may be about for ``name`` on this CPU: the contractions' own advice, or, where its
     measured roofs have bf16 faster, bf16 (either can save more, as the contractions sit near or far from
     the peak)."""
+    if name in ALLOWED:
+        return ALLOWED[name][1]
     advice = EXPECTED[name][1]
     if advice == CONTRACTIONS and bf16_measured_faster(found.ceilings):
         return (CONTRACTIONS, BF16)
@@ -66,23 +93,27 @@ def diagnosed(name: str):
     )
 
 
+def expected_for(name: str) -> tuple[str, object]:
+    return ALLOWED.get(name) or EXPECTED[name]
+
+
 @pytest.fixture(scope="module", params=sorted(ZOO))
 def model(request):
     name = request.param
     found = diagnosed(name)
-    if found.regime != EXPECTED[name][0]:
+    if found.regime != expected_for(name)[0]:
         found = diagnosed(name)
     return name, found
 
 
 def test_each_model_gets_the_expected_regime_and_top_advice(model):
     name, found = model
-    regime, advice = EXPECTED[name]
+    regime, advice = expected_for(name)
     if name in AT_THE_RIDGE:
-        # Its convolution rows (depthwise and 1x1 together: one aten op) sit at the ridge, on one side or the
-        # other as the day's roofs fall (5.9 and 4.8 FLOP/B against ridges of 4.5-5.6 in fresh-clone runs).
-        # The advice must follow the side they are on: the depthwise advice below it, a faster contraction
-        # above it.
+        # Its convolution rows (1x1; the depthwise ones have rows of their own) sit at the ridge, on
+        # one side or the other as the day's roofs fall (5.9 and 4.8 FLOP/B against ridges of
+        # 4.5-5.6 in fresh-clone runs). The advice must follow the side they are on: the depthwise
+        # advice below it, a faster contraction above it.
         assert found.regime in ("memory-bound", "compute-bound"), found.report()
         contractions = [
             row for row in found.op_rows if row.op_class == "tensor contraction" and row.seconds > 0
@@ -90,6 +121,10 @@ def test_each_model_gets_the_expected_regime_and_top_advice(model):
         below = any(row.regime == "memory-bound" for row in contractions)
         expected = advice if below else EXPECTED["resnet18"][1]
         assert any(item.text.startswith(expected) for item in found.advice), found.report()
+        return
+    if found.regime != regime and found.trust.level == "low":
+        # twice missed on a machine too busy to tell (brrr.diagnose.trust): the report must say so
+        assert "trust: the machine was busy" in found.report()
         return
     assert found.regime == regime, found.report()
     assert found.advice and found.advice[0].text.startswith(top_advice_allowed(name, found)), (
@@ -116,6 +151,65 @@ def test_no_op_with_measured_work_shows_no_work(model):
             )
         if row.op_class != "other":
             assert row.bytes > 0, (row, found.report())
+
+
+def holds_together(found) -> None:
+    """The invariants of any report, busy machine or not: no MFU above 100%, regime shares that sum
+    to the step, the time inside ops within the timed step (or a report that says the two
+    disagreed), and every op with no FLOP formula named."""
+    report = found.report()
+    assert found.mfu <= 1, report
+    assert abs(sum(found.shares.values()) - 1) < 1e-9, report
+    inside = sum(row.seconds for row in found.op_rows)
+    if found.trust.steps_agree:
+        assert inside <= trust.AGREE[1] * found.step_s, report
+    else:
+        assert "trust: the machine was busy" in report
+    for name in found.no_formula:
+        assert name in report.replace("\n  ", " ")
+
+
+def test_each_report_holds_together(model):
+    name, found = model
+    holds_together(found)
+
+
+def test_new_kinds_of_model_are_counted_as_they_run(model):
+    """An LSTM counted 0 FLOPs in 87% of its step; a recommender's lookups read 2613% of the copy
+    bandwidth; depthwise and 1x1 convolutions shared a row, and channels_last was never advised."""
+    name, found = model
+    rows = {row.name: row for row in found.op_rows}
+    if name == "lstm":
+        recurrent = [row for n, row in rows.items() if "rnn" in n and row.seconds > 0]
+        assert recurrent and all(row.flops > 0 for row in recurrent), found.report()
+    elif name == "recommender":
+        lookups = [row for n, row in rows.items() if n in ("embedding", "_embedding_bag")]
+        assert lookups and all(row.bandwidth_fraction <= 1 for row in lookups), found.report()
+    elif name == "depthwise_net":
+        assert "convolution" + DEPTHWISE in rows and "convolution" in rows, found.report()
+        assert rows["convolution" + DEPTHWISE].flops > 0
+        assert any("channels_last" in item.text for item in found.advice) or any(
+            trial.name == "channels_last" and not trial.faster for trial in found.trials
+        ), found.report()
+    else:
+        pytest.skip("the models new to the zoo")
+
+
+def test_a_diagnosis_beside_a_noisy_neighbour_holds_together_or_says_it_was_busy():
+    """BERT read memory-bound, MFU 4%, at load 4 and compute-bound, MFU 58%, at load 1.7, with no
+    word of the load. Beside .ci/neighbour_load.py (one core of memory traffic in bursts) the MLP's
+    report must hold together, and keep its label unless it says the machine was busy."""
+    neighbour = subprocess.Popen(
+        [sys.executable, str(ROOT / ".ci" / "neighbour_load.py"), "--seconds", "120"],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        found = diagnosed("mlp")
+    finally:  # SIGINT: its finally stops and joins the process that makes the load
+        neighbour.send_signal(signal.SIGINT)
+        neighbour.wait(timeout=30)
+    holds_together(found)
+    assert found.regime == EXPECTED["mlp"][0] or found.trust.busy, found.report()
 
 
 def test_no_op_is_above_its_roof(model):

@@ -17,6 +17,16 @@ transformer_encoder
     ``nn.TransformerEncoder`` (post-norm, dropout 0.1) at d 128, 4 heads, 2 layers, sequence 64.
 mlp
     a three-layer MLP (width 128) on flattened 28×28 images, four at a time.
+lstm
+    an ``nn.LSTM`` language model: embedding, one LSTM layer (hidden 128), a linear head on every
+    step.
+recommender
+    two embedding tables of 100,000 rows (users, items) and a bag of item history
+    (``nn.EmbeddingBag``), concatenated into a small MLP: most of its parameters are tables it
+    touches a few rows of.
+depthwise_net
+    MobileNet v1's separable block (Howard et al. 2017): a depthwise 3×3 convolution and a pointwise
+    1×1 one, with batch norm and ReLU, four blocks on 32×32 images.
 
 Each function takes ``batch`` and returns ``(step, args)``: one training step (forward, loss, backward and
 an SGD update), the shape ``python -m brrr.diagnose`` and ``--try`` expect.
@@ -260,10 +270,88 @@ def mlp(batch: int = 4, width: int = 128):
     return train_step(model, torch.randn(batch, 1, 28, 28), torch.randint(0, 10, (batch,)))
 
 
+# ---------------------------------------------------------------- LSTM
+
+
+class LSTMModel(nn.Module):
+    def __init__(self, vocabulary: int = 1000, width: int = 64, hidden: int = 128):
+        super().__init__()
+        self.embedding = nn.Embedding(vocabulary, width)
+        self.lstm = nn.LSTM(width, hidden, batch_first=True)
+        self.head = nn.Linear(hidden, vocabulary)
+
+    def forward(self, tokens):
+        return self.head(self.lstm(self.embedding(tokens))[0]).flatten(0, 1)
+
+
+def lstm(batch: int = 8, seq: int = 32):
+    torch.manual_seed(0)
+    tokens = torch.randint(0, 1000, (batch, seq))
+    return train_step(LSTMModel(), tokens, torch.randint(0, 1000, (batch * seq,)))
+
+
+# ---------------------------------------------------------------- an embedding-heavy recommender
+
+
+class Recommender(nn.Module):
+    def __init__(self, rows: int = 100_000, width: int = 32, history: int = 20):
+        super().__init__()
+        self.users = nn.Embedding(rows, width)
+        self.items = nn.Embedding(rows, width)
+        self.history = nn.EmbeddingBag(rows, width, mode="mean")
+        self.history_length = history
+        self.mlp = nn.Sequential(nn.Linear(3 * width, 64), nn.ReLU(), nn.Linear(64, 2))
+
+    def forward(self, ids):
+        users, items, history = ids[:, 0], ids[:, 1], ids[:, 2:]
+        features = [self.users(users), self.items(items), self.history(history)]
+        return self.mlp(torch.cat(features, dim=1))
+
+
+def recommender(batch: int = 256, history: int = 20):
+    torch.manual_seed(0)
+    ids = torch.randint(0, 100_000, (batch, 2 + history))
+    return train_step(Recommender(history=history), ids, torch.randint(0, 2, (batch,)))
+
+
+# ---------------------------------------------------------------- depthwise-separable convolutions
+
+
+def separable(inputs: int, outputs: int, stride: int) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(inputs, inputs, 3, stride, 1, groups=inputs, bias=False),
+        nn.BatchNorm2d(inputs),
+        nn.ReLU(),
+        nn.Conv2d(inputs, outputs, 1, bias=False),
+        nn.BatchNorm2d(outputs),
+        nn.ReLU(),
+    )
+
+
+def depthwise_net(batch: int = 8, size: int = 32):
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, 2, 1, bias=False),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        separable(32, 64, 1),
+        separable(64, 128, 2),
+        separable(128, 128, 1),
+        separable(128, 256, 2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(256, 10),
+    )
+    return train_step(model, torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
+
+
 ZOO = {
     "resnet18": resnet18,
     "mobilenet_v3_small": mobilenet_v3_small,
     "vit_tiny": vit_tiny,
     "transformer_encoder": transformer_encoder,
     "mlp": mlp,
+    "lstm": lstm,
+    "recommender": recommender,
+    "depthwise_net": depthwise_net,
 }
