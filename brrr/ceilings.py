@@ -12,10 +12,10 @@ matmul peak, per dtype
     them, tf32, bf16 and fp16. On a CPU: fp32 and bf16. The compute roof for
     contractions (tensor cores on a GPU).
 vector peak
-    FLOP/s of non-matmul fp32 arithmetic: compiled multiply-adds on many
-    independent accumulators per element, so the units are kept busy
-    (throughput), not waiting on the previous result (latency). The compute roof
-    for everything else.
+    FLOP/s of non-matmul fp32 arithmetic, the faster of two ways: compiled
+    multiply-adds on many independent accumulators per element, so the units are
+    kept busy (throughput), not waiting on the previous result (latency), and
+    aten's own add on tensors in cache. The compute roof for everything else.
 dispatch overhead
     Seconds of host time per eager op on a one-element tensor. The overhead floor.
 
@@ -62,7 +62,8 @@ ABOVE_COPY = per_device(
 # 3: the matmul size per dtype is recorded (a CPU times slow dtypes smaller)
 # 4: GPU: the peak is the best of several shapes after the clocks settle, every reading kept
 # 5: the copy bandwidth is the best of several ways to copy (COPY_WAYS), each way's reading kept
-FORMAT_VERSION = 5
+# 6: the vector peak is the better of compiled multiply-adds and aten's add (measure_vector_peak)
+FORMAT_VERSION = 6
 
 _DTYPES = {
     "float32": torch.float32,
@@ -685,29 +686,44 @@ def vector_flops_per_element(steps: int = VECTOR_STEPS, chains: int = VECTOR_CHA
     return chains + 2 * steps * chains + (chains - 1)
 
 
-def measure_vector_peak(
+def measure_vector_ways(
     n: int | None = None,
     steps: int = VECTOR_STEPS,
     *,
     chains: int = VECTOR_CHAINS,
     threads: int | None = None,
-) -> float:
-    """FLOP/s of fp32 multiply-adds on ``chains`` independent accumulators per element, compiled into one kernel.
+) -> dict[str, float]:
+    """FLOP/s of fp32 non-matmul arithmetic done two ways, timed in turns, by name.
 
-    Each element does about ``2·steps·chains`` FLOPs (575 by default) for 8 bytes
-    moved, an intensity far above any machine's ridge point, so memory never
-    limits it; on a CPU the tensor (1 MiB) also stays in cache. Every thread
-    torch uses (``threads``) takes part.
+    ``"compiled"``: multiply-adds on ``chains`` independent accumulators per element, one kernel. Each
+    element does about ``2·steps·chains`` FLOPs (575 by default) for 8 bytes moved, an intensity far above
+    any machine's ridge point, so memory never limits it; on a CPU the tensor (1 MiB) stays in cache.
+
+    ``"eager"``: aten's own ``torch.add(x, y, out=z)`` on the same tensors, one FLOP an element. Where
+    Inductor's C++ cannot vectorize (``ATEN_CPU_CAPABILITY=default``) while aten's kernels still run vector
+    code, a model's adds read 100% of a roof of the compiled way alone.
+
+    Every thread torch uses (``threads``) takes part; neither way flushes the cache between calls.
     """
     n = n or per_device(cpu=2**18, gpu=2**24)
     x = torch.rand(n, device=DEVICE)
+    y, z = torch.rand_like(x), torch.empty_like(x)
     compiled = torch.compile(_independent_multiply_adds, dynamic=False)
     with torch_threads(threads):
         compiled(x, steps, chains)  # compile outside the timed region
-    timing = bench(
-        lambda: compiled(x, steps, chains), threads=threads, budget_s=per_device(cpu=0.5, gpu=0.2)
+    timings = bench_together(
+        {"compiled": lambda: compiled(x, steps, chains), "eager": lambda: torch.add(x, y, out=z)},
+        threads=threads,
+        budget_s=per_device(cpu=0.5, gpu=0.2),
+        flush_l2=False,
     )
-    return timing.rate(vector_flops_per_element(steps, chains) * n)
+    flops = {"compiled": vector_flops_per_element(steps, chains) * n, "eager": n}
+    return {way: timings[way].rate(flops[way]) for way in timings}
+
+
+def measure_vector_peak(n: int | None = None, *, threads: int | None = None) -> float:
+    """The vector peak: the faster of :func:`measure_vector_ways`, the roof for non-matmul arithmetic."""
+    return max(measure_vector_ways(n, threads=threads).values())
 
 
 def measure_dispatch_overhead(ops: int = 2000, *, threads: int | None = None) -> float:
@@ -811,6 +827,166 @@ def _kept_at_the_better(found: Ceilings, reading: Ceilings) -> Ceilings:
     return better
 
 
+# ---------------------------------------------------------------- the convolution roof
+
+# A CPU's direct convolution can beat its matmul: oneDNN's direct 3×3 convolution ran at 227 GFLOP/s
+# on one thread where torch.mm's peak read 107, and ResNet-18 read an MFU of 135-142%. Where a step
+# runs convolutions, the fp32 compute roof of its contractions is the better of the two library
+# paths. The shapes: (batch, channels, height and width) of a 3×3 convolution that keeps its shape,
+# ResNet's middle stages; each timed contiguous and channels_last (oneDNN's native layout).
+CONVOLUTION_SHAPES = ((8, 64, 28), (8, 128, 14))
+CONVOLUTION_BUDGET_S = per_device(cpu=0.2, gpu=0.1)
+
+
+def measure_convolution_peak(*, threads: int | None = None) -> float:
+    """FLOP/s of fp32 3×3 convolutions (:data:`CONVOLUTION_SHAPES`, forward, no autograd): the best
+    of every shape in both layouts, ``2·N·C_out·C_in·9·H·W`` FLOPs a call."""
+    best = 0.0
+    for batch, channels, size in CONVOLUTION_SHAPES:
+        x = torch.randn(batch, channels, size, size, device=DEVICE)
+        conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).to(DEVICE)
+        flops = 2 * batch * channels * channels * 9 * size * size
+        for layout in (torch.contiguous_format, torch.channels_last):
+            x_in, layer = x.to(memory_format=layout), conv.to(memory_format=layout)
+
+            def call(x_in=x_in, layer=layer):
+                with torch.no_grad():
+                    return layer(x_in)
+
+            timing = bench(call, threads=threads, budget_s=CONVOLUTION_BUDGET_S)
+            best = max(best, timing.rate(flops))
+    return best
+
+
+def convolution_cache_path(threads: int | None = None):
+    path = cache_path(threads)
+    return path.with_name(path.name.replace("ceilings-", "convolution-peak-", 1))
+
+
+def convolution_peak(*, threads: int | None = None, refresh: bool = False) -> float:
+    """The fp32 convolution roof of this machine at ``threads``: cached per user beside the
+    ceilings, measured where no valid cache holds one or ``refresh`` asks. Like every roof it only
+    rises: a new reading below the cached one keeps the cached one."""
+    threads = None if ON_GPU else threads
+    path = convolution_cache_path(threads)
+    cached = cache.read_json(path)
+    valid = bool(cached) and _still_valid(cached) and "peak" in cached
+    if valid and not refresh:
+        return float(cached["peak"])
+    peak = measure_convolution_peak(threads=threads)
+    if valid and float(cached["peak"]) >= peak:
+        return float(cached["peak"])
+    with torch_threads(threads):
+        env = environment()
+    cache.write_json(path, {"format": FORMAT_VERSION, "env": env, "peak": peak})
+    return peak
+
+
+def is_cached(threads: int | None = None) -> bool:
+    """Whether :func:`measure` will read this machine's ceilings at ``threads`` from the cache."""
+    cached = cache.read_json(cache_path(None if ON_GPU else threads))
+    return bool(cached) and _still_valid(cached)
+
+
+# ---------------------------------------------------------------- readings that check the roofs
+
+# A probe: a short reading of a roof's own kind of work, to set against a roof read earlier (a
+# cache). Far below the roof, the machine is busier now than when the roof was read; above it by
+# more than a reading's noise, the roof was read in a busy moment and is measured again before
+# anything is divided by it.
+PROBE_BUDGET_S = 0.05
+# A probe above its roof by more than this: the roof was read low. At load 1.7 on our 2-core EPYC
+# the probes read 0.69-0.99 of the matmul roof and 0.76-1.08 of the copy roof (one thread).
+PROBE_ABOVE = 1.15
+PROBE_BUSY = 0.5  # a probe below this share of its roof: the machine is busy now
+PROBE_MATMUL_N = 512
+PROBE_ADD_N = 2**18
+
+
+def probe_readings(found: Ceilings) -> dict[str, float]:
+    """Each probed roof's short reading now, as a fraction of the roof: ``{"float32 matmul": 0.93,
+    "non-matmul": 0.21, "copy": 0.9}``. The matmul: an fp32 n×n torch.mm (n at most
+    :data:`PROBE_MATMUL_N`); the non-matmul peak: aten's add into an existing tensor, one FLOP an
+    element, cache-resident; the copy: ``dst.copy_(src)`` far above the cache, as
+    :func:`measure_copy_bandwidth` times it, fewer times. A copy roof read under load (3.3 GB/s
+    against 7.6 quiet) put ResNet-18's convolutions below the ridge."""
+    n = min(found.matmul_n.get("float32", PROBE_MATMUL_N), PROBE_MATMUL_N)
+    a, b = torch.randn(n, n, device=DEVICE), torch.randn(n, n, device=DEVICE)
+    out = torch.empty(n, n, device=DEVICE)
+    x, y = torch.rand(PROBE_ADD_N, device=DEVICE), torch.rand(PROBE_ADD_N, device=DEVICE)
+    z = torch.empty_like(x)
+    budget = {"threads": found.threads, "budget_s": PROBE_BUDGET_S, "flush_l2": False}
+    matmul = bench(lambda: torch.mm(a, b, out=out), **budget).rate(2 * n**3)
+    add = bench(lambda: torch.add(x, y, out=z), **budget).rate(PROBE_ADD_N)
+    src = torch.full((far_above_cache(4),), 0.5, device=DEVICE)
+    dst = torch.empty_like(src)
+    copy = bench(lambda: dst.copy_(src), warmup=1, min_runs=3, **budget).rate(2 * src.nbytes)
+    return {
+        "float32 matmul": matmul / found.matmul("float32"),
+        "non-matmul": add / found.vector_peak,
+        "copy": copy / found.copy_bandwidth,
+    }
+
+
+def contradicted(readings: dict[str, float]) -> list[str]:
+    """The roofs a probe read above by more than its noise (:data:`PROBE_ABOVE`)."""
+    return [name for name, fraction in readings.items() if fraction > PROBE_ABOVE]
+
+
+def checked_against_probes(found: Ceilings) -> tuple[Ceilings, dict[str, float]]:
+    """``(ceilings, readings)``: ``found``, measured again (:func:`measured_again`, which only
+    raises roofs and caches them) where a probe read above a roof, with the probes' last readings.
+    No roof a run contradicts is kept, or cached, unread again."""
+    readings = probe_readings(found)
+    if contradicted(readings):
+        found = measured_again(found)
+        readings = probe_readings(found)
+    return found, readings
+
+
+# A roof that reads lower than the cached one by more than this is named when --refresh keeps the
+# cached one: one-thread readings on our 2-core EPYC vary by up to 25% on a quiet machine.
+LOWER_NOTED = 0.8
+
+
+def never_lower(cached: Ceilings, fresh: Ceilings) -> tuple[Ceilings, list[str]]:
+    """``(ceilings, notes)``: each roof at the better of the cached and the fresh reading
+    (:meth:`Ceilings.best_with`), and a note for each roof the fresh reading put lower by more than
+    its noise (:data:`LOWER_NOTED`): roofs only rise, and a refresh under load says so instead of
+    lowering one silently (a --refresh under load once read the non-matmul peak 15x too low)."""
+    pairs = {"copy bandwidth": (cached.copy_bandwidth, fresh.copy_bandwidth)}
+    pairs["non-matmul peak"] = (cached.vector_peak, fresh.vector_peak)
+    for name, peak in cached.matmul_peak.items():
+        pairs[f"{name} matmul peak"] = (peak, fresh.matmul_peak.get(name, peak))
+    notes = [
+        f"{name} read {old / new:.1f}x lower now ({new:.3g} against {old:.3g} cached): the machine "
+        "is busier than when the cache was measured; the cached roof is kept"
+        for name, (old, new) in pairs.items()
+        if new < LOWER_NOTED * old
+    ]
+    return cached.best_with(fresh), notes
+
+
+def refreshed(threads: int | None = None, *, probed: bool = True) -> tuple[Ceilings, list[str]]:
+    """``(ceilings, notes)``: every roof measured now, checked against probes
+    (:func:`checked_against_probes`; ``probed=False`` leaves that to the caller, as
+    :func:`brrr.diagnose.diagnose` does with every roof it reads), combined with a valid cache
+    (:func:`never_lower`), and cached."""
+    threads = None if ON_GPU else threads
+    path = cache_path(threads)
+    cached = cache.read_json(path)
+    result = measure_all(threads=threads)
+    if probed:
+        result, _ = checked_against_probes(result)
+    notes: list[str] = []
+    if cached and _still_valid(cached):
+        result, notes = never_lower(Ceilings.from_json(cached), result)
+    cache.write_json(path, result.to_json())
+    if threads is None:  # the reference keeps the default-thread ceilings that `--refresh` measures
+        reference.record_ceilings(result.to_json())
+    return result, notes
+
+
 # ---------------------------------------------------------------- caching
 
 
@@ -836,7 +1012,8 @@ def measure(*, refresh: bool = False, threads: int | None = None) -> Ceilings:
     A cached result is used only if it was measured on the same device with the
     same torch and triton versions and format. ``threads`` pins torch's CPU
     threads; on a GPU the roofs are the device's, so it is ignored there and the
-    one GPU measurement serves every caller.
+    one GPU measurement serves every caller. ``refresh=True`` reads every roof again
+    and never lowers a cached one (:func:`refreshed`).
     """
     if ON_GPU:
         threads = None
@@ -845,11 +1022,7 @@ def measure(*, refresh: bool = False, threads: int | None = None) -> Ceilings:
         cached = cache.read_json(path)
         if cached and _still_valid(cached):
             return Ceilings.from_json(cached)
-    result = measure_all(threads=threads)
-    cache.write_json(path, result.to_json())
-    if threads is None:  # the reference keeps the default-thread ceilings that `--refresh` measures
-        reference.record_ceilings(result.to_json())
-    return result
+    return refreshed(threads, probed=refresh)[0]
 
 
 def _still_valid(cached: dict) -> bool:
@@ -870,7 +1043,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch threads to measure with")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a summary")
     args = parser.parse_args(argv)
-    result = measure(refresh=args.refresh, threads=args.threads)
+    notes: list[str] = []
+    if args.refresh:
+        result, notes = refreshed(args.threads)
+    else:
+        result = measure(threads=args.threads)
+    for note in notes:
+        print(f"brrr.ceilings: {note}", file=sys.stderr)
     if args.json:
         import json
 
