@@ -223,8 +223,8 @@ def table(rows: list[dict]) -> str:
     """:func:`stage_table` from the JSON rows of :func:`stage_rows` (this run's, or a reference
     GPU's), in lines of at most :data:`brrr.column.WIDTH` characters."""
     header = (
-        f"{'stage':<{STAGE_WIDTH}} {'step':>8} {'tokens/s':>10} {'vs start':>8} {'bound':>6} {'gave':>6} "
-        f"{'MFU':>5}  regime (share)"
+        f"{'stage':<{STAGE_WIDTH}} {'step':>8} {'tokens/s':>10} {'vs start':>8} {'bound':>6} "
+        f"{'gave':>6} {'MFU':>5}  regime (share)"
     )
     lines = [header, "-" * (len(header) + 6)]
     previous = None
@@ -235,8 +235,9 @@ def table(rows: list[dict]) -> str:
         if len(stage) > STAGE_WIDTH:
             lines.append(stage)
             stage = ""
+        step = units.seconds(row["step_s"])
         lines.append(
-            f"{stage:<{STAGE_WIDTH}} {units.seconds(row['step_s']):>8} {row['tokens_per_s']:>10,.0f} "
+            f"{stage:<{STAGE_WIDTH}} {step:>8} {row['tokens_per_s']:>10,.0f} "
             f"{row['tokens_per_s'] / rows[0]['tokens_per_s']:>7.2f}x {bound:>6} {gave:>6} "
             f"{units.percent(row['mfu']):>5}  {row['regime']} "
             f"({units.percent(row['shares'][row['regime']])})"

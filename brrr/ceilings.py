@@ -45,16 +45,17 @@ from brrr.stamp import environment, format_stamp
 from brrr.roofline import Roof  # noqa: F401  (re-exported: brrr.ceilings.Roof)
 from brrr.timing import bench, bench_together, torch_threads
 
-# Why a kernel can stream faster than the copy roof, for the line that shows it (units.fraction_of's above).
-# The roof is the fastest of COPY_WAYS, yet on a CPU an op that is no copy can still stream faster. Measured
-# on our 2-core CI machine, one thread, 128 MiB: copy_ 19 GB/s, a + b 22-23 (into a fresh or an existing
-# output alike), an in-place x.mul_ 40, counting what each reads and writes once; another day x.clone() and
-# compiled kernels ran at 25-26. A CPU reads each destination line before it writes it (write-allocate),
-# traffic no byte count here includes, and ops that write less per byte read, or write in place, pay less.
+# Why a kernel can stream faster than the copy roof, for the line that shows it (units.fraction_of's
+# above). The roof is the fastest of COPY_WAYS, yet on a CPU an op that is no copy can still stream
+# faster. Measured on our 2-core CI machine, one thread, 128 MiB: copy_ 19 GB/s, a + b 22-23 (into a
+# fresh or an existing output alike), an in-place x.mul_ 40, counting what each reads and writes
+# once; another day x.clone() and compiled kernels ran at 25-26. A CPU reads each destination line
+# before it writes it (write-allocate), traffic no byte count here includes, and ops that write less
+# per byte read, or write in place, pay less.
 ABOVE_COPY = per_device(
-    cpu="a CPU reads each line it writes first (write-allocate), traffic the counted bytes leave out, and "
-    "an op that reads more than it writes, or writes in place, pays less of it than any copy; the copy "
-    "roof is also a measurement, with its noise",
+    cpu="a CPU reads each line it writes first (write-allocate), traffic the counted bytes leave "
+    "out, and an op that reads more than it writes, or writes in place, pays less of it than any "
+    "copy; the copy roof is also a measurement, with its noise",
     gpu="the copy roof is a measurement, with its noise",
 )
 
@@ -90,7 +91,8 @@ class Ceilings:
     matmul_spread: dict[str, dict[str, list[float]]] = field(
         default_factory=dict
     )  # GPU: every shape's readings
-    copy_way: str = "dst.copy_(src)"  # the way to copy (COPY_WAYS) that set copy_bandwidth; format 4 had only it
+    # the way to copy (COPY_WAYS) that set copy_bandwidth; format 4 had only it
+    copy_way: str = "dst.copy_(src)"
     copy_rates: dict[str, float] = field(default_factory=dict)  # B/s: each way's best reading
 
     @property
@@ -98,8 +100,8 @@ class Ceilings:
         return format_stamp(self.env)
 
     def setting(self, dtype: str | torch.dtype = "float32") -> str:
-        """'float32, 1 thread(s)': what a quoted peak was measured with, since pages quote several. On a GPU
-        the host's thread count has nothing to do with the peak: the dtype alone."""
+        """'float32, 1 thread(s)': what a quoted peak was measured with, since pages quote several.
+        On a GPU the host's thread count has nothing to do with the peak: the dtype alone."""
         if self.env.get("device_type") == "cuda":
             return dtype_name(dtype)
         return f"{dtype_name(dtype)}, {self.threads or torch.get_num_threads()} thread(s)"
@@ -108,12 +110,14 @@ class Ceilings:
         name = dtype_name(dtype)
         if name not in self.matmul_peak:
             raise KeyError(
-                f"no matmul peak measured for {name} on {self.env.get('device')}; have {sorted(self.matmul_peak)}"
+                f"no matmul peak measured for {name} on {self.env.get('device')}; have "
+                f"{sorted(self.matmul_peak)}"
             )
         return self.matmul_peak[name]
 
     def roof(self, kind: str = "matmul", dtype: str | torch.dtype = "float32") -> Roof:
-        """The roofline for matmuls of ``dtype`` (``kind='matmul'``) or for other arithmetic (``'vector'``)."""
+        """The roofline for matmuls of ``dtype`` (``kind='matmul'``) or for other arithmetic
+        (``'vector'``)."""
         if kind == "matmul":
             return Roof(
                 self.matmul(dtype),
@@ -163,10 +167,10 @@ class Ceilings:
         return "\n".join(lines)
 
     def best_with(self, other: "Ceilings") -> "Ceilings":
-        """Each roof at the better of the two measurements: load from other work only lowers a rate (and
-        raises the per-op overhead), so the better reading is nearer the machine's own. Dated by the
-        later one; the matmul size is the one of the peak kept, the copy's way the one of the copy kept,
-        and each way's copy reading the better of the two."""
+        """Each roof at the better of the two measurements: load from other work only lowers a rate
+        (and raises the per-op overhead), so the better reading is nearer the machine's own. Dated
+        by the later one; the matmul size is the one of the peak kept, the copy's way the one of the
+        copy kept, and each way's copy reading the better of the two."""
         if other.threads != self.threads:
             raise ValueError(
                 f"ceilings of {self.threads} and {other.threads} threads do not combine"
@@ -229,11 +233,12 @@ def dtype_name(dtype: str | torch.dtype) -> str:
 # ---------------------------------------------------------------- the four measurements
 
 
-# The ways to copy that the copy roof is the best of. Each reads the 4n bytes of an fp32 source and writes 4n
-# bytes; none is always the fastest. On an H200 a roof of dst.copy_ alone read 4.25 TB/s, and notebook 10's
-# compiled x.cos().cos() (an Inductor kernel moving the same bytes) ran at 0.896x its roofline time. On our
-# 2-core EPYC (128 MiB, timed in turns) the three read within 10% of each other, the winner changing from run
-# to run: one thread, copy_ 13.9-14.9 GB/s, clone 14.3-16.2, compiled 14.4-15.8; two threads 23.4, 24.5, 23.5.
+# The ways to copy that the copy roof is the best of. Each reads the 4n bytes of an fp32 source and
+# writes 4n bytes; none is always the fastest. On an H200 a roof of dst.copy_ alone read 4.25 TB/s,
+# and notebook 10's compiled x.cos().cos() (an Inductor kernel moving the same bytes) ran at 0.896x
+# its roofline time. On our 2-core EPYC (128 MiB, timed in turns) the three read within 10% of each
+# other, the winner changing from run to run: one thread, copy_ 13.9-14.9 GB/s, clone 14.3-16.2,
+# compiled 14.4-15.8; two threads 23.4, 24.5, 23.5.
 COPY_INTO = "dst.copy_(src)"
 CLONE = "torch.clone(src)"
 COMPILED_COPY = (
@@ -246,8 +251,8 @@ COPY_WAYS_BUDGET_S = per_device(
 
 
 def copy_setup(threads: int | None, n: int, way: str = COPY_INTO) -> str:
-    """How a copy bandwidth was measured: the way to copy (:data:`COPY_WAYS`), thread count and buffer size,
-    to print beside it.
+    """How a copy bandwidth was measured: the way to copy (:data:`COPY_WAYS`), thread count and
+    buffer size, to print beside it.
 
     A CPU's copy bandwidth depends on all three (one thread cannot saturate DRAM on
     most machines; a buffer that fits in cache measures the cache), so every
@@ -264,8 +269,8 @@ def copy_setup(threads: int | None, n: int, way: str = COPY_INTO) -> str:
 def describe_copy(
     rate: float, *, threads: int | None, n: int | None = None, way: str = COPY_INTO
 ) -> str:
-    """``rate`` with the setup it was measured on: ``12.3 GB/s (dst.copy_(src), 1 thread, 256 MiB buffers)``.
-    For the copy roof, pass its way (:attr:`Ceilings.copy_way`)."""
+    """``rate`` with the setup it was measured on: ``12.3 GB/s (dst.copy_(src), 1 thread, 256 MiB
+    buffers)``. For the copy roof, pass its way (:attr:`Ceilings.copy_way`)."""
     return f"{units.bandwidth(rate)} ({copy_setup(threads, n or far_above_cache(4), way)})"
 
 
@@ -275,18 +280,18 @@ def _times_one(x: torch.Tensor) -> torch.Tensor:
 
 @functools.cache
 def _compiled_times_one() -> Callable[[torch.Tensor], torch.Tensor]:
-    """One compiled ``x * 1`` for the process: dynamo keeps a version per shape and thread count. Measured
-    with a cold Inductor cache on our 2-core EPYC, after the vector peak's compile: 1.2-1.5 CPU-s per
-    thread count."""
+    """One compiled ``x * 1`` for the process: dynamo keeps a version per shape and thread count.
+    Measured with a cold Inductor cache on our 2-core EPYC, after the vector peak's compile: 1.2-1.5
+    CPU-s per thread count."""
     return torch.compile(_times_one, dynamic=False)
 
 
 def copy_calls(
     src: torch.Tensor, dst: torch.Tensor, *, threads: int | None = None
 ) -> dict[str, Callable[[], object]]:
-    """Each of :data:`COPY_WAYS` as a call of no arguments, by name: each reads ``src`` and writes a tensor
-    of its size (``dst``, or one of its own). The compiled way is compiled here, at the thread count it will
-    be timed with, so that no timed call compiles."""
+    """Each of :data:`COPY_WAYS` as a call of no arguments, by name: each reads ``src`` and writes a
+    tensor of its size (``dst``, or one of its own). The compiled way is compiled here, at the
+    thread count it will be timed with, so that no timed call compiles."""
     compiled = _compiled_times_one()
     with torch_threads(threads):
         compiled(src)
@@ -298,8 +303,9 @@ def copy_calls(
 
 
 def measure_copy_ways(n: int | None = None, *, threads: int | None = None) -> dict[str, float]:
-    """B/s of each of :data:`COPY_WAYS` on ``n`` fp32 elements (reads 4n bytes, writes 4n bytes), by name,
-    timed in turns (one call of each per round) so that a burst of other work lands on every way alike."""
+    """B/s of each of :data:`COPY_WAYS` on ``n`` fp32 elements (reads 4n bytes, writes 4n bytes), by
+    name, timed in turns (one call of each per round) so that a burst of other work lands on every
+    way alike."""
     n = n or far_above_cache(4)
     src = torch.full((n,), 0.5, device=DEVICE)  # see measure_copy_bandwidth
     dst = torch.empty_like(src)
@@ -319,11 +325,12 @@ def fastest_copy(rates: dict[str, float]) -> tuple[str, float]:
 def measure_copy_bandwidth(
     n: int | None = None, *, threads: int | None = None, budget_s: float | None = None
 ) -> float:
-    """B/s of ``dst.copy_(src)`` on ``n`` fp32 elements: reads 4n bytes, writes 4n bytes. One of the ways
-    the copy roof times (:func:`measure_copy_ways`), and the copy the labs and sweeps time."""
+    """B/s of ``dst.copy_(src)`` on ``n`` fp32 elements: reads 4n bytes, writes 4n bytes. One of the
+    ways the copy roof times (:func:`measure_copy_ways`), and the copy the labs and sweeps time."""
     n = n or far_above_cache(4)
-    # A copy moves bytes whatever they hold; filling the source costs a third of drawing it at random (0.09
-    # against 0.31 s for the CPU's 128 MiB, longer than the 0.1 s a grader's reading times).
+    # A copy moves bytes whatever they hold; filling the source costs a third of drawing it at
+    # random (0.09 against 0.31 s for the CPU's 128 MiB, longer than the 0.1 s a grader's reading
+    # times).
     src = torch.full((n,), 0.5, device=DEVICE)
     dst = torch.empty_like(src)
     budget_s = budget_s or per_device(cpu=0.5, gpu=0.2)
@@ -337,9 +344,10 @@ SWEEP_ROUNDS = 3
 def measure_copy_sweep(
     sizes: list[int], *, rounds: int = SWEEP_ROUNDS, budget_s: float = 0.1
 ) -> list[float]:
-    """B/s of :func:`measure_copy_bandwidth` at each of ``sizes`` fp32 elements: the best of ``rounds``
-    readings, taken round by round over all the sizes, so that a burst of other work that slows one reading
-    of a size is unlikely to slow its other readings too (load only ever slows a copy)."""
+    """B/s of :func:`measure_copy_bandwidth` at each of ``sizes`` fp32 elements: the best of
+    ``rounds`` readings, taken round by round over all the sizes, so that a burst of other work that
+    slows one reading of a size is unlikely to slow its other readings too (load only ever slows a
+    copy)."""
     best = [0.0] * len(sizes)
     for _ in range(rounds):
         for index, n in enumerate(sizes):
@@ -348,23 +356,23 @@ def measure_copy_sweep(
 
 
 # A ceiling is the best case of its copy on this machine: load from other work only slows a copy (a
-# 2-thread copy beside one busy core runs at half speed here). A ceiling measured in a busy moment is
-# therefore too low, and a later, faster reading of the same copy (same buffer, same threads) replaces
-# it, in the cache too, so every page executed after it divides by the higher roof. A reading below
-# LOW_SHARE of the ceiling is timed again, the best kept, and the page says why.
+# 2-thread copy beside one busy core runs at half speed here). A ceiling measured in a busy moment
+# is therefore too low, and a later, faster reading of the same copy (same buffer, same threads)
+# replaces it, in the cache too, so every page executed after it divides by the higher roof. A
+# reading below LOW_SHARE of the ceiling is timed again, the best kept, and the page says why.
 LOW_SHARE = 0.5
 
 
 def check_copy_ceiling(
     found: Ceilings, rate: float, *, what: str, again=None
 ) -> tuple[Ceilings, float, str]:
-    """``rate``: B/s of the copy the ceiling times (``far_above_cache(4)`` fp32 elements, ``found.threads``),
-    timed now. Returns the ceilings to use from here on, the best reading, and a note for the page ('' if
-    there is nothing to say).
+    """``rate``: B/s of the copy the ceiling times (``far_above_cache(4)`` fp32 elements,
+    ``found.threads``), timed now. Returns the ceilings to use from here on, the best reading, and a
+    note for the page ('' if there is nothing to say).
 
     ``again()`` (default: the same copy timed once more) is called while readings stay under
-    :data:`LOW_SHARE` of the ceiling, three readings at most. A best reading above the ceiling raises it,
-    and the note says why; for one that stays under half of it, the note explains.
+    :data:`LOW_SHARE` of the ceiling, three readings at most. A best reading above the ceiling
+    raises it, and the note says why; for one that stays under half of it, the note explains.
     """
     from brrr import targets
 
@@ -378,9 +386,11 @@ def check_copy_ceiling(
     if best > ceiling:
         note = (
             f"{what}: {units.bandwidth(best)}, {best / ceiling:.2f}x the cached ceiling of "
-            f"{units.bandwidth(ceiling)} (measured {found.env.get('date', '?')}). It is one of the copies the "
-            "ceiling times, and load only ever slows a copy, so the ceiling was read in a busier moment. It is "
-            "raised to this reading, here and in the cache, for every page from now on."
+            f"{units.bandwidth(ceiling)} (measured {found.env.get('date', '?')}). It is one of the "
+            "copies the "
+            "ceiling times, and load only ever slows a copy, so the ceiling was read in a busier "
+            "moment. It is raised to this reading, here and in the cache, for every page from now "
+            "on."
         )
         found = raise_copy_ceiling(found, best)
     elif best < LOW_SHARE * ceiling:
@@ -394,8 +404,8 @@ def check_copy_ceiling(
 
 
 def raise_copy_ceiling(found: Ceilings, rate: float, way: str = COPY_INTO) -> Ceilings:
-    """``found`` with its copy bandwidth raised to ``rate``, a reading of ``way`` (never lowered), written to
-    the cache that :func:`measure` reads."""
+    """``found`` with its copy bandwidth raised to ``rate``, a reading of ``way`` (never lowered),
+    written to the cache that :func:`measure` reads."""
     if rate <= found.copy_bandwidth:
         return found
     # dated today: the stamp printed beside the raised roof says when its figure was measured
@@ -415,8 +425,9 @@ def raise_copy_ceiling(found: Ceilings, rate: float, way: str = COPY_INTO) -> Ce
 def describe_copy_sweep(
     sizes: list[int], rates: list[float], ceiling: float, cache_bytes: int
 ) -> list[str]:
-    """One line per fp32 buffer size of a copy sweep, each rate against the copy ceiling; a rate above it is
-    marked, and each mark's reason is said once under the table, as is a note when some ran far below it.
+    """One line per fp32 buffer size of a copy sweep, each rate against the copy ceiling; a rate
+    above it is marked, and each mark's reason is said once under the table, as is a note when some
+    ran far below it.
 
     A buffer whose source and destination fit in ``cache_bytes`` can beat the
     ceiling from the cache (``*``). A larger one over the ceiling was timed at another
@@ -426,7 +437,8 @@ def describe_copy_sweep(
     reasons = {
         "*": "source and destination fit in the cache, which serves them",
         "†": (
-            "timed at another moment than the ceiling (load from other work slows any copy), or partly cached"
+            "timed at another moment than the ceiling (load from other work slows any copy), or "
+            "partly cached"
         ),
     }
     lines = units.footnoted(
@@ -446,23 +458,25 @@ def describe_copy_sweep(
     slow = [(n, rate) for n, rate in zip(sizes, rates) if rate < LOW_SHARE * ceiling]
     if slow:
         lines.append(
-            f"Under half the ceiling: {', '.join(units.binary_bytes(4 * n) for n, _ in slow)}. Each size is the "
-            f"best of {SWEEP_ROUNDS} short readings; other work running then slowed all of them (a cache does "
+            f"Under half the ceiling: {', '.join(units.binary_bytes(4 * n) for n, _ in slow)}. "
+            f"Each size is the best of {SWEEP_ROUNDS} short readings; other work running then "
+            "slowed all of them (a cache does "
             "not make a copy slower)."
         )
         lines += _fixed_wait(slow)
     return lines
 
 
-# Slow copies whose sizes span at least this factor, each taking within FIXED_WAIT_SPREAD of the same time.
+# Slow copies whose sizes span at least this factor, each taking within FIXED_WAIT_SPREAD of the
+# same time.
 FIXED_WAIT_SIZES = 4
 FIXED_WAIT_SPREAD = 2.0
 
 
 def _fixed_wait(slow: list[tuple[int, float]]) -> list[str]:
-    """A sentence when the slow copies took about the same time whatever their size: what limited them was a
-    wait, not bytes (a copy split over threads waits for each, and a thread waits while another program holds
-    its core), so their rate grows in proportion to their size."""
+    """A sentence when the slow copies took about the same time whatever their size: what limited
+    them was a wait, not bytes (a copy split over threads waits for each, and a thread waits while
+    another program holds its core), so their rate grows in proportion to their size."""
     seconds = [2 * 4 * n / rate for n, rate in slow]
     sizes = [n for n, _ in slow]
     if max(sizes) < FIXED_WAIT_SIZES * min(sizes) or max(seconds) > FIXED_WAIT_SPREAD * min(
@@ -470,9 +484,11 @@ def _fixed_wait(slow: list[tuple[int, float]]) -> list[str]:
     ):
         return []
     return [
-        f"Those copies took {units.seconds(min(seconds))} to {units.seconds(max(seconds))} each, whatever their "
-        "size: a fixed wait, not bytes moved (the overhead regime). A copy split across threads finishes when "
-        "its last thread does, and a thread waits whenever another program holds its core."
+        f"Those copies took {units.seconds(min(seconds))} to {units.seconds(max(seconds))} each, "
+        "whatever their "
+        "size: a fixed wait, not bytes moved (the overhead regime). A copy split across threads "
+        "finishes when its last thread does, and a thread waits whenever another program holds its "
+        "core."
     ]
 
 
@@ -536,12 +552,14 @@ def measure_matmul_peak(
     return timing.rate(2 * n**3)
 
 
-# GPU: the peak is the best of these shapes (m, n, k), square and not, each timed twice after the GPU has
-# run matmuls for GPU_SETTLE_S (its clocks settle at the sustained level, as in a sweep that runs for
-# seconds). On the recorded H100 (brrr/data/reference/), timed at 8192³ alone, every dtype's peak read 4-8%
-# below the same GPU's 4096³ and skinny 4096 × 8192 matmuls in the same run, notebook 20's sweeps read
+# GPU: the peak is the best of these shapes (m, n, k), square and not, each timed twice after the
+# GPU has run matmuls for GPU_SETTLE_S (its clocks settle at the sustained level, as in a sweep that
+# runs for seconds). On the recorded H100 (brrr/data/reference/), timed at 8192³ alone, every
+# dtype's peak read 4-8% below the same GPU's 4096³ and skinny 4096 × 8192 matmuls in the same run,
+# notebook 20's sweeps read
 # 1.04-1.08x of it, and the bf16 roof moved 697 -> 709 -> 757 TFLOP/s within one run: a roof that
-# measurements sit above is no roof. The record keeps every shape's readings (Ceilings.matmul_spread).
+# measurements sit above is no roof. The record keeps every shape's readings
+# (Ceilings.matmul_spread).
 GPU_PEAK_SHAPES = (
     (4096, 4096, 4096),
     (6144, 6144, 6144),
@@ -561,7 +579,8 @@ def shape_label(shape: tuple[int, int, int]) -> str:
 
 
 def shape_rows(label: str) -> int:
-    """The m of a :func:`shape_label` ``"MxNxK"``: the ``n`` a GPU's peak is filed under (:attr:`Ceilings.matmul_n`)."""
+    """The m of a :func:`shape_label` ``"MxNxK"``: the ``n`` a GPU's peak is filed under
+    (:attr:`Ceilings.matmul_n`)."""
     return int(label.split("x", 1)[0])
 
 
@@ -579,8 +598,8 @@ def measure_matmul_rate(
 
 
 def settle_clocks(dtype: str, seconds: float = GPU_SETTLE_S) -> None:
-    """Run the largest matmul of ``dtype`` for ``seconds``, so that the GPU's clocks and temperature reach
-    the level a sweep of several seconds runs at before any peak is timed."""
+    """Run the largest matmul of ``dtype`` for ``seconds``, so that the GPU's clocks and temperature
+    reach the level a sweep of several seconds runs at before any peak is timed."""
     import time
 
     m, n, k = max(GPU_PEAK_SHAPES, key=lambda shape: shape[0] * shape[1] * shape[2])
@@ -595,7 +614,8 @@ def settle_clocks(dtype: str, seconds: float = GPU_SETTLE_S) -> None:
 
 
 def best_shape(readings: dict[str, list[float]]) -> tuple[str, float]:
-    """The shape whose best reading is highest, and that reading: ``({"4096x4096x4096": [r1, r2]...})``."""
+    """The shape whose best reading is highest, and that reading: ``({"4096x4096x4096": [r1,
+    r2]...})``."""
     if not readings or not all(readings.values()):
         raise ValueError(f"no matmul readings to pick a peak from: {readings}")
     label = max(readings, key=lambda name: max(readings[name]))
@@ -604,7 +624,8 @@ def best_shape(readings: dict[str, list[float]]) -> tuple[str, float]:
 
 def measure_gpu_matmul_peak(dtype: str) -> tuple[float, str, dict[str, list[float]]]:
     """GPU: ``(FLOP/s, shape, readings)``, the best of :data:`GPU_PEAK_SHAPES`, each timed
-    :data:`GPU_PEAK_PASSES` times after :func:`settle_clocks`; ``readings`` keeps every one (the spread)."""
+    :data:`GPU_PEAK_PASSES` times after :func:`settle_clocks`; ``readings`` keeps every one (the
+    spread)."""
     settle_clocks(dtype)
     readings: dict[str, list[float]] = {shape_label(shape): [] for shape in GPU_PEAK_SHAPES}
     for _ in range(
@@ -616,9 +637,10 @@ def measure_gpu_matmul_peak(dtype: str) -> tuple[float, str, dict[str, list[floa
     return rate, label, readings
 
 
-# CPU: the size matmul_peak_size picks, and these smaller ones, timed briefly. On this project's 2-core
-# EPYC a bfloat16 matmul ran 2.3x faster at 64³-128³ than at the 512³ picked for it, and a float32 one
-# at 512³ above the 1536³ picked: the notebooks' sweeps then read far above a roof taken at one size.
+# CPU: the size matmul_peak_size picks, and these smaller ones, timed briefly. On this project's
+# 2-core EPYC a bfloat16 matmul ran 2.3x faster at 64³-128³ than at the 512³ picked for it, and a
+# float32 one at 512³ above the 1536³ picked: the notebooks' sweeps then read far above a roof taken
+# at one size.
 CPU_EXTRA_PEAK_SIZES = (128, 512)
 CPU_EXTRA_PEAK_BUDGET_S = 0.3
 
@@ -626,9 +648,9 @@ CPU_EXTRA_PEAK_BUDGET_S = 0.3
 def measure_best_matmul_peak(dtype: str, *, threads: int | None = None) -> tuple[float, int]:
     """``(FLOP/s, n)``: the matmul peak of ``dtype`` and the n×n matmul that reached it.
 
-    GPU: the best of :data:`GPU_PEAK_SHAPES` (:func:`measure_gpu_matmul_peak`; ``n`` is the best shape's
-    m, which :attr:`Ceilings.matmul_shape` names in full). CPU: the best of the size :func:`matmul_peak_size` picks
-    and :data:`CPU_EXTRA_PEAK_SIZES`.
+    GPU: the best of :data:`GPU_PEAK_SHAPES` (:func:`measure_gpu_matmul_peak`; ``n`` is the best
+    shape's m, which :attr:`Ceilings.matmul_shape` names in full). CPU: the best of the size
+    :func:`matmul_peak_size` picks and :data:`CPU_EXTRA_PEAK_SIZES`.
     """
     if ON_GPU:
         rate, label, _ = measure_gpu_matmul_peak(dtype)
@@ -660,11 +682,12 @@ def tf32(enabled: bool) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-# Independent accumulators per element. A single dependent chain (x = x*a + b, over and over) measures
-# the latency of one multiply-add: each must wait for the last. A CPU core keeps its vector units busy
-# only when enough independent operations are in flight, and a GPU hides latency across warps. Measured
-# on our 2-core CI machine (one thread, fp32): one chain 20 GFLOP/s, 4 chains 38, 8 chains 50, 16 chains
-# 60, 32 chains 73. 32 chains of 8 steps is short enough to compile quickly and keeps every unit busy.
+# Independent accumulators per element. A single dependent chain (x = x*a + b, over and over)
+# measures the latency of one multiply-add: each must wait for the last. A CPU core keeps its vector
+# units busy only when enough independent operations are in flight, and a GPU hides latency across
+# warps. Measured on our 2-core CI machine (one thread, fp32): one chain 20 GFLOP/s, 4 chains 38, 8
+# chains 50, 16 chains 60, 32 chains 73. 32 chains of 8 steps is short enough to compile quickly and
+# keeps every unit busy.
 VECTOR_CHAINS = 32
 VECTOR_STEPS = 8
 
@@ -682,7 +705,8 @@ def _independent_multiply_adds(x: torch.Tensor, steps: int, chains: int) -> torc
 
 
 def vector_flops_per_element(steps: int = VECTOR_STEPS, chains: int = VECTOR_CHAINS) -> int:
-    """FLOPs per element of :func:`measure_vector_peak`'s kernel: every add and multiply, counted."""
+    """FLOPs per element of :func:`measure_vector_peak`'s kernel: every add and multiply,
+    counted."""
     return chains + 2 * steps * chains + (chains - 1)
 
 
@@ -695,13 +719,14 @@ def measure_vector_ways(
 ) -> dict[str, float]:
     """FLOP/s of fp32 non-matmul arithmetic done two ways, timed in turns, by name.
 
-    ``"compiled"``: multiply-adds on ``chains`` independent accumulators per element, one kernel. Each
-    element does about ``2·steps·chains`` FLOPs (575 by default) for 8 bytes moved, an intensity far above
-    any machine's ridge point, so memory never limits it; on a CPU the tensor (1 MiB) stays in cache.
+    ``"compiled"``: multiply-adds on ``chains`` independent accumulators per element, one kernel.
+    Each element does about ``2·steps·chains`` FLOPs (575 by default) for 8 bytes moved, an
+    intensity far above any machine's ridge point, so memory never limits it; on a CPU the tensor (1
+    MiB) stays in cache.
 
-    ``"eager"``: aten's own ``torch.add(x, y, out=z)`` on the same tensors, one FLOP an element. Where
-    Inductor's C++ cannot vectorize (``ATEN_CPU_CAPABILITY=default``) while aten's kernels still run vector
-    code, a model's adds read 100% of a roof of the compiled way alone.
+    ``"eager"``: aten's own ``torch.add(x, y, out=z)`` on the same tensors, one FLOP an element.
+    Where Inductor's C++ cannot vectorize (``ATEN_CPU_CAPABILITY=default``) while aten's kernels
+    still run vector code, a model's adds read 100% of a roof of the compiled way alone.
 
     Every thread torch uses (``threads``) takes part; neither way flushes the cache between calls.
     """
@@ -722,7 +747,8 @@ def measure_vector_ways(
 
 
 def measure_vector_peak(n: int | None = None, *, threads: int | None = None) -> float:
-    """The vector peak: the faster of :func:`measure_vector_ways`, the roof for non-matmul arithmetic."""
+    """The vector peak: the faster of :func:`measure_vector_ways`, the roof for non-matmul
+    arithmetic."""
     return max(measure_vector_ways(n, threads=threads).values())
 
 
@@ -742,9 +768,9 @@ def measure_dispatch_overhead(ops: int = 2000, *, threads: int | None = None) ->
 def measure_all(*, threads: int | None = None) -> Ceilings:
     """Every ceiling, measured now.
 
-    The copy bandwidth is the fastest of :data:`COPY_WAYS` (:func:`measure_copy_ways`), each way's reading
-    kept in :attr:`Ceilings.copy_rates`. It and the vector peak are each read twice, first and last,
-    seconds apart, and the higher reading kept: load from other work only lowers
+    The copy bandwidth is the fastest of :data:`COPY_WAYS` (:func:`measure_copy_ways`), each way's
+    reading kept in :attr:`Ceilings.copy_rates`. It and the vector peak are each read twice, first
+    and last, seconds apart, and the higher reading kept: load from other work only lowers
     a rate, and a kernel on every core is what a burst of it hits hardest (a fresh
     clone's test run once read the copy at 5.35 GB/s under one, 3.5x below the same
     copy a minute later, and another the two-thread vector peak at 18.9 GFLOP/s
@@ -795,16 +821,18 @@ def measure_all(*, threads: int | None = None) -> Ceilings:
 
 
 def measured_again(found: Ceilings) -> Ceilings:
-    """``found`` with every roof measured again now, each kept at the better reading (:meth:`Ceilings.best_with`)
-    and written to the cache where one rose: what a check does before it says a roof is wrong. A roof read
-    in a busy moment is too low; a reading now is never used to lower one."""
+    """``found`` with every roof measured again now, each kept at the better reading
+    (:meth:`Ceilings.best_with`) and written to the cache where one rose: what a check does before
+    it says a roof is wrong. A roof read in a busy moment is too low; a reading now is never used to
+    lower one."""
     return _kept_at_the_better(found, measure_all(threads=found.threads))
 
 
 def matmul_measured_again(found: Ceilings, dtype: str) -> Ceilings:
-    """``found`` combined (:meth:`Ceilings.best_with`) with one more reading of the matmul peak of ``dtype``,
-    written to the cache where it changed, as :func:`measured_again` does: a second or third look at the one
-    roof an op was found above, a few seconds each where :func:`measured_again` reads every roof."""
+    """``found`` combined (:meth:`Ceilings.best_with`) with one more reading of the matmul peak of
+    ``dtype``, written to the cache where it changed, as :func:`measured_again` does: a second or
+    third look at the one roof an op was found above, a few seconds each where
+    :func:`measured_again` reads every roof."""
     if ON_GPU:
         rate, label, readings = measure_gpu_matmul_peak(dtype)
         reading = {"matmul_n": {dtype: shape_rows(label)}, "matmul_shape": {dtype: label}}
@@ -818,8 +846,8 @@ def matmul_measured_again(found: Ceilings, dtype: str) -> Ceilings:
 
 
 def _kept_at_the_better(found: Ceilings, reading: Ceilings) -> Ceilings:
-    """``found`` combined with ``reading`` (:meth:`Ceilings.best_with`), written to the cache where a roof
-    rose; ``found`` itself where none did."""
+    """``found`` combined with ``reading`` (:meth:`Ceilings.best_with`), written to the cache where
+    a roof rose; ``found`` itself where none did."""
     better = found.best_with(reading)
     if better == found:
         return found
@@ -991,14 +1019,15 @@ def refreshed(threads: int | None = None, *, probed: bool = True) -> tuple[Ceili
 
 
 def cpu_capability() -> str:
-    """The instruction set torch's CPU kernels dispatch to ("AVX2", "AVX512", "DEFAULT"...): the CPU's best,
-    or less where ``ATEN_CPU_CAPABILITY`` masks it, which Inductor's C++ follows too. It moves the copy and
-    the vector peak, so roofs measured under one are no roofs under another."""
+    """The instruction set torch's CPU kernels dispatch to ("AVX2", "AVX512", "DEFAULT"...): the
+    CPU's best, or less where ``ATEN_CPU_CAPABILITY`` masks it, which Inductor's C++ follows too. It
+    moves the copy and the vector peak, so roofs measured under one are no roofs under another."""
     return torch.backends.cpu.get_cpu_capability()
 
 
 def cache_path(threads: int | None = None):
-    """The cache file of this device's ceilings at ``threads``; on a CPU, of this :func:`cpu_capability`."""
+    """The cache file of this device's ceilings at ``threads``; on a CPU, of this
+    :func:`cpu_capability`."""
     threads_part = "default-threads" if threads is None else f"{threads}-threads"
     device_part = f"{cache.slug(device_name())}-{DEVICE.type}"
     if not ON_GPU:
@@ -1007,7 +1036,8 @@ def cache_path(threads: int | None = None):
 
 
 def measure(*, refresh: bool = False, threads: int | None = None) -> Ceilings:
-    """This machine's ceilings: from the per-user cache, or measured now (``refresh=True`` forces it).
+    """This machine's ceilings: from the per-user cache, or measured now (``refresh=True`` forces
+    it).
 
     A cached result is used only if it was measured on the same device with the
     same torch and triton versions and format. ``threads`` pins torch's CPU

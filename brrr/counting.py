@@ -41,14 +41,16 @@ def pointwise(
     flops_per_element: int = 1,
     name: str = "pointwise",
 ) -> OpCount:
-    """n elements: read ``inputs`` tensors, write ``outputs``. A unary fp32 op moves 8 bytes/element."""
+    """n elements: read ``inputs`` tensors, write ``outputs``. A unary fp32 op moves 8
+    bytes/element."""
     return OpCount(name, flops_per_element * n, (inputs + outputs) * n * element_size(dtype))
 
 
 def reduction(
     rows: int, cols: int, dtype: torch.dtype = torch.float32, *, name: str = "row reduction"
 ) -> OpCount:
-    """Sum each row: read rows·cols elements, write rows; cols - 1 adds per row (counted as cols)."""
+    """Sum each row: read rows·cols elements, write rows; cols - 1 adds per row (counted as
+    cols)."""
     size = element_size(dtype)
     return OpCount(name, rows * cols, (rows * cols + rows) * size)
 
@@ -66,7 +68,8 @@ def matmul(
 def tiled_matmul_bytes(
     m: int, n: int, k: int, block_m: int, block_n: int, element_size: int
 ) -> dict[str, int]:
-    """Bytes per tensor that (m×k) @ (k×n) moves in ``block_m × block_n`` output tiles (a loop over K in each).
+    """Bytes per tensor that (m×k) @ (k×n) moves in ``block_m × block_n`` output tiles (a loop over
+    K in each).
 
     Every tile in a row of tiles reads that row's strip of ``a``, and every tile in
     a column reads its strip of ``b``: ``a`` is read ⌈n / block_n⌉ times, ``b``
@@ -83,13 +86,15 @@ def tiled_matmul_bytes(
 def tiled_matmul(
     m: int, n: int, k: int, block_m: int, block_n: int, dtype: torch.dtype = torch.float32
 ) -> OpCount:
-    """(m×k) @ (k×n) in ``block_m × block_n`` tiles: 2·m·n·k FLOPs over :func:`tiled_matmul_bytes`."""
+    """(m×k) @ (k×n) in ``block_m × block_n`` tiles: 2·m·n·k FLOPs over
+    :func:`tiled_matmul_bytes`."""
     nbytes = sum(tiled_matmul_bytes(m, n, k, block_m, block_n, element_size(dtype)).values())
     return OpCount(f"matmul {m}x{k} @ {k}x{n} in {block_m}x{block_n} tiles", 2 * m * n * k, nbytes)
 
 
 def tiled_matmul_intensity_limit(block_m: int, block_n: int, element_size: int) -> float:
-    """The FLOP/B a ``block_m × block_n`` tiling tends to as the matrices grow: 2 / (s·(1/block_m + 1/block_n)).
+    """The FLOP/B a ``block_m × block_n`` tiling tends to as the matrices grow: 2 / (s·(1/block_m +
+    1/block_n)).
 
     Per step along K a tile loads ``(block_m + block_n)`` elements for
     ``2·block_m·block_n`` FLOPs; the write of ``out`` is spread over all of K.
@@ -104,7 +109,8 @@ AFFINE_FLOPS_PER_ELEMENT = 2  # scale and shift
 
 
 def softmax(rows: int, cols: int, dtype: torch.dtype = torch.float32) -> OpCount:
-    """Row softmax, fused: read and write rows·cols elements; max, subtract, exp, sum, divide ≈ 5 FLOPs each."""
+    """Row softmax, fused: read and write rows·cols elements; max, subtract, exp, sum, divide ≈ 5
+    FLOPs each."""
     size = element_size(dtype)
     return OpCount("softmax", SOFTMAX_FLOPS_PER_ELEMENT * rows * cols, 2 * rows * cols * size)
 

@@ -622,6 +622,25 @@ def flamegraph(frames: list, title: str, stamps: list[str] = ()) -> plt.Figure:
         return fig
     host = [frame for frame in frames if not frame.on_device]
     top = max(frame.depth for frame in host)
+    _host_frames(ax, host, c)
+    _device_frames(ax, [frame for frame in frames if frame.on_device], c)
+    ax.set_yticks(
+        range(top + 2), ["device"] + [f"host {depth}" for depth in range(top + 1)], fontsize=8
+    )
+    ax.set_ylim(-0.6, top + 1.6)
+    ax.set_xlim(0, max(frame.start_us + frame.duration_us for frame in frames) * 1.25)
+    ax.set_xlabel("µs from the op's start")
+    ax.set_title(
+        f"{title}: the kernel is {units.percent(kernel_share(frames))} of the host's time",
+        fontsize=10,
+    )
+    fig.tight_layout()
+    _stamps(fig, stamps)
+    return fig
+
+
+def _host_frames(ax, host: list, c) -> None:
+    """The host's frames as stacked bars, one row per depth above the device's, each labelled."""
     for frame in host:
         ax.barh(
             frame.depth + 1,
@@ -641,38 +660,28 @@ def flamegraph(frames: list, title: str, stamps: list[str] = ()) -> plt.Figure:
             color=c.ink,
             clip_on=True,
         )
-    for frame in frames:
-        if frame.on_device:
-            ax.barh(
-                0,
-                frame.duration_us,
-                left=frame.start_us,
-                height=0.9,
-                color=c.cool,
-                edgecolor=c.cool,
-            )
-            ax.annotate(
-                f"the kernel: {frame.duration_us:.2f} µs",
-                (frame.start_us + frame.duration_us, 0),
-                xytext=(6, 0),
-                textcoords="offset points",
-                va="center",
-                fontsize=8,
-                color=c.ink,
-            )
-    ax.set_yticks(
-        range(top + 2), ["device"] + [f"host {depth}" for depth in range(top + 1)], fontsize=8
-    )
-    ax.set_ylim(-0.6, top + 1.6)
-    ax.set_xlim(0, max(frame.start_us + frame.duration_us for frame in frames) * 1.25)
-    ax.set_xlabel("µs from the op's start")
-    ax.set_title(
-        f"{title}: the kernel is {units.percent(kernel_share(frames))} of the host's time",
-        fontsize=10,
-    )
-    fig.tight_layout()
-    _stamps(fig, stamps)
-    return fig
+
+
+def _device_frames(ax, device: list, c) -> None:
+    """The device kernels on row 0, each with its time beside it."""
+    for frame in device:
+        ax.barh(
+            0,
+            frame.duration_us,
+            left=frame.start_us,
+            height=0.9,
+            color=c.cool,
+            edgecolor=c.cool,
+        )
+        ax.annotate(
+            f"the kernel: {frame.duration_us:.2f} µs",
+            (frame.start_us + frame.duration_us, 0),
+            xytext=(6, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+            color=c.ink,
+        )
 
 
 def _recorded(section: str) -> list:

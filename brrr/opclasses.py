@@ -285,8 +285,8 @@ NORMALIZATION_FLOPS = {
     "_log_softmax_backward_data": 4,
     # forward: see brrr.counting.layer_norm (5, plus 2 for the affine scale and shift)
     "native_layer_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
-    # backward: recompute x̂ (2), g = dy·γ (1), two row sums (3), dx = (g - mean g - x̂·mean(g·x̂))/σ (4),
-    # dγ = Σ dy·x̂ (2), dβ = Σ dy (1)
+    # backward: recompute x̂ (2), g = dy·γ (1), two row sums (3), dx = (g - mean g -
+    # x̂·mean(g·x̂))/σ (4), dγ = Σ dy·x̂ (2), dβ = Σ dy (1)
     "native_layer_norm_backward": 13,
     "native_batch_norm": counting.LAYER_NORM_FLOPS_PER_ELEMENT + counting.AFFINE_FLOPS_PER_ELEMENT,
     "_native_batch_norm_legit": counting.LAYER_NORM_FLOPS_PER_ELEMENT
@@ -310,7 +310,8 @@ NORMALIZATION_FLOPS = {
     "native_group_norm_backward": 13,
     "_fused_rms_norm": 4
     + counting.AFFINE_FLOPS_PER_ELEMENT // 2,  # square, sum, rsqrt-scale, multiply; weight
-    "_fused_rms_norm_backward": 9,  # recompute (4), the layer norm backward's terms without the mean (5)
+    # recompute (4), the layer norm backward's terms without the mean (5)
+    "_fused_rms_norm_backward": 9,
 }
 # Composite normalizations: they appear in profiler traces as wrappers around
 # the ops above and are decomposed before FLOPs are counted.
@@ -324,13 +325,14 @@ _NORMALIZATION_WRAPPERS = {
     "_batch_norm_impl_index",
     "_batch_norm_impl_index_backward",
 }
-# Their own (self) time is dispatch: brrr.diagnose, which joins the time of the ops they call to those ops,
-# shows what is left under "other", as it shows aten::linear.
+# Their own (self) time is dispatch: brrr.diagnose, which joins the time of the ops they call to
+# those ops, shows what is left under "other", as it shows aten::linear.
 NORMALIZATION_WRAPPERS = frozenset(_NORMALIZATION_WRAPPERS)
 
-# Names of the same computation: the dispatch-level count can see one (under FlopCounterMode a training
-# batch norm is ``_native_batch_norm_legit``) while the profiler, or another backend, records another
-# (``native_batch_norm`` on a CPU, ``cudnn_batch_norm`` on a GPU). brrr.diagnose joins them.
+# Names of the same computation: the dispatch-level count can see one (under FlopCounterMode a
+# training batch norm is ``_native_batch_norm_legit``) while the profiler, or another backend,
+# records another (``native_batch_norm`` on a CPU, ``cudnn_batch_norm`` on a GPU). brrr.diagnose
+# joins them.
 SAME_WORK = (
     frozenset(
         {
@@ -355,9 +357,10 @@ SAME_WORK = (
     ),
 )
 
-# Ops whose speed neither roof sets: random numbers (a serial generator per stream), sorting and indexing
-# (data-dependent addresses). The essay counts them element-wise, and so does :func:`classify`;
-# :mod:`brrr.diagnose` shows them apart, where a row "memory-bound at 3% of the copy bandwidth" misleads.
+# Ops whose speed neither roof sets: random numbers (a serial generator per stream), sorting and
+# indexing (data-dependent addresses). The essay counts them element-wise, and so does
+# :func:`classify`; :mod:`brrr.diagnose` shows them apart, where a row "memory-bound at 3% of the
+# copy bandwidth" misleads.
 IRREGULAR = {
     "bernoulli_",
     "bernoulli",
@@ -452,7 +455,8 @@ LAYOUT = {
 
 
 def op_name(op) -> str:
-    """The bare aten name of an op: ``'aten::addmm'``, ``aten.addmm.default`` and ``aten.addmm`` give ``'addmm'``."""
+    """The bare aten name of an op: ``'aten::addmm'``, ``aten.addmm.default`` and ``aten.addmm``
+    give ``'addmm'``."""
     text = str(getattr(op, "_overloadpacket", op))
     if text.startswith("aten::"):
         return text[len("aten::") :]
@@ -534,7 +538,8 @@ def _cpu_flash_attention(query, key, value, *args, out_shape=None, **kwargs) -> 
 def _cpu_flash_attention_backward(
     grad_out, query, key, value, *args, out_shape=None, **kwargs
 ) -> int:
-    """Gradients of both matmuls of the forward, two matmuls each (as FlopCounterMode counts the GPU kernels)."""
+    """Gradients of both matmuls of the forward, two matmuls each (as FlopCounterMode counts the GPU
+    kernels)."""
     batch, heads, s_q, d = query
     s_k = key[2]
     return 8 * batch * heads * s_q * s_k * d
@@ -542,9 +547,9 @@ def _cpu_flash_attention_backward(
 
 def convolution_flops(x_shape, w_shape, out_shape, transposed: bool = False) -> int:
     """2 FLOPs per multiply-add of a convolution: ``2·N·prod(w)·prod(spatial)``, where the weight
-    ``(C_out, C_in/groups, k...)`` (transposed: ``(C_in, C_out/groups, k...)``) already carries the groups,
-    and the spatial size is the output's (transposed: the input's). A depthwise 3×3 convolution of
-    ``(N, C, H, W)`` into the same shape: ``2·N·C·9·H·W``."""
+    ``(C_out, C_in/groups, k...)`` (transposed: ``(C_in, C_out/groups, k...)``) already carries the
+    groups, and the spatial size is the output's (transposed: the input's). A depthwise 3×3
+    convolution of ``(N, C, H, W)`` into the same shape: ``2·N·C·9·H·W``."""
     spatial = (x_shape if transposed else out_shape)[2:]
     return 2 * x_shape[0] * math.prod(w_shape) * math.prod(spatial)
 
@@ -574,10 +579,11 @@ def _convolution_backward(
     mask,
     **kwargs,
 ) -> int:
-    """The input gradient (a transposed convolution of the output gradient by the weight) and the weight
-    gradient (a convolution of the input by the output gradient) each take the forward's multiply-adds:
-    the forward's FLOPs once per gradient ``mask`` asks for. Torch's own formula (torch 2.13) leaves the
-    groups out of the weight gradient: ``groups`` times too many FLOPs, 33x the forward for MobileNetV3."""
+    """The input gradient (a transposed convolution of the output gradient by the weight) and the
+    weight gradient (a convolution of the input by the output gradient) each take the forward's
+    multiply-adds: the forward's FLOPs once per gradient ``mask`` asks for. Torch's own formula
+    (torch 2.13) leaves the groups out of the weight gradient: ``groups`` times too many FLOPs, 33x
+    the forward for MobileNetV3."""
     forward = convolution_flops(x_shape, w_shape, grad_out_shape, transposed)
     return forward * (int(bool(mask[0])) + int(bool(mask[1])))
 
@@ -856,7 +862,8 @@ class FlopCount:
 
 
 def count_flops(fn: Callable[[], object]) -> FlopCount:
-    """Run ``fn()`` once under FlopCounterMode (with our explicit formulas) and count FLOPs per op."""
+    """Run ``fn()`` once under FlopCounterMode (with our explicit formulas) and count FLOPs per
+    op."""
     log = _OpLog()
     torch_counts: dict[str, int] = {}
     counter = FlopCounterMode(display=False, custom_mapping=_explicit_formulas(torch_counts))
@@ -894,7 +901,8 @@ class OpTimes:
         return totals
 
     def unclassified(self) -> dict[str, float]:
-        """Profiled aten ops that this module does not classify (counted under ``other``), seconds per step."""
+        """Profiled aten ops that this module does not classify (counted under ``other``), seconds
+        per step."""
         return {
             name: s / self.steps
             for name, s in self.seconds.items()
@@ -934,8 +942,9 @@ def profile_ops(fn: Callable[[], object], *, steps: int = 3, warmup: int = 2) ->
 def aggregate_self_times(
     events, *, steps: int, device_clock: bool, key: Callable | None = None
 ) -> OpTimes:
-    """Sum profiler events (``key_averages()`` rows, or the profiler's own events) into self seconds per op
-    name; ``key(event)`` names the row an event's time goes to (default: its own name, ``event.key``).
+    """Sum profiler events (``key_averages()`` rows, or the profiler's own events) into self seconds
+    per op name; ``key(event)`` names the row an event's time goes to (default: its own name,
+    ``event.key``).
 
     ``device_clock=True`` (GPU): each CPU-side op carries the device time of the
     kernels it launched as its self device time; rows for the kernels themselves
@@ -1040,7 +1049,10 @@ class ClassTable:
         return out
 
     def format(self) -> str:
-        header = f"{'operator class':<27} {'% FLOPs':>9} {'% runtime':>10}   {'essay (BERT table)':>19}   {'achieved':>14}"
+        header = (
+            f"{'operator class':<27} {'% FLOPs':>9} {'% runtime':>10}   "
+            f"{'essay (BERT table)':>19}   {'achieved':>14}"
+        )
         lines = [header, "-" * len(header)]
         for row in self.rows():
             quoted = (
@@ -1050,11 +1062,12 @@ class ClassTable:
             )
             rate = units.flops(row["rate"]) if row["rate"] is not None else "-"
             lines.append(
-                f"{row['class']:<27} {row['flop_pct']:9.2f} {row['time_pct']:10.1f}   {quoted:>19}   {rate:>14}"
+                f"{row['class']:<27} {row['flop_pct']:9.2f} {row['time_pct']:10.1f}   {quoted:>19} "
+                f"  {rate:>14}"
             )
         lines.append(
-            f"per step: {units.si(sum(self.flops.values()), 'FLOP')} in {units.seconds(self.step_seconds)} "
-            f"of {self.clock} time"
+            f"per step: {units.si(sum(self.flops.values()), 'FLOP')} in "
+            f"{units.seconds(self.step_seconds)} of {self.clock} time"
         )
         return "\n".join(lines)
 
@@ -1067,8 +1080,9 @@ def class_table(flop_count: FlopCount, times: OpTimes) -> ClassTable:
     flops = flop_count.per_class()
     if flops[OpClass.CONTRACTION] == 0:
         raise ValueError(
-            "no contraction FLOPs were counted. A fused fast path (for example nn.TransformerEncoderLayer "
-            "in eval mode under no_grad) runs as one op FlopCounterMode cannot see into; measure a training "
+            "no contraction FLOPs were counted. A fused fast path (for example "
+            "nn.TransformerEncoderLayer in eval mode under no_grad) runs as one op FlopCounterMode "
+            "cannot see into; measure a training "
             f"step instead. Ops with no class: {sorted(flop_count.unclassified) or 'none'}"
         )
     return ClassTable(

@@ -32,9 +32,12 @@ SCRIPT = """(function () {
   }
   svg.addEventListener("wheel", function (event) {
     event.preventDefault();
-    var box = svg.getBoundingClientRect(), at = view[0] + view[1] * (event.clientX - box.left) / box.width;
-    var width = Math.min(full[1], Math.max(full[1] / 2000, view[1] * (event.deltaY > 0 ? 1.25 : 0.8)));
-    view = [Math.min(Math.max(at - (at - view[0]) * width / view[1], full[0]), full[0] + full[1] - width), width];
+    var box = svg.getBoundingClientRect();
+    var at = view[0] + view[1] * (event.clientX - box.left) / box.width;
+    var zoomed = view[1] * (event.deltaY > 0 ? 1.25 : 0.8);
+    var width = Math.min(full[1], Math.max(full[1] / 2000, zoomed));
+    var left = Math.max(at - (at - view[0]) * width / view[1], full[0]);
+    view = [Math.min(left, full[0] + full[1] - width), width];
     show();
   }, {passive: false});
   var drag = null;

@@ -92,15 +92,18 @@ class Trace:
         return min(e.start_us for e in work), max(e.end_us for e in work)
 
     def top_level_cpu_ops(self) -> tuple[Interval, ...]:
-        """CPU ops not nested inside another op on the same thread (``aten::linear``, not its ``aten::addmm``)."""
+        """CPU ops not nested inside another op on the same thread (``aten::linear``, not its
+        ``aten::addmm``)."""
         return top_level(self.cpu_ops)
 
     def annotation_spans(self, name: str) -> list[Span]:
-        """Each annotation called ``name`` as a ``(start, end)`` span, in order: one per profiled step."""
+        """Each annotation called ``name`` as a ``(start, end)`` span, in order: one per profiled
+        step."""
         return [(a.start_us, a.end_us) for a in self.annotations if a.name == name]
 
     def annotation_span(self, name: str) -> Span:
-        """First start to last end of the annotations called ``name`` (e.g. each ``record_function`` step)."""
+        """First start to last end of the annotations called ``name`` (e.g. each ``record_function``
+        step)."""
         spans = [a for a in self.annotations if a.name == name]
         if not spans:
             raise KeyError(
@@ -113,7 +116,8 @@ class Trace:
 
 
 def load(source: str | os.PathLike | dict | list) -> Trace:
-    """Read a Chrome trace: a path (``.json`` or ``.json.gz``), the parsed JSON object, or its event list."""
+    """Read a Chrome trace: a path (``.json`` or ``.json.gz``), the parsed JSON object, or its event
+    list."""
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         opener = gzip.open if path.suffix == ".gz" else open
@@ -204,7 +208,8 @@ def top_level(events: Sequence[Interval]) -> tuple[Interval, ...]:
 
 
 def merge(events: Iterable[Interval | Span]) -> list[Span]:
-    """The union of the intervals, as disjoint ``(start, end)`` spans in order. Touching spans join."""
+    """The union of the intervals, as disjoint ``(start, end)`` spans in order. Touching spans
+    join."""
     spans = sorted(_span(e) for e in events)
     merged: list[list[float]] = []
     for start, end in spans:
@@ -256,8 +261,9 @@ def device_idle_fraction(trace: Trace, window: Span | None = None) -> float:
     """
     if not trace.has_device:
         raise ValueError(
-            "this trace has no device events (kernels, memcpys, memsets): it was recorded without a GPU, "
-            "or without ProfilerActivity.CUDA. Use idle_fraction(trace.cpu_ops, trace.window) for the host row."
+            "this trace has no device events (kernels, memcpys, memsets): it was recorded without "
+            "a GPU, or without ProfilerActivity.CUDA. Use idle_fraction(trace.cpu_ops, "
+            "trace.window) for the host row."
         )
     return idle_fraction(trace.device, window or trace.window)
 
@@ -321,7 +327,8 @@ def profile_steps(
     profiler_warmup: int = 0,
     record_shapes: bool = False,
 ):
-    """Profile ``steps`` calls of ``step``, each inside ``record_function(label)``; return the profiler.
+    """Profile ``steps`` calls of ``step``, each inside ``record_function(label)``; return the
+    profiler.
 
     On a GPU the device activity is recorded too and the device is synchronized
     before the profiler stops, so every kernel lands in the profile;
@@ -484,7 +491,8 @@ def _alternating(first: str, second: str, count: int) -> list[str]:
 
 
 def drawn_gaps(ax) -> list[Span]:
-    """The idle gaps that :func:`render_timeline` shaded on ``ax``, as sorted ``(start, end)`` spans."""
+    """The idle gaps that :func:`render_timeline` shaded on ``ax``, as sorted ``(start, end)``
+    spans."""
     spans: list[Span] = []
     for collection in ax.collections:
         if collection.get_label() in GAP_LABELS.values():
@@ -718,7 +726,8 @@ class ReferenceTrace:
 
     @property
     def window(self) -> Span:
-        """From the second step's start to the last event: the first step pays for the profiler starting up."""
+        """From the second step's start to the last event: the first step pays for the profiler
+        starting up."""
         steps = self.trace.annotation_spans("step")
         start = steps[1][0] if len(steps) >= 2 else self.trace.window[0]
         return start, self.trace.window[1]
@@ -748,7 +757,8 @@ def read_reference_trace(source) -> ReferenceTrace:
 
 
 def reference_trace(folder=None) -> ReferenceTrace | None:
-    """The trace to show beside a reader's own: a recorded GPU trace if one is committed, else the synthetic one."""
+    """The trace to show beside a reader's own: a recorded GPU trace if one is committed, else the
+    synthetic one."""
     folder = reference_traces_dir() if folder is None else folder
     if not folder.is_dir():
         return None
@@ -762,8 +772,8 @@ def reference_trace(folder=None) -> ReferenceTrace | None:
 
 
 def copy_reference_trace(reference: ReferenceTrace, folder: str | os.PathLike) -> Path:
-    """Copy the file of ``reference`` (a committed trace) into ``folder``, so that a page can link it for
-    download (to open in Perfetto); returns the copy's path."""
+    """Copy the file of ``reference`` (a committed trace) into ``folder``, so that a page can link
+    it for download (to open in Perfetto); returns the copy's path."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{reference.name}.json"
@@ -774,7 +784,8 @@ def copy_reference_trace(reference: ReferenceTrace, folder: str | os.PathLike) -
 def save_reference_trace(
     path: str | os.PathLike, folder: str | os.PathLike, *, description: str
 ) -> Path:
-    """Copy a trace ``torch.profiler`` exported at ``path`` into ``folder`` as ``<gpu>-train-step.json``.
+    """Copy a trace ``torch.profiler`` exported at ``path`` into ``folder`` as
+    ``<gpu>-train-step.json``.
 
     Only what :func:`parse` reads (complete events of its rows) and the flow
     arrows are kept, so the committed file stays small; the ``brrr`` metadata
@@ -804,7 +815,8 @@ def save_reference_trace(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m brrr.traces``: write the synthetic reference trace into the package's reference folder."""
+    """``python -m brrr.traces``: write the synthetic reference trace into the package's reference
+    folder."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m brrr.traces", description=main.__doc__)

@@ -236,7 +236,8 @@ for lab, (path, package, refused, references) in json.loads(sys.argv[1]).items()
     with os.fdopen(read) as pipe:
         text = pipe.read()
     _, status = os.waitpid(pid, 0)
-    found[lab] = json.loads(text) if os.waitstatus_to_exitcode(status) == 0 else f"import failed ({status})"
+    imported = os.waitstatus_to_exitcode(status) == 0
+    found[lab] = json.loads(text) if imported else f"import failed ({status})"
 print(json.dumps(found))
 """
 

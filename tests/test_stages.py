@@ -20,7 +20,7 @@ def recipe(target: str) -> str:
     return match.group(1)
 
 
-def test_make_test_leaves_the_end_to_end_stage_to_its_own_command_and_ci_runs_both_then_the_stacks():
+def test_make_test_leaves_the_end_to_end_stage_to_its_own_command_and_ci_runs_both_then_stacks():
     assert '-m "not e2e"' in recipe("test")
     assert re.search(r"-m e2e\b", recipe("test-e2e"))
     steps = [

@@ -230,10 +230,12 @@ class Measurement:
 
     def summary(self, copy_bandwidth: float) -> str:
         """'label  12.3 ms  537 MB moved  11.0 GB/s = 85% of 13.0 GB/s copy roof', in the column."""
+        share = units.fraction_of(
+            self.bandwidth, copy_bandwidth, "B/s", "copy roof", above=ABOVE_COPY
+        )
         return column.fit(
             f"{self.label:<29} {units.seconds(self.seconds):>9} "
-            f"{units.si(self.bytes_moved, 'B'):>8} moved  "
-            f"{units.fraction_of(self.bandwidth, copy_bandwidth, 'B/s', 'copy roof', above=ABOVE_COPY)}"
+            f"{units.si(self.bytes_moved, 'B'):>8} moved  {share}"
         )
 
 

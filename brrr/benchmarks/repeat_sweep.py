@@ -447,6 +447,7 @@ class Placement:
 
     def describe(self) -> str:
         roof = self.roof
+        share = units.fraction_of(self.attainable_flops, roof.peak_flops, "FLOP/s", roof.label)
         return "\n".join(
             [
                 f"x = x * 2 repeated {self.repeats}x on n = {self.n:,} {self.dtype} elements",
@@ -458,8 +459,7 @@ class Placement:
                 f"memory {units.seconds(roofline.memory_time(self.bytes_moved, roof))} "
                 f"at {units.bandwidth(roof.bandwidth)}, "
                 f"overhead {units.seconds(roof.overhead_s)}",
-                f"  predicted {units.seconds(self.predicted_s)}: {self.regime}; "
-                f"{units.fraction_of(self.attainable_flops, roof.peak_flops, 'FLOP/s', roof.label)}",
+                f"  predicted {units.seconds(self.predicted_s)}: {self.regime}; {share}",
             ]
         )
 

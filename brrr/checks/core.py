@@ -248,20 +248,42 @@ def diff_report(
         )
     wrong = bad & ~never & ~nonfinite
     if bool(wrong.any()):
-        idx = wrong.nonzero().flatten().tolist()
-        error = (got_flat - exp_flat).abs()
-        error[~wrong] = -1.0
-        worst = int(error.argmax())
         paragraphs.append(
-            f"{name} differs from the reference at {len(idx):,} of {n:,} elements "
-            f"({len(idx) / n:.1%}), by more than atol + rtol·|expected| = {atol:g} + "
-            f"{rtol:g}·|expected|. The largest difference is {_fmt(float(error[worst]))}, at index "
-            f"{_index(worst, shape)} (got {_fmt(float(got_flat[worst]))}, expected "
-            f"{_fmt(float(exp_flat[worst]))}). The first bad elements:\n"
-            + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape)
+            _wrong_paragraph(
+                name, wrong, got_flat, exp_flat, shown_inputs, shape, show, rtol=rtol, atol=atol
+            )
         )
     title = title or f"{name} is wrong{context}."
     return (title + "\n" + "\n".join(paragraphs)).rstrip()
+
+
+def _wrong_paragraph(
+    name: str,
+    wrong: torch.Tensor,
+    got_flat,
+    exp_flat,
+    shown_inputs: dict,
+    shape: list,
+    show: int,
+    *,
+    rtol: float,
+    atol: float,
+) -> str:
+    """Where the output is finite but outside the tolerance (``wrong``): how many elements, the
+    largest difference and where, and a table of the first ones."""
+    idx = wrong.nonzero().flatten().tolist()
+    n = got_flat.numel()
+    error = (got_flat - exp_flat).abs()
+    error[~wrong] = -1.0
+    worst = int(error.argmax())
+    return (
+        f"{name} differs from the reference at {len(idx):,} of {n:,} elements "
+        f"({len(idx) / n:.1%}), by more than atol + rtol·|expected| = {atol:g} + "
+        f"{rtol:g}·|expected|. The largest difference is {_fmt(float(error[worst]))}, at index "
+        f"{_index(worst, shape)} (got {_fmt(float(got_flat[worst]))}, expected "
+        f"{_fmt(float(exp_flat[worst]))}). The first bad elements:\n"
+        + _table(idx[:show], got_flat, exp_flat, shown_inputs, shape)
+    )
 
 
 def _nonfinite_paragraph(
@@ -587,31 +609,9 @@ def replay_cases(
             traffics.append(
                 {"n": case.n, "element_size": case.expected.element_size(), **seen.as_dict()}
             )
-        unwritten = None
-        if case.expected.dtype.is_floating_point and bool(
-            (out.isnan() & ~case.expected.isnan()).any()
-        ):
-            fill = second_fill(case.expected.dtype)
-            second = _poisoned(case.expected, fill)
-            try:
-                _replay_case(case, built, spec, second, count=counting)
-                unwritten = out.isnan() & (second == fill)
-            except Exception:  # noqa: BLE001 - the first replay's report is enough
-                unwritten = None
-        report = diff_report(
-            spec.out_name,
-            out,
-            case.expected,
-            rtol=rtol,
-            atol=atol,
-            unwritten=unwritten,
-            inputs=dict(zip(spec.input_names, case.inputs)),
-            title=f"{name}'s kernel wrote a wrong `{spec.out_name}`{context}.",
-        )
-        if report:
-            return {
-                "failure": report + _diagnosis(spec, case, out) + _scratch_hint(name, case.recipe)
-            }
+        wrong = _wrong_output(name, spec, case, out, built, context, rtol=rtol, atol=atol)
+        if wrong:
+            return {"failure": wrong}
         idle = (
             idle_failure(name, traffics[-1], context)
             if traffics and traffics[-1]["n"] == case.n
@@ -626,6 +626,43 @@ def replay_cases(
         "rtol": rtol,
         "atol": atol,
     }
+
+
+def _wrong_output(
+    name: str, spec: Spec, case: Case, out: torch.Tensor, built, context: str, *, rtol, atol
+) -> str | None:
+    """Why ``out``, the kernels' output for ``case``, is not the reference, with a hint at the
+    cause; None if it is right."""
+    report = diff_report(
+        spec.out_name,
+        out,
+        case.expected,
+        rtol=rtol,
+        atol=atol,
+        unwritten=_unwritten(spec, case, out, built),
+        inputs=dict(zip(spec.input_names, case.inputs)),
+        title=f"{name}'s kernel wrote a wrong `{spec.out_name}`{context}.",
+    )
+    if not report:
+        return None
+    return report + _diagnosis(spec, case, out) + _scratch_hint(name, case.recipe)
+
+
+def _unwritten(spec: Spec, case: Case, out: torch.Tensor, built) -> torch.Tensor | None:
+    """The elements of ``out`` the kernels never wrote, where ``out`` (filled with NaN before the
+    run) holds NaN the reference does not: those still hold a second fill after a second run. None
+    if there is no such NaN, or the second run fails (the first run's report is enough)."""
+    if not case.expected.dtype.is_floating_point or not bool(
+        (out.isnan() & ~case.expected.isnan()).any()
+    ):
+        return None
+    fill = second_fill(case.expected.dtype)
+    second = _poisoned(case.expected, fill)
+    try:
+        _replay_case(case, built, spec, second, count=built.interpreted)
+    except Exception:  # noqa: BLE001 - the first replay's report is enough
+        return None
+    return out.isnan() & (second == fill)
 
 
 def _diagnosis(spec: Spec, case: Case, out: torch.Tensor) -> str:
@@ -677,32 +714,12 @@ def check_kernels(
     """
     generator, seed = fresh_generator(seed)
     name = student.name
-    bounds = (
-        "bounds checked in the interpreter on every run"
-        if TRITON_INTERPRETED
-        else "bounds not checked"
-    )
-    if not TRITON_INTERPRETED and bounds_sizes:
-        small = record_cases(student, spec, bounds_sizes, generator)
-        with _interpreter_on():
-            interpreted = build_kernels(name, small, interpreted=True)
-            checked = isolation.run(
-                replay_cases, name, spec, _on_cpu(small), interpreted, seed, timeout_s=timeout_s
-            )
-        if not checked.ok:
-            raise fail(f"{name}'s kernel could not be checked in the interpreter: {checked.error}")
-        if checked.value["failure"]:
-            raise fail(checked.value["failure"])
-        if all(isinstance(n, int) for n in bounds_sizes):
-            bounds = (
-                "bounds checked in the interpreter at n = "
-                f"{', '.join(f'{n:,}' for n in bounds_sizes)}"
-            )
-        else:
-            bounds = (
-                "bounds checked in the interpreter at "
-                f"{'; '.join(spec.describe(n) for n in bounds_sizes)}"
-            )
+    if TRITON_INTERPRETED:
+        bounds = "bounds checked in the interpreter on every run"
+    elif bounds_sizes:
+        bounds = _check_bounds(student, spec, bounds_sizes, generator, seed, timeout_s)
+    else:
+        bounds = "bounds not checked"
     counted = (
         list(count_traffic_at)
         if isinstance(count_traffic_at, (list, tuple))
@@ -728,6 +745,32 @@ def check_kernels(
         raise fail(result["failure"])
     result.update(seed=seed, launches=len(cases[0].recipe["launches"]), bounds=bounds)
     return result
+
+
+def _check_bounds(
+    student, spec: Spec, bounds_sizes: Sequence, generator, seed: int, timeout_s: float
+) -> str:
+    """Replay the student's kernels at ``bounds_sizes`` in the interpreter, where every load and
+    store is bounds-checked; raise AssertionError if they fail there. Returns what was checked,
+    for the result's ``bounds``."""
+    name = student.name
+    small = record_cases(student, spec, bounds_sizes, generator)
+    with _interpreter_on():
+        interpreted = build_kernels(name, small, interpreted=True)
+        checked = isolation.run(
+            replay_cases, name, spec, _on_cpu(small), interpreted, seed, timeout_s=timeout_s
+        )
+    if not checked.ok:
+        raise fail(f"{name}'s kernel could not be checked in the interpreter: {checked.error}")
+    if checked.value["failure"]:
+        raise fail(checked.value["failure"])
+    if all(isinstance(n, int) for n in bounds_sizes):
+        return (
+            f"bounds checked in the interpreter at n = {', '.join(f'{n:,}' for n in bounds_sizes)}"
+        )
+    return (
+        f"bounds checked in the interpreter at {'; '.join(spec.describe(n) for n in bounds_sizes)}"
+    )
 
 
 def _traffic_of(spec: Spec, case: Case, built) -> dict:

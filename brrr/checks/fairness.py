@@ -56,40 +56,43 @@ from typing import Callable, Iterator
 from brrr import units
 from brrr.checks import core, processes, thresholds
 
-# CPU-seconds per second the student's processes may use, all together, while the grader times its own side.
-# Measured in the hostile gradebook run (tests/grading/test_gradebook_hostile.py, a real sandbox, --jobs 2, on
-# the 2-core machine): Lab 1's solution waiting for the grader's next request, its Jupyter kernel, nbval,
-# pytest, the reaper and the sandbox's first process together, 0.0003-0.0007 CPU-s/s over 7 attempts. One
-# thread that keeps computing reads 0.3-1.0 (a core shared with the grader, or one of its own). 0.05 is
-# seventy times the idle reading, and a twentieth of the least a busy thread reads.
+# CPU-seconds per second the student's processes may use, all together, while the grader times its
+# own side. Measured in the hostile gradebook run (tests/grading/test_gradebook_hostile.py, a real
+# sandbox, --jobs 2, on the 2-core machine): Lab 1's solution waiting for the grader's next request,
+# its Jupyter kernel, nbval, pytest, the reaper and the sandbox's first process together,
+# 0.0003-0.0007 CPU-s/s over 7 attempts. One thread that keeps computing reads 0.3-1.0 (a core
+# shared with the grader, or one of its own). 0.05 is seventy times the idle reading, and a
+# twentieth of the least a busy thread reads.
 STUDENT_CPU_PER_S = 0.05
-# A window in which the grader's side (grader_cpu) was on the CPU for at most this share of the wall time is
-# starved, and an attempt whose median window is starved is void. Measured on the 2-core machine (where the
-# side is the grader's one thread), per window of the given step (49 ms) and of the ceilings' readings
-# (0.3 s): 0.96 or more in nine windows of ten with one other test run beside (the lowest 0.80); in the hostile
-# run, graded with --jobs 2 beside a Lab 2 notebook, the median window of each attempt 0.70-1.00 (single
-# windows down to 0.57); beside a thread spinning and another session's test run, 0.27-0.41.
-# Moderate load slows both sides of the comparison alike, and the interleaving cancels it; a grader that gets
-# half a core or less in most of its windows is measured mostly in other programs' time slices.
+# A window in which the grader's side (grader_cpu) was on the CPU for at most this share of the wall
+# time is starved, and an attempt whose median window is starved is void. Measured on the 2-core
+# machine (where the side is the grader's one thread), per window of the given step (49 ms) and of
+# the ceilings' readings (0.3 s): 0.96 or more in nine windows of ten with one other test run beside
+# (the lowest 0.80); in the hostile run, graded with --jobs 2 beside a Lab 2 notebook, the median
+# window of each attempt 0.70-1.00 (single windows down to 0.57); beside a thread spinning and
+# another session's test run, 0.27-0.41. Moderate load slows both sides of the comparison alike, and
+# the interleaving cancels it; a grader that gets half a core or less in most of its windows is
+# measured mostly in other programs' time slices.
 GRADER_SHARE_MIN = 0.5
 GRADER_SHARE_WHY = (
-    "the grader's timed windows compute on one thread at a time, on the CPU for 0.96 or more of a window on a "
-    "quiet machine and for 0.70 or more in most windows beside another grading run; at half or less, its side "
-    "is measured mostly in other programs' time"
+    "the grader's timed windows compute on one thread at a time, on the CPU for 0.96 or more of a "
+    "window on a quiet machine and for 0.70 or more in most windows beside another grading run; at "
+    "half or less, its side is measured mostly in other programs' time"
 )
-# Windows shorter than this are not judged for the grader's share (one time slice of another program is a large
-# part of them); the student's CPU gets an absolute allowance beside its rate: the CPU time of a child that
-# ended in a window is read in clock ticks (10 ms).
+# Windows shorter than this are not judged for the grader's share (one time slice of another program
+# is a large part of them); the student's CPU gets an absolute allowance beside its rate: the CPU
+# time of a child that ended in a window is read in clock ticks (10 ms).
 JUDGED_WINDOW_S = 0.005
 STUDENT_CPU_SLACK_S = 0.01
 VOIDED_MAX = 3  # attempts voided for a starved grader before the check ends in a grader fault
 
 
 class GraderFault(Exception):
-    """The grader could not measure fairly (its own thread did not get the CPU): not the student's failure.
+    """The grader could not measure fairly (its own thread did not get the CPU): not the student's
+    failure.
 
-    The grader process records the check as a grader fault (:func:`brrr.grading.server._run_check`): not
-    passed, scored 0, and the gradebook marks the submission ``grader-error`` to grade again."""
+    The grader process records the check as a grader fault (:func:`brrr.grading.server._run_check`):
+    not passed, scored 0, and the gradebook marks the submission ``grader-error`` to grade again."""
 
 
 # ---------------------------------------------------------------- the student's processes
@@ -144,8 +147,9 @@ def student_pid(student) -> int:
 
 
 def process_cpu_clock(pid: int) -> float:
-    """Seconds of CPU the process ``pid`` has used, all its threads (ended ones too), to the nanosecond:
-    the kernel's per-process CPU clock (``clock_getcpuclockid``: ``~pid << 3 | CPUCLOCK_SCHED``)."""
+    """Seconds of CPU the process ``pid`` has used, all its threads (ended ones too), to the
+    nanosecond: the kernel's per-process CPU clock (``clock_getcpuclockid``: ``~pid << 3 |
+    CPUCLOCK_SCHED``)."""
     return time.clock_gettime((~pid << 3) | 2)
 
 
@@ -158,9 +162,9 @@ def reaped_children_cpu(pid: int) -> float:
 def cpu_total(pids: list[int]) -> float:
     """CPU seconds used so far by ``pids`` and by their children that ended and were reaped.
 
-    Two readings subtract exactly even when processes end between them: one that ends and is reaped by
-    another of them moves its CPU time into its parent's reaped-children figure (a sandbox's orphans are
-    reaped inside it), and one born in between counts from zero.
+    Two readings subtract exactly even when processes end between them: one that ends and is reaped
+    by another of them moves its CPU time into its parent's reaped-children figure (a sandbox's
+    orphans are reaped inside it), and one born in between counts from zero.
     """
     total = 0.0
     for pid in pids:
@@ -169,14 +173,15 @@ def cpu_total(pids: list[int]) -> float:
     return total
 
 
-# Autograd's engine runs the backward pass of a GPU tensor on a thread of its own per device, which it names
-# "pt_autograd_<device>" (torch/csrc/autograd/engine.cpp); the thread that called backward waits meanwhile.
+# Autograd's engine runs the backward pass of a GPU tensor on a thread of its own per device, which
+# it names "pt_autograd_<device>" (torch/csrc/autograd/engine.cpp); the thread that called backward
+# waits meanwhile.
 AUTOGRAD_THREAD_PREFIX = "pt_autograd_"
 
 
 def autograd_threads() -> list[int]:
-    """The thread ids of this process's autograd device threads (none before a GPU tensor's first backward,
-    and none on a CPU, where the calling thread runs the backward pass)."""
+    """The thread ids of this process's autograd device threads (none before a GPU tensor's first
+    backward, and none on a CPU, where the calling thread runs the backward pass)."""
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:  # no /proc here: none found
@@ -190,8 +195,8 @@ def autograd_threads() -> list[int]:
 
 
 def thread_cpu_clock(tid: int) -> float:
-    """Seconds of CPU the thread ``tid`` of this process has used (the kernel's per-thread CPU clock:
-    ``~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED``), 0 for one that ended."""
+    """Seconds of CPU the thread ``tid`` of this process has used (the kernel's per-thread CPU
+    clock: ``~tid << 3 | CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED``), 0 for one that ended."""
     try:
         return time.clock_gettime((~tid << 3) | 6)
     except OSError:
@@ -199,8 +204,9 @@ def thread_cpu_clock(tid: int) -> float:
 
 
 def grader_cpu() -> float:
-    """CPU seconds of the grader's side so far: the calling thread's and the autograd device threads' (see the
-    module docstring). The calling thread is read last: listing the others at a window's start is not in it."""
+    """CPU seconds of the grader's side so far: the calling thread's and the autograd device
+    threads' (see the module docstring). The calling thread is read last: listing the others at a
+    window's start is not in it."""
     others = sum(
         thread_cpu_clock(tid) for tid in autograd_threads() if tid != threading.get_native_id()
     )
@@ -213,8 +219,8 @@ def grader_cpu() -> float:
 @dataclass(frozen=True)
 class Window:
     """One of the grader's timed windows: its wall time, the CPU time of the grader's side in it
-    (:func:`grader_cpu`), and the CPU time of the student's processes over it (``student_span``: the wall
-    time that reading covers)."""
+    (:func:`grader_cpu`), and the CPU time of the student's processes over it (``student_span``: the
+    wall time that reading covers)."""
 
     wall: float
     grader_cpu: float
@@ -228,8 +234,9 @@ class Window:
 
 @dataclass
 class Watch:
-    """The grader's timed windows of one attempt, with what the student's processes and the grader's side
-    did in them (see the module docstring). ``what`` names the grader's side in messages ("the given step")."""
+    """The grader's timed windows of one attempt, with what the student's processes and the grader's
+    side did in them (see the module docstring). ``what`` names the grader's side in messages ("the
+    given step")."""
 
     student_pid: int
     what: str
@@ -264,7 +271,8 @@ class Watch:
         return sum(w.student_cpu for w in self.windows) / span if span > 0 else 0.0
 
     def starved(self) -> list[Window]:
-        """The windows in which the grader's side had the CPU for at most :data:`GRADER_SHARE_MIN` of the time."""
+        """The windows in which the grader's side had the CPU for at most :data:`GRADER_SHARE_MIN`
+        of the time."""
         return [
             w
             for w in self.windows
@@ -272,22 +280,25 @@ class Watch:
         ]
 
     def void(self) -> bool:
-        """Whether the grader was starved in half its windows or more: the median window, which the checks'
-        medians rest on, is one of them."""
+        """Whether the grader was starved in half its windows or more: the median window, which the
+        checks' medians rest on, is one of them."""
         return bool(self.windows) and 2 * len(self.starved()) >= len(self.windows)
 
     def judge(self, name: str) -> None:
-        """Fail the student (AssertionError) if their processes worked while the grader timed its side."""
+        """Fail the student (AssertionError) if their processes worked while the grader timed its
+        side."""
         used = sum(w.student_cpu for w in self.windows)
         span = sum(w.student_span for w in self.windows)
         rate = self.student_rate()
         if used > STUDENT_CPU_PER_S * span + STUDENT_CPU_SLACK_S:
             raise core.fail(
                 f"{name}: your notebook's processes used {rate:.2f} CPU-seconds per second "
-                f"({units.seconds(used)} of CPU in {units.seconds(span)}) while the grader timed {self.what}, "
-                f"between your calls; at most {STUDENT_CPU_PER_S:g} is allowed (a notebook waiting for the grader "
-                "uses about 0.001). Work left running after your function returns (a thread, a process, a pool) "
-                "slows the grader's side and inflates your figure: finish all work before returning."
+                f"({units.seconds(used)} of CPU in {units.seconds(span)}) while the grader timed "
+                f"{self.what}, between your calls; at most {STUDENT_CPU_PER_S:g} is allowed (a "
+                "notebook waiting for the grader "
+                "uses about 0.001). Work left running after your function returns (a thread, a "
+                "process, a pool) slows the grader's side and inflates your figure: finish all "
+                "work before returning."
             )
 
     def summary(self) -> str:
@@ -306,10 +317,10 @@ def repeat_fairly(
 ) -> tuple[core.Attempt, list[core.Attempt]]:
     """:func:`brrr.checks.core.repeat_until_pass`, each attempt's grader windows watched.
 
-    ``measure(watch)`` times the grader's side inside ``watch.window()``. After each attempt the student's
-    processes are judged (a failure ends the check); an attempt in which the grader was starved is voided,
-    not counted, and measured again; after :data:`VOIDED_MAX` voided attempts, :class:`GraderFault`.
-    """
+    ``measure(watch)`` times the grader's side inside ``watch.window()``. After each attempt the
+    student's processes are judged (a failure ends the check); an attempt in which the grader was
+    starved is voided, not counted, and measured again; after :data:`VOIDED_MAX` voided attempts,
+    :class:`GraderFault`."""
     attempts = attempts or thresholds.attempts()
     history: list[core.Attempt] = []
     voided: list[str] = []
@@ -324,10 +335,10 @@ def repeat_fairly(
                     f"  voided attempt {i + 1}: {text}" for i, text in enumerate(voided)
                 )
                 raise GraderFault(
-                    f"the grader could not get the CPU while it timed {what}: in {len(voided)} attempts its "
-                    f"thread was on the CPU for {GRADER_SHARE_MIN:g} of the time or less in half its windows or more "
-                    f"({GRADER_SHARE_WHY}), and your notebook's processes were quiet. Regrade on a quieter "
-                    f"machine.\n{tried}"
+                    f"the grader could not get the CPU while it timed {what}: in {len(voided)} "
+                    f"attempts its thread was on the CPU for {GRADER_SHARE_MIN:g} of the time or "
+                    f"less in half its windows or more ({GRADER_SHARE_WHY}), and your notebook's "
+                    f"processes were quiet. Regrade on a quieter machine.\n{tried}"
                 )
             continue
         history.append(attempt)

@@ -104,7 +104,8 @@ def can_fork() -> tuple[bool, str]:
     if cuda_initialized():
         return (
             False,
-            "CUDA is initialised in this process, and fork() after CUDA initialisation is not allowed",
+            "CUDA is initialised in this process, and fork() after CUDA initialisation is not "
+            "allowed",
         )
     from brrr.device import ON_GPU
 
@@ -145,7 +146,10 @@ def _run_in_process(fn: Callable[..., Any], args, kwargs) -> Outcome:
         if isinstance(error, KeyboardInterrupt):
             raise
         if is_cuda_fault(error):
-            _cuda_broken = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            _cuda_broken = (
+                f"{type(error).__name__}: "
+                f"{str(error).strip().splitlines()[0] if str(error).strip() else ''}"
+            )
             return Outcome(
                 False,
                 error_type="cuda-error",
@@ -218,7 +222,10 @@ def _describe_exit(status: int) -> str:
         hint = _SIGNAL_HINTS.get(number, "")
         return f"the process running it was killed by {name}" + (f" ({hint})" if hint else "")
     if os.WIFEXITED(status):
-        return f"the process running it exited with status {os.WEXITSTATUS(status)} before returning a result"
+        return (
+            f"the process running it exited with status {os.WEXITSTATUS(status)} before "
+            "returning a result"
+        )
     return f"the process running it ended abnormally (status {status})"
 
 
@@ -331,12 +338,14 @@ def _run_forked_into(fn, args, kwargs, timeout_s: float, low_level) -> Outcome:
 
 
 def run_here(fn: Callable[..., Any], *args, **kwargs) -> Outcome:
-    """Call ``fn`` in this process, turning an exception into an :class:`Outcome` (no fork, no time limit)."""
+    """Call ``fn`` in this process, turning an exception into an :class:`Outcome` (no fork, no time
+    limit)."""
     return _run_in_process(fn, args, kwargs)
 
 
 def run(fn: Callable[..., Any], *args, timeout_s: float = DEFAULT_TIMEOUT_S, **kwargs) -> Outcome:
-    """Call ``fn(*args, **kwargs)`` so that a crash, an exception or a hang becomes an :class:`Outcome`.
+    """Call ``fn(*args, **kwargs)`` so that a crash, an exception or a hang becomes an
+    :class:`Outcome`.
 
     Forks where it can (see the module docstring); otherwise runs in this
     process and treats CUDA faults as fatal for the rest of the process. Never

@@ -23,11 +23,11 @@ from pathlib import Path
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_DUMPABLE, PR_SET_DUMPABLE = 3, 4
 
-# The program the gradebook runs each submission under (``python -c REAPER COMMAND...``): the source of
-# brrr.checks.reaper, read when this module is imported (by the gradebook, before any submission runs).
-# It runs the command as a child subreaper and kills whatever of its tree is left when it ends; it imports
-# nothing from brrr, so files on disk cannot change what it does. Its last line on stderr says how many
-# processes it killed.
+# The program the gradebook runs each submission under (``python -c REAPER COMMAND...``): the source
+# of brrr.checks.reaper, read when this module is imported (by the gradebook, before any submission
+# runs). It runs the command as a child subreaper and kills whatever of its tree is left when it
+# ends; it imports nothing from brrr, so files on disk cannot change what it does. Its last line on
+# stderr says how many processes it killed.
 REAPER = importlib.util.find_spec("brrr.checks.reaper").loader.get_source("brrr.checks.reaper")
 
 
@@ -79,7 +79,8 @@ def children(pid: int) -> list[int]:
 
 
 def kill_orphans(keep: set[int]) -> list[int]:
-    """Kill every child of this process that is not in ``keep``, with everything below it; return them.
+    """Kill every child of this process that is not in ``keep``, with everything below it; return
+    them.
 
     As a subreaper, this process's only children are the ones it started (kept)
     and orphans adopted from the trees below it, which nothing legitimate leaves.
@@ -105,8 +106,9 @@ def descendants(pid: int) -> list[int]:
 
 
 def descendants_of(pids: list[int], *, but_mine: bool = False) -> list[int]:
-    """Every process below any of ``pids`` and not one of them, from one scan of /proc; with ``but_mine``,
-    none on the branch this process is on (it and its ancestors) and none below those."""
+    """Every process below any of ``pids`` and not one of them, from one scan of /proc; with
+    ``but_mine``, none on the branch this process is on (it and its ancestors) and none below
+    those."""
     parents = _parents()
     children: dict[int, list[int]] = {}
     for child, parent in parents.items():
@@ -127,7 +129,8 @@ def descendants_of(pids: list[int], *, but_mine: bool = False) -> list[int]:
 
 
 def _kill_tree(process: subprocess.Popen) -> None:
-    """Kill pytest, its process group, and everything it started (Jupyter kernels run in their own session)."""
+    """Kill pytest, its process group, and everything it started (Jupyter kernels run in their own
+    session)."""
     victims = descendants(process.pid)
     for sig_target in [process.pid] + victims:
         try:

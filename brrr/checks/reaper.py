@@ -30,14 +30,15 @@ import sys
 PR_SET_CHILD_SUBREAPER = 36
 ROUNDS = 20  # of killing what is left: a process may fork while it is being killed
 
-# The submission's limits. A file may grow to 512 MiB (RLIMIT_FSIZE: eight times the largest file the grader
-# reads from a notebook, a Lab 4 trace of at most 64 MiB; the caches torch and Triton write hold files of a
-# few MiB); beyond, a write fails (Python ignores SIGXFSZ). No core dumps (RLIMIT_CORE 0: a crash of a kernel
-# of 10 GiB would write 10 GiB). The OOM killer's first choice (oom_score_adj 1000): when memory runs out,
-# the submission's processes die before the grader, the gradebook or anything else. Tasks, threads
-# included: 4096, or 32 per CPU where that is more (RLIMIT_NPROC: a fork bomb stops there; torch's thread
-# pools hold one thread per core), set only in a user namespace of the sandbox's own, where Linux counts
-# that namespace's tasks alone (elsewhere it counts every process of the user, and exempts root).
+# The submission's limits. A file may grow to 512 MiB (RLIMIT_FSIZE: eight times the largest file
+# the grader reads from a notebook, a Lab 4 trace of at most 64 MiB; the caches torch and Triton
+# write hold files of a few MiB); beyond, a write fails (Python ignores SIGXFSZ). No core dumps
+# (RLIMIT_CORE 0: a crash of a kernel of 10 GiB would write 10 GiB). The OOM killer's first choice
+# (oom_score_adj 1000): when memory runs out, the submission's processes die before the grader, the
+# gradebook or anything else. Tasks, threads included: 4096, or 32 per CPU where that is more
+# (RLIMIT_NPROC: a fork bomb stops there; torch's thread pools hold one thread per core), set only
+# in a user namespace of the sandbox's own, where Linux counts that namespace's tasks alone
+# (elsewhere it counts every process of the user, and exempts root).
 FILE_SIZE_MAX = 512 << 20
 CORE_SIZE_MAX = 0
 OOM_SCORE_ADJ = 1000
@@ -46,15 +47,16 @@ INITIAL_USER_NAMESPACE = "0 0 4294967295"  # /proc/self/uid_map outside any user
 
 
 def lower(kind: int, value: int) -> None:
-    """Set the limit ``kind`` to ``value`` (soft and hard: no process of the submission can raise it again),
-    or leave a lower hard limit as it is."""
+    """Set the limit ``kind`` to ``value`` (soft and hard: no process of the submission can raise it
+    again), or leave a lower hard limit as it is."""
     _, hard = resource.getrlimit(kind)
     value = value if hard == resource.RLIM_INFINITY else min(value, hard)
     resource.setrlimit(kind, (value, value))
 
 
 def limit() -> None:
-    """Set the submission's limits on this process, for it and every process it starts (see above)."""
+    """Set the submission's limits on this process, for it and every process it starts (see
+    above)."""
     lower(resource.RLIMIT_FSIZE, FILE_SIZE_MAX)
     lower(resource.RLIMIT_CORE, CORE_SIZE_MAX)
     try:

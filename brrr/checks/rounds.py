@@ -385,19 +385,20 @@ def wrong_while_timed(
     entry = timed[error.name]
     out, expected = entry.outs[error.input_set], entry.expected[error.input_set]
     rtol, atol = core.tolerance(expected.dtype)
+    call, input_set = error.call + 1, error.input_set + 1
     report = core.diff_report(
         out_name,
         out,
         expected,
         rtol=rtol,
         atol=atol,
-        context=f" on timed call {error.call + 1} (input set {error.input_set + 1}, seed {seed}; "
-        f"{error.name})",
+        context=f" on timed call {call} (input set {input_set}, seed {seed}; {error.name})",
     )
+    where = f"{out_name} was wrong on timed call {call} (input set {input_set})."
     return core.fail(
         f"{student}'s kernels did not compute the right result while timed: the grader checks the "
         f"output of every timed call, its buffer filled with NaN before the call.\n"
-        f"{report or f'{out_name} was wrong on timed call {error.call + 1} (input set {error.input_set + 1}).'}"
+        f"{report or where}"
     )
 
 

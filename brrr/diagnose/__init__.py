@@ -8,7 +8,8 @@
 
 or, for a callable that returns ``(step, args)``::
 
-    python -m brrr.diagnose module:callable [--try [FIXES]] [--json PATH] [--figure PATH] [--threads N]
+    python -m brrr.diagnose module:callable [--try [FIXES]] [--json PATH] [--figure PATH] [--threads
+    N]
 
 Modules, one job each: ``profile`` (run, time, count and profile the step, and join
 the profiler's time to the ops whose work was counted), ``split`` (where the wall

@@ -1,4 +1,5 @@
-"""``python -m brrr.diagnose module:callable [--try [FIXES]] [--json PATH] [--figure PATH] [--threads N]``.
+"""``python -m brrr.diagnose module:callable [--try [FIXES]] [--json PATH] [--figure PATH]
+[--threads N]``.
 
 The callable, called with no arguments, returns ``(step, args)``. The report goes
 to stdout; ``--json`` writes the stamped JSON, ``--figure`` the roofline figure.
@@ -21,9 +22,9 @@ from brrr.diagnose.core import diagnose
 from brrr.diagnose.errors import DiagnoseError, bad_target, factory_failed, step_failed
 
 EPILOG = """\
-the target: module:callable, where the callable, called with no arguments, returns (step, args), and
-step(*args) runs one training or inference step (forward, loss, backward, optimizer step). Return the
-loss or the output. For example, in mymodel.py:
+the target: module:callable, where the callable, called with no arguments, returns (step, args),
+and step(*args) runs one training or inference step (forward, loss, backward, optimizer step).
+Return the loss or the output. For example, in mymodel.py:
 
   def make_step(batch=32):
       model = Net()
@@ -65,7 +66,8 @@ def load_factory(target: str):
 
 
 def load_target(target: str, factory=None):
-    """``(step, args)`` from ``module:callable`` (or its already loaded ``factory``), or a DiagnoseError."""
+    """``(step, args)`` from ``module:callable`` (or its already loaded ``factory``), or a
+    DiagnoseError."""
     factory = factory or load_factory(target)
     try:
         built = factory()
@@ -94,8 +96,8 @@ def positive_threads(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     found = argparse.ArgumentParser(
         prog="python -m brrr.diagnose",
-        description="Which regime a PyTorch step is in (compute-, memory- or overhead-bound), where its time "
-        "goes, and what to do about it, measured on this machine.",
+        description="Which regime a PyTorch step is in (compute-, memory- or overhead-bound), "
+        "where its time goes, and what to do about it, measured on this machine.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

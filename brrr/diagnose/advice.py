@@ -48,7 +48,8 @@ WORTH_FIXING = 0.1
 
 @dataclass(frozen=True)
 class Advice:
-    """One fix: what to do and why (with the measured figures), the gain at most, the regime it targets."""
+    """One fix: what to do and why (with the measured figures), the gain at most, the regime it
+    targets."""
 
     text: str
     predicted_gain: float  # step time now / step time after the fix, at most
@@ -85,23 +86,25 @@ def overhead_advice(
     already_compiled: bool = False,
 ) -> Advice:
     """``share``: the overhead share; ``between``: the share between ops (CPU) or of the device idle
-    waiting on the host (GPU). On a GPU the gain is ``amdahl(between)``; on a CPU, ``compiled`` holds
-    :func:`compile_gain`'s measured arguments besides ``step_s`` and the gain is computed from them.
-    A step that is ``already_compiled`` on a CPU keeps its overhead (the compiled call and its library
-    calls): the advice is a bigger batch, with no gain in time per step (1.0)."""
+    waiting on the host (GPU). On a GPU the gain is ``amdahl(between)``; on a CPU, ``compiled``
+    holds :func:`compile_gain`'s measured arguments besides ``step_s`` and the gain is computed from
+    them. A step that is ``already_compiled`` on a CPU keeps its overhead (the compiled call and its
+    library calls): the advice is a bigger batch, with no gain in time per step (1.0)."""
     on_gpu = compiled is None
     if on_gpu:
         gain = amdahl(between)
         graph = "torch.compile(mode='reduce-overhead')" if already_compiled else "torch.compile"
         how = (
             f"compile it ({graph}) or capture a CUDA graph (torch.cuda.graphs), which removes the "
-            f"device's {units.percent(between)} of idle waiting on the host at most, or grow the batch"
+            f"device's {units.percent(between)} of idle waiting on the host at most, or grow the "
+            "batch"
         )
     elif already_compiled:
         gain = 1.0
         how = (
             f"the step is already compiled: what remains is the compiled call itself (at least "
-            f"{units.seconds(compiled['floor_s'])} here) and its library calls, which compiling again "
+            f"{units.seconds(compiled['floor_s'])} here) and its library calls, which compiling "
+            "again "
             "cannot remove. Grow the batch: each call then carries more work for the same overhead "
             "(time per step stays, throughput grows)"
         )
@@ -109,16 +112,17 @@ def overhead_advice(
         gain = compile_gain(step_s, **compiled)
         how = (
             f"compile it (torch.compile): the step becomes one compiled call, at least "
-            f"{units.seconds(compiled['floor_s'])} here, plus all its contractions, which stay library "
-            f"calls ({units.percent(compiled['kept_share'])} of the step), each followed by a fused "
+            f"{units.seconds(compiled['floor_s'])} here, plus all its contractions, which stay "
+            f"library calls ({units.percent(compiled['kept_share'])} of the step), each followed "
+            "by a fused "
             "kernel; or grow the batch. CUDA graphs do not apply on a CPU: there are no kernel "
             "launches to replay, every op runs on the calling thread"
         )
     where = "device idle waiting on the host" if on_gpu else "between ops"
     return Advice(
-        f"overhead-bound: {units.percent(share)} of the step is overhead ({units.percent(between)} {where}, "
-        f"the rest in ops whose work is shorter than dispatching them; {launches:.0f} launches per step); "
-        f"{how}; at most {gain:.1f}x per step",
+        f"overhead-bound: {units.percent(share)} of the step is overhead ({units.percent(between)} "
+        f"{where}, the rest in ops whose work is shorter than dispatching them; {launches:.0f} "
+        f"launches per step); {how}; at most {gain:.1f}x per step",
         gain,
         Regime.OVERHEAD.value,
         {"step_s": step_s, "overhead_share": share, **(compiled or {})},
@@ -131,8 +135,8 @@ def compile_gain(
 ) -> float:
     """On a CPU, the compiled step takes at least: one compiled call (``floor_s``, measured); the
     contractions' share of today's step (``kept_share``), since compiled code calls the same matmul
-    library; and, for each of those ``library_calls``, one dispatch (``dispatch_s``, measured) of the
-    fused kernel that follows it (the ops between two library calls cannot join either)."""
+    library; and, for each of those ``library_calls``, one dispatch (``dispatch_s``, measured) of
+    the fused kernel that follows it (the ops between two library calls cannot join either)."""
     return step_s / (floor_s + kept_share * step_s + library_calls * dispatch_s)
 
 
@@ -141,16 +145,18 @@ def fusion_advice(share: float, calls: float) -> Advice:
     gain = amdahl(saved)
     if calls <= 1:
         return Advice(
-            f"memory-bound element-wise and normalization work takes {units.percent(share)} of the step in one "
-            "fused call: it already reads and writes memory once, so fusion has nothing left to save. Only "
-            "fewer bytes (a smaller dtype, less data) make it faster: at most 1.00x from fusion",
+            f"memory-bound element-wise and normalization work takes {units.percent(share)} of the "
+            "step in one "
+            "fused call: it already reads and writes memory once, so fusion has nothing left to "
+            "save. Only fewer bytes (a smaller dtype, less data) make it faster: at most 1.00x "
+            "from fusion",
             gain,
             Regime.MEMORY.value,
         )
     return Advice(
-        f"memory-bound element-wise and normalization ops take {units.percent(share)} of the step in "
-        f"{calls:.0f} calls: fusion (torch.compile) makes them read and write memory once, saving at most "
-        f"{units.percent(saved)} of the step: at most {gain:.2f}x",
+        f"memory-bound element-wise and normalization ops take {units.percent(share)} of the step "
+        f"in {calls:.0f} calls: fusion (torch.compile) makes them read and write memory once, "
+        f"saving at most {units.percent(saved)} of the step: at most {gain:.2f}x",
         gain,
         Regime.MEMORY.value,
         fix="compile",
@@ -164,10 +170,10 @@ def contraction_advice(
     tuned = amdahl(share * (1 - min(peak_fraction, 1.0)))
     found.append(
         Advice(
-            f"compute-bound: the contractions above the ridge take {units.percent(share)} of the step at "
-            f"{units.percent(peak_fraction)} of the measured {dtype} matmul peak "
-            f"({units.flops(ceilings.matmul(dtype))}); larger or better-shaped matmuls can gain at most "
-            f"{tuned:.2f}x",
+            f"compute-bound: the contractions above the ridge take {units.percent(share)} of the "
+            f"step at {units.percent(peak_fraction)} of the measured {dtype} matmul peak "
+            f"({units.flops(ceilings.matmul(dtype))}); larger or better-shaped matmuls can gain at "
+            f"most {tuned:.2f}x",
             tuned,
             Regime.COMPUTE.value,
         )
@@ -179,8 +185,8 @@ def contraction_advice(
             found.append(
                 Advice(
                     f"fp32 matmuls on tensor-core hardware: bf16 (torch.autocast) or TF32 "
-                    f"(torch.backends.cuda.matmul.allow_tf32 = True) run at {units.flops(fast)} measured against "
-                    f"{units.flops(ceilings.matmul(dtype))}: at most {gain:.1f}x",
+                    f"(torch.backends.cuda.matmul.allow_tf32 = True) run at {units.flops(fast)} "
+                    f"measured against {units.flops(ceilings.matmul(dtype))}: at most {gain:.1f}x",
                     gain,
                     Regime.COMPUTE.value,
                     fix="bf16",
@@ -192,19 +198,23 @@ def contraction_advice(
 
 
 def cpu_bf16_advice(share: float, ceilings) -> list[Advice]:
-    """bf16 matmuls on a CPU, decided by the two measured peaks: faster where the CPU has bf16 matrix
-    instructions (AMX, AVX512-BF16), slower where torch emulates them. Nothing where bf16 was not measured."""
+    """bf16 matmuls on a CPU, decided by the two measured peaks: faster where the CPU has bf16
+    matrix instructions (AMX, AVX512-BF16), slower where torch emulates them. Nothing where bf16 was
+    not measured."""
     bf16, fp32 = ceilings.matmul_peak.get("bfloat16"), ceilings.matmul("float32")
     if not bf16:
         return []
-    measured = f"this CPU's measured bf16 matmul peak is {units.flops(bf16)} against {units.flops(fp32)} for float32"
+    measured = (
+        f"this CPU's measured bf16 matmul peak is {units.flops(bf16)} against "
+        f"{units.flops(fp32)} for float32"
+    )
     if bf16 > fp32:
         saved = share * (1 - fp32 / bf16)
         return [
             Advice(
                 f"fp32 matmuls on a CPU with bf16 matrix instructions: {measured}, so bf16 "
-                f"(torch.autocast('cpu', torch.bfloat16)) saves at most {units.percent(saved)} of the step: "
-                f"at most {amdahl(saved):.2f}x",
+                f"(torch.autocast('cpu', torch.bfloat16)) saves at most {units.percent(saved)} of "
+                f"the step: at most {amdahl(saved):.2f}x",
                 amdahl(saved),
                 Regime.COMPUTE.value,
                 fix="bf16",
@@ -231,9 +241,9 @@ def advise(
     tensor_cores: bool,
     channels_last: bool = False,
 ) -> list[Advice]:
-    """Ranked advice for a step with regime ``shares`` (fractions), op ``rows``, its matmul ``dtype``,
-    and the ``overhead`` advice where overhead holds at least :data:`WORTH_FIXING` of the step.
-    ``channels_last``: its convolutions already run in that layout."""
+    """Ranked advice for a step with regime ``shares`` (fractions), op ``rows``, its matmul
+    ``dtype``, and the ``overhead`` advice where overhead holds at least :data:`WORTH_FIXING` of the
+    step. ``channels_last``: its convolutions already run in that layout."""
     found: list[Advice] = [overhead] if overhead is not None else []
     pointwise = [
         row
@@ -280,10 +290,11 @@ def _share_in(shares: dict[str, float], rows, members, regime: str) -> float:
 
 
 def ranked(advice: list[Advice], regime: str) -> list[Advice]:
-    """The advice for the step's own regime first (the time it holds is where a fix can gain most, and a
-    bound on a smaller share, however high, was measured slower in practice: torch.compile on a compute-bound
-    transformer, 0.6-0.8x), then by gain: the measured gain where ``--try`` measured one, else the bound.
-    Advice that promises nothing ("keep float32 here", work already fused) comes last."""
+    """The advice for the step's own regime first (the time it holds is where a fix can gain most,
+    and a bound on a smaller share, however high, was measured slower in practice: torch.compile on
+    a compute-bound transformer, 0.6-0.8x), then by gain: the measured gain where ``--try`` measured
+    one, else the bound. Advice that promises nothing ("keep float32 here", work already fused)
+    comes last."""
     return sorted(
         advice, key=lambda item: (item.predicted_gain <= 1.0, item.regime != regime, -item.gain)
     )
@@ -387,10 +398,12 @@ def below_roofs_advice(share: float, rows) -> Advice:
     """Random numbers, sorting and indexing far below both roofs: only doing less of them helps."""
     names = ", ".join(row.name for row in sorted(rows, key=lambda row: -row.seconds)[:3])
     return Advice(
-        f"{units.percent(share)} of the step is random numbers, sorting or indexing ({names}) at under "
-        f"{units.percent(FAR_BELOW)} of both the compute roof and the copy bandwidth: their speed is the "
-        "random-number generator's or irregular memory access, which neither fusion nor faster matmuls "
-        "change. Only doing less of it helps (dropout's random draws are the usual case: --try dropout "
+        f"{units.percent(share)} of the step is random numbers, sorting or indexing ({names}) at "
+        f"under {units.percent(FAR_BELOW)} of both the compute roof and the copy bandwidth: their "
+        "speed is the "
+        "random-number generator's or irregular memory access, which neither fusion nor faster "
+        "matmuls change. Only doing less of it helps (dropout's random draws are the usual case: "
+        "--try dropout "
         f"measures what they cost); at most {amdahl(share):.2f}x if it all went away",
         amdahl(share),
         BELOW_ROOFS,
@@ -422,7 +435,8 @@ def with_trials(advice: list[Advice], trials, regime: str) -> list[Advice]:
             continue
         out.append(
             Advice(
-                f"{trial.what}: measured {trial.gain:.2f}x {'examples per second' if name == 'batch' else 'per step'} "
+                f"{trial.what}: measured {trial.gain:.2f}x "
+                f"{'examples per second' if name == 'batch' else 'per step'} "
                 "on this step (tried with --try; no bound: the measurement is the case for it)",
                 trial.gain,
                 Regime.OVERHEAD.value if name in ("batch", "compile") else Regime.COMPUTE.value,

@@ -1,4 +1,5 @@
-"""``diagnose(step, *args)``: which regime a PyTorch step is in, where its time goes, and what to do.
+"""``diagnose(step, *args)``: which regime a PyTorch step is in, where its time goes, and what to
+do.
 
 The step is measured (:mod:`brrr.diagnose.profile`), its wall time split
 (:mod:`brrr.diagnose.split`), each op placed against this machine's measured
@@ -47,7 +48,8 @@ TOP_OPS = 8
 
 @dataclass
 class Diagnosis:
-    """What :func:`diagnose` found. Times are per step; rates are fractions of the measured roofs."""
+    """What :func:`diagnose` found. Times are per step; rates are fractions of the measured
+    roofs."""
 
     regime: str  # the whole step's label
     shares: dict[str, float]  # regime -> share of the step's time (sums to 1)
@@ -98,7 +100,8 @@ class Diagnosis:
 def _op_rows(
     seconds: dict[str, float], measured: Measurement, ceilings: Ceilings, dtype: str
 ) -> list:
-    """Each dispatched op's row against ``ceilings`` (:func:`brrr.diagnose.ops.op_rows`), compiled kernels merged."""
+    """Each dispatched op's row against ``ceilings`` (:func:`brrr.diagnose.ops.op_rows`), compiled
+    kernels merged."""
     rows = ops.op_rows(
         seconds,
         measured.traffic.flops_by_row(measured.flops.flops),
@@ -110,10 +113,11 @@ def _op_rows(
     return ops.merge_compiled(rows, ceilings, dtype)
 
 
-# How many more readings the matmul peak gets while an op still reads above it, after every roof was read
-# again. On our 2-core CPU one thread's float32 peak read 80.0, 61.1, 66.0 and 61.8 GFLOP/s a few seconds
-# apart on an idle machine, and a fresh clone's run saw a ViT's matmul at 71.7 beside two readings of 67.3
-# and 67.8: each reading of 1.5-2 s is another chance at the machine's own speed.
+# How many more readings the matmul peak gets while an op still reads above it, after every roof was
+# read again. On our 2-core CPU one thread's float32 peak read 80.0, 61.1, 66.0 and 61.8 GFLOP/s a
+# few seconds apart on an idle machine, and a fresh clone's run saw a ViT's matmul at 71.7 beside
+# two readings of 67.3 and 67.8: each reading of 1.5-2 s is another chance at the machine's own
+# speed.
 MATMUL_READINGS_UNDER_AN_OP_ABOVE = 3
 
 
@@ -122,11 +126,12 @@ def _roofs_read_again_under_ops_above(
 ) -> tuple[Ceilings, list]:
     """``(ceilings, op_rows)`` once no op reads above its roof, or after every reading allowed.
 
-    A roof is the best this machine does: an op above one means the roof was read in a slow moment (or
-    brrr counted the op's work wrong). Every roof is measured again (they only rise); then, while a
-    contraction is still above, the matmul peak of ``dtype`` (the contractions' roof) is read up to
-    :data:`MATMUL_READINGS_UNDER_AN_OP_ABOVE` more times, the better reading kept, before the report calls
-    it a counting error. ``rows_against(ceilings)`` gives the op rows against other ceilings."""
+    A roof is the best this machine does: an op above one means the roof was read in a slow moment
+    (or brrr counted the op's work wrong). Every roof is measured again (they only rise); then,
+    while a contraction is still above, the matmul peak of ``dtype`` (the contractions' roof) is
+    read up to :data:`MATMUL_READINGS_UNDER_AN_OP_ABOVE` more times, the better reading kept, before
+    the report calls it a counting error. ``rows_against(ceilings)`` gives the op rows against other
+    ceilings."""
 
     def above(rows):
         return [row for row in rows if row.flops_fraction > 1]
@@ -222,7 +227,8 @@ def _rows_against_roofs(measured: Measurement, ceilings: Ceilings, dtype: str, t
 
 
 def _matmul_dtype(measured: Measurement, ceilings: Ceilings) -> str:
-    """The dtype most contractions ran in, as the ceilings name it (``tf32`` where fp32 may use it)."""
+    """The dtype most contractions ran in, as the ceilings name it (``tf32`` where fp32 may use
+    it)."""
     counts = measured.traffic.contraction_dtypes
     dtype = dtype_name(counts.most_common(1)[0][0]) if counts else "float32"
     tf32_allowed = ON_GPU and torch.backends.cuda.matmul.allow_tf32
@@ -232,7 +238,8 @@ def _matmul_dtype(measured: Measurement, ceilings: Ceilings) -> str:
 
 
 def regime_shares(rows: list[ops.OpRow], overhead_idle_s: float) -> dict[str, float]:
-    """Share of the step in each regime: ops by their own regime, plus ``overhead_idle_s`` as overhead."""
+    """Share of the step in each regime: ops by their own regime, plus ``overhead_idle_s`` as
+    overhead."""
     seconds = ops.seconds_by_regime(rows)
     seconds[Regime.OVERHEAD.value] += overhead_idle_s
     total = sum(seconds.values())
@@ -262,7 +269,8 @@ def _overhead_advice(
     ceilings: Ceilings,
     already_compiled: bool,
 ) -> Advice:
-    """The overhead advice with its bound: removing the host wait (GPU), or the compiled-step floor (CPU)."""
+    """The overhead advice with its bound: removing the host wait (GPU), or the compiled-step floor
+    (CPU)."""
     share = shares[Regime.OVERHEAD.value]
     if ON_GPU:
         return advice_module.overhead_advice(
@@ -285,10 +293,11 @@ REPEATS_FOR_RECOMPILES = 2
 
 
 def explain_compile(step: Callable, args: tuple) -> dict:
-    """Graph breaks of ``torch.compile`` on the step (``torch._dynamo.explain``), and recompiles: frames
-    compiled again when the step, compiled with the cheap ``eager`` backend, is called
+    """Graph breaks of ``torch.compile`` on the step (``torch._dynamo.explain``), and recompiles:
+    frames compiled again when the step, compiled with the cheap ``eager`` backend, is called
     :data:`REPEATS_FOR_RECOMPILES` more times with the same inputs (a guard on a Python value that
-    changes every step, say). Recompiles caused by new input shapes are not seen: the inputs are fixed."""
+    changes every step, say). Recompiles caused by new input shapes are not seen: the inputs are
+    fixed."""
     import torch._dynamo
     from torch._dynamo.utils import counters
 
@@ -315,9 +324,10 @@ def explain_compile(step: Callable, args: tuple) -> dict:
     }
 
 
-# The profiler's own bookkeeping, which its tables list beside the ops: on an H100 CUPTI's "Activity Buffer
-# Request" took 25% of a one-matmul step's rows, labelled memory-bound. It is no work of the step's.
-# "ProfilerStep*" is the schedule's annotation of each profiled step (the first one is left out of the profile).
+# The profiler's own bookkeeping, which its tables list beside the ops: on an H100 CUPTI's "Activity
+# Buffer Request" took 25% of a one-matmul step's rows, labelled memory-bound. It is no work of the
+# step's. "ProfilerStep*" is the schedule's annotation of each profiled step (the first one is left
+# out of the profile).
 PROFILER_EVENTS = frozenset({"Activity Buffer Request", "ProfilerStep*"})
 
 
@@ -345,8 +355,8 @@ def diagnose(
     against short readings now (:func:`brrr.ceilings.checked_against_probes`); what still disagrees
     is in :attr:`Diagnosis.trust` and said in the report.
 
-    Long: input checks, the timed run, the profiled run and the verdict, each a few lines, in the order
-    they happen; the pieces they call live in their own modules.
+    Long: input checks, the timed run, the profiled run and the verdict, each a few lines, in the
+    order they happen; the pieces they call live in their own modules.
     """
     if not callable(step):
         raise DiagnoseError(
@@ -355,7 +365,8 @@ def diagnose(
         )
     if threads is not None and (not isinstance(threads, int) or threads < 1):
         raise DiagnoseError(
-            f"threads must be a whole number of at least 1 (or None for torch's default), got {threads!r}"
+            "threads must be a whole number of at least 1 (or None for torch's default), got "
+            f"{threads!r}"
         )
     asked = trials_module.parse(tries)
     measured, measurements = _measured_until_consistent(step, args, threads, warmup, steps)
@@ -369,7 +380,8 @@ def diagnose(
     time_split = split.time_split(measured.trace, STEP_LABEL)
     launches = split.launches_per_step(measured.trace, STEP_LABEL)
     idle_name = split.HOST_WAIT if time_split.clock == "GPU" else split.BETWEEN_OPS
-    # the profiler's own cost per step reads as idle time (between ops, or the device waiting on the host)
+    # the profiler's own cost per step reads as idle time (between ops, or the device waiting on the
+    # host)
     overhead_idle_s = max(
         time_split[idle_name] * time_split.step_us / 1e6 - measured.profiler_floor_s, 0.0
     )

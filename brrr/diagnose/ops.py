@@ -1,4 +1,5 @@
-"""Per op and per op class: time, FLOPs, bytes, achieved rates against the measured roofs, and regime.
+"""Per op and per op class: time, FLOPs, bytes, achieved rates against the measured roofs, and
+regime.
 
 Each aten op of the step gets a row from three measurements of the same step:
 its self time from the profiler (device time on a GPU), its FLOPs
@@ -37,8 +38,9 @@ from brrr.opclasses import (
 )
 from brrr.roofline import Regime, Roof
 
-# Random numbers, sorting and indexing (brrr.opclasses.IRREGULAR): a class of their own here, and, where they
-# run far below both roofs, a regime of their own, which neither fusion nor a faster matmul moves.
+# Random numbers, sorting and indexing (brrr.opclasses.IRREGULAR): a class of their own here, and,
+# where they run far below both roofs, a regime of their own, which neither fusion nor a faster
+# matmul moves.
 IRREGULAR_CLASS = "random, sort and index"
 BELOW_ROOFS = "below roofs"  # both of them: the compute roof and the copy bandwidth
 FAR_BELOW = 0.1  # of the compute roof and of the copy bandwidth alike
@@ -110,10 +112,10 @@ def roof_for(op_class: OpClass, ceilings: Ceilings, matmul_dtype: str) -> Roof:
 
 
 def op_regime(flops_per_call: float, bytes_per_call: float, roof: Roof) -> Regime:
-    """The regime of one call. With no work counted: on a CPU (``roof.overhead_adds``) the op's time is
-    dispatch (views, wrappers, bookkeeping): overhead. On a GPU its time is device time, which only
-    kernels spend, and a kernel we counted nothing for moves data (a copy nested in another op, a fill,
-    kernels the profiler tied to no op): memory-bound."""
+    """The regime of one call. With no work counted: on a CPU (``roof.overhead_adds``) the op's time
+    is dispatch (views, wrappers, bookkeeping): overhead. On a GPU its time is device time, which
+    only kernels spend, and a kernel we counted nothing for moves data (a copy nested in another op,
+    a fill, kernels the profiler tied to no op): memory-bound."""
     if bytes_per_call <= 0 and flops_per_call <= 0:
         return Regime.OVERHEAD if roof.overhead_adds else Regime.MEMORY
     return roofline.regime(flops_per_call, max(bytes_per_call, 1.0), roof)
@@ -130,7 +132,8 @@ def _row(
     matmul_dtype: str,
     irregular: bool = False,
 ) -> OpRow:
-    """One row; ``irregular`` rows (:data:`IRREGULAR_CLASS`) far below both roofs get :data:`BELOW_ROOFS`."""
+    """One row; ``irregular`` rows (:data:`IRREGULAR_CLASS`) far below both roofs get
+    :data:`BELOW_ROOFS`."""
     roof = roof_for(op_class, ceilings, matmul_dtype)
     per_call = max(calls, 1.0)
     found = op_regime(flops / per_call, bytes_ / per_call, roof).value
@@ -172,7 +175,8 @@ def op_rows(
     ceilings: Ceilings,
     matmul_dtype: str,
 ) -> list[OpRow]:
-    """One row per op, slowest first. Keys: profiler names (``aten::addmm``) or bare names (``addmm``)."""
+    """One row per op, slowest first. Keys: profiler names (``aten::addmm``) or bare names
+    (``addmm``)."""
 
     def key(name: str) -> str:
         return op_name(name) if name.startswith("aten::") else name
@@ -211,8 +215,8 @@ def op_rows(
 
 
 def class_rows(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> list[OpRow]:
-    """The op rows summed per class, in the essay's order (:data:`CLASS_ORDER`); each class's regime from
-    its average call."""
+    """The op rows summed per class, in the essay's order (:data:`CLASS_ORDER`); each class's regime
+    from its average call."""
     out = []
     for label in CLASS_ORDER:
         members = [row for row in rows if row.op_class == label]
@@ -241,20 +245,21 @@ FUSED_NAME = "fused kernels (torch.compile)"
 
 
 def is_compiled_code(name: str) -> bool:
-    """A profiler row that runs ``torch.compile``'s generated code: the call into a compiled graph, or one
-    of its kernels (recorded only with ``torch._inductor.config.cpp.enable_kernel_profile`` on a CPU)."""
+    """A profiler row that runs ``torch.compile``'s generated code: the call into a compiled graph,
+    or one of its kernels (recorded only with ``torch._inductor.config.cpp.enable_kernel_profile``
+    on a CPU)."""
     return name.startswith(COMPILED_CODE) or "cpp_fused" in name or name.startswith("triton_")
 
 
 def merge_compiled(rows: list[OpRow], ceilings: Ceilings, matmul_dtype: str) -> list[OpRow]:
     """Give a compiled step's generated code the work it does.
 
-    The FLOPs and bytes are counted on the eager ops (:mod:`brrr.diagnose.profile`), while the profile
-    of a compiled step shows its fused kernels only as time inside the compiled call. The ops that
-    did work but took no profiled time ran inside that code: their FLOPs and bytes (the unfused bytes,
-    an upper bound on what the fused kernels move) go to one row, :data:`FUSED_NAME`, with the
-    compiled code's time, in the class that holds most of those FLOPs. Steps with no compiled code
-    are returned unchanged.
+    The FLOPs and bytes are counted on the eager ops (:mod:`brrr.diagnose.profile`), while the
+    profile of a compiled step shows its fused kernels only as time inside the compiled call. The
+    ops that did work but took no profiled time ran inside that code: their FLOPs and bytes (the
+    unfused bytes, an upper bound on what the fused kernels move) go to one row, :data:`FUSED_NAME`,
+    with the compiled code's time, in the class that holds most of those FLOPs. Steps with no
+    compiled code are returned unchanged.
     """
     code = [row for row in rows if is_compiled_code(row.name)]
     if not code:

@@ -63,7 +63,8 @@ def _channels_last(tensor: torch.Tensor) -> bool:
 
 
 class TrafficLog(TorchDispatchMode):
-    """Bytes each aten op reads and writes (its tensor arguments and outputs), its calls, and matmul dtypes.
+    """Bytes each aten op reads and writes (its tensor arguments and outputs), its calls, and matmul
+    dtypes.
 
     Views and allocations (:data:`brrr.opclasses.LAYOUT`) move nothing and count
     0 bytes. An in-place op counts its tensor twice: read, then written. A lookup (:data:`LOOKUPS`)
@@ -121,18 +122,19 @@ class TrafficLog(TorchDispatchMode):
 
 
 def dispatch_owner(dispatched) -> Callable[[object], str]:
-    """``owner(event)``: the profiler name of the op whose work a profiled event's self time belongs to.
+    """``owner(event)``: the profiler name of the op whose work a profiled event's self time belongs
+    to.
 
-    FLOPs and bytes are counted on the ops the dispatch-level count saw (``dispatched``, bare names),
-    while the profiler also records the ops those call inside: ``aten::convolution`` calls
+    FLOPs and bytes are counted on the ops the dispatch-level count saw (``dispatched``, bare
+    names), while the profiler also records the ops those call inside: ``aten::convolution`` calls
     ``aten::_convolution``, which calls the backend's ``aten::mkldnn_convolution`` (a CPU) or
     ``aten::cudnn_convolution`` (a GPU), where the time lands; ``aten::native_dropout`` calls
     ``aten::bernoulli_``. Joined by name, the work sat on one row and the time on another ("0 FLOP",
-    overhead-bound, beside a contraction row above its roof). So an event's time goes to its outermost
-    ancestor (or itself) among the dispatched ops: the call the count saw, which did the work. Events under
-    no dispatched op (wrappers such as ``aten::conv2d``, autograd nodes, annotations) keep their name.
-    ``dispatched`` counts calls by name; names of the same work (:data:`brrr.opclasses.SAME_WORK`) go to
-    the one of them the count saw most."""
+    overhead-bound, beside a contraction row above its roof). So an event's time goes to its
+    outermost ancestor (or itself) among the dispatched ops: the call the count saw, which did the
+    work. Events under no dispatched op (wrappers such as ``aten::conv2d``, autograd nodes,
+    annotations) keep their name. ``dispatched`` counts calls by name; names of the same work
+    (:data:`brrr.opclasses.SAME_WORK`) go to the one of them the count saw most."""
     aliases = {}
     for family in opclasses.SAME_WORK:
         seen = [name for name in family if dispatched.get(name)]
@@ -175,7 +177,8 @@ class Measurement:
 
 
 def checked(step: Callable, args: tuple, phase: str) -> Callable[[], object]:
-    """``step(*args)`` as a no-argument function that turns the step's own exceptions into DiagnoseError."""
+    """``step(*args)`` as a no-argument function that turns the step's own exceptions into
+    DiagnoseError."""
 
     def run():
         try:
@@ -189,22 +192,24 @@ def checked(step: Callable, args: tuple, phase: str) -> Callable[[], object]:
 
 
 def require_device_work(returned: object, trace: traces.Trace, *, on_gpu: bool) -> None:
-    """On a GPU, refuse a step in which the profiler saw no kernel; explain why returning nothing matters."""
+    """On a GPU, refuse a step in which the profiler saw no kernel; explain why returning nothing
+    matters."""
     if not on_gpu or trace.has_device:
         return
     if returned is None:
         raise no_device_work()
     raise DiagnoseError(
-        "The profiler saw no GPU kernel in the step, so there is nothing to diagnose on this GPU: the model "
-        "and inputs are probably still on the CPU. Move them with .to('cuda'), or set BRRR_DEVICE=cpu to "
-        "diagnose the CPU."
+        "The profiler saw no GPU kernel in the step, so there is nothing to diagnose on this GPU: "
+        "the model and inputs are probably still on the CPU. Move them with .to('cuda'), or set "
+        "BRRR_DEVICE=cpu to diagnose the CPU."
     )
 
 
 def measure(
     step: Callable, args: tuple, *, threads: int | None, warmup: int, steps: int
 ) -> Measurement:
-    """Warm up, time, count and profile ``step(*args)`` with ``threads`` torch threads (None: as set).
+    """Warm up, time, count and profile ``step(*args)`` with ``threads`` torch threads (None: as
+    set).
 
     Refuses a step that runs no torch op, and one shorter than the profiler's own cost per step
     (:func:`profiler_floor_s`): the profile of either would describe the profiler, not the step."""
@@ -222,8 +227,9 @@ def measure(
         timed_share = cpu_share(clocks, torch.get_num_threads())
         traffic = TrafficLog()
         with torch.compiler.set_stance("force_eager"), traffic, warnings.catch_warnings():
-            # FlopCounterMode tracks modules with global hooks, about which a compiled module warns when
-            # called: the hooks are ours, for this count only, and the user has nothing to act on.
+            # FlopCounterMode tracks modules with global hooks, about which a compiled module warns
+            # when called: the hooks are ours, for this count only, and the user has nothing to act
+            # on.
             warnings.filterwarnings(
                 "ignore", message=r"Using `torch.compile\(module\)` when there are global hooks"
             )
@@ -264,10 +270,10 @@ def cpu_share(start: tuple[float, float], threads: int) -> float:
 def _profiled(run: Callable[[], object], steps: int, *, record_shapes: bool = False):
     """``(trace, profiler)`` of ``steps`` calls of ``run``, one :data:`STEP_LABEL` annotation each.
 
-    One call first under the profiler, left out of it: the first call it records pays its start-up, which
-    read 5.8 ms of "between ops" in a 25 µs empty step on our CPU (1.9 ms a step over three) and, on an
-    H100, about a millisecond of "waiting on the host" per step of a 3 ms matmul (CUPTI's start-up).
-    """
+    One call first under the profiler, left out of it: the first call it records pays its start-up,
+    which read 5.8 ms of "between ops" in a 25 µs empty step on our CPU (1.9 ms a step over three)
+    and, on an H100, about a millisecond of "waiting on the host" per step of a 3 ms matmul (CUPTI's
+    start-up)."""
     profiler = traces.profile_steps(
         run,
         steps,
@@ -291,10 +297,10 @@ def profiled_over_timed(measured: Measurement) -> float:
 
 
 def profiler_floor_s(steps: int = 3) -> float:
-    """Seconds the profiler adds to each profiled step by itself: the mean annotated step of an empty step,
-    profiled as the step is (:func:`_profiled`). All of it reads as time between ops, which
-    :func:`brrr.diagnose.core.diagnose` takes off the step's; a step shorter than it is refused. On our
-    2-core CPU it read 19-33 µs."""
+    """Seconds the profiler adds to each profiled step by itself: the mean annotated step of an
+    empty step, profiled as the step is (:func:`_profiled`). All of it reads as time between ops,
+    which :func:`brrr.diagnose.core.diagnose` takes off the step's; a step shorter than it is
+    refused. On our 2-core CPU it read 19-33 µs."""
     trace, _ = _profiled(lambda: None, steps)
     spans = trace.annotation_spans(STEP_LABEL)
     return sum(end - start for start, end in spans) / max(len(spans), 1) / 1e6
@@ -308,10 +314,10 @@ def _one_add(x: torch.Tensor) -> torch.Tensor:
 
 
 def compiled_call_seconds(threads: int | None = None, *, refresh: bool = False) -> float:
-    """Seconds per call of a ``torch.compile``-d one-op function on a one-element tensor: the floor any
-    compiled step pays (guards, the generated wrapper), measured once per machine, torch and thread count,
-    and cached beside the ceilings (``refresh=True`` measures again). On our 2-core CPU it read
-    25-80 µs, ten to forty eager dispatches."""
+    """Seconds per call of a ``torch.compile``-d one-op function on a one-element tensor: the floor
+    any compiled step pays (guards, the generated wrapper), measured once per machine, torch and
+    thread count, and cached beside the ceilings (``refresh=True`` measures again). On our 2-core
+    CPU it read 25-80 µs, ten to forty eager dispatches."""
     from brrr import cache
     from brrr.device import DEVICE, device_name
 

@@ -24,7 +24,8 @@ def _ops_share(fraction: float) -> str:
 
 
 def _rate_cells(rate: float, fraction: float, unit: str, width: int) -> str:
-    """The rate and its share of the roof, in two right-aligned columns; dashes where nothing was counted."""
+    """The rate and its share of the roof, in two right-aligned columns; dashes where nothing was
+    counted."""
     return (
         f"{units.si(rate, unit):>{width}} {_share(fraction):>5}"
         if rate > 0
@@ -34,8 +35,9 @@ def _rate_cells(rate: float, fraction: float, unit: str, width: int) -> str:
 
 def _table(rows, first: str, total: float) -> list[str]:
     """One line per row, at most :data:`brrr.column.WIDTH` characters; "% ops" is the row's share of
-    ``total``, the time inside all ops, so that a table of the slowest few ops shows the same shares as the
-    op classes they belong to. The counted FLOPs and bytes are the rates times the time (and in the JSON)."""
+    ``total``, the time inside all ops, so that a table of the slowest few ops shows the same shares
+    as the op classes they belong to. The counted FLOPs and bytes are the rates times the time (and
+    in the JSON)."""
     header = (
         f"{first:<{NAME_WIDTH}} {'time/step':>9} {'% ops':>5} {'FLOP/s':>12} {'%roof':>5} "
         f"{'B/s':>9} {'%copy':>5} {'FLOP/B':>6}  regime"
@@ -49,15 +51,18 @@ def _table(rows, first: str, total: float) -> list[str]:
             lines.append(name)
             name = ""
         lines.append(
-            f"{name:<{NAME_WIDTH}} {units.seconds(row.seconds):>9} {_ops_share(row.seconds / total):>5} "
+            f"{name:<{NAME_WIDTH}} {units.seconds(row.seconds):>9} "
+            f"{_ops_share(row.seconds / total):>5} "
             f"{_rate_cells(row.flop_rate, row.flops_fraction, 'FLOP/s', 12)} "
-            f"{_rate_cells(row.byte_rate, row.bandwidth_fraction, 'B/s', 9)} {intensity:>6}  {row.regime}"
+            f"{_rate_cells(row.byte_rate, row.bandwidth_fraction, 'B/s', 9)} {intensity:>6}  "
+            f"{row.regime}"
         )
     return lines
 
 
 def text(d) -> str:
-    """The readable report: label and margin, step time, time split, MFU, op tables, advice, stamp."""
+    """The readable report: label and margin, step time, time split, MFU, op tables, advice,
+    stamp."""
     ordered = sorted(d.shares.items(), key=lambda item: -item[1])
     (_, share), (runner_up, second) = ordered[0], ordered[1]
     launches = "kernels launched" if d.split.clock == "GPU" else "aten ops dispatched"
@@ -71,9 +76,10 @@ def text(d) -> str:
             else "no other regime holds any of it)"
         ),
         *(f"trust: {sentence}" for sentence in _trust_sentences(d)),
-        f"step: {units.seconds(d.step_s)} median (profiler off); {d.launches_per_step:.0f} {launches} per step",
-        f"where the time goes ({d.split.clock}, {units.seconds(d.split.step_us / 1e6)} per profiled step, "
-        f"{units.seconds(d.profiler_floor_s)} of it the profiler's own): "
+        f"step: {units.seconds(d.step_s)} median (profiler off); {d.launches_per_step:.0f} "
+        f"{launches} per step",
+        f"where the time goes ({d.split.clock}, {units.seconds(d.split.step_us / 1e6)} per "
+        f"profiled step, {units.seconds(d.profiler_floor_s)} of it the profiler's own): "
         + ", ".join(f"{name} {units.percent(value)}" for name, value in d.split.fractions.items()),
         f"MFU: {units.percent(d.mfu)}: {units.si(d.flops_per_step, 'FLOP')} per step at "
         f"{units.flops(d.flops_per_step / d.step_s)} against {compute_roof(d)}",
@@ -98,7 +104,8 @@ def text(d) -> str:
     if bandwidth:
         lines += [
             "",
-            f"above the copy bandwidth: {bandwidth}. Their tensors fit in a cache, which serves them "
+            f"above the copy bandwidth: {bandwidth}. Their tensors fit in a cache, which serves "
+            "them "
             "faster than memory (bytes here are tensor sizes, as if every one came from memory).",
         ]
     if d.compile_report is not None:
@@ -219,9 +226,9 @@ def _trial_lines(trials) -> list[str]:
 
 
 def above_the_roofs(d) -> tuple[str, str]:
-    """What in the diagnosis ran faster than the roof it is divided by, as (compute, bandwidth); '' where
-    nothing did: ('MFU 111%, convolution_backward 124%', 'element-wise 180%'). Compute: the MFU and each
-    op (``d.op_rows``, every op of the step); bandwidth: the op classes."""
+    """What in the diagnosis ran faster than the roof it is divided by, as (compute, bandwidth); ''
+    where nothing did: ('MFU 111%, convolution_backward 124%', 'element-wise 180%'). Compute: the
+    MFU and each op (``d.op_rows``, every op of the step); bandwidth: the op classes."""
     compute = [f"MFU {units.percent(d.mfu)}"] if d.mfu > 1 else []
     compute += [f"{row.name} {units.percent(row.flops_fraction)}" for row in _over_compute_roof(d)]
     bandwidth = [
@@ -237,7 +244,8 @@ def _over_compute_roof(d) -> list:
 
 
 def _aten_names(d) -> str:
-    """The ops above their roof as aten names, the heaviest FLOP counts where only the MFU is above."""
+    """The ops above their roof as aten names, the heaviest FLOP counts where only the MFU is
+    above."""
     rows = _over_compute_roof(d) or sorted(d.op_rows, key=lambda row: -row.flops)[:2]
     return ", ".join(f"aten::{row.name}" for row in rows) or "the step's ops"
 
@@ -254,7 +262,8 @@ def _finite(value):
 
 
 def to_json(d) -> dict:
-    """Everything in the report, machine-readable, with the stamp's fields (device, versions, date)."""
+    """Everything in the report, machine-readable, with the stamp's fields (device, versions,
+    date)."""
     return {
         "format": JSON_FORMAT,
         "env": dict(d.env),

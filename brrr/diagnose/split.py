@@ -71,7 +71,8 @@ def _total(windows: list[Span]) -> float:
 
 
 def gpu_idle_us(trace: Trace, window: Span) -> tuple[float, float]:
-    """``(waiting on the host, other)`` idle µs of the device in ``window``, by HTA's rule (see above).
+    """``(waiting on the host, other)`` idle µs of the device in ``window``, by HTA's rule (see
+    above).
 
     A gap that runs to the end of the window is host wait: :func:`brrr.diagnose.profile.measure`
     synchronizes inside each step, so the device finished everything queued and waits for the host
@@ -133,10 +134,11 @@ def _inside(start_us: float, windows: list[Span]) -> bool:
 
 
 def launches_per_step(trace: Trace, label: str = "step") -> float:
-    """Kernels started per step (GPU), or outermost aten ops called per step (CPU): the ops the step's
-    code dispatched, each paying the framework's per-op overhead (ops they call inside are not counted:
-    ``aten::linear`` counts, the ``aten::addmm`` it runs does not). In a compiled step the aten ops the
-    compiled code calls count (library calls such as ``addmm``); its fused kernels are no aten op."""
+    """Kernels started per step (GPU), or outermost aten ops called per step (CPU): the ops the
+    step's code dispatched, each paying the framework's per-op overhead (ops they call inside are
+    not counted: ``aten::linear`` counts, the ``aten::addmm`` it runs does not). In a compiled step
+    the aten ops the compiled code calls count (library calls such as ``addmm``); its fused kernels
+    are no aten op."""
     windows = step_windows(trace, label)
     if trace.has_device:
         events = [event for event in trace.device if event.category.lower() == "kernel"]

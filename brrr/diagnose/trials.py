@@ -1,8 +1,9 @@
-"""``--try``: the fixes that can be tried without touching the user's code, measured on the user's step.
+"""``--try``: the fixes that can be tried without touching the user's code, measured on the user's
+step.
 
 Each trial runs the step as it is and as the fix changes it, in interleaved rounds
-(:func:`brrr.timing.median_per_round`: one call of each per round, the ratio taken round by round, so
-load from other processes lands on both alike), and takes the median ratio. It does so
+(:func:`brrr.timing.median_per_round`: one call of each per round, the ratio taken round by round,
+so load from other processes lands on both alike), and takes the median ratio. It does so
 :data:`MIN_REPEATS` times or more (up to :data:`MAX_REPEATS` while the readings straddle 1): the
 gain is the median of the repeats, and the lowest and highest of them are its interval. A trial
 whose interval holds 1 shows no measurable gain, and is neither advice nor a reason to withdraw any.
@@ -12,19 +13,19 @@ compile
 bf16
     the step under ``torch.autocast(device, torch.bfloat16)``.
 batch
-    twice the batch, where the step's factory says how to build one: the factory (the ``module:callable``
-    the command takes, ``factory=`` for :func:`brrr.diagnose.diagnose`) has a ``batch`` parameter with
-    a default, and ``factory(batch=n)`` returns ``(step, args)`` for a batch of ``n``. The gain is in
-    examples per second, since the work per step changes.
+    twice the batch, where the step's factory says how to build one: the factory (the
+    ``module:callable`` the command takes, ``factory=`` for :func:`brrr.diagnose.diagnose`) has a
+    ``batch`` parameter with a default, and ``factory(batch=n)`` returns ``(step, args)`` for a
+    batch of ``n``. The gain is in examples per second, since the work per step changes.
 channels_last
     the step's 4-D floating-point arguments (images) in ``torch.channels_last``: oneDNN and cuDNN
     follow the layout of a convolution's input, so the network runs in it from there on (converting
     the model too, in the user's code, is what the advice says).
 dropout
-    the step with every dropout off (``nn.Dropout`` modules in eval mode, ``nn.MultiheadAttention``'s
-    dropout at 0) among the modules the step reaches: its arguments, the step itself if it is a module or
-    a bound method of one, and the modules its closure holds. This shows what dropout costs; it is never
-    advice, since it changes the model.
+    the step with every dropout off (``nn.Dropout`` modules in eval mode,
+    ``nn.MultiheadAttention``'s dropout at 0) among the modules the step reaches: its arguments, the
+    step itself if it is a module or a bound method of one, and the modules its closure holds. This
+    shows what dropout costs; it is never advice, since it changes the model.
 """
 
 from __future__ import annotations
@@ -48,13 +49,14 @@ BUDGET_S = 0.5  # measured seconds per reading of a trial, split between the two
 # time).
 MIN_REPEATS = 3
 MAX_REPEATS = 5
-MIN_ROUNDS = 3  # at least: a fix that makes the step 40x slower (bf16 on a CPU without bf16 units) stays cheap
+# at least: a fix that makes the step 40x slower (bf16 on a CPU without bf16 units) stays cheap
+MIN_ROUNDS = 3
 
 
 @dataclass(frozen=True)
 class Trial:
-    """One fix tried on the step: the measured gain (time now / time with the fix; examples per second for
-    the batch), or None with the reason it was not measured."""
+    """One fix tried on the step: the measured gain (time now / time with the fix; examples per
+    second for the batch), or None with the reason it was not measured."""
 
     name: str  # one of TRIES
     what: str  # the change, in code
@@ -168,8 +170,8 @@ def try_bf16(step, args, threads, budget_s) -> Trial:
 
 
 def batch_parameter(factory: Callable | None) -> int | None:
-    """The default of the factory's ``batch`` parameter, the batch the step was built with; None when the
-    factory has no such parameter with an integer default."""
+    """The default of the factory's ``batch`` parameter, the batch the step was built with; None
+    when the factory has no such parameter with an integer default."""
     if factory is None:
         return None
     try:
@@ -228,7 +230,8 @@ def try_channels_last(step, args, threads, budget_s) -> Trial:
 
 
 def reachable_modules(step, args) -> list[torch.nn.Module]:
-    """The modules a step reaches: its arguments, itself (a module, or a bound method of one), its closure's."""
+    """The modules a step reaches: its arguments, itself (a module, or a bound method of one), its
+    closure's."""
     roots = list(args) + [step, getattr(step, "__self__", None)]
     roots += [
         cell.cell_contents for cell in (getattr(step, "__closure__", None) or ()) if _filled(cell)

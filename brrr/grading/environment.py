@@ -11,6 +11,7 @@ per-user configuration."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import subprocess
@@ -98,13 +99,13 @@ def private_environment(folder: Path, base: dict[str, str] | None = None) -> dic
 def font_lists() -> dict[str, bytes]:
     """matplotlib's font lists, read once, so that no grading process scans the fonts again
     (seconds each): the instructor's cached ones, or, where there are none (a fresh home: CI, a new
-    container), ones a child process builds in a folder of its own, so that grading writes nothing
-    to the instructor's home. Nothing calls it at import."""
-    try:
-        import matplotlib
-    except ImportError:
+    container), ones a child process builds in a folder of its own. Grading writes nothing to the
+    instructor's home (matplotlib's own lookup of its cache folder would make one). Nothing calls
+    it at import."""
+    if importlib.util.find_spec("matplotlib") is None:
         return {}
-    cached = sorted(Path(matplotlib.get_cachedir()).glob("fontlist-*.json"))
+    home_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "matplotlib"
+    cached = sorted(Path(os.environ.get("MPLCONFIGDIR") or home_cache).glob("fontlist-*.json"))
     if cached:
         return {path.name: path.read_bytes() for path in cached}
     with tempfile.TemporaryDirectory() as folder:

@@ -1,14 +1,14 @@
 """Graders forked by the grader zygote (:mod:`brrr.grading.zygote`): the gradebook's side.
 
-:class:`Zygote` asks the zygote for a grader: it makes the grader's pipes, sends their far ends and the
-grader's log with the request (SCM_RIGHTS), and gets back a :class:`ForkedGrader`, which the gradebook
-treats as the :class:`subprocess.Popen` of a grader it started itself: it writes the key to its ``stdin``,
-reads the signed record from its ``stdout``, and can ``poll``, ``kill`` (through a pidfd: never another
-process that reused the pid) and ``wait`` for it. Its ``returncode`` is the status the zygote, its parent,
-reads when it ends (``-N``: signal N ended it). Where the zygote dies first the grader is waited for on its
-pidfd, and its status read if the gradebook adopted it (a subreaper); one that cannot be read is 1, an
-exit by itself: a grader error, never the student's fault.
-"""
+:class:`Zygote` asks the zygote for a grader: it makes the grader's pipes, sends their far ends and
+the grader's log with the request (SCM_RIGHTS), and gets back a :class:`ForkedGrader`, which the
+gradebook treats as the :class:`subprocess.Popen` of a grader it started itself: it writes the key
+to its ``stdin``, reads the signed record from its ``stdout``, and can ``poll``, ``kill`` (through a
+pidfd: never another process that reused the pid) and ``wait`` for it. Its ``returncode`` is the
+status the zygote, its parent, reads when it ends (``-N``: signal N ended it). Where the zygote dies
+first the grader is waited for on its pidfd, and its status read if the gradebook adopted it (a
+subreaper); one that cannot be read is 1, an exit by itself: a grader error, never the student's
+fault."""
 
 from __future__ import annotations
 
@@ -23,12 +23,13 @@ import sys
 import threading
 from pathlib import Path
 
-# Set in the zygote's environment only (each grader gets its own): numpy's OpenBLAS starts no thread pool
-# when torch imports it, and torch asks NVML, not the CUDA driver, whether there is a GPU. Either would make
-# the fork unsafe.
+# Set in the zygote's environment only (each grader gets its own): numpy's OpenBLAS starts no thread
+# pool when torch imports it, and torch asks NVML, not the CUDA driver, whether there is a GPU.
+# Either would make the fork unsafe.
 ZYGOTE_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
 REQUEST_TIMEOUT_S = 30
-LOST = 1  # the status of a grader whose end no one could read: it exited by itself, as far as anyone knows
+# the status of a grader whose end no one could read: it exited by itself, as far as anyone knows
+LOST = 1
 
 
 class ZygoteGone(OSError):
@@ -36,7 +37,8 @@ class ZygoteGone(OSError):
 
 
 class ForkedGrader:
-    """A grader process forked by the zygote, as the gradebook handles one it started (``Popen``'s subset)."""
+    """A grader process forked by the zygote, as the gradebook handles one it started (``Popen``'s
+    subset)."""
 
     def __init__(self, pid: int, pidfd: int, connection: socket.socket, stdin, stdout):
         self.pid, self.pidfd, self.connection = pid, pidfd, connection
@@ -64,7 +66,8 @@ class ForkedGrader:
                 pass
 
     def _read_end(self, timeout: float | None) -> None:
-        """The grader's exit status, if it arrives within ``timeout`` (None: however long it takes)."""
+        """The grader's exit status, if it arrives within ``timeout`` (None: however long it
+        takes)."""
         if self.orphaned:
             self._orphan_end(timeout)
             return
@@ -103,9 +106,10 @@ class ForkedGrader:
 
 
 class Zygote:
-    """The zygote of a gradebook run, started by the gradebook (``process``, its payload written), serving on
-    ``path`` once it prints ``ready``: the first :meth:`fork` waits for that, up to ``start_timeout_s``, so its
-    imports run while the gradebook prepares the first submission. ``log``: its standard error."""
+    """The zygote of a gradebook run, started by the gradebook (``process``, its payload written),
+    serving on ``path`` once it prints ``ready``: the first :meth:`fork` waits for that, up to
+    ``start_timeout_s``, so its imports run while the gradebook prepares the first submission.
+    ``log``: its standard error."""
 
     def __init__(
         self,
@@ -122,8 +126,9 @@ class Zygote:
         self.gone = ""  # why it no longer forks graders, once it does not
 
     def fork(self, request: dict, stderr: int) -> ForkedGrader:
-        """A grader forked for ``request`` (lab, socket, private, env), its standard error ``stderr``;
-        :class:`ZygoteGone` if the zygote does not fork one (said once, on standard error)."""
+        """A grader forked for ``request`` (lab, socket, private, env), its standard error
+        ``stderr``; :class:`ZygoteGone` if the zygote does not fork one (said once, on standard
+        error)."""
         self.wait_started()
         with self.lock:
             if self.gone:

@@ -1,4 +1,5 @@
-"""Notice a submission that changes files it must not: the environment, the course, other students' work.
+"""Notice a submission that changes files it must not: the environment, the course, other students'
+work.
 
 A submission's code runs as the instructor's user, so it can write any file the
 instructor can: a module of torch in the virtual environment, a file of the
@@ -67,8 +68,8 @@ from pathlib import Path
 
 ENVIRONMENT, COURSE, UNREAD = "environment", "course", "unread"
 
-# Per-user files and folders that IPython, Jupyter, matplotlib, an interactive Python, shells and ssh read
-# when they start. No grading process reads them (the private folders and variables of
+# Per-user files and folders that IPython, Jupyter, matplotlib, an interactive Python, shells and
+# ssh read when they start. No grading process reads them (the private folders and variables of
 # brrr.grading.gradebook.private_environment stand in for them), so they are UNREAD roots.
 USER_CONFIGURATION = (
     ".ipython",
@@ -84,8 +85,8 @@ USER_CONFIGURATION = (
     ".zshrc",
     ".ssh",
 )
-# Written by any IPython or Jupyter session the instructor has open; nothing there is code (patterns as
-# find's -path takes them).
+# Written by any IPython or Jupyter session the instructor has open; nothing there is code (patterns
+# as find's -path takes them).
 USER_EXCLUDED = (
     ".local/share/jupyter/runtime",
     ".ipython/profile_*/history.sqlite*",
@@ -96,10 +97,11 @@ USER_EXCLUDED = (
 )
 
 
-# What a grading run reads from the instructor's checkout: brrr/ and the labs' sources when it starts (the
-# grader and every submission's notebook come from that snapshot), the project file, and what git runs or
-# obeys (its objects are data). The rest of the checkout (the book's pages, _build/, the traces a page
-# writes into notebooks/, caches) is read by no grading process: an UNREAD root.
+# What a grading run reads from the instructor's checkout: brrr/ and the labs' sources when it
+# starts (the grader and every submission's notebook come from that snapshot), the project file, and
+# what git runs or obeys (its objects are data). The rest of the checkout (the book's pages,
+# _build/, the traces a page writes into notebooks/, caches) is read by no grading process: an
+# UNREAD root.
 CHECKOUT_READ = ("brrr", "solutions", "labs", "pyproject.toml", ".git/hooks", ".git/config")
 
 
@@ -141,7 +143,9 @@ def watched_roots(
             or path == Path.cwd().resolve()
             and not _inside_any(path, installed)
         ):
-            continue  # the working folder `python -m` puts first: nothing is imported from it once grading runs
+            # the working folder `python -m` puts first: nothing is imported from it once grading
+            # runs
+            continue
         if _inside_any(path, course | ({checkout} if checkout else set())) and not _inside_any(
             path, installed
         ):
@@ -151,8 +155,9 @@ def watched_roots(
     if sys.prefix != sys.base_prefix:
         environment |= {Path(sys.prefix) / "bin", Path(sys.prefix) / "pyvenv.cfg"}
     unread = {home / name for name in USER_CONFIGURATION}
-    # The user's site-packages, and Jupyter's data folder beside it: read where this Python has the user's
-    # site on (the nbval runner is this Python, and the kernel's path is this process's), else by no one.
+    # The user's site-packages, and Jupyter's data folder beside it: read where this Python has the
+    # user's site on (the nbval runner is this Python, and the kernel's path is this process's),
+    # else by no one.
     user_base = Path(site.getuserbase())
     (environment if site.ENABLE_USER_SITE else unread).update(
         {user_base / "lib", user_base / "share" / "jupyter"}
@@ -177,12 +182,13 @@ def watched_roots(
 
 
 def _packages_off_the_path(environment: set[Path]) -> list[Path]:
-    """The base interpreter's site-packages when a virtual environment hides it (not on ``sys.path``).
+    """The base interpreter's site-packages when a virtual environment hides it (not on
+    ``sys.path``).
 
-    It sits inside the standard library's folder, which is watched, but nothing that grades or runs a
-    notebook imports from it: every grading process is this environment's interpreter. On a machine
-    with many packages installed globally it is half of what a fingerprint walks (51,000 of 110,000
-    entries here): walking it after every submission bought nothing.
+    It sits inside the standard library's folder, which is watched, but nothing that grades or runs
+    a notebook imports from it: every grading process is this environment's interpreter. On a
+    machine with many packages installed globally it is half of what a fingerprint walks (51,000 of
+    110,000 entries here): walking it after every submission bought nothing.
     """
     if sys.prefix == sys.base_prefix:
         return []
@@ -200,12 +206,13 @@ def _inside_any(path: Path, folders: set[Path]) -> bool:
 
 @dataclass
 class Fingerprint:
-    """The state of every file and folder under some roots: path -> (inode, size, mode, mtime, ctime).
+    """The state of every file and folder under some roots: path -> (inode, size, mode, mtime,
+    ctime).
 
-    Each root's walk is kept as find wrote it, and read into entries only where two walks of a root differ:
-    walks equal byte for byte hold equal entries. The environment's tens of thousands of files are then
-    compared unread: a fingerprint and its comparison took 0.5-0.7 CPU-seconds of the gradebook's process
-    per submission (59,100 entries, the 2-core CI machine), and 0.06-0.09 so."""
+    Each root's walk is kept as find wrote it, and read into entries only where two walks of a root
+    differ: walks equal byte for byte hold equal entries. The environment's tens of thousands of
+    files are then compared unread: a fingerprint and its comparison took 0.5-0.7 CPU-seconds of the
+    gradebook's process per submission (59,100 entries, the 2-core CI machine), and 0.06-0.09 so."""
 
     walks: dict[str, bytes | dict[str, tuple]] = field(
         default_factory=dict
@@ -224,7 +231,8 @@ class Fingerprint:
         return cls(walks, {str(root.path): root.kind for root in roots})
 
     def changes(self, later: "Fingerprint") -> "Changes":
-        """What differs in ``later``: paths added, removed or modified, each with its root's kind."""
+        """What differs in ``later``: paths added, removed or modified, each with its root's
+        kind."""
         changed: set[str] = set()
         for root in self.walks.keys() | later.walks.keys():
             before, after = self.walks.get(root, {}), later.walks.get(root, {})
@@ -260,7 +268,8 @@ class Changes:
 
     @property
     def charged(self) -> list[str]:
-        """The changes a submission that ran meanwhile answers for: all but those to unread files."""
+        """The changes a submission that ran meanwhile answers for: all but those to unread
+        files."""
         return [p for p in self.paths if self.kinds[p] != UNREAD]
 
     @property
@@ -298,8 +307,9 @@ def summarize(paths: list[str], limit: int = 10) -> str:
 
 
 def _walk(root: Path, excluded: list[Path]) -> bytes | dict[str, tuple]:
-    """Every entry under ``root`` (links not followed) as GNU find prints them, or as a dict where the walk
-    was Python's; :func:`_entries` reads either as path -> (inode, size, permissions, type, mtime, ctime).
+    """Every entry under ``root`` (links not followed) as GNU find prints them, or as a dict where
+    the walk was Python's; :func:`_entries` reads either as path -> (inode, size, permissions, type,
+    mtime, ctime).
 
     GNU find does the walk where there is one (about ten times faster than
     Python); otherwise, or if find was stopped, Python does. Both read into the
@@ -340,9 +350,9 @@ def _entries(walk: bytes | dict[str, tuple]) -> dict[str, tuple]:
 
 
 def _entry(inode: int, size: int, mode: int, kind: str, mtime: int, ctime: int) -> tuple:
-    """What is compared. A folder's times and size change with every entry made or removed in it, also in
-    an excluded one (an IPython history journal, say), and its entries are compared on their own: so a
-    folder counts only by its inode and permissions."""
+    """What is compared. A folder's times and size change with every entry made or removed in it,
+    also in an excluded one (an IPython history journal, say), and its entries are compared on their
+    own: so a folder counts only by its inode and permissions."""
     if kind == "d":
         return (inode, mode, kind)
     return (inode, size, mode, kind, mtime, ctime)

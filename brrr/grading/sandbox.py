@@ -1,4 +1,5 @@
-"""A submission's processes in a bubblewrap sandbox: the ``bwrap`` command line, and whether one can be made here.
+"""A submission's processes in a bubblewrap sandbox: the ``bwrap`` command line, and whether one can
+be made here.
 
 The gradebook runs each submission's notebook (pytest, nbval, the Jupyter
 kernel and whatever student code starts) under ``bwrap`` (Debian's
@@ -17,7 +18,8 @@ kernel and whatever student code starts) under ``bwrap`` (Debian's
   (:func:`unreadable_to_others`: a Slurm node's ``/etc/munge/munge.key``, a database's access
   rules): the notebook reads only what any user may. The notebook sees the student copy of ``brrr``
   the gradebook wrote into its work folder, and nothing else of the course;
-- a private ``/tmp`` of at most :data:`TMP_BYTES`, a minimal ``/dev`` (with the GPU's device nodes where
+- a private ``/tmp`` of at most :data:`TMP_BYTES`, a minimal ``/dev`` (with the GPU's device nodes
+where
   there are some) and a ``/proc`` of its own;
 - one writable folder, the submission's own work folder, and one socket, its
   own grader's;
@@ -52,10 +54,11 @@ from pathlib import Path
 
 BWRAP_VARIABLE = "BRRR_BWRAP"
 PACKAGE = "bubblewrap"  # Debian's, and most distributions' name for it
-# Folders every program needs, bound read-only where they exist (links, as on a merged-/usr system, stay links).
+# Folders every program needs, bound read-only where they exist (links, as on a merged-/usr system,
+# stay links).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
-# Secrets in those system folders, masked by an empty file or folder: a gradebook run as root leaves the sandbox
-# root's uid (without any capability), and root owns them.
+# Secrets in those system folders, masked by an empty file or folder: a gradebook run as root leaves
+# the sandbox root's uid (without any capability), and root owns them.
 SECRETS = (
     "/etc/shadow",
     "/etc/shadow-",
@@ -66,15 +69,17 @@ SECRETS = (
     "/etc/ssh",
     "/etc/ssl/private",
 )
-# Folders scanned, for a gradebook run as root, for what other users cannot read (masked in the sandbox). /etc
-# holds a machine's keys and passwords; the other system folders and the environment hold what packages
-# installed, readable by all (scanning /usr and a virtual environment takes a second more per run).
+# Folders scanned, for a gradebook run as root, for what other users cannot read (masked in the
+# sandbox). /etc holds a machine's keys and passwords; the other system folders and the environment
+# hold what packages installed, readable by all (scanning /usr and a virtual environment takes a
+# second more per run).
 SCANNED = ("/etc",)
 GPU_DEVICES = ("/dev/nvidia*", "/dev/dri")
-# The private /tmp's size. A tmpfs lives in memory that no process is charged with, so a notebook that filled
-# it would make the out-of-memory killer take the largest processes (the grader's among them), not the
-# notebook's. The caches torch and Triton write go to the work folder (the gradebook's environment), so an
-# honest notebook's /tmp holds a few MiB of temporary files. Set where bwrap has --size (0.8 and later).
+# The private /tmp's size. A tmpfs lives in memory that no process is charged with, so a notebook
+# that filled it would make the out-of-memory killer take the largest processes (the grader's among
+# them), not the notebook's. The caches torch and Triton write go to the work folder (the
+# gradebook's environment), so an honest notebook's /tmp holds a few MiB of temporary files. Set
+# where bwrap has --size (0.8 and later).
 TMP_BYTES = 1 << 30
 PROBE_TIMEOUT_S = 60
 
@@ -85,12 +90,13 @@ class Unavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Layout:
-    """What a sandbox shows of this machine, beyond :data:`SYSTEM`: the same for every submission of a run.
+    """What a sandbox shows of this machine, beyond :data:`SYSTEM`: the same for every submission of
+    a run.
 
     ``readable``: folders bound read-only (the interpreter, its prefixes and library folders).
-    ``hidden``: folders inside those that are masked by an empty one (the instructor's brrr, the checkout).
-    ``unreadable``: for a gradebook run as root, what other users cannot read under :data:`SCANNED`,
-    masked: folders by an empty one, files by an empty file.
+    ``hidden``: folders inside those that are masked by an empty one (the instructor's brrr, the
+    checkout). ``unreadable``: for a gradebook run as root, what other users cannot read under
+    :data:`SCANNED`, masked: folders by an empty one, files by an empty file.
     """
 
     readable: tuple[Path, ...]
@@ -99,7 +105,8 @@ class Layout:
 
 
 def executable() -> str | None:
-    """The ``bwrap`` to run: ``$BRRR_BWRAP`` if set (whether or not it exists), else the one on the path."""
+    """The ``bwrap`` to run: ``$BRRR_BWRAP`` if set (whether or not it exists), else the one on the
+    path."""
     named = os.environ.get(BWRAP_VARIABLE)
     if named:
         return named if os.access(named, os.X_OK) and os.path.isfile(named) else None
@@ -203,9 +210,9 @@ def environment(env: dict[str, str]) -> dict[str, str]:
 
 
 def unreadable_to_others(folders) -> list[Path]:
-    """Every file under ``folders`` that other users cannot read, and every folder they cannot list or
-    enter (not descended into), links left alone: what the sandbox masks for a gradebook run as root.
-    Entries that vanish or cannot be read while scanning are skipped."""
+    """Every file under ``folders`` that other users cannot read, and every folder they cannot list
+    or enter (not descended into), links left alone: what the sandbox masks for a gradebook run as
+    root. Entries that vanish or cannot be read while scanning are skipped."""
     found: list[Path] = []
     for top in folders:
         if not os.path.isdir(top) or os.path.islink(top):
@@ -241,8 +248,8 @@ def command(
     within: Layout,
     bwrap: str | None = None,
 ) -> list[str]:
-    """``argv`` run in a sandbox (see the module docstring) where ``writable`` is the one folder it may write,
-    its working folder, and ``sockets`` the only sockets of this machine it can reach."""
+    """``argv`` run in a sandbox (see the module docstring) where ``writable`` is the one folder it
+    may write, its working folder, and ``sockets`` the only sockets of this machine it can reach."""
     bwrap = bwrap or executable() or "bwrap"
     args = [bwrap, "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     args += [
@@ -304,9 +311,9 @@ def sizes_tmpfs(bwrap: str) -> bool:
 def problem(within: Layout | None = None) -> str | None:
     """Why no sandbox can be made here, in a sentence; None if one can.
 
-    It runs this interpreter in a sandbox built as a submission's is: a missing ``bwrap``, or one that
-    cannot create namespaces (a container that forbids them, a kernel without user namespaces for an
-    unprivileged user), fails here, before any submission runs.
+    It runs this interpreter in a sandbox built as a submission's is: a missing ``bwrap``, or one
+    that cannot create namespaces (a container that forbids them, a kernel without user namespaces
+    for an unprivileged user), fails here, before any submission runs.
     """
     bwrap = executable()
     if bwrap is None:
@@ -330,11 +337,14 @@ def problem(within: Layout | None = None) -> str | None:
 
 
 def refusal(why: str) -> str:
-    """The gradebook's message when no sandbox can be made: what is wrong, what to install, what the flag costs."""
+    """The gradebook's message when no sandbox can be made: what is wrong, what to install, what the
+    flag costs."""
     return (
-        f"every submission runs in a bubblewrap sandbox, and {why}. Install the package `{PACKAGE}` "
-        f"(Debian and Ubuntu: apt-get install {PACKAGE}), or, where namespaces are forbidden (some "
-        "containers), allow them. To grade without a sandbox, knowing that a submission can then see and "
-        "signal your processes and other submissions' graders, read your files and use the network, pass "
-        "--no-sandbox: every feedback file and grades.csv will say so. No submission was graded."
+        f"every submission runs in a bubblewrap sandbox, and {why}. Install the package "
+        f"`{PACKAGE}` (Debian and Ubuntu: apt-get install {PACKAGE}), or, where namespaces are "
+        "forbidden (some "
+        "containers), allow them. To grade without a sandbox, knowing that a submission can then "
+        "see and signal your processes and other submissions' graders, read your files and use the "
+        "network, pass --no-sandbox: every feedback file and grades.csv will say so. No submission "
+        "was graded."
     )

@@ -56,7 +56,8 @@ REQUEST_TIMEOUT_S = float(os.environ.get("BRRR_GRADER_REQUEST_TIMEOUT_S", 900))
 
 
 class StudentError(AssertionError):
-    """The student's side could not do what was asked: it raised, hung, crashed or answered nonsense.
+    """The student's side could not do what was asked: it raised, hung, crashed or answered
+    nonsense.
 
     It is a failed check (an AssertionError) whose message says so, for the student.
     """
@@ -82,7 +83,8 @@ def _failure(kind: str, message: str, function: str) -> AssertionError:
 
 
 class Student:
-    """The student's function, as the grader reaches it: requests over the connection, plain data back."""
+    """The student's function, as the grader reaches it: requests over the connection, plain data
+    back."""
 
     def __init__(
         self, channel: Channel, function: str, root: Callable[[], int | None] | None = None
@@ -208,7 +210,8 @@ class Record:
 
 
 def verify(line: str, key: bytes) -> dict:
-    """The results in a line printed by a grader process, if its signature is right; raises ValueError if not."""
+    """The results in a line printed by a grader process, if its signature is right; raises
+    ValueError if not."""
     data = json.loads(line)
     body, mac = data["body"], data["mac"]
     expected = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
@@ -265,7 +268,8 @@ class StudentRoot:
 # ---------------------------------------------------------------- serving one connection
 
 
-GRADER_ERROR = "grader error (not your fault)"  # how a check's message starts when the grader, not the student, failed
+# how a check's message starts when the grader, not the student, failed
+GRADER_ERROR = "grader error (not your fault)"
 
 
 def _run_check(lab: Lab, check: str, student: Student) -> tuple[bool, str, bool]:
@@ -301,8 +305,8 @@ def serve_connection(
     device_class: str,
     root: Callable[[], int | None] | None = None,
 ) -> None:
-    """Answer one connection's check requests until it closes, one check at a time, each verdict signed into
-    the record; ``root`` names the student's first process (:class:`StudentRoot`).
+    """Answer one connection's check requests until it closes, one check at a time, each verdict
+    signed into the record; ``root`` names the student's first process (:class:`StudentRoot`).
 
     Long: the protocol loop: every way a request can be malformed is answered where it is read."""
     from brrr.device import device_name

@@ -1,21 +1,26 @@
-"""The grader zygote: one process per gradebook run that imports what graders import, then forks one per submission.
+"""The grader zygote: one process per gradebook run that imports what graders import, then forks one
+per submission.
 
     python -I -B -c GRADER_BOOTSTRAP --zygote --socket PATH
 
-The gradebook starts it as it starts a grader process (:mod:`brrr.grading.bootstrap`: ``brrr`` from the
-snapshot in memory, ``-I -B``, a private folder and environment, its own session), before any student code
-exists. It imports torch, the check library and every lab's grader side (:func:`preload`), and never runs a
-tensor operation, so it stays one thread: torch's thread pools start in each grader, not here. Then it
-listens on ``PATH`` (a Unix socket, 0600, in the gradebook's private folder, out of every sandbox's sight)
-and serves one request per connection (:mod:`brrr.grading.forked` is the gradebook's side):
+The gradebook starts it as it starts a grader process (:mod:`brrr.grading.bootstrap`: ``brrr`` from
+the snapshot in memory, ``-I -B``, a private folder and environment, its own session), before any
+student code exists. It imports torch, the check library and every lab's grader side
+(:func:`preload`), and never runs a tensor operation, so it stays one thread: torch's thread pools
+start in each grader, not here. Then it listens on ``PATH`` (a Unix socket, 0600, in the gradebook's
+private folder, out of every sandbox's sight) and serves one request per connection
+(:mod:`brrr.grading.forked` is the gradebook's side):
 
-- the request, one datagram: the lab, the grader's socket, private folder and environment, with three file
+- the request, one datagram: the lab, the grader's socket, private folder and environment, with
+three file
   descriptors (SCM_RIGHTS) that become the grader's standard input, output and error;
-- the zygote forks (only while it is single-threaded: it checks); the child becomes exactly the grader
-  process of :mod:`brrr.grading.server` (:func:`become_grader`): its own session, folder, environment,
-  standard streams, random state, ``lab.prepare()``, its record in its own memory. The signing key reaches
-  it on its standard input, from the gradebook, never through the zygote;
-- the reply: the child's pid and a pidfd for it (race-free signals), then, when the child ends, its exit
+- the zygote forks (only while it is single-threaded: it checks); the child becomes exactly the
+grader
+  process of :mod:`brrr.grading.server` (:func:`become_grader`): its own session, folder,
+  environment, standard streams, random state, ``lab.prepare()``, its record in its own memory. The
+  signing key reaches it on its standard input, from the gradebook, never through the zygote;
+- the reply: the child's pid and a pidfd for it (race-free signals), then, when the child ends, its
+exit
   status (``-N``: signal N ended it), which only the zygote, its parent, can read.
 
 It ends when its standard input closes, killing any grader still running.
@@ -42,10 +47,12 @@ STREAMS = 3  # standard input, output and error of the grader
 
 
 def preload() -> None:
-    """Import what every lab's grader imports (its checks, and what its ``prepare`` imports), running nothing.
+    """Import what every lab's grader imports (its checks, and what its ``prepare`` imports),
+    running nothing.
 
-    On a GPU machine ``brrr.device`` asks torch whether CUDA is there: the zygote's environment asks NVML
-    (``PYTORCH_NVML_BASED_CUDA_CHECK``), so the CUDA driver is first loaded in each grader, after the fork."""
+    On a GPU machine ``brrr.device`` asks torch whether CUDA is there: the zygote's environment asks
+    NVML (``PYTORCH_NVML_BASED_CUDA_CHECK``), so the CUDA driver is first loaded in each grader,
+    after the fork."""
     import torch  # noqa: F401
     import torch.nn.attention  # noqa: F401
     import torch.profiler  # noqa: F401
@@ -81,10 +88,10 @@ def become_grader(
 ) -> None:
     """In the forked child: become the grader process of ``request`` and never return.
 
-    Everything a fresh grader process would start with is set before anything reads it: the session, the
-    standard streams, the working folder, the environment (its private caches, and ``imported``: what the
-    zygote's imports set in theirs, as they would have in a fresh grader's: ``TRITON_INTERPRET`` on a CPU),
-    the random state."""
+    Everything a fresh grader process would start with is set before anything reads it: the session,
+    the standard streams, the working folder, the environment (its private caches, and ``imported``:
+    what the zygote's imports set in theirs, as they would have in a fresh grader's:
+    ``TRITON_INTERPRET`` on a CPU), the random state."""
     code = 1
     try:
         os.setsid()
@@ -140,9 +147,10 @@ def become_grader(
 
 
 def name_itself(argv: list[str]) -> None:
-    """Show ``argv`` as this process's command line (``/proc/self/cmdline``, ``ps``), written over the
-    zygote's own, whose bootstrap source leaves room: a forked grader reads as one started on its own, its
-    lab and socket named. Cut short where it does not fit; left as it was where the area cannot be found."""
+    """Show ``argv`` as this process's command line (``/proc/self/cmdline``, ``ps``), written over
+    the zygote's own, whose bootstrap source leaves room: a forked grader reads as one started on
+    its own, its lab and socket named. Cut short where it does not fit; left as it was where the
+    area cannot be found."""
     try:
         with open("/proc/self/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
@@ -159,7 +167,8 @@ def name_itself(argv: list[str]) -> None:
 
 
 class Zygote:
-    """The zygote's loop: requests on ``listener``, children's ends on their pidfds, its end on stdin."""
+    """The zygote's loop: requests on ``listener``, children's ends on their pidfds, its end on
+    stdin."""
 
     def __init__(self, listener: socket.socket, imported: dict[str, str]):
         self.listener, self.imported = listener, imported

@@ -1,6 +1,7 @@
-"""The grader's own timed windows, watched (brrr/checks/fairness.py): a student whose processes work while the
-grader times its side fails for it; a grader that does not get the CPU voids the attempt and, after
-VOIDED_MAX of them, reports a grader fault, never the student's failure and never a pass."""
+"""The grader's own timed windows, watched (brrr/checks/fairness.py): a student whose processes work
+while the grader times its side fails for it; a grader that does not get the CPU voids the attempt
+and, after VOIDED_MAX of them, reports a grader fault, never the student's failure and never a
+pass."""
 
 import ctypes
 import json
@@ -29,8 +30,8 @@ pytestmark = [
 
 
 class Machine:
-    """Fake clocks: each window of grader work advances the wall clock, the grader thread's CPU clock and
-    the student's processes' CPU by what the test says."""
+    """Fake clocks: each window of grader work advances the wall clock, the grader thread's CPU
+    clock and the student's processes' CPU by what the test says."""
 
     def __init__(self):
         self.now = self.thread = self.student = 0.0
@@ -54,8 +55,8 @@ class Machine:
 def measuring(
     machine: Machine, *, grader_share=lambda attempt, window: 1.0, student_rate=0.0, passes=True
 ):
-    """A measure function of nine grader windows of 62.5 ms each (a binary fraction: the fake clocks add up
-    exactly), every attempt counted in ``calls``."""
+    """A measure function of nine grader windows of 62.5 ms each (a binary fraction: the fake clocks
+    add up exactly), every attempt counted in ``calls``."""
     calls = []
 
     def measure(watch: fairness.Watch) -> core.Attempt:
@@ -99,7 +100,8 @@ def test_a_voided_attempt_is_measured_again_and_not_counted():
 
 
 def test_starved_windows_below_the_median_do_not_void_an_attempt():
-    """Four windows of nine with a third of a CPU: the median, which the checks judge, is a fair one."""
+    """Four windows of nine with a third of a CPU: the median, which the checks judge, is a fair
+    one."""
     machine = Machine()
     measure, calls = measuring(
         machine, grader_share=lambda attempt, window: 0.33 if window < 4 else 0.99
@@ -132,7 +134,8 @@ def test_a_busy_student_namespace_is_the_students_failure_even_when_it_starved_t
 
 
 def test_the_grader_own_thread_is_not_counted_as_the_students_when_they_share_a_process():
-    """Served in this process (a test's local_student): the process's CPU less the grader thread's."""
+    """Served in this process (a test's local_student): the process's CPU less the grader
+    thread's."""
     watch = fairness.Watch(os.getpid(), "the given step")
     for _ in range(3):
         with watch.window():
@@ -144,12 +147,12 @@ def test_the_grader_own_thread_is_not_counted_as_the_students_when_they_share_a_
 
 
 def test_autograd_device_threads_work_for_the_grader_not_the_student():
-    """On a GPU the backward passes of the grader's given step run on autograd's thread for the device
-    (pt_autograd_0) while the grader's thread waits for them. Here a thread of that name does the grader's
-    work while the grader's thread waits: that work is the grader's side, not the student's CPU (the planted
-    bug: 0.40 CPU-s/s charged to Lab 4's reference solution on an H200), and it counts in the grader's share
-    (not a grader left without the CPU; the share itself depends on the machine's load, so its CPU is
-    asserted)."""
+    """On a GPU the backward passes of the grader's given step run on autograd's thread for the
+    device (pt_autograd_0) while the grader's thread waits for them. Here a thread of that name does
+    the grader's work while the grader's thread waits: that work is the grader's side, not the
+    student's CPU (the planted bug: 0.40 CPU-s/s charged to Lab 4's reference solution on an H200),
+    and it counts in the grader's share (not a grader left without the CPU; the share itself depends
+    on the machine's load, so its CPU is asserted)."""
     work, done, stop = threading.Event(), threading.Event(), threading.Event()
 
     def device_thread():
@@ -187,7 +190,8 @@ def test_autograd_device_threads_work_for_the_grader_not_the_student():
 PRACTICE_GRADER = """
 import json, os, threading, time
 from brrr.checks import fairness
-student = os.getppid()  # the notebook's process started this grader, as a practice grader is started
+# the notebook's process started this grader, as a practice grader is started
+student = os.getppid()
 go, stop = threading.Event(), threading.Event()
 
 def other_thread():  # another thread of the grader's process: its work is the grader's
@@ -209,7 +213,8 @@ print(json.dumps({"grader": os.getpid(), "members": members, "rate": watch.stude
 
 NOTEBOOK = """
 import subprocess, sys
-helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # the notebook's own
+# the notebook's own
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 grader = subprocess.run([sys.executable, "-c", sys.argv[1]], capture_output=True, text=True)
 helper.kill()
 print(helper.pid)
@@ -218,10 +223,11 @@ print(grader.stdout, grader.stderr[-2000:])
 
 
 def test_a_practice_grader_below_the_notebook_is_not_counted_as_the_students(tmp_path):
-    """A practice grader (brrr.grading.client) is started by the notebook's process, so it is below it: its
-    processes are the grader's, and what they do while the grader times its side is not the student's. The
-    notebook's own processes still are. (The planted bug: the grader's process counted as the student's, less
-    its timing thread; on an H200 the grader's other threads read 0.40 CPU-s/s and failed Lab 4's solution.)"""
+    """A practice grader (brrr.grading.client) is started by the notebook's process, so it is below
+    it: its processes are the grader's, and what they do while the grader times its side is not the
+    student's. The notebook's own processes still are. (The planted bug: the grader's process
+    counted as the student's, less its timing thread; on an H200 the grader's other threads read
+    0.40 CPU-s/s and failed Lab 4's solution.)"""
     notebook = subprocess.run(
         [sys.executable, "-c", NOTEBOOK, PRACTICE_GRADER],
         capture_output=True,
@@ -239,8 +245,10 @@ def test_a_practice_grader_below_the_notebook_is_not_counted_as_the_students(tmp
 
 ORPHAN = """
 import os, sys, time
-if os.fork() == 0:          # a child that forks the spinner and exits: the spinner is an orphan, adopted by
-    if os.fork() == 0:      # the sandbox's first process, outside this process's tree
+# a child that forks the spinner and exits: the spinner is an orphan, adopted by the sandbox's
+# first process, outside this process's tree
+if os.fork() == 0:
+    if os.fork() == 0:
         while True:
             pass
     os._exit(0)
@@ -367,7 +375,7 @@ def _runs(pid: int) -> bool:
 
 
 def _inner_pid(pid: int) -> int:
-    """``pid`` as its own PID namespace numbers it (the script is the sandbox's second process, the first
-    after bwrap's)."""
+    """``pid`` as its own PID namespace numbers it (the script is the sandbox's second process, the
+    first after bwrap's)."""
     status = open(f"/proc/{pid}/status").read()
     return int(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()[-1])

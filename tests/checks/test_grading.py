@@ -1,4 +1,5 @@
-"""The pieces of the grader's core: readable diffs, tolerances, repeats, the wire and the signed record."""
+"""The pieces of the grader's core: readable diffs, tolerances, repeats, the wire and the signed
+record."""
 
 import json
 

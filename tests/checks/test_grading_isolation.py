@@ -1,4 +1,5 @@
-"""brrr.checks.isolation turns crashes, hangs and exceptions of student code into outcomes, never a dead run."""
+"""brrr.checks.isolation turns crashes, hangs and exceptions of student code into outcomes, never a
+dead run."""
 
 import ctypes
 import os
@@ -87,7 +88,8 @@ def test_an_unpicklable_result_is_reported():
 
 
 def test_without_fork_a_cuda_fault_poisons_every_later_run(monkeypatch):
-    """The GPU path (CUDA initialised, so no fork), simulated: a fault fails this run and every later one."""
+    """The GPU path (CUDA initialised, so no fork), simulated: a fault fails this run and every
+    later one."""
     monkeypatch.setattr(isolation, "can_fork", lambda: (False, "CUDA is initialised"))
     monkeypatch.setattr(isolation, "_cuda_broken", None)
 
@@ -122,8 +124,8 @@ def segfault_under(depth):
 
 @forked
 def test_a_deep_crash_keeps_the_innermost_frames():
-    """faulthandler lists the most recent call first; a stack longer than is kept (a test runner's, a
-    kernel's) is cut at its outer end, not at the student's frame."""
+    """faulthandler lists the most recent call first; a stack longer than is kept (a test runner's,
+    a kernel's) is cut at its outer end, not at the student's frame."""
     outcome = isolation.run(segfault_under, 90)
     assert len(outcome.traceback) <= isolation.CRASH_TRACE_CHARS + 80
     assert "in segfault\n" in outcome.traceback and "outer lines left out" in outcome.traceback

@@ -1,4 +1,5 @@
-"""The grader checks a kernel's source before it runs it, and replays the launches the student's wrapper made."""
+"""The grader checks a kernel's source before it runs it, and replays the launches the student's
+wrapper made."""
 
 import pytest
 import torch
@@ -53,8 +54,8 @@ def test_a_kernel_body_of_triton_is_accepted():
             "x = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0).to(tl.float32)\n"
             "for i in range(3):\n"
             "    x = tl.math.exp(x) if i > 1 else tl.maximum(x, 0.0)\n"
-            "tl.store(x_ptr + offsets, tl.sum(x, axis=0) + x * x_ptr.dtype.element_ty.primitive_bitwidth, "
-            "mask=offsets < n)"
+            "tl.store(x_ptr + offsets, tl.sum(x, axis=0) + x * "
+            "x_ptr.dtype.element_ty.primitive_bitwidth, mask=offsets < n)"
         )
     )
 

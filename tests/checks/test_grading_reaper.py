@@ -1,6 +1,6 @@
-"""The program a submission runs under (brrr/checks/reaper.py, run as ``python -c REAPER``): it passes
-the command's exit status through and kills what the command left behind, an orphan that escaped its
-process group included."""
+"""The program a submission runs under (brrr/checks/reaper.py, run as ``python -c REAPER``): it
+passes the command's exit status through and kills what the command left behind, an orphan that
+escaped its process group included."""
 
 import ast
 import os
@@ -58,13 +58,15 @@ def test_the_reaper_passes_the_exit_status_through_and_kills_nothing_when_nothin
 
 
 def test_the_command_runs_under_the_submissions_limits():
-    """A file of at most FILE_SIZE_MAX, no core dump, and the OOM killer's first choice, for every process the
-    command starts. (The task cap applies only in a user namespace of the sandbox's own; outside one Linux
-    counts the user's every process: left as it was.)"""
+    """A file of at most FILE_SIZE_MAX, no core dump, and the OOM killer's first choice, for every
+    process the command starts. (The task cap applies only in a user namespace of the sandbox's own;
+    outside one Linux counts the user's every process: left as it was.)"""
     show = (
         "import resource\n"
-        "print(*resource.getrlimit(resource.RLIMIT_FSIZE), *resource.getrlimit(resource.RLIMIT_CORE),"
-        " open('/proc/self/oom_score_adj').read().strip(), resource.getrlimit(resource.RLIMIT_NPROC)[0])"
+        "print(*resource.getrlimit(resource.RLIMIT_FSIZE), "
+        "*resource.getrlimit(resource.RLIMIT_CORE), "
+        "open('/proc/self/oom_score_adj').read().strip(), "
+        "resource.getrlimit(resource.RLIMIT_NPROC)[0])"
     )
     done = _reap(sys.executable, "-c", show)
     fsize, fsize_hard, core, core_hard, adjust, tasks = done.stdout.split()
@@ -80,8 +82,9 @@ def test_the_command_runs_under_the_submissions_limits():
 
 
 def test_the_reaper_kills_an_orphaned_grandchild_that_left_the_process_group(tmp_path):
-    """A daemon: the command forks a child that calls setsid and forks again, the child exits (its child is
-    an orphan, re-parented to the reaper, not to init), and the command ends while the orphan sleeps."""
+    """A daemon: the command forks a child that calls setsid and forks again, the child exits (its
+    child is an orphan, re-parented to the reaper, not to init), and the command ends while the
+    orphan sleeps."""
     pid_file = tmp_path / "orphan.pid"
     escape = f"""
 import os, sys, time
@@ -89,7 +92,8 @@ if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         null = os.open(os.devnull, os.O_RDWR)
-        for stream in (0, 1, 2):  # so that a reaper that leaves it alive is not waited on through its pipes
+        # so that a reaper that leaves it alive is not waited on through its pipes
+        for stream in (0, 1, 2):
             os.dup2(null, stream)
         with open({str(pid_file)!r} + ".tmp", "w") as f:
             f.write(str(os.getpid()))

@@ -1,9 +1,9 @@
 """Every lab threshold pinned by value: changing how strict a check is changes this table too.
 
-``brrr.checks.thresholds.TABLE`` is where a lab's strictness lives, and the graders quote it; the tests
-beside each lab grade against whatever it holds. A threshold lowered there (a speedup of 3x made 1x, a
-traffic bound loosened) would pass them all: here it fails, until this table says the same. Change both
-on purpose, with the reason in the threshold's ``why``.
+``brrr.checks.thresholds.TABLE`` is where a lab's strictness lives, and the graders quote it; the
+tests beside each lab grade against whatever it holds. A threshold lowered there (a speedup of 3x
+made 1x, a traffic bound loosened) would pass them all: here it fails, until this table says the
+same. Change both on purpose, with the reason in the threshold's ``why``.
 """
 
 import pytest
@@ -61,7 +61,8 @@ PINNED_ATTEMPTS = {"cpu": 3, "gpu": 3}
 
 def test_the_table_holds_exactly_the_pinned_entries():
     assert set(thresholds.TABLE) == set(PINNED), (
-        f"added: {sorted(set(thresholds.TABLE) - set(PINNED))}; removed: {sorted(set(PINNED) - set(thresholds.TABLE))}"
+        f"added: {sorted(set(thresholds.TABLE) - set(PINNED))}; removed: "
+        f"{sorted(set(PINNED) - set(thresholds.TABLE))}"
     )
 
 

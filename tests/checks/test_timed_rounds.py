@@ -1,6 +1,7 @@
-"""The grader's clock for the timed kernel checks (brrr.checks.rounds), against the public incident classes,
-with fake devices on the CPU: work left on a side stream, an output right on the first call only, a buffer
-that still holds an earlier result, inputs left in the cache, a time below the measured roof."""
+"""The grader's clock for the timed kernel checks (brrr.checks.rounds), against the public incident
+classes, with fake devices on the CPU: work left on a side stream, an output right on the first call
+only, a buffer that still holds an earlier result, inputs left in the cache, a time below the
+measured roof."""
 
 import random
 import threading
@@ -15,9 +16,9 @@ SIDE_S = 0.02  # how long the fake side stream works after the call returned
 
 
 class SideStreamDevice(rounds.Clock):
-    """A fake device whose kernels return at once and finish on a side stream (a thread): its events see
-    only the calling stream (the host), its synchronize waits for every stream, as torch.cuda's does. It
-    logs what happens around each call."""
+    """A fake device whose kernels return at once and finish on a side stream (a thread): its events
+    see only the calling stream (the host), its synchronize waits for every stream, as torch.cuda's
+    does. It logs what happens around each call."""
 
     def __init__(self):
         super().__init__(on_gpu=False)
@@ -50,9 +51,9 @@ def one_set_plan(sets=2):
     return rounds.plan(4096, sets=sets, l2=1024)
 
 
-def test_work_left_on_a_side_stream_is_timed_and_its_output_checked_after_the_whole_device_is_idle():
-    """Planted: Clock.span without its synchronize times about 0 s (the event brackets only the launch);
-    time_rounds without the synchronize after the call finds the outputs still NaN."""
+def test_side_stream_work_is_timed_and_checked_after_the_whole_device_is_idle():
+    """Planted: Clock.span without its synchronize times about 0 s (the event brackets only the
+    launch); time_rounds without the synchronize after the call finds the outputs still NaN."""
     device = SideStreamDevice()
     expected = [torch.randn(64) for _ in range(2)]
     outs = [torch.empty(64) for _ in range(2)]
@@ -99,8 +100,9 @@ def test_an_output_right_on_the_first_call_only_fails_on_the_second():
 
 
 def test_a_buffer_left_holding_an_earlier_result_is_poisoned_before_each_call():
-    """Each input set's buffer is written right once, then left alone: without the NaN fill before each call
-    every later check would read the earlier, right result. Planted: the fill removed, this passes."""
+    """Each input set's buffer is written right once, then left alone: without the NaN fill before
+    each call every later check would read the earlier, right result. Planted: the fill removed,
+    this passes."""
     expected = [torch.randn(64) for _ in range(2)]
     outs = [torch.empty(64) for _ in range(2)]
     written = [False, False]
@@ -126,7 +128,7 @@ def test_a_buffer_left_holding_an_earlier_result_is_poisoned_before_each_call():
     assert failure.value.call == 2
 
 
-def test_every_call_gets_the_next_input_set_an_l2_flush_and_a_whole_device_sync_in_rounds_with_the_baseline():
+def test_each_call_gets_the_next_inputs_a_flush_and_a_device_sync_in_rounds_with_the_baseline():
     device = SideStreamDevice()
     seen: list[tuple[str, int]] = []
 
@@ -183,8 +185,9 @@ def test_sizes_are_drawn_in_the_band_unaligned_and_vary():
 
 
 def test_a_result_kept_in_scratch_or_in_an_input_for_the_next_call_fails():
-    """Results replayed by content: kept in a scratch buffer (poisoned before every call; planted: the
-    poison removed, this passes), or written into an input (compared with a snapshot after the rounds)."""
+    """Results replayed by content: kept in a scratch buffer (poisoned before every call; planted:
+    the poison removed, this passes), or written into an input (compared with a snapshot after the
+    rounds)."""
     expected = [torch.randn(64) for _ in range(2)]
     outs = [torch.empty(64) for _ in range(2)]
     kept = [torch.empty(64) for _ in range(2)]
@@ -240,12 +243,12 @@ def test_a_result_kept_in_scratch_or_in_an_input_for_the_next_call_fails():
     )
 
 
-def test_on_a_gpu_a_call_is_spun_behind_bracketed_by_events_and_followed_by_a_whole_device_synchronize(
+def test_on_a_gpu_a_call_is_spun_behind_bracketed_by_events_then_the_device_synchronized(
     monkeypatch,
 ):
-    """The GPU path of Clock.span with torch.cuda stood in for: the spin queued first (so the start event
-    fires after the launch), then the events around the call, then torch.cuda.synchronize() with no
-    stream: the whole device."""
+    """The GPU path of Clock.span with torch.cuda stood in for: the spin queued first (so the start
+    event fires after the launch), then the events around the call, then torch.cuda.synchronize()
+    with no stream: the whole device."""
     log: list[str] = []
 
     class Event:

@@ -1,7 +1,7 @@
-"""The capstone's parts on made-up diagnoses (the page itself runs in the book build): the fix chosen
-follows the tool's top advice, bounds are shown only where they cover the fix, the sentences follow the
-numbers, fixes that cannot help here are named with their measured reason, and every fix computes the
-same model."""
+"""The capstone's parts on made-up diagnoses (the page itself runs in the book build): the fix
+chosen follows the tool's top advice, bounds are shown only where they cover the fix, the sentences
+follow the numbers, fixes that cannot help here are named with their measured reason, and every fix
+computes the same model."""
 
 import time
 from dataclasses import replace
@@ -185,8 +185,8 @@ def test_a_recorded_cuda_graph_stage_that_gave_nothing_says_why(monkeypatch):
     )  # it fits the book's column
     shown = " ".join(shown.split())  # sentences wrapped to the column read as one line
     assert (
-        "CUDA graphs (torch.compile mode='reduce-overhead') gave 1.00x, against the tool's bound of 1.21x"
-        in shown
+        "CUDA graphs (torch.compile mode='reduce-overhead') gave 1.00x, against the tool's bound "
+        "of 1.21x" in shown
     ), shown
     assert "was already compute-bound (54% of its time)" in shown
     assert "10.0x faster than eager at batch 1, fading to 1.01x at batch 4096" in shown
@@ -196,7 +196,8 @@ def test_a_recorded_cuda_graph_stage_that_gave_nothing_says_why(monkeypatch):
 
 
 def test_every_fix_changes_the_setup_it_is_applied_to():
-    """A fix that hands its setup back unchanged would add a stage that measures the same step again."""
+    """A fix that hands its setup back unchanged would add a stage that measures the same step
+    again."""
     start = capstone.Setup()
     for fix in capstone.FIXES:
         assert fix.apply(start) != start, f"{fix.name} leaves the setup as it was"
@@ -204,7 +205,8 @@ def test_every_fix_changes_the_setup_it_is_applied_to():
 
 
 def stages_gaining(final: float, *, compile_fix=None):
-    """A start, the torch.compile stage, and an end serving ``final`` times the start's tokens per second."""
+    """A start, the torch.compile stage, and an end serving ``final`` times the start's tokens per
+    second."""
     start = capstone.Setup()
     fix = compile_fix or by_name("torch.compile")
     compiled = fix.apply(start)
@@ -273,8 +275,9 @@ def _spin(seconds):
 
 @pytest.mark.parametrize("compiled_s, gains", [(0.5e-3, True), (1e-3, False)])
 def test_the_compile_comparison_reads_a_gain_and_none_where_there_is_none(compiled_s, gains):
-    """Steps of known cost on the thread's clock: a compiled step twice as fast reads about 2x beyond the
-    noise; one as slow as eager (a compile that fell back to eager) reads under the page's minimum."""
+    """Steps of known cost on the thread's clock: a compiled step twice as fast reads about 2x
+    beyond the noise; one as slow as eager (a compile that fell back to eager) reads under the
+    page's minimum."""
     comparison = object.__new__(
         capstone.CompileComparison
     )  # the measuring half, without building a GPT

@@ -1,9 +1,10 @@
-"""brrr.diagnose on this CPU: the three example workloads get their labels by a wide margin, the overhead
-advice's bound is what torch.compile then reaches, and the command writes stamped JSON and a figure.
+"""brrr.diagnose on this CPU: the three example workloads get their labels by a wide margin, the
+overhead advice's bound is what torch.compile then reaches, and the command writes stamped JSON and
+a figure.
 
-The GPU time split is checked on a hand-built trace in tests/diagnose/test_diagnose_split.py; bad input in
-tests/diagnose/test_diagnose_errors.py. Every diagnosis here runs on one thread (stable timings on 2 cores).
-"""
+The GPU time split is checked on a hand-built trace in tests/diagnose/test_diagnose_split.py; bad
+input in tests/diagnose/test_diagnose_errors.py. Every diagnosis here runs on one thread (stable
+timings on 2 cores)."""
 
 import json
 import subprocess
@@ -26,13 +27,14 @@ THREADS = 1
 # (about 220x), overhead-bound 100% against 0%.
 MARGIN = 5.0
 # The compiled tiny MLP's speedup must land between these fractions of the overhead advice's bound
-# ("at most N x"), as a median over rounds of each round's reading. A bound, so it is not beaten beyond
-# timing noise (1.25); the compiled step pays more per kernel than the one eager dispatch the bound counts,
-# so it reaches 0.61-0.76 of it on a quiet machine, 0.65-0.73 beside .ci/neighbour_load.py and 0.48-0.55
-# with a one-thread copy-and-matmul loop beside that too (10 readings each). A bound that counts only the
-# contractions (no call floor, no fused-kernel dispatch; the mutant in tests/mutants/mutants.toml) read
-# 0.23-0.32, 0.24-0.33 and 0.07-0.11 in the same runs: 0.4 is the geometric middle of 0.33 and 0.48. (By
-# the ratio of the medians, as this test read before, the right bound read as low as 0.42.)
+# ("at most N x"), as a median over rounds of each round's reading. A bound, so it is not beaten
+# beyond timing noise (1.25); the compiled step pays more per kernel than the one eager dispatch the
+# bound counts, so it reaches 0.61-0.76 of it on a quiet machine, 0.65-0.73 beside
+# .ci/neighbour_load.py and 0.48-0.55 with a one-thread copy-and-matmul loop beside that too (10
+# readings each). A bound that counts only the contractions (no call floor, no fused-kernel
+# dispatch; the mutant in tests/mutants/mutants.toml) read
+# 0.23-0.32, 0.24-0.33 and 0.07-0.11 in the same runs: 0.4 is the geometric middle of 0.33 and 0.48.
+# (By the ratio of the medians, as this test read before, the right bound read as low as 0.42.)
 BOUND_REACHED = (0.4, 1.25)
 DISPATCHES = 100  # eager one-element adds per timed call: one dispatch is too short to time alone
 
@@ -58,7 +60,8 @@ def kernels_per_call(step, args, calls: int = 4) -> float:
 
 @pytest.fixture(scope="module")
 def command_run(tmp_path_factory):
-    """The command on the overhead-bound example, once, with torch.compile tried: its report, JSON and figure."""
+    """The command on the overhead-bound example, once, with torch.compile tried: its report, JSON
+    and figure."""
     folder = tmp_path_factory.mktemp("diagnose")
     result = subprocess.run(
         [
@@ -101,9 +104,10 @@ def test_example_gets_its_label_by_a_wide_margin(name, regime):
         assert found.flops_per_step == 2 * n**3
         contraction = next(row for row in found.rows if row.op_class == "tensor contraction")
         assert contraction.bytes == 3 * n * n * 4  # reads a and b, writes a @ b (fp32)
-        # The MFU is the step's counted FLOPs over its measured time, over the measured peak (not a fixed
-        # floor: this AVX2 EPYC ran the same n=1024 product at 22 to 78 GFLOP/s in one hour, 25-90% of its
-        # peak, and a by-hand timing beside the diagnosis disagreed with it by 1.8x once).
+        # The MFU is the step's counted FLOPs over its measured time, over the measured peak (not a
+        # fixed floor: this AVX2 EPYC ran the same n=1024 product at 22 to 78 GFLOP/s in one hour,
+        # 25-90% of its peak, and a by-hand timing beside the diagnosis disagreed with it by 1.8x
+        # once).
         peak = found.ceilings.matmul(found.matmul_dtype)
         assert found.mfu == pytest.approx(found.flops_per_step / found.step_s / peak), (
             found.report()
@@ -128,22 +132,23 @@ def test_command_labels_the_tiny_mlp_and_writes_stamped_json_and_a_figure(comman
     assert {"device", "torch", "triton", "date"} <= data["env"].keys()
     assert data["stamp"].startswith("[measured on ")
     if torch.cuda.is_available():
-        # cuBLAS picks the kernels of a batch-1 linear (a GPU showed 34, one more than the ops): the count
-        # must be what a plain profile of the same calls shows, and never fewer than one per op.
+        # cuBLAS picks the kernels of a batch-1 linear (a GPU showed 34, one more than the ops): the
+        # count must be what a plain profile of the same calls shows, and never fewer than one per
+        # op.
         expected = kernels_per_call(*examples.tiny_mlp())
         assert expected >= 8 * 4 + 1
     else:
         expected = 8 * 4 + 1  # 8 blocks of linear, layer norm, GELU, add; the head
     assert data["launches_per_step"] == expected
-    # The profiler's first, cold call (5.8 ms of "between ops" beside a 25 µs empty step) is now left out of
-    # the profile: between ops read 15-20% here without it, 82% with it.
+    # The profiler's first, cold call (5.8 ms of "between ops" beside a 25 µs empty step) is now
+    # left out of the profile: between ops read 15-20% here without it, 82% with it.
     assert data["split"]["fractions"][BETWEEN_OPS] > 0.1
     assert (folder / "tiny.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_try_compile_measures_the_compiled_step_beside_the_bound(command_run):
-    """torch.compile was advised first for a transformer on its bound alone, and made it slower. Tried, its
-    measured gain stands beside the bound, and a fix measured slower is not advised."""
+    """torch.compile was advised first for a transformer on its bound alone, and made it slower.
+    Tried, its measured gain stands beside the bound, and a fix measured slower is not advised."""
     result, folder = command_run
     data = json.loads((folder / "tiny.json").read_text())
     (trial,) = data["trials"]
@@ -180,17 +185,17 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
     compiled = torch.compile(step)
     torch.set_num_threads(THREADS)
     compiled(*args)
-    # Diagnosed, the compiled step is seen as compiled (its advice is a bigger batch, not compiling),
-    # and it stays compiled afterwards: the speedup below is timed after this diagnosis.
+    # Diagnosed, the compiled step is seen as compiled (its advice is a bigger batch, not
+    # compiling), and it stays compiled afterwards: the speedup below is timed after this diagnosis.
     again = diagnose(compiled, *args, threads=THREADS)
     assert again.regime == "overhead-bound" and "already compiled" in again.advice[0].text
     assert (
         again.launches_per_step == examples.TINY_MLP_LAYERS
     )  # the addmm library calls; the head is fused
 
-    # The bound's two absolute times, the compiled-call floor and one eager dispatch, are timed in the same
-    # rounds as the eager and the compiled step: load then moves all four alike. (Timed apart, in a CI run
-    # near the browser test, compiling reached 1.76-1.85 times the bound.)
+    # The bound's two absolute times, the compiled-call floor and one eager dispatch, are timed in
+    # the same rounds as the eager and the compiled step: load then moves all four alike. (Timed
+    # apart, in a CI run near the browser test, compiling reached 1.76-1.85 times the bound.)
     x = torch.ones(1)
     floor_call = torch.compile(
         lambda t: t + 1, dynamic=False
@@ -202,7 +207,8 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
             x + x
 
     def reached() -> float:
-        """The compiled speedup over the bound, every time in it from one round: the median over rounds."""
+        """The compiled speedup over the bound, every time in it from one round: the median over
+        rounds."""
 
         def in_one_round(seconds: dict[str, float]) -> float:
             eager, fast = seconds["eager"], seconds["compiled"]
@@ -231,8 +237,9 @@ def test_overhead_advice_bound_is_what_compiling_reaches(command_run):
 
 @pytest.mark.parametrize("bf16, faster", [(224e9, True), (3e9, False)])
 def test_cpu_bf16_advice_follows_the_two_measured_peaks(bf16, faster):
-    """The capstone's step once got "keep float32 here" beside a measured bf16 peak of 224 GFLOP/s against 103
-    for float32, while its own table showed bf16 1.50x faster: the CPU branch never compared the peaks."""
+    """The capstone's step once got "keep float32 here" beside a measured bf16 peak of 224 GFLOP/s
+    against 103 for float32, while its own table showed bf16 1.50x faster: the CPU branch never
+    compared the peaks."""
     from brrr.ceilings import Ceilings
     from brrr.diagnose.advice import contraction_advice
 
@@ -260,9 +267,10 @@ def test_cpu_bf16_advice_follows_the_two_measured_peaks(bf16, faster):
 
 
 def test_an_op_above_a_roof_read_in_a_busy_moment_gets_the_roof_measured_again(monkeypatch):
-    """The zoo's matmuls read 111-118% of a one-thread matmul peak that the suite's first minute measured
-    while another process loaded the machine: a roof is the best this machine does, so before a row above
-    it is reported as a counting error, the roofs are measured again (they only rise)."""
+    """The zoo's matmuls read 111-118% of a one-thread matmul peak that the suite's first minute
+    measured while another process loaded the machine: a roof is the best this machine does, so
+    before a row above it is reported as a counting error, the roofs are measured again (they only
+    rise)."""
     import dataclasses
 
     from brrr import ceilings as ceilings_module
@@ -306,8 +314,9 @@ def test_a_matmul_still_above_gets_its_peak_read_again_before_it_is_a_counting_e
     low = dataclasses.replace(
         measured, matmul_peak={d: peak / 20 for d, peak in measured.matmul_peak.items()}
     )
-    # The good reading far above the one measured: a 256³ matmul timed in a quiet moment once read above the
-    # run's measured peak itself (a fresh clone's run), and asked for a third reading this test had not planted.
+    # The good reading far above the one measured: a 256³ matmul timed in a quiet moment once read
+    # above the run's measured peak itself (a fresh clone's run), and asked for a third reading this
+    # test had not planted.
     good = dataclasses.replace(
         measured, matmul_peak={d: peak * 20 for d, peak in measured.matmul_peak.items()}
     )

@@ -1,4 +1,5 @@
-"""Bad input to brrr.diagnose gets one readable paragraph (DiagnoseError), never a profiler traceback."""
+"""Bad input to brrr.diagnose gets one readable paragraph (DiagnoseError), never a profiler
+traceback."""
 
 import pytest
 import torch

@@ -54,10 +54,10 @@ def test_compiled_code_gets_the_work_of_the_ops_it_fused():
 
 
 def test_a_rate_above_a_compute_roof_is_a_counting_error_naming_the_op():
-    """A roof is the best case this machine measured, so an op above it had more FLOPs counted than it did
-    (torch's convolution backward counted groups times too many for a depthwise net: an MFU of 152%): the
-    report names the op as a counting error, never the ceilings as stale. Bytes faster than the copy
-    bandwidth came from a cache. Rates under their roofs get no note."""
+    """A roof is the best case this machine measured, so an op above it had more FLOPs counted than
+    it did (torch's convolution backward counted groups times too many for a depthwise net: an MFU
+    of 152%): the report names the op as a counting error, never the ceilings as stale. Bytes faster
+    than the copy bandwidth came from a cache. Rates under their roofs get no note."""
     from types import SimpleNamespace
 
     from brrr.diagnose import report
@@ -87,8 +87,8 @@ def test_a_rate_above_a_compute_roof_is_a_counting_error_naming_the_op():
 
 
 def test_random_sort_and_index_ops_far_below_both_roofs_get_their_own_class_and_regime():
-    """Dropout's random draws took 22% of a transformer's step, labelled memory-bound at 3% of the copy
-    bandwidth: a fix for memory-bound ops does nothing for them."""
+    """Dropout's random draws took 22% of a transformer's step, labelled memory-bound at 3% of the
+    copy bandwidth: a fix for memory-bound ops does nothing for them."""
     rows = ops.op_rows(
         {"aten::bernoulli_": 0.5, "aten::mul": 0.03},
         {"bernoulli_": N, "mul": N},

@@ -1,5 +1,5 @@
-"""brrr.diagnose.profile: the profiler's time goes to the op whose work was counted, and steps with nothing
-to diagnose are refused with what to do."""
+"""brrr.diagnose.profile: the profiler's time goes to the op whose work was counted, and steps with
+nothing to diagnose are refused with what to do."""
 
 from types import SimpleNamespace
 
@@ -15,8 +15,9 @@ def event(name, parent=None):
 
 
 def test_a_backend_op_s_time_goes_to_the_dispatched_op_that_called_it():
-    """ResNet-18's forward convolutions (27% of its step) read "0 FLOP, overhead-bound": the FLOPs were
-    counted on aten::convolution and the time landed on aten::mkldnn_convolution, joined by name."""
+    """ResNet-18's forward convolutions (27% of its step) read "0 FLOP, overhead-bound": the FLOPs
+    were counted on aten::convolution and the time landed on aten::mkldnn_convolution, joined by
+    name."""
     owner = dispatch_owner(
         {"convolution": 20, "_native_batch_norm_legit": 20, "empty": 5, "addmm": 1}
     )
@@ -31,7 +32,8 @@ def test_a_backend_op_s_time_goes_to_the_dispatched_op_that_called_it():
     assert (
         owner(conv2d) == "aten::conv2d"
     )  # a wrapper above the count keeps its own (dispatch) time
-    # the same batch norm under another name: counted as _native_batch_norm_legit, profiled as native_batch_norm
+    # the same batch norm under another name: counted as _native_batch_norm_legit, profiled as
+    # native_batch_norm
     norm = event(
         "aten::native_batch_norm", event("aten::_batch_norm_impl_index", event("aten::batch_norm"))
     )
@@ -41,7 +43,8 @@ def test_a_backend_op_s_time_goes_to_the_dispatched_op_that_called_it():
 
 
 def test_a_small_conv_net_has_no_op_with_time_and_no_work():
-    """On a real profile: every convolution and batch norm row has FLOPs, and no backend name has a row."""
+    """On a real profile: every convolution and batch norm row has FLOPs, and no backend name has a
+    row."""
     net = torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU()
     )
@@ -75,7 +78,8 @@ def test_a_step_with_no_torch_op_is_refused():
 
 
 def test_a_step_shorter_than_the_profiler_s_own_cost_is_refused():
-    """One add on one element takes about 2 µs here; the profiler adds 19-33 µs to each step by itself."""
+    """One add on one element takes about 2 µs here; the profiler adds 19-33 µs to each step by
+    itself."""
     with pytest.raises(
         DiagnoseError, match="less than the .* the profiler adds to each step.*a loop inside step"
     ):
@@ -83,7 +87,8 @@ def test_a_step_shorter_than_the_profiler_s_own_cost_is_refused():
 
 
 def test_one_matmul_is_compute_bound_once_the_profiler_s_own_time_is_taken_off():
-    """A 256² matmul read "overhead-bound" beside "MFU 100%": the profiler's own time between ops. 160² here."""
+    """A 256² matmul read "overhead-bound" beside "MFU 100%": the profiler's own time between ops.
+    160² here."""
     a = torch.randn(160, 160)
     found = diagnose(lambda a: a @ a, a, threads=1)
     assert found.regime == "compute-bound", found.report()

@@ -10,8 +10,8 @@ One step, 0-100 µs, annotated "step"; kernels on stream 7 (and one on stream 8,
     63-64    K4 85-90      80-85 other      launch at 63 < 80
              (none)        90-100 host wait nothing left queued while the host finishes the step
 
-busy 20 + 15 + 15 + 5 = 55, host wait 10 + 15 + 10 = 35, other 5 + 5 = 10; 5 kernels. The trace holds
-two such steps, the second 100 µs later, so each figure is a per-step mean.
+busy 20 + 15 + 15 + 5 = 55, host wait 10 + 15 + 10 = 35, other 5 + 5 = 10; 5 kernels. The trace
+holds two such steps, the second 100 µs later, so each figure is a per-step mean.
 """
 
 import pytest

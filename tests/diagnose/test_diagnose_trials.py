@@ -1,5 +1,5 @@
-"""brrr.diagnose.trials (--try): which fixes can be tried, how the measurements change the advice, and the
-contracts (a factory's batch parameter, the modules whose dropout is turned off)."""
+"""brrr.diagnose.trials (--try): which fixes can be tried, how the measurements change the advice,
+and the contracts (a factory's batch parameter, the modules whose dropout is turned off)."""
 
 import pytest
 import torch
@@ -22,8 +22,8 @@ def test_parse_takes_all_or_names_and_refuses_others():
 
 
 def test_measured_slower_is_never_advised_and_measured_faster_is():
-    """torch.compile was advised first for a transformer and measured 0.76-0.84x; bf16 was ruled out by
-    "keep float32 here" and measured 2.04x on ResNet-18."""
+    """torch.compile was advised first for a transformer and measured 0.76-0.84x; bf16 was ruled out
+    by "keep float32 here" and measured 2.04x on ResNet-18."""
     advice = [
         Advice("compile it", 1.8, OVERHEAD, fix="compile"),
         Advice("fuse", 1.3, MEMORY, fix="compile"),

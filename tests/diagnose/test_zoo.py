@@ -1,12 +1,13 @@
-"""brrr.diagnose on standard models written from their papers (tests/diagnose/zoo.py), trained one step on
-this CPU: each gets the regime and the top advice an expert would give, no op with measured work and no
-FLOPs, no op above its roof, shares that sum to the step, per-op time within it, and ``--try``
-measures its fixes on the transformer, ResNet-18 and the depthwise net. One more diagnosis runs
-beside ``.ci/neighbour_load.py``: on a busy machine the report holds together, or says it was busy.
+"""brrr.diagnose on standard models written from their papers (tests/diagnose/zoo.py), trained one
+step on this CPU: each gets the regime and the top advice an expert would give, no op with measured
+work and no FLOPs, no op above its roof, shares that sum to the step, per-op time within it, and
+``--try`` measures its fixes on the transformer, ResNet-18 and the depthwise net. One more diagnosis
+runs beside ``.ci/neighbour_load.py``: on a busy machine the report holds together, or says it was
+busy.
 
-The models are small (the suite's time budget); every diagnosis runs on one thread. A diagnosis whose label
-misses is taken again once: a burst of load from another process on a shared machine moves one reading.
-"""
+The models are small (the suite's time budget); every diagnosis runs on one thread. A diagnosis
+whose label misses is taken again once: a burst of load from another process on a shared machine
+moves one reading."""
 
 import signal
 import subprocess
@@ -26,15 +27,16 @@ TRY_BUDGET_S = 0.1
 CONTRACTIONS = "compute-bound: the contractions"
 BF16 = "fp32 matmuls on a CPU with bf16 matrix instructions"  # brrr.diagnose.advice.cpu_bf16_advice
 
-# model -> (regime, what the top advice is about), as an expert reads these steps on a CPU; on one whose
-# measured bf16 matmul peak is above float32's, bf16 may come first instead (top_advice_allowed)
+# model -> (regime, what the top advice is about), as an expert reads these steps on a CPU; on one
+# whose measured bf16 matmul peak is above float32's, bf16 may come first instead
+# (top_advice_allowed)
 EXPECTED = {
     # convolutions hold the time: make them run nearer the matmul peak
     "resnet18": ("compute-bound", CONTRACTIONS),
-    # depthwise convolutions do few FLOPs per byte; with its 1x1 convolutions (one aten op, one row) they sit
-    # at a 2-core CPU's ridge (5.9 FLOP/B backward, 4.8 forward, against ridges of 4.5-5.6 in fresh-clone
-    # runs): its label follows the roofs measured that day, so AT_THE_RIDGE below asks for the advice of the
-    # side of the ridge its convolution rows are on
+    # depthwise convolutions do few FLOPs per byte; with its 1x1 convolutions (one aten op, one row)
+    # they sit at a 2-core CPU's ridge (5.9 FLOP/B backward, 4.8 forward, against ridges of 4.5-5.6
+    # in fresh-clone runs): its label follows the roofs measured that day, so AT_THE_RIDGE below
+    # asks for the advice of the side of the ridge its convolution rows are on
     "mobilenet_v3_small": ("memory-bound", "memory-bound contractions"),
     # the matmuls of attention and the MLP blocks
     "vit_tiny": ("compute-bound", CONTRACTIONS),
@@ -55,8 +57,9 @@ ALLOWED = {
     )
 }
 AT_THE_RIDGE = ("mobilenet_v3_small",)
-# bf16 matmuls run 45x slower than fp32 on our CI CPU: tried once, on the cheaper model. compile: 40-80 s
-# of compiling a training step here, so it is tried on a small step in test_diagnose.py instead.
+# bf16 matmuls run 45x slower than fp32 on our CI CPU: tried once, on the cheaper model. compile:
+# 40-80 s of compiling a training step here, so it is tried on a small step in test_diagnose.py
+# instead.
 TRIES = {
     "transformer_encoder": "batch,dropout",
     "resnet18": "bf16,batch",
@@ -65,17 +68,18 @@ TRIES = {
 
 
 def bf16_measured_faster(ceilings) -> bool:
-    """Whether this CPU's roofs, as the diagnosis read them, have bf16 matmuls faster than float32 ones: the
-    rule brrr.diagnose.advice.cpu_bf16_advice advises bf16 by. A CPU with bf16 matrix instructions (AMX,
-    AVX512-BF16: a 2-core EPYC measured 489 GFLOP/s against 110) has them; one without (AVX2: 2.9 GFLOP/s
-    against 90 here) runs bf16 far slower, and there bf16 advice is wrong."""
+    """Whether this CPU's roofs, as the diagnosis read them, have bf16 matmuls faster than float32
+    ones: the rule brrr.diagnose.advice.cpu_bf16_advice advises bf16 by. A CPU with bf16 matrix
+    instructions (AMX, AVX512-BF16: a 2-core EPYC measured 489 GFLOP/s against 110) has them; one
+    without (AVX2: 2.9 GFLOP/s against 90 here) runs bf16 far slower, and there bf16 advice is
+    wrong."""
     return ceilings.matmul_peak.get("bfloat16", 0.0) > ceilings.matmul("float32")
 
 
 def top_advice_allowed(name: str, found) -> tuple[str, ...]:
-    """What the top advice may be about for ``name`` on this CPU: the contractions' own advice, or, where its
-    measured roofs have bf16 faster, bf16 (either can save more, as the contractions sit near or far from
-    the peak)."""
+    """What the top advice may be about for ``name`` on this CPU: the contractions' own advice, or,
+    where its measured roofs have bf16 faster, bf16 (either can save more, as the contractions sit
+    near or far from the peak)."""
     if name in ALLOWED:
         return ALLOWED[name][1]
     advice = EXPECTED[name][1]
@@ -131,13 +135,15 @@ def test_each_model_gets_the_expected_regime_and_top_advice(model):
         found.report()
     )
     if advice == CONTRACTIONS and bf16_measured_faster(found.ceilings):
-        # bf16 must be offered where the roofs say it is faster, unless --try measured it slower on this step
+        # bf16 must be offered where the roofs say it is faster, unless --try measured it slower on
+        # this step
         withdrawn = any(trial.name == "bf16" and trial.slower for trial in found.trials)
         assert withdrawn or any(item.text.startswith(BF16) for item in found.advice), found.report()
 
 
 def test_no_op_with_measured_work_shows_no_work(model):
-    """ResNet-18's convolutions and batch norm once read "0 FLOP, overhead-bound" (33% of its step)."""
+    """ResNet-18's convolutions and batch norm once read "0 FLOP, overhead-bound" (33% of its
+    step)."""
     name, found = model
     inside = sum(row.seconds for row in found.op_rows)
     for row in found.op_rows:
@@ -213,8 +219,8 @@ def test_a_diagnosis_beside_a_noisy_neighbour_holds_together_or_says_it_was_busy
 
 
 def test_no_op_is_above_its_roof(model):
-    """A depthwise net read an MFU of 152% (torch's convolution backward FLOPs), and ResNet-18's contractions
-    151% of the matmul peak (their time on another row)."""
+    """A depthwise net read an MFU of 152% (torch's convolution backward FLOPs), and ResNet-18's
+    contractions 151% of the matmul peak (their time on another row)."""
     name, found = model
     assert found.mfu <= 1, found.report()
     assert [row.name for row in found.op_rows if row.flops_fraction > 1] == [], found.report()

@@ -1,18 +1,21 @@
-"""Standard models, written from their papers at small sizes, for trying brrr.diagnose as a user would.
+"""Standard models, written from their papers at small sizes, for trying brrr.diagnose as a user
+would.
 
-torchvision and timm do not install beside the project's CPU torch, so each model is written here, with
-the layers that make it what it is and fewer, narrower layers than the paper's:
+torchvision and timm do not install beside the project's CPU torch, so each model is written here,
+with the layers that make it what it is and fewer, narrower layers than the paper's:
 
 resnet18
-    He et al. 2015: a 7×7 stride-2 stem, max-pool, four stages of two basic blocks (two 3×3 convolutions
-    with batch norm, a projection shortcut where the shape changes), global average pool, a linear head.
-    Widths 16-128 (the paper's 64-512), 32×32 images.
+    He et al. 2015: a 7×7 stride-2 stem, max-pool, four stages of two basic blocks (two 3×3
+    convolutions with batch norm, a projection shortcut where the shape changes), global average
+    pool, a linear head. Widths 16-128 (the paper's 64-512), 32×32 images.
 mobilenet_v3_small
-    Howard et al. 2019: inverted residual blocks (1×1 expand, depthwise 3×3 or 5×5, squeeze-and-excite,
-    1×1 project) with hardswish, batch norm, and the paper's small stack of strides, at 0.5 width.
+    Howard et al. 2019: inverted residual blocks (1×1 expand, depthwise 3×3 or 5×5,
+    squeeze-and-excite, 1×1 project) with hardswish, batch norm, and the paper's small stack of
+    strides, at 0.5 width.
 vit_tiny
-    Dosovitskiy et al. 2020 at DeiT-tiny's width (192, 3 heads): patch embedding (a strided convolution),
-    class token, learned positions, pre-norm blocks, 2 of the 12 blocks, 32×32 images in 4×4 patches.
+    Dosovitskiy et al. 2020 at DeiT-tiny's width (192, 3 heads): patch embedding (a strided
+    convolution), class token, learned positions, pre-norm blocks, 2 of the 12 blocks, 32×32 images
+    in 4×4 patches.
 transformer_encoder
     ``nn.TransformerEncoder`` (post-norm, dropout 0.1) at d 128, 4 heads, 2 layers, sequence 64.
 mlp
@@ -28,8 +31,8 @@ depthwise_net
     MobileNet v1's separable block (Howard et al. 2017): a depthwise 3×3 convolution and a pointwise
     1×1 one, with batch norm and ReLU, four blocks on 32×32 images.
 
-Each function takes ``batch`` and returns ``(step, args)``: one training step (forward, loss, backward and
-an SGD update), the shape ``python -m brrr.diagnose`` and ``--try`` expect.
+Each function takes ``batch`` and returns ``(step, args)``: one training step (forward, loss,
+backward and an SGD update), the shape ``python -m brrr.diagnose`` and ``--try`` expect.
 """
 
 from __future__ import annotations
@@ -143,7 +146,8 @@ class InvertedResidual(nn.Module):
         return x + y if self.residual else y
 
 
-# (kernel, expanded, outputs, squeeze-excite, hardswish, stride): the paper's Table 2, MobileNetV3-small
+# (kernel, expanded, outputs, squeeze-excite, hardswish, stride): the paper's Table 2,
+# MobileNetV3-small
 SMALL = [
     (3, 16, 16, True, False, 2),
     (3, 72, 24, False, False, 2),

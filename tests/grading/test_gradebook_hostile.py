@@ -1,16 +1,17 @@
-"""Hostile submissions graded in one gradebook run beside Lab 1's solution: each is rejected for its own
-reason, the solution passes, and a kernel that ends itself is noticed at once. (A file of its own, so that
-pytest-xdist can run it beside the other gradebook tests.)
+"""Hostile submissions graded in one gradebook run beside Lab 1's solution: each is rejected for its
+own reason, the solution passes, and a kernel that ends itself is noticed at once. (A file of its
+own, so that pytest-xdist can run it beside the other gradebook tests.)
 
-The attacks on Lab 1's timing checks are Lab 1 submissions; those that work on any lab (rebinding the
-grader cells, exiting under the grader, forging the record) are Lab 2's, the quicker lab to grade, in the
-same folder: the gradebook grades each notebook as the lab its cells say it is.
+The attacks on Lab 1's timing checks are Lab 1 submissions; those that work on any lab (rebinding
+the grader cells, exiting under the grader, forging the record) are Lab 2's, the quicker lab to
+grade, in the same folder: the gradebook grades each notebook as the lab its cells say it is.
 
-A Lab 2 notebook in the same run tries every way out of its bubblewrap sandbox (brrr.grading.sandbox), beside
-another submission's grader (``--jobs 2``), and records what it reached: nothing.
+A Lab 2 notebook in the same run tries every way out of its bubblewrap sandbox
+(brrr.grading.sandbox), beside another submission's grader (``--jobs 2``), and records what it
+reached: nothing.
 
-The run grades in a fresh, empty home folder, and the instructor's first IPython session starts there
-while it runs, as a book build's first kernel did on a fresh machine (issue 24): that writes
+The run grades in a fresh, empty home folder, and the instructor's first IPython session starts
+there while it runs, as a book build's first kernel did on a fresh machine (issue 24): that writes
 ``~/.ipython``, which no grading process reads, so it is reported and charged to no submission.
 """
 
@@ -65,9 +66,9 @@ MADE_UP_LAB = "rebinds_the_grader"
 
 @pytest.fixture(scope="module")
 def hostile_graded(tmp_path_factory):
-    """Lab 1's solution and six hostile submissions (one claiming a made-up lab), and a Lab 2 notebook that
-    tries every way out of its sandbox before answering correctly, graded once for the tests below: (out,
-    graded, what the escape attempt reached)."""
+    """Lab 1's solution and six hostile submissions (one claiming a made-up lab), and a Lab 2
+    notebook that tries every way out of its sandbox before answering correctly, graded once for the
+    tests below: (out, graded, what the escape attempt reached)."""
     tmp = tmp_path_factory.mktemp("hostile")
     submissions = tmp / "submissions"
     submissions.mkdir()
@@ -106,7 +107,8 @@ def hostile_graded(tmp_path_factory):
 
 
 def start_ipython_once_grading_runs(out, home):
-    """The instructor's first IPython session, in ``home``, once the first submission is being graded."""
+    """The instructor's first IPython session, in ``home``, once the first submission is being
+    graded."""
     deadline = time.monotonic() + 300
     while not list((out / "work").glob("*/submission.ipynb")) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -182,21 +184,23 @@ def test_a_forged_record_and_a_daemon_change_nothing(hostile_roofline):
 
 
 def test_a_kernel_that_exits_is_noticed_in_seconds_not_at_the_cell_timeout(hostile_graded):
-    """exits_under_the_grader ends its kernel with os._exit(0) in an answer cell. nbval alone would wait for
-    that cell's timeout; the gradebook watches the kernel and stops the notebook a few seconds after it died."""
+    """exits_under_the_grader ends its kernel with os._exit(0) in an answer cell. nbval alone would
+    wait for that cell's timeout; the gradebook watches the kernel and stops the notebook a few
+    seconds after it died."""
     out, graded, _ = hostile_graded
     exited = graded["exits_under_the_grader"]
     assert exited.status == "crashed", (exited.status, exited.note)
     assert "kernel died" in exited.note
     # The whole notebook, kernel start and the cells before included (about 30 s on a loaded 2-core
-    # machine), against one cell's allowance: unnoticed, the death would cost at least that allowance.
+    # machine), against one cell's allowance: unnoticed, the death would cost at least that
+    # allowance.
     assert exited.seconds < HOSTILE_CELL_TIMEOUT_S / 3, exited.seconds
     assert "kernel died" in (out / "feedback" / "exits_under_the_grader.md").read_text()
 
 
 def test_errors_other_than_failed_checks_reach_the_feedback(hostile_graded):
-    """calls_ceilings imports a module the student's kernel does not have: a ModuleNotFoundError in its
-    answer cell, reported under "Other errors", apart from the checks that then failed."""
+    """calls_ceilings imports a module the student's kernel does not have: a ModuleNotFoundError in
+    its answer cell, reported under "Other errors", apart from the checks that then failed."""
     out, graded, _ = hostile_graded
     errors = graded["calls_ceilings"].cell_errors
     assert any(
@@ -243,8 +247,9 @@ def test_the_correct_answer_after_the_escape_attempts_earns_full_marks_in_the_sa
 
 
 def test_from_inside_the_sandbox_nothing_of_the_instructors_is_in_reach(hostile_graded):
-    """The grader (its pid, from its own connection), a process of this machine, another grader's socket,
-    this machine's loopback, the checkout, the submissions and the output folder: all out of reach."""
+    """The grader (its pid, from its own connection), a process of this machine, another grader's
+    socket, this machine's loopback, the checkout, the submissions and the output folder: all out of
+    reach."""
     out, _, escape = hostile_graded
     reached = escape["reached"]
     failed = {name: reached.get(name + ":error") for name in reached if not name.endswith(":error")}
@@ -263,7 +268,8 @@ def test_from_inside_the_sandbox_nothing_of_the_instructors_is_in_reach(hostile_
     reads = [name for name in reached if name.startswith("read ") and not name.endswith(":error")]
     assert len(reads) == 3 and all(reached[name] is None for name in reads), reached
     assert all(failed[name] == "FileNotFoundError" for name in reads), failed
-    # a write above its work folder lands in the sandbox's private /tmp or fails, never on this machine's disk
+    # a write above its work folder lands in the sandbox's private /tmp or fails, never on this
+    # machine's disk
     assert not (out / "work" / "planted").exists() and not (out.parent / "planted").exists()
     assert reached["network interfaces"] == ["lo"], reached
     assert len(reached["grader sockets"]) == 1, (
@@ -280,7 +286,8 @@ def test_from_inside_the_sandbox_nothing_of_the_instructors_is_in_reach(hostile_
         commands
     )
     assert reached["stopped"] == []
-    # its resource limits (brrr.checks.reaper): a file of 512 MiB at most, no core dumps, the OOM killer's first
+    # its resource limits (brrr.checks.reaper): a file of 512 MiB at most, no core dumps, the OOM
+    # killer's first
     assert reached["limits"]["RLIMIT_FSIZE"] == [reaper.FILE_SIZE_MAX] * 2, reached["limits"]
     assert reached["limits"]["RLIMIT_CORE"] == [0, 0], reached["limits"]
     assert reached["oom_score_adj"] == reaper.OOM_SCORE_ADJ
@@ -292,8 +299,9 @@ def test_from_inside_the_sandbox_nothing_of_the_instructors_is_in_reach(hostile_
 
 @pytest.mark.parametrize("lab", sorted(labs.LABS))
 def test_no_labs_grader_side_is_importable_in_the_students_process(hostile_graded, lab):
-    """Each lab's checks.py (how it is graded, the answers it grades against) is the grader's: absent from the
-    student's copy of brrr, though the lab's package (its given material) imports."""
+    """Each lab's checks.py (how it is graded, the answers it grades against) is the grader's:
+    absent from the student's copy of brrr, though the lab's package (its given material)
+    imports."""
     reached = hostile_graded[2]["reached"]
     package = labs.module(lab).__name__
     assert reached[f"import {package}.checks"] is None, reached
@@ -304,8 +312,9 @@ def test_no_labs_grader_side_is_importable_in_the_students_process(hostile_grade
 
 
 def test_this_run_split_three_ways_and_merged_is_this_run_byte_for_byte(hostile_graded, tmp_path):
-    """The run's rows and feedback, split as ``--shard K/3`` splits the folder (each shard's manifest and
-    feedback files) and merged: its grades.csv, two labs' columns included, and feedback/, byte for byte."""
+    """The run's rows and feedback, split as ``--shard K/3`` splits the folder (each shard's
+    manifest and feedback files) and merged: its grades.csv, two labs' columns included, and
+    feedback/, byte for byte."""
     out, graded, _ = hostile_graded
     submissions = list(graded.values())
     assert {shards.shard_of(s.name, 3) for s in submissions} == {1, 2, 3}

@@ -56,7 +56,8 @@ reached("an editable finder")
 for path in sys.path[1:]:  # brrr searched for on every folder of the path but the student copy's
     spec = importlib.machinery.PathFinder.find_spec("brrr", [path])
     if spec is not None and spec.submodule_search_locations:
-        found = importlib.machinery.PathFinder.find_spec("brrr.ceilings", list(spec.submodule_search_locations))
+        locations = list(spec.submodule_search_locations)
+        found = importlib.machinery.PathFinder.find_spec("brrr.ceilings", locations)
         if found is not None:
             sys.modules["brrr.ceilings"] = importlib.util.module_from_spec(found)
             reached(f"brrr found on {path}")

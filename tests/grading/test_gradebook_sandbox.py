@@ -1,7 +1,7 @@
-"""Each submission runs in a bubblewrap sandbox (brrr.grading.sandbox). What it shows and hides, and, without
-bwrap, a gradebook that refuses to grade unless told --no-sandbox, and then says so in grades.csv and every
-feedback file. (What a notebook reaches from inside the sandbox is tested in the hostile run,
-tests/grading/test_gradebook_hostile.py, which grades the notebook that tries.)"""
+"""Each submission runs in a bubblewrap sandbox (brrr.grading.sandbox). What it shows and hides,
+and, without bwrap, a gradebook that refuses to grade unless told --no-sandbox, and then says so in
+grades.csv and every feedback file. (What a notebook reaches from inside the sandbox is tested in
+the hostile run, tests/grading/test_gradebook_hostile.py, which grades the notebook that tries.)"""
 
 import json
 import os
@@ -66,8 +66,8 @@ def test_with_no_sandbox_every_feedback_file_and_grades_csv_say_so(tmp_path, mon
 
 
 def test_the_sandbox_shows_the_environment_but_not_the_checkout_or_an_installed_brrr(tmp_path):
-    """Where brrr is installed in site-packages (a wheel) or the checkout sits inside a folder the sandbox
-    shows, an empty folder stands in their place."""
+    """Where brrr is installed in site-packages (a wheel) or the checkout sits inside a folder the
+    sandbox shows, an empty folder stands in their place."""
     site = tmp_path / "env" / "site-packages"
     (site / "brrr" / "labs").mkdir(parents=True)
     (site / "torch").mkdir()
@@ -91,7 +91,8 @@ def test_the_sandbox_shows_the_environment_but_not_the_checkout_or_an_installed_
         "/etc/shadow"
     ):  # root's uid in the sandbox (a gradebook run as root) still owns it
         assert "--ro-bind /dev/null /etc/shadow" in text
-    # the folder it writes is bound after the folders it reads and the ones masked, so no mask covers it
+    # the folder it writes is bound after the folders it reads and the ones masked, so no mask
+    # covers it
     assert text.index(f"--bind {tmp_path / 'work'}") > text.index(f"--tmpfs {checkout}")
 
 
@@ -103,10 +104,11 @@ def test_the_probe_finds_a_sandbox_here_where_bwrap_runs():
 
 
 def test_what_other_users_cannot_read_is_masked_for_a_gradebook_run_as_root(tmp_path):
-    """A gradebook run as root (a Gradescope autograder, a Slurm node) leaves its sandbox root's uid, which
-    owns what root owns: on this machine it read /etc/munge/munge.key (a Slurm cluster's shared key) from a
-    notebook, and a message can carry it into the student's feedback. Every file and folder under the
-    scanned folders that others cannot read is masked; what others can read stays."""
+    """A gradebook run as root (a Gradescope autograder, a Slurm node) leaves its sandbox root's
+    uid, which owns what root owns: on this machine it read /etc/munge/munge.key (a Slurm cluster's
+    shared key) from a notebook, and a message can carry it into the student's feedback. Every file
+    and folder under the scanned folders that others cannot read is masked; what others can read
+    stays."""
     import subprocess
     import sys
 
@@ -152,9 +154,10 @@ def test_what_other_users_cannot_read_is_masked_for_a_gradebook_run_as_root(tmp_
 
 
 def test_the_private_tmp_is_capped_where_bwrap_can(tmp_path, monkeypatch):
-    """A tmpfs is memory charged to no process: a notebook that filled /tmp would make the out-of-memory
-    killer take the largest processes (a grader among them). Where bwrap has --size, /tmp holds at most
-    sandbox.TMP_BYTES (8 MiB here, for the test's speed): a larger write fails, a smaller one works."""
+    """A tmpfs is memory charged to no process: a notebook that filled /tmp would make the
+    out-of-memory killer take the largest processes (a grader among them). Where bwrap has --size,
+    /tmp holds at most sandbox.TMP_BYTES (8 MiB here, for the test's speed): a larger write fails, a
+    smaller one works."""
     import subprocess
     import sys
 

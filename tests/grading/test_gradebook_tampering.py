@@ -41,9 +41,11 @@ while pid > 1:
         break
 for folder in targets:
     lab = folder / "brrr" / "labs" / "fuse_it" / "checks.py"
-    if lab.exists() and (folder / "THROWAWAY_CHECKOUT").exists():  # the test's copy, never the real one
+    # the test's copy, never the real one
+    if lab.exists() and (folder / "THROWAWAY_CHECKOUT").exists():
         os.chmod(lab, 0o644)
-        lab.write_text(lab.read_text() + "\\n\\ndef grade(check, student):\\n    return 'PASS: vandalised'\\n")
+        vandal = "\\n\\ndef grade(check, student):\\n    return 'PASS: vandalised'\\n"
+        lab.write_text(lab.read_text() + vandal)
         (folder / "VANDALISED").write_text(str(lab))
 """
 

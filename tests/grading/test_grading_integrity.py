@@ -202,6 +202,7 @@ def _watch_over(tmp_path):
     """A gradebook watch of one environment folder and one home's per-user configuration, and a
     submission."""
     from brrr.grading import gradebook
+    from brrr.grading.watch import Watch
 
     environment, home = tmp_path / "site-packages", tmp_path / "home"
     environment.mkdir()
@@ -211,7 +212,7 @@ def _watch_over(tmp_path):
     ]
     excluded = [home / pattern for pattern in integrity.USER_EXCLUDED]
     return (
-        gradebook._Watch(roots, excluded),
+        Watch(roots, excluded),
         gradebook.Submission("alice", tmp_path / "alice.ipynb"),
         environment,
         home,

@@ -37,7 +37,8 @@ def _every_way(rate: float) -> dict[str, float]:
 
 
 def _fastest(fn, calls: int) -> float:
-    """Fastest of ``calls`` perf_counter timings of ``fn()`` on one thread: a second opinion, not brrr.timing."""
+    """Fastest of ``calls`` perf_counter timings of ``fn()`` on one thread: a second opinion, not
+    brrr.timing."""
     with torch_threads(1):
         fn()
         times = []
@@ -57,18 +58,20 @@ def _best_in_turns(ceiling, by_hand, readings: int = 3) -> tuple[float, float]:
 
 
 def _against_fresh_timings() -> dict[str, tuple[float, float, float]]:
-    """Each ceiling beside a hand timing of the same work in this run: name -> (ratio, low, high) allowed.
+    """Each ceiling beside a hand timing of the same work in this run: name -> (ratio, low, high)
+    allowed.
 
-    The ceilings are medians and the hand timings the fastest of many calls, so a ceiling reads at most a
-    little faster than its hand timing; the low side leaves room for a stall. A copy bandwidth that
-    counted only the bytes read, or a matmul peak that counted n³ FLOPs, would land near 0.5; an
-    overhead per op divided by two ops, near 0.5 too, and one counted twice near 2. The copy and the
-    matmul are each read three times between two hand timings, and the best of each side compared:
-    load only lowers a rate, and a median read in a burst against a fastest call picked from a quiet
-    moment read 0.16-0.72 beside a neighbour's copies.
+    The ceilings are medians and the hand timings the fastest of many calls, so a ceiling reads at
+    most a little faster than its hand timing; the low side leaves room for a stall. A copy
+    bandwidth that counted only the bytes read, or a matmul peak that counted n³ FLOPs, would land
+    near 0.5; an overhead per op divided by two ops, near 0.5 too, and one counted twice near 2. The
+    copy and the matmul are each read three times between two hand timings, and the best of each
+    side compared: load only lowers a rate, and a median read in a burst against a fastest call
+    picked from a quiet moment read 0.16-0.72 beside a neighbour's copies.
     """
-    # GPU: sizes whose calls take milliseconds, so the hand timing's host clock and synchronize (tens of
-    # microseconds) do not count, and a copy far above the L2 cache (16 MiB fits in an H100's 50 MiB).
+    # GPU: sizes whose calls take milliseconds, so the hand timing's host clock and synchronize
+    # (tens of microseconds) do not count, and a copy far above the L2 cache (16 MiB fits in an
+    # H100's 50 MiB).
     n = per_device(cpu=2**22, gpu=far_above_cache(4))
     src = torch.randn(n, device=DEVICE)
     dst = torch.empty_like(src)
@@ -123,8 +126,9 @@ def test_each_ceiling_agrees_with_the_same_work_timed_by_hand_in_this_run():
 
 
 def test_the_non_matmul_peak_is_a_throughput_not_a_latency():
-    """Independent accumulators keep the units busy; one dependent chain waits on each result (measured here).
-    Eight chains suffice (about 3x one chain on our CI CPU), and compile in half the time of the default 32."""
+    """Independent accumulators keep the units busy; one dependent chain waits on each result
+    (measured here). Eight chains suffice (about 3x one chain on our CI CPU), and compile in half
+    the time of the default 32."""
     from brrr import targets
 
     def ratio() -> float:  # the two timed back to back; a burst of load beside one is timed again
@@ -235,12 +239,12 @@ def test_only_default_thread_ceilings_are_recorded_as_the_reference(tmp_path, mo
     assert recorded["ceilings"]["threads"] is None
 
 
-def test_a_faster_reading_of_the_ceilings_copy_raises_the_ceiling_and_a_slow_one_is_timed_again_and_explained(
+def test_a_faster_copy_reading_raises_the_ceiling_and_a_slow_one_is_timed_again_and_explained(
     tmp_path, monkeypatch, capsys
 ):
-    """Load only slows a copy, so a ceiling is the best reading of its copy: one that beats it (a ceiling
-    read while other work ran) raises it, in the cache too, with the reason; a slow reading is timed again
-    (best of three) and, if it stays slow, the page says why instead of failing."""
+    """Load only slows a copy, so a ceiling is the best reading of its copy: one that beats it (a
+    ceiling read while other work ran) raises it, in the cache too, with the reason; a slow reading
+    is timed again (best of three) and, if it stays slow, the page says why instead of failing."""
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(
         ceilings,
@@ -283,7 +287,8 @@ def test_a_faster_reading_of_the_ceilings_copy_raises_the_ceiling_and_a_slow_one
 
 
 def test_the_copy_ceiling_keeps_the_higher_of_two_readings_taken_apart(monkeypatch):
-    """A burst of load beside the first reading must not become the roof (5.35 GB/s against 18.5 once)."""
+    """A burst of load beside the first reading must not become the roof (5.35 GB/s against 18.5
+    once)."""
     readings = iter([_every_way(5.35e9), _every_way(18.5e9)])
     monkeypatch.setattr(ceilings, "measure_copy_ways", lambda *a, **k: next(readings))
     monkeypatch.setattr(ceilings, "matmul_peak_size", lambda *a, **k: 64)
@@ -294,8 +299,9 @@ def test_the_copy_ceiling_keeps_the_higher_of_two_readings_taken_apart(monkeypat
 
 
 def test_the_vector_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypatch):
-    """The planted regression of notebook 00's memory-bound check: a two-thread vector peak read under load
-    (18.9 GFLOP/s against 139.7 quiet, in a fresh clone's run) must not become the roof."""
+    """The planted regression of notebook 00's memory-bound check: a two-thread vector peak read
+    under load (18.9 GFLOP/s against 139.7 quiet, in a fresh clone's run) must not become the
+    roof."""
     readings = iter([18.9e9, 139.7e9])
     monkeypatch.setattr(ceilings, "measure_copy_ways", lambda *a, **k: _every_way(20e9))
     monkeypatch.setattr(ceilings, "matmul_peak_size", lambda *a, **k: 64)
@@ -306,8 +312,8 @@ def test_the_vector_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypatc
 
 
 def test_a_cpu_matmul_peak_keeps_the_higher_of_two_readings_taken_apart(monkeypatch):
-    """A one-thread float32 peak read 67.3 GFLOP/s at a fresh clone's start (80-82 in other readings that
-    hour), and a ViT's matmul then ran at 106% of it."""
+    """A one-thread float32 peak read 67.3 GFLOP/s at a fresh clone's start (80-82 in other readings
+    that hour), and a ViT's matmul then ran at 106% of it."""
     if ceilings.ON_GPU:
         pytest.skip("a GPU's peak is the best of its shapes (measure_gpu_matmul_peak)")
     readings = {name: iter([(67.3e9, 512), (82.3e9, 128)]) for name in ceilings.matmul_dtypes()}
@@ -359,8 +365,8 @@ def test_roofs_combine_at_their_better_readings_and_are_never_lowered_in_the_cac
 
 
 def test_a_matmul_peak_read_again_rises_alone_and_is_never_lowered(tmp_path, monkeypatch):
-    """What diagnose reads while a contraction sits above the roof: the one dtype's peak, kept at the better
-    reading, written to the cache only where it rose."""
+    """What diagnose reads while a contraction sits above the roof: the one dtype's peak, kept at
+    the better reading, written to the cache only where it rose."""
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
     cached = _fake(matmul_n={"float32": 512, "bfloat16": 256})
     monkeypatch.setattr(
@@ -383,9 +389,10 @@ def test_a_matmul_peak_read_again_rises_alone_and_is_never_lowered(tmp_path, mon
 
 
 def test_a_copy_sweep_marks_each_rate_over_the_ceiling_and_says_each_reason_once():
-    """A buffer that fits in the cache may beat the ceiling from it; a larger one over it was timed at
-    another moment (load), never 'served by the cache'; each reason is said once under the table, not on
-    every row (issue 27: notebook 00 repeated one six times); readings under half the ceiling are named."""
+    """A buffer that fits in the cache may beat the ceiling from it; a larger one over it was timed
+    at another moment (load), never 'served by the cache'; each reason is said once under the table,
+    not on every row (issue 27: notebook 00 repeated one six times); readings under half the ceiling
+    are named."""
     mib = 2**20 // 4  # fp32 elements in 1 MiB
     lines = ceilings.describe_copy_sweep(
         [mib, 2 * mib, 64 * mib, 128 * mib], [50e9, 40e9, 23e9, 4e9], 11e9, 32 * 2**20
@@ -404,9 +411,9 @@ def test_a_copy_sweep_marks_each_rate_over_the_ceiling_and_says_each_reason_once
 
 
 def test_slow_copies_that_take_the_same_time_whatever_their_size_are_called_a_wait_not_bytes():
-    """Beside the other test worker, notebook 00's 512 KiB to 16 MiB copies each took 7.9-8.0 ms (their rate
-    grew with their size: 132 MB/s to 4.2 GB/s): a two-thread copy waiting for a core, the overhead regime.
-    Copies slowed by bytes (times that grow with size) get no such sentence."""
+    """Beside the other test worker, notebook 00's 512 KiB to 16 MiB copies each took 7.9-8.0 ms
+    (their rate grew with their size: 132 MB/s to 4.2 GB/s): a two-thread copy waiting for a core,
+    the overhead regime. Copies slowed by bytes (times that grow with size) get no such sentence."""
     sizes = [2**17 << i for i in range(6)]
     waited = [2 * 4 * n / 8e-3 for n in sizes]  # 8 ms each
     lines = ceilings.describe_copy_sweep(sizes, waited, 10.8e9, 1 << 20)
@@ -424,9 +431,9 @@ def test_slow_copies_that_take_the_same_time_whatever_their_size_are_called_a_wa
 
 
 def test_a_copy_sweep_keeps_each_sizes_best_reading_taken_round_by_round(monkeypatch):
-    """Notebook 00's sweep: a burst of load that slows one reading of a size does not set its row (the
-    sweep read a 4 MiB buffer at 4% of the roof beside the other test worker when each size was read once);
-    the readings of one size are spread over the rounds, not taken back to back."""
+    """Notebook 00's sweep: a burst of load that slows one reading of a size does not set its row
+    (the sweep read a 4 MiB buffer at 4% of the roof beside the other test worker when each size was
+    read once); the readings of one size are spread over the rounds, not taken back to back."""
     order, slowed = (
         [],
         {(0, 2), (1, 5), (2, 3)},
@@ -449,9 +456,10 @@ def test_the_setting_of_a_peak_names_threads_on_a_cpu_only():
 
 
 def test_the_matmul_peak_is_the_best_of_its_shapes_after_the_clocks_settle(monkeypatch):
-    """A roof that measurements sit above is no roof: on the H100 the 8192³ matmul alone read 4-8% under
-    the 4096³ one, and the bf16 roof moved 697 -> 757 TFLOP/s within one run. The peak is the best of
-    several shapes, each timed in passes after the clocks settle, and every reading is kept."""
+    """A roof that measurements sit above is no roof: on the H100 the 8192³ matmul alone read 4-8%
+    under the 4096³ one, and the bf16 roof moved 697 -> 757 TFLOP/s within one run. The peak is the
+    best of several shapes, each timed in passes after the clocks settle, and every reading is
+    kept."""
     timed = []
     rates = {(4096, 4096, 4096): [700e12, 750e12], (8192, 8192, 4096): [760e12, 720e12]}
 
@@ -490,7 +498,8 @@ def test_the_matmul_peak_is_the_best_of_its_shapes_after_the_clocks_settle(monke
     assert kept.matmul_shape == {"bfloat16": "8192x8192x4096"} and kept.matmul_spread["bfloat16"][
         "8192x8192x4096"
     ] == [2.0]
-    # CPU: the picked size and the small ones; a bfloat16 matmul here ran 2.3x faster at 128³ than at 512³
+    # CPU: the picked size and the small ones; a bfloat16 matmul here ran 2.3x faster at 128³ than
+    # at 512³
     monkeypatch.setattr(ceilings, "ON_GPU", False)
     monkeypatch.setattr(ceilings, "matmul_peak_size", lambda dtype, threads=None: 1024)
     rates = {1024: 90e9, 512: 80e9, 128: 60e9}
@@ -508,8 +517,9 @@ def test_the_matmul_peak_is_the_best_of_its_shapes_after_the_clocks_settle(monke
 
 
 def _other_roofs_faked(monkeypatch, *, on_gpu: bool) -> None:
-    """Every roof but the copy faked, with ``ON_GPU`` faked at the branch: on a GPU the copy roof runs the
-    same code as on a CPU (only the budget and the label differ), so it is tested here on either."""
+    """Every roof but the copy faked, with ``ON_GPU`` faked at the branch: on a GPU the copy roof
+    runs the same code as on a CPU (only the budget and the label differ), so it is tested here on
+    either."""
     monkeypatch.setattr(ceilings, "ON_GPU", on_gpu)
     monkeypatch.setattr(ceilings, "measure_vector_peak", lambda *a, **k: 1e10)
     monkeypatch.setattr(ceilings, "measure_dispatch_overhead", lambda *a, **k: 2e-6)
@@ -522,10 +532,11 @@ def _other_roofs_faked(monkeypatch, *, on_gpu: bool) -> None:
 
 @pytest.mark.parametrize("on_gpu", [False, True], ids=["cpu", "gpu"])
 def test_the_copy_roof_is_the_fastest_way_to_copy_the_same_bytes(monkeypatch, on_gpu):
-    """The planted regression: a roof of dst.copy_ alone. On an H200 it read 4.25 TB/s, and notebook 10's
-    compiled x.cos().cos(), an Inductor kernel that reads and writes the same bytes as a copy, ran at 0.896x
-    its roofline time: 11% above the roof. Here the compiled copy is made the fastest way (timings faked,
-    every way's call run for real on a small buffer): the roof is its rate, and the record says so."""
+    """The planted regression: a roof of dst.copy_ alone. On an H200 it read 4.25 TB/s, and notebook
+    10's compiled x.cos().cos(), an Inductor kernel that reads and writes the same bytes as a copy,
+    ran at 0.896x its roofline time: 11% above the roof. Here the compiled copy is made the fastest
+    way (timings faked, every way's call run for real on a small buffer): the roof is its rate, and
+    the record says so."""
     n = 4096
     seconds = {ceilings.COPY_INTO: 1e-3, ceilings.CLONE: 0.95e-3, ceilings.COMPILED_COPY: 0.9e-3}
     called = []
@@ -556,8 +567,8 @@ def test_the_copy_roof_is_the_fastest_way_to_copy_the_same_bytes(monkeypatch, on
 
 
 def test_the_copy_roof_is_at_least_every_ways_reading_each_a_real_copy():
-    """The invariant, measured: each way (the compiled one compiled by Inductor) copies the same bytes, and the
-    roof is at least every way's reading in the same run."""
+    """The invariant, measured: each way (the compiled one compiled by Inductor) copies the same
+    bytes, and the roof is at least every way's reading in the same run."""
     n = 2**16
     src, dst = torch.randn(n, device=DEVICE), torch.empty(n, device=DEVICE)
     for way, call in ceilings.copy_calls(src, dst, threads=1).items():
@@ -570,9 +581,9 @@ def test_the_copy_roof_is_at_least_every_ways_reading_each_a_real_copy():
 
 
 def test_the_copy_roofs_way_follows_the_reading_kept_and_the_roof_never_falls_below_a_way():
-    """Roofs only rise, each way's reading with them: combined, raised by a faster copy_ (notebook 00's sweep,
-    fusion.copy_roof) or not, the roof stays at least every reading it records, and names the way that set
-    it."""
+    """Roofs only rise, each way's reading with them: combined, raised by a faster copy_ (notebook
+    00's sweep, fusion.copy_roof) or not, the roof stays at least every reading it records, and
+    names the way that set it."""
     cached = _fake(
         copy_bandwidth=20e9,
         copy_way=ceilings.COMPILED_COPY,
@@ -598,9 +609,9 @@ def test_the_copy_roofs_way_follows_the_reading_kept_and_the_roof_never_falls_be
 
 
 def test_roofs_cached_under_one_cpu_capability_are_not_read_under_another(tmp_path, monkeypatch):
-    """ATEN_CPU_CAPABILITY=avx2 (or default) masks the CPU's instruction set from torch's kernels and from
-    Inductor's C++: the copy and the vector peak move with it. Roofs measured under one capability are cached
-    apart from another's, and each is read back under its own."""
+    """ATEN_CPU_CAPABILITY=avx2 (or default) masks the CPU's instruction set from torch's kernels
+    and from Inductor's C++: the copy and the vector peak move with it. Roofs measured under one
+    capability are cached apart from another's, and each is read back under its own."""
     monkeypatch.setattr(ceilings, "ON_GPU", False)
     monkeypatch.setenv("BRRR_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(

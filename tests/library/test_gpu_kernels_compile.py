@@ -68,8 +68,25 @@ def split_options(launch):
     return launch, {k: launch.pop(k) for k in ("num_warps", "num_stages")}
 
 
-matmul_source = open(os.path.join(root, "brrr", "kernels", "matmul.py")).read().replace(
-    "from brrr.device import ON_GPU, pipeline_stages", "pass  #").replace("from __future__ import annotations", "")
+def constexprs(*names):
+    return dict.fromkeys(names, "constexpr")
+
+
+def matmul_args(dtype):
+    return {"a_ptr": f"*{dtype}", "b_ptr": f"*{dtype}", "out_ptr": f"*{dtype}",
+            "M": "i32", "N": "i32", "K": "i32"}
+
+
+def attention_args(dtype):
+    return {"q_ptr": f"*{dtype}", "k_ptr": f"*{dtype}", "v_ptr": f"*{dtype}",
+            "out_ptr": f"*{dtype}", "N": "i32", "scale": "fp32",
+            **constexprs("HEAD_DIM", "BLOCK_M", "BLOCK_N", "CAUSAL")}
+
+
+matmul_source = open(os.path.join(root, "brrr", "kernels", "matmul.py")).read()
+matmul_source = matmul_source.replace(
+    "from brrr.device import ON_GPU, pipeline_stages", "pass  #"
+).replace("from __future__ import annotations", "")
 results = {}
 for gpu, (capability, smem) in targets.items():
     # what the code under test asks of the GPU: its compute capability and its shared memory
@@ -86,30 +103,23 @@ for gpu, (capability, smem) in targets.items():
     book = load(f"book_{tag}", matmul_source, header)
     tile, options = split_options(book.tile_for(dtypes[half], 128))
     build(f"book tiled matmul {half} 128x128", book.tiled_matmul_kernel,
-          {"a_ptr": f"*{half}", "b_ptr": f"*{half}", "out_ptr": f"*{half}", "M": "i32", "N": "i32", "K": "i32",
-           "BLOCK_M": "constexpr", "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "EXACT_FP32": "constexpr"},
+          matmul_args(half) | constexprs("BLOCK_M", "BLOCK_N", "BLOCK_K", "EXACT_FP32"),
           tile | {"EXACT_FP32": False}, options)
 
     lab5 = load(f"lab5_{tag}", solution_cell("05-tile-it.ipynb", "matmul_kernel"), header)
     tile, options = split_options(lab5.tile_for(dtypes[half]))
     build(f"Lab 5 solution {half}", lab5.matmul_kernel,
-          {"a_ptr": f"*{half}", "b_ptr": f"*{half}", "out_ptr": f"*{half}", "M": "i32", "N": "i32", "K": "i32",
-           **{k: "constexpr" for k in tile}}, tile, options)
+          matmul_args(half) | constexprs(*tile), tile, options)
 
-    lab6 = load(f"lab6_{tag}", solution_cell("06-flash-attention.ipynb", "attention_kernel"), header)
+    lab6_source = solution_cell("06-flash-attention.ipynb", "attention_kernel")
+    lab6 = load(f"lab6_{tag}", lab6_source, header)
     for name in ("fp16", "fp32"):  # the causal variant: the full one's code and the mask besides
         blocks, options = split_options(lab6.blocks_for(dtypes[name]))
-        build(f"Lab 6 solution {name}, causal", lab6.attention_kernel,
-              {"q_ptr": f"*{name}", "k_ptr": f"*{name}", "v_ptr": f"*{name}", "out_ptr": f"*{name}", "N": "i32",
-               "scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-               "CAUSAL": "constexpr"},
+        build(f"Lab 6 solution {name}, causal", lab6.attention_kernel, attention_args(name),
               blocks | {"HEAD_DIM": 64, "CAUSAL": True}, options)
     if capability == 90:  # the published anchors: an H100 at d = 128
         blocks, options = split_options(lab6.blocks_for(dtypes["fp16"], 128))
-        build("Lab 6 solution fp16, d = 128", lab6.attention_kernel,
-              {"q_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16", "out_ptr": "*fp16", "N": "i32",
-               "scale": "fp32", "HEAD_DIM": "constexpr", "BLOCK_M": "constexpr", "BLOCK_N": "constexpr",
-               "CAUSAL": "constexpr"},
+        build("Lab 6 solution fp16, d = 128", lab6.attention_kernel, attention_args("fp16"),
               blocks | {"HEAD_DIM": 128, "CAUSAL": False}, options)
 print(json.dumps(results))
 """

@@ -659,6 +659,20 @@ def traffic_failure(name: str, shape: Shape, traffic: dict, blocks: dict) -> str
     extra = {t for t in (*loaded, *stored) if t not in implied and (loaded.get(t) or stored.get(t))}
     if counted == implied and not extra and not loaded.get("out"):
         return None
+    rows = _traffic_rows(blocks, implied, counted, loaded, stored, extra)
+    hints = _traffic_hints(shape, blocks, implied, counted, loaded, extra)
+    return (
+        f"{name}'s kernel moved other bytes than FlashAttention with BLOCK_M = {blocks['BLOCK_M']} "
+        f"does for {shape}, counted in the Triton interpreter. It reads Q once, K and V ⌈N / "
+        "BLOCK_M⌉ times each, and writes out once, and moves nothing "
+        f"else.\n{core.text_table(rows)}\n" + "\n".join(hints)
+    ).rstrip()
+
+
+def _traffic_rows(
+    blocks: dict, implied: dict, counted: dict, loaded: dict, stored: dict, extra: set
+) -> list[tuple]:
+    """The table of :func:`traffic_failure`: each tensor's counted bytes beside those implied."""
     rows = [("tensor", "counted", f"BLOCK_M = {blocks['BLOCK_M']} implies", "ratio")]
     for tensor in implied:
         verb = "stored" if tensor == "out" else "loaded"
@@ -679,13 +693,19 @@ def traffic_failure(name: str, shape: Shape, traffic: dict, blocks: dict) -> str
                 "",
             )
         )
+    return rows
+
+
+def _traffic_hints(
+    shape: Shape, blocks: dict, implied: dict, counted: dict, loaded: dict, extra: set
+) -> list[str]:
+    """What to change, one sentence for each tensor whose traffic differs from the implied."""
     blocks_m = math.ceil(shape.n / blocks["BLOCK_M"])
     hints = []
     if counted["q"] != implied["q"]:
         hints.append(
             f"Your kernel loaded {counted['q'] / implied['q']:.2f}× Q: load each program's block "
-            "of "
-            "queries once, before the loop over keys, and keep it in registers."
+            "of queries once, before the loop over keys, and keep it in registers."
         )
     for tensor in ("k", "v"):
         if counted[tensor] != implied[tensor]:
@@ -699,8 +719,7 @@ def traffic_failure(name: str, shape: Shape, traffic: dict, blocks: dict) -> str
     if counted["out"] != implied["out"]:
         hints.append(
             f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each block of "
-            "output "
-            "once, after the loop over keys."
+            "output once, after the loop over keys."
         )
     if loaded.get("out"):
         hints.append("Your kernel reads out: keep the accumulator in registers and only write out.")
@@ -709,12 +728,7 @@ def traffic_failure(name: str, shape: Shape, traffic: dict, blocks: dict) -> str
             f"Your kernel moved bytes through {', '.join(sorted(extra))}: nothing but q, k, v and "
             "out should move."
         )
-    return (
-        f"{name}'s kernel moved other bytes than FlashAttention with BLOCK_M = {blocks['BLOCK_M']} "
-        f"does for {shape}, counted in the Triton interpreter. It reads Q once, K and V ⌈N / "
-        "BLOCK_M⌉ times each, and writes out once, and moves nothing "
-        f"else.\n{core.text_table(rows)}\n" + "\n".join(hints)
-    ).rstrip()
+    return hints
 
 
 def count_cases(name: str, cases, built, seed: int) -> dict:

@@ -174,6 +174,18 @@ def traffic_failure(name: str, traffic: dict) -> str | None:
     )
     if ok:
         return None
+    table = core.text_table(_traffic_rows(loaded, stored, need))
+    hints = _traffic_hints(name, loaded, stored, need, kernels)
+    return (
+        f"{name} moved the wrong number of bytes for n = {n:,} float32 elements, counted in the "
+        f"Triton interpreter. A fused kernel loads x and y once each ({need:,} B each, 1.00 per "
+        f"element) and stores out once ({need:,} B), and moves nothing else.\n{table}\n"
+        + "\n".join(hints)
+    ).rstrip()
+
+
+def _traffic_rows(loaded: dict, stored: dict, need: int) -> list[tuple]:
+    """The table of :func:`traffic_failure`: bytes per tensor, and per element of the output."""
     rows = [("tensor", "loaded", "stored")]
     for tensor in dict.fromkeys(["x", "y", "out", *loaded, *stored]):
         if tensor not in ("x", "y", "out") and not (loaded.get(tensor) or stored.get(tensor)):
@@ -185,26 +197,27 @@ def traffic_failure(name: str, traffic: dict) -> str | None:
                 f"{stored.get(tensor, 0):,} B = {stored.get(tensor, 0) / need:.2f} per element",
             )
         )
-    table = core.text_table(rows)
+    return rows
+
+
+def _traffic_hints(name: str, loaded: dict, stored: dict, need: int, kernels: list) -> list[str]:
+    """What to change, one sentence for each way the traffic is not one fused pass."""
     hints = []
     if stored.get("out", 0) == 0:
         hints.append(
             f"No kernel of {name} stored anything into out: the result must be computed and stored "
-            "by "
-            "your own @triton.jit kernel."
+            "by your own @triton.jit kernel."
         )
     elif stored.get("out", 0) < need:
         hints.append(
             f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is "
-            "never "
-            "written. Launch enough programs to cover all n elements (triton.cdiv(n, BLOCK))."
+            "never written. Launch enough programs to cover all n elements (triton.cdiv(n, BLOCK))."
         )
     unread = [tensor for tensor in ("x", "y") if not loaded.get(tensor)]
     if unread:
         hints.append(
             f"No kernel of {name} loaded {' or '.join(unread)}: the result must be computed from x "
-            "and "
-            "y inside your kernel, not copied from a buffer filled outside it."
+            "and y inside your kernel, not copied from a buffer filled outside it."
         )
     if len(kernels) > 1:
         hints.append(
@@ -224,12 +237,7 @@ def traffic_failure(name: str, traffic: dict) -> str | None:
             "Your kernel reads out (an atomic counts as a read and a write); it only needs to "
             "write it."
         )
-    return (
-        f"{name} moved the wrong number of bytes for n = {n:,} float32 elements, counted in the "
-        f"Triton interpreter. A fused kernel loads x and y once each ({need:,} B each, 1.00 per "
-        f"element) and stores out once ({need:,} B), and moves nothing else.\n{table}\n"
-        + "\n".join(hints)
-    ).rstrip()
+    return hints
 
 
 def measure_traffic(student, n: int | None = None) -> dict:

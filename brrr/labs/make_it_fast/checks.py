@@ -149,6 +149,14 @@ def result_failure(
     if not (isinstance(reply, list) and len(reply) == 2):
         return f"{name} returned {str(reply)[:80]!r}; it must return (losses, params){where}."
     losses, params = reply
+    wrong_losses = _losses_failure(name, losses, want_losses, rtol, where)
+    return wrong_losses or _params_failure(name, params, want_params, rtol, where)
+
+
+def _losses_failure(
+    name: str, losses, want_losses: list[float], rtol: float, where: str
+) -> str | None:
+    """Why the student's ``losses`` are not the given step's, or None."""
     if isinstance(losses, torch.Tensor):
         losses = losses.reshape(-1).tolist()
     if isinstance(losses, list):  # a list of one-element tensors is a list of numbers too
@@ -176,9 +184,15 @@ def result_failure(
         return (
             f"{name}'s loss at step {k + 1} is {got:.7g}; the given step's is {want:.7g}{where}. "
             f"{len(bad)} of {len(want_losses)} losses differ by more than a relative {rtol:g}. It "
-            "must "
-            "train the same model on every sample of every batch, with the same update."
+            "must train the same model on every sample of every batch, with the same update."
         )
+    return None
+
+
+def _params_failure(
+    name: str, params, want_params: list[torch.Tensor], rtol: float, where: str
+) -> str | None:
+    """Why the student's parameters after the last step are not the given step's, or None."""
     if not (
         isinstance(params, list)
         and len(params) == len(want_params)
@@ -193,8 +207,7 @@ def result_failure(
         if got.dtype != want.dtype:
             return (
                 f"{name}'s {label} is {got.dtype}, the model's is {want.dtype}{where}: the model "
-                "is float32 "
-                "and must stay so."
+                "is float32 and must stay so."
             )
         atol = rtol * float(want.abs().max()) + 1e-7
         report = core.diff_report(
@@ -299,9 +312,8 @@ def grade_speedup(student) -> str:
                 wall += elapsed
                 student_s.append(elapsed)
                 replies.append((problem, reply, (losses, [p.to("cpu") for p in params])))
-        watch.judge(
-            name
-        )  # work left running while the grader timed the given step: before any other verdict
+        # work left running while the grader timed the given step: before any other verdict
+        watch.judge(name)
         born = [each for each in process_tree(pid) if each not in tree]
         cpu += cpu_used(
             {},
@@ -387,6 +399,25 @@ def _read_student_trace(student, path, folder: Path) -> object:
         ) from None
 
 
+def _fraction_and_path(name: str, reply) -> tuple[float, str]:
+    """The student's ``(fraction, trace_path)``; raise AssertionError if ``reply`` is not a pair,
+    or its fraction not a number from 0 to 1."""
+    if not (isinstance(reply, list) and len(reply) == 2):
+        raise core.fail(
+            f"{name} returned {str(reply)[:80]!r}; it must return (fraction, trace_path)."
+        )
+    fraction, path = reply
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, (int, float))
+        or not 0 <= fraction <= 1
+    ):
+        raise core.fail(
+            f"{name} returned {str(fraction)[:40]!r} as the fraction; it is a number from 0 to 1."
+        )
+    return fraction, path
+
+
 def grade_diagnosis(student) -> str:
     """``diagnose(problem) -> (fraction, trace_path)`` on a narrow and a wide problem, against the
     grader's own profile of the given step."""
@@ -406,20 +437,7 @@ def grade_diagnosis(student) -> str:
             # already prints an error of Kineto's to the cell.
             reply = student.call(problem, threads=1, forked=False)
             after, _ = profile_given(problem, Path(folder.name) / f"{label}-after.json")
-            if not (isinstance(reply, list) and len(reply) == 2):
-                raise core.fail(
-                    f"{name} returned {str(reply)[:80]!r}; it must return (fraction, trace_path)."
-                )
-            fraction, path = reply
-            if (
-                isinstance(fraction, bool)
-                or not isinstance(fraction, (int, float))
-                or not 0 <= fraction <= 1
-            ):
-                raise core.fail(
-                    f"{name} returned {str(fraction)[:40]!r} as the fraction; it is a number from "
-                    "0 to 1."
-                )
+            fraction, path = _fraction_and_path(name, reply)
             trace = _read_student_trace(student, path, Path(folder.name))
             theirs = overhead_fraction(trace)
             if abs(theirs - fraction) > definition:
@@ -427,15 +445,14 @@ def grade_diagnosis(student) -> str:
                     f"{name} returned {fraction:.3f} for the {label} problem ({_describe(shape)}), "
                     f"but the trace it recorded ({path}) gives {theirs:.3f} by the lab's "
                     "definition: the share of the profiled steps (their record_function spans) "
-                    f"with {what}. Compute it with brrr.traces from the "
-                    "trace you recorded."
+                    f"with {what}. Compute it with brrr.traces from the trace you recorded."
                 )
             if not abs(len(trace.cpu_ops) - ops) <= op_count * ops:
                 raise core.fail(
                     f"{name}'s trace for the {label} problem holds {len(trace.cpu_ops):,} CPU ops; "
                     f"one run of the given step on that problem holds {ops:,}. Profile exactly one "
-                    "call of given_train(problem) "
-                    "on the problem you are given (warm it up first, outside the profile)."
+                    "call of given_train(problem) on the problem you are given (warm it up "
+                    "first, outside the profile)."
                 )
             low, high = min(before, after) - tolerance, max(before, after) + tolerance
             passed = low <= fraction <= high

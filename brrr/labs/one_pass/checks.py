@@ -484,25 +484,7 @@ def _traffic_hints(
     loaded, stored = dict(traffic["loaded"]), dict(traffic["stored"])
     programs = sum(traffic.get("storing", traffic["programs"]))
     passes = loaded.get("x", 0) / need
-    hints = []
-    if stored.get("out", 0) == 0:
-        hints.append(
-            f"No kernel of {name} stored anything into out: the result must be computed and stored "
-            "by "
-            "your own @triton.jit kernel."
-        )
-    elif stored.get("out", 0) < need:
-        hints.append(
-            f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is "
-            "never "
-            "written. Launch one program per row (or per block of rows) and mask the columns."
-        )
-    elif stored.get("out", 0) > need:
-        hints.append(
-            f"Your kernels stored out {stored['out'] / need:.2f} times per element: store each row "
-            "once, "
-            "after the reduction."
-        )
+    hints = _out_hints(name, stored, need)
     if loaded.get("x", 0) == 0:
         hints.append(
             f"No kernel of {name} loaded x: the result must be computed from x inside your kernel."
@@ -510,9 +492,8 @@ def _traffic_hints(
     elif passes > 1:
         hints.append(
             f"Your kernel read x {passes:.2f} times per element: {_passes(passes)} over memory. "
-            "Load "
-            "the row once into registers (a block of next_power_of_2(cols) columns) and compute "
-            "the reduction and the output from those registers."
+            "Load the row once into registers (a block of next_power_of_2(cols) columns) and "
+            "compute the reduction and the output from those registers."
         )
     elif passes < 1:
         hints.append(
@@ -525,8 +506,7 @@ def _traffic_hints(
             hints.append(
                 f"Your kernel loaded {p} {got / row_bytes:.2f} rows' worth over {programs} "
                 f"programs ({got / row_bytes / programs:.2f} per program): load it once per "
-                "program (row block), "
-                "before the loop over its rows, and keep it in registers."
+                "program (row block), before the loop over its rows, and keep it in registers."
             )
         elif got < row_bytes:
             hints.append(f"Your kernel loaded only {got / row_bytes:.2f} of {p}: load all of it.")
@@ -538,16 +518,34 @@ def _traffic_hints(
     if extra:
         hints.append(
             f"Your kernels moved bytes through {', '.join(sorted(extra))}: buffers outside x and "
-            "out are "
-            "a round trip through global memory. Keep the row statistics in registers."
+            "out are a round trip through global memory. Keep the row statistics in registers."
         )
     if len(traffic["kernels"]) > 1:
         hints.append(
             f"{name} launched {len(traffic['kernels'])} kernels ({', '.join(traffic['kernels'])}): "
-            "one "
-            "kernel that holds a row in registers needs no second one."
+            "one kernel that holds a row in registers needs no second one."
         )
     return hints
+
+
+def _out_hints(name: str, stored: dict, need: int) -> list[str]:
+    """The hint of :func:`_traffic_hints` when out is not stored once per element, if it is not."""
+    if stored.get("out", 0) == 0:
+        return [
+            f"No kernel of {name} stored anything into out: the result must be computed and stored "
+            "by your own @triton.jit kernel."
+        ]
+    if stored.get("out", 0) < need:
+        return [
+            f"Your kernels stored {stored['out'] / need:.2f} of out per element: part of it is "
+            "never written. Launch one program per row (or per block of rows) and mask the columns."
+        ]
+    if stored.get("out", 0) > need:
+        return [
+            f"Your kernels stored out {stored['out'] / need:.2f} times per element: store each row "
+            "once, after the reduction."
+        ]
+    return []
 
 
 def _passes(passes: float) -> str:

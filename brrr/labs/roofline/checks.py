@@ -88,13 +88,12 @@ def _number(name: str, value) -> float:
 # more pairs is steadier on both sides.
 PAIRS = 7
 # A median ratio this far from 1 (3x either way) ends the check at its first attempt: honest calls
-# centre on
-# 0.94x with a per-pair spread of 17% beside a book build and .ci/neighbour_load.py (80 pairs), and
-# no honest median read below 0.57x even when each call was compared with the higher of its two
-# readings, a harsher rule since replaced (see _grade_ceiling). A rate in the wrong unit or from a
-# patched clock reads
-# 0.05x or less, and another attempt would spend seven more calls to say the same. A 2x error (reads
-# counted alone, 0.47-0.53x) is not final: it gets every attempt, as a near miss does.
+# centre on 0.94x with a per-pair spread of 17% beside a book build and .ci/neighbour_load.py (80
+# pairs), and no honest median read below 0.57x even when each call was compared with the higher of
+# its two readings, a harsher rule since replaced (see _grade_ceiling). A rate in the wrong unit or
+# from a patched clock reads 0.05x or less, and another attempt would spend seven more calls to say
+# the same. A 2x error (reads counted alone, 0.47-0.53x) is not final: it gets every attempt, as a
+# near miss does.
 BEYOND_DOUBT = 3.0
 REFERENCE_S = per_device(cpu={"copy": 0.1, "matmul": 0.2}, gpu={"copy": 0.1, "matmul": 0.2})
 
@@ -134,9 +133,7 @@ def _grade_ceiling(
         value = _number(name, student.call(*args, threads=1, forked=False))
         return value, time.perf_counter() - start
 
-    pairs: list[
-        tuple[float, float, float]
-    ] = []  # (ratio, value, reading beside it), over all attempts
+    pairs: list[tuple[float, float, float]] = []  # (ratio, value, reading beside), all attempts
 
     def attempt(watch: fairness.Watch) -> core.Attempt:
         def read() -> float:
@@ -148,24 +145,13 @@ def _grade_ceiling(
             for _ in range(PAIRS):
                 calls.append(timed_call())
                 readings.append(read())
-        watch.judge(
-            name
-        )  # work left running while the grader read brrr.ceilings: before any other verdict
+        # work left running while the grader read brrr.ceilings: before any other verdict
+        watch.judge(name)
         high = max(readings)
-        fastest_one = work / (high * (1 + threshold.value))
-        slowest = min(elapsed for _, elapsed in calls)
-        if slowest < fastest_one:
-            raise core.fail(
-                f"{name} returned after {units.seconds(slowest)} (by the grader's clock), but "
-                f"{what} takes at least {units.seconds(fastest_one)} at the rate brrr.ceilings "
-                f"measured just now ({units.si(high, unit)}): it cannot have timed it. Measure, "
-                "don't type in a number."
-            )
+        _timed_the_work(name, calls, work / (high * (1 + threshold.value)), high, unit, what)
         for (value, _), beside in zip(calls, map(_geometric_mean, readings, readings[1:])):
             pairs.append((value / beside, value, beside))
-        ratio, value, beside = sorted(pairs)[
-            len(pairs) // 2
-        ]  # the median pair of every attempt so far
+        ratio, value, beside = sorted(pairs)[len(pairs) // 2]  # the median pair of every attempt
         passed = 1 - threshold.value <= ratio <= 1 + threshold.value
         distance = 0.0 if passed else abs(math.log(ratio))
         final = not passed and not 1 / BEYOND_DOUBT <= ratio <= BEYOND_DOUBT
@@ -183,15 +169,29 @@ def _grade_ceiling(
     )
     threads = "single-threaded" if not ON_GPU else "on the GPU"
     if not best.passed:
-        tried = _attempts_told(history)
-        call = f"{name}({', '.join(ceilings.dtype_name(a) if isinstance(a, torch.dtype) else repr(a) for a in args)})"
+        shown = (ceilings.dtype_name(a) if isinstance(a, torch.dtype) else repr(a) for a in args)
         raise core.fail(
-            f"{call} is not {threshold.describe()} of {what} as brrr.ceilings measures it in the "
-            f"same run ({threads}):\n{tried}\n({threshold.why}.) Check your byte or FLOP count, "
-            "the warm-up, "
-            "the synchronize before reading the clock on a GPU, and that you take the median."
+            f"{name}({', '.join(shown)}) is not {threshold.describe()} of {what} as brrr.ceilings "
+            f"measures it in the same run ({threads}):\n{_attempts_told(history)}\n"
+            f"({threshold.why}.) Check your byte or FLOP count, the warm-up, the synchronize "
+            "before reading the clock on a GPU, and that you take the median."
         )
     return f"{best.detail} ({threshold.describe()}, {threads}, attempt {len(history)})"
+
+
+def _timed_the_work(
+    name: str, calls: list, fastest_one: float, high: float, unit: str, what: str
+) -> None:
+    """Raise AssertionError if a call of the student's returned sooner than the work takes at the
+    fastest rate brrr.ceilings read (``high``): it cannot have timed it."""
+    slowest = min(elapsed for _, elapsed in calls)
+    if slowest < fastest_one:
+        raise core.fail(
+            f"{name} returned after {units.seconds(slowest)} (by the grader's clock), but "
+            f"{what} takes at least {units.seconds(fastest_one)} at the rate brrr.ceilings "
+            f"measured just now ({units.si(high, unit)}): it cannot have timed it. Measure, "
+            "don't type in a number."
+        )
 
 
 def _attempts_told(history: list[core.Attempt]) -> str:

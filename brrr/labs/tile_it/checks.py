@@ -456,6 +456,20 @@ def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
     wrong_way = loaded.get("out", 0) or stored.get("a", 0) or stored.get("b", 0)
     if counted == implied and not extra and not wrong_way:
         return None
+    rows = _traffic_rows(tiles, implied, counted, loaded, stored, extra)
+    hints = _traffic_hints(shape, tiles, implied, counted, loaded, stored, extra)
+    return (
+        f"{name}'s kernel moved other bytes than its tiling implies for {shape}, counted in the "
+        f"Triton interpreter. A {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling reads a ⌈N / "
+        "BLOCK_N⌉ times and b ⌈M / BLOCK_M⌉ times and writes out once, and moves nothing "
+        f"else.\n{core.text_table(rows)}\n" + "\n".join(hints)
+    ).rstrip()
+
+
+def _traffic_rows(
+    tiles: dict, implied: dict, counted: dict, loaded: dict, stored: dict, extra: set
+) -> list[tuple]:
+    """The table of :func:`traffic_failure`: each tensor's counted bytes beside those implied."""
     rows = [
         ("tensor", "counted", f"a {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling implies", "ratio")
     ]
@@ -471,6 +485,20 @@ def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
                 "",
             )
         )
+    return rows
+
+
+def _traffic_hints(
+    shape: Shape,
+    tiles: dict,
+    implied: dict,
+    counted: dict,
+    loaded: dict,
+    stored: dict,
+    extra: set,
+) -> list[str]:
+    """What to change, a sentence for each way the traffic differs from the tiling's, and the
+    intensity it cost."""
     hints = []
     for tensor, times in (
         ("a", f"⌈N / BLOCK_N⌉ = {math.ceil(shape.n / tiles['BLOCK_N'])}"),
@@ -480,8 +508,7 @@ def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
             hints.append(
                 f"Your kernel read {tensor} {counted[tensor] / implied[tensor]:.2f}× what its "
                 f"tiling implies ({times} times): load each {tensor} tile once per step of the K "
-                "loop and use it "
-                "for the whole output tile."
+                "loop and use it for the whole output tile."
             )
         elif counted[tensor] < implied[tensor]:
             hints.append(
@@ -491,8 +518,7 @@ def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
     if counted["out"] != implied["out"]:
         hints.append(
             f"Your kernel stored {counted['out'] / implied['out']:.2f}× out: store each output "
-            "tile once, "
-            "after the K loop."
+            "tile once, after the K loop."
         )
     if loaded.get("out"):
         hints.append("Your kernel reads out: keep the accumulator in registers and only write out.")
@@ -506,15 +532,10 @@ def traffic_failure(name: str, traffic: dict, tiles: dict) -> str | None:
         f"Counted, your kernel reached {intensity(shape, moved):.3g} FLOP/B; its tiling implies "
         f"{intensity(shape, sum(implied.values())):.3g} FLOP/B, and the minimum traffic gives "
         f"{intensity(shape, minimum_bytes(shape)):.3g}. Every byte past what the tiling needs "
-        "lowers the "
-        "intensity, and with it the speed a memory-bound kernel can reach (intensity × bandwidth)."
+        "lowers the intensity, and with it the speed a memory-bound kernel can reach (intensity × "
+        "bandwidth)."
     )
-    return (
-        f"{name}'s kernel moved other bytes than its tiling implies for {shape}, counted in the "
-        f"Triton interpreter. A {tiles['BLOCK_M']} × {tiles['BLOCK_N']} tiling reads a ⌈N / "
-        "BLOCK_N⌉ times and b ⌈M / BLOCK_M⌉ times and writes out once, and moves nothing "
-        f"else.\n{core.text_table(rows)}\n" + "\n".join(hints)
-    ).rstrip()
+    return hints
 
 
 def grade_traffic(student) -> str:
