@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from brrr import claims
+from brrr.device import ON_GPU
 from conftest import ROOT, build_book
 
 
@@ -81,12 +82,12 @@ def test_book_builds_with_every_notebook_executed(book_build):
 
 
 # Claims that must hold on any machine the book is built on, a 2-core CPU included: each was
-# measured to hold there (see brrr.claims for the rules).
-MUST_HOLD = (
-    "fusion-cuts-bytes",
-    "fused-chain-one-op",
-    "overhead-floor",
-    "contractions-flops-vs-runtime",
+# measured to hold there (see brrr.claims for the rules). Two more hold on a GPU only, and their
+# pages say why a CPU differs: fusing x.cos().cos() pays where the cosine hides under the memory
+# time (on a CPU it is compute-bound: 0.89-0.96x here), and the other ops take a fifth or more of a
+# GPU's runtime (15% of this CPU's, where the contractions are slow too).
+MUST_HOLD = ("fused-chain-one-op", "overhead-floor") + (
+    ("fusion-cuts-bytes", "contractions-flops-vs-runtime") if ON_GPU else ()
 )
 
 
