@@ -25,6 +25,7 @@ import argparse
 import multiprocessing
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -70,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         "command", nargs=argparse.REMAINDER, help="-- the command to run beside the load"
     )
     args = parser.parse_args(argv)
+    # Ctrl-C stops it even where whoever started it ignores SIGINT (a pytest-xdist worker does, and
+    # its children inherit that): a stray load would run on for --seconds.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command and args.seconds is None:
         parser.error("give a command after --, or --seconds")

@@ -85,7 +85,7 @@ TOKEN = re.compile(r"\{(\w+)\}`([^`]*)`|`[^`]*`|\$[^$\n]*\$|\]\([^)]*\)")
 PLOTTING = re.compile(
     r"plt\.show\(|\.subplots\(|\.plot\(|\b(?:loglog_sweep|roofline|roofline_chart|"
     r"bars|share_bars|vertical_marks|render_timeline|show_placement|"
-    r"repeat_explorer|placement_grid|plot_\w+)\("
+    r"repeat_explorer|placement_grid|plot_\w+|recorded_cos_cos)\("
 )
 
 
