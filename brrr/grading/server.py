@@ -34,6 +34,7 @@ verdict, so a lucky retry cannot replace a failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import hmac
 import json
@@ -441,6 +442,10 @@ def main(argv: list[str] | None = None) -> int:
     if key:
         sys.stdout.write(record.signed(key) + "\n")
         sys.stdout.flush()
+    else:  # a practice grader: its notebook's kernel may be killed before it removes the folder
+        with contextlib.suppress(OSError):
+            os.unlink(args.socket)
+            os.rmdir(os.path.dirname(args.socket))  # only if empty: the socket's own folder
     os._exit(0)
 
 

@@ -6,6 +6,7 @@ import base64
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,25 @@ def test_the_bootstrap_runs_the_server_from_the_snapshot_in_memory():
     assert done.returncode != 0
     assert b"unknown lab 'no-such-lab'" in done.stderr
     assert f'File "{bootstrap.ROOT}brrr/grading/server.py"'.encode() in done.stderr
+
+
+def test_a_practice_grader_whose_notebook_is_killed_leaves_no_socket_folder(tmp_path):
+    """nbval's kernels end killed, before the client's temporary folder is removed: each run of the
+    lab solutions left a /tmp/brrr-grader-* folder holding a socket. The grader, told by its closed
+    input that the notebook is gone, removes both."""
+    script = (
+        "import os\n"
+        "from brrr.grading.client import Grader\n"
+        "grade = Grader('02-fuse-it'); grade._connect()\n"
+        "print(grade._practice.folder.name, flush=True)\n"
+        "os._exit(0)  # as a killed kernel: no atexit, no finalizer\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    folder = Path(done.stdout.strip())
+    assert folder.name.startswith("brrr-grader-"), done.stdout + done.stderr
+    deadline = time.monotonic() + 30
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not folder.exists(), sorted(folder.iterdir())
