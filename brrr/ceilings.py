@@ -935,9 +935,9 @@ def probe_readings(found: Ceilings) -> dict[str, float]:
     """Each probed roof's short reading now, as a fraction of the roof: ``{"float32 matmul": 0.93,
     "non-matmul": 0.21, "copy": 0.9}``. The matmul: an fp32 n×n torch.mm (n at most
     :data:`PROBE_MATMUL_N`); the non-matmul peak: aten's add into an existing tensor, one FLOP an
-    element, cache-resident; the copy: ``dst.copy_(src)`` far above the cache, as
-    :func:`measure_copy_bandwidth` times it, fewer times. A copy roof read under load (3.3 GB/s
-    against 7.6 quiet) put ResNet-18's convolutions below the ridge."""
+    element, cache-resident; the copy: :func:`measure_copy_bandwidth` on a shorter budget. A copy
+    roof read under load (3.3 GB/s against 7.6 quiet) put ResNet-18's convolutions below the
+    ridge."""
     n = min(found.matmul_n.get("float32", PROBE_MATMUL_N), PROBE_MATMUL_N)
     a, b = torch.randn(n, n, device=DEVICE), torch.randn(n, n, device=DEVICE)
     out = torch.empty(n, n, device=DEVICE)
@@ -946,9 +946,7 @@ def probe_readings(found: Ceilings) -> dict[str, float]:
     budget = {"threads": found.threads, "budget_s": PROBE_BUDGET_S, "flush_l2": False}
     matmul = bench(lambda: torch.mm(a, b, out=out), **budget).rate(2 * n**3)
     add = bench(lambda: torch.add(x, y, out=z), **budget).rate(PROBE_ADD_N)
-    src = torch.full((far_above_cache(4),), 0.5, device=DEVICE)
-    dst = torch.empty_like(src)
-    copy = bench(lambda: dst.copy_(src), warmup=1, min_runs=3, **budget).rate(2 * src.nbytes)
+    copy = measure_copy_bandwidth(threads=found.threads, budget_s=PROBE_BUDGET_S)
     return {
         "float32 matmul": matmul / found.matmul("float32"),
         "non-matmul": add / found.vector_peak,
