@@ -550,6 +550,15 @@ def counted_at(n: Any, count_traffic_at: Any) -> bool:
     return n == count_traffic_at
 
 
+def unexpected_traffic_rows(extra: set, loaded: dict, stored: dict) -> list[tuple[str, ...]]:
+    """Rows of a traffic table for the tensors a kernel touched that no rule implies any bytes
+    for: what it loaded and stored of each, against 0 B."""
+    return [
+        (name, f"{loaded.get(name, 0):,} B loaded, {stored.get(name, 0):,} B stored", "0 B", "")
+        for name in sorted(extra)
+    ]
+
+
 def idle_failure(name: str, traffic: dict, context: str = "") -> str | None:
     """Why the grid of a counted launch does not fit the problem, or None: a program that stored
     nothing did no work, and allowances that grow with the grid (once per program) would count

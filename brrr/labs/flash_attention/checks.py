@@ -684,16 +684,7 @@ def _traffic_rows(
                 f"{counted[tensor] / implied[tensor]:.2f}×",
             )
         )
-    for tensor in sorted(extra):
-        rows.append(
-            (
-                tensor,
-                f"{loaded.get(tensor, 0):,} B loaded, {stored.get(tensor, 0):,} B stored",
-                "0 B",
-                "",
-            )
-        )
-    return rows
+    return rows + core.unexpected_traffic_rows(extra, loaded, stored)
 
 
 def _traffic_hints(

@@ -476,16 +476,7 @@ def _traffic_rows(
     for tensor, verb in (("a", "loaded"), ("b", "loaded"), ("out", "stored")):
         ratio = f"{counted[tensor] / implied[tensor]:.2f}×"
         rows.append((tensor, f"{counted[tensor]:,} B {verb}", f"{implied[tensor]:,} B", ratio))
-    for tensor in sorted(extra):
-        rows.append(
-            (
-                tensor,
-                f"{loaded.get(tensor, 0):,} B loaded, {stored.get(tensor, 0):,} B stored",
-                "0 B",
-                "",
-            )
-        )
-    return rows
+    return rows + core.unexpected_traffic_rows(extra, loaded, stored)
 
 
 def _traffic_hints(
