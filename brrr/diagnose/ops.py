@@ -24,7 +24,7 @@ Random numbers, sorting and indexing (:data:`brrr.opclasses.IRREGULAR`) form a c
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from brrr import roofline
 from brrr.ceilings import Ceilings
@@ -152,18 +152,7 @@ def _row(
     )
     far_below = row.flops_fraction < FAR_BELOW and row.bandwidth_fraction < FAR_BELOW
     if irregular and found != Regime.OVERHEAD.value and far_below:
-        row = OpRow(
-            name,
-            label,
-            calls,
-            seconds,
-            flops,
-            bytes_,
-            BELOW_ROOFS,
-            roof.label,
-            roof.peak_flops,
-            roof.bandwidth,
-        )
+        row = replace(row, regime=BELOW_ROOFS)
     return row
 
 
