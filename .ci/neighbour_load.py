@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run a command beside a noisy neighbour: one core of memory traffic, in bursts.
 
-    python3 .ci/neighbour_load.py [--duty 0.75] [--seed 0] -- make test
+    python3 .ci/neighbour_load.py [--duty 0.75] [--seed 0] [--processes 1] -- make test
     python3 .ci/neighbour_load.py --seconds 60            # just the load, for a minute
 
 The other pytest worker of ``make test`` (and a reader's browser, a second
@@ -68,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=None, help="stop the load after this long")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--processes", type=int, default=1, help="competing processes, each on its own seed (1)"
+    )
+    parser.add_argument(
         "command", nargs=argparse.REMAINDER, help="-- the command to run beside the load"
     )
     args = parser.parse_args(argv)
@@ -80,18 +83,25 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < args.duty <= 1:
         parser.error("--duty is a share of the time: more than 0, at most 1")
     stop_at = time.monotonic() + (args.seconds if args.seconds is not None else float("inf"))
+    if args.processes < 1:
+        parser.error("--processes: at least 1")
     done = multiprocessing.Event()
-    neighbour = multiprocessing.Process(
-        target=load,
-        daemon=True,
-        args=(stop_at, args.duty, args.burst, args.buffer_mib, args.seed, done),
-    )
-    neighbour.start()
+    neighbours = [
+        multiprocessing.Process(
+            target=load,
+            daemon=True,
+            args=(stop_at, args.duty, args.burst, args.buffer_mib, args.seed + i, done),
+        )
+        for i in range(args.processes)
+    ]
+    for neighbour in neighbours:
+        neighbour.start()
     try:
-        status = subprocess.call(command) if command else neighbour.join() or 0
+        status = subprocess.call(command) if command else [n.join() for n in neighbours] and 0
     finally:
         done.set()
-        neighbour.join(10)
+        for neighbour in neighbours:
+            neighbour.join(10)
     return status
 
 
