@@ -1,9 +1,10 @@
 """The essay's claims, each bound to the number that tests it on this machine.
 
-Twelve claims from Horace He's essay (https://horace.io/brrr_intro.html), in
-:data:`CLAIMS`. Each names the essay's own figure with its hardware, the notebook
-that measures it here, and the rule that says whether it held. The rules are
-pure functions (``judge_*``: numbers in, :class:`Verdict` out), so tests can feed
+The claims of Horace He's essay (https://horace.io/brrr_intro.html), in :data:`CLAIMS`, one
+entry per measurement: two of the essay's claims are measured twice (``Claim.part_of``), and
+:func:`count_sentence` says how many claims and entries there are. Each names the essay's own
+figure with its hardware, the page that measures it here, and the rule that says whether it held.
+The rules are pure functions (``judge_*``: numbers in, :class:`Verdict` out), so tests can feed
 them made-up numbers that must pass and must fail.
 
 A notebook that measures a claim calls its ``judge_*`` function and
@@ -58,6 +59,9 @@ class Claim:
     essay: str  # the essay's figure, with the hardware it was measured or quoted on
     notebook: str  # the page that measures it here (docname, no suffix)
     rule: str  # what must be measured here for the claim to count as held
+    # The key of the entry before it that measures the same claim of the essay another way ("" for
+    # an entry that is a claim of its own).
+    part_of: str = ""
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,15 @@ _CLAIMS = [
         "op memory-bound and a large matmul compute-bound",
     ),
     Claim(
+        "compute-grows-faster",
+        "Compute grows faster than memory bandwidth, generation after generation.",
+        "processors' throughput doubled every 1.6 years, memory bandwidth every 2.7 (the essay's "
+        "table, from Patterson's 'Latency Lags Bandwidth', 2004: CPUs and DRAM, no GPU)",
+        "chapters/compute",
+        "from the oldest to the newest GPU generation of the datasheets' table, 16-bit matmul "
+        "FLOP/s grew at least 2x as much as memory bandwidth: the ridge point at least doubled",
+    ),
+    Claim(
         "contractions-flops-vs-runtime",
         "Contractions do nearly all the FLOPs but take much less of the runtime.",
         "BERT: 99.80% of FLOPs and 61.0% of runtime in contractions (the essay's table, from "
@@ -104,6 +117,7 @@ _CLAIMS = [
         "GPU named)",
         "notebooks/21-flops-vs-runtime",
         "both classes achieve at least 100x fewer FLOP/s than the contractions",
+        part_of="contractions-flops-vs-runtime",  # the essay's BERT table
     ),
     Claim(
         "matmul-gap",
@@ -135,6 +149,7 @@ _CLAIMS = [
         "a fused x.cos().cos() takes nearly the same time as x.cos() (A100)",
         "notebooks/10-cos-cos",
         "compiled x.cos().cos() takes at most 1.3x the time of compiled x.cos()",
+        part_of="fused-chain-one-op",  # the essay's sentence, on its own example
     ),
     Claim(
         "memory-bound-until-ridge",
@@ -154,6 +169,17 @@ _CLAIMS = [
         "notebooks/30-python-vs-pytorch",
         "eager ops are at least 10x slower than Python adds, and an add 1/16 of the predicted "
         "knee size takes at most 2x the time of a one-element add",
+    ),
+    Claim(
+        "async-hides-overhead",
+        "Asynchronous execution hides overhead: while the GPU works, the CPU queues the next ops, "
+        "so per-op overhead costs nothing as long as kernels outlast it.",
+        '\'as long as PyTorch can "run ahead" of the CUDA kernels, most of the framework '
+        "overhead gets completely hidden' (profiler traces; no figure, no GPU named)",
+        "notebooks/32-profiler-traces",
+        "at the large batch the device is busy at least half the profiled window, and at least "
+        "half of the host's overhead (the small batch's window, all dispatch) runs under the "
+        "kernels instead of adding to them; a machine with no device row runs nothing ahead",
     ),
     Claim(
         "batch-doubling",
@@ -183,6 +209,23 @@ _CLAIMS = [
     ),
 ]
 CLAIMS: dict[str, Claim] = {claim.key: claim for claim in _CLAIMS}
+
+
+def count_sentence(claims: dict[str, Claim] = CLAIMS) -> str:
+    """How many of the essay's claims the ledger tests, in how many entries, and which entries
+    (numbered as the ledger numbers them) measure one claim twice."""
+    number = {key: place for place, key in enumerate(claims, 1)}
+    twice = [(number[claim.part_of], number[key]) for key, claim in claims.items() if claim.part_of]
+    sentence = (
+        f"The ledger tests {len(claims) - len(twice)} claims of the essay in {len(claims)} entries"
+    )
+    if not twice:
+        return sentence + "."
+    (first, second), *rest = twice
+    also = "".join(f", and so do {one} and {other}" for one, other in rest)
+    return f"{sentence}: entries {first} and {second} measure one claim two ways{also}."
+
+
 FIELDS = ("statement", "essay", "here", "verdict", "why", "stamp", "recorded", "figures")
 
 # Each claim's judge, by key: recompute() reads it, so a glued verdict can be judged again from its
@@ -243,6 +286,82 @@ def judge_three_regimes(tiny: str, pointwise: str, matmul: str) -> Verdict:
         else "; ".join(wrong) + ", on this machine's measured roofs"
     )
     return Verdict("three-regimes", not wrong, here, why)
+
+
+# The essay's factory: "Even though our factory's size (FLOPS) doubled - if our bandwidth can't
+# keep up then our performance isn't also going to double". Compute outgrows bandwidth when, over
+# the datasheets' span, FLOP/s doubled against bandwidth: the ridge point (FLOPs per byte) at least
+# doubled, well beyond what picking another part of one generation moves it (the H100 PCIe's
+# datasheet ridge point, 756.5 TFLOP/s over 2.0 TB/s, is 1.28x the H100 SXM's, 989.5 over 3.35).
+RIDGE_GROWTH_MIN = 2.0
+
+
+def datasheet_generations() -> list[list]:
+    """The datasheets' GPU generations (:data:`brrr.figures.GENERATIONS`), oldest first, as rows
+    ``[name, year, memory bandwidth B/s, dense 16-bit matmul FLOP/s]`` (a verdict's figures are
+    glued as JSON)."""
+    from brrr.figures import GENERATIONS
+
+    rows = sorted(GENERATIONS, key=lambda generation: generation.year)
+    return [[g.name, g.year, g.bandwidth, g.tensor_flops] for g in rows]
+
+
+def _ridge(value: float) -> str:
+    """A ridge point's FLOPs per byte, with a decimal below 10 (a CPU's)."""
+    return f"{value:.{1 if value < 10 else 0}f}"
+
+
+@_judge("compute-grows-faster")
+def judge_compute_growth(
+    generations: list, ridge_measured: float | None = None, measured: str = ""
+) -> Verdict:
+    """Datasheet rows of GPU generations, oldest first (:func:`datasheet_generations`), judged
+    oldest against newest; ``ridge_measured``: a machine's measured ridge point, FLOPs per byte,
+    shown beside the datasheets' with ``measured``, what it was measured with (it is not judged:
+    the claim is about GPU generations)."""
+    (old, old_year, old_bandwidth, old_flops) = generations[0]
+    (new, new_year, new_bandwidth, new_flops) = generations[-1]
+    flop_growth, bandwidth_growth = new_flops / old_flops, new_bandwidth / old_bandwidth
+    growth = flop_growth / bandwidth_growth
+    years = new_year - old_year
+    yearly = (
+        f" ({flop_growth ** (1 / years):.2f}x and {bandwidth_growth ** (1 / years):.2f}x a year)"
+        if years > 0
+        else ""
+    )
+    here = (
+        f"datasheets, {old} ({old_year}) to {new} ({new_year}): FLOP/s {flop_growth:.1f}x, "
+        f"bandwidth {bandwidth_growth:.1f}x{yearly}, ridge point "
+        f"{_ridge(old_flops / old_bandwidth)} to {_ridge(new_flops / new_bandwidth)} FLOPs/byte "
+        f"({_ratio(growth, RIDGE_GROWTH_MIN)})"
+    )
+    if ridge_measured is not None:
+        here += f"; measured ridge point {_ridge(ridge_measured)} FLOPs/byte" + (
+            f" ({measured})" if measured else ""
+        )
+    if growth < RIDGE_GROWTH_MIN:
+        why = (
+            f"FLOP/s grew only {_ratio(growth, RIDGE_GROWTH_MIN)} as much as bandwidth from {old} "
+            f"to {new}, under the doubling the essay's factory picture asks"
+        )
+        return Verdict("compute-grows-faster", False, here, why)
+    why = (
+        "the newest generation needs at least twice the FLOPs per byte the oldest did to keep "
+        "its matmul units busy"
+    )
+    return Verdict("compute-grows-faster", True, here, why + _ridge_falls(generations))
+
+
+def _ridge_falls(generations: list) -> str:
+    """Where the ridge point fell from one generation to the next, as a clause ('' where it
+    never did): the trend holds over the span, not at every step."""
+    ridges = [(name, flops / bandwidth) for name, _, bandwidth, flops in generations]
+    fell = [
+        f"from {before} to {after} ({_ridge(high)} to {_ridge(low)} FLOPs/byte)"
+        for (before, high), (after, low) in zip(ridges, ridges[1:])
+        if low < high
+    ]
+    return f"; though not at every step: the ridge point fell {' and '.join(fell)}" if fell else ""
 
 
 # The rule of "contractions-flops-vs-runtime", shared with brrr.benchmarks.compute.table_checks.
@@ -537,6 +656,68 @@ def judge_overhead_floor(python_per_s: float, torch_per_s: float, floor_growth: 
     return Verdict("overhead-floor", True, here, "small ops cost the same whatever their size")
 
 
+# "As long as kernels outlast it": at the large batch the device must be busy at least half the
+# window, or the kernels did not outlast the dispatch between them (the essay's "expensive
+# paperweight"). Half the overhead hidden splits the two ways a step can run: one op after the other
+# hides none of it, a host that queues ahead of the device all it can.
+ASYNC_BUSY_MIN = 0.5
+ASYNC_HIDDEN_MIN = 0.5
+
+
+def overhead_hidden(small_us: float, large_us: float, large_busy: float) -> float:
+    """The share of the host's overhead that ran under the large batch's kernels: the time the large
+    batch's window saved on its overhead (the small batch's window, where the kernels are slivers)
+    and its kernels (``large_busy`` of its window) run one after the other, over that overhead."""
+    return (small_us + large_busy * large_us - large_us) / small_us
+
+
+@_judge("async-hides-overhead")
+def judge_async_overhead(
+    small_batch: int,
+    large_batch: int,
+    small_us: float,
+    large_us: float,
+    large_busy: float | None,
+) -> Verdict:
+    """Two profiled windows of the same training step, in µs, at a small and a large batch, and the
+    share of the large one the device was busy (None where the trace has no device row: a CPU)."""
+    small, large = units.seconds(small_us * 1e-6), units.seconds(large_us * 1e-6)
+    if large_busy is None:
+        here = (
+            f"no device row: batch {large_batch}'s ops did their own work on the host thread, its "
+            f"window {units.ratio(large_us / small_us, decimals=1)} batch {small_batch}'s ({large} "
+            f"against {small})"
+        )
+        why = (
+            "nothing can run ahead here: a CPU op does its work before it returns, so the next op "
+            "waits for it and overhead and work add; on a GPU the host only queues each kernel and "
+            "moves on"
+        )
+        return Verdict("async-hides-overhead", False, here, why)
+    hidden = overhead_hidden(small_us, large_us, large_busy)
+    serial = units.seconds((small_us + large_busy * large_us) * 1e-6)
+    here = (
+        f"batch {large_batch}: device busy {units.percent(large_busy, (ASYNC_BUSY_MIN,))} of "
+        f"{large}, against batch {small_batch}'s {small} of dispatch; one after the other they "
+        f"would take {serial}: {units.percent(hidden, (ASYNC_HIDDEN_MIN,))} of the overhead ran "
+        "under the kernels"
+    )
+    if large_busy < ASYNC_BUSY_MIN:
+        why = (
+            "the kernels did not outlast the overhead: the device sat idle "
+            f"{units.percent(1 - large_busy)} of the window, waiting for the host"
+        )
+        return Verdict("async-hides-overhead", False, here, why)
+    if hidden < ASYNC_HIDDEN_MIN:
+        why = "the host's overhead added to the kernels' time instead of running under it"
+        return Verdict("async-hides-overhead", False, here, why)
+    why = (
+        "the host queued the next kernels while the device ran them, so most of its dispatch cost "
+        "no time"
+    )
+    return Verdict("async-hides-overhead", True, here, why)
+
+
 # A doubling that adds under 25% to the step time is flat. The last doubling must not be: a step
 # that never grows shows nothing. (It once had to add over 50%, and the recorded H100, flat at 1.17x
 # and 64.5x its roofline time, read "did not hold" for a last doubling of 1.499x.)
@@ -685,13 +866,19 @@ def held_there(values: dict) -> str:
 def claim_records(key: str, folder=None) -> list[Recorded]:
     """What each committed GPU record holds for claim ``key``, judged again by today's rule where
     the record holds the figures to judge (:func:`judged_again`): a rule changed since a record was
-    made changes its label there too, as it does here."""
-    section, _ = _DERIVED.get(key, (None, None))
-    sections = {gpu.device: gpu.values for gpu in recorded(section, folder)} if section else {}
+    made changes its label there too, as it does here. A record that holds no verdict for the claim
+    but the section it is judged from (:data:`_DERIVED`) shows the verdict judged from that section,
+    after the records that hold one."""
+    section = _DERIVED[key][0] if key in _DERIVED else None
+    sections = {gpu.device: gpu for gpu in recorded(section, folder)} if section else {}
     found = []
     for gpu in recorded(f"claims/{key}", folder):
-        again = judged_again(key, gpu.values, sections.get(gpu.device))
+        derived = sections.pop(gpu.device, None)
+        again = judged_again(key, gpu.values, derived.values if derived else None)
         found.append(replace(gpu, values=asdict(again)) if again else gpu)
+    for gpu in sections.values():
+        again = judged_again(key, {}, gpu.values)
+        found += [replace(gpu, values=asdict(again))] if again else []
     return found
 
 
@@ -713,10 +900,40 @@ def _fusion_from_cos_cos(section: dict, claim: dict) -> dict | None:
     return figures
 
 
+def _growth_from_roofline(section: dict, claim: dict) -> dict | None:
+    """compute-grows-faster from a record's Lab 1 roofline: today's datasheets, beside the ridge
+    point that GPU measured (its 16-bit matmul peak over its copy bandwidth)."""
+    if "ridge_point" not in section:
+        return None
+    return {
+        "generations": datasheet_generations(),
+        "ridge_measured": section["ridge_point"],
+        "measured": "Lab 1's 16-bit matmul peak over its copy bandwidth",
+    }
+
+
+def _async_from_traces(section: dict, claim: dict) -> dict | None:
+    """async-hides-overhead from a record's notebook 32 figures: each batch's profiled window and
+    the share of it the device sat idle (a trace without a device row: no busy share)."""
+    try:
+        small, large = section["small"], section["large"]
+        return {
+            "small_batch": small["batch"],
+            "large_batch": large["batch"],
+            "small_us": small["window_us"],
+            "large_us": large["window_us"],
+            "large_busy": 1 - large["idle_fraction"] if large["device_row"] else None,
+        }
+    except (KeyError, TypeError):
+        return None
+
+
 # Claims whose recorded verdict can be judged from another section of the same record: (section,
-# figures).
+# figures from the section and the claim's recorded values, or None where the section lacks them).
 _DERIVED: dict[str, tuple[str, Callable[[dict, dict], dict | None]]] = {
     "fusion-cuts-bytes": ("cos-cos", _fusion_from_cos_cos),
+    "compute-grows-faster": ("lab-01-roofline", _growth_from_roofline),
+    "async-hides-overhead": ("overhead/profiler-traces", _async_from_traces),
 }
 # Records made before a verdict carried its figures (the H100's of 2026-11-24) hold them in its
 # sentence only.
@@ -732,17 +949,25 @@ _FIGURES_IN_HERE = {
 
 
 def judged_again(key: str, values: dict, section: dict | None = None) -> Verdict | None:
-    """Claim ``key``'s recorded verdict (``values``) judged again by today's rule, from the figures
-    it was judged on, from ``section`` (its :data:`_DERIVED` section of the same record) or, for a
-    record older than verdicts' figures, from its sentence; None where the record holds none of them
-    or only arguments of an older judge."""
-    figures = values.get("figures")
-    if key in _DERIVED and section and "cos_cos_fusion" not in (figures or {}):
-        figures = _DERIVED[key][1](section, values)
-    if not figures and key in _FIGURES_IN_HERE:
+    """Claim ``key``'s recorded verdict (``values``; empty where the record holds none) judged again
+    by today's rule: from the figures it was judged on, else from ``section`` (its :data:`_DERIVED`
+    section of the same record) or, for a record older than verdicts' figures, from its sentence;
+    None where the record holds none of them or only arguments of an older judge."""
+    again = _recompute_or_none(key, values.get("figures"))
+    if again is None and key in _DERIVED and section:
+        again = _recompute_or_none(key, _DERIVED[key][1](section, values))
+    if again is None and key in _FIGURES_IN_HERE:
         pattern, names = _FIGURES_IN_HERE[key]
         found = pattern.search(values.get("here", ""))
-        figures = dict(zip(names, map(float, found.groups()))) if found else None
+        again = _recompute_or_none(
+            key, dict(zip(names, map(float, found.groups()))) if found else None
+        )
+    return again
+
+
+def _recompute_or_none(key: str, figures: dict | None) -> Verdict | None:
+    """:func:`recompute`, or None where there are no figures or they are an older judge's
+    arguments."""
     if not figures:
         return None
     try:

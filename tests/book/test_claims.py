@@ -7,6 +7,8 @@ Made-up numbers only: nothing here is timed. The book build
 
 import json
 import re
+from dataclasses import asdict
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +16,26 @@ from brrr import claims
 from conftest import ROOT
 
 LEDGER = ROOT / "chapters" / "claims-ledger.md"
+# Issue 47: the essay's claims the ledger lacked, each now an entry of its own.
+ADDED_IN_ISSUE_47 = ("compute-grows-faster", "async-hides-overhead")
+# The essay's claims as issue 47 counts them; the ledger's entries are more, where it measures one
+# claim two ways (Claim.part_of).
+ESSAY_CLAIMS = 12
+
+
+def page_file(claim: claims.Claim) -> str:
+    """The file of the page that measures ``claim``: a notebook, or a chapter (a MyST notebook)."""
+    notebook = f"{claim.notebook}.ipynb"
+    return notebook if (ROOT / notebook).exists() else f"{claim.notebook}.md"
+
+
+def page_source(claim: claims.Claim) -> str:
+    """The code and prose of ``claim``'s page: a notebook's cells, or a MyST chapter's text."""
+    path = ROOT / page_file(claim)
+    if path.suffix == ".md":
+        return path.read_text()
+    return "".join("".join(cell["source"]) for cell in json.loads(path.read_text())["cells"])
+
 
 # (judge, numbers that must hold, the figure their verdict shows, numbers that must not, the figure
 # theirs shows). Each pair sits either side of one line the rule draws: on the line where the rule
@@ -26,6 +48,13 @@ CASES = [
         "a large x * 2 memory-bound",
         ("overhead-bound", "compute-bound", "compute-bound"),
         "a large x * 2 compute-bound",
+    ),
+    (
+        claims.judge_compute_growth,
+        ([["older", 2017, 1e12, 100e12], ["newer", 2024, 2e12, 400e12]],),
+        "ridge point 100 to 200 FLOPs/byte (2.00x)",
+        ([["older", 2017, 1e12, 100e12], ["newer", 2024, 2e12, 398e12]],),
+        "ridge point 100 to 199 FLOPs/byte (1.99x)",
     ),
     (
         claims.judge_contractions,
@@ -107,6 +136,27 @@ CASES = [
         "takes 2.00x a one-element add",
         (32e6, 280e3, 2.01),
         "takes 2.01x a one-element add",
+    ),
+    (
+        claims.judge_async_overhead,
+        (1, 4096, 1000.0, 500.0, 0.5),
+        "device busy 50%",
+        (1, 4096, 1000.0, 500.0, 0.49),
+        "device busy 49%",
+    ),
+    (
+        claims.judge_async_overhead,
+        (1, 4096, 1000.0, 2000.0, 0.75),
+        "50% of the overhead ran under the kernels",
+        (1, 4096, 1000.0, 2000.0, 0.74),
+        "48% of the overhead ran under the kernels",
+    ),
+    (
+        claims.judge_async_overhead,
+        (1, 1024, 1000.0, 2000.0, 0.75),
+        "batch 1024: device busy 75%",
+        (1, 1024, 1000.0, 2000.0, None),
+        "no device row",
     ),
     (
         claims.judge_batch_doubling,
@@ -192,7 +242,9 @@ def test_every_claim_and_every_judge_has_a_row():
     assert judges == {case[0] for case in CASES}, (
         f"judges without a row: {judges - {case[0] for case in CASES}}"
     )
-    assert len(claims.CLAIMS) == 12
+    assert len(claims.CLAIMS) - sum(bool(claim.part_of) for claim in claims.CLAIMS.values()) == (
+        ESSAY_CLAIMS
+    )
 
 
 def test_a_verdict_names_the_figure_with_its_unit():
@@ -226,7 +278,7 @@ def test_the_ledger_page_has_one_entry_per_claim_in_order():
     for entry, (key, claim) in zip(entries, claims.CLAIMS.items()):
         entry = entry.split("\n## ")[0]
         for field in ("statement", "essay", "here", "verdict", "why"):
-            assert f"../{claim.notebook}.ipynb::{claims.glue_key(key, field)}:s`" in entry, (
+            assert f"../{page_file(claim)}::{claims.glue_key(key, field)}:s`" in entry, (
                 key,
                 field,
             )
@@ -247,10 +299,7 @@ def test_every_measuring_notebook_publishes_each_of_its_claims():
     ``brrr_book.pages`` module its hidden cell calls: one ``publish(`` does not cover a notebook's
     other claims."""
     for key, claim in claims.CLAIMS.items():
-        source = "".join(
-            "".join(cell["source"])
-            for cell in json.loads((ROOT / f"{claim.notebook}.ipynb").read_text())["cells"]
-        )
+        source = page_source(claim)
         for page in re.findall(r"from brrr_book\.pages import (\w+)", source):
             source += (ROOT / "book" / "brrr_book" / "pages" / f"{page}.py").read_text()
         assert key in published_claims(source), f"{claim.notebook} does not publish {key}"
@@ -288,7 +337,7 @@ def test_the_reference_column_reads_recorded_files(tmp_path):
     figures = claims.reference_figures(folder=tmp_path)
     assert figures["compile-removes-overhead"] == f"NVIDIA H100: {verdict.here} (held there)"
     assert figures["batch-doubling"] == "none recorded"
-    assert "1 of 12 claims" in claims.reference_summary(tmp_path)
+    assert f"1 of {len(claims.CLAIMS)} claims" in claims.reference_summary(tmp_path)
 
 
 def test_a_published_claim_sits_beside_the_recorded_gpu_and_the_essay(tmp_path):
@@ -551,3 +600,242 @@ def test_the_other_ops_are_slow_for_memory_not_for_the_roofs_ratio():
     assert "dropout's random numbers" in verdict.why and "2.10x its non-matmul roof" in verdict.why
     on_a_gpu = claims.judge_other_ops_rate(178, 615, 12.8, "bfloat16", 0.02, 0.004)
     assert on_a_gpu.held and "held back by memory" in on_a_gpu.why
+
+
+# ---------------------------------------------------------------- issue 47: every claim, every GPU
+
+
+def test_the_ledger_covers_every_claim_including_the_two_it_lacked():
+    """Each claim of ``CLAIMS`` has its numbered entry, in order, and the two claims the ledger
+    lacked before issue 47 are among them: dropping one from the ledger or from ``CLAIMS`` fails."""
+    text = LEDGER.read_text()
+    keys = re.findall(
+        r"^\*\*\d+\.\*\* \{glue:text\}`[^`]*::claim-([\w-]+)-statement:s`", text, re.M
+    )
+    assert keys == list(claims.CLAIMS)
+    assert re.findall(r"^\*\*(\d+)\.\*\*", text, re.M) == [str(n) for n in range(1, len(keys) + 1)]
+    assert set(ADDED_IN_ISSUE_47) <= set(keys), f"missing: {set(ADDED_IN_ISSUE_47) - set(keys)}"
+    for key in ADDED_IN_ISSUE_47:
+        assert f"claim-{key}-stamp:s`" in text, f"{key}'s page is not in the stamps' list"
+
+
+def test_the_ledger_counts_the_claims_from_brrr_claims():
+    """The intro's count is glued from ``CLAIMS`` (it once read "Twelve" beside 12 entries, typed),
+    and says which entries measure one claim of the essay two ways."""
+    sentence = claims.count_sentence()
+    assert sentence.startswith(
+        f"The ledger tests {ESSAY_CLAIMS} claims of the essay in {len(claims.CLAIMS)} entries"
+    ), sentence
+    number = {key: place for place, key in enumerate(claims.CLAIMS, 1)}
+    for key, claim in claims.CLAIMS.items():
+        if claim.part_of:
+            assert f"{number[claim.part_of]} and {number[key]}" in sentence, (key, sentence)
+    text = LEDGER.read_text()
+    intro = text[: text.index("**1.**")]
+    assert (
+        "{glue:text}`claims-count`" in intro
+        and 'glue("claims-count", Text(count_sentence()))' in (intro.replace(", display=False", ""))
+    )
+    assert not re.search(r"\b(twelve|thirteen|fourteen)\b", intro, re.I), "a count typed by hand"
+    made_up = {
+        "a": claims.Claim("a", "", "", "", ""),
+        "b": claims.Claim("b", "", "", "", "", part_of="a"),
+        "c": claims.Claim("c", "", "", "", ""),
+    }
+    assert claims.count_sentence(made_up) == (
+        "The ledger tests 2 claims of the essay in 3 entries: entries 1 and 2 measure one claim "
+        "two ways."
+    )
+
+
+def test_an_entry_part_of_another_follows_it_on_the_same_page():
+    """``part_of`` names an earlier entry measured on the same page: the two measure one sentence of
+    the essay."""
+    keys = list(claims.CLAIMS)
+    parts = {key: claim.part_of for key, claim in claims.CLAIMS.items() if claim.part_of}
+    assert parts, "no entry measures a claim of the essay twice"
+    for key, whole in parts.items():
+        assert keys.index(whole) < keys.index(key), (key, whole)
+        assert claims.CLAIMS[whole].notebook == claims.CLAIMS[key].notebook, (key, whole)
+
+
+def test_compute_growth_is_judged_on_the_datasheets_and_says_where_the_ridge_fell():
+    """The datasheets' table (brrr.figures.GENERATIONS), oldest first: FLOP/s outgrew bandwidth over
+    the span, though the ridge point did not rise at every step; a machine's ridge is shown, not
+    judged."""
+    table = claims.datasheet_generations()
+    assert [row[1] for row in table] == sorted(row[1] for row in table)
+    verdict = claims.judge_compute_growth(table, 5.4, "float32, 1 thread(s)")
+    ridges = [flops / bandwidth for _, _, bandwidth, flops in table]
+    assert verdict.held == (ridges[-1] / ridges[0] >= claims.RIDGE_GROWTH_MIN)
+    assert f"{table[0][0]} ({table[0][1]}) to {table[-1][0]} ({table[-1][1]})" in verdict.here
+    assert "measured ridge point 5.4 FLOPs/byte (float32, 1 thread(s))" in verdict.here
+    assert verdict.held == claims.judge_compute_growth(table).held  # the ridge here is not judged
+    rises = [["a", 2017, 1e12, 100e12], ["b", 2020, 2e12, 300e12], ["c", 2024, 3e12, 900e12]]
+    assert "not at every step" not in claims.judge_compute_growth(rises).why
+    dips = [["a", 2017, 1e12, 100e12], ["b", 2020, 2e12, 150e12], ["c", 2024, 3e12, 900e12]]
+    assert "the ridge point fell from a to b (100 to 75 FLOPs/byte)" in (
+        claims.judge_compute_growth(dips).why
+    )
+
+
+def test_a_cpu_trace_runs_nothing_ahead_and_says_why():
+    """No device row: the claim did not hold, because a CPU op does its own work before the next op
+    starts, whatever the windows."""
+    verdict = claims.judge_async_overhead(1, 1024, 22_200.0, 315_000.0, None)
+    assert (
+        not verdict.held
+        and "no device row" in verdict.here
+        and "(315 ms against 22.2 ms)" in (verdict.here)
+    )
+    assert "nothing can run ahead here" in verdict.why and "overhead and work add" in verdict.why
+    assert claims.overhead_hidden(1000.0, 2000.0, 0.75) == 0.5  # 1 ms + 1.5 ms run in 2 ms
+
+
+def test_the_profiler_page_judges_the_large_batchs_busy_share(monkeypatch):
+    """Notebook 32's page hands the ledger the large batch's device busy share and both windows.
+    Planted: the small batch's idle share read as the large one's (the claim would not hold)."""
+    from brrr_book.pages import profiler_traces
+
+    published = []
+    monkeypatch.setattr(
+        profiler_traces, "publish", lambda verdict, stamp=None: published.append((verdict, stamp))
+    )
+    gpu = SimpleNamespace(has_device=True)
+    recorded = {
+        "small": (1, "small.json", gpu, (100.0, 1100.0)),
+        "large": (4096, "large.json", gpu, (50.0, 2050.0)),
+    }
+    profiler_traces.publish_async_claim(recorded, {"small": 0.9, "large": 0.25}, "[traces]")
+    ((verdict, stamp),) = published
+    assert stamp == "[traces]" and verdict.held, verdict.here
+    assert verdict.figures == {
+        "small_batch": 1,
+        "large_batch": 4096,
+        "small_us": 1000.0,
+        "large_us": 2000.0,
+        "large_busy": 0.75,
+    }
+    cpu = SimpleNamespace(has_device=False)
+    recorded = {
+        name: (size, path, cpu, window) for name, (size, path, _, window) in recorded.items()
+    }
+    profiler_traces.publish_async_claim(recorded, {"small": 0.08, "large": 0.01}, "[traces]")
+    assert published[-1][0].figures["large_busy"] is None and not published[-1][0].held
+
+
+H100_ENV = {"device": "NVIDIA H100 80GB HBM3", "date": "2026-11-24", "torch": "2.11.0+cu130"}
+H200_ENV = {"device": "NVIDIA H200", "date": "2026-11-28", "commit": "26e9f7a9bd1c"}
+
+
+def _two_gpus(folder) -> None:
+    """An H100 record in the first run's format (figures only, verdicts without their figures) and
+    an H200 record in schema 2 (stamp, ceilings, checks; verdicts with their figures)."""
+    h100 = {
+        "claims/matmul-gap": {
+            "held": True,
+            "here": "matmul peak 12.50x the non-matmul peak (bfloat16)",
+            "key": "matmul-gap",
+            "why": "matmuls have hardware the other ops cannot use",
+        },
+        "lab-01-roofline": {
+            "copy_bandwidth": 2.87e12,
+            "matmul_peak": 7.45e14,
+            "ridge_point": 259.3,
+        },
+        "overhead/profiler-traces": {
+            name: {"batch": batch, "idle_fraction": idle, "device_row": True, "window_us": us}
+            for name, batch, idle, us in (
+                ("small", 1, 0.96, 5224.9),
+                ("large", 4096, 0.154, 5108.4),
+            )
+        },
+    }
+    gap = claims.judge_matmul_gap(7.17e14, 5.33e13, measured="bfloat16")
+    h200 = {
+        "claims/matmul-gap": asdict(gap),
+        "lab-01-roofline": {
+            "copy_bandwidth": 3.89e12,
+            "matmul_peak": 7.48e14,
+            "ridge_point": 192.3,
+        },
+    }
+    (folder / "nvidia-h100-80gb-hbm3.json").write_text(
+        json.dumps({"figures": {k: {"env": H100_ENV, "values": v} for k, v in h100.items()}})
+    )
+    (folder / "nvidia-h200.json").write_text(
+        json.dumps(
+            {
+                "schema": 2,
+                "stamp": H200_ENV,
+                "ceilings": {"copy_bandwidth": 4.25e12, "env": H200_ENV},
+                "checks": {},
+                "figures": {
+                    k: {"env": H200_ENV, "source": "notebooks/00-your-machine.ipynb", "values": v}
+                    for k, v in h200.items()
+                },
+            }
+        )
+    )
+
+
+def test_every_recorded_gpu_that_holds_a_claims_figures_is_shown(tmp_path):
+    """Issue 47: the claim cards show the H100 (first-run format) and the H200 (schema 2) alike,
+    each where its record holds the claim or the figures it is judged from; a record without them
+    adds no row."""
+    _two_gpus(tmp_path)
+    devices = {
+        key: [gpu.device for gpu in claims.claim_records(key, tmp_path)]
+        for key in ("matmul-gap", "compute-grows-faster", "async-hides-overhead", "batch-doubling")
+    }
+    assert devices == {
+        "matmul-gap": ["NVIDIA H100 80GB HBM3", "NVIDIA H200"],
+        "compute-grows-faster": ["NVIDIA H100 80GB HBM3", "NVIDIA H200"],
+        "async-hides-overhead": ["NVIDIA H100 80GB HBM3"],
+        "batch-doubling": [],
+    }
+    growth = claims.claim_records("compute-grows-faster", tmp_path)
+    assert [
+        re.search(r"measured ridge point (\d+) FLOPs/byte", gpu.values["here"]).group(1)
+        for gpu in growth
+    ] == ["259", "192"]
+    verdict = claims.judge_compute_growth(claims.datasheet_generations(), 5.4)
+    rows = claims.beside(verdict, "[here]", growth).rows
+    assert [row.machine for row in rows[1:3]] == [
+        "recorded: NVIDIA H100 80GB HBM3",
+        "recorded: NVIDIA H200",
+    ]
+    assert "commit 26e9f7a9bd" in rows[2].source and "2026-11-24" in rows[1].source
+    figures = claims.reference_figures(folder=tmp_path)
+    assert figures["matmul-gap"].count("(held there)") == 2, figures["matmul-gap"]
+    assert figures["matmul-gap"].startswith("NVIDIA H100 80GB HBM3: matmul peak 12.50x")
+    assert "; NVIDIA H200: matmul peak 13.45x" in figures["matmul-gap"]
+
+
+def test_a_record_without_the_claim_is_judged_from_its_figures(tmp_path):
+    """The H100's notebook 32 figures, recorded before the claim was: batch 4096 kept the GPU busy
+    85% of a window no longer than batch 1's dispatch, so the overhead ran under the kernels."""
+    _two_gpus(tmp_path)
+    (gpu,) = claims.claim_records("async-hides-overhead", tmp_path)
+    assert gpu.values["held"] and "device busy 85% of 5.11 ms" in gpu.values["here"]
+    assert "batch 1's 5.22 ms of dispatch" in gpu.values["here"], gpu.values["here"]
+    assert gpu.env == H100_ENV
+
+
+def test_the_committed_records_show_a_gpu_for_each_added_claim():
+    """The ledger's GPU column for the two claims issue 47 added, from the committed records: the
+    H100's notebook 32 figures, and each recorded GPU's Lab 1 ridge point beside the datasheets."""
+    committed = claims.reference.load_all()
+    if not committed:
+        pytest.skip("no GPU record committed")
+    with_roofline = {
+        next(iter(data["figures"].values()))["env"]["device"]
+        for data in committed.values()
+        if "lab-01-roofline" in data.get("figures", {})
+    }
+    growth = claims.claim_records("compute-grows-faster")
+    assert {gpu.device for gpu in growth} == with_roofline and len(with_roofline) >= 1
+    traced = claims.claim_records("async-hides-overhead")
+    assert traced, "no recorded GPU shows async-hides-overhead"
+    for key in ADDED_IN_ISSUE_47:
+        assert claims.reference_figures()[key] != "none recorded", key

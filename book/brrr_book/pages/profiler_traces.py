@@ -1,17 +1,20 @@
-"""Notebook 32 (profiler traces): its claim, its record (and, under ``make gpu-check``, the trace
-kept for readers without a GPU) and its sentence."""
+"""Notebook 32 (profiler traces): its check, the ledger's claim that asynchronous execution hides
+overhead, its record (and, under ``make gpu-check``, the trace kept for readers without a GPU) and
+its sentence."""
 
 from __future__ import annotations
 
 from brrr import reference, targets, traces, units
-from brrr.claims import glue_text
+from brrr.claims import glue_text, judge_async_overhead, publish
 from brrr.column import fit
 from brrr.device import ON_GPU
 
 
-def finish(recorded: dict, idle: dict[str, float]) -> None:
+def finish(recorded: dict, idle: dict[str, float], stamp: str) -> None:
     """``recorded``: per batch name, (size, trace file, parsed trace, window); ``idle``: per batch
-    name, the share of its window the device (on a CPU: the host's ops) sat idle."""
+    name, the share of its window the device (on a CPU: the host's ops) sat idle; ``stamp``: the
+    one the traces were recorded under."""
+    publish_async_claim(recorded, idle, stamp)
     glue_text(
         "idle-shares",
         (
@@ -57,3 +60,23 @@ def finish(recorded: dict, idle: dict[str, float]) -> None:
             ),
         )
         print(fit(f"saved {saved} for readers without a GPU"))
+
+
+def publish_async_claim(recorded: dict, idle: dict[str, float], stamp: str) -> None:
+    """Judge and publish "async-hides-overhead" from the two batches' windows and the large batch's
+    device busy share (none where its trace has no device row: the host's idle share on a CPU is
+    not the device's)."""
+    (small, _, _, small_window), (large, _, large_trace, large_window) = (
+        recorded["small"],
+        recorded["large"],
+    )
+    publish(
+        judge_async_overhead(
+            small,
+            large,
+            small_window[1] - small_window[0],
+            large_window[1] - large_window[0],
+            1 - idle["large"] if large_trace.has_device else None,
+        ),
+        stamp,
+    )
