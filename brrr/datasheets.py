@@ -10,7 +10,8 @@ Figures are dense (no 2:4 structured sparsity). NVIDIA's H100 and H200
 datasheets print the tensor-core figures *with* sparsity and say in a footnote
 that dense figures are half of those; we store the halves. Keys follow
 :mod:`brrr.ceilings`: ``float32`` is the non-tensor-core FP32 rate, ``tf32``,
-``bfloat16`` and ``float16`` are tensor-core matmul rates.
+``bfloat16`` and ``float16`` are tensor-core matmul rates. ``bandwidth`` is the memory bandwidth the
+datasheet prints (the A100's differs between its variants, so it has none).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Datasheet:
     product: str
     peaks: dict[str, float]  # dtype name -> FLOP/s, dense
     source: str
+    bandwidth: float | None = None  # B/s of memory (HBM); None where the variants differ
 
 
 A100 = Datasheet(
@@ -44,6 +46,7 @@ H100_SXM = Datasheet(
     {"float32": 67e12, "tf32": 494.5e12, "bfloat16": 989.5e12, "float16": 989.5e12},
     "NVIDIA H100 Tensor Core GPU datasheet (tensor-core figures printed with sparsity, halved "
     "here)",
+    bandwidth=3.35e12,
 )
 
 H100_PCIE = Datasheet(
@@ -51,6 +54,7 @@ H100_PCIE = Datasheet(
     {"float32": 51e12, "tf32": 378e12, "bfloat16": 756.5e12, "float16": 756.5e12},
     "NVIDIA H100 Tensor Core GPU datasheet (tensor-core figures printed with sparsity, halved "
     "here)",
+    bandwidth=2.0e12,
 )
 
 H200_SXM = Datasheet(
@@ -58,6 +62,7 @@ H200_SXM = Datasheet(
     {"float32": 67e12, "tf32": 494.5e12, "bfloat16": 989.5e12, "float16": 989.5e12},
     "NVIDIA H200 Tensor Core GPU datasheet (tensor-core figures printed with sparsity, halved "
     "here)",
+    bandwidth=4.8e12,
 )
 
 # (pattern on torch.cuda.get_device_name(), datasheet). First match wins, so the

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import cycle
 from typing import Callable, Iterator
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from brrr import essay, units
+from brrr import datasheets, essay, units
 
 INK, MUTED, ACCENT, WARM, COOL = "#222222", "#777777", "#1f77b4", "#d62728", "#2ca02c"
 
@@ -260,7 +261,12 @@ GENERATIONS = (
     Generation("V100 SXM2", 2017, 900e9, 125e12),
     Generation("T4", 2018, 320e9, 65e12),
     Generation("A100 SXM4", 2020, 1.555e12, 312e12),
-    Generation("H100 SXM", 2022, 3.35e12, 989.5e12),
+    Generation(
+        "H100 SXM", 2022, datasheets.H100_SXM.bandwidth, datasheets.H100_SXM.peaks["bfloat16"]
+    ),
+    Generation(
+        "H200 SXM", 2023, datasheets.H200_SXM.bandwidth, datasheets.H200_SXM.peaks["bfloat16"]
+    ),
     Generation("B200", 2024, 8e12, 2250e12),
 )
 
@@ -309,8 +315,9 @@ def generations(measured: dict[str, tuple[float, float]] | None = None) -> plt.F
         color=c.muted,
         label="datasheet",
     )
-    for label, (bandwidth, peak) in (measured or {}).items():
-        right.bar([label], [peak / bandwidth], color=c.accent, label="measured (recorded)")
+    for index, (label, (bandwidth, peak)) in enumerate((measured or {}).items()):
+        legend = "measured (recorded)" if index == 0 else None  # one entry for every GPU's bar
+        right.bar([label], [peak / bandwidth], color=c.accent, label=legend)
     right.set_ylabel("ridge point (FLOPs per byte)")
     right.set_title("The ridge point rises: more FLOPs per byte to stay compute-bound", fontsize=10)
     right.tick_params(axis="x", labelsize=7, rotation=20)
@@ -327,7 +334,7 @@ def roofline_three(machines: dict[str, tuple[float, float]]) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     intensity = np.logspace(-2, 4, 200)
     for (label, (peak, bandwidth)), color in zip(
-        machines.items(), (c.muted, c.accent, c.warm, c.cool)
+        machines.items(), cycle((c.muted, c.accent, c.warm, c.cool))
     ):
         ax.loglog(intensity, np.minimum(peak, intensity * bandwidth), color=color, label=label)
         ax.plot([peak / bandwidth], [peak], marker="o", color=color)
@@ -459,7 +466,7 @@ def knee(sweeps: dict[str, dict], stamps: list[str] = ()) -> plt.Figure:
     if not sweeps:
         _no_record(ax, "the repeat sweep")
         return fig
-    for (device, values), color in zip(sweeps.items(), (c.accent, c.warm, c.cool)):
+    for (device, values), color in zip(sweeps.items(), cycle((c.accent, c.warm, c.cool))):
         repeats = sorted(int(r) for r in values["seconds"])
         ax.semilogx(
             repeats,
@@ -556,7 +563,10 @@ def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] =
         _no_record(bottom, "the idle share of its device")
     else:
         rows = sorted(idle.items(), key=lambda item: item[1]["batch"])
-        labels = [f"batch {values['batch']:,}" for _, values in rows]
+        labels = [
+            (f"{values['gpu']}, " if values.get("gpu") else "") + f"batch {values['batch']:,}"
+            for _, values in rows
+        ]
         shares = [values["idle_fraction"] for _, values in rows]
         bottom.barh(labels, [1 - s for s in shares], color=c.cool, label="device busy")
         bottom.barh(
@@ -579,11 +589,30 @@ def gpu_waits(trace, idle: dict[str, dict], title: str = "", stamps: list[str] =
 def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
     """Tokens per second after each fix of the capstone, as recorded on ``device`` (the capstone
     record's rows), each bar labelled with the regime the diagnosis then found."""
-    c = _colors()
-    fig, ax = plt.subplots(figsize=(8, 3.8))
-    if not rows:
-        _no_record(ax, "the capstone's fixes")
+    return stages_by_gpu({device: rows} if rows else {}, stamps)
+
+
+def stages_by_gpu(found: dict[str, list[dict]], stamps: list[str] = ()) -> plt.Figure:
+    """:func:`stages` for each recorded GPU (``{device: rows}``), one panel each, side by side."""
+    fig, panels = plt.subplots(
+        1, max(1, len(found)), figsize=(8 + 4 * max(0, len(found) - 1), 3.8), squeeze=False
+    )
+    if not found:
+        _no_record(panels[0][0], "the capstone's fixes")
         return fig
+    for index, (ax, (device, rows)) in enumerate(zip(panels[0], found.items())):
+        _stage_bars(ax, rows, device, labelled=index == 0)
+    fig.suptitle(
+        "Each fix moves the step to the next regime, and the next fix follows it", fontsize=10
+    )
+    fig.tight_layout()
+    _stamps(fig, stamps)
+    return fig
+
+
+def _stage_bars(ax, rows: list[dict], device: str, *, labelled: bool) -> None:
+    """One GPU's stages as horizontal bars on a log scale, each with its regime and its gain."""
+    c = _colors()
     names = [row["stage"].removeprefix("+ ").split(" (torch.compile")[0] for row in rows]
     rates = [row["tokens_per_s"] for row in rows]
     colors = {"overhead-bound": c.warm, "memory-bound": c.accent, "compute-bound": c.cool}
@@ -601,12 +630,8 @@ def stages(rows: list[dict], device: str, stamps: list[str] = ()) -> plt.Figure:
     ax.set_xscale("log")
     ax.set_xlim(min(rates) / 2, max(rates) * 20)
     ax.set_xlabel(f"tokens per second on the recorded {device} (log scale)")
-    ax.set_title(
-        "Each fix moves the step to the next regime, and the next fix follows it", fontsize=10
-    )
-    fig.tight_layout()
-    _stamps(fig, stamps)
-    return fig
+    if not labelled:
+        ax.set_yticklabels([])
 
 
 def flamegraph(frames: list, title: str, stamps: list[str] = ()) -> plt.Figure:
@@ -710,20 +735,34 @@ def _recorded_waits():
     found = _recorded("overhead/profiler-traces")
     trace = traces.reference_trace()
     trace = trace if trace is not None and not trace.synthetic else None
-    idle = found[0].values if found else {}
-    title = (
-        f"{found[0].device}, batch {idle['small']['batch']}: one training step"
-        if found and "small" in idle
-        else ""
-    )
+    idle = {  # every recorded GPU's idle shares, each bar named by its GPU where there are several
+        f"{gpu.device} {key}": {**values, "gpu": gpu.device.removeprefix("NVIDIA ").split()[0]}
+        if len(found) > 1
+        else values
+        for gpu in found
+        for key, values in gpu.values.items()
+    }
+    title = ""
+    if trace is not None:  # the trace's own GPU, which need not be the first record's
+        device = _trace_device(trace)
+        small = [
+            gpu.values["small"] for gpu in found if gpu.device == device and "small" in gpu.values
+        ]
+        title = f"{device}, batch {small[0]['batch']}: " if small else f"{device}: "
+        title += "one training step"
     return gpu_waits(trace, idle, title, [gpu.stamp for gpu in found])
+
+
+def _trace_device(trace) -> str:
+    """The GPU a committed trace was recorded on, from its stamp."""
+    return trace.stamp.split(" · ")[0].strip("[").removeprefix("measured on ")
 
 
 def _recorded_stages():
     found = [gpu for gpu in _recorded("capstone") if gpu.values.get("rows")]
-    if not found:
-        return stages([], "")
-    return stages(found[0].values["rows"], found[0].device, [found[0].stamp])
+    return stages_by_gpu(
+        {gpu.device: gpu.values["rows"] for gpu in found}, [gpu.stamp for gpu in found]
+    )
 
 
 def _recorded_flame():
@@ -736,11 +775,7 @@ def _recorded_flame():
     if reference is None:
         return flamegraph([], "")
     frames = flames.nest(reference.trace, flames.last_op(reference.trace, "aten::relu"))
-    device = (
-        "a synthetic GPU trace"
-        if reference.synthetic
-        else reference.stamp.split(" · ")[0].strip("[").removeprefix("measured on ")
-    )
+    device = "a synthetic GPU trace" if reference.synthetic else _trace_device(reference)
     return flamegraph(frames, f"relu on {device}", [reference.stamp])
 
 
@@ -819,7 +854,7 @@ FIGURES = (
         lambda: generations(_recorded_gpu()),
         "Left: datasheet 16-bit tensor-core FLOP/s and memory bandwidth of NVIDIA GPUs by year, "
         "V100 to B200, on a log scale; FLOP/s grows far faster. Right: each generation's ridge "
-        "point in FLOPs per byte, rising, with the recorded H100's measured ridge point beside "
+        "point in FLOPs per byte, rising, with each recorded GPU's measured ridge point beside "
         "its datasheet's.",
         "Compute grows faster than bandwidth: each generation needs more FLOPs per byte to stay "
         "busy.",
@@ -864,9 +899,9 @@ FIGURES = (
     Picture(
         "stages",
         _recorded_stages,
-        "Horizontal bars, one per stage of the capstone on the recorded GPU, tokens per second "
-        "on a log scale: start at batch 1 (overhead-bound), then a bigger batch, bf16, SDPA "
-        "attention, torch.compile and CUDA graphs, each bar labelled with its regime and its "
+        "Horizontal bars, one per stage of the capstone, in a panel for each recorded GPU, tokens "
+        "per second on a log scale: start at batch 1 (overhead-bound), then a bigger batch, bf16, "
+        "SDPA attention, torch.compile and CUDA graphs, each bar labelled with its regime and its "
         "gain over the start.",
         "A diagnosis names the regime; the fix for that regime moves the step on.",
     ),

@@ -56,15 +56,26 @@ GRID_LOG2_SIZES = (10, 18, 26)  # a thousand elements (overhead), a quarter mill
 
 def recorded_roofs(folder=None) -> dict[str, Roof]:
     """Each recorded GPU's roof for the x * 2 chain: its multiply rate and copy bandwidth from its
-    repeat sweep, its per-op overhead from its eager-op rate (``overhead/python-vs-pytorch``)."""
+    repeat sweep, its per-op overhead from its eager-op rate (``overhead/python-vs-pytorch``), else
+    from its roofs' ``dispatch_overhead`` (0 where it recorded neither)."""
     from brrr.beside import recorded
+    from brrr.reference import load_all
 
-    ops = {gpu.device: gpu.values for gpu in recorded("overhead/python-vs-pytorch", folder)}
+    roofs = [data.get("ceilings") or {} for data in load_all(folder).values()]
+    overhead = {
+        roof["env"]["device"]: roof["dispatch_overhead"]
+        for roof in roofs
+        if roof.get("dispatch_overhead") and "device" in roof.get("env", {})
+    }
+    overhead |= {
+        gpu.device: 1 / gpu.values["torch_ops_per_s"]
+        for gpu in recorded("overhead/python-vs-pytorch", folder)
+    }
     return {
         f"recorded {gpu.device}": Roof(
             gpu.values["multiply_rate"],
             gpu.values["copy_bandwidth"],
-            1 / ops[gpu.device]["torch_ops_per_s"] if gpu.device in ops else 0.0,
+            overhead.get(gpu.device, 0.0),
             f"x*2 chain, recorded on {gpu.device}",
         )
         for gpu in recorded("repeat-sweep", folder)

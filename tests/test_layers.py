@@ -32,7 +32,7 @@ LAYERS = {
     **dict.fromkeys(
         ("kernels", "benchmarks", "plots", "flames", "timeline", "widgets", "claims"), 3
     ),
-    **dict.fromkeys(("source", "figures", "beside"), 3),
+    **dict.fromkeys(("source", "figures", "beside", "two_gpus"), 3),
     **dict.fromkeys(("diagnose", "capstone", "models"), 4),
     "checks": 5,
     "labs": 6,

@@ -207,3 +207,27 @@ def test_the_dark_image_joins_its_figure_under_one_caption():
         html,
     ), html
     assert pair_light_dark(doctree) == 0, "a figure already paired is left alone"
+
+
+def test_every_recorded_gpu_is_drawn_beside_the_others():
+    """Issue 49: a picture that shows one recorded GPU shows each: the capstone's stages get a panel
+    per GPU (the H100 and the H200 both recorded it), the knee a curve per sweep however many, the
+    generations chart the H200's datasheet beside the H100's, the idle shares a bar per GPU."""
+    fig = figures.FIGURES[[p.name for p in figures.FIGURES].index("stages")].draw()
+    labels = [ax.get_xlabel() for ax in fig.axes]
+    assert [any(gpu in label for label in labels) for gpu in ("H100", "H200")] == [True, True]
+    sweep = {"seconds": {"1": 1e-3, "256": 3e-3}, "knee_measured": 80.0}
+    sweeps = {f"GPU {i}": {**sweep, "knee_predicted_multiply": 79.0} for i in range(4)}
+    curves = [line for line in figures.knee(sweeps).axes[0].lines if line.get_marker() == "o"]
+    assert len(curves) == 4
+    assert "H200 SXM" in [g.name for g in figures.GENERATIONS]
+    idle = {
+        "a small": {"batch": 1, "idle_fraction": 0.9, "gpu": "H100"},
+        "b small": {"batch": 1, "idle_fraction": 0.8, "gpu": "H200"},
+    }
+    waits = figures.gpu_waits(None, idle)
+    assert [t.get_text() for t in waits.axes[1].get_yticklabels()] == [
+        "H100, batch 1",
+        "H200, batch 1",
+    ]
+    plt.close("all")

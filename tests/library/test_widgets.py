@@ -90,3 +90,18 @@ def test_recorded_roofs_come_from_the_record(tmp_path):
     )
     (roof,) = recorded_roofs(tmp_path).values()
     assert (roof.peak_flops, roof.bandwidth, roof.overhead_s) == (3e13, 3e12, pytest.approx(1e-5))
+    # A record without notebook 30's figures (the H200's of 2026-11-28) reads its roofs' overhead.
+    (tmp_path / "gpu-y.json").write_text(
+        json.dumps(
+            {
+                "ceilings": {"env": {"device": "GPU Y"}, "dispatch_overhead": 6e-6},
+                "figures": {
+                    "repeat-sweep": {
+                        "env": {"device": "GPU Y"},
+                        "values": {"multiply_rate": 3e13, "copy_bandwidth": 4e12},
+                    }
+                },
+            }
+        )
+    )
+    assert recorded_roofs(tmp_path)["recorded GPU Y"].overhead_s == 6e-6
