@@ -15,7 +15,9 @@ miss in every attempt does depends on where it happens (:func:`missed`):
 
 :func:`check` does the same for a measured claim that is a condition rather
 than a value (``brrr.roofline.require_memory_bound``, a notebook's claim).
-Grading never comes here: a lab's verdict is computed by its grader process
+:func:`measurements` is the one retry loop (measure, judge, measure again) that
+every target, claim, benchmark script and grader check uses. Grading uses it
+and nothing else here: a lab's verdict is computed by its grader process
 (``brrr.grading``), whatever this variable says in the student's kernel.
 """
 
@@ -25,9 +27,11 @@ import contextlib
 import io
 import os
 import sys
-from typing import Callable, Iterator
+from typing import Callable, Iterator, TypeVar
 
 from brrr import column, units
+
+Measured = TypeVar("Measured")  # what measurements() retries: a number or a whole result
 
 # The one switch, read by strict() alone. Set to 1 by the Makefile (every target), tests/conftest.py
 # (the suite and the book build it runs), brrr_book.book_pages (any book build) and .ci/gpu-check.
@@ -174,15 +178,17 @@ def require_between(
 
 
 def measurements(
-    first: float,
-    again: Callable[[], float] | None,
-    meets: Callable[[float], bool],
+    first: Measured,
+    again: Callable[[], Measured] | None,
+    meets: Callable[[Measured], bool],
     *,
     attempts: int = 3,
-) -> list[float]:
+) -> list[Measured]:
     """``first``, then ``again()`` while the latest value misses (``meets`` is false), ``attempts``
     values at most: a stall on a shared machine gets more chances, and every value is kept to be
-    shown."""
+    shown. The one retry loop: a value is a number here, or a whole measurement (a benchmark's
+    result, a grader's attempt), and ``meets`` says whether it ends the retries (a pass, or a miss
+    no retry can turn)."""
     values = [first]
     while not meets(values[-1]) and again is not None and len(values) < attempts:
         values.append(again())

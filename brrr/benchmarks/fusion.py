@@ -30,9 +30,11 @@ correctness only, and the speed target is the one a CPU can show: the
 
 The notebooks import the workloads and the :func:`measure` helper from here, so
 the numbers a notebook prints and the numbers this script checks come from the
-same code. On a CPU everything is timed on one thread (:data:`THREADS`): on a
-small shared machine two threads stall at random, and a ratio of two noisy
-numbers is noisier still. With one thread each run is timed on the calling
+same code; a target is measured by :func:`measure_target` alone, which this
+script, the notebooks' pages (a miss measured again) and the tests call. On a
+CPU everything is timed on one thread (:data:`THREADS`): on a small shared
+machine two threads stall at random, and a ratio of two noisy numbers is
+noisier still. With one thread each run is timed on the calling
 thread's CPU clock (:func:`brrr.timing.rounds_in_turns`), which stops while
 other processes have the core.
 """
@@ -1032,36 +1034,29 @@ def _result(check: str, measured: float, detail: str) -> Result:
 def run(
     *, n: int | None = None, threads: int | None = THREADS, attempts: int = 2
 ) -> tuple[float, list[Result]]:
-    """Measure every target of this device class; return (copy bandwidth in B/s, results).
+    """Measure every target of this device class (:func:`measure_target`); return (copy bandwidth
+    in B/s, results).
 
-    A timed target that misses is measured again, up to ``attempts`` times, so a
-    stall on a shared machine does not fail it; the best attempt is reported, and
-    its detail lists every attempt.
+    A timed target that misses is measured again, up to ``attempts`` times
+    (:func:`brrr.targets.measurements`), so a stall on a shared machine does not fail it; the best
+    attempt is reported, and its detail lists every attempt.
     """
     with torch_threads(threads):
         copy = copy_roof(threads=threads)[0] if n is None else copy_bandwidth(n, threads=threads)
     n = n or far_above_cache(4)
-    with torch_threads(threads):
-        results = [
-            _measure_target(check.check, n, copy, threads, attempts)
-            for check in TARGETS[device_class()]
-        ]
-    return copy, results
+    return copy, [
+        _best_attempt(check.check, n, copy, threads, attempts) for check in TARGETS[device_class()]
+    ]
 
 
-def _measure_target(check: str, n: int, copy: float, threads: int | None, attempts: int) -> Result:
-    if check == "triton_kernels_correct":
-        cases = check_kernels()
-        failed = [f"{case.kernel}{case.shape}" for case in cases if not case.passed]
-        detail = f"{len(cases)} cases, odd shapes, fresh inputs" + (
-            f"; failed: {', '.join(failed)}" if failed else ""
-        )
-        return _result(check, sum(case.passed for case in cases) / len(cases), detail)
-    tries: list[Result] = []
-    for _ in range(attempts):
-        tries.append(_timed_target(check, n, copy, threads))
-        if tries[-1].passed:
-            break
+def _best_attempt(check: str, n: int, copy: float, threads: int | None, attempts: int) -> Result:
+    """:func:`measure_target`, measured again while it misses (a correctness check is not: it is
+    no timing); the best attempt, with every attempt in its detail where there were several."""
+    again = functools.partial(measure_target, check, n, copy, threads=threads)
+    timed = target(check).kind != CORRECT
+    tries = targets.measurements(
+        again(), again if timed else None, lambda result: result.passed, attempts=attempts
+    )
     best = max(tries, key=lambda result: result.measured)
     if len(tries) == 1:
         return best
@@ -1120,99 +1115,114 @@ def _value(check: str, measured: float) -> str:
     return _figure(wanted.kind, measured, wanted.minimum) + suffix
 
 
-def _timed_target(check: str, n: int, copy: float, threads: int | None) -> Result:
-    """One fusion speed target timed in turns with its control, by name.
-
-    Long: one branch per target, each setting up its own inputs, so that what a target times sits in
-    one place."""
-    if check in ("cos_cos_compiled_speedup", "cos_cos_triton_speedup"):
-        x = torch.randn(n, device=DEVICE)
-        if check == "cos_cos_compiled_speedup":
-            compiled = compile_for_timing(cos_cos_eager, x, threads=threads)
-            fused_spec = (
-                "compiled x.cos().cos()",
-                lambda: compiled(x),
-                cos_cos_bytes(n, fused=True),
+def measure_target(check: str, n: int, copy: float, *, threads: int | None = THREADS) -> Result:
+    """This device class's target ``check`` measured once: its workload on ``n`` fresh elements,
+    timed in turns with its control (a speedup) or set against ``copy``, the copy roof in B/s (a
+    fraction of it, or of the roofline's speedup). The one measurement of each fusion target: the
+    command line (:func:`run`), the pages of notebooks 10 and 12 (a miss measured again) and the
+    tests all call it."""
+    with torch_threads(threads):
+        if check == "triton_kernels_correct":
+            return _result(check, *_kernels_correct())
+        if check == "chain_fusion_speedup":
+            separate, fused = time_chain(n, threads=threads)
+            detail = (
+                f"op by op {units.seconds(separate.seconds)}, fused "
+                f"{units.seconds(fused.seconds)}, n={n}"
             )
-        else:
-            out = torch.empty_like(x)
-            fused_spec = (
-                "Triton cos_cos",
-                lambda: pointwise.cos_cos(x, out=out),
-                cos_cos_bytes(n, fused=True),
-            )
-        eager, fused = measure_together(
-            [
-                ("eager x.cos().cos()", lambda: cos_cos_eager(x), cos_cos_bytes(n, fused=False)),
-                fused_spec,
-            ],
-            threads=threads,
-        )
-        detail = (
-            f"eager {units.seconds(eager.seconds)}, {fused.label} "
-            f"{units.seconds(fused.seconds)}, n={n}"
-        )
-        measured = speedup(eager, fused)
-        if target(check).kind != OF_ROOFLINE_SPEEDUP:
-            return _result(check, measured, detail)
-        rate = cos_rate(threads=threads)
-        predicted = predicted_cos_cos_speedup(n, copy, rate)
-        detail += (
-            f"; {measured:.2f}x over eager, the roofline predicts {predicted:.2f}x "
-            f"from {units.si(rate, 'cos/s')} and {units.bandwidth(copy)} copy"
-        )
-        return _result(check, target_value(check, measured, predicted), detail)
-    if check == "chain_fusion_speedup":
-        x = torch.randn(n, device=DEVICE)
-        ops = [compile_for_timing(op, x, threads=threads) for op in CHEAP_CHAIN]
-        chain = compile_for_timing(cheap_chain_eager, x, threads=threads)
+            return _result(check, speedup(separate, fused), detail)
+        if check in ("cos_cos_compiled_speedup", "cos_cos_triton_speedup"):
+            return _cos_cos_target(check, n, copy, threads)
+        if check in ("pointwise_bandwidth", "softmax_bandwidth"):
+            kernel, rows = _kernel_bandwidth(check, n, threads)
+            detail = f"{units.bandwidth(kernel.bandwidth)} on {rows}x{COLS}"
+            return _result(check, kernel.bandwidth / copy, detail)
+    raise KeyError(f"no measurement for target {check!r}")
 
-        def one_at_a_time():
-            y = x
-            for op in ops:
-                y = op(y)
-            return y
 
-        separate, fused = measure_together(
-            [
-                ("compiled op by op", one_at_a_time, chain_bytes(n, 3, fused=False)),
-                ("compiled and fused", lambda: chain(x), chain_bytes(n, 3, fused=True)),
-            ],
-            threads=threads,
-        )
-        detail = (
-            f"op by op {units.seconds(separate.seconds)}, fused "
-            f"{units.seconds(fused.seconds)}, n={n}"
-        )
-        return _result(check, speedup(separate, fused), detail)
-    if check == "pointwise_bandwidth":
-        rows = max(1, n // COLS)
-        x = torch.randn(rows, COLS, device=DEVICE)
-        bias = torch.randn(COLS, device=DEVICE)
+def time_chain(n: int, *, threads: int | None = THREADS) -> list[Measurement]:
+    """``(op by op, fused)``: the cheap chain on ``n`` fresh elements, its ops compiled one at a
+    time (the control) and compiled together, timed in turns. The chain target's timing, and the
+    fused-chain claim's on notebook 10."""
+    x = torch.randn(n, device=DEVICE)
+    ops = [compile_for_timing(op, x, threads=threads) for op in CHEAP_CHAIN]
+    chain = compile_for_timing(cheap_chain_eager, x, threads=threads)
+    return measure_together(
+        [
+            ("compiled op by op", one_by_one(ops, x), chain_bytes(n, 3, fused=False)),
+            ("compiled and fused", lambda: chain(x), chain_bytes(n, 3, fused=True)),
+        ],
+        threads=threads,
+    )
+
+
+def _kernels_correct() -> tuple[float, str]:
+    """The share of :func:`check_kernels`' cases that match torch, and which did not."""
+    cases = check_kernels()
+    failed = [f"{case.kernel}{case.shape}" for case in cases if not case.passed]
+    detail = f"{len(cases)} cases, odd shapes, fresh inputs" + (
+        f"; failed: {', '.join(failed)}" if failed else ""
+    )
+    return sum(case.passed for case in cases) / len(cases), detail
+
+
+def _cos_cos_target(check: str, n: int, copy: float, threads: int | None) -> Result:
+    """A fused x.cos().cos() (compiled, or the Triton kernel) timed in turns with eager's; on a GPU
+    its speedup as a fraction of the one the roofline predicts from this run's cosine rate and
+    ``copy``."""
+    x = torch.randn(n, device=DEVICE)
+    if check == "cos_cos_compiled_speedup":
+        compiled = compile_for_timing(cos_cos_eager, x, threads=threads)
+        fused_spec = ("compiled x.cos().cos()", lambda: compiled(x), cos_cos_bytes(n, fused=True))
+    else:
         out = torch.empty_like(x)
-        kernel = measure(
+        fused_spec = (
+            "Triton cos_cos",
+            lambda: pointwise.cos_cos(x, out=out),
+            cos_cos_bytes(n, fused=True),
+        )
+    eager, fused = measure_together(
+        [
+            ("eager x.cos().cos()", lambda: cos_cos_eager(x), cos_cos_bytes(n, fused=False)),
+            fused_spec,
+        ],
+        threads=threads,
+    )
+    detail = (
+        f"eager {units.seconds(eager.seconds)}, {fused.label} {units.seconds(fused.seconds)}, n={n}"
+    )
+    measured = speedup(eager, fused)
+    if target(check).kind != OF_ROOFLINE_SPEEDUP:
+        return _result(check, measured, detail)
+    rate = cos_rate(threads=threads)
+    predicted = predicted_cos_cos_speedup(n, copy, rate)
+    detail += (
+        f"; {measured:.2f}x over eager, the roofline predicts {predicted:.2f}x "
+        f"from {units.si(rate, 'cos/s')} and {units.bandwidth(copy)} copy"
+    )
+    return _result(check, target_value(check, measured, predicted), detail)
+
+
+def _kernel_bandwidth(check: str, n: int, threads: int | None) -> tuple[Measurement, int]:
+    """The Triton kernel of a bandwidth target timed on rows of :data:`COLS` (``n`` elements in
+    all), and the row count."""
+    rows = max(1, n // COLS)
+    x = torch.randn(rows, COLS, device=DEVICE)
+    out = torch.empty_like(x)
+    if check == "pointwise_bandwidth":
+        bias = torch.randn(COLS, device=DEVICE)
+        kernel = (
             "Triton bias_gelu_scale",
             lambda: pointwise.bias_gelu_scale(x, bias, 0.5, out=out),
             bias_gelu_scale_bytes(rows, COLS, fused=True),
-            threads=threads,
         )
-        return _result(
-            check, kernel.bandwidth / copy, f"{units.bandwidth(kernel.bandwidth)} on {rows}x{COLS}"
-        )
-    if check == "softmax_bandwidth":
-        rows = max(1, n // COLS)
-        x = torch.randn(rows, COLS, device=DEVICE)
-        out = torch.empty_like(x)
-        kernel = measure(
+    else:
+        kernel = (
             "Triton softmax",
             lambda: softmax.softmax(x, out=out),
             counting.softmax(rows, COLS).bytes,
-            threads=threads,
         )
-        return _result(
-            check, kernel.bandwidth / copy, f"{units.bandwidth(kernel.bandwidth)} on {rows}x{COLS}"
-        )
-    raise KeyError(f"no measurement for target {check!r}")
+    return measure(*kernel, threads=threads), rows
 
 
 def report(copy: float, results: list[Result], env: dict[str, str]) -> str:

@@ -26,12 +26,13 @@ After 128 doublings an fp32 value overflows to ``inf``; the hardware multiplies
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
-from brrr import counting, roofline, units
+from brrr import counting, roofline, targets, units
 from brrr.benchmarks.compiling import Compiled, compile_for_timing
 from brrr.roofline import Roof
 from brrr.device import DEVICE, per_device
@@ -194,23 +195,24 @@ def steady_sweep(
     threads: int | None = None,
     attempts: int = 3,
 ) -> tuple[list[SweepPoint], list[str]]:
-    """:func:`sweep`, measured again (``attempts`` runs at most) while its memory-bound first points
-    disagree by more than :data:`FLAT_SPREAD`; the steadiest run, and a line for each run set aside.
+    """:func:`sweep`, measured again (:func:`brrr.targets.measurements`, ``attempts`` runs at most)
+    while its memory-bound first points disagree by more than :data:`FLAT_SPREAD`; the steadiest
+    run, and a line for each run set aside.
 
     A book built beside other work once timed 2 repeats at 1.5x the time of 4: the table, the plot
     and the knee all came from that run, while only the flatness check's own re-measurement passed.
     """
-    runs, notes = [], []
-    for _ in range(attempts):
-        runs.append(sweep(n, dtype, repeats, threads=threads))
-        if low_spread(runs[-1]) <= FLAT_SPREAD:
-            break
-        spread = units.beside(low_spread(runs[-1]), 2, (FLAT_SPREAD,))
-        notes.append(
-            f"a sweep whose 1 to 4 repeats differed by {spread}x (a stall on a busy machine: they "
-            "all "
-            "take the memory time) was measured again"
-        )
+    again = functools.partial(sweep, n, dtype, repeats, threads=threads)
+    runs = targets.measurements(
+        again(), again, lambda run: low_spread(run) <= FLAT_SPREAD, attempts=attempts
+    )
+    notes = [
+        f"a sweep whose 1 to 4 repeats differed by "
+        f"{units.beside(low_spread(run), 2, (FLAT_SPREAD,))}x (a stall on a busy machine: they all "
+        "take the memory time) was measured again"
+        for run in runs
+        if low_spread(run) > FLAT_SPREAD
+    ]
     return min(runs, key=low_spread), notes
 
 

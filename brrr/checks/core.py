@@ -36,6 +36,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import torch
 
+from brrr import targets
 from brrr.checks import isolation, thresholds
 from brrr.device import DEVICE, ON_GPU, TRITON_INTERPRETED, device_name, synchronize
 
@@ -868,15 +869,17 @@ def repeat_until_pass(
     of them.
 
     A noisy machine can make one honest measurement fall short; a check fails
-    only when every attempt does, or one misses beyond doubt (``Attempt.final``).
+    only when every attempt does, or one misses beyond doubt (``Attempt.final``). The retry is
+    :func:`brrr.targets.measurements`, the one every target uses.
     """
-    attempts = attempts or thresholds.attempts()
-    history: list[Attempt] = []
-    for _ in range(attempts):
-        attempt = measure()
-        history.append(attempt)
-        if attempt.passed or attempt.final:
-            return attempt, history
+    history = targets.measurements(
+        measure(),
+        measure,
+        lambda attempt: attempt.passed or attempt.final,
+        attempts=attempts or thresholds.attempts(),
+    )
+    if history[-1].passed or history[-1].final:
+        return history[-1], history
     return max(history, key=lambda a: a.value), history
 
 

@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from brrr import units
-from brrr.checks import core, processes, thresholds
+from brrr import targets, units
+from brrr.checks import core, processes
 
 # CPU-seconds per second the student's processes may use, all together, while the grader times its
 # own side. Measured in the hostile gradebook run (tests/grading/test_gradebook_hostile.py, a real
@@ -321,27 +321,32 @@ def repeat_fairly(
     student's processes are judged (a failure ends the check); an attempt in which the grader was
     starved is voided, not counted, and measured again; after :data:`VOIDED_MAX` voided attempts,
     :class:`GraderFault`."""
-    attempts = attempts or thresholds.attempts()
-    history: list[core.Attempt] = []
     voided: list[str] = []
-    while len(history) < attempts:
+
+    def watched() -> tuple[core.Attempt, Watch]:
         current = watch(student_pid, what)
         attempt = measure(current)
         current.judge(name)
-        if current.void():
-            voided.append(current.summary())
-            if len(voided) >= VOIDED_MAX:
-                tried = "\n".join(
-                    f"  voided attempt {i + 1}: {text}" for i, text in enumerate(voided)
-                )
-                raise GraderFault(
-                    f"the grader could not get the CPU while it timed {what}: in {len(voided)} "
-                    f"attempts its thread was on the CPU for {GRADER_SHARE_MIN:g} of the time or "
-                    f"less in half its windows or more ({GRADER_SHARE_WHY}), and your notebook's "
-                    f"processes were quiet. Regrade on a quieter machine.\n{tried}"
-                )
-            continue
-        history.append(attempt)
-        if attempt.passed or attempt.final:
-            return attempt, history
-    return max(history, key=lambda a: a.value), history
+        return attempt, current
+
+    def counted() -> core.Attempt:
+        """One attempt the grader was not starved in: a void one is measured again
+        (:func:`brrr.targets.measurements`) while fewer than :data:`VOIDED_MAX` were voided."""
+        runs = targets.measurements(
+            watched(),
+            watched,
+            lambda run: not run[1].void(),
+            attempts=VOIDED_MAX - len(voided),
+        )
+        voided.extend(current.summary() for _, current in runs if current.void())
+        if runs[-1][1].void():
+            tried = "\n".join(f"  voided attempt {i + 1}: {text}" for i, text in enumerate(voided))
+            raise GraderFault(
+                f"the grader could not get the CPU while it timed {what}: in {len(voided)} "
+                f"attempts its thread was on the CPU for {GRADER_SHARE_MIN:g} of the time or "
+                f"less in half its windows or more ({GRADER_SHARE_WHY}), and your notebook's "
+                f"processes were quiet. Regrade on a quieter machine.\n{tried}"
+            )
+        return runs[-1][0]
+
+    return core.repeat_until_pass(counted, attempts)

@@ -191,7 +191,7 @@ def test_the_cuda_target_is_measured_on_the_l2_sized_model(monkeypatch):
     monkeypatch.setattr(
         overhead, "graph_vs_eager", lambda size, shape=None: measured.append((size, shape))
     )
-    overhead.TARGETS["cuda"].measure()
+    overhead.measure_target("cuda")
     assert measured == [(1, overhead.MlpShape(width=512, depth=overhead.MLP.depth))]
 
 

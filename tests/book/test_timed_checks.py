@@ -150,7 +150,7 @@ TIMED_CHECKS = (
     ),
     TimedCheck(
         "notebooks/33-cuda-graphs.ipynb",
-        'overhead.require(overhead.TARGETS["cuda"]',
+        'overhead.require(overhead.measure_target("cuda")',
         "graph replay replaced by the eager step",
         "test_timed_checks.py::test_an_eager_step_passed_off_as_a_graph_misses_the_cuda_target",
         "gpu",
@@ -330,7 +330,7 @@ def test_an_unfused_chain_misses_the_chain_fusion_target(monkeypatch):
     n = far_above_cache(4)
 
     def measured():
-        return fusion._timed_target("chain_fusion_speedup", n, 1.0, fusion.THREADS).measured
+        return fusion.measure_target("chain_fusion_speedup", n, 1.0).measured
 
     with pytest.raises(targets.TargetMissed, match="fused"):
         fusion.require("chain_fusion_speedup", measured(), measured, attempts=1)
@@ -346,7 +346,7 @@ def test_a_compile_that_falls_back_to_eager_misses_the_cos_cos_target(monkeypatc
     copy = fusion.copy_bandwidth(n)
 
     def measured():
-        return fusion._timed_target("cos_cos_compiled_speedup", n, copy, fusion.THREADS).measured
+        return fusion.measure_target("cos_cos_compiled_speedup", n, copy).measured
 
     with pytest.raises(targets.TargetMissed, match="x.cos"):
         fusion.require("cos_cos_compiled_speedup", measured(), measured, attempts=1)
@@ -422,7 +422,7 @@ def test_an_unfused_pointwise_kernel_misses_its_bandwidth_target(monkeypatch):
     )
     n = far_above_cache(4)
     copy = fusion.copy_bandwidth(n)
-    result = fusion._timed_target("pointwise_bandwidth", n, copy, fusion.THREADS)
+    result = fusion.measure_target("pointwise_bandwidth", n, copy)
     with pytest.raises(targets.TargetMissed):
         fusion.require("pointwise_bandwidth", result.measured, attempts=1)
 
@@ -439,7 +439,7 @@ def test_an_unfused_softmax_misses_its_bandwidth_target(monkeypatch):
     )
     n = far_above_cache(4)
     copy = fusion.copy_bandwidth(n)
-    result = fusion._timed_target("softmax_bandwidth", n, copy, fusion.THREADS)
+    result = fusion.measure_target("softmax_bandwidth", n, copy)
     with pytest.raises(targets.TargetMissed):
         fusion.require("softmax_bandwidth", result.measured, attempts=1)
 
@@ -559,7 +559,7 @@ def test_a_compile_that_falls_back_to_eager_misses_the_tiny_ops_target(monkeypat
     _strict(monkeypatch)
     monkeypatch.setattr(overhead.torch, "compile", lambda fn, **options: fn)
     with pytest.raises(targets.TargetMissed, match="torch.compile vs eager"):
-        overhead.require(overhead.compiled_vs_eager_tiny_ops(), attempts=1)
+        overhead.require(overhead.measure_target("cpu"), attempts=1)
 
 
 @pytest.mark.skipif(not ON_GPU, reason="CUDA graphs need a GPU")
@@ -577,4 +577,4 @@ def test_an_eager_step_passed_off_as_a_graph_misses_the_cuda_target(monkeypatch)
 
     monkeypatch.setattr(overhead, "capture_train_step", EagerAsGraph)
     with pytest.raises(targets.TargetMissed):
-        overhead.require(overhead.TARGETS["cuda"].measure(), attempts=1)
+        overhead.require(overhead.measure_target("cuda"), attempts=1)

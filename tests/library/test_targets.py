@@ -4,6 +4,7 @@ reader's own Jupyter or Colab session it is printed with how to measure again, n
 The targets' attempts and figures are tested in tests/benchmarks/test_benchmark_scripts.py (strict,
 as this suite is)."""
 
+import inspect
 import os
 import re
 import subprocess
@@ -140,9 +141,9 @@ def test_gpu_check_is_strict_before_its_first_stage():
 
 
 def test_grading_never_reads_the_switch():
-    """A lab's verdict comes from its grader process, whose checks raise on their own: nothing in
-    grading goes through brrr.targets, so a student's kernel setting the variable changes nothing
-    graded."""
+    """A lab's verdict comes from its grader process, whose checks raise on their own: grading takes
+    nothing from brrr.targets but its retry loop (``measurements``), which reads no switch, so a
+    student's kernel setting the variable changes nothing graded."""
     sources = [
         *(ROOT / "brrr" / "grading").glob("*.py"),
         *(ROOT / "brrr" / "checks").glob("*.py"),
@@ -152,9 +153,13 @@ def test_grading_never_reads_the_switch():
     for path in sources:
         text = path.read_text()
         assert not re.search(
-            r"brrr\.targets|from brrr import [^\n]*\btargets\b|require_memory_bound|BRRR_STRICT",
+            r"from brrr\.targets import|import brrr\.targets|from brrr import [^\n]*\btargets as"
+            r"|require_memory_bound|BRRR_STRICT",
             text,
         ), path
+        assert set(re.findall(r"\btargets\.(\w+)", text)) <= {"measurements"}, path
+    retry = inspect.getsource(targets.measurements)
+    assert not re.search(r"strict|missed|STRICT|environ|require|check\(", retry), retry
 
 
 def test_met_targets_keep_quiet_and_a_miss_shows_every_attempt(monkeypatch, capsys):

@@ -49,7 +49,7 @@ def finish(page: Page) -> None:
         )
     )
     with targets.said_only_if_missed():
-        at_target = overhead.require(overhead.TARGETS["cuda"].measure())
+        at_target = overhead.require(overhead.measure_target("cuda"))
     print(fit(at_target))
     reduce_overhead = page.reduce_overhead
     if reduce_overhead is not None:
