@@ -72,19 +72,24 @@ def recorded(section: str, folder=None) -> list[Recorded]:
     return found
 
 
-def machine_here(env: dict) -> str:
-    return f"this machine: {env.get('device', '?')} ({env.get('mode', '?')})"
+def machine_here(stamp: str) -> str:
+    """"this machine: <device> (<mode>)" as ``stamp`` (:func:`brrr.stamp.format_stamp`) names it:
+    the setting the result was measured under, which may not be this process's (a page that
+    times on one thread inside its helpers)."""
+    measured = stamp.strip("[]").removeprefix("measured on ").split(" · ")[0]
+    return f"this machine: {measured or format_stamp(environment())}"
 
 
 def three_machines(
     title: str, here: str, stamp: str, gpus: list[tuple[Recorded, str]], essay: str
 ) -> Beside:
-    """``here`` (measured under ``stamp``) beside each recorded GPU's result (``(record, result)``
-    pairs, or one row saying none is recorded) and the essay's figure, quoted."""
-    rows = [Row(machine_here(environment()), here, stamp.strip("[]"))]
-    rows += [Row(f"recorded: {gpu.device}", result, gpu.source) for gpu, result in gpus] or [
+    """Each recorded GPU's result first (``(record, result)`` pairs, or one row saying none is
+    recorded), then ``here`` (measured under ``stamp``), then the essay's figure, quoted: the lesson
+    is the GPU's, and this machine's result reads against it."""
+    rows = [Row(f"recorded: {gpu.device}", result, gpu.source) for gpu, result in gpus] or [
         Row("recorded GPU", NONE_RECORDED, "")
     ]
+    rows.append(Row(machine_here(stamp), here, stamp.strip("[]")))
     rows.append(Row("the essay (quoted)", essay, ESSAY_SOURCE))
     return Beside(title, tuple(rows))
 

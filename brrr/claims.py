@@ -44,7 +44,7 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
-from brrr import column, reference, units
+from brrr import reference, units
 from brrr.beside import Beside, Recorded, recorded, show, three_machines
 from brrr.targets import measurements
 from brrr.stamp import stamp as current_stamp
@@ -524,11 +524,9 @@ def judge_fusion_cuts_bytes(
         return Verdict("fusion-cuts-bytes", True, here, "the time fell with the bytes")
     if two_cos_over_memory is not None and two_cos_over_memory > 1:
         why = (
-            f"two cosines per element take {_ratio(two_cos_over_memory, 1)} the memory time of one "
-            "pass here: each cosine is a range reduction and a polynomial, about 25 instructions "
-            "per element, which a GPU's thousands of lanes hide under the memory time and a CPU "
-            "core's few cannot; the fused kernel is compute-bound, and halving the bytes bought "
-            "no time"
+            f"two cosines take {_ratio(two_cos_over_memory, 1)} the memory time of one pass here: "
+            "a GPU hides a cosine's ~25 instructions under the memory time, a CPU core cannot, so "
+            "the fused kernel is compute-bound and halving the bytes bought no time"
         )
     else:
         why = (
@@ -994,7 +992,7 @@ def beside(verdict: Verdict, stamp: str, gpus: list[Recorded]) -> Beside:
     claim = CLAIMS[verdict.key]
     return three_machines(
         claim.statement,
-        f"{verdict.here} ({verdict.word})",
+        f"{verdict.word.capitalize()}: {verdict.here}; {verdict.why}",
         stamp,
         [(gpu, f"{gpu.values['here']} ({held_there(gpu.values)})") for gpu in gpus],
         claim.essay,
@@ -1002,16 +1000,14 @@ def beside(verdict: Verdict, stamp: str, gpus: list[Recorded]) -> Beside:
 
 
 def publish(verdict: Verdict, stamp: str | None = None) -> Verdict:
-    """Print ``verdict``'s sentence, show the three machines side by side under it (this one with
-    its stamp, each recorded GPU with its own, the essay), glue it for the ledger, record it for the
-    GPU reference. The table says the recorded GPUs' results and the stamps once: they are not
-    printed again above it.
+    """Show ``verdict`` once, as its card: each recorded GPU with its stamp, this machine's verdict,
+    figure and reason with its stamp, and the essay's figure; glue it for the ledger, record it for
+    the GPU reference.
 
     ``stamp``: the one the measurement was taken under, where it differs from this
     process's (the overhead notebooks time on one thread inside their helpers).
     """
     stamp = stamp or current_stamp()
-    print(column.fit(verdict.line()))
     gpus = claim_records(verdict.key)  # read once: the table and the glue share it
     show(beside(verdict, stamp, gpus))
     for name, text in values(verdict, stamp, gpus).items():

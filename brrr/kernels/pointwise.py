@@ -55,29 +55,25 @@ def cos_cos_kernel(x_ptr, out_ptr, n_elements, BLOCK: tl.constexpr,
 
 def cos_cos(x: torch.Tensor, out: torch.Tensor | None = None, *,
             fast: bool = False) -> torch.Tensor:
-    """``x.cos().cos()`` in one kernel: one read and one write per element.
+    """``x.cos().cos()`` in one kernel: one read and one write per element. ``fast=True``: the
+    GPU's approximate cosine instead of the accurate one (:func:`_check_fast`)."""
+    _check_fast(fast)
+    out = _output(x, out)
+    n = x.numel()
+    if n > 0:
+        grid = (triton.cdiv(n, BLOCK),)
+        cos_cos_kernel[grid](x, out, n, BLOCK=BLOCK, FAST=fast, num_warps=NUM_WARPS)
+    return out
 
-    ``fast=True`` (GPU only) uses ``libdevice.fast_cosf``, the GPU's
-    special-function-unit approximation (a few instructions, absolute error
-    around 1e-6 near zero and growing with ``|x|``), instead of the accurate
-    libdevice cosine that ``tl.cos`` becomes (a range reduction and a
-    polynomial: about 25 instructions). The interpreter cannot call libdevice,
-    so on a CPU ``fast=True`` refuses.
-    """
-    if not x.is_contiguous():
-        raise ValueError("cos_cos needs a contiguous tensor; call .contiguous() first")
+
+def _check_fast(fast: bool) -> None:
+    """``fast=True`` calls ``libdevice.fast_cosf``, the special-function unit's approximation (a
+    few instructions, absolute error around 1e-6 near zero and growing with ``|x|``), instead of the
+    accurate libdevice cosine that ``tl.cos`` becomes (a range reduction and a polynomial: about 25
+    instructions). The interpreter cannot call libdevice, so on a CPU it refuses."""
     if fast and not ON_GPU:
         raise ValueError("cos_cos(fast=True) calls libdevice.fast_cosf, which only a GPU runs: "
                          "Triton's interpreter has no extern calls")
-    out = torch.empty_like(x) if out is None else out
-    _check_out(out, x)
-    _check_size(x)
-    n = x.numel()
-    if n == 0:
-        return out
-    grid = (triton.cdiv(n, BLOCK),)
-    cos_cos_kernel[grid](x, out, n, BLOCK=BLOCK, FAST=fast, num_warps=NUM_WARPS)
-    return out
 
 
 def cos_cos_reference(x: torch.Tensor) -> torch.Tensor:
@@ -125,9 +121,7 @@ def bias_gelu_scale(x: torch.Tensor, bias: torch.Tensor, scale: float,
     if bias.shape != (x.shape[1],) or not bias.is_contiguous():
         raise ValueError(f"bias must be contiguous with shape ({x.shape[1]},), "
                          f"got {tuple(bias.shape)}")
-    out = torch.empty_like(x) if out is None else out
-    _check_out(out, x)
-    _check_size(x)
+    out = _output(x, out)
     rows, cols = x.shape
     if rows == 0 or cols == 0:
         return out
@@ -147,6 +141,16 @@ def bias_gelu_scale_reference(x: torch.Tensor, bias: torch.Tensor, scale: float)
 def bias_gelu_scale_eager(x: torch.Tensor, bias: torch.Tensor, scale: float) -> torch.Tensor:
     """What a user writes in PyTorch: three kernels (add, gelu, multiply), two intermediates."""
     return torch.nn.functional.gelu(x + bias) * scale
+
+
+def _output(x: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """The buffer a kernel writes: ``out`` (checked against a contiguous ``x``) or a new one."""
+    if not x.is_contiguous():
+        raise ValueError("these kernels need a contiguous tensor: call .contiguous() first")
+    out = torch.empty_like(x) if out is None else out
+    _check_out(out, x)
+    _check_size(x)
+    return out
 
 
 def _check_size(x: torch.Tensor) -> None:

@@ -527,7 +527,7 @@ def test_the_fusion_verdict_holds_on_the_recorded_gpu_and_not_on_a_cpu(tmp_path)
     _record(tmp_path, {"cos-cos": H100_COS_COS, "claims/fusion-cuts-bytes": H100_CHAIN_VERDICT})
     here = claims.judge_fusion_cuts_bytes(0.91, 3.57, 3.36)
     assert not here.held and "fused x.cos().cos(): 2x fewer bytes, 0.91x" in here.here
-    assert "compute-bound" in here.why and "25 instructions" in here.why
+    assert "compute-bound" in here.why and "~25 instructions" in here.why
     assert "the cheap chain, 3x fewer bytes, ran 3.57x as fast" in here.why  # what held here
     (gpu,) = claims.claim_records(here.key, tmp_path)
     assert gpu.values["held"] and "fused x.cos().cos(): 2x fewer bytes, 2.00x" in gpu.values["here"]

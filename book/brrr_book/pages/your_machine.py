@@ -54,5 +54,8 @@ def finish(page: Page) -> None:
         ),
     )
     # For other pages' prose: this machine's copy bandwidth, the A100's lead.
-    glue_text("copy-bandwidth", describe_copy(ceilings.copy_bandwidth, threads=ceilings.threads))
+    glue_text(
+        "copy-bandwidth",
+        describe_copy(ceilings.copy_bandwidth, threads=ceilings.threads, way=ceilings.copy_way),
+    )
     glue_text("a100-bandwidth-lead", f"{essay.A100['bandwidth'] / ceilings.copy_bandwidth:,.0f}x")
