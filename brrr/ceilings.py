@@ -422,76 +422,6 @@ def raise_copy_ceiling(found: Ceilings, rate: float, way: str = COPY_INTO) -> Ce
     return raised
 
 
-def describe_copy_sweep(
-    sizes: list[int], rates: list[float], ceiling: float, cache_bytes: int
-) -> list[str]:
-    """One line per fp32 buffer size of a copy sweep, each rate against the copy ceiling; a rate
-    above it is marked, and each mark's reason is said once under the table, as is a note when some
-    ran far below it.
-
-    A buffer whose source and destination fit in ``cache_bytes`` can beat the
-    ceiling from the cache (``*``). A larger one over the ceiling was timed at another
-    moment than the ceiling, and load from other work moves every copy (a cache
-    larger than the one reported could also serve part of it): ``†``.
-    """
-    reasons = {
-        "*": "source and destination fit in the cache, which serves them",
-        "†": (
-            "timed at another moment than the ceiling (load from other work slows any copy), or "
-            "partly cached"
-        ),
-    }
-    lines = units.footnoted(
-        [
-            (
-                f"{units.binary_bytes(4 * n):>10} buffer: "
-                + units.fraction_of(
-                    rate, ceiling, "B/s", "measured copy bandwidth", thresholds=(1.0,)
-                ),
-                ("*" if 2 * 4 * n <= cache_bytes else "†") if rate > ceiling else "",
-            )
-            for n, rate in zip(sizes, rates)
-        ],
-        reasons,
-        "ceiling",
-    )
-    slow = [(n, rate) for n, rate in zip(sizes, rates) if rate < LOW_SHARE * ceiling]
-    if slow:
-        lines.append(
-            f"Under half the ceiling: {', '.join(units.binary_bytes(4 * n) for n, _ in slow)}. "
-            f"Each size is the best of {SWEEP_ROUNDS} short readings; other work running then "
-            "slowed all of them (a cache does "
-            "not make a copy slower)."
-        )
-        lines += _fixed_wait(slow)
-    return lines
-
-
-# Slow copies whose sizes span at least this factor, each taking within FIXED_WAIT_SPREAD of the
-# same time.
-FIXED_WAIT_SIZES = 4
-FIXED_WAIT_SPREAD = 2.0
-
-
-def _fixed_wait(slow: list[tuple[int, float]]) -> list[str]:
-    """A sentence when the slow copies took about the same time whatever their size: what limited
-    them was a wait, not bytes (a copy split over threads waits for each, and a thread waits while
-    another program holds its core), so their rate grows in proportion to their size."""
-    seconds = [2 * 4 * n / rate for n, rate in slow]
-    sizes = [n for n, _ in slow]
-    if max(sizes) < FIXED_WAIT_SIZES * min(sizes) or max(seconds) > FIXED_WAIT_SPREAD * min(
-        seconds
-    ):
-        return []
-    return [
-        f"Those copies took {units.seconds(min(seconds))} to {units.seconds(max(seconds))} each, "
-        "whatever their "
-        "size: a fixed wait, not bytes moved (the overhead regime). A copy split across threads "
-        "finishes when its last thread does, and a thread waits whenever another program holds its "
-        "core."
-    ]
-
-
 def matmul_dtypes() -> list[str]:
     """The dtypes this device has a matmul peak for."""
     if not ON_GPU:
@@ -567,7 +497,6 @@ GPU_PEAK_SHAPES = (
     (8192, 8192, 4096),
     (4096, 8192, 4096),
 )
-GPU_PEAK_SIZES = tuple(m for m, n, k in GPU_PEAK_SHAPES if m == n == k)  # the square ones
 GPU_SETTLE_S = 1.0
 GPU_PEAK_PASSES = 2
 GPU_PEAK_BUDGET_S = 0.3
@@ -926,7 +855,6 @@ PROBE_BUDGET_S = 0.05
 # A probe above its roof by more than this: the roof was read low. At load 1.7 on our 2-core EPYC
 # the probes read 0.69-0.99 of the matmul roof and 0.76-1.08 of the copy roof (one thread).
 PROBE_ABOVE = 1.15
-PROBE_BUSY = 0.5  # a probe below this share of its roof: the machine is busy now
 PROBE_MATMUL_N = 512
 PROBE_ADD_N = 2**18
 

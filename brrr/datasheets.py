@@ -3,7 +3,7 @@
 A datasheet peak is a promise made under ideal conditions, not a measurement:
 the book draws it as a line beside the peak that :mod:`brrr.ceilings` measured,
 so the reader sees how close a real matmul gets. Only GPUs listed here have
-one; for any other device :func:`datasheet_peaks` returns ``None`` and nothing
+one; for any other device :func:`lookup` returns ``None`` and nothing
 is drawn. We never guess a figure.
 
 Figures are dense (no 2:4 structured sparsity). NVIDIA's H100 and H200
@@ -81,9 +81,3 @@ def lookup(device: str) -> Datasheet | None:
         if re.search(pattern, device, flags=re.IGNORECASE):
             return sheet
     return None
-
-
-def datasheet_peaks(device: str) -> dict[str, float] | None:
-    """Dense datasheet FLOP/s per dtype for ``device``, or ``None`` (CPUs, unknown GPUs)."""
-    sheet = lookup(device)
-    return dict(sheet.peaks) if sheet else None

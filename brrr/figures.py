@@ -4,9 +4,9 @@ capstone's fixes, FlashAttention's tiles.
 
 Each function returns a matplotlib ``Figure`` drawn from the numbers it is given (or the book's own
 data: ``brrr.datasheets``, ``brrr.essay``, the GPU record), so a picture cannot disagree with the
-numbers beside it. :data:`FIGURES` names each picture with its alt text and a one-line caption; the
-book's Sphinx extension (:mod:`brrr_book.book_pages`) draws them all into ``_figures/`` when a build
-starts, and the chapters show them with MyST's ``figure`` directive.
+numbers beside it. :data:`FIGURES` names each picture with its alt text; the book's Sphinx
+extension (:mod:`brrr_book.book_pages`) draws them all into ``_figures/`` when a build starts, and
+the chapters show them with MyST's ``figure`` directive.
 
 Each picture is drawn twice, once for each mode of the book's theme (:data:`THEMES`): ``<name>.png``
 on white and ``<name>-dark.png`` on the theme's dark page with light ink; :func:`themed` switches
@@ -428,7 +428,6 @@ class Picture:
     name: str
     draw: Callable[[], plt.Figure]
     alt: str
-    caption: str
 
 
 def _no_record(ax, what: str) -> None:
@@ -829,7 +828,6 @@ FIGURES = (
         "materials to the factory and takes products back over a road, the memory bandwidth. "
         "Labels mark where each regime waits: overhead-bound on orders, memory-bound on the "
         "road, compute-bound busy all the time.",
-        "The three regimes are three places to wait: for orders, for the truck, or nowhere.",
     ),
     Picture(
         "trips",
@@ -838,7 +836,6 @@ FIGURES = (
         "Unfused, each op reads its input from memory and writes its output back: three round "
         "trips, 6 GiB for 2^28 fp32 elements. Fused, the chain reads once and writes once: one "
         "trip, 2 GiB.",
-        "Fusion keeps the intermediates on chip: three round trips become one.",
     ),
     Picture(
         "roofline-three",
@@ -847,7 +844,6 @@ FIGURES = (
         "A100, each GPU recorded by make gpu-check and, where its roofs were measured before the "
         "build, this machine. Each line rises along its memory bandwidth and flattens at its "
         "peak; a dot marks each ridge point.",
-        "One formula, three machines: each is memory-bound left of its own ridge point.",
     ),
     Picture(
         "generations",
@@ -856,8 +852,6 @@ FIGURES = (
         "V100 to B200, on a log scale; FLOP/s grows far faster. Right: each generation's ridge "
         "point in FLOPs per byte, rising, with each recorded GPU's measured ridge point beside "
         "its datasheet's.",
-        "Compute grows faster than bandwidth: each generation needs more FLOPs per byte to stay "
-        "busy.",
     ),
     Picture(
         "cos-cos",
@@ -866,8 +860,6 @@ FIGURES = (
         "x.cos(), eager x.cos().cos() twice as tall, and the fused x.cos().cos() as short as one "
         "x.cos(); a dashed line marks one pass over the tensor at the recorded copy bandwidth, "
         "level with the short bars.",
-        "On a GPU, fusing x.cos().cos() halves its time: two passes become one, and the second "
-        "cosine is free.",
     ),
     Picture(
         "knee",
@@ -875,8 +867,6 @@ FIGURES = (
         "Time per call of x = x * 2 repeated, against the multiplies per element on a log scale, "
         "as recorded on a GPU: flat for dozens of multiplies, then rising; dotted, the knee the "
         "measured roofs predict, dashed, the knee measured, close together.",
-        "On a GPU, dozens of multiplies per element cost nothing: memory sets the time up to the "
-        "ridge.",
     ),
     Picture(
         "flamegraph",
@@ -885,7 +875,6 @@ FIGURES = (
         "profiler trace: the op at the bottom, the dispatcher's clamp_min above it, the CUDA "
         "kernel launch above that; on the device row below, the kernel they queued, a short bar "
         "near the end of the op.",
-        "Most of a small op is software around the kernel: Python, dispatch and the launch.",
     ),
     Picture(
         "gpu-waits",
@@ -894,7 +883,6 @@ FIGURES = (
         "on the row below, short kernels separated by long shaded gaps where the device waits "
         "for the CPU. Below: the share of the profiled window the device sat idle, at batch 1 "
         "and at a large batch.",
-        "At a small batch the GPU waits for Python; a large batch keeps it busy.",
     ),
     Picture(
         "stages",
@@ -903,7 +891,6 @@ FIGURES = (
         "per second on a log scale: start at batch 1 (overhead-bound), then a bigger batch, bf16, "
         "SDPA attention, torch.compile and CUDA graphs, each bar labelled with its regime and its "
         "gain over the start.",
-        "A diagnosis names the regime; the fix for that regime moves the step on.",
     ),
     Picture(
         "flash-tiles",
@@ -912,7 +899,6 @@ FIGURES = (
         "memory while blocks of K and V stream past; the score blocks it has computed are shaded "
         "and never written to memory; one block of the output is written when the row of blocks "
         "is done.",
-        "FlashAttention keeps the N×N scores on chip, one tile at a time.",
     ),
 )
 

@@ -85,11 +85,6 @@ def stamp() -> str:
     return format_stamp(environment())
 
 
-def stamped(text: str) -> str:
-    """``text`` followed by the stamp on its own line."""
-    return f"{text}\n  {stamp()}"
-
-
 def add_stamp(ax_or_figure, *stamps: str, bottom: float | None = None, color: str = "gray") -> None:
     """The stamps of what a figure shows, one a line, small, at its bottom left (empty ones left
     out). ``bottom`` makes room for them under the axes; without it the caller lays the figure

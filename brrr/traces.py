@@ -419,8 +419,7 @@ def render_timeline(
     The shaded gaps are those of the device row. A CPU-only trace has no device
     row: then the gaps between CPU ops (time spent in Python, outside any op) are
     shaded on the CPU row instead, and the device row says what a GPU trace would
-    show there. Returns the matplotlib ``Axes``; :func:`drawn_gaps` reads the
-    shaded gaps back.
+    show there. Returns the matplotlib ``Axes``.
 
     Long: one figure drawn row by row.
     """
@@ -488,18 +487,6 @@ def render_timeline(
 
 def _alternating(first: str, second: str, count: int) -> list[str]:
     return [first if index % 2 == 0 else second for index in range(count)]
-
-
-def drawn_gaps(ax) -> list[Span]:
-    """The idle gaps that :func:`render_timeline` shaded on ``ax``, as sorted ``(start, end)``
-    spans."""
-    spans: list[Span] = []
-    for collection in ax.collections:
-        if collection.get_label() in GAP_LABELS.values():
-            for path in collection.get_paths():
-                xs = path.vertices[:, 0]
-                spans.append((float(xs.min()), float(xs.max())))
-    return sorted(spans)
 
 
 # ---------------------------------------------------------------- reference traces

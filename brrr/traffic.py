@@ -200,15 +200,6 @@ def check_supported() -> None:
         )
 
 
-def supported() -> bool:
-    """True if :func:`count` can work with the installed Triton."""
-    try:
-        check_supported()
-    except TrafficCounterUnavailable:
-        return False
-    return True
-
-
 # ---------------------------------------------------------------- counting
 
 

@@ -245,7 +245,7 @@ def square_sweep(
 
     On a CPU a dtype stops at the first size whose call the previous size's rate
     predicts to take over ``CPU_MATMUL_CALL_S`` (bf16 without bf16 instructions
-    is 50x slower than fp32): :func:`cut_short` says which.
+    is 50x slower than fp32).
     """
     points: list[MatmulPoint] = []
     for dtype in dtypes or sweep_dtypes():
@@ -292,21 +292,6 @@ def sweep_shape(points: list[MatmulPoint], ceilings: Ceilings) -> list[str]:
 def predicted_call_s(point: MatmulPoint, n: int) -> float:
     """Seconds an n×n @ n×n call would take at ``point``'s rate."""
     return 2 * n**3 / point.rate
-
-
-def cut_short(points: list[MatmulPoint], sizes: list[int] | None = None) -> list[str]:
-    """One sentence per dtype that :func:`square_sweep` stopped before the largest size."""
-    largest = max(sizes or square_sizes())
-    notes = []
-    for dtype in dict.fromkeys(p.dtype for p in points):
-        last = [p for p in points if p.dtype == dtype][-1]
-        if last.n < largest:
-            notes.append(
-                f"{dtype} stops at n={last.n}: at its rate there "
-                f"({units.flops(last.rate)}), n={largest} would take "
-                f"{units.seconds(predicted_call_s(last, largest))} a call"
-            )
-    return notes
 
 
 def skinny_sweep(dtype: str) -> list[tuple[str, MatmulPoint]]:

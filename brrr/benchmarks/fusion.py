@@ -51,7 +51,7 @@ from typing import Callable
 
 import torch
 
-from brrr import column, counting, reference, roofline, targets, units
+from brrr import column, counting, reference, targets, units
 from brrr.benchmarks.compiling import compile_for_timing, graphs
 from brrr.ceilings import (
     ABOVE_COPY,
@@ -762,20 +762,6 @@ def model_ratio_in_turns(
     )
 
 
-def cos_bound(
-    n: int,
-    cosines_per_element: int,
-    passes: int,
-    bandwidth: float,
-    rate: float,
-    dtype: torch.dtype = torch.float32,
-) -> str:
-    """'memory' or 'compute': which of a pass's two times the roofline takes
-    (:func:`predicted_cos_seconds`)."""
-    memory_s = counting.pointwise(n, dtype).bytes / bandwidth
-    return "memory" if memory_s >= n * cosines_per_element / passes / rate else "compute"
-
-
 def model_ratio(
     result: Measurement,
     n: int,
@@ -787,34 +773,6 @@ def model_ratio(
     """Measured time over the roofline's time: at least 1 if the roofs are roofs, about 1 where one
     sets it."""
     return result.seconds / predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate)
-
-
-def against_model(
-    result: Measurement,
-    n: int,
-    cosines_per_element: int,
-    passes: int,
-    bandwidth: float,
-    rate: float,
-) -> str:
-    """One line: the roofline's time for ``result``, the measured time, their ratio, and, where the
-    measurement beat the roofline's minimum, why, on the same line
-    (:func:`brrr.roofline.above_roof`)."""
-    predicted = predicted_cos_seconds(n, cosines_per_element, passes, bandwidth, rate)
-    bound = cos_bound(n, cosines_per_element, passes, bandwidth, rate)
-    ratio = result.seconds / predicted
-    line = (
-        f"{result.label:<26} {passes} pass(es), {cosines_per_element} cos/element: "
-        f"predicted {units.seconds(predicted):>9} ({bound}-bound), measured "
-        f"{units.seconds(result.seconds):>9} = {units.ratio(ratio, (1.0,))}"
-    )
-    roof = (
-        ("the copy bandwidth: " + ABOVE_COPY)
-        if bound == "memory"
-        else (f"the {bound} roof is below what this kernel reaches: a low roof, not a fast kernel")
-    )
-    why = roofline.above_roof(1 / result.seconds, 1 / predicted, result.timing.spread, beyond=roof)
-    return f"{line} (under the roofline's minimum, its rate {why})" if why else line
 
 
 def cos_model_summary(

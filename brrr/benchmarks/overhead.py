@@ -170,38 +170,6 @@ def add_bytes(n: int) -> int:
     return counting.pointwise(n, torch.float32, inputs=2, outputs=1).bytes
 
 
-def describe_add_sweep(
-    sizes: Sequence[int], timings: Sequence[Timing], copy_bandwidth: float
-) -> list[str]:
-    """One line per size of the ``a + b`` sweep, its bytes against the copy roof; a row above the
-    roof is marked, and each mark's reason is said once under the table (issue 27: five rows
-    repeated one)."""
-    from brrr.ceilings import ABOVE_COPY
-
-    cache = last_level_cache_bytes()
-    reasons = {
-        "*": (
-            f"its three tensors fit in the {units.binary_bytes(cache)} last-level cache, which "
-            "streams faster than the DRAM that the copy roof measures"
-        ),
-        "†": f"its three tensors exceed the {units.binary_bytes(cache)} last-level cache, so this "
-        f"is DRAM: {ABOVE_COPY}",
-    }
-    rows = []
-    for n, timing in zip(sizes, timings):
-        achieved = add_bytes(n) / timing.median_s
-        rows.append(
-            (
-                f"{n:>12,} elements  {units.seconds(timing.median_s):>9}  "
-                + units.fraction_of(
-                    achieved, copy_bandwidth, "B/s", "measured copy bandwidth", thresholds=(1.0,)
-                ),
-                ("*" if add_bytes(n) <= cache else "†") if achieved > copy_bandwidth else "",
-            )
-        )
-    return units.footnoted(rows, reasons, "copy roof")
-
-
 # ---------------------------------------------------------------- the small MLP and its training
 # step
 

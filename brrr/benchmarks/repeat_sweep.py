@@ -277,21 +277,6 @@ def multiply_rates(
     return rates
 
 
-def multiply_peak(dtype: torch.dtype = torch.float32, *, threads: int | None = None) -> float:
-    """FLOP/s of the compiled multiply chain where memory cannot limit it: this workload's compute
-    roof.
-
-    The non-matmul peak in :mod:`brrr.ceilings` is measured on a multiply-add
-    chain. A GPU fuses each multiply-add into one FMA instruction counted as 2
-    FLOPs, so a chain of plain multiplies reaches only half that rate (the
-    essay's 9.75 vs 19.5 TFLOP/s on an A100). Measuring the multiply chain itself
-    gives the roof this sweep actually meets. It is the best of
-    :func:`multiply_rates`: a roof is the fastest the same code runs here, so no
-    point of the sweep should rise above it.
-    """
-    return max(multiply_rates(dtype, threads=threads).values())
-
-
 def flops_over_roof(points: Sequence[SweepPoint], roof_flops: float) -> float:
     """The sweep's highest achieved FLOP/s over the compute roof: at most 1, less the noise, if it
     is one."""

@@ -71,12 +71,6 @@ def rule_tiling(block: int, n: int, dtype: torch.dtype) -> Tiling:
     return Tiling(block, n, str(dtype).removeprefix("torch."), int(count.bytes))
 
 
-def minimum_intensity(n: int, dtype: torch.dtype) -> float:
-    """The intensity of ``a`` and ``b`` read once and ``out`` written once: no tiling does
-    better."""
-    return counting.matmul(n, n, n, dtype).intensity
-
-
 def count_tilings(n: int = COUNT_SIZE, tiles=COUNTED_TILES) -> list[Tiling]:
     """CPU: the bytes :func:`~brrr.kernels.matmul.tiled_matmul` moves at n³ float32, counted per
     tile size.

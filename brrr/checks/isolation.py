@@ -122,11 +122,6 @@ def is_cuda_fault(error: BaseException) -> bool:
     return any(marker in text for marker in _CUDA_FAULTS)
 
 
-def cuda_context_broken() -> str | None:
-    """Why this process's CUDA context is unusable, or None if it is fine (as far as we know)."""
-    return _cuda_broken
-
-
 def _run_in_process(fn: Callable[..., Any], args, kwargs) -> Outcome:
     global _cuda_broken
     if _cuda_broken:

@@ -219,7 +219,7 @@ def validate(sources: Mapping[str, str], constants: Mapping[str, Any] = ()) -> N
             ast.walk(tree),
             key=lambda n: (not isinstance(n, ast.Name), not isinstance(n, ast.Attribute)),
         ):
-            _check_node(name, node, function, source, names, jit_names, (top, math, values))
+            _check_node(name, node, function, source, names, (top, math, values))
         for default in args.defaults:
             if not isinstance(default, ast.Constant):
                 raise KernelRejected(f"{name}: default values must be constants")
@@ -231,7 +231,6 @@ def _check_node(
     function: ast.FunctionDef,
     source: str,
     names: set,
-    jit_names: set,
     allowed: tuple,
 ) -> None:
     """Raise :class:`KernelRejected` if ``node`` of kernel ``name`` is something Triton would not
@@ -259,7 +258,7 @@ def _check_node(
     if isinstance(node, ast.Attribute):
         _check_attribute(name, node, where, *allowed)
     if isinstance(node, ast.Call):
-        _check_call(name, node, where, jit_names)
+        _check_call(name, node, where)
     if isinstance(node, ast.arg) and node.annotation is not None:
         annotation = node.annotation
         constexpr = (
@@ -313,7 +312,7 @@ def _check_attribute(
         )
 
 
-def _check_call(name: str, node: ast.Call, where: str, jit_names: set[str]) -> None:
+def _check_call(name: str, node: ast.Call, where: str) -> None:
     func = node.func
     if isinstance(func, ast.Name):
         return  # the name itself was checked: a builtin from the list, a jit function or a constant

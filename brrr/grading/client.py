@@ -39,7 +39,6 @@ from brrr.checks import isolation
 from brrr.grading.wire import Channel, WireError, decode, encode
 
 GRADER_ENV = "BRRR_GRADER"
-START_TIMEOUT_S = 180
 
 
 class Printed(str):

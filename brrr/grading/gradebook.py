@@ -83,7 +83,7 @@ from brrr import labs
 from brrr.checks import processes
 from brrr.device import device_class  # noqa: F401  (the tests read the device class here)
 from brrr.grading import assemble, course, forked, integrity, preflight, sandbox, shards
-from brrr.grading.collect import KERNEL_DIED, Prepared, Ran, classify, read_junit  # noqa: F401
+from brrr.grading.collect import Prepared, Ran, classify, read_junit  # noqa: F401
 from brrr.grading.environment import (  # noqa: F401
     KERNEL_NAME,
     font_lists,
@@ -94,10 +94,8 @@ from brrr.grading.environment import (  # noqa: F401
 )
 from brrr.grading.execute import execute
 from brrr.grading.graders import (  # noqa: F401
-    GRADER_START_TIMEOUT_S,
     IN_FLIGHT,
     Grader,
-    bootstrap,
     start_zygote,
 )
 from brrr.grading.interrupt import Stop
@@ -110,13 +108,6 @@ from brrr.grading.watch import Watch, charge
 DEFAULT_CELL_TIMEOUT_S = 600
 DEFAULT_NOTEBOOK_TIMEOUT_S = 1800
 INTERRUPTED = "Not graded: grading was interrupted"
-
-# The names the gradebook had before its steps were modules of their own.
-_Prepared, _Ran, _classify, _Grader, _kernelspec = Prepared, Ran, classify, Grader, kernelspec
-
-
-def _student_environment(grader: Grader, folder: Path, jupyter_path: Path, sandboxed: bool):
-    return student_environment(grader.socket, folder, jupyter_path, sandboxed)
 
 
 class CodeChanged(RuntimeError):

@@ -144,13 +144,6 @@ def test_the_flops_sentence_follows_the_sweep():
     assert repeat_sweep.flops_over_roof(falling, 20e9) == pytest.approx(1.8)
 
 
-def test_the_multiply_roof_is_the_best_chain(monkeypatch):
-    monkeypatch.setattr(
-        repeat_sweep, "multiply_rates", lambda *args, **kwargs: {8: 35e9, 16: 37e9, 64: 22e9}
-    )
-    assert repeat_sweep.multiply_peak() == 37e9
-
-
 def test_the_multiply_roof_is_a_roof():
     """Measured in one run: the sweep's chains far above the cache stay under the multiply roof
     timed in the same rounds, within OVER_ROOF_TOLERANCE.

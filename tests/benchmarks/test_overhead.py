@@ -195,40 +195,6 @@ def test_the_cuda_target_is_measured_on_the_l2_sized_model(monkeypatch):
     assert measured == [(1, overhead.MlpShape(width=512, depth=overhead.MLP.depth))]
 
 
-def test_an_add_above_the_copy_roof_is_explained_by_the_cache_only_where_it_fits(monkeypatch):
-    """Notebook 30 said "three tensors this small stay in cache" of three 64 MiB tensors; later it
-    repeated the right reason on five rows. Each row above the roof is marked, and each reason said
-    once."""
-    from brrr.benchmarks import overhead as module
-    from brrr.timing import Timing
-
-    monkeypatch.setattr(module, "last_level_cache_bytes", lambda: 32 * 2**20)
-    sizes = [2**18, 2**20, 2**24, 2**24]  # 3 MiB and 12 MiB fit; 192 MiB does not
-    copy = 10e9
-
-    def timing(n, over):  # the add's bytes at ``over`` times the copy roof
-        seconds = module.add_bytes(n) / (copy * over)
-        return Timing(median_s=seconds, p20_s=seconds, p80_s=seconds, runs=5, device="cpu")
-
-    lines = module.describe_add_sweep(
-        sizes,
-        [timing(2**18, 1.5), timing(2**20, 1.2), timing(2**24, 1.1), timing(2**24, 0.5)],
-        copy,
-    )
-    assert [line[-1] for line in lines[:4]] == ["*", "*", "†", "h"], lines
-    assert lines[4].startswith(
-        "* above the copy roof: its three tensors fit in the 32.0 MiB last-level cache"
-    )
-    assert (
-        lines[5].startswith(
-            "† above the copy roof: its three tensors exceed the 32.0 MiB last-level cache, so "
-            "this is DRAM"
-        )
-        and "copy roof" in lines[5]
-    )
-    assert len(lines) == 6
-
-
 def test_the_gpu_sweep_goes_on_until_a_doubling_doubles_the_step_or_batch_16384():
     """On the H100 the sweep to 4096 ended at a 1.50x doubling, short of the scaling regime."""
     from types import SimpleNamespace

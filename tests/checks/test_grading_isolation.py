@@ -101,7 +101,6 @@ def test_without_fork_a_cuda_fault_poisons_every_later_run(monkeypatch):
     assert first.crashed and "illegal memory access" in first.error and "unusable" in first.error
     later = isolation.run(lambda: 1 + 1)
     assert not later.ok and "earlier check broke the CUDA context" in later.error
-    assert isolation.cuda_context_broken()
 
 
 def test_without_fork_an_ordinary_exception_does_not_poison(monkeypatch):

@@ -216,7 +216,7 @@ def test_a_check_the_grader_could_not_grade_fairly_is_a_grader_error_not_a_failu
     start), and tells the student it is not their fault. A grader killed while a sandboxed notebook
     ran is a grader error too: the notebook could not signal it; without a sandbox the row stays the
     notebook's (grader-killed)."""
-    prepared = gradebook._Prepared(tmp_path, LAB, tmp_path / "submission.ipynb", tmp_path, [])
+    prepared = gradebook.Prepared(tmp_path, LAB, tmp_path / "submission.ipynb", tmp_path, [])
     prepared.output.write_text("")
     fault = {
         "passed": False,
@@ -225,8 +225,8 @@ def test_a_check_the_grader_could_not_grade_fairly_is_a_grader_error_not_a_failu
     }
     checks = gradebook.lab_checks(LAB)
     submission = gradebook.Submission("bob", Path("bob.ipynb"), lab=LAB)
-    ran = gradebook._Ran(0, False, False, {checks[0]: {"passed": True}, checks[1]: fault})
-    gradebook._classify(submission, prepared, ran, 60, 600)
+    ran = gradebook.Ran(0, False, False, {checks[0]: {"passed": True}, checks[1]: fault})
+    gradebook.classify(submission, prepared, ran, 60, 600)
     assert submission.status == "grader-error" and "not your fault" in submission.note, (
         submission.note
     )
@@ -241,7 +241,7 @@ def test_a_check_the_grader_could_not_grade_fairly_is_a_grader_error_not_a_failu
         (False, "grader-killed", "Only the"),
     ):
         killed = gradebook.Submission("carol", Path("carol.ipynb"), lab=LAB, sandboxed=sandboxed)
-        gradebook._classify(killed, prepared, gradebook._Ran(0, False, True, None), 60, 600)
+        gradebook.classify(killed, prepared, gradebook.Ran(0, False, True, None), 60, 600)
         assert killed.status == status and said in killed.note, (
             sandboxed,
             killed.status,

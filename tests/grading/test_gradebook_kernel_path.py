@@ -71,7 +71,7 @@ def kernel_run(folder: Path) -> str:
     student_copy = assemble.Snapshot().write_package(folder / "student", hidden=HIDDEN)
     spec = json.loads(
         (
-            gradebook._kernelspec(folder, student_copy)
+            gradebook.kernelspec(folder, student_copy)
             / "kernels"
             / gradebook.KERNEL_NAME
             / "kernel.json"

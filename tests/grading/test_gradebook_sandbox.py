@@ -365,7 +365,7 @@ def test_a_grader_the_gradebook_started_watches_the_process_it_names_not_its_pee
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     while processes.alive(ended.pid):  # a zombie until waited for
         time.sleep(0.05)
-    grader = gradebook._Grader(assemble.Snapshot(), ROOFLINE)
+    grader = gradebook.Grader(assemble.Snapshot(), ROOFLINE)
     try:
         assert grader.ready, grader.error_text()
         server.tell_student(grader.process.stdin, ended.pid)

@@ -32,13 +32,13 @@ def zygote(snapshot):
     gradebook.IN_FLIGHT.remove(started.process.pid)
 
 
-def _forked(snapshot, lab: str, zygote) -> gradebook._Grader:
-    grader = gradebook._Grader(snapshot, lab, zygote)
+def _forked(snapshot, lab: str, zygote) -> gradebook.Grader:
+    grader = gradebook.Grader(snapshot, lab, zygote)
     assert grader.forked, "the grader was not forked by the zygote"
     return grader
 
 
-def _fail_a_check(grader: gradebook._Grader, check: str) -> None:
+def _fail_a_check(grader: gradebook.Grader, check: str) -> None:
     """Ask ``grader`` for ``check`` as a notebook would, answering every call with 'not written
     yet'."""
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -135,7 +135,7 @@ def test_a_zygote_that_dies_leaves_its_graders_grading_and_the_next_starts_anew(
             ),
         )
         for _ in range(2):
-            fallback = gradebook._Grader(snapshot, "01-roofline", zygote)
+            fallback = gradebook.Grader(snapshot, "01-roofline", zygote)
             shutil.rmtree(
                 fallback.private
             )  # a stub has no process to stop: its folder alone is left

@@ -34,6 +34,14 @@ def student(name, forked=True):
     return LocalStudent(load_module(LAB, name).fused_chain, forked=forked)
 
 
+def traffic_of(name: str, n: int) -> dict:
+    """CPU: submission ``name``'s traffic at ``n``, counted in the interpreter whatever values its
+    kernels compute (for ``traffic_failure``)."""
+    from brrr.checks import core
+
+    return core.count_traffic(student(name), fuse_it.SPEC, n)
+
+
 def test_a_correct_submission_passes_correctness_and_traffic():
     assert "match chain()" in fuse_it.grade("correct", student("correct"))
     if not ON_GPU:
@@ -50,10 +58,7 @@ def test_traffic_is_counted_at_sizes_drawn_per_submission_not_at_the_published_o
     from brrr.labs.fuse_it import TRAFFIC_N
 
     name = "fused_at_the_published_size"
-    assert (
-        fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), TRAFFIC_N))
-        is None
-    )
+    assert fuse_it.traffic_failure("fused_chain", traffic_of(name, TRAFFIC_N)) is None
     fuse_it.grade("correct", student(name))  # right values at every size
     with pytest.raises(AssertionError) as failure:
         fuse_it.grade("traffic", student(name))
@@ -77,7 +82,7 @@ def test_a_grid_larger_than_the_problem_fails_traffic():
     """Programs past the end of out, masked off, store nothing: the exact bytes alone passed
     them."""
     name = "idle_programs"
-    traffic = fuse_it.measure_traffic(student(name), 10_001)
+    traffic = traffic_of(name, 10_001)
     assert fuse_it.traffic_failure("fused_chain", traffic) is None and traffic["storing"] == [3]
     assert traffic["programs"] == [12]
     with pytest.raises(AssertionError) as failure:
@@ -184,9 +189,7 @@ TRAFFIC_REASONS = {
 @pytest.mark.skipif(ON_GPU, reason="traffic is counted in the interpreter, on a CPU")
 @pytest.mark.parametrize("name", sorted(TRAFFIC_REASONS))
 def test_the_traffic_rule_alone_rejects_each_submission_that_moves_the_wrong_bytes(name):
-    failure = fuse_it.traffic_failure(
-        "fused_chain", fuse_it.measure_traffic(student(name), 100_003)
-    )
+    failure = fuse_it.traffic_failure("fused_chain", traffic_of(name, 100_003))
     assert failure is not None and "moved the wrong number of bytes" in failure
     assert TRAFFIC_REASONS[name] in failure, failure
 
@@ -196,10 +199,7 @@ def test_the_traffic_rule_alone_rejects_each_submission_that_moves_the_wrong_byt
 def test_the_traffic_rule_passes_one_pass_whatever_its_values(name):
     """Why the values come first: wrong math in one pass moves exactly the bytes a right answer
     does."""
-    assert (
-        fuse_it.traffic_failure("fused_chain", fuse_it.measure_traffic(student(name), 100_003))
-        is None
-    )
+    assert fuse_it.traffic_failure("fused_chain", traffic_of(name, 100_003)) is None
 
 
 @pytest.mark.skipif(not ON_GPU, reason="timing checks run on a GPU")

@@ -216,11 +216,9 @@ def test_a_graded_notebook_compiles_in_its_own_process_not_in_a_pool_left_starti
     the call returns, while the grader times the given step: charged to the student. The graded
     notebook's environment asks for no pool, whatever the instructor's has (the planted regression:
     the variable left unset)."""
-    from types import SimpleNamespace
-
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "16")
-    grader = SimpleNamespace(socket=tmp_path / "grader.sock")
-    env = gradebook._student_environment(grader, tmp_path, tmp_path / "jupyter", sandboxed=False)
+    socket = tmp_path / "grader.sock"
+    env = gradebook.student_environment(socket, tmp_path, tmp_path / "jupyter", sandboxed=False)
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
 
 

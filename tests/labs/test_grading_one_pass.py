@@ -31,6 +31,13 @@ def student(name, function=None, forked=False):
     return LocalStudent(getattr(module, function), forked=forked)
 
 
+def traffic_of(kind: str, submission, case=None) -> dict:
+    """CPU: the kernels' traffic at ``case`` (by default the first drawn case), counted in the
+    interpreter whatever values they compute (for ``traffic_failure``)."""
+    case = case or one_pass_checks.traffic_cases(core.size_drawer()[0])[0]
+    return core.count_traffic(submission, one_pass_checks.SPECS[kind], case)
+
+
 # ---------------------------------------------------------------- correct submissions
 
 
@@ -53,9 +60,7 @@ def test_a_grid_larger_than_the_rows_need_earns_no_allowance():
     """Four rows per program over one program per row: weight and bias loaded once per row passed
     "at most once per program" when every launched program counted. Now a program that stores
     nothing is refused, and only programs that did work count towards the allowance."""
-    traffic = one_pass_checks.measure_traffic(
-        "layer_norm", student("idle_programs_layer_norm"), one_pass.TRAFFIC_ROWS
-    )
+    traffic = traffic_of("layer_norm", student("idle_programs_layer_norm"), one_pass.TRAFFIC_ROWS)
     before = {
         key: value for key, value in traffic.items() if key != "storing"
     }  # every program counted
@@ -180,7 +185,7 @@ def test_the_traffic_rule_alone_rejects_a_wrapper_whose_kernel_never_stores_out(
     failure = one_pass_checks.traffic_failure(
         "softmax",
         "softmax",
-        one_pass_checks.measure_traffic("softmax", student("torch_in_wrapper")),
+        traffic_of("softmax", student("torch_in_wrapper")),
     )
     assert failure is not None and "stored anything into out" in failure and "y_ptr" in failure, (
         failure
@@ -191,7 +196,7 @@ def test_the_traffic_rule_alone_rejects_a_wrapper_whose_kernel_never_stores_out(
 def test_the_traffic_rule_passes_one_pass_whatever_its_values():
     """Why the values come first: no max subtraction in one pass moves exactly the bytes a right
     answer does."""
-    traffic = one_pass_checks.measure_traffic("softmax", student("no_max_softmax"))
+    traffic = traffic_of("softmax", student("no_max_softmax"))
     assert one_pass_checks.traffic_failure("softmax", "softmax", traffic) is None
 
 

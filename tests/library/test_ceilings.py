@@ -388,48 +388,6 @@ def test_a_matmul_peak_read_again_rises_alone_and_is_never_lowered(tmp_path, mon
     )  # a slower reading lowers nothing
 
 
-def test_a_copy_sweep_marks_each_rate_over_the_ceiling_and_says_each_reason_once():
-    """A buffer that fits in the cache may beat the ceiling from it; a larger one over it was timed
-    at another moment (load), never 'served by the cache'; each reason is said once under the table,
-    not on every row (issue 27: notebook 00 repeated one six times); readings under half the ceiling
-    are named."""
-    mib = 2**20 // 4  # fp32 elements in 1 MiB
-    lines = ceilings.describe_copy_sweep(
-        [mib, 2 * mib, 64 * mib, 128 * mib], [50e9, 40e9, 23e9, 4e9], 11e9, 32 * 2**20
-    )
-    assert "1.00 MiB" in lines[0] and lines[0].endswith(" *") and lines[1].endswith(" *")
-    assert "64.0 MiB" in lines[2] and lines[2].endswith(" †")
-    assert not lines[3].endswith(("*", "†"))
-    assert (
-        lines[4]
-        == "* above the ceiling: source and destination fit in the cache, which serves them."
-    )
-    assert lines[5].startswith("† above the ceiling: timed at another moment")
-    assert lines[6].startswith("Under half the ceiling: 128 MiB.")
-    assert sum("fit in the cache" in line for line in lines) == 1
-    assert len(ceilings.describe_copy_sweep([mib], [10e9], 11e9, 32 * 2**20)) == 1
-
-
-def test_slow_copies_that_take_the_same_time_whatever_their_size_are_called_a_wait_not_bytes():
-    """Beside the other test worker, notebook 00's 512 KiB to 16 MiB copies each took 7.9-8.0 ms
-    (their rate grew with their size: 132 MB/s to 4.2 GB/s): a two-thread copy waiting for a core,
-    the overhead regime. Copies slowed by bytes (times that grow with size) get no such sentence."""
-    sizes = [2**17 << i for i in range(6)]
-    waited = [2 * 4 * n / 8e-3 for n in sizes]  # 8 ms each
-    lines = ceilings.describe_copy_sweep(sizes, waited, 10.8e9, 1 << 20)
-    assert lines[-1].startswith(
-        "Those copies took 8.00 ms to 8.00 ms each, whatever their size: a fixed wait"
-    )
-    moved = [1e9 * (1 + i / 10) for i in range(6)]  # slow, but their time grows with their size
-    assert not any(
-        "fixed wait" in line for line in ceilings.describe_copy_sweep(sizes, moved, 10.8e9, 1 << 20)
-    )
-    assert not any(
-        "fixed wait" in line
-        for line in ceilings.describe_copy_sweep(sizes[:2], waited[:2], 10.8e9, 1)
-    )
-
-
 def test_a_copy_sweep_keeps_each_sizes_best_reading_taken_round_by_round(monkeypatch):
     """Notebook 00's sweep: a burst of load that slows one reading of a size does not set its row
     (the sweep read a 4 MiB buffer at 4% of the roof beside the other test worker when each size was

@@ -187,7 +187,6 @@ def test_an_untested_triton_version_fails_with_a_clear_message(monkeypatch):
     ):
         with traffic.count():
             pass
-    assert not traffic.supported()
 
 
 def test_missing_interpreter_internals_fail_with_a_clear_message(monkeypatch):

@@ -101,23 +101,3 @@ def write(root: Path, notebook: str, cells: list[dict]) -> Path:
         json.dumps({"notebook": notebook, "format": FORMAT, "cells": cells}, indent=1) + "\n"
     )
     return path
-
-
-def read(folder: Path) -> dict:
-    """A saved notebook's outputs (``folder/outputs.json``), or an empty record if none were
-    saved."""
-    try:
-        return json.loads((folder / "outputs.json").read_text())
-    except (OSError, ValueError):
-        return {"notebook": None, "format": FORMAT, "cells": []}
-
-
-def printed(folder: Path, cell: int) -> str:
-    """Everything cell ``cell`` printed or showed as text, as the GPU run saved it (for a CPU
-    build's page)."""
-    for entry in read(folder)["cells"]:
-        if entry["cell"] == cell:
-            return "".join(
-                o["text"] for o in entry["outputs"] if o["type"] in ("stream", "text", "error")
-            )
-    return ""

@@ -240,13 +240,6 @@ def _traffic_hints(name: str, loaded: dict, stored: dict, need: int, kernels: li
     return hints
 
 
-def measure_traffic(student, n: int | None = None) -> dict:
-    """CPU: the kernels' global-memory traffic at ``n`` (by default the largest of
-    :func:`traffic_sizes`), counted in the interpreter, whatever values they compute (for
-    :func:`traffic_failure`)."""
-    return core.count_traffic(student, SPEC, n or traffic_sizes(core.size_drawer()[0])[-1])
-
-
 def grade_traffic(student) -> str:
     """CPU: the kernels' values must be right, and their global-memory traffic, counted in the
     interpreter, exactly one pass (:func:`traffic_failure`)."""

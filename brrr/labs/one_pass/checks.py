@@ -566,12 +566,6 @@ def traffic_cases(rng) -> tuple[Rows, Rows]:
     )
 
 
-def measure_traffic(kind: str, student, case: Rows | None = None) -> dict:
-    """CPU: the kernels' traffic at ``case`` (by default the first of :func:`traffic_cases`),
-    counted in the interpreter whatever values they compute (for :func:`traffic_failure`)."""
-    return core.count_traffic(student, SPECS[kind], case or traffic_cases(core.size_drawer()[0])[0])
-
-
 def grade_traffic(kind: str, student) -> str:
     """CPU: the kernels' values must be right, and their traffic, counted in the interpreter, one
     pass."""
