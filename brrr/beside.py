@@ -73,7 +73,7 @@ def recorded(section: str, folder=None) -> list[Recorded]:
 
 
 def machine_here(stamp: str) -> str:
-    """"this machine: <device> (<mode>)" as ``stamp`` (:func:`brrr.stamp.format_stamp`) names it:
+    """ "this machine: <device> (<mode>)" as ``stamp`` (:func:`brrr.stamp.format_stamp`) names it:
     the setting the result was measured under, which may not be this process's (a page that
     times on one thread inside its helpers)."""
     measured = stamp.strip("[]").removeprefix("measured on ").split(" · ")[0]

@@ -341,17 +341,17 @@ def test_the_reference_column_reads_recorded_files(tmp_path):
 
 
 def test_a_published_claim_sits_beside_the_recorded_gpu_and_the_essay(tmp_path):
-    """The three machines under a taught result: here, each recorded GPU (or "none recorded"), the
-    essay."""
+    """The three machines under a taught result: each recorded GPU first (or "none recorded"), then
+    here with its verdict and reason, then the essay."""
     verdict = claims.judge_cos_cos(3.3e-3, 1e-3, 2.0)
     alone = claims.beside(verdict, "[measured here]", claims.claim_records(verdict.key, tmp_path))
     machines = [row.machine for row in alone.rows]
-    assert machines[0].startswith("this machine: ") and machines[-1] == "the essay (quoted)", (
+    assert machines == ["recorded GPU", "this machine: measured here", "the essay (quoted)"], (
         machines
     )
     assert (
-        alone.rows[1].result.startswith("none recorded")
-        and "make gpu-check" in alone.rows[1].result
+        alone.rows[0].result.startswith("none recorded")
+        and "make gpu-check" in alone.rows[0].result
     )
     assert claims.recorded_sentence(claims.claim_records(verdict.key, tmp_path)) == (
         "No recorded GPU has measured this claim yet."
@@ -375,12 +375,13 @@ def test_a_published_claim_sits_beside_the_recorded_gpu_and_the_essay(tmp_path):
         )
     )
     shown = claims.beside(verdict, "[measured here]", claims.claim_records(verdict.key, tmp_path))
-    assert [row.machine for row in shown.rows][1] == "recorded: NVIDIA H100"
+    assert [row.machine for row in shown.rows][0] == "recorded: NVIDIA H100"  # the GPU leads
     assert (
-        shown.rows[1].result == "1.00x <of> x.cos() (held there)"
-        and "2026-11-24" in shown.rows[1].source
+        shown.rows[0].result == "1.00x <of> x.cos() (held there)"
+        and "2026-11-24" in shown.rows[0].source
     )
-    assert "did not hold here" in shown.rows[0].result
+    here = shown.rows[1].result
+    assert here.startswith("Did not hold here: ") and here.endswith(verdict.why)  # said once, here
     assert "1.00x &lt;of&gt; x.cos()" in shown._repr_html_()  # recorded text is escaped, not markup
     assert claims.recorded_sentence(claims.claim_records(verdict.key, tmp_path)) == (
         "On the recorded NVIDIA H100: 1.00x <of> x.cos() (held there, 2026-11-24)."
@@ -532,9 +533,9 @@ def test_the_fusion_verdict_holds_on_the_recorded_gpu_and_not_on_a_cpu(tmp_path)
     (gpu,) = claims.claim_records(here.key, tmp_path)
     assert gpu.values["held"] and "fused x.cos().cos(): 2x fewer bytes, 2.00x" in gpu.values["here"]
     shown = claims.beside(here, "[measured here]", [gpu])
-    assert shown.rows[0].result.endswith("(did not hold here)"), shown.rows[0]
-    assert "2.00x" in shown.rows[1].result and shown.rows[1].result.endswith("(held there)")
-    assert "0.91x" not in shown.rows[1].result and "3.01x" not in shown.rows[1].result
+    assert shown.rows[1].result.startswith("Did not hold here: "), shown.rows[1]
+    assert "2.00x" in shown.rows[0].result and shown.rows[0].result.endswith("(held there)")
+    assert "0.91x" not in shown.rows[0].result and "3.01x" not in shown.rows[0].result
     assert claims.reference_figures(folder=tmp_path)["fusion-cuts-bytes"].endswith("(held there)")
 
 
@@ -801,11 +802,11 @@ def test_every_recorded_gpu_that_holds_a_claims_figures_is_shown(tmp_path):
     ] == ["259", "192"]
     verdict = claims.judge_compute_growth(claims.datasheet_generations(), 5.4)
     rows = claims.beside(verdict, "[here]", growth).rows
-    assert [row.machine for row in rows[1:3]] == [
+    assert [row.machine for row in rows[0:2]] == [
         "recorded: NVIDIA H100 80GB HBM3",
         "recorded: NVIDIA H200",
     ]
-    assert "commit 26e9f7a9bd" in rows[2].source and "2026-11-24" in rows[1].source
+    assert "commit 26e9f7a9bd" in rows[1].source and "2026-11-24" in rows[0].source
     figures = claims.reference_figures(folder=tmp_path)
     assert figures["matmul-gap"].count("(held there)") == 2, figures["matmul-gap"]
     assert figures["matmul-gap"].startswith("NVIDIA H100 80GB HBM3: matmul peak 12.50x")
