@@ -52,6 +52,12 @@ STEP_LABEL = "step"
 # rows the indices touch, not the table. Charged the whole table, a recommender's embedding read
 # 2613% of the copy bandwidth.
 LOOKUPS = frozenset({"embedding", "_embedding_bag", "_embedding_bag_forward_only"})
+# Losses that pick one entry of their input (the first argument) per target (the second), and their
+# backward, which reads its input (the second argument) for its shape only and writes a gradient
+# that is zero but at the picked entries. Charged the whole input, a GPT-2's nll_loss_forward read
+# 3382% of the copy bandwidth (a 50,257-token vocabulary: 51 MB of logits, 256 of them read).
+PICKS = frozenset({"nll_loss_forward", "nll_loss2d_forward"})
+SHAPE_ONLY = frozenset({"nll_loss_backward", "nll_loss2d_backward"})
 
 
 def _shape(value):
@@ -62,13 +68,30 @@ def _channels_last(tensor: torch.Tensor) -> bool:
     return tensor.is_contiguous(memory_format=torch.channels_last) and not tensor.is_contiguous()
 
 
+def _charged(name: str, args: tuple, tensors: list) -> tuple[list, int]:
+    """``(tensors read or written whole, bytes read of the rest)`` for op ``name``: a lookup
+    (:data:`LOOKUPS`) reads the table rows its indices touch, a loss (:data:`PICKS`) the input
+    entries its targets pick, and a loss's backward (:data:`SHAPE_ONLY`) none of its input."""
+    if len(args) < 2 or not isinstance(args[0], torch.Tensor):
+        return tensors, 0
+    first, second = args[0], args[1]
+    if name in LOOKUPS:
+        row_bytes = math.prod(first.shape[1:]) * first.element_size()
+        return [t for t in tensors if t is not first], second.numel() * row_bytes
+    if name in PICKS:
+        return [t for t in tensors if t is not first], second.numel() * first.element_size()
+    if name in SHAPE_ONLY:
+        return [t for t in tensors if t is not second], 0
+    return tensors, 0
+
+
 class TrafficLog(TorchDispatchMode):
     """Bytes each aten op reads and writes (its tensor arguments and outputs), its calls, and matmul
     dtypes.
 
     Views and allocations (:data:`brrr.opclasses.LAYOUT`) move nothing and count
-    0 bytes. An in-place op counts its tensor twice: read, then written. A lookup (:data:`LOOKUPS`)
-    counts the table rows its indices touch. A depthwise convolution
+    0 bytes. An in-place op counts its tensor twice: read, then written. A lookup or a loss counts
+    the part of its input it reads (:func:`_charged`). A depthwise convolution
     (:func:`brrr.opclasses.is_depthwise`) is logged under its own name, ``convolution (depthwise)``,
     with its FLOPs in :attr:`depthwise_flops`, so that it gets a row of its own.
     """
@@ -100,12 +123,8 @@ class TrafficLog(TorchDispatchMode):
         if name not in opclasses.LAYOUT:
             leaves = tree_leaves((args, kwargs or {}, out))
             tensors = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
-            if name in LOOKUPS and len(args) > 1:
-                table, indices = args[0], args[1]
-                tensors = [t for t in tensors if t is not table]
-                row_bytes = math.prod(table.shape[1:]) * table.element_size()
-                self.bytes[name] += indices.numel() * row_bytes
-            self.bytes[name] += sum(t.numel() * t.element_size() for t in tensors)
+            tensors, partly = _charged(name, args, tensors)
+            self.bytes[name] += partly + sum(t.numel() * t.element_size() for t in tensors)
             if opclasses.classify("aten::" + name) is opclasses.OpClass.CONTRACTION and tensors:
                 self.contraction_dtypes[tensors[0].dtype] += 1
         return out

@@ -63,6 +63,18 @@ def test_a_lookup_is_charged_the_rows_it_touches_not_the_table():
     assert rows <= traffic.bytes[bag_name] < table_bytes / 100
 
 
+def test_a_loss_is_charged_the_entries_it_picks_not_its_whole_input():
+    """A GPT-2's nll_loss_forward read 3382% of the copy bandwidth: charged all 51 MB of logits
+    (a 50,257-token vocabulary) for the 256 entries it picks."""
+    logits = torch.randn(8, 1000, requires_grad=True)
+    targets = torch.randint(0, 1000, (8,))
+    _, traffic = counted(lambda: torch.nn.functional.cross_entropy(logits, targets).backward())
+    whole = 8 * 1000 * 4
+    assert traffic.bytes["nll_loss_forward"] < whole / 100
+    # the gradient is written whole; the input it gets for its shape is not read
+    assert whole <= traffic.bytes["nll_loss_backward"] < 1.1 * whole
+
+
 def test_depthwise_convolutions_get_rows_of_their_own_with_their_flops():
     """Depthwise and 1x1 convolutions shared one row (one aten op): channels_last measured 1.69x
     there and was never advised."""
@@ -80,6 +92,34 @@ def test_depthwise_convolutions_get_rows_of_their_own_with_their_flops():
     assert rows[depthwise] + rows["convolution"] == flops.flops["convolution"]
     assert sum(rows.values()) == flops.total
     assert opclasses.classify("aten::" + depthwise) is opclasses.OpClass.CONTRACTION
+
+
+def test_causal_attention_counts_the_pairs_it_scores():
+    """GPT-2's attention (is_causal) was counted as if every query saw every key: at sequence 1024
+    the CPU flash kernel, which skips the blocks above the diagonal, read above the matmul roof."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, 8, requires_grad=True) for _ in range(3))
+
+    def attention(causal: bool) -> dict:
+        run = torch.nn.functional.scaled_dot_product_attention
+        flops, _ = counted(lambda: run(q, k, v, is_causal=causal).sum().backward())
+        return {name: value for name, value in flops.flops.items() if "attention" in name}
+
+    full, causal = attention(False), attention(True)
+    assert full and sorted(full) == sorted(causal)
+    for name, value in full.items():
+        assert causal[name] == value * (16 * 17 // 2) // (16 * 16), (name, causal, full)
+    assert opclasses.attention_pairs(4, 8, causal=True) == 1 + 2 + 3 + 4
+    assert opclasses.attention_pairs(8, 4, causal=True) == 1 + 2 + 3 + 4 + 4 * 4
+
+
+def test_causal_attention_with_dropout_has_every_op_counted():
+    """GPT-2 training (transformers, dropout 0.1) read "no FLOP formula: tril ... please report
+    them": with dropout a CPU takes aten's math attention, whose causal mask is a tril."""
+    q = torch.randn(1, 2, 16, 8, requires_grad=True)
+    run = torch.nn.functional.scaled_dot_product_attention
+    flops, _ = counted(lambda: run(q, q, q, dropout_p=0.1, is_causal=True).sum().backward())
+    assert "tril" in flops.calls and flops.no_formula == {}, flops.calls
 
 
 def test_an_op_with_no_formula_is_named_never_a_silent_zero():

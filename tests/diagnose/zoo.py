@@ -30,6 +30,11 @@ recommender
 depthwise_net
     MobileNet v1's separable block (Howard et al. 2017): a depthwise 3×3 convolution and a pointwise
     1×1 one, with batch norm and ReLU, four blocks on 32×32 images.
+gpt2, bert
+    transformers' own ``GPT2LMHeadModel`` and ``BertForMaskedLM``, built from their configs with
+    random weights (nothing is downloaded), 2 layers at width 128 and their full vocabularies
+    (50,257 and 30,522 tokens), sequence 64: only where transformers is installed (it is not
+    among the project's requirements; :data:`TRANSFORMERS` names them).
 
 Each function takes ``batch`` and returns ``(step, args)``: one training step (forward, loss,
 backward and an SGD update), the shape ``python -m brrr.diagnose`` and ``--try`` expect.
@@ -349,6 +354,49 @@ def depthwise_net(batch: int = 8, size: int = 32):
     return train_step(model, torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
 
 
+# ---------------------------------------------------------------- GPT-2 and BERT, from transformers
+
+
+class Logits(nn.Module):
+    """A transformers language model as :func:`train_step` takes it: token ids in, one row of
+    logits per token out."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(input_ids=ids).logits.flatten(0, 1)
+
+
+def gpt2(batch: int = 4, seq: int = 64):
+    """GPT-2 (Radford et al. 2019), learning to predict each next token."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=2, n_embd=128, n_head=4, n_positions=seq)
+    ids = torch.randint(0, config.vocab_size, (batch, seq))
+    return train_step(Logits(GPT2LMHeadModel(config)), ids, ids.roll(-1, 1).flatten())
+
+
+def bert(batch: int = 8, seq: int = 64):
+    """BERT (Devlin et al. 2018), learning to fill in every token (its masked-language head)."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    config = BertConfig(
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=512,
+        max_position_embeddings=seq,
+    )
+    ids = torch.randint(0, config.vocab_size, (batch, seq))
+    return train_step(Logits(BertForMaskedLM(config)), ids, ids.flatten())
+
+
+TRANSFORMERS = ("gpt2", "bert")  # built by transformers: diagnosed only where it is installed
+
 ZOO = {
     "resnet18": resnet18,
     "mobilenet_v3_small": mobilenet_v3_small,
@@ -358,4 +406,6 @@ ZOO = {
     "lstm": lstm,
     "recommender": recommender,
     "depthwise_net": depthwise_net,
+    "gpt2": gpt2,
+    "bert": bert,
 }
