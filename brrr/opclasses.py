@@ -1036,22 +1036,6 @@ class ClassTable:
     def step_seconds(self) -> float:
         return sum(self.seconds.values())
 
-    def share_of_time(self, cls: OpClass) -> str:
-        """A class's share of the runtime beside its share of the FLOPs, and the essay's pair:
-        'element-wise: 12.3% of the runtime for 0.18% of the FLOPs (67x its FLOP share; the
-        essay's BERT table: 13.5% for 0.03%)'."""
-        time, flops = self.time_share(cls), self.flop_share(cls)
-        text = f"{cls.value}: {100 * time:.1f}% of the runtime for {100 * flops:.2f}% of the FLOPs"
-        if flops > 0:
-            factor = time / flops
-            text += f" ({factor:.{1 if factor < 10 else 0}f}x its FLOP share"
-        quoted = essay.BERT_TABLE.get(ESSAY_KEYS.get(cls, ""))
-        if quoted:
-            text += ("; " if flops > 0 else " (") + (
-                f"the essay's BERT table: {quoted['runtime']:.1f}% for {quoted['flops']:.2f}%"
-            )
-        return text + (")" if flops > 0 or quoted else "")
-
     def rows(self) -> list[dict]:
         """One dict per class: our shares beside the essay's, and the achieved rate."""
         out = []

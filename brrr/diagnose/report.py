@@ -250,11 +250,6 @@ def _aten_names(d) -> str:
     return ", ".join(f"aten::{row.name}" for row in rows) or "the step's ops"
 
 
-def _threads_flag(d) -> str:
-    threads = d.ceilings.threads
-    return f" --threads {threads}" if threads else ""
-
-
 def _finite(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
