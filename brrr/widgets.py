@@ -56,21 +56,14 @@ GRID_LOG2_SIZES = (10, 18, 26)  # a thousand elements (overhead), a quarter mill
 
 def recorded_roofs(folder=None) -> dict[str, Roof]:
     """Each recorded GPU's roof for the x * 2 chain: its multiply rate and copy bandwidth from its
-    repeat sweep, its per-op overhead from its eager-op rate (``overhead/python-vs-pytorch``), else
-    from its roofs' ``dispatch_overhead`` (0 where it recorded neither)."""
+    repeat sweep, its per-op overhead the record's host floor (:func:`brrr.two_gpus.roofs`: its
+    roofs' ``dispatch_overhead``, else notebook 30's eager-op rate; 0 where it recorded neither)."""
+    from brrr import two_gpus
     from brrr.beside import recorded
     from brrr.reference import load_all
 
-    roofs = [data.get("ceilings") or {} for data in load_all(folder).values()]
-    overhead = {
-        roof["env"]["device"]: roof["dispatch_overhead"]
-        for roof in roofs
-        if roof.get("dispatch_overhead") and "device" in roof.get("env", {})
-    }
-    overhead |= {
-        gpu.device: 1 / gpu.values["torch_ops_per_s"]
-        for gpu in recorded("overhead/python-vs-pytorch", folder)
-    }
+    records = [two_gpus.gpu(name, data) for name, data in load_all(folder).items()]
+    overhead = {record.device: record.roofs.floor for record in records if record.roofs.floor}
     return {
         f"recorded {gpu.device}": Roof(
             gpu.values["multiply_rate"],
