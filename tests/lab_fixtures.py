@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 import nbformat
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "submissions"
@@ -120,3 +121,14 @@ def solution_on_gpu(folder, lab: str, cell_id: str, kernel: str):
 
     setattr(module, kernel, Recorded())
     return module
+
+
+@pytest.fixture
+def never_starved(monkeypatch):
+    """For tests about what a timed check says of a student's number, not about the grader's guard
+    against a starved timing (tests/checks/test_fairness.py tests that): beside the neighbour load
+    the guard voided every attempt and refused to grade (issue 51), so here it cannot refuse. The
+    student's processes are still judged (``Watch.judge``)."""
+    from brrr.checks import fairness
+
+    monkeypatch.setattr(fairness.Watch, "void", lambda self: False)

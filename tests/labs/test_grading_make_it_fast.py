@@ -24,9 +24,12 @@ from brrr.grading.client import local_student
 from brrr.labs import make_it_fast as lab
 from brrr.labs.make_it_fast import checks as lab_checks
 
-from lab_fixtures import expected_reason, load_module, patch_lab
+from lab_fixtures import expected_reason, load_module, never_starved, patch_lab  # noqa: F401
 
 LAB = lab.LAB
+# What the speed check says of a student's step; the refusal to time when starved is
+# tests/checks/test_fairness.py's.
+pytestmark = pytest.mark.usefixtures("never_starved")
 
 
 def student(name, function="fast_train", forked=True):

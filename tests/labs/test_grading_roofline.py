@@ -14,24 +14,19 @@ import pytest
 import torch
 
 import brrr.device  # noqa: F401
-from brrr.checks import fairness, thresholds
+from brrr.checks import thresholds
 from brrr.device import DEVICE, ON_GPU, synchronize
 from brrr.grading.client import LocalStudent
 from brrr.labs import roofline as lab_roofline
 from brrr.labs.roofline import checks as roofline_checks
 from brrr.timing import torch_threads
 
-from lab_fixtures import patch_lab
+from lab_fixtures import never_starved, patch_lab  # noqa: F401 (a fixture)
 
 
-@pytest.fixture(autouse=True)
-def never_starved(monkeypatch):
-    """These tests are about what the checks say of a wrong number, not about the grader's guard
-    against a starved timing (tests/checks/test_fairness.py tests that): under load the guard voided
-    every attempt and refused to grade, twice in two loaded runs of `make test` (issue 51), so here
-    it cannot refuse. The student runs in this process, so there are no student processes to
-    judge."""
-    monkeypatch.setattr(fairness.Watch, "void", lambda self: False)
+# What the checks say of a wrong number, not the grader's refusal to time when starved; the student
+# runs in this process, so there are no student processes to judge.
+pytestmark = pytest.mark.usefixtures("never_starved")
 
 
 @pytest.fixture
