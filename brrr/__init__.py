@@ -1,7 +1,8 @@
 """brrr: measure, model and grade GPU performance for deep learning, from first principles.
 
-The toolkit, the labs and their grader; the book's own machinery (its pages' modules, Sphinx
-extension, warm kernels, Colab cell and GPU check) is ``brrr_book``, in ``book/``, not shipped here.
+The toolkit, the labs and their grader; the book's own machinery (its pages' modules, the claims
+ledger, its figures and explorers, Sphinx extension, warm kernels, Colab cell and GPU check) is
+``brrr_book``, in ``book/``, not shipped here.
 Each module has one job:
 
 | module     | job                                                         |
@@ -20,14 +21,11 @@ Each module has one job:
 | reference  | GPU reference figures in brrr/data/reference/ (from gpu-check) |
 | plots      | roofline and log-log sweep charts                           |
 | traces     | profiler traces: parse, idle gaps, timeline figure          |
-| timeline   | a trace as a zoomable timeline in the static book, offline  |
 | opclasses  | FLOPs and runtime per operator class (the essay's BERT table) |
 | datasheets | vendor datasheet peaks of known GPUs, drawn beside measurements |
 | benchmarks | one script per chapter with its performance targets         |
 | kernels    | the Triton kernels the book teaches and benchmarks           |
 | memory     | peak memory, and waiting out page faults before timing      |
-| source     | showing a kernel's source in a notebook                     |
-| widgets    | the roofline explorer: live sliders, and small multiples    |
 | allocator  | keep freed memory in the process (applied at import, Linux) |
 | traffic    | bytes loaded and stored by Triton kernels, in the interpreter |
 | diagnose/  | which regime any PyTorch step is in, and what to do about it: |

@@ -159,18 +159,6 @@ def linear(
     return OpCount(f"linear {in_features}->{out_features}, batch {batch}", flops, elements * size)
 
 
-def linear_over_batches(
-    batches,
-    in_features: int,
-    out_features: int,
-    dtype: torch.dtype = torch.float32,
-    *,
-    bias: bool = True,
-) -> list[OpCount]:
-    """:func:`linear` for each batch size in ``batches``, in order."""
-    return [linear(batch, in_features, out_features, dtype, bias=bias) for batch in batches]
-
-
 def attention(
     batch: int,
     heads: int,

@@ -29,11 +29,8 @@ LAYERS = {
         ("ceilings", "roofline", "counting", "traffic", "opclasses", "datasheets", "essay"), 2
     ),
     **dict.fromkeys(("reference", "targets", "traces", "memory"), 2),
-    **dict.fromkeys(
-        ("kernels", "benchmarks", "plots", "flames", "timeline", "widgets", "claims"), 3
-    ),
-    **dict.fromkeys(("source", "figures", "beside", "two_gpus"), 3),
-    **dict.fromkeys(("diagnose", "capstone", "models"), 4),
+    **dict.fromkeys(("kernels", "benchmarks", "plots", "beside"), 3),
+    **dict.fromkeys(("diagnose", "models"), 4),
     "checks": 5,
     "labs": 6,
     "grading": 7,

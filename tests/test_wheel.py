@@ -23,6 +23,9 @@ BOOK_ONLY = (
     "brrr/warm/",
     "brrr/book_pages.py",
     "brrr/colab.py",
+    # The claims ledger, the book's figures and explorers, and notebook 40's capstone.
+    *(f"brrr/{name}.py" for name in ("claims", "figures", "flames", "two_gpus", "widgets")),
+    *(f"brrr/{name}.py" for name in ("timeline", "source", "capstone")),
 )
 
 

@@ -15,7 +15,7 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
 - **No widget JavaScript from CDNs.** myst-nb would load require.js and the
   Jupyter widget manager from CDNs on any page whose notebook saved widget
   state. We load none, and tell myst-nb never to pick a widget view: an
-  explorer (``brrr.widgets``) carries a static snapshot as HTML in the same
+  explorer (``brrr_book.widgets``) carries a static snapshot as HTML in the same
   output, and that is what the page shows.
 - **Outputs wrap.** ``book/brrr_book/book_static/brrr.css`` wraps printed lines wider
   than the column (stamps, table rows), so no output hides behind a scrollbar;
@@ -30,7 +30,7 @@ Listed in ``_config.yml`` (``sphinx: extra_extensions``). What it does:
   the build, however it was started (``make book``, the tests, a bare
   ``jupyter-book build``), and no miss lands in the execution cache as a page
   that ran.
-- **The essay's pictures.** When a build starts, every picture of :mod:`brrr.figures` is drawn
+- **The essay's pictures.** When a build starts, every picture of :mod:`brrr_book.figures` is drawn
   from its data into ``_figures/`` in the book's source folder (never committed), where the
   chapters' ``figure`` directives find it, and the book's own diagrams
   (:mod:`brrr_book.diagrams`) into ``_diagrams/``.
@@ -145,7 +145,7 @@ def _is_brrrs_book(app) -> bool:
 def _draw_figures(app) -> None:
     if not _is_brrrs_book(app):  # its chapters' pictures: half a minute no other book needs
         return
-    from brrr import figures  # matplotlib and the record: only for a build
+    from brrr_book import figures  # matplotlib and the record: only for a build
     from brrr_book import diagrams
 
     figures.draw_all(Path(app.srcdir) / FIGURES_DIR)

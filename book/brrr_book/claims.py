@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 from brrr import reference, units
+from brrr.benchmarks import compute
 from brrr.beside import Beside, Recorded, recorded, show, three_machines
 from brrr.targets import measurements
 from brrr.stamp import stamp as current_stamp
@@ -297,10 +298,10 @@ RIDGE_GROWTH_MIN = 2.0
 
 
 def datasheet_generations() -> list[list]:
-    """The datasheets' GPU generations (:data:`brrr.figures.GENERATIONS`), oldest first, as rows
+    """The datasheets' GPU generations (:data:`figures.GENERATIONS`), oldest first, as rows
     ``[name, year, memory bandwidth B/s, dense 16-bit matmul FLOP/s]`` (a verdict's figures are
     glued as JSON)."""
-    from brrr.figures import GENERATIONS
+    from brrr_book.figures import GENERATIONS
 
     rows = sorted(GENERATIONS, key=lambda generation: generation.year)
     return [[g.name, g.year, g.bandwidth, g.tensor_flops] for g in rows]
@@ -364,20 +365,14 @@ def _ridge_falls(generations: list) -> str:
     return f"; though not at every step: the ridge point fell {' and '.join(fell)}" if fell else ""
 
 
-# The rule of "contractions-flops-vs-runtime", shared with brrr.benchmarks.compute.table_checks.
-CONTRACTION_FLOP_SHARE_MIN = 0.95
-OTHER_TIME_OVER_FLOP_SHARE_MIN = 10.0
+# The rule of "contractions-flops-vs-runtime" is the compute benchmark's table check (one home).
+CONTRACTION_FLOP_SHARE_MIN = compute.CONTRACTION_FLOP_SHARE_TARGET
+OTHER_TIME_OVER_FLOP_SHARE_MIN = compute.OTHER_TIME_OVER_FLOP_SHARE_TARGET
+other_time_over_flop_share = compute.other_time_over_flop_share
 # The claim's own line: "much less of the runtime" is a large share left to the other ops. The
 # essay's table gives them 39%; a CPU once read "held" at 11.8%, half of it dropout's random
 # numbers.
 OTHER_TIME_SHARE_MIN = 0.2
-
-
-def other_time_over_flop_share(flop_share: float, time_share: float) -> float:
-    """The non-contraction ops' share of runtime over their share of FLOPs (inf when they do no
-    FLOPs)."""
-    other_flops, other_time = 1 - flop_share, 1 - time_share
-    return other_time / other_flops if other_flops > 0 else float("inf")
 
 
 @_judge("contractions-flops-vs-runtime")

@@ -2,10 +2,10 @@
 programs take their tiles (Lab 5), why a cosine is free on a GPU and not on a CPU (operator
 fusion), and the host running ahead of the device (overhead, from the recorded GPU trace).
 
-Each is drawn from its rule, in both colour modes of :mod:`brrr.figures` (``THEMES``), into
+Each is drawn from its rule, in both colour modes of :mod:`brrr_book.figures` (``THEMES``), into
 ``_diagrams/`` of the book's source folder when a build of the book starts
 (``brrr_book.book_pages``); a page shows the two drawings as a light figure and a dark image, as
-the chapters show ``brrr.figures``' pictures.
+the chapters show ``brrr_book.figures``' pictures.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-from brrr import figures, traces
+from brrr import traces
+from brrr_book import figures
 
 FOLDER = "_diagrams"  # in the book's source folder, never committed
 

@@ -634,10 +634,10 @@ def _stage_bars(ax, rows: list[dict], device: str, *, labelled: bool) -> None:
 
 
 def flamegraph(frames: list, title: str, stamps: list[str] = ()) -> plt.Figure:
-    """One op's frames (:func:`brrr.flames.nest`): the host's nested events as stacked bars, the op
+    """One op's frames (:func:`flames.nest`): the host's nested events as stacked bars, the op
     at the bottom, and the device kernels it launched on a row of their own, on the same time axis.
     """
-    from brrr.flames import kernel_share
+    from brrr_book.flames import kernel_share
 
     c = _colors()
     fig, ax = plt.subplots(figsize=(8, 3.2))
@@ -768,7 +768,8 @@ def _recorded_flame():
     """The last ``aten::relu`` of the recorded GPU's training step (the trace holds no ``a + b``;
     relu is the same kind of op: one pointwise kernel), or of the synthetic trace where no GPU is
     recorded."""
-    from brrr import flames, traces
+    from brrr import traces
+    from brrr_book import flames
 
     reference = traces.reference_trace()
     if reference is None:

@@ -5,8 +5,8 @@ The essay's flamegraph of ``a + b`` shows how little of a small op's time is the
 the dispatcher and the launch wrap a kernel that runs for a sliver of it. :func:`nest` reads the
 same nesting from a ``torch.profiler`` trace (:class:`brrr.traces.Trace`): each host event inside
 the op's span on the op's thread, at the depth of its containment, and each device kernel its
-launches queued (joined by the profiler's correlation id). :func:`brrr.figures.flamegraph` draws the
-result."""
+launches queued (joined by the profiler's correlation id). :func:`figures.flamegraph` draws
+the result."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ The book's kernels live in :mod:`brrr.kernels`, in one copy that notebooks, test
 and benchmarks share. A notebook still has to *teach* the kernel, so it shows the
 code it is about to run::
 
-    from brrr.source import show_source
+    from brrr_book.source import show_source
     from brrr.kernels.pointwise import cos_cos_kernel
     show_source(cos_cos_kernel)
 

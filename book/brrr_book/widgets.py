@@ -56,9 +56,9 @@ GRID_LOG2_SIZES = (10, 18, 26)  # a thousand elements (overhead), a quarter mill
 
 def recorded_roofs(folder=None) -> dict[str, Roof]:
     """Each recorded GPU's roof for the x * 2 chain: its multiply rate and copy bandwidth from its
-    repeat sweep, its per-op overhead the record's host floor (:func:`brrr.two_gpus.roofs`: its
+    repeat sweep, its per-op overhead the record's host floor (:func:`brrr_book.two_gpus.roofs`: its
     roofs' ``dispatch_overhead``, else notebook 30's eager-op rate; 0 where it recorded neither)."""
-    from brrr import two_gpus
+    from brrr_book import two_gpus
     from brrr.beside import recorded
     from brrr.reference import load_all
 

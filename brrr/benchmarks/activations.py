@@ -21,7 +21,7 @@ from brrr.benchmarks.compiling import compile_for_timing
 
 SECTION = "activations"
 # gelu within this factor of relu's time is "about the same cost": the bar the fused-chain claim
-# sets for a chain of cheap ops against one of them (brrr.claims, fused-chain-one-op).
+# sets for a chain of cheap ops against one of them (brrr_book.claims, fused-chain-one-op).
 SAME_COST = 1.3
 ESSAY = (
     "'activation functions are nearly all the same cost, despite gelu obviously consisting of many "

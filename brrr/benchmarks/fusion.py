@@ -368,23 +368,6 @@ def sweep_table(sweep_results: dict[str, list[Measurement]], sizes: list[str], c
     return column.fit("\n".join(units.footnoted(rows, {"*": ABOVE_COPY}, "copy roof")))
 
 
-def largest_sentences(sweep_results: dict[str, list[Measurement]], copy: float) -> list[str]:
-    """At a sweep's largest size: whether each fused provider (``torch.compile``, the Triton kernel)
-    reached the copy line, and eager's effective bandwidth, which counts the fused bytes though it
-    moves about 3x."""
-    largest = {name: results[-1] for name, results in sweep_results.items()}
-    lines = [
-        near_copy(f"{name}, fused,", largest[name].bandwidth / copy)
-        for name in ("torch.compile", "Triton bias_gelu_scale")
-        if name in largest
-    ]
-    eager = largest["eager (3 kernels)"].bandwidth / copy
-    return lines + [
-        f"eager, moving about 3x the fused bytes, reached {units.percent(eager)} of copy in "
-        "effective bandwidth"
-    ]
-
-
 def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> list[str]:
     """Lines, from the run, on whether the smallest size of a sweep ran below the roof.
 

@@ -96,15 +96,3 @@ NO_RECORD = (
     "No GPU here, and no recorded GPU holds this sweep: `make gpu-check` on a GPU node records it "
     f"({SECTION} in brrr/data/reference/)."
 )
-
-
-def recorded_reduce_overhead(folder=None) -> str | None:
-    """``torch.compile(mode="reduce-overhead")`` at batch 1 against eager, as the first recorded GPU
-    measured it."""
-    for gpu in recorded(SECTION, folder):
-        eager, graphs = gpu.values["eager_seconds"][0], gpu.values["reduce_overhead_batch1_seconds"]
-        return (
-            f"{eager / graphs:.2f}x over eager ({units.seconds(graphs)} against "
-            f"{units.seconds(eager)} per step; the optimizer step stays eager)\n  {gpu.stamp}"
-        )
-    return None

@@ -6,7 +6,7 @@ import torch
 
 import pytest
 
-from brrr import claims
+from brrr_book import claims
 from brrr.benchmarks.compute import THREADS, MatmulPoint, matmul_check, table_checks, time_matmul
 from brrr.ceilings import Ceilings
 from brrr.device import DEVICE, synchronize

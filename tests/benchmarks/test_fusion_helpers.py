@@ -12,7 +12,7 @@ from brrr.benchmarks.compiling import assert_matches_eager, compile_for_timing, 
 from brrr.device import DEVICE, ON_GPU, synchronize
 from brrr.kernels.pointwise import cos_cos, cos_cos_kernel
 from brrr.memory import peak_memory, peak_of, settle_page_faults
-from brrr.source import SourceBlock, show_source, source_of
+from brrr_book.source import SourceBlock, show_source, source_of
 
 
 def test_kernel_source_renders_as_a_python_block():

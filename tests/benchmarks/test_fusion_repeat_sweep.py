@@ -11,6 +11,7 @@ from brrr.roofline import Roof
 from brrr.device import DEVICE, far_above_cache, per_device
 from brrr.roofline import Regime
 from brrr.timing import bench
+from brrr_book.pages import repeat_sweep as repeat_sweep_page
 
 
 def roofline_times(repeats, floor, per_repeat):
@@ -132,10 +133,10 @@ def test_the_flops_sentence_follows_the_sweep():
     n, roof = 2**20, 40e9
     rising = [_point(r, max(1e-3, r * n / roof)) for r in (1, 4, 16, 64)]  # flat, then at the roof
     assert repeat_sweep.flops_over_roof(rising, roof) == pytest.approx(1.0)
-    assert "stays under the roof" in repeat_sweep.describe_flops(rising, roof, {16: roof})
+    assert "stays under the roof" in repeat_sweep_page.describe_flops(rising, roof, {16: roof})
     # the CPU's shape: near the roof at 16 repeats, half of it at 128, in cache as well
     falling = [_point(16, 16 * n / 36e9), _point(64, 64 * n / 22e9), _point(128, 128 * n / 16e9)]
-    text = repeat_sweep.describe_flops(falling, roof, {16: roof, 64: 22e9})
+    text = repeat_sweep_page.describe_flops(falling, roof, {16: roof, 64: 22e9})
     assert "peaked at 16 repeats, 90% of the multiply roof; at 128 repeats it was 40%" in text
     assert (
         "at 64 repeats the sweep ran at 55% of the roof and the same chain in cache at 55%" in text

@@ -3,7 +3,8 @@
 
 import json
 
-from brrr.benchmarks.graph_sweep import GraphSweep, recorded_reduce_overhead
+from brrr.benchmarks.graph_sweep import GraphSweep
+from brrr_book.pages.cuda_graphs import recorded_reduce_overhead
 
 SWEEP = {
     "batches": [1, 64, 4096],

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from brrr import claims
+from brrr_book import claims
 from brrr.device import ON_GPU
 from conftest import ROOT, build_book
 
@@ -82,7 +82,7 @@ def test_book_builds_with_every_notebook_executed(book_build):
 
 
 # Claims that must hold on any machine the book is built on, a 2-core CPU included: each was
-# measured to hold there (see brrr.claims for the rules). Two more hold on a GPU only, and their
+# measured to hold there (brrr_book.claims has the rules). Two more hold on a GPU only, and their
 # pages say why a CPU differs: fusing x.cos().cos() pays where the cosine hides under the memory
 # time (on a CPU it is compute-bound: 0.89-0.96x here), and the other ops take a fifth or more of a
 # GPU's runtime (15% of this CPU's, where the contractions are slow too).

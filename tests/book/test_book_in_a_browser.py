@@ -88,7 +88,7 @@ def test_every_page_renders_offline(browser, served_book):
 
 
 def test_the_trace_timeline_zooms_and_pans_offline(browser, served_book):
-    """The profiler page's interactive timeline (brrr.timeline), in Chromium with the network
+    """The profiler page's interactive timeline (brrr_book.timeline), in Chromium with the network
     blocked: the wheel zooms in (the view narrows and its readout says so), a drag pans, a double
     click shows it all."""
     base, _ = served_book

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from brrr import capstone, column
+from brrr import column
+from brrr_book import capstone
 from brrr.ceilings import Ceilings
 from brrr.models import gpt
 

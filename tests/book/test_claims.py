@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from brrr import claims
+from brrr_book import claims
 from conftest import ROOT
 
 LEDGER = ROOT / "chapters" / "claims-ledger.md"
@@ -661,7 +661,7 @@ def test_an_entry_part_of_another_follows_it_on_the_same_page():
 
 
 def test_compute_growth_is_judged_on_the_datasheets_and_says_where_the_ridge_fell():
-    """The datasheets' table (brrr.figures.GENERATIONS), oldest first: FLOP/s outgrew bandwidth over
+    """The datasheets' table (figures.GENERATIONS), oldest first: FLOP/s outgrew bandwidth over
     the span, though the ridge point did not rise at every step; a machine's ridge is shown, not
     judged."""
     table = claims.datasheet_generations()

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from brrr import figures, traces
+from brrr import traces
+from brrr_book import figures
 from brrr_book import diagrams
 from conftest import ROOT
 

@@ -1,4 +1,4 @@
-"""The essay's pictures (brrr/figures.py): each is drawn from its data, with or without a GPU
+"""The essay's pictures (brrr_book/figures.py): each is drawn from its data, with or without a GPU
 record, as a small image, and shown in a chapter with the alt text the module gives it."""
 
 import re
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from brrr import counting, figures, units
+from brrr import counting, units
+from brrr_book import figures
 from conftest import ROOT
 
 pytestmark = pytest.mark.device_independent
@@ -124,7 +125,7 @@ def test_each_picture_sits_in_one_chapter_with_its_alt_text():
         )
         ((_, alt),) = shown[picture.name]
         assert alt == picture.alt, (
-            f"{picture.name}: the chapter's alt text differs from brrr.figures'"
+            f"{picture.name}: the chapter's alt text differs from brrr_book.figures'"
         )
     assert set(shown) <= {picture.name for picture in figures.FIGURES}, (
         "a chapter shows a picture nobody draws"

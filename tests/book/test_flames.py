@@ -1,9 +1,10 @@
-"""One op as a flamegraph (brrr/flames.py): the profiler's nesting under an op, and the kernel it
-queued."""
+"""One op as a flamegraph (brrr_book/flames.py): the profiler's nesting under an op, and the kernel
+it queued."""
 
 import pytest
 
-from brrr import flames, figures, traces
+from brrr import traces
+from brrr_book import figures, flames
 
 pytestmark = pytest.mark.device_independent
 

@@ -96,7 +96,7 @@ def test_notebook_10_opens_with_the_recorded_gpu_before_it_measures():
 
 
 def test_the_recorded_cos_cos_is_read_from_the_record_not_typed(tmp_path):
-    from brrr import figures
+    from brrr_book import figures
     from brrr_book.pages import cos_cos
 
     assert cos_cos.recorded_sentence(tmp_path).startswith("No GPU has recorded x.cos().cos() yet")
@@ -147,7 +147,7 @@ def test_the_capstone_never_calls_a_gain_over_its_bound_within_it():
     """The capstone said "2.12x ... (within the tool's bound of 2.03x)"."""
     from types import SimpleNamespace
 
-    from brrr import capstone
+    from brrr_book import capstone
 
     def diagnosis(regime, gain=None, step_s=1e-3):
         advice = [SimpleNamespace(regime=regime, predicted_gain=gain)] if gain else []

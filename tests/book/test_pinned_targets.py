@@ -3,10 +3,10 @@ changes this table too.
 
 A notebook's targets and checks (``targets.require*``, ``targets.check``, ``fusion.require``,
 ``overhead.require``) read their numbers from named constants in ``brrr/benchmarks``,
-``book/brrr_book/pages``, ``brrr/roofline.py`` and ``brrr/capstone.py``. The tests that plant a
-regression against each target (tests/book/test_timed_checks.py) compare with whatever the constant
-now is, so a target lowered to 1x would pass them: here it fails. The claims' rules are pinned in
-tests/book/test_claims.py (each rule's line, both sides of it), the labs' thresholds in
+``book/brrr_book/pages``, ``book/brrr_book/capstone.py`` and ``brrr/roofline.py``. The tests that
+plant a regression against each target (tests/book/test_timed_checks.py) compare with whatever the
+constant now is, so a target lowered to 1x would pass them: here it fails. The claims' rules are
+pinned in tests/book/test_claims.py (each rule's line, both sides of it), the labs' thresholds in
 tests/checks/test_thresholds.py."""
 
 import ast
@@ -14,7 +14,9 @@ import inspect
 
 import pytest
 
-from brrr import capstone, claims, roofline, targets
+from brrr import roofline, targets
+from brrr_book import claims
+from brrr_book import capstone
 from brrr.benchmarks import compute, fusion, overhead, repeat_sweep
 from brrr.device import device_class
 from brrr_book.pages import batch_doubling, python_vs_pytorch
@@ -143,7 +145,7 @@ def test_no_page_writes_a_target_as_a_bare_number():
     """A number written into the call is pinned nowhere: it goes in a named constant, and in the
     table."""
     for path in sorted((ROOT / "book" / "brrr_book" / "pages").glob("*.py")) + [
-        ROOT / "brrr" / "capstone.py"
+        ROOT / "book" / "brrr_book" / "capstone.py"
     ]:
         assert literal_thresholds(path.read_text()) == [], path
 

@@ -1,10 +1,11 @@
-"""The interactive trace timeline (brrr.timeline): every op of the window as a bar, idle gaps
+"""The interactive trace timeline (brrr_book.timeline): every op of the window as a bar, idle gaps
 shaded, self-contained (no network), and each block's ids its own. Its zoom and pan are tried in
 Chromium on the built book (tests/book/test_book_build.py)."""
 
 import re
 
-from brrr import timeline, traces
+from brrr import traces
+from brrr_book import timeline
 
 
 def test_the_timeline_holds_each_op_and_kernel_of_the_window_and_no_link():

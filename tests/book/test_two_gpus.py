@@ -1,5 +1,5 @@
-"""Two GPUs, one lesson (brrr/two_gpus.py): each kernel's ratio from one recorded GPU to another,
-predicted from the roofs of its regime and judged against the noise.
+"""Two GPUs, one lesson (brrr_book/two_gpus.py): each kernel's ratio from one recorded GPU to
+another, predicted from the roofs of its regime and judged against the noise.
 
 The synthetic records make every roof's ratio different, so a kernel predicted from the wrong roof
 gets a wrong number: copy 1.45x, bf16 matmul 1.1x, fp16 matmul 1.2x, the multiply rate 1.2x, the
@@ -9,7 +9,8 @@ import json
 
 import pytest
 
-from brrr import column, datasheets, two_gpus
+from brrr import column, datasheets
+from brrr_book import two_gpus
 from brrr.roofline import ROOF_NOISE
 
 pytestmark = pytest.mark.device_independent

@@ -8,7 +8,7 @@ import pytest
 
 from brrr.benchmarks.repeat_sweep import place
 from brrr.roofline import Roof
-from brrr.widgets import LIVE_NOTE, repeat_explorer, static_snapshot
+from brrr_book.widgets import LIVE_NOTE, repeat_explorer, static_snapshot
 
 ROOF = Roof(peak_flops=1e11, bandwidth=2e10, label="test roof")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -50,7 +50,7 @@ def test_the_static_explorer_precomputes_every_size_dtype_and_repeat_for_each_ma
     sliders."""
     from brrr.benchmarks.repeat_sweep import place
     from brrr.roofline import Roof
-    from brrr.widgets import GRID_DTYPES, GRID_LOG2_SIZES, GRID_REPEATS, placement_grid
+    from brrr_book.widgets import GRID_DTYPES, GRID_LOG2_SIZES, GRID_REPEATS, placement_grid
 
     machines = {"here": Roof(2e10, 1e10, 4e-6, overhead_adds=True), "gpu": Roof(3e13, 3e12, 8e-6)}
     figure = placement_grid(machines)
@@ -69,7 +69,7 @@ def test_the_static_explorer_precomputes_every_size_dtype_and_repeat_for_each_ma
 def test_recorded_roofs_come_from_the_record(tmp_path):
     import json
 
-    from brrr.widgets import recorded_roofs
+    from brrr_book.widgets import recorded_roofs
 
     assert recorded_roofs(tmp_path) == {}
     (tmp_path / "gpu.json").write_text(

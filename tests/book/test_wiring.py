@@ -13,7 +13,8 @@ import matplotlib.pyplot as plt
 import nbformat
 import pytest
 
-from brrr import ceilings, counting, essay, figures, reference
+from brrr import ceilings, counting, essay, reference
+from brrr_book import figures
 from brrr.benchmarks import overhead
 from brrr.ceilings import Ceilings
 from brrr_book import colab

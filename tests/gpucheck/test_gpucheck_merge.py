@@ -7,7 +7,8 @@ import shutil
 import pytest
 from conftest import ROOT
 
-from brrr import beside, claims, reference
+from brrr import beside, reference
+from brrr_book import claims
 from brrr_book.gpucheck import merge
 from brrr_book.gpucheck.__main__ import main
 

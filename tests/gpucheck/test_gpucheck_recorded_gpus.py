@@ -9,10 +9,12 @@ import shutil
 import pytest
 from conftest import ROOT
 
-from brrr import beside, claims, reference
-from brrr.benchmarks import compute, repeat_sweep
+from brrr import beside, reference
+from brrr_book import claims
 from brrr.labs import recorded as lab_recorded
-from brrr.widgets import recorded_roofs
+from brrr_book.pages import layer_intensity
+from brrr_book.pages import repeat_sweep as repeat_sweep_page
+from brrr_book.widgets import recorded_roofs
 
 COMMITTED = ROOT / "brrr" / "data" / "reference"
 H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
@@ -78,8 +80,8 @@ def test_the_pages_readers_of_the_record_say_each_gpu(recorded_gpus):
     three = claims.reference_figures(folder=folder)["three-regimes"]
     assert all(f"{gpu}: " in three for gpu in gpus) and (three == "none recorded") == (not gpus)
     assert list(recorded_roofs(folder)) == [f"recorded {gpu}" for gpu in gpus]
-    assert [sweep.device for sweep in repeat_sweep.recorded_sweeps(folder)] == list(gpus)
-    layers = compute.recorded_layers(folder)
+    assert [sweep.device for sweep in repeat_sweep_page.recorded_sweeps(folder)] == list(gpus)
+    layers = layer_intensity.recorded_layers(folder)
     assert all(f"On the recorded {gpu}" in layers for gpu in gpus)
     roofline = " ".join(lab_recorded.sentence("01-roofline", folder).split())
     assert all(gpu in roofline for gpu in gpus)

@@ -30,7 +30,7 @@ def test_linear_bf16_halves_the_bytes_not_the_flops():
 def test_linear_intensity_grows_with_batch_then_levels_off():
     # d = 1024 in and out, fp32: batch 1 reads the 4 MiB weight for 2 MFLOP, intensity ≈ 0.5
     # FLOP/byte.
-    ops = counting.linear_over_batches([1, 16, 256, 4096, 2**20], 1024, 1024, bias=False)
+    ops = [counting.linear(batch, 1024, 1024, bias=False) for batch in (1, 16, 256, 4096, 2**20)]
     intensities = [op.intensity for op in ops]
     assert intensities == sorted(intensities)
     assert intensities[0] == pytest.approx(2 * 1024 * 1024 / ((1024 + 1024 * 1024 + 1024) * 4))

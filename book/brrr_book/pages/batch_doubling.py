@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from brrr import reference, targets
 from brrr.benchmarks import overhead
-from brrr.claims import judge_batch_doubling, publish
+from brrr_book.claims import judge_batch_doubling, publish
 
 # The shape the chapter claims (pinned in tests/book/test_pinned_targets.py): batch 1 -> 2 at most
 # this step-time ratio (overhead-bound: nearly free), the last doubling at least this one

@@ -10,7 +10,7 @@ import torch
 from brrr import reference, targets, units
 from brrr.benchmarks import activations, fusion
 from brrr.beside import recorded
-from brrr.claims import (
+from brrr_book.claims import (
     Verdict,
     glue_text,
     judge_cos_cos,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from brrr import reference, targets
+from brrr import reference, targets, units
 from brrr.benchmarks import overhead
-from brrr.benchmarks.graph_sweep import NO_RECORD, GraphSweep
-from brrr.claims import glue_text, judge_compile_overhead, publish
+from brrr.benchmarks.graph_sweep import NO_RECORD, SECTION, GraphSweep
+from brrr.beside import recorded
+from brrr_book.claims import glue_text, judge_compile_overhead, publish
 from brrr.column import fit
 from brrr.device import ON_GPU
 
@@ -70,3 +71,15 @@ def finish(page: Page) -> None:
             "tiny_ops_compiled_seconds": tiny.faster.median_s,
         },
     )
+
+
+def recorded_reduce_overhead(folder=None) -> str | None:
+    """``torch.compile(mode="reduce-overhead")`` at batch 1 against eager, as the first recorded GPU
+    measured it."""
+    for gpu in recorded(SECTION, folder):
+        eager, graphs = gpu.values["eager_seconds"][0], gpu.values["reduce_overhead_batch1_seconds"]
+        return (
+            f"{eager / graphs:.2f}x over eager ({units.seconds(graphs)} against "
+            f"{units.seconds(eager)} per step; the optimizer step stays eager)\n  {gpu.stamp}"
+        )
+    return None

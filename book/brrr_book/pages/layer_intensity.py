@@ -8,9 +8,8 @@ from dataclasses import dataclass
 import matplotlib.pyplot as plt
 
 from brrr import counting, reference, roofline, targets, units
-from brrr.benchmarks.compute import recorded_layers
 from brrr.ceilings import Ceilings, measured_again
-from brrr.claims import glue_text
+from brrr_book.claims import glue_text
 from brrr.device import device_name
 from brrr.plots import roofline as roofline_chart
 from brrr.roofline import Roof
@@ -204,3 +203,28 @@ def _rowwise_speed(page: Page) -> str:
             else " Both ran near the memory roof, as memory-bound ops should."
         )
     )
+
+
+def recorded_layers(folder=None) -> str:
+    """Notebook 22's result as each recorded GPU measured it, in one sentence per GPU, or that none
+    did."""
+    from brrr.beside import recorded
+
+    said = []
+    for gpu in recorded("compute.layer_intensity", folder):
+        values = gpu.values
+        linear, rows = values["summary"]["linear over batch"], values["linear"]
+        moved = (
+            f"moved from {linear['from']} to {linear['to']}"
+            if linear["from"] != linear["to"]
+            else f"stayed {linear['from']}"
+        )
+        rowwise = " and ".join(
+            f"{row['op']} at {units.bandwidth(row['bytes_per_s'])}" for row in values["rowwise"]
+        )
+        said.append(
+            f"On the recorded {gpu.device} ({values['dtype']}, {gpu.env.get('date', '?')}), the "
+            f"linear layer {moved} between batch {rows[0]['batch']} and {rows[-1]['batch']}, and "
+            f"the row-wise ops moved their counted bytes with {rowwise}."
+        )
+    return " ".join(said) or "No recorded GPU holds this page's sweep yet."

@@ -17,7 +17,7 @@ from brrr.benchmarks.compute import (
 )
 from brrr.beside import recorded
 from brrr.ceilings import Ceilings
-from brrr.claims import glue_text
+from brrr_book.claims import glue_text
 from brrr.column import fit
 from brrr.device import ON_GPU, bf16_note, device_name
 from brrr.plots import add_stamp, loglog_sweep

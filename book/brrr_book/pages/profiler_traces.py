@@ -5,7 +5,7 @@ its sentence."""
 from __future__ import annotations
 
 from brrr import reference, targets, traces, units
-from brrr.claims import glue_text, judge_async_overhead, publish
+from brrr_book.claims import glue_text, judge_async_overhead, publish
 from brrr.column import fit
 from brrr.device import ON_GPU
 

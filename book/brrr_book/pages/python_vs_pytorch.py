@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from brrr import reference, targets, units
 from brrr.benchmarks import overhead
 from brrr.ceilings import Ceilings
-from brrr.claims import judge_overhead_floor, publish
+from brrr_book.claims import judge_overhead_floor, publish
 
 # The page's checks (pinned in tests/book/test_pinned_targets.py). Python's float adds at least this
 # many times the eager ops per second: the per-op overhead is there.

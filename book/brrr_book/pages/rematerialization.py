@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from brrr import reference, units
 from brrr.benchmarks.rematerialization import Split, VariantResult
-from brrr.claims import glue_text, judge_rematerialization, publish
+from brrr_book.claims import glue_text, judge_rematerialization, publish
 
 
 @dataclass

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from brrr import counting, essay
 from brrr.ceilings import Ceilings, describe_copy, measured_again
-from brrr.claims import glue_text, judge_matmul_gap, judge_three_regimes, publish
+from brrr_book.claims import glue_text, judge_matmul_gap, judge_three_regimes, publish
 from brrr.roofline import regime, require_memory_bound
 
 
