@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 
 from brrr import ceilings as ceilings_module
+from brrr import targets
 from brrr.ceilings import Ceilings, dtype_name
 from brrr.device import DEVICE, ON_GPU
 from brrr.diagnose import advice as advice_module
@@ -191,17 +192,20 @@ def readings_compared(measured: Measurement) -> tuple[float, float]:
 def _measured_until_consistent(step, args, threads, warmup, steps) -> tuple[Measurement, int]:
     """``(measurement, how many were taken)``: the step measured again while its profiled steps and
     its timed median disagree (:func:`brrr.diagnose.trust.agrees`), up to
-    :data:`brrr.diagnose.trust.MEASUREMENTS` times; the measurement whose two agree best."""
-    best = measure(step, args, threads=threads, warmup=warmup, steps=steps)
-    taken = 1
-    while not trust_module.agrees(*readings_compared(best)) and taken < trust_module.MEASUREMENTS:
-        again = measure(step, args, threads=threads, warmup=warmup, steps=steps)
-        taken += 1
-        if trust_module.distance(*readings_compared(again)) < trust_module.distance(
-            *readings_compared(best)
-        ):
-            best = again
-    return best, taken
+    :data:`brrr.diagnose.trust.MEASUREMENTS` times (:func:`brrr.targets.measurements`); the
+    measurement whose two agree best."""
+
+    def again() -> Measurement:
+        return measure(step, args, threads=threads, warmup=warmup, steps=steps)
+
+    def distance(measured: Measurement) -> float:
+        return trust_module.distance(*readings_compared(measured))
+
+    def agrees(measured: Measurement) -> bool:
+        return trust_module.agrees(*readings_compared(measured))
+
+    taken = targets.measurements(again(), again, agrees, attempts=trust_module.MEASUREMENTS)
+    return min(taken, key=distance), len(taken)
 
 
 def _rows_against_roofs(measured: Measurement, ceilings: Ceilings, dtype: str, threads):

@@ -32,7 +32,7 @@ TIMERS = {
 }
 # The words a loop that measures again counts with, in its header (`for _ in range(attempts)`,
 # `while len(tries) < attempts`).
-RETRY_WORDS = ("attempt", "tries", "again")
+RETRY_WORDS = ("attempt", "tries", "again", "taken")
 THE_RETRY = ROOT / "brrr" / "targets.py"  # the one module that may hold the loop
 
 
@@ -272,6 +272,10 @@ for _ in range(attempts):
     "the grader's own retry (fairness.repeat_fairly)": (
         retry_loops,
         "while len(history) < attempts:\n    history.append(measure(watch()))\n",
+    ),
+    "the diagnosis's own retry (diagnose.core._measured_until_consistent)": (
+        retry_loops,
+        "while not agrees(*readings_compared(best)) and taken < MEASUREMENTS:\n    taken += 1\n",
     ),
     "a page timing a target's pair (cos_cos.speedup_again)": (
         timing_calls,
