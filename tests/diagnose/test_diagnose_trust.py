@@ -23,15 +23,15 @@ PLANTED = 20
 
 def _matmul_step(slower_when_profiled: bool):
     """A matmul step that runs :data:`PLANTED` times its work under the profiler (inside ops, where
-    the profiled ops' time goes), or sleeps as long besides, profiler off (a busy timing)."""
+    the profiled ops' time goes), or with the profiler off (a busy timing). Work, not a sleep: load
+    slows both sides alike, so the ratio stays planted (a 40 ms sleep beside a starved matmul read
+    0.95 of the profiled step, with the thread on the CPU 7% of the time)."""
     a, b = torch.randn(384, 384), torch.randn(384, 384)
 
     def step():
         profiled = torch.autograd._profiler_enabled()
-        for _ in range(PLANTED if profiled and slower_when_profiled else 1):
+        for _ in range(PLANTED if profiled == slower_when_profiled else 1):
             out = a @ b
-        if not profiled and not slower_when_profiled:
-            time.sleep(PLANTED * 2e-3)
         return out
 
     return step
@@ -61,12 +61,12 @@ def test_a_timing_far_slower_than_the_profiled_steps_is_busy_too():
     assert "faster than the timed median" in found.report().replace("\n  ", " ")
 
 
-def test_readings_that_agree_are_measured_once_and_say_nothing():
+def test_readings_that_agree_are_measured_once_and_say_nothing(monkeypatch):
+    """Readings that agree, by construction: beside the neighbour load a real matmul's two readings
+    parted in both of two runs (issue 51), and whether they part is not what this asks."""
+    monkeypatch.setattr(core, "readings_compared", lambda measured: (1.0, 1.0))
     a, b = torch.randn(384, 384), torch.randn(384, 384)
-    for _ in range(2):  # a burst of load may part the two once; twice running is not what this asks
-        found = diagnose(lambda: a @ b, threads=THREADS, warmup=1, steps=3)
-        if found.trust.measurements == 1:
-            break
+    found = diagnose(lambda: a @ b, threads=THREADS, warmup=1, steps=3)
     assert found.trust.measurements == 1 and found.trust.steps_agree, found.report()
     assert "the profiled steps" not in found.report()
     # a step all in one regime: its headline says so, never "infx behind"
