@@ -349,11 +349,6 @@ def near_copy(label: str, fraction: float) -> str:
     )
 
 
-# A provider whose smallest size runs below this fraction of the copy-bandwidth share it reaches at
-# the largest size is held back there by something other than bandwidth: a fixed cost per call.
-SMALL_HELD_BACK = 0.75
-
-
 def sweep_table(sweep_results: dict[str, list[Measurement]], sizes: list[str], copy: float) -> str:
     """A sweep as a table in the column: one line per provider and size (its time and its share of
     the copy roof), a mark on each rate above the roof, and the reason said once under the table."""
@@ -366,47 +361,6 @@ def sweep_table(sweep_results: dict[str, list[Measurement]], sizes: list[str], c
             )
             rows.append((line, "*" if result.bandwidth > copy else ""))
     return column.fit("\n".join(units.footnoted(rows, {"*": ABOVE_COPY}, "copy roof")))
-
-
-def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> list[str]:
-    """Lines, from the run, on whether the smallest size of a sweep ran below the roof.
-
-    Each provider's share of copy bandwidth at the smallest size is set beside its
-    share at the largest. Well below it (under :data:`SMALL_HELD_BACK` of it), a fixed
-    cost per call (a launch, dispatch, a compiled graph's guards) set the small size's
-    time; about the same or above, each call took long enough that bandwidth or
-    arithmetic set it even there.
-    """
-    lines, held = [], {}
-    for name, results in sweep_results.items():
-        small, large = results[0].bandwidth / copy, results[-1].bandwidth / copy
-        held[name] = small < SMALL_HELD_BACK * large
-        lines.append(
-            f"{name}: {units.percent(small)} of copy at the smallest size "
-            f"({units.seconds(results[0].seconds)} a call), {units.percent(large)} at the largest "
-            f"({units.ratio(small / large, (SMALL_HELD_BACK,))} of it)"
-        )
-    if all(held.values()):
-        lines.append(
-            "At the smallest size every provider ran further below the copy line than at the "
-            "largest: a fixed cost per call, not bandwidth, set its time."
-        )
-    elif not any(held.values()):
-        lines.append(
-            "At the smallest size every provider ran about as close to the copy line as at the "
-            "largest, or closer: each call took long enough that a fixed cost per call was lost in "
-            "it, and the bytes or the arithmetic set its time even there."
-        )
-    else:
-        lines.append(
-            "At the smallest size, held back by a fixed cost per call rather than bandwidth: "
-            + ", ".join(name for name, h in held.items() if h)
-            + "; about as close to the copy "
-            "line as at the largest, or closer: "
-            + ", ".join(name for name, h in held.items() if not h)
-            + "."
-        )
-    return lines
 
 
 def speedup(baseline: Measurement, faster: Measurement) -> float:

@@ -222,7 +222,8 @@ def test_the_sweep_is_described_as_it_moved_not_as_the_prose_expects():
     """Notebook 20 said small matmuls fall off the roof while this CPU's bfloat16 ran fastest at n =
     128."""
     from brrr.ceilings import Ceilings
-    from brrr.benchmarks.compute import MatmulPoint, above_peak_at, sweep_shape
+    from brrr.benchmarks.compute import MatmulPoint
+    from brrr_book.pages.matmul_throughput import above_peak_at, sweep_shape
 
     ceilings = Ceilings(
         copy_bandwidth=1e10,

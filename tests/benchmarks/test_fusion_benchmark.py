@@ -10,6 +10,7 @@ import torch
 from brrr.device import ON_GPU
 
 from brrr.benchmarks import fusion
+from brrr_book.pages import triton_kernels
 
 
 def test_targets_hold_the_issues_numbers():
@@ -257,15 +258,17 @@ def test_the_small_size_verdict_follows_the_measured_shares():
     def run(*fractions):  # bandwidth = bytes / 1 s: the fraction of a copy bandwidth of 1 B/s
         return [fusion.Measurement("p", Timing(1.0, 1.0, 1.0, 3, "cpu"), f) for f in fractions]
 
-    gpu_like = fusion.small_sizes({"eager": run(0.2, 0.3), "fused": run(0.07, 0.96)}, 1.0)
+    gpu_like = triton_kernels.small_sizes({"eager": run(0.2, 0.3), "fused": run(0.07, 0.96)}, 1.0)
     assert "every provider ran further below the copy line" in gpu_like[-1]
-    cpu_like = fusion.small_sizes({"eager": run(0.28, 0.25)}, 1.0)
+    cpu_like = triton_kernels.small_sizes({"eager": run(0.28, 0.25)}, 1.0)
     assert "about as close to the copy line as at the largest, or closer" in cpu_like[-1]
     assert (
         cpu_like[0].startswith("eager: 28% of copy at the smallest size")
         and "(1.12x of it)" in cpu_like[0]
     )
-    mixed = fusion.small_sizes({"eager": run(0.28, 0.25), "compiled": run(0.2099, 0.28)}, 1.0)
+    mixed = triton_kernels.small_sizes(
+        {"eager": run(0.28, 0.25), "compiled": run(0.2099, 0.28)}, 1.0
+    )
     assert mixed[-1] == (
         "At the smallest size, held back by a fixed cost per call rather than bandwidth: "
         "compiled; about as close to the copy line as at the largest, or closer: eager."

@@ -11,9 +11,7 @@ from brrr.benchmarks.compute import (
     ABOVE_PEAK,
     TORCH_DTYPES,
     MatmulPoint,
-    above_peak_at,
     matmul_check,
-    sweep_shape,
 )
 from brrr.beside import recorded
 from brrr.ceilings import Ceilings
@@ -260,3 +258,48 @@ def _glue(page: Page) -> None:
         + (f"; {'; '.join(gaps)}" if gaps else "")
         + ".",
     )
+
+
+def above_peak_at(ceilings: Ceilings, dtype: str, n: int) -> str:
+    """Why an n³ ``dtype`` matmul can read above the cached peak, naming the size the peak was timed
+    at."""
+    timed = ceilings.matmul_n.get(dtype)
+    if timed == n:
+        return (
+            f"brrr.ceilings timed this same size, {n}, at a busier moment on a shared machine: the "
+            "roof "
+            "is a measurement, with its noise (python -m brrr.ceilings --refresh measures it again)"
+        )
+    return (
+        f"brrr.ceilings times one size, {timed}, and this one, {n}, suits the library better, or "
+        "ran at "
+        "a quieter moment on a shared machine: the roof is a measurement, with its noise"
+    )
+
+
+def sweep_shape(points: list[MatmulPoint], ceilings: Ceilings) -> list[str]:
+    """Per dtype, one sentence on how the square sweep's rate moved with n, as fractions of its
+    peak: whether it rose to its best and stayed, or peaked early and fell (the prose must not
+    assume a shape)."""
+    lines = []
+    for dtype in dict.fromkeys(point.dtype for point in points):
+        mine = [point for point in points if point.dtype == dtype]
+        peak = ceilings.matmul(dtype)
+        best = max(mine, key=lambda point: point.rate)
+        first, last = mine[0], mine[-1]
+
+        def at(point: MatmulPoint) -> str:
+            return f"n={point.n} ({units.percent(point.rate / peak, (1.0,))} of the peak)"
+
+        if best is first:
+            text = f"fastest at the smallest size, {at(first)}"
+        else:
+            text = f"rose from {at(first)} to its best at {at(best)}"
+        if best is not last:
+            text += (
+                f", then fell to {at(last)}"
+                if last.rate < 0.9 * best.rate
+                else f", and held within 10% of it up to {at(last)}"
+            )
+        lines.append(f"{dtype}: {text}")
+    return lines

@@ -58,9 +58,7 @@ def finish(page: Page) -> None:
     glue_text(
         "small-sizes",
         "Here: "
-        + " ".join(
-            line.rstrip(".") + "." for line in fusion.small_sizes(page.pointwise_sweep, page.copy)
-        ),
+        + " ".join(line.rstrip(".") + "." for line in small_sizes(page.pointwise_sweep, page.copy)),
     )
     glue_text(
         "large-sizes",
@@ -153,3 +151,49 @@ def largest_sentences(sweep_results: dict[str, list[Measurement]], copy: float) 
         f"eager, moving about 3x the fused bytes, reached {units.percent(eager)} of copy in "
         "effective bandwidth"
     ]
+
+
+# A provider whose smallest size runs below this fraction of the copy-bandwidth share it reaches at
+# the largest size is held back there by something other than bandwidth: a fixed cost per call.
+SMALL_HELD_BACK = 0.75
+
+
+def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> list[str]:
+    """Lines, from the run, on whether the smallest size of a sweep ran below the roof.
+
+    Each provider's share of copy bandwidth at the smallest size is set beside its
+    share at the largest. Well below it (under :data:`SMALL_HELD_BACK` of it), a fixed
+    cost per call (a launch, dispatch, a compiled graph's guards) set the small size's
+    time; about the same or above, each call took long enough that bandwidth or
+    arithmetic set it even there.
+    """
+    lines, held = [], {}
+    for name, results in sweep_results.items():
+        small, large = results[0].bandwidth / copy, results[-1].bandwidth / copy
+        held[name] = small < SMALL_HELD_BACK * large
+        lines.append(
+            f"{name}: {units.percent(small)} of copy at the smallest size "
+            f"({units.seconds(results[0].seconds)} a call), {units.percent(large)} at the largest "
+            f"({units.ratio(small / large, (SMALL_HELD_BACK,))} of it)"
+        )
+    if all(held.values()):
+        lines.append(
+            "At the smallest size every provider ran further below the copy line than at the "
+            "largest: a fixed cost per call, not bandwidth, set its time."
+        )
+    elif not any(held.values()):
+        lines.append(
+            "At the smallest size every provider ran about as close to the copy line as at the "
+            "largest, or closer: each call took long enough that a fixed cost per call was lost in "
+            "it, and the bytes or the arithmetic set its time even there."
+        )
+    else:
+        lines.append(
+            "At the smallest size, held back by a fixed cost per call rather than bandwidth: "
+            + ", ".join(name for name, h in held.items() if h)
+            + "; about as close to the copy "
+            "line as at the largest, or closer: "
+            + ", ".join(name for name, h in held.items() if not h)
+            + "."
+        )
+    return lines
