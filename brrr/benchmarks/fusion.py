@@ -332,23 +332,6 @@ def copy_roof(*, threads: int | None = THREADS) -> tuple[float, str]:
     )
 
 
-NEAR_COPY = 0.7  # a fused kernel at 70% of copy bandwidth or more is "near the copy line"
-
-
-def near_copy(label: str, fraction: float) -> str:
-    """A sentence, from the run, on whether ``label`` reached the copy line (``fraction`` of copy
-    bandwidth)."""
-    if fraction >= NEAR_COPY:
-        return (
-            f"{label} ran near the copy line ({units.percent(fraction)} of it): memory set its time"
-        )
-    return (
-        f"{label} ran well below the copy line ({units.percent(fraction)} of it): something other "
-        "than "
-        "memory, such as its arithmetic, set its time here"
-    )
-
-
 def sweep_table(sweep_results: dict[str, list[Measurement]], sizes: list[str], copy: float) -> str:
     """A sweep as a table in the column: one line per provider and size (its time and its share of
     the copy roof), a mark on each rate above the roof, and the reason said once under the table."""

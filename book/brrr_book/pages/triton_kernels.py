@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from brrr import reference, units
 from brrr.benchmarks import fusion
-from brrr.benchmarks.fusion import Measurement, near_copy
+from brrr.benchmarks.fusion import Measurement
 from brrr_book.claims import glue_text
 from brrr.device import ON_GPU
 
@@ -197,3 +197,20 @@ def small_sizes(sweep_results: dict[str, list[Measurement]], copy: float) -> lis
             + "."
         )
     return lines
+
+
+NEAR_COPY = 0.7  # a fused kernel at 70% of copy bandwidth or more is "near the copy line"
+
+
+def near_copy(label: str, fraction: float) -> str:
+    """A sentence, from the run, on whether ``label`` reached the copy line (``fraction`` of copy
+    bandwidth)."""
+    if fraction >= NEAR_COPY:
+        return (
+            f"{label} ran near the copy line ({units.percent(fraction)} of it): memory set its time"
+        )
+    return (
+        f"{label} ran well below the copy line ({units.percent(fraction)} of it): something other "
+        "than "
+        "memory, such as its arithmetic, set its time here"
+    )
